@@ -1,0 +1,127 @@
+"""What the daemon and the on-instance agent exchange: stdlib only, so the agent runs anywhere.
+
+The runner writes ``agent.json`` (an ``AgentConfig``) into the attempt's run directory and starts
+``python -m gpuorch.agent <rundir>``; the agent keeps ``status.json`` (an ``AgentStatus``)
+up to date there, atomically (write to a temp file, then rename), and appends the job's output
+to ``job.log`` and its own to ``agent.log``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+CONFIG_FILE = "agent.json"
+STATUS_FILE = "status.json"
+JOB_LOG = "job.log"
+AGENT_LOG = "agent.log"
+WORK_DIR = "work"  # the job's working directory inside the run dir (uploaded workdir lands here)
+HEARTBEAT_FILE = "heartbeat"  # touched by the daemon; the dead-man switch reads its mtime
+
+
+@dataclass
+class NoticeSource:
+    """Where the agent learns of an upcoming preemption.
+
+    kind ``file``: a JSON file ``{"deadline": <epoch seconds>}`` appears at ``path`` (local/sim);
+    kind ``aws``: IMDSv2 ``spot/instance-action`` at ``url`` (default http://169.254.169.254);
+    kind ``none``: never.
+    """
+
+    kind: str = "none"
+    path: str | None = None
+    url: str | None = None
+    poll_s: float = 1.0
+
+
+@dataclass
+class AgentConfig:
+    job_id: int
+    attempt: int
+    job_name: str
+    run: str
+    setup: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    checkpoint_dir: str = "checkpoints"  # relative to the run dir's work/ unless absolute
+    checkpoint_url: str | None = None  # this job's prefix in the checkpoint store
+    sync_interval_s: float = 60.0
+    keep_checkpoints: int = 3
+    signal: str = "SIGUSR1"
+    notice: NoticeSource = field(default_factory=NoticeSource)
+    # On a relaunch after a notice: wait (until this epoch time at most) for the previous
+    # attempt's final checkpoint before restoring, so the new attempt resumes from it.
+    predecessor_attempt: int | None = None
+    predecessor_deadline: float | None = None
+    # Dead-man switch: no heartbeat from the control host for this long -> final checkpoint,
+    # then shut down. None disables it (local runs).
+    heartbeat_timeout_s: float | None = None
+    shutdown_command: str | None = None  # e.g. "sudo shutdown -h now" on a cloud VM
+    final_checkpoint_grace_s: float = 5.0  # kept in reserve before the notice deadline
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> AgentConfig:
+        data = json.loads(text)
+        data["notice"] = NoticeSource(**data.get("notice") or {})
+        return cls(**_known(cls, data))
+
+
+@dataclass
+class AgentStatus:
+    state: str = "starting"  # starting, restoring, setup, running, checkpointing, exited, failed
+    pid: int | None = None  # the job's process group
+    started_at: float | None = None
+    restored_from: str | None = None  # checkpoint name this attempt resumed from
+    last_checkpoint: str | None = None  # newest checkpoint durable in the store
+    last_checkpoint_at: float | None = None  # when the job finished writing it (epoch)
+    last_checkpoint_step: int | None = None
+    uploaded: list[str] = field(default_factory=list)
+    notice_at: float | None = None
+    notice_deadline: float | None = None
+    notice_reason: str | None = None  # "preemption" (cloud notice), "heartbeat" (dead-man), "sigterm"
+    final_checkpoint: str | None = None  # uploaded after the notice
+    final_done: bool = False  # the agent has done all it will do for the notice
+    exit_code: int | None = None
+    result: dict | None = None  # the JSON the job wrote to $GPUORCH_RESULT_FILE, if any
+    ended_at: float | None = None
+    error: str | None = None
+    updated_at: float | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> AgentStatus:
+        return cls(**_known(cls, json.loads(text)))
+
+
+def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Readers see the old or the new content, never a torn file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_status(rundir: Path) -> AgentStatus | None:
+    try:
+        return AgentStatus.from_json((rundir / STATUS_FILE).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None

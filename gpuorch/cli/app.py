@@ -1,0 +1,30 @@
+"""The typer application object and the output helpers every command module shares."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, NoReturn
+
+import typer
+
+app = typer.Typer(
+    name="gpuorch",
+    help="Multi-cloud GPU orchestration: cheapest fitting GPU, checkpoint on preemption, hard dollar caps.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON.")
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """One line on stderr naming the field and the fix; nothing else."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def emit_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")

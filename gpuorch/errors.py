@@ -1,0 +1,57 @@
+"""The domain error tree.
+
+Adapters translate their SDK's exceptions into these at the boundary; the core never sees
+botocore, google-api-core or azure-core exceptions. The reconciler decides by class:
+
+- ``NoCapacityError``: try the next offer; back that (region, instance type) off a while.
+- ``QuotaError``: like no capacity, but the back-off is longer (a human must raise a quota).
+- ``TransientError``: retry the same call later (throttling, 5xx, timeouts).
+- ``PermanentError``: do not retry this request (bad image, auth, invalid parameters).
+- ``NotFoundError``: the resource does not exist (anymore).
+"""
+
+from __future__ import annotations
+
+
+class GpuorchError(Exception):
+    """Base of every error gpuorch raises on purpose."""
+
+
+class UserInputError(GpuorchError):
+    """Bad input from a user: the message names the field and the fix (CLI exit code 2)."""
+
+
+class ProviderError(GpuorchError):
+    """Base of errors raised by provider adapters."""
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class NoCapacityError(ProviderError):
+    """The offer has no capacity right now (spot or on-demand)."""
+
+
+class QuotaError(ProviderError):
+    """An account limit prevents the request (vCPU quota, spot instance count)."""
+
+
+class TransientError(ProviderError):
+    """Worth retrying the same request after ``retry_after`` seconds."""
+
+    def __init__(self, message: str, *, code: str | None = None, retry_after: float = 5.0) -> None:
+        super().__init__(message, code=code)
+        self.retry_after = retry_after
+
+
+class PermanentError(ProviderError):
+    """Retrying the same request will not help."""
+
+
+class AuthError(PermanentError):
+    """Credentials are missing, expired or lack a permission."""
+
+
+class NotFoundError(ProviderError):
+    """The resource does not exist."""

@@ -1,0 +1,319 @@
+"""FakeProvider: a deterministic in-memory cloud for the core's tests and the contract suite.
+
+Time comes from a FakeClock. Knobs: capacity per (zone, instance type, market), errors queued
+for the next calls of a method, preemptions with a notice, instances that vanish. Every call is
+recorded in ``calls``. Its runner, ``FakeRunner``, plays a job whose progress is a function of
+the clock (``FakeJobScript``): it checkpoints every N seconds of progress, takes a final
+checkpoint on a notice and resumes from the latest checkpoint of its job, as the real agent does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from .agent.protocol import AgentConfig, AgentStatus
+from .clock import FakeClock
+from .errors import NoCapacityError, NotFoundError
+from .provider import Instance, InstanceState, LaunchRequest, Offer, Provider
+from .runner import Runner, RunnerUnavailable
+
+
+def default_offers(provider: str = "fake") -> list[Offer]:
+    def offer(region: str, zone: str, itype: str, gpu: str, mem: float, od: float, spot: float | None) -> Offer:
+        return Offer(provider=provider, region=region, zone=zone, instance_type=itype, gpu=gpu, gpu_count=1,
+                     gpu_memory_gib=mem, vcpus=8, memory_gib=64, price_per_hour=od, spot_price_per_hour=spot,
+                     billing_granularity_s=1, min_billing_s=60)
+
+    return [
+        offer("r1", "r1-a", "gpu.a100", "A100-80GB", 80, 4.0, 1.2),
+        offer("r1", "r1-b", "gpu.a100", "A100-80GB", 80, 4.0, 1.3),
+        offer("r2", "r2-a", "gpu.a100", "A100-80GB", 80, 4.2, 1.5),
+        offer("r1", "r1-a", "gpu.t4", "T4", 16, 0.5, 0.2),
+    ]
+
+
+@dataclass
+class FakeJobScript:
+    duration_s: float = 600.0  # seconds of work the job needs
+    checkpoint_every_s: float = 60.0  # seconds of work between checkpoints
+    final_checkpoint_s: float = 5.0  # time to write a checkpoint after a notice
+    exit_code: int = 0
+
+
+@dataclass
+class _FakeInstance:
+    instance: Instance
+    killed_at: datetime | None = None
+    notice_at: datetime | None = None
+
+
+@dataclass
+class _Ckpt:
+    at: datetime
+    progress: float
+    attempt: int
+    final: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"p{int(self.progress):06d}-a{self.attempt}"
+
+
+@dataclass
+class _FakeAgent:
+    provider: FakeProvider
+    instance_id: str
+    config: AgentConfig
+    started: datetime
+    script: FakeJobScript
+    _memo: dict[str, object] = field(default_factory=dict)
+
+    # The job's whole life is a function of the start, the restore point, the notice and the kill.
+    def _rec(self) -> _FakeInstance:
+        p = self.provider
+        return p._instances.get(self.instance_id) or p._vanished[self.instance_id]
+
+    def resume_time(self) -> datetime:
+        """When the job starts running: after waiting for the predecessor's final checkpoint."""
+        t = self.started
+        if self.config.predecessor_attempt is not None:
+            pred = self.provider._agent_of(self.config.job_id, self.config.predecessor_attempt)
+            final = pred.final_checkpoint() if pred else None
+            if final is not None:
+                t = max(t, final.at)
+            elif self.config.predecessor_deadline is not None:
+                t = max(t, datetime.fromtimestamp(self.config.predecessor_deadline, self.started.tzinfo))
+        return t
+
+    def restored(self) -> _Ckpt | None:
+        if "restored" not in self._memo:
+            tr = self.resume_time()
+            self._memo["restored"] = self.provider._latest_checkpoint(self.config, tr, exclude=self)
+        return self._memo["restored"]  # type: ignore[return-value]
+
+    def _start_progress(self) -> float:
+        r = self.restored()
+        return r.progress if r else 0.0
+
+    def finish_time(self) -> datetime:
+        return self.resume_time() + timedelta(seconds=self.script.duration_s - self._start_progress())
+
+    def stop_time(self) -> datetime:
+        rec = self._rec()
+        ends = [self.finish_time()] + ([rec.killed_at] if rec.killed_at else [])
+        return min(ends)
+
+    def progress_at(self, t: datetime) -> float:
+        t = min(t, self.stop_time())
+        return self._start_progress() + max(0.0, (t - self.resume_time()).total_seconds())
+
+    def final_checkpoint(self) -> _Ckpt | None:
+        rec = self._rec()
+        if rec.notice_at is None or rec.notice_at >= self.stop_time():
+            return None
+        at = max(rec.notice_at, self.resume_time()) + timedelta(seconds=self.script.final_checkpoint_s)
+        if at > self.stop_time():
+            return None
+        return _Ckpt(at, self.progress_at(rec.notice_at), self.config.attempt, final=True)
+
+    def checkpoints(self) -> list[_Ckpt]:
+        """Every checkpoint this attempt ever writes (some may lie in the clock's future)."""
+        out: list[_Ckpt] = []
+        every, p0, tr = self.script.checkpoint_every_s, self._start_progress(), self.resume_time()
+        limit = min(self.stop_time(), self._rec().notice_at or self.stop_time())
+        k = math.floor(p0 / every) + 1
+        while True:
+            at = tr + timedelta(seconds=k * every - p0)
+            if at >= limit or k * every >= self.script.duration_s:
+                break
+            out.append(_Ckpt(at, k * every, self.config.attempt))
+            k += 1
+        final = self.final_checkpoint()
+        return out + ([final] if final else [])
+
+    def status(self, now: datetime) -> AgentStatus:
+        done = [c for c in self.checkpoints() if c.at <= now]
+        st = AgentStatus(state="starting", started_at=self.started.timestamp(), pid=1000 + self.config.attempt,
+                         updated_at=now.timestamp())
+        if now < self.resume_time():
+            return st
+        r = self.restored()
+        st.restored_from = r.name if r else None
+        st.state = "running"
+        st.uploaded = [c.name for c in done]
+        if done:
+            st.last_checkpoint, st.last_checkpoint_at = done[-1].name, done[-1].at.timestamp()
+            st.last_checkpoint_step = int(done[-1].progress)
+        rec = self._rec()
+        if rec.notice_at is not None and rec.notice_at <= now:
+            st.notice_at = rec.notice_at.timestamp()
+            deadline = rec.instance.preemption_deadline
+            st.notice_deadline = deadline.timestamp() if deadline else None
+            final = self.final_checkpoint()
+            st.state = "checkpointing"
+            if final is not None and final.at <= now:
+                st.final_checkpoint, st.final_done = final.name, True
+        if self.finish_time() <= now and self.finish_time() == self.stop_time():
+            st.state, st.exit_code = "exited", self.script.exit_code
+            st.ended_at = self.finish_time().timestamp()
+            st.result = {"progress": self.script.duration_s}
+        return st
+
+
+class FakeRunner(Runner):
+    def __init__(self, provider: FakeProvider, instance_id: str) -> None:
+        self.provider, self.instance_id = provider, instance_id
+
+    def _check(self) -> None:
+        inst = self.provider.get(self.instance_id)
+        if inst.state != InstanceState.RUNNING:
+            raise RunnerUnavailable(f"{self.instance_id} is {inst.state}")
+
+    def start(self, config: AgentConfig, workdir=None) -> None:  # type: ignore[no-untyped-def]
+        self.provider._record("runner.start", self.instance_id, config.attempt)
+        if self.instance_id in self.provider._agents:
+            return
+        self._check()
+        script = self.provider.scripts.get(config.job_name, self.provider.script)
+        self.provider._agents[self.instance_id] = _FakeAgent(
+            self.provider, self.instance_id, config, self.provider.clock.now(), script)
+
+    def status(self) -> AgentStatus | None:
+        agent = self.provider._agents.get(self.instance_id)
+        if agent is None:
+            self._check()
+            return None
+        return agent.status(self.provider.clock.now())
+
+    def read_log(self, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
+        agent = self.provider._agents.get(self.instance_id)
+        text = f"fake job {agent.config.job_name} attempt {agent.config.attempt}\n".encode() if agent else b""
+        return text[offset:offset + limit], min(len(text), offset + limit)
+
+    def heartbeat(self) -> None:
+        self.provider._record("runner.heartbeat", self.instance_id)
+
+
+class FakeProvider(Provider):
+    def __init__(self, clock: FakeClock | None = None, offers: list[Offer] | None = None, *, name: str = "fake",
+                 boot_s: float = 0.0, script: FakeJobScript | None = None) -> None:
+        self.name = name
+        self.clock = clock or FakeClock()
+        self._offers = offers if offers is not None else default_offers(name)
+        self.boot_s = boot_s
+        self.script = script or FakeJobScript()
+        self.scripts: dict[str, FakeJobScript] = {}  # per job name
+        self.calls: list[tuple[object, ...]] = []
+        self.unavailable: set[tuple[str, str, bool]] = set()  # (zone, instance type, spot)
+        self._errors: dict[str, list[Exception]] = defaultdict(list)
+        self._instances: dict[str, _FakeInstance] = {}
+        self._vanished: dict[str, _FakeInstance] = {}  # still known to their fake agents
+        self._agents: dict[str, _FakeAgent] = {}
+        self._seq = 0
+
+    # -- knobs ---------------------------------------------------------------------------
+    def fail_next(self, method: str, error: Exception, times: int = 1) -> None:
+        """The next ``times`` calls of ``method`` raise ``error`` (after being recorded)."""
+        self._errors[method].extend([error] * times)
+
+    def set_capacity(self, zone: str, instance_type: str, spot: bool, available: bool) -> None:
+        (self.unavailable.discard if available else self.unavailable.add)((zone, instance_type, spot))
+
+    def inject_preemption(self, instance_id: str, notice_s: float) -> None:
+        """Announce now that the instance dies in ``notice_s`` seconds."""
+        rec = self._instances[instance_id]
+        now = self.clock.now()
+        rec.notice_at = now
+        rec.instance = rec.instance.model_copy(update={"preemption_deadline": now + timedelta(seconds=notice_s)})
+
+    def vanish(self, instance_id: str) -> None:
+        """The instance disappears without a notice (hardware failure, preemption without warning)."""
+        rec = self._instances.pop(instance_id)
+        rec.killed_at = self.clock.now()
+        self._vanished[instance_id] = rec
+
+    def live_instances(self) -> list[Instance]:
+        return [i for i in self.list_managed() if i.state.alive]
+
+    def count(self, method: str) -> int:
+        return sum(1 for c in self.calls if c[0] == method)
+
+    # -- the port ------------------------------------------------------------------------
+    def _record(self, method: str, *args: object) -> None:
+        self.calls.append((method, *args))
+        if self._errors.get(method):
+            raise self._errors[method].pop(0)
+
+    def offers(self) -> list[Offer]:
+        self._record("offers")
+        return list(self._offers)
+
+    def launch(self, request: LaunchRequest) -> Instance:
+        self._record("launch", request.client_token)
+        for rec in self._instances.values():
+            if rec.instance.tags.get("client_token") == request.client_token:
+                return self._settle(rec)
+        o = request.offer
+        if (o.zone, o.instance_type, request.spot) in self.unavailable:
+            raise NoCapacityError(f"no capacity for {o.instance_type} in {o.zone}", code="InsufficientCapacity")
+        self._seq += 1
+        inst = Instance(id=f"{self.name}-{self._seq}", provider=self.name, region=o.region, zone=o.zone,
+                        instance_type=o.instance_type, spot=request.spot, state=InstanceState.PENDING,
+                        tags={**request.tags, "client_token": request.client_token}, created_at=self.clock.now(),
+                        host="127.0.0.1")
+        rec = _FakeInstance(inst)
+        self._instances[inst.id] = rec
+        return self._settle(rec)
+
+    def _settle(self, rec: _FakeInstance) -> Instance:
+        """Advance an instance's state to what the clock says."""
+        inst, now = rec.instance, self.clock.now()
+        if inst.state == InstanceState.PENDING and now >= inst.created_at + timedelta(seconds=self.boot_s):  # type: ignore[operator]
+            inst = inst.model_copy(update={"state": InstanceState.RUNNING})
+        deadline = inst.preemption_deadline
+        if inst.state.alive and deadline is not None and now >= deadline:
+            rec.killed_at = deadline
+            inst = inst.model_copy(update={"state": InstanceState.PREEMPTED, "state_reason": "spot-interruption"})
+        rec.instance = inst
+        return inst
+
+    def get(self, instance_id: str) -> Instance:
+        self._record("get", instance_id)
+        rec = self._instances.get(instance_id)
+        if rec is None:
+            raise NotFoundError(f"instance {instance_id} not found")
+        return self._settle(rec)
+
+    def list_managed(self) -> list[Instance]:
+        self._record("list_managed")
+        return [self._settle(r) for r in self._instances.values() if r.instance.tags.get("gpuorch:managed") == "true"]
+
+    def terminate(self, instance_id: str) -> None:
+        self._record("terminate", instance_id)
+        rec = self._instances.get(instance_id)
+        if rec is None:
+            return
+        inst = self._settle(rec)
+        if inst.state.alive:
+            rec.killed_at = self.clock.now()
+            rec.instance = inst.model_copy(update={"state": InstanceState.TERMINATED})
+
+    def runner(self, instance: Instance) -> Runner:
+        return FakeRunner(self, instance.id)
+
+    # -- the fake agents' shared world ---------------------------------------------------------
+    def _agent_of(self, job_id: int, attempt: int) -> _FakeAgent | None:
+        for a in self._agents.values():
+            if a.config.job_id == job_id and a.config.attempt == attempt:
+                return a
+        return None
+
+    def _latest_checkpoint(self, config: AgentConfig, at: datetime, exclude: _FakeAgent) -> _Ckpt | None:
+        if not config.checkpoint_url:
+            return None
+        found = [c for a in self._agents.values() if a is not exclude and a.config.checkpoint_url == config.checkpoint_url
+                 and a.started <= at for c in a.checkpoints() if c.at <= at]
+        return max(found, key=lambda c: (c.at, c.progress)) if found else None

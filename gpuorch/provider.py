@@ -1,0 +1,214 @@
+"""The provider port: the small interface every cloud adapter implements.
+
+Core methods are on ``Provider``; optional features are capabilities (``SupportsVolumes``),
+which the core discovers with ``isinstance`` and never by provider name. Adapters translate
+their SDK's errors into ``gpuorch.errors`` at this boundary, and import their SDK lazily.
+
+Every resource an adapter creates carries the tags from ``managed_tags`` so it can be found
+again after a crash (look before creating) and swept when no live attempt owns it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from datetime import datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from .runner import Runner
+
+TAG_MANAGED = "gpuorch:managed"
+TAG_JOB = "gpuorch:job"
+TAG_ATTEMPT = "gpuorch:attempt"
+TAG_OWNER = "gpuorch:owner"  # the installation (state store) the resource belongs to
+
+
+def managed_tags(job_id: int, attempt: int, owner: str = "") -> dict[str, str]:
+    tags = {TAG_MANAGED: "true", TAG_JOB: str(job_id), TAG_ATTEMPT: str(attempt)}
+    if owner:
+        tags[TAG_OWNER] = owner
+    return tags
+
+
+def client_token(job_id: int, attempt: int) -> str:
+    """Idempotency token of one launch: the same attempt can never get two instances."""
+    return f"gpuorch-{job_id}-{attempt}"
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Offer(Model):
+    """One purchasable configuration: an instance type in a zone, on-demand and maybe spot."""
+
+    provider: str
+    region: str
+    zone: str
+    instance_type: str
+    gpu: str | None  # canonical name from gpuorch.gpus; None for CPU-only
+    gpu_count: int = 0
+    gpu_memory_gib: float = 0.0  # per GPU
+    vcpus: float = 0
+    memory_gib: float = 0
+    price_per_hour: float  # on-demand, USD
+    spot_price_per_hour: float | None = None  # None: no spot offering
+    billing_granularity_s: int = 1
+    min_billing_s: int = 60
+    interconnect: str | None = None  # "nvlink", "pcie", ...
+    interruption_bucket: str | None = None  # AWS advisor style: "<5%", ..., ">20%"
+
+    def price(self, spot: bool) -> float:
+        if spot:
+            if self.spot_price_per_hour is None:
+                raise ValueError(f"{self.instance_type} in {self.zone} has no spot offering")
+            return self.spot_price_per_hour
+        return self.price_per_hour
+
+
+class VolumeSpec(Model):
+    volume_id: str
+    mount_path: str
+
+
+class LaunchRequest(Model):
+    job_id: int
+    attempt: int
+    offer: Offer
+    spot: bool
+    disk_gib: float = 50
+    ssh_public_key: str | None = None
+    volumes: tuple[VolumeSpec, ...] = ()
+    max_lifetime_s: float | None = None  # cloud-side backstop where the provider has one
+    owner: str = ""  # installation id; two gpuorch installations sharing an account never touch each other's
+
+    @property
+    def client_token(self) -> str:
+        return client_token(self.job_id, self.attempt)
+
+    @property
+    def tags(self) -> dict[str, str]:
+        return managed_tags(self.job_id, self.attempt, self.owner)
+
+
+class InstanceState(StrEnum):
+    PENDING = "pending"  # requested, booting
+    RUNNING = "running"
+    STOPPING = "stopping"  # shutting down at our request
+    PREEMPTED = "preempted"  # reclaimed by the cloud (spot interruption)
+    TERMINATED = "terminated"  # gone (at our request or its own shutdown)
+
+    @property
+    def alive(self) -> bool:
+        return self in (InstanceState.PENDING, InstanceState.RUNNING)
+
+
+class Instance(Model):
+    id: str
+    provider: str
+    region: str
+    zone: str
+    instance_type: str
+    spot: bool
+    state: InstanceState
+    tags: dict[str, str] = Field(default_factory=dict)
+    created_at: datetime | None = None
+    host: str | None = None  # address the runner connects to
+    port: int | None = None
+    state_reason: str | None = None
+    # Set once the cloud has announced the instance will be reclaimed, to the announced kill time.
+    preemption_deadline: datetime | None = None
+
+    @property
+    def job_id(self) -> int | None:
+        v = self.tags.get(TAG_JOB)
+        return int(v) if v and v.isdigit() else None
+
+    @property
+    def attempt(self) -> int | None:
+        v = self.tags.get(TAG_ATTEMPT)
+        return int(v) if v and v.isdigit() else None
+
+    @property
+    def owner(self) -> str:
+        return self.tags.get(TAG_OWNER, "")
+
+
+class Volume(Model):
+    id: str
+    provider: str
+    region: str
+    zone: str
+    size_gib: float
+    attached_to: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+
+
+class Provider(ABC):
+    """Contract every adapter honours (tested by ``gpuorch.testing.contract``)."""
+
+    name: str
+
+    @abstractmethod
+    def offers(self) -> list[Offer]:
+        """All offers this provider can sell now. May be served from a cache or catalog.
+
+        Raises TransientError or AuthError; never returns offers of other providers.
+        """
+
+    @abstractmethod
+    def launch(self, request: LaunchRequest) -> Instance:
+        """Start one instance for ``request``, tagged with ``request.tags``.
+
+        Idempotent by ``request.client_token``: calling it again for the same token returns the
+        instance already created (in whatever state) and never creates a second one.
+        May return a PENDING instance whose address is not known yet.
+        Raises NoCapacityError, QuotaError, TransientError, PermanentError.
+        """
+
+    @abstractmethod
+    def get(self, instance_id: str) -> Instance:
+        """Current state of one instance. Raises NotFoundError once the cloud forgot it.
+
+        A terminated instance may still be returned (state TERMINATED/PREEMPTED) for a while.
+        """
+
+    @abstractmethod
+    def list_managed(self) -> list[Instance]:
+        """Every instance carrying the ``gpuorch:managed`` tag, terminated ones included while the
+        cloud still reports them. The daemon reconciles from this list (orphan sweep)."""
+
+    @abstractmethod
+    def terminate(self, instance_id: str) -> None:
+        """Ask for termination. Succeeds quietly if the instance is already gone or going.
+
+        Returns without waiting; call ``get`` to observe the result.
+        """
+
+    def runner(self, instance: Instance) -> Runner:
+        """The Runner that drives the agent on ``instance`` (local processes, SSH, ...)."""
+        raise NotImplementedError(f"{self.name} provides no runner")
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release clients and threads."""
+
+
+@runtime_checkable
+class SupportsVolumes(Protocol):
+    """Persistent volumes that follow a job within a zone."""
+
+    def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str]) -> Volume: ...
+    def attach_volume(self, volume_id: str, instance_id: str) -> None: ...
+    def detach_volume(self, volume_id: str, instance_id: str) -> None: ...
+    def delete_volume(self, volume_id: str) -> None: ...
+    def list_volumes(self) -> list[Volume]: ...
+
+
+@runtime_checkable
+class SupportsPreemptionInjection(Protocol):
+    """Test and demo hook: reclaim an instance the way the cloud would, after a notice."""
+
+    def inject_preemption(self, instance_id: str, notice_s: float) -> None: ...

@@ -1,0 +1,107 @@
+"""What a reconcile pass decided to do. Pure data: ``decide`` returns these, ``apply`` does them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ..agent.protocol import AgentStatus
+from ..placement import Candidate
+from ..provider import Instance
+from ..store.models import JobStatus, TerminationReason
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Record a new attempt (intent first), then ask the provider for its instance.
+
+    ``candidates`` in order of preference: when one has no capacity the next is tried, each as a
+    new attempt. ``predecessor``: the preempted attempt whose final checkpoint this one awaits.
+    """
+
+    candidates: tuple[Candidate, ...]
+    predecessor: int | None = None
+    predecessor_deadline: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Relaunch:
+    """Repeat the launch call of an attempt recorded as requested (idempotent by client token)."""
+
+    attempt: int
+
+
+@dataclass(frozen=True)
+class Adopt:
+    """The provider has an instance for a requested attempt: record it."""
+
+    attempt: int
+    instance: Instance
+
+
+@dataclass(frozen=True)
+class StartAgent:
+    attempt: int
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Record what the agent reported: running, restored checkpoint, new checkpoints."""
+
+    attempt: int
+    status: AgentStatus
+
+
+@dataclass(frozen=True)
+class Drain:
+    """A preemption notice: the attempt is over for the job, but its instance is still uploading
+    the final checkpoint until ``until``."""
+
+    attempt: int
+    notice_at: datetime
+    until: datetime
+
+
+@dataclass(frozen=True)
+class End:
+    attempt: int
+    reason: TerminationReason
+    message: str
+    exit_code: int | None = None
+    result: dict | None = None
+    lost_work_s: float | None = None
+    status: AgentStatus | None = None
+
+
+@dataclass(frozen=True)
+class Terminate:
+    attempt: int
+    instance_id: str
+
+
+@dataclass(frozen=True)
+class SetJob:
+    status: JobStatus
+    message: str | None = None
+    not_before: datetime | None = None
+    finished: bool = False
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    attempt: int
+
+
+Action = Launch | Relaunch | Adopt | StartAgent | Progress | Drain | End | Terminate | SetJob | Heartbeat
+
+
+@dataclass
+class Decision:
+    actions: list[Action] = field(default_factory=list)
+    requeue_after: float = 30.0
+
+    def add(self, action: Action) -> None:
+        self.actions.append(action)
+
+    def soon(self, seconds: float) -> None:
+        self.requeue_after = min(self.requeue_after, seconds)

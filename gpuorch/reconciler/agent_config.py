@@ -1,0 +1,37 @@
+"""The agent's configuration for one attempt, built from the job spec (pure)."""
+
+from __future__ import annotations
+
+from ..agent.protocol import AgentConfig
+from ..spec import JobSpec
+from ..store.models import Attempt, Job
+
+
+def checkpoint_url(spec: JobSpec, job: Job) -> str | None:
+    """Each job gets its own prefix under the store URL the user gave."""
+    if spec.checkpoint is None:
+        return None
+    return f"{spec.checkpoint.store.rstrip('/')}/{job.name}-{job.id}"
+
+
+def agent_config(job: Job, spec: JobSpec, attempt: Attempt, *, predecessor_deadline: float | None = None,
+                 heartbeat_timeout_s: float | None = None) -> AgentConfig:
+    ckpt = spec.checkpoint
+    cfg = AgentConfig(
+        job_id=job.id or 0,
+        attempt=attempt.number,
+        job_name=job.name,
+        run=spec.run,
+        setup=spec.setup,
+        env=dict(spec.env),
+        checkpoint_url=checkpoint_url(spec, job),
+        predecessor_attempt=attempt.predecessor,
+        predecessor_deadline=predecessor_deadline,
+        heartbeat_timeout_s=heartbeat_timeout_s,
+    )
+    if ckpt is not None:
+        cfg.checkpoint_dir = ckpt.dir
+        cfg.sync_interval_s = ckpt.interval
+        cfg.keep_checkpoints = ckpt.keep
+        cfg.signal = ckpt.signal
+    return cfg

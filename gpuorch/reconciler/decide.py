@@ -1,0 +1,249 @@
+"""The pure heart of the reconciler: from one job's desired and observed state to actions.
+
+No I/O and no clock reads: everything arrives in a ``JobView``. Each call is level-triggered:
+it looks at the state as it is now, so running it twice, or after a crash at any point of the
+previous pass, leads to the same place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from ..agent.protocol import AgentStatus
+from ..placement import Candidate, candidates
+from ..provider import Instance, InstanceState, Offer
+from ..spec import JobSpec
+from ..store.models import Attempt, AttemptStatus, Job, JobStatus, TerminationReason
+from .actions import (
+    Adopt,
+    Decision,
+    Drain,
+    End,
+    Heartbeat,
+    Launch,
+    Progress,
+    Relaunch,
+    SetJob,
+    StartAgent,
+    Terminate,
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    poll_s: float = 2.0  # how often a running attempt is looked at
+    boot_timeout_s: float = 900.0  # an instance whose agent cannot be reached this long is lost
+    no_offer_retry_s: float = 30.0
+    default_notice_s: float = 30.0
+    launch_fanout: int = 5  # candidates tried in one pass when offers have no capacity
+    avoid_preempted_zone_s: float = 3600.0  # after a preemption, prefer other zones this long
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    row: Attempt
+    observed: bool  # False: the provider could not be listed this pass; conclude nothing
+    instance: Instance | None = None  # None: the provider does not report it
+    agent: AgentStatus | None = None
+    reachable: bool = False  # the runner answered (even if the agent has not started yet)
+
+
+@dataclass(frozen=True)
+class JobView:
+    job: Job
+    spec: JobSpec
+    attempts: Sequence[AttemptView]  # ordered by number
+
+
+def _ts(epoch: float | None, tz_like: datetime) -> datetime | None:
+    return datetime.fromtimestamp(epoch, tz_like.tzinfo) if epoch is not None else None
+
+
+def lost_work_s(a: AttemptView, stopped_at: datetime) -> float:
+    """Work done since the last durable checkpoint (or since the attempt started) and thrown away."""
+    agent = a.agent
+    since = _ts(agent.last_checkpoint_at, stopped_at) if agent else None
+    since = since or a.row.last_checkpoint_at or a.row.started_at or a.row.launched_at
+    if since is None:
+        return 0.0
+    return max(0.0, (stopped_at - since).total_seconds())
+
+
+def _notice(a: AttemptView, now: datetime, s: Settings) -> tuple[datetime, datetime] | None:
+    """(notice time, kill deadline) if the cloud or the agent has announced a preemption."""
+    inst, agent = a.instance, a.agent
+    deadline = inst.preemption_deadline if inst else None
+    seen = now
+    if agent and agent.notice_at is not None:
+        seen = min(seen, _ts(agent.notice_at, now))  # type: ignore[type-var]
+        deadline = deadline or _ts(agent.notice_deadline, now)
+    if deadline is None and not (agent and agent.notice_at is not None):
+        return None
+    return seen, deadline or seen + timedelta(seconds=s.default_notice_s)
+
+
+def _alive(inst: Instance | None) -> bool:
+    return inst is not None and inst.state.alive
+
+
+def _decide_draining(a: AttemptView, now: datetime, d: Decision, s: Settings) -> None:
+    if not a.observed:
+        d.soon(s.poll_s)
+        return
+    if a.agent is not None:
+        d.add(Progress(a.row.number, a.agent))
+    final_done = a.agent is not None and a.agent.final_done
+    until = a.row.drain_until
+    if _alive(a.instance) and not final_done and (until is None or now < until):
+        d.soon(s.poll_s)
+        return
+    if _alive(a.instance):
+        d.add(Terminate(a.row.number, a.instance.id))  # type: ignore[union-attr]
+    stopped = min(now, until) if until else now
+    d.add(End(a.row.number, TerminationReason.PREEMPTED, "preempted after notice", lost_work_s=lost_work_s(a, stopped),
+              status=a.agent))
+
+
+def _end_of_live(a: AttemptView, now: datetime, d: Decision, s: Settings) -> End | None:
+    """Observe the job's current attempt; return its End when it is over."""
+    row, inst, agent = a.row, a.instance, a.agent
+    if row.status == AttemptStatus.REQUESTED:
+        if inst is not None:
+            d.add(Adopt(row.number, inst))
+            d.soon(0)
+        else:
+            d.add(Relaunch(row.number))
+            d.soon(s.poll_s)
+        return None
+    if not _alive(inst):
+        if agent is not None and agent.state == "exited":
+            return _exit_end(row.number, agent)
+        if inst is not None and inst.state == InstanceState.PREEMPTED:
+            return End(row.number, TerminationReason.PREEMPTED, f"preempted without notice ({inst.state_reason or 'no reason given'})",
+                       lost_work_s=lost_work_s(a, now), status=agent)
+        what = "disappeared" if inst is None else f"is {inst.state.value}"
+        return End(row.number, TerminationReason.LOST, f"instance {row.instance_id} {what}", lost_work_s=lost_work_s(a, now),
+                   status=agent)
+    assert inst is not None
+    if agent is not None and agent.state == "exited":
+        d.add(Terminate(row.number, inst.id))
+        return _exit_end(row.number, agent)
+    if agent is not None and agent.state == "failed":
+        d.add(Terminate(row.number, inst.id))
+        return End(row.number, TerminationReason.FAILED, f"agent failed: {agent.error}", status=agent)
+    notice = _notice(a, now, s)
+    if notice is not None:
+        if agent is not None:
+            d.add(Progress(row.number, agent))
+        d.add(Drain(row.number, notice_at=notice[0], until=notice[1]))
+        d.soon(s.poll_s)
+        return None
+    if agent is None:
+        launched = row.launched_at or row.requested_at or now
+        if (now - launched).total_seconds() > s.boot_timeout_s:
+            d.add(Terminate(row.number, inst.id))
+            return End(row.number, TerminationReason.LOST, f"agent not reachable {s.boot_timeout_s:.0f}s after launch")
+        if a.reachable:
+            d.add(StartAgent(row.number))
+        d.soon(s.poll_s)
+        return None
+    d.add(Progress(row.number, agent))
+    d.add(Heartbeat(row.number))
+    d.soon(s.poll_s)
+    return None
+
+
+def _exit_end(number: int, agent: AgentStatus) -> End:
+    code = agent.exit_code if agent.exit_code is not None else -1
+    reason = TerminationReason.SUCCEEDED if code == 0 else TerminationReason.FAILED
+    return End(number, reason, f"job exited with code {code}", exit_code=code, result=agent.result, status=agent)
+
+
+def _ranked(view: JobView, now: datetime, offers: Sequence[Offer], avoid: Callable[[Candidate], bool] | None,
+            s: Settings, preempting: AttemptView | None) -> list[Candidate]:
+    """Candidates, cheapest first, but zones that preempted this job recently go last."""
+    recent = {preempting.row.zone} if preempting else set()
+    recent |= {
+        a.row.zone for a in view.attempts
+        if a.row.reason in (TerminationReason.PREEMPTED, TerminationReason.LOST) or a.row.status == AttemptStatus.DRAINING
+        if a.row.notice_at is None or (now - a.row.notice_at).total_seconds() < s.avoid_preempted_zone_s
+    }
+    ranked = candidates(view.spec, offers, avoid=avoid)
+    return sorted(ranked, key=lambda c: c.offer.zone in recent)  # stable: keeps price order within groups
+
+
+def decide(view: JobView, now: datetime, offers: Sequence[Offer], *, avoid: Callable[[Candidate], bool] | None = None,
+           settings: Settings | None = None) -> Decision:
+    s = settings or Settings()
+    job, d = view.job, Decision()
+    for a in view.attempts:
+        if a.row.status == AttemptStatus.DRAINING:
+            _decide_draining(a, now, d, s)
+
+    current = view.attempts[-1] if view.attempts and view.attempts[-1].row.status.live else None
+    preemptions, failures = job.preemptions, job.failures
+    drained: AttemptView | None = None  # got a notice this pass
+    preempted: AttemptView | None = None  # got a notice or was reclaimed this pass
+    if current is not None:
+        if not current.observed:
+            d.soon(s.poll_s)
+            return d
+        if job.cancel_requested:
+            if _alive(current.instance):
+                d.add(Terminate(current.row.number, current.instance.id))  # type: ignore[union-attr]
+            d.add(End(current.row.number, TerminationReason.CANCELLED, "cancelled by user", status=current.agent))
+            d.add(SetJob(JobStatus.CANCELLED, "cancelled by user", finished=True))
+            return d
+        end = _end_of_live(current, now, d, s)
+        if end is None and not any(isinstance(x, Drain) for x in d.actions):
+            running = current.agent is not None and current.agent.state not in ("starting",)
+            want = JobStatus.RUNNING if running else (
+                JobStatus.RECOVERING if preemptions and job.status == JobStatus.RECOVERING else JobStatus.STARTING)
+            if job.status != want:
+                d.add(SetJob(want))
+            return d
+        if end is None:  # a notice: the replacement is requested now, not after the kill
+            drained = preempted = current
+            preemptions += 1
+        else:
+            d.add(end)
+            if end.reason == TerminationReason.SUCCEEDED:
+                d.add(SetJob(JobStatus.SUCCEEDED, end.message, finished=True))
+                return d
+            if end.reason.counts_as == "preemption":
+                preemptions += 1
+                preempted = current
+            elif end.reason.counts_as == "failure":
+                failures += 1
+
+    if job.status.terminal:
+        return d
+    if job.cancel_requested:
+        d.add(SetJob(JobStatus.CANCELLED, "cancelled by user", finished=True))
+        return d
+    if failures > view.spec.retry.max_failures:
+        d.add(SetJob(JobStatus.FAILED, f"failed {failures} time(s); retry.max_failures is {view.spec.retry.max_failures}",
+                     finished=True))
+        return d
+    if preemptions > view.spec.retry.max_preemptions:
+        d.add(SetJob(JobStatus.FAILED, f"preempted {preemptions} time(s); retry.max_preemptions is "
+                     f"{view.spec.retry.max_preemptions}", finished=True))
+        return d
+    if job.not_before is not None and now < job.not_before and drained is None:
+        d.soon((job.not_before - now).total_seconds())
+        return d
+    ranked = _ranked(view, now, offers, avoid, s, preempted)
+    if not ranked:
+        d.add(SetJob(JobStatus.QUEUED, "no offer fits the job right now (all filtered, backed off or without capacity)",
+                     not_before=now + timedelta(seconds=s.no_offer_retry_s)))
+        d.soon(s.no_offer_retry_s)
+        return d
+    deadline = None
+    if drained is not None:
+        deadline = next(x.until for x in d.actions if isinstance(x, Drain))
+    d.add(Launch(tuple(ranked[: s.launch_fanout]), predecessor=drained.row.number if drained else None,
+                 predecessor_deadline=deadline))
+    d.soon(s.poll_s)
+    return d

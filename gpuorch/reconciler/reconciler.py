@@ -1,0 +1,388 @@
+"""One reconcile pass: load (store + providers) -> decide (pure) -> apply (side effects).
+
+Intent is recorded before every side effect (an attempt row exists before its launch call), and
+every write checks that this daemon still holds the job's lease, so a restarted or second daemon
+never double-acts. Nothing here sleeps: ``run_pass`` returns how soon it wants to run again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import or_, update
+from sqlmodel import Session, select
+
+from .. import events
+from ..clock import Clock, SystemClock
+from ..errors import AuthError, NoCapacityError, PermanentError, ProviderError, QuotaError, TransientError
+from ..placement import Candidate
+from ..provider import Instance, LaunchRequest, Offer, Provider
+from ..runner import RunnerUnavailable
+from ..spec import JobSpec
+from ..store import Store
+from ..store.models import Attempt, AttemptStatus, Backoff, Checkpoint, Job, JobStatus, TerminationReason
+from . import actions as A
+from .agent_config import agent_config
+from .decide import AttemptView, JobView, Settings, decide
+
+log = logging.getLogger("gpuorch.reconciler")
+
+TERMINAL = [s.value for s in JobStatus if s.terminal]
+
+
+class LeaseLost(Exception):
+    """Another daemon owns the job now; drop this pass's remaining work on it."""
+
+
+def backoff_key(provider: str, region: str = "", instance_type: str = "", spot: bool | None = None) -> str:
+    parts = [provider, region, instance_type] + ([] if spot is None else ["spot" if spot else "on-demand"])
+    return "/".join(p for p in parts if p)
+
+
+class Reconciler:
+    def __init__(self, store: Store, providers: Mapping[str, Provider], *, clock: Clock | None = None,
+                 settings: Settings | None = None, owner: str | None = None, lease_s: float = 60.0,
+                 backoff_s: float = 300.0, offers_ttl_s: float = 300.0) -> None:
+        self.store, self.providers = store, dict(providers)
+        self.clock = clock or SystemClock()
+        self.settings = settings or Settings()
+        self.owner = owner or f"daemon-{uuid.uuid4().hex[:8]}"
+        self.lease_s, self.backoff_s, self.offers_ttl_s = lease_s, backoff_s, offers_ttl_s
+        self._offers: list[Offer] = []
+        self._offers_at: datetime | None = None
+
+    # -- load ------------------------------------------------------------------------------
+    def _current_offers(self, now: datetime) -> list[Offer]:
+        if self._offers_at is None or (now - self._offers_at).total_seconds() >= self.offers_ttl_s:
+            offers: list[Offer] = []
+            for p in self.providers.values():
+                try:
+                    offers.extend(p.offers())
+                except ProviderError as e:
+                    log.warning("offers from %s unavailable: %s", p.name, e)
+            self._offers, self._offers_at = offers, now
+        return self._offers
+
+    def invalidate_offers(self) -> None:
+        self._offers_at = None
+
+    def _observe(self) -> tuple[dict[tuple[str, int, int], Instance], set[str]]:
+        """Instances of this installation by (provider, job, attempt), and providers listed OK."""
+        found: dict[tuple[str, int, int], Instance] = {}
+        ok: set[str] = set()
+        for name, p in self.providers.items():
+            try:
+                listed = p.list_managed()
+            except ProviderError as e:
+                log.warning("cannot list %s instances this pass: %s", name, e)
+                continue
+            ok.add(name)
+            for inst in listed:
+                if inst.owner == self.store.installation_id and inst.job_id is not None and inst.attempt is not None:
+                    key = (name, inst.job_id, inst.attempt)
+                    if key not in found or inst.state.alive:
+                        found[key] = inst
+        return found, ok
+
+    def _claim(self, now: datetime) -> list[Job]:
+        """Lease every job that needs attention and is not leased by a live daemon."""
+        busy = select(Attempt.job_id).where(Attempt.status != AttemptStatus.ENDED)
+        with self.store.write() as s:
+            s.exec(
+                update(Job)
+                .where(or_(Job.status.not_in(TERMINAL), Job.id.in_(busy)))  # type: ignore[attr-defined,union-attr]
+                .where(or_(Job.lease_owner.is_(None), Job.lease_owner == self.owner,  # type: ignore[union-attr]
+                           Job.lease_expires < now))  # type: ignore[operator]
+                .values(lease_owner=self.owner, lease_expires=now + timedelta(seconds=self.lease_s))
+            )
+        with self.store.read() as s:
+            return list(s.exec(select(Job).where(Job.lease_owner == self.owner).where(
+                or_(Job.status.not_in(TERMINAL), Job.id.in_(busy))).order_by(Job.id)))  # type: ignore[attr-defined,union-attr]
+
+    def release_leases(self) -> None:
+        with self.store.write() as s:
+            s.exec(update(Job).where(Job.lease_owner == self.owner).values(lease_owner=None, lease_expires=None))
+
+    def _view(self, job: Job, observed: dict[tuple[str, int, int], Instance], ok: set[str]) -> JobView:
+        with self.store.read() as s:
+            rows = list(s.exec(select(Attempt).where(Attempt.job_id == job.id).order_by(Attempt.number)))  # type: ignore[arg-type]
+        views = []
+        for row in rows:
+            if row.status == AttemptStatus.ENDED:
+                views.append(AttemptView(row, observed=True))
+                continue
+            inst = observed.get((row.provider, job.id or 0, row.number))
+            agent, reachable = None, False
+            if inst is not None and row.provider in self.providers:
+                try:
+                    agent = self.providers[row.provider].runner(inst).status()
+                    reachable = True
+                except RunnerUnavailable:
+                    pass
+            views.append(AttemptView(row, observed=row.provider in ok, instance=inst, agent=agent, reachable=reachable))
+        return JobView(job, JobSpec.model_validate_json(job.spec), views)
+
+    def _avoid(self, now: datetime):  # type: ignore[no-untyped-def]
+        with self.store.read() as s:
+            keys = {b.key for b in s.exec(select(Backoff).where(Backoff.until > now))}
+
+        def avoid(c: Candidate) -> bool:
+            o = c.offer
+            return (o.provider in keys or backoff_key(o.provider, o.region) in keys
+                    or backoff_key(o.provider, o.region, o.instance_type, c.spot) in keys)
+
+        return avoid
+
+    # -- the pass ----------------------------------------------------------------------------
+    def run_pass(self) -> float:
+        """Reconcile every job once; return the seconds until the next pass is due."""
+        now = self.clock.now()
+        observed, ok = self._observe()  # before reading attempts: see _sweep_orphans
+        offers = self._current_offers(now)
+        avoid = self._avoid(now)
+        requeue = self.settings.no_offer_retry_s
+        for job in self._claim(now):
+            try:
+                view = self._view(job, observed, ok)
+                decision = decide(view, now, offers, avoid=avoid, settings=self.settings)
+                self._apply(view, decision, observed, now)
+                requeue = min(requeue, decision.requeue_after)
+            except LeaseLost:
+                log.info("job %s: lease taken over by another daemon", job.id)
+        self._sweep_orphans(observed, ok, now)
+        return max(0.0, requeue)
+
+    # -- apply -------------------------------------------------------------------------------
+    @contextmanager
+    def _txn(self, job_id: int) -> Iterator[tuple[Session, Job]]:
+        with self.store.write() as s:
+            job = s.get(Job, job_id)
+            if job is None or job.lease_owner != self.owner:
+                raise LeaseLost(job_id)
+            yield s, job
+            job.updated_at = self.clock.now()
+
+    def _apply(self, view: JobView, d: A.Decision, observed: dict[tuple[str, int, int], Instance], now: datetime) -> None:
+        job_id = view.job.id or 0
+        by_number = {a.row.number: a for a in view.attempts}
+        for action in d.actions:
+            a = by_number.get(getattr(action, "attempt", -1))
+            match action:
+                case A.Launch():
+                    self._launch(view, action, now)
+                case A.Relaunch():
+                    self._launch_attempt(view, a.row, now)  # type: ignore[union-attr]
+                case A.Adopt():
+                    with self._txn(job_id) as (s, _):
+                        row = s.get(Attempt, a.row.id)  # type: ignore[union-attr]
+                        row.status, row.instance_id, row.launched_at = AttemptStatus.LAUNCHED, action.instance.id, now
+                        events.record(s, now, "adopted", f"found instance {action.instance.id} already launched",
+                                      job_id=job_id, attempt=row.number)
+                case A.StartAgent():
+                    self._start_agent(view, a, now)  # type: ignore[arg-type]
+                case A.Progress():
+                    self._progress(job_id, a, action.status, now)  # type: ignore[arg-type]
+                case A.Drain():
+                    with self._txn(job_id) as (s, job):
+                        row = s.get(Attempt, a.row.id)  # type: ignore[union-attr]
+                        row.status, row.reason = AttemptStatus.DRAINING, TerminationReason.PREEMPTED
+                        row.notice_at, row.drain_until = action.notice_at, action.until
+                        job.preemptions += 1
+                        job.status, job.message = JobStatus.RECOVERING, f"preemption notice on attempt {row.number}"
+                        left = (action.until - now).total_seconds()
+                        events.record(s, now, "notice", f"preemption notice: {row.instance_id} reclaimed in {left:.0f}s; "
+                                      "final checkpoint requested, replacement requested now", job_id=job_id,
+                                      attempt=row.number)
+                case A.End():
+                    self._end(view, a, action, now)  # type: ignore[arg-type]
+                case A.Terminate():
+                    try:
+                        self.providers[a.row.provider].terminate(action.instance_id)  # type: ignore[union-attr]
+                    except ProviderError as e:
+                        log.warning("terminate %s failed (the orphan sweep retries): %s", action.instance_id, e)
+                case A.SetJob():
+                    with self._txn(job_id) as (s, job):
+                        if job.status != action.status or job.message != action.message:
+                            if action.status != job.status:
+                                events.record(s, now, action.status.value, action.message or action.status.value,
+                                              job_id=job_id)
+                            job.status, job.message = action.status, action.message
+                        job.not_before = action.not_before
+                        if action.finished:
+                            job.finished_at = now
+                case A.Heartbeat():
+                    inst = a.instance  # type: ignore[union-attr]
+                    try:
+                        self.providers[a.row.provider].runner(inst).heartbeat()  # type: ignore[union-attr,arg-type]
+                    except RunnerUnavailable:
+                        pass
+
+    def _launch(self, view: JobView, action: A.Launch, now: datetime) -> None:
+        job_id = view.job.id or 0
+        for cand in action.candidates:
+            o = cand.offer
+            with self._txn(job_id) as (s, job):
+                last = s.exec(select(Attempt.number).where(Attempt.job_id == job_id)
+                              .order_by(Attempt.number.desc())).first()  # type: ignore[attr-defined]
+                row = Attempt(job_id=job_id, number=(last or 0) + 1, provider=o.provider, region=o.region, zone=o.zone,
+                              instance_type=o.instance_type, gpu=o.gpu, gpu_count=o.gpu_count, spot=cand.spot,
+                              price_per_hour=cand.price_per_hour, billing_granularity_s=o.billing_granularity_s,
+                              min_billing_s=o.min_billing_s, predecessor=action.predecessor, requested_at=now)
+                s.add(row)
+                job.status = JobStatus.RECOVERING if job.preemptions and job.status == JobStatus.RECOVERING else JobStatus.STARTING
+                market = "spot" if cand.spot else "on-demand"
+                events.record(s, now, "launch_requested",
+                              f"{o.provider} {o.zone} {o.instance_type} {market} at ${cand.price_per_hour:.3f}/h",
+                              job_id=job_id, attempt=row.number)
+            if self._launch_attempt(view, row, now, offer=o):
+                return
+        with self._txn(job_id) as (s, job):
+            job.status, job.message = JobStatus.QUEUED, "no capacity on the candidate offers; will try again"
+
+    def _launch_attempt(self, view: JobView, row: Attempt, now: datetime, offer: Offer | None = None) -> bool:
+        """Call launch for a recorded attempt (idempotent by client token). True if it has an instance."""
+        job_id = view.job.id or 0
+        provider = self.providers.get(row.provider)
+        if provider is None:
+            self._close_attempt(job_id, row, TerminationReason.LAUNCH_FAILED, f"provider {row.provider} is not enabled", now)
+            return False
+        offer = offer or Offer(provider=row.provider, region=row.region, zone=row.zone, instance_type=row.instance_type,
+                               gpu=row.gpu, gpu_count=row.gpu_count, price_per_hour=row.price_per_hour,
+                               spot_price_per_hour=row.price_per_hour if row.spot else None,
+                               billing_granularity_s=row.billing_granularity_s, min_billing_s=row.min_billing_s)
+        req = LaunchRequest(job_id=job_id, attempt=row.number, offer=offer, spot=row.spot,
+                            disk_gib=view.spec.resources.disk, owner=self.store.installation_id)
+        try:
+            inst = provider.launch(req)
+        except (NoCapacityError, QuotaError) as e:
+            kind = "quota" if isinstance(e, QuotaError) else "no capacity"
+            self._close_attempt(job_id, row, TerminationReason.NO_CAPACITY, f"{kind}: {e}", now,
+                                backoff=backoff_key(row.provider, row.region, row.instance_type, row.spot))
+            return False
+        except TransientError as e:
+            with self._txn(job_id) as (s, _):
+                events.record(s, now, "launch_retry", f"transient error, will retry: {e}", job_id=job_id,
+                              attempt=row.number)
+            return True  # the attempt stays requested; the next pass repeats the same idempotent call
+        except PermanentError as e:
+            key = row.provider if isinstance(e, AuthError) else backoff_key(row.provider, row.region, row.instance_type, row.spot)
+            self._close_attempt(job_id, row, TerminationReason.LAUNCH_FAILED, f"launch refused: {e}", now,
+                                backoff=key, backoff_s=3600)
+            return False
+        with self._txn(job_id) as (s, _):
+            r = s.get(Attempt, row.id)
+            r.status, r.instance_id, r.launched_at = AttemptStatus.LAUNCHED, inst.id, now  # type: ignore[union-attr]
+            events.record(s, now, "launched", f"instance {inst.id} ({inst.state.value})", job_id=job_id,
+                          attempt=row.number)
+        return True
+
+    def _close_attempt(self, job_id: int, row: Attempt, reason: TerminationReason, message: str, now: datetime,
+                       backoff: str | None = None, backoff_s: float | None = None) -> None:
+        with self._txn(job_id) as (s, _):
+            r = s.get(Attempt, row.id)
+            r.status, r.reason, r.message, r.ended_at = AttemptStatus.ENDED, reason, message, now  # type: ignore[union-attr]
+            if backoff:
+                until = now + timedelta(seconds=backoff_s or self.backoff_s)
+                b = s.get(Backoff, backoff) or Backoff(key=backoff, until=until)
+                b.until, b.reason = until, message
+                s.add(b)
+            events.record(s, now, reason.value, message, job_id=job_id, attempt=row.number)
+
+    def _start_agent(self, view: JobView, a: AttemptView, now: datetime) -> None:
+        pred_deadline = None
+        if a.row.predecessor is not None:
+            pred = next((p.row for p in view.attempts if p.row.number == a.row.predecessor), None)
+            if pred is not None and pred.drain_until is not None:
+                pred_deadline = pred.drain_until.timestamp()
+        cfg = agent_config(view.job, view.spec, a.row, predecessor_deadline=pred_deadline)
+        workdir = Path(view.spec.workdir) if view.spec.workdir else None
+        try:
+            self.providers[a.row.provider].runner(a.instance).start(cfg, workdir)  # type: ignore[arg-type]
+        except RunnerUnavailable as e:
+            log.info("job %s attempt %s: runner not ready: %s", view.job.id, a.row.number, e)
+
+    def _progress(self, job_id: int, a: AttemptView, st, now: datetime) -> None:  # type: ignore[no-untyped-def]
+        """Write only what changed: most polls of a running job change nothing."""
+        row = a.row
+        became_running = row.status == AttemptStatus.LAUNCHED and st.state != "starting"
+        new_ckpt = bool(st.uploaded) and st.uploaded[-1] != row.last_checkpoint
+        if not (became_running or new_ckpt):
+            return
+        with self._txn(job_id) as (s, job):
+            r = s.get(Attempt, row.id)
+            if became_running:
+                r.status, r.started_at, r.resumed_from = AttemptStatus.RUNNING, now, st.restored_from  # type: ignore[union-attr]
+                job.status, job.message = JobStatus.RUNNING, None
+                how = f"resumed from checkpoint {st.restored_from}" if st.restored_from else "started fresh"
+                events.record(s, now, "running", f"agent up on {r.instance_id}, {how}", job_id=job_id,  # type: ignore[union-attr]
+                              attempt=row.number)
+            if new_ckpt:
+                self._record_checkpoints(s, job_id, r, st, now)  # type: ignore[arg-type]
+
+    def _record_checkpoints(self, s: Session, job_id: int, r: Attempt, st, now: datetime) -> None:  # type: ignore[no-untyped-def]
+        known = set(s.exec(select(Checkpoint.name).where(Checkpoint.job_id == job_id)))
+        for name in st.uploaded:
+            if name in known:
+                continue
+            last = name == st.last_checkpoint
+            completed = datetime.fromtimestamp(st.last_checkpoint_at, now.tzinfo) if last and st.last_checkpoint_at else None
+            s.add(Checkpoint(job_id=job_id, attempt=r.number, name=name, recorded_at=now, completed_at=completed,
+                             step=st.last_checkpoint_step if last else None, final=name == st.final_checkpoint))
+            events.record(s, now, "checkpoint", f"checkpoint {name} durable" + (" (final, on notice)" if name == st.final_checkpoint else ""),
+                          job_id=job_id, attempt=r.number)
+        if st.last_checkpoint:
+            r.last_checkpoint = st.last_checkpoint
+            if st.last_checkpoint_at:
+                r.last_checkpoint_at = datetime.fromtimestamp(st.last_checkpoint_at, now.tzinfo)
+
+    def _end(self, view: JobView, a: AttemptView, end: A.End, now: datetime) -> None:
+        job_id = view.job.id or 0
+        with self._txn(job_id) as (s, job):
+            r = s.get(Attempt, a.row.id)
+            assert r is not None
+            was_draining = r.status == AttemptStatus.DRAINING
+            if end.status is not None and end.status.uploaded and end.status.uploaded[-1] != r.last_checkpoint:
+                self._record_checkpoints(s, job_id, r, end.status, now)
+            if end.status is not None and r.resumed_from is None:
+                r.resumed_from = end.status.restored_from
+            r.status, r.ended_at, r.message = AttemptStatus.ENDED, now, end.message
+            r.reason = TerminationReason.PREEMPTED if was_draining else end.reason
+            r.exit_code, r.lost_work_s = end.exit_code, end.lost_work_s
+            if not was_draining:
+                if end.reason.counts_as == "preemption":
+                    job.preemptions += 1
+                elif end.reason.counts_as == "failure":
+                    job.failures += 1
+                if end.exit_code is not None:
+                    job.exit_code = end.exit_code
+                if end.result is not None:
+                    job.result = json.dumps(end.result)
+            lost = f"; lost work {end.lost_work_s:.0f}s" if end.lost_work_s is not None else ""
+            events.record(s, now, "attempt_ended", f"{r.reason.value}: {end.message}{lost}", job_id=job_id,
+                          attempt=r.number)
+
+    def _sweep_orphans(self, observed: dict[tuple[str, int, int], Instance], ok: set[str], now: datetime) -> None:
+        """Terminate live instances of this installation that no unfinished attempt owns.
+
+        ``observed`` was listed before the attempts are read here, and an attempt row is always
+        committed before its launch call, so an instance launched this pass is never mistaken.
+        """
+        with self.store.read() as s:
+            owned = {(r.provider, r.job_id, r.number) for r in s.exec(
+                select(Attempt).where(Attempt.status != AttemptStatus.ENDED))}
+        for key, inst in observed.items():
+            if key[0] in ok and inst.state.alive and key not in owned:
+                try:
+                    self.providers[key[0]].terminate(inst.id)
+                except ProviderError as e:
+                    log.warning("orphan %s: terminate failed: %s", inst.id, e)
+                    continue
+                with self.store.write() as ws:
+                    events.record(ws, now, "orphan_terminated", f"{key[0]} instance {inst.id} had no live attempt",
+                                  job_id=key[1], attempt=key[2])

@@ -1,0 +1,210 @@
+"""The job spec: what a user submits (YAML), validated with pydantic; unknown keys rejected.
+
+``load_spec`` turns every validation failure into one ``UserInputError`` line that names the
+field and the fix, so the CLI can print it and exit 2 without writing anything.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+
+from . import gpus
+from .errors import UserInputError
+from .units import parse_duration_s, parse_size_gib
+
+CHECKPOINT_SCHEMES = ("file", "s3", "gs", "az")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+Gib = Annotated[float, BeforeValidator(parse_size_gib)]
+Seconds = Annotated[float, BeforeValidator(parse_duration_s)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SpotPolicy(StrEnum):
+    SPOT = "spot"
+    ON_DEMAND = "on-demand"
+    AUTO = "auto"
+
+
+class GpuRequirement(Strict):
+    """``A100:80GB:1``, ``A100:2``, ``H100:8``, ``24GB+``, ``24GB+:2``, ``T4``."""
+
+    name: str | None = None  # canonical name from gpus.GPUS; None means "any model"
+    min_memory_gib: float | None = None
+    count: int = 1
+
+    @classmethod
+    def parse(cls, text: str) -> GpuRequirement:
+        parts = [p.strip() for p in str(text).split(":") if p.strip()]
+        if not parts or len(parts) > 3:
+            raise ValueError(f"cannot read gpu {text!r}; write NAME[:MEMORY][:COUNT] like A100:80GB:1, or 24GB+")
+        name: str | None = None
+        memory: float | None = None
+        count = 1
+        for i, part in enumerate(parts):
+            if part.isdigit() and i > 0:
+                count = int(part)
+            elif part.endswith("+") or re.fullmatch(r"[0-9.]+\s*(GB|GiB|G)", part, re.IGNORECASE):
+                memory = parse_size_gib(part.rstrip("+"))
+            elif i == 0:
+                spec = gpus.lookup(part)
+                if spec is None:
+                    raise ValueError(f"unknown GPU {part!r}; known: {', '.join(gpus.known_names())}")
+                name = spec.name
+            else:
+                raise ValueError(f"cannot read {part!r} in gpu {text!r}; write NAME[:MEMORY][:COUNT]")
+        if count < 1:
+            raise ValueError("gpu count must be at least 1")
+        if name and memory:
+            # "A100:80GB" selects the 80 GB variant when the name alone means the 40 GB one.
+            variant = gpus.lookup(f"{name}-{int(memory)}GB")
+            if variant is not None:
+                name = variant.name
+        return cls(name=name, min_memory_gib=memory, count=count)
+
+    def memory_floor_gib(self) -> float:
+        if self.min_memory_gib is not None:
+            return self.min_memory_gib
+        spec = gpus.lookup(self.name) if self.name else None
+        return spec.memory_gib if spec else 0.0
+
+    def __str__(self) -> str:
+        name = self.name or f"{self.min_memory_gib:g}GB+"
+        return f"{name}:{self.count}"
+
+
+class Resources(Strict):
+    gpu: GpuRequirement | None = None
+    cpus: float = Field(default=1, ge=0)
+    memory: Gib = 0.0
+    disk: Gib = 50.0
+
+    @field_validator("gpu", mode="before")
+    @classmethod
+    def _gpu(cls, v: Any) -> Any:
+        if v is None or isinstance(v, GpuRequirement | dict):
+            return v
+        return GpuRequirement.parse(str(v))
+
+
+class Checkpoint(Strict):
+    dir: str = "checkpoints"  # on the instance; relative paths are under the job's run dir
+    store: str  # file:///path, s3://bucket/prefix, gs://bucket/prefix, az://container/prefix
+    interval: Seconds = 60.0  # how often the agent syncs complete checkpoints
+    signal: str = "SIGUSR1"  # sent to the job when a preemption notice arrives
+    keep: int = Field(default=3, ge=1)  # complete checkpoints kept in the store
+
+    @field_validator("store")
+    @classmethod
+    def _store(cls, v: str) -> str:
+        scheme = v.split("://", 1)[0] if "://" in v else ""
+        if scheme not in CHECKPOINT_SCHEMES:
+            raise ValueError(
+                f"unsupported checkpoint store {v!r}; use one of "
+                + ", ".join(f"{s}://" for s in CHECKPOINT_SCHEMES)
+            )
+        return v
+
+    @field_validator("signal")
+    @classmethod
+    def _signal(cls, v: str) -> str:
+        name = v.upper() if v.upper().startswith("SIG") else f"SIG{v.upper()}"
+        if not hasattr(signal.Signals, name):
+            raise ValueError(f"unknown signal {v!r}; use a name like SIGUSR1 or SIGTERM")
+        return name
+
+
+class Retry(Strict):
+    max_preemptions: int = Field(default=20, ge=0)  # relaunches after preemption
+    max_failures: int = Field(default=0, ge=0)  # relaunches after the job exits non-zero
+
+
+class JobSpec(Strict):
+    name: str
+    run: str
+    setup: str | None = None
+    workdir: str | None = None  # a local directory uploaded to the instance as the run dir
+    env: dict[str, str] = Field(default_factory=dict)
+    resources: Resources = Field(default_factory=Resources)
+    spot_policy: SpotPolicy = SpotPolicy.AUTO
+    max_price_per_hour: float | None = Field(default=None, gt=0)
+    providers: list[str] | None = None  # restrict placement to these providers
+    regions: list[str] | None = None  # restrict placement to these regions
+    checkpoint: Checkpoint | None = None
+    retry: Retry = Field(default_factory=Retry)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError("use 1-63 lowercase letters, digits and dashes, starting with a letter or digit")
+        return v
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            bad = [k for k in v if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(k))]
+            if bad:
+                raise ValueError(f"invalid variable name {bad[0]!r}; use letters, digits and _")
+            if any(str(k).startswith("GPUORCH_") for k in v):
+                raise ValueError("GPUORCH_* variables are set by gpuorch; rename yours")
+            return {str(k): str(val) for k, val in v.items()}
+        return v
+
+
+_FIX_HINTS = {
+    "extra_forbidden": "unknown key; remove it or check its spelling",
+    "missing": "required; add it",
+    "greater_than": "must be greater than {gt}",
+    "greater_than_equal": "must be at least {ge}",
+}
+
+
+def _format_error(err: dict[str, Any], source: str) -> str:
+    loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        msg = _FIX_HINTS[kind]
+    elif kind in _FIX_HINTS:
+        msg = _FIX_HINTS[kind].format(**err.get("ctx", {}))
+    else:
+        msg = str(err["msg"]).removeprefix("Value error, ")
+    return f"{source}: {loc}: {msg}"
+
+
+def parse_spec(data: Any, source: str = "job spec") -> JobSpec:
+    if not isinstance(data, dict):
+        raise UserInputError(f"{source}: expected a mapping of keys like name, run, resources")
+    try:
+        return JobSpec.model_validate(data)
+    except ValidationError as e:
+        raise UserInputError(_format_error(e.errors()[0], source)) from None
+
+
+def load_spec(path: str | Path) -> JobSpec:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise UserInputError(f"{p}: cannot read the job spec ({e.strerror}); check the path") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise UserInputError(f"{p}:{where}: malformed YAML ({getattr(e, 'problem', e)}); fix the syntax") from None
+    spec = parse_spec(data, str(p))
+    if spec.workdir and not (p.parent / spec.workdir).expanduser().is_dir():
+        raise UserInputError(f"{p}: workdir: {spec.workdir!r} is not a directory; give a path relative to the spec")
+    return spec

@@ -1,0 +1,106 @@
+"""The state store: sqlmodel on SQLite (WAL) by default, PostgreSQL for several daemons.
+
+Writing transactions on SQLite start with ``BEGIN IMMEDIATE``: a deferred BEGIN that reads and
+then writes from several processes fails with "database is locked"; IMMEDIATE takes the write
+lock up front and waits ``busy_timeout`` for it instead.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import Engine, event
+from sqlmodel import Session, create_engine, select
+
+from .migrations import migrate
+from .models import Meta
+
+BUSY_TIMEOUT_MS = 30_000
+
+
+def default_home() -> Path:
+    env = os.environ.get("GPUORCH_HOME")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or "~/.local/share"
+    return Path(base).expanduser() / "gpuorch"
+
+
+def default_url(home: Path | None = None) -> str:
+    return os.environ.get("GPUORCH_DATABASE_URL") or f"sqlite:///{(home or default_home()) / 'state.db'}"
+
+
+def _sqlite_engine(url: str, immediate: bool) -> Engine:
+    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+        dbapi_conn.isolation_level = None  # pysqlite must not BEGIN on its own; we do below
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn):  # type: ignore[no-untyped-def]
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+class Store:
+    """Opens (and migrates) the database. Use ``write()`` for transactions that change rows."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        if url.startswith("sqlite"):
+            path = url.split("///", 1)[-1]
+            if path and path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self._read = _sqlite_engine(url, immediate=False)
+            self._write = _sqlite_engine(url, immediate=True)
+        else:
+            self._read = self._write = create_engine(url, pool_pre_ping=True)
+        with self._write.begin() as conn:
+            if url.startswith("postgresql"):
+                conn.exec_driver_sql("SELECT pg_advisory_xact_lock(4242)")  # one migrator at a time
+            migrate(conn)
+        self.installation_id = self._installation_id()
+
+    @classmethod
+    def open_default(cls) -> Store:
+        return cls(default_url())
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        with Session(self._read, expire_on_commit=False) as s:
+            yield s
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        """One writing transaction: committed on success, rolled back on any exception."""
+        with Session(self._write, expire_on_commit=False) as s:
+            with s.begin():
+                yield s
+
+    def _installation_id(self) -> str:
+        with self.write() as s:
+            row = s.get(Meta, "installation_id")
+            if row is None:
+                row = Meta(key="installation_id", value=uuid.uuid4().hex[:12])
+                s.add(row)
+            return row.value
+
+    def close(self) -> None:
+        self._read.dispose()
+        if self._write is not self._read:
+            self._write.dispose()
+
+
+__all__ = ["Store", "default_home", "default_url", "select"]

@@ -1,0 +1,198 @@
+"""Tables of the state store. Each launch is a new Attempt row with a typed termination reason."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from sqlalchemy import DateTime, Text, TypeDecorator, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Stores naive UTC, returns aware UTC: SQLite forgets time zones, PostgreSQL keeps them."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: object) -> datetime | None:
+        if value is not None and value.tzinfo is not None:
+            value = value.astimezone(UTC).replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: object) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value
+
+
+def _ts(**kw: object) -> object:
+    return Field(default=None, sa_type=UTCDateTime, **kw)  # type: ignore[arg-type]
+
+
+class JobStatus(StrEnum):
+    QUEUED = "queued"  # waiting for an offer
+    STARTING = "starting"  # an attempt is being launched or booting
+    RUNNING = "running"
+    RECOVERING = "recovering"  # the last attempt was preempted; a new one is on its way
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class AttemptStatus(StrEnum):
+    REQUESTED = "requested"  # intent recorded; the launch call may or may not have happened
+    LAUNCHED = "launched"  # the provider returned an instance id
+    RUNNING = "running"  # the agent is up
+    DRAINING = "draining"  # ended (preempted) but its instance is finishing a final checkpoint
+    ENDED = "ended"
+
+    @property
+    def live(self) -> bool:
+        """A live attempt is the job's one current attempt."""
+        return self in (AttemptStatus.REQUESTED, AttemptStatus.LAUNCHED, AttemptStatus.RUNNING)
+
+
+class TerminationReason(StrEnum):
+    SUCCEEDED = "succeeded"  # the job exited 0
+    FAILED = "failed"  # the job exited non-zero (or its agent died)
+    PREEMPTED = "preempted"  # the cloud reclaimed the instance
+    LOST = "lost"  # the instance vanished without a notice or an exit status
+    NO_CAPACITY = "no_capacity"  # the launch was refused for capacity or quota
+    LAUNCH_FAILED = "launch_failed"  # the launch was refused for good (bad request)
+    CANCELLED = "cancelled"
+
+    def job_status(self) -> JobStatus | None:
+        """The job's status when no retry follows (None: the job goes on)."""
+        return {
+            TerminationReason.SUCCEEDED: JobStatus.SUCCEEDED,
+            TerminationReason.FAILED: JobStatus.FAILED,
+            TerminationReason.PREEMPTED: JobStatus.FAILED,
+            TerminationReason.LOST: JobStatus.FAILED,
+            TerminationReason.LAUNCH_FAILED: JobStatus.FAILED,
+            TerminationReason.CANCELLED: JobStatus.CANCELLED,
+        }.get(self)
+
+    @property
+    def counts_as(self) -> str | None:
+        """Which retry budget this reason spends: ``preemption``, ``failure`` or none."""
+        if self in (TerminationReason.PREEMPTED, TerminationReason.LOST):
+            return "preemption"
+        if self == TerminationReason.FAILED:
+            return "failure"
+        return None
+
+
+class Job(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True)
+    spec: str = Field(sa_type=Text)  # the validated JobSpec as JSON
+    status: JobStatus = Field(default=JobStatus.QUEUED, index=True)
+    message: str | None = None  # why it is in this status, for people
+    cancel_requested: bool = False
+    preemptions: int = 0
+    failures: int = 0
+    exit_code: int | None = None
+    result: str | None = Field(default=None, sa_type=Text)  # JSON the job reported
+    created_at: datetime = _ts()  # type: ignore[assignment]
+    updated_at: datetime | None = _ts()  # type: ignore[assignment]
+    finished_at: datetime | None = _ts()  # type: ignore[assignment]
+    not_before: datetime | None = _ts()  # back-off before the next launch attempt
+    lease_owner: str | None = None
+    lease_expires: datetime | None = _ts()  # type: ignore[assignment]
+
+
+class Attempt(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("job_id", "number"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(foreign_key="job.id", index=True)
+    number: int
+    status: AttemptStatus = Field(default=AttemptStatus.REQUESTED, index=True)
+    reason: TerminationReason | None = None
+    message: str | None = None
+    provider: str
+    region: str
+    zone: str
+    instance_type: str
+    gpu: str | None = None
+    gpu_count: int = 0
+    spot: bool = False
+    price_per_hour: float = 0.0
+    billing_granularity_s: int = 1
+    min_billing_s: int = 0
+    instance_id: str | None = Field(default=None, index=True)
+    predecessor: int | None = None  # attempt number whose final checkpoint this one waits for
+    requested_at: datetime | None = _ts()  # type: ignore[assignment]
+    launched_at: datetime | None = _ts()  # type: ignore[assignment]
+    started_at: datetime | None = _ts()  # type: ignore[assignment]
+    notice_at: datetime | None = _ts()  # type: ignore[assignment]
+    drain_until: datetime | None = _ts()  # type: ignore[assignment]
+    ended_at: datetime | None = _ts()  # type: ignore[assignment]
+    resumed_from: str | None = None
+    last_checkpoint: str | None = None
+    last_checkpoint_at: datetime | None = _ts()  # type: ignore[assignment]
+    exit_code: int | None = None
+    lost_work_s: float | None = None
+
+
+class Instance(SQLModel, table=True):
+    """What gpuorch last observed of each instance it launched."""
+
+    __table_args__ = (UniqueConstraint("provider", "instance_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    provider: str
+    instance_id: str
+    job_id: int | None = Field(default=None, index=True)
+    attempt: int | None = None
+    region: str = ""
+    zone: str = ""
+    instance_type: str = ""
+    spot: bool = False
+    state: str = ""
+    first_seen: datetime | None = _ts()  # type: ignore[assignment]
+    last_seen: datetime | None = _ts()  # type: ignore[assignment]
+    terminated_at: datetime | None = _ts()  # type: ignore[assignment]
+
+
+class Checkpoint(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("job_id", "name"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(foreign_key="job.id", index=True)
+    attempt: int
+    name: str
+    step: int | None = None
+    completed_at: datetime | None = _ts()  # type: ignore[assignment]  # when the job finished writing it
+    recorded_at: datetime | None = _ts()  # type: ignore[assignment]  # when the daemon saw it durable
+    final: bool = False  # taken on a preemption notice
+
+
+class Event(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    ts: datetime = _ts(index=True)  # type: ignore[assignment]
+    job_id: int | None = Field(default=None, index=True)
+    attempt: int | None = None
+    kind: str
+    message: str
+    data: str | None = Field(default=None, sa_type=Text)
+
+
+class Backoff(SQLModel, table=True):
+    """An offer class (provider/region/instance type/market) not to try again before ``until``."""
+
+    key: str = Field(primary_key=True)
+    until: datetime = _ts()  # type: ignore[assignment]
+    reason: str = ""
+
+
+class Meta(SQLModel, table=True):
+    """Installation facts: schema version, installation id."""
+
+    key: str = Field(primary_key=True)
+    value: str
