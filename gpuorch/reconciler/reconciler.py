@@ -21,6 +21,7 @@ from sqlmodel import Session, select
 from .. import events
 from ..clock import Clock, SystemClock
 from ..errors import AuthError, NoCapacityError, PermanentError, ProviderError, QuotaError, TransientError
+from ..logmirror import LogMirror
 from ..placement import Candidate
 from ..provider import Instance, LaunchRequest, Offer, Provider
 from ..runner import RunnerUnavailable
@@ -48,12 +49,13 @@ def backoff_key(provider: str, region: str = "", instance_type: str = "", spot: 
 class Reconciler:
     def __init__(self, store: Store, providers: Mapping[str, Provider], *, clock: Clock | None = None,
                  settings: Settings | None = None, owner: str | None = None, lease_s: float = 60.0,
-                 backoff_s: float = 300.0, offers_ttl_s: float = 300.0) -> None:
+                 backoff_s: float = 300.0, offers_ttl_s: float = 300.0, logs: LogMirror | None = None) -> None:
         self.store, self.providers = store, dict(providers)
         self.clock = clock or SystemClock()
         self.settings = settings or Settings()
         self.owner = owner or f"daemon-{uuid.uuid4().hex[:8]}"
         self.lease_s, self.backoff_s, self.offers_ttl_s = lease_s, backoff_s, offers_ttl_s
+        self.logs = logs
         self._offers: list[Offer] = []
         self._offers_at: datetime | None = None
 
@@ -120,11 +122,14 @@ class Reconciler:
             inst = observed.get((row.provider, job.id or 0, row.number))
             agent, reachable = None, False
             if inst is not None and row.provider in self.providers:
+                runner = self.providers[row.provider].runner(inst)
                 try:
-                    agent = self.providers[row.provider].runner(inst).status()
+                    agent = runner.status()
                     reachable = True
                 except RunnerUnavailable:
                     pass
+                if self.logs is not None and agent is not None:
+                    self.logs.pull(job.id or 0, row.number, runner)
             views.append(AttemptView(row, observed=row.provider in ok, instance=inst, agent=agent, reachable=reachable))
         return JobView(job, JobSpec.model_validate_json(job.spec), views)
 

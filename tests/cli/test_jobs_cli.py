@@ -1,0 +1,77 @@
+"""The job commands through typer's runner, against a real SQLite store under $GPUORCH_HOME."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuorch.cli import app
+
+runner = CliRunner()
+
+GOOD = """\
+name: tiny
+run: python3 -c 'print(1)'
+resources: {gpu: "A100:80GB:1"}
+checkpoint: {store: "file:///tmp/ckpt"}
+"""
+
+
+def cli(*args):
+    return runner.invoke(app, list(args))
+
+
+@pytest.fixture
+def spec(tmp_path):
+    p = tmp_path / "job.yaml"
+    p.write_text(GOOD)
+    return p
+
+
+def test_submit_then_status_json(spec):
+    r = cli("submit", str(spec), "--json")
+    assert r.exit_code == 0, r.output
+    job = json.loads(r.output)
+    assert job["status"] == "queued"
+    rows = json.loads(cli("status", "--json").output)
+    assert [(j["id"], j["name"], j["status"], j["attempts"]) for j in rows] == [(job["id"], "tiny", "queued", 0)]
+    detail = json.loads(cli("status", "tiny", "--json").output)
+    assert detail["attempt_list"] == [] and detail["cost"] == 0
+    kinds = [e["kind"] for e in json.loads(cli("events", "--json").output)]
+    assert kinds == ["submitted"]
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        (GOOD + "colour: blue\n", "colour"),
+        (GOOD.replace("A100:80GB:1", "Z900"), "resources.gpu"),
+        (GOOD + "max_price_per_hour: -2\n", "max_price_per_hour"),
+        (GOOD.replace("file:///tmp/ckpt", "ftp://host/ckpt"), "checkpoint.store"),
+        ("name: [\n", "malformed YAML"),
+    ],
+)
+def test_bad_spec_exits_2_with_one_line_and_writes_nothing(tmp_path, spec, body, field):
+    cli("submit", str(spec))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(body)
+    r = cli("submit", str(bad))
+    assert r.exit_code == 2
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and field in lines[0]
+    assert len(json.loads(cli("status", "--json").output)) == 1  # the earlier job is intact, nothing added
+
+
+@pytest.mark.parametrize("cmd", ["logs", "cancel", "status", "events"])
+def test_unknown_job_exits_2(cmd):
+    r = cli(cmd, "42")
+    assert r.exit_code == 2 and "no job '42'" in r.output
+
+
+def test_cancel_marks_intent_only(spec):
+    job = json.loads(cli("submit", str(spec), "--json").output)
+    r = cli("cancel", str(job["id"]), "--json")
+    assert r.exit_code == 0 and json.loads(r.output)["cancel_requested"] is True
+    assert json.loads(cli("status", str(job["id"]), "--json").output)["status"] == "queued"  # the daemon acts
