@@ -1,0 +1,3 @@
+from gpuorch.cli import main
+
+main()
