@@ -1,0 +1,188 @@
+"""One local instance on disk: ``<home>/instances/<id>/``.
+
+    meta.json    the instance record (``Meta``): tags, offer, market, state, times, client token
+    notice.json  ``{"deadline": epoch}`` once a preemption was injected (the agent watches it)
+    run/         the agent's run directory (agent.json, status.json, job.log, work/, agent.pid)
+    .lock        flock'd around every read-modify-write of meta.json
+
+meta.json is only ever replaced whole (temp file + rename), so readers need no lock; writers
+take the lock so a terminate and a preemption reaper racing each other cannot lose an update.
+The one state that is not written down is PENDING -> RUNNING: it follows from ``ready_at``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from gpuorch.agent.protocol import read_status, write_atomic
+from gpuorch.clock import utcnow
+from gpuorch.errors import NotFoundError
+from gpuorch.provider import Instance, InstanceState, Offer
+
+from .procs import kill_instance
+
+META_FILE = "meta.json"
+NOTICE_FILE = "notice.json"
+RUN_DIR = "run"
+AGENT_PID_FILE = "agent.pid"
+REASON_PREEMPTED = "spot-interruption"
+REASON_TERMINATED = "terminated-by-request"
+
+
+class Meta(BaseModel):
+    """What ``meta.json`` holds. Unknown keys are ignored so older daemons read newer records."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    id: str
+    client_token: str
+    tags: dict[str, str]
+    offer: Offer
+    spot: bool
+    state: InstanceState
+    state_reason: str | None = None
+    created_at: datetime
+    ready_at: datetime  # boot done: PENDING reads RUNNING from here on
+    preemption_deadline: datetime | None = None
+    ended_at: datetime | None = None
+
+    def observed(self, now: datetime) -> Meta:
+        """The record with its boot accounted for (no side effects)."""
+        if self.state == InstanceState.PENDING and now >= self.ready_at:
+            return self.model_copy(update={"state": InstanceState.RUNNING})
+        return self
+
+    def preemption_due(self, now: datetime) -> bool:
+        """Alive on paper although its preemption deadline has passed: to be reclaimed now."""
+        return self.state.alive and self.preemption_deadline is not None and now >= self.preemption_deadline
+
+    def to_instance(self) -> Instance:
+        o = self.offer
+        return Instance(
+            id=self.id, provider=o.provider, region=o.region, zone=o.zone, instance_type=o.instance_type,
+            spot=self.spot, state=self.state, tags=dict(self.tags), created_at=self.created_at,
+            host=None, state_reason=self.state_reason, preemption_deadline=self.preemption_deadline,
+        )
+
+
+class InstanceDir:
+    """The files of one local instance, and the only code that changes them."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @property
+    def id(self) -> str:
+        return self.path.name
+
+    @property
+    def meta_file(self) -> Path:
+        return self.path / META_FILE
+
+    @property
+    def notice_file(self) -> Path:
+        return self.path / NOTICE_FILE
+
+    @property
+    def run_dir(self) -> Path:
+        return self.path / RUN_DIR
+
+    @property
+    def agent_pid_file(self) -> Path:
+        return self.run_dir / AGENT_PID_FILE
+
+    # -- the record ------------------------------------------------------------------------
+    def read(self) -> Meta:
+        """The stored record. Raises NotFoundError if there is none."""
+        try:
+            return Meta.model_validate_json(self.meta_file.read_text())
+        except FileNotFoundError:
+            raise NotFoundError(f"local instance {self.id} not found") from None
+
+    def observe(self, now: datetime | None = None) -> Meta:
+        """The record as the instance is now: booted if its boot time passed, and reclaimed (its
+        processes killed) if a preemption deadline passed even though no reaper acted on it."""
+        now = now or utcnow()
+        meta = self.read().observed(now)
+        if meta.preemption_due(now):
+            meta = self.end(InstanceState.PREEMPTED, REASON_PREEMPTED, now)
+        return meta
+
+    def create(self, meta: Meta) -> bool:
+        """Write the record and the directory in one step. False if the id already exists.
+
+        The directory is assembled under a hidden name and renamed into place, so a crash never
+        leaves an instance without its record, and of two concurrent launches exactly one wins.
+        """
+        staging = self.path.parent / f".staging-{self.id}-{secrets.token_hex(4)}"
+        staging.mkdir(parents=True)
+        try:
+            write_atomic(staging / META_FILE, meta.model_dump_json(indent=2))
+            os.rename(staging, self.path)
+            return True
+        except OSError:
+            if self.meta_file.exists():
+                return False  # ENOTEMPTY/EEXIST: another launch got there first
+            raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the instance's lock (not re-entrant: flock locks belong to one open file)."""
+        try:
+            lock = open(self.path / ".lock", "a")  # noqa: SIM115 - closed by the with below
+        except FileNotFoundError:
+            raise NotFoundError(f"local instance {self.id} not found") from None
+        with lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
+    def update(self, change: Callable[[Meta], Meta]) -> Meta:
+        """Read, change and write the record under the instance's lock; returns what was written."""
+        with self.locked():
+            return self._write(change(self.read()))
+
+    def _write(self, meta: Meta) -> Meta:
+        write_atomic(self.meta_file, meta.model_dump_json(indent=2))
+        return meta
+
+    # -- the end of an instance ------------------------------------------------------------
+    def end(self, state: InstanceState, reason: str, now: datetime | None = None) -> Meta:
+        """Kill every process of the instance, then record ``state`` unless it already ended.
+
+        Both under the lock that ``LocalRunner.start`` holds while it spawns the agent, so an
+        agent is either killed here or never started. Kill first, record second: a crash in
+        between leaves an alive record that the next call ends again, never an ended record with
+        processes still running. An ended instance keeps its first ending (a preempted instance
+        that is later terminated still reads PREEMPTED).
+        """
+        now = now or utcnow()
+        with self.locked():
+            self.kill()
+            meta = self.read()
+            if not meta.observed(now).state.alive:
+                return meta
+            return self._write(meta.model_copy(update={"state": state, "state_reason": reason, "ended_at": now}))
+
+    def kill(self) -> None:
+        """SIGKILL the agent's and the job's process groups (the pids they recorded)."""
+        agent_pid = _read_pid(self.agent_pid_file)
+        status = read_status(self.run_dir)
+        kill_instance(self.path, [agent_pid, status.pid if status else None])
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None

@@ -1,0 +1,137 @@
+"""Hard kills of a local instance's processes, the way a cloud's terminate stops a VM.
+
+Every process a local instance starts carries ``GPUORCH_LOCAL_INSTANCE_DIR=<instance dir>`` in
+its environment (the runner sets it on the agent; the job inherits it). That marker lets a kill
+(1) refuse a recorded pid that the OS has since given to an unrelated process, and (2) find
+stragglers that were never recorded, e.g. a job spawned a moment before the agent wrote its pid.
+Where /proc does not exist (macOS) only the recorded process groups are killed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterable
+from contextlib import suppress
+from pathlib import Path
+
+MARKER_ENV = "GPUORCH_LOCAL_INSTANCE_DIR"
+_PROC = Path("/proc")
+_children: list[subprocess.Popen[bytes]] = []
+
+
+def marker(instance_dir: Path) -> str:
+    return f"{MARKER_ENV}={instance_dir}"
+
+
+def process_alive(pid: int) -> bool:
+    """True while ``pid`` runs. A zombie (exited, not yet reaped by its parent) counts as dead."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, someone else's
+    try:
+        stat = (_PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return True  # no /proc: trust kill(0)
+    # Field 3, after the parenthesised command name (which may itself contain spaces).
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+def _environ(pid: int) -> list[bytes] | None:
+    try:
+        return (_PROC / str(pid) / "environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+
+
+def _belongs(pid: int, instance_dir: Path) -> bool:
+    """False when ``pid`` is a live process that is not (provably or apparently) this instance's.
+
+    A pid that no longer exists, or a zombie, belongs: the OS never hands out a pid that is still
+    some process group's id, so ``killpg`` then reaches only our own survivors. Without /proc
+    the record is trusted. A live process whose environment reads empty is in the middle of an
+    ``exec``; it is left to ``kill_instance``'s sweep, which sees its marker once exec is done.
+    """
+    if not process_alive(pid):
+        return True
+    for _ in range(3):
+        env = _environ(pid)
+        if env is None:
+            return True
+        if env != [b""]:
+            return marker(instance_dir).encode() in env
+        time.sleep(0.005)
+    return False
+
+
+def marked_pids(instance_dir: Path) -> list[int]:
+    """Every live process whose environment carries this instance's marker (Linux only)."""
+    needle = marker(instance_dir).encode()
+    found = []
+    try:
+        entries = list(_PROC.iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        if entry.name.isdigit() and needle in (_environ(int(entry.name)) or ()):
+            found.append(int(entry.name))
+    return found
+
+
+def kill_instance(instance_dir: Path, group_leaders: Iterable[int | None]) -> None:
+    """SIGKILL the recorded process groups, then every marked process. Never raises for the dead.
+
+    The recorded groups go first so the agent cannot start anything more; the sweep for marked
+    stragglers repeats while it finds some, because a SIGKILLed process may still be running
+    for a moment after ``kill`` returns.
+    """
+    me = {os.getpid(), os.getpgrp()}
+    _kill_groups({p for p in group_leaders if p and p > 1 and p not in me and _belongs(p, instance_dir)} - me)
+    for _ in range(3):
+        strays = [p for p in marked_pids(instance_dir) if p not in me and process_alive(p)]
+        if not strays:
+            return
+        groups = set()
+        for pid in strays:
+            with suppress(ProcessLookupError):
+                groups.add(os.getpgid(pid))
+        _kill_groups(groups - me)
+        for pid in strays:  # a marked process that left for a group of its own
+            with suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _kill_groups(pgids: Iterable[int]) -> None:
+    for pgid in pgids:
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def spawn_detached(argv: list[str], *, cwd: Path, log: Path, instance_dir: Path | None = None) -> int:
+    """Start ``argv`` in a session of its own that outlives the caller; returns its pid.
+
+    Output goes to ``log``; with ``instance_dir`` the process (and what it starts) carries the
+    instance's marker. PYTHONPATH gains the directories gpuorch and gpuorch_local were imported
+    from, so ``python -m`` finds them even when they are not installed in the interpreter.
+    """
+    import gpuorch
+    import gpuorch_local
+
+    roots = {str(Path(m.__file__).resolve().parent.parent) for m in (gpuorch, gpuorch_local)}  # type: ignore[arg-type]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*sorted(roots), *filter(None, [env.get("PYTHONPATH")])])
+    if instance_dir is not None:
+        env[MARKER_ENV] = str(instance_dir)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True, close_fds=True,
+        )
+    # Keep the handle and reap finished children here, so a long-lived daemon collects no zombies.
+    _children[:] = [p for p in _children if p.poll() is None] + [proc]
+    return proc.pid

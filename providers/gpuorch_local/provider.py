@@ -1,0 +1,199 @@
+"""``LocalProvider``: the embedded default provider; "instances" are directories on this host.
+
+Each instance is ``<home>/instances/<id>/`` (layout in ``instances.py``) whose agent and job run
+as process groups of their own. No cloud account is needed, so ``make demo`` and the core's
+end-to-end tests run anywhere; the simulated market (``market.py``) gives placement real choices,
+the capacity knob (``capacity.py``) makes markets run out, and ``inject_preemption`` reclaims an
+instance after a notice the way a spot market does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gpuorch.agent.protocol import write_atomic
+from gpuorch.clock import utcnow
+from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
+from gpuorch.provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider
+from gpuorch.runner import Runner
+
+from . import capacity
+from .instances import REASON_TERMINATED, InstanceDir, Meta
+from .market import PROVIDER, default_offers, host_offers
+from .procs import spawn_detached
+from .runner import LocalRunner
+
+_ID = re.compile(r"local-[A-Za-z0-9][A-Za-z0-9_.-]{0,120}")
+_TOKEN_BODY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,100}")
+
+
+def instance_id_for(client_token: str) -> str:
+    """The instance id a launch with ``client_token`` gets: ``gpuorch-7-2`` -> ``local-7-2``.
+
+    Deriving the id from the token is what makes launch idempotent: the second launch finds the
+    first one's directory. Tokens that are not path-safe are hashed.
+    """
+    body = client_token.removeprefix("gpuorch-")
+    if not _TOKEN_BODY.fullmatch(body):
+        body = hashlib.sha256(client_token.encode()).hexdigest()[:16]
+    return f"local-{body}"
+
+
+class LocalOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    boot_s: float = Field(default=0.0, ge=0)
+
+
+class LocalProvider(Provider):
+    """Contract: ``gpuorch.provider.Provider``; also ``SupportsPreemptionInjection``."""
+
+    name = PROVIDER
+
+    def __init__(self, home: Path, offers: list[Offer] | None = None, boot_s: float = 0.0) -> None:
+        self.home = Path(home).expanduser().resolve()
+        self.instances_dir = self.home / "instances"
+        self.instances_dir.mkdir(parents=True, exist_ok=True)
+        self.boot_s = boot_s
+        # The default market is built lazily: detecting the host's GPUs runs nvidia-smi.
+        self._offers = list(offers) if offers is not None else None
+
+    @classmethod
+    def from_config(cls, options: dict[str, Any], home: Path) -> LocalProvider:
+        """Build from the daemon config's ``providers.local`` options; state in ``home/local``.
+
+        Options: ``boot_s`` (seconds an instance stays PENDING, default 0). Raises UserInputError
+        naming the option for anything else.
+        """
+        try:
+            opts = LocalOptions.model_validate(options or {})
+        except ValidationError as e:
+            err = e.errors()[0]
+            where = ".".join(str(x) for x in err["loc"])
+            raise UserInputError(f"providers.local.{where}: {err['msg']}; known options: boot_s") from None
+        return cls(Path(home) / "local", boot_s=opts.boot_s)
+
+    def _instance(self, instance_id: str) -> InstanceDir:
+        if not _ID.fullmatch(instance_id):  # also keeps "../x" from reaching the filesystem
+            raise NotFoundError(f"local instance {instance_id!r} not found")
+        return InstanceDir(self.instances_dir / instance_id)
+
+    # -- the port ----------------------------------------------------------------------------
+    def offers(self) -> list[Offer]:
+        """The simulated market plus this host's GPUs, or the list given to the constructor."""
+        if self._offers is None:
+            self._offers = default_offers() + host_offers()
+        return list(self._offers)
+
+    def launch(self, request: LaunchRequest) -> Instance:
+        """Create ``home/instances/<id>`` for the request's client token; see ``Provider.launch``.
+
+        An instance that already exists for the token is returned as it is, even if its market
+        has run out since. Raises PermanentError for an offer this provider does not sell, and
+        NoCapacityError for a market the capacity knob marks unavailable.
+        """
+        inst = InstanceDir(self.instances_dir / instance_id_for(request.client_token))
+        try:
+            return inst.observe().to_instance()
+        except NotFoundError:
+            pass
+        offer = self._validate(request)
+        now = utcnow()
+        meta = Meta(
+            id=inst.id, client_token=request.client_token, tags=request.tags, offer=offer, spot=request.spot,
+            state=InstanceState.PENDING, created_at=now, ready_at=now + timedelta(seconds=self.boot_s),
+        )
+        inst.create(meta)  # False: a concurrent launch with the same token won; report its instance
+        return inst.observe().to_instance()
+
+    def _validate(self, request: LaunchRequest) -> Offer:
+        o = request.offer
+        if o.provider != self.name:
+            raise PermanentError(f"offer of provider {o.provider!r} sent to {self.name!r}", code="InvalidOffer")
+        if not any(x.zone == o.zone and x.instance_type == o.instance_type for x in self.offers()):
+            raise PermanentError(f"{o.instance_type} is not sold in {o.zone}", code="InvalidInstanceType")
+        if request.spot and o.spot_price_per_hour is None:
+            raise PermanentError(f"{o.instance_type} in {o.zone} has no spot market", code="NoSpotMarket")
+        if capacity.is_unavailable(self.home, o.zone, o.instance_type, request.spot):
+            raise NoCapacityError(
+                f"no {capacity.market(request.spot)} capacity for {o.instance_type} in {o.zone}",
+                code="InsufficientInstanceCapacity",
+            )
+        return o
+
+    def get(self, instance_id: str) -> Instance:
+        """Raises NotFoundError for an id that was never launched here. Settles due preemptions."""
+        return self._instance(instance_id).observe().to_instance()
+
+    def list_managed(self) -> list[Instance]:
+        """Every directory whose record carries the managed tag, ended ones included."""
+        found = []
+        for path in sorted(self.instances_dir.iterdir()):
+            if path.name.startswith("."):  # staging directories of launches in progress
+                continue
+            try:
+                meta = InstanceDir(path).observe()
+            except (NotFoundError, ValueError):  # no record (yet), or not one of ours
+                continue
+            if meta.tags.get(TAG_MANAGED) == "true":
+                found.append(meta.to_instance())
+        return found
+
+    def terminate(self, instance_id: str) -> None:
+        """Hard-kill the instance's processes (SIGKILL) and mark it TERMINATED. Quiet if gone."""
+        try:
+            inst = self._instance(instance_id)
+        except NotFoundError:
+            return
+        if not inst.meta_file.exists():
+            return
+        try:
+            inst.end(InstanceState.TERMINATED, REASON_TERMINATED)
+        except NotFoundError:
+            return  # removed while we were at it
+
+    def runner(self, instance: Instance) -> Runner:
+        return LocalRunner(self._instance(instance.id).path)
+
+    # -- capabilities and knobs --------------------------------------------------------------
+    def inject_preemption(self, instance_id: str, notice_s: float) -> None:
+        """Announce that the instance is reclaimed in ``notice_s`` seconds (any market).
+
+        Records ``preemption_deadline``, writes ``notice.json`` for the agent, and starts a
+        detached reaper that kills the instance at the deadline. A second notice may move the
+        deadline earlier, never later. No-op for an instance that already ended; NotFoundError
+        for an unknown one.
+        """
+        inst = self._instance(instance_id)
+        now = utcnow()
+        deadline = now + timedelta(seconds=notice_s)
+
+        def announce(meta: Meta) -> Meta:
+            earlier = meta.preemption_deadline is None or deadline < meta.preemption_deadline
+            if meta.observed(now).state.alive and earlier:
+                return meta.model_copy(update={"preemption_deadline": deadline})
+            return meta
+
+        meta = inst.update(announce).observed(now)
+        if not meta.state.alive or meta.preemption_deadline is None:
+            return
+        write_atomic(inst.notice_file, json.dumps({"deadline": meta.preemption_deadline.timestamp()}) + "\n")
+        spawn_detached([sys.executable, "-m", "gpuorch_local.reaper", str(inst.path)],
+                       cwd=inst.path, log=inst.path / "reaper.log")
+
+    def set_capacity(self, zone: str, instance_type: str, spot: bool, available: bool) -> None:
+        """Add or remove this market's exact entry in the capacity knob (wildcard entries stay).
+
+        Same signature as ``FakeProvider.set_capacity``.
+        """
+        key = capacity.capacity_key(zone, instance_type, spot)
+        entries = set(capacity.read_unavailable(self.home))
+        capacity.write_unavailable(self.home, entries - {key} if available else entries | {key})

@@ -1,0 +1,102 @@
+"""``LocalRunner``: the Runner port for local instances; the agent runs as a process on this host.
+
+The agent's run directory is ``<instance dir>/run``. The agent is started with an argument list,
+never a shell string, so job names and commands are never interpreted by a shell here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import sys
+from pathlib import Path
+
+from gpuorch.agent.protocol import (
+    CONFIG_FILE,
+    HEARTBEAT_FILE,
+    JOB_LOG,
+    WORK_DIR,
+    AgentConfig,
+    AgentStatus,
+    NoticeSource,
+    read_status,
+    write_atomic,
+)
+from gpuorch.clock import utcnow
+from gpuorch.errors import NotFoundError
+from gpuorch.provider import InstanceState
+from gpuorch.runner import Runner, RunnerUnavailable
+
+from .instances import InstanceDir
+from .procs import spawn_detached
+
+AGENT_OUT = "agent.out"  # the agent process's own stdout/stderr (crashes before it can log)
+NOTICE_POLL_S = 0.5
+
+
+class LocalRunner(Runner):
+    def __init__(self, instance_dir: Path) -> None:
+        self.instance = InstanceDir(Path(instance_dir).resolve())
+        self.rundir = self.instance.run_dir
+
+    def _require(self, *states: InstanceState) -> None:
+        try:
+            state = self.instance.observe().state
+        except NotFoundError:
+            raise RunnerUnavailable(f"local instance {self.instance.id} is gone") from None
+        if state not in states:
+            raise RunnerUnavailable(f"local instance {self.instance.id} is {state}")
+
+    def start(self, config: AgentConfig, workdir: Path | None = None) -> None:
+        """Copy ``workdir`` into ``run/work``, write ``agent.json``, start the agent detached.
+
+        Idempotent: ``agent.json`` is written last before the agent starts, and once it exists
+        ``start`` does nothing. A crash between writing it and spawning leaves an agent that
+        never runs: the daemon sees no status and gives up on the attempt, which is recoverable,
+        whereas two agents on one run dir would not be. The instance's lock serialises
+        concurrent starts and keeps a terminate from slipping between the check and the spawn.
+        Raises RunnerUnavailable unless the instance is RUNNING.
+        """
+        self._require(InstanceState.RUNNING)  # settles a due preemption (which takes the lock)
+        with self.instance.locked():
+            # Checked again under the lock, without settling: ``end`` would need the lock too.
+            now = utcnow()
+            meta = self.instance.read().observed(now)
+            if meta.state != InstanceState.RUNNING or meta.preemption_due(now):
+                raise RunnerUnavailable(f"local instance {self.instance.id} is no longer running")
+            if (self.rundir / CONFIG_FILE).exists():
+                return
+            self.rundir.mkdir(exist_ok=True)
+            work = self.rundir / WORK_DIR
+            if workdir is not None:
+                shutil.copytree(workdir, work, symlinks=True, dirs_exist_ok=True)
+            work.mkdir(exist_ok=True)
+            notice = NoticeSource(kind="file", path=str(self.instance.notice_file), poll_s=NOTICE_POLL_S)
+            config = dataclasses.replace(config, notice=notice)  # the caller's object stays as it was
+            write_atomic(self.rundir / CONFIG_FILE, config.to_json())
+            pid = spawn_detached(
+                [sys.executable, "-m", "gpuorch.agent", str(self.rundir)],
+                cwd=self.rundir, log=self.rundir / AGENT_OUT, instance_dir=self.instance.path,
+            )
+            write_atomic(self.instance.agent_pid_file, f"{pid}\n")
+
+    def status(self) -> AgentStatus | None:
+        """The agent's last status. Still readable after the instance ended (the files stay)."""
+        if not self.instance.meta_file.exists():
+            raise RunnerUnavailable(f"local instance {self.instance.id} is gone")
+        return read_status(self.rundir)
+
+    def read_log(self, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
+        try:
+            with open(self.rundir / JOB_LOG, "rb") as f:
+                f.seek(offset)
+                data = f.read(limit)
+        except FileNotFoundError:
+            return b"", offset
+        return data, offset + len(data)
+
+    def heartbeat(self) -> None:
+        """Touch ``run/heartbeat``; the agent's dead-man switch reads its mtime."""
+        self._require(InstanceState.PENDING, InstanceState.RUNNING)
+        self.rundir.mkdir(exist_ok=True)
+        (self.rundir / HEARTBEAT_FILE).touch()
