@@ -56,6 +56,7 @@ class Reconciler:
         self.owner = owner or f"daemon-{uuid.uuid4().hex[:8]}"
         self.lease_s, self.backoff_s, self.offers_ttl_s = lease_s, backoff_s, offers_ttl_s
         self.logs = logs
+        self._terminated: set[str] = set()
         self._offers: list[Offer] = []
         self._offers_at: datetime | None = None
 
@@ -152,6 +153,7 @@ class Reconciler:
         offers = self._current_offers(now)
         avoid = self._avoid(now)
         requeue = self.settings.no_offer_retry_s
+        self._terminated: set[str] = set()  # this pass's terminations; `observed` predates them
         for job in self._claim(now):
             try:
                 view = self._view(job, observed, ok)
@@ -209,6 +211,7 @@ class Reconciler:
                 case A.Terminate():
                     try:
                         self.providers[a.row.provider].terminate(action.instance_id)  # type: ignore[union-attr]
+                        self._terminated.add(action.instance_id)
                     except ProviderError as e:
                         log.warning("terminate %s failed (the orphan sweep retries): %s", action.instance_id, e)
                 case A.SetJob():
@@ -382,7 +385,7 @@ class Reconciler:
             owned = {(r.provider, r.job_id, r.number) for r in s.exec(
                 select(Attempt).where(Attempt.status != AttemptStatus.ENDED))}
         for key, inst in observed.items():
-            if key[0] in ok and inst.state.alive and key not in owned:
+            if key[0] in ok and inst.state.alive and key not in owned and inst.id not in self._terminated:
                 try:
                     self.providers[key[0]].terminate(inst.id)
                 except ProviderError as e:

@@ -1,0 +1,153 @@
+"""`make demo`: gpuorch end to end on this machine, no cloud account.
+
+Starts the daemon on the local provider (a simulated multi-region spot market whose instances
+are process groups here), submits three small NumPy training jobs through the CLI, takes the
+cheapest A100 spot zone out of capacity for one of them, preempts another with a notice, and
+prints a table: where each attempt ran, the checkpoint it resumed from, the work lost, the
+result next to an uninterrupted reference run, and the simulated cost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "configs" / "examples" / "tiny_mlp"
+HOME = Path(os.environ.get("GPUORCH_DEMO_HOME", ROOT / "demo-home")).resolve()
+NOTICE_S = 20.0
+TIMEOUT_S = 150.0
+
+JOBS = {
+    # name: (env, gpu)
+    "mlp-preempted": ({"STEPS": "700", "CKPT_EVERY": "100", "STEP_SLEEP": "0.04", "SEED": "1"}, "A100:80GB:1"),
+    "mlp-steady": ({"STEPS": "500", "CKPT_EVERY": "100", "STEP_SLEEP": "0.04", "SEED": "2"}, "24GB+"),
+    "mlp-fallback": ({"STEPS": "500", "CKPT_EVERY": "100", "STEP_SLEEP": "0.04", "SEED": "3"}, "H100:1"),
+}
+
+console = Console(width=None if sys.stdout.isatty() else 140)
+
+
+def gpuorch(*args: str, check: bool = True) -> str:
+    env = {**os.environ, "GPUORCH_HOME": str(HOME)}
+    out = subprocess.run([sys.executable, "-m", "gpuorch", *args], env=env, capture_output=True, text=True)
+    if check and out.returncode != 0:
+        raise SystemExit(f"gpuorch {' '.join(args)} failed: {out.stderr.strip()}")
+    return out.stdout
+
+
+def reference_loss(env: dict[str, str]) -> float:
+    """The same training run, uninterrupted and without gpuorch."""
+    with tempfile.TemporaryDirectory() as d:
+        result = Path(d) / "result.json"
+        run_env = {**os.environ, **env, "STEP_SLEEP": "0", "GPUORCH_CHECKPOINT_DIR": str(Path(d) / "ckpt"),
+                   "GPUORCH_RESULT_FILE": str(result)}
+        subprocess.run([sys.executable, str(EXAMPLE / "train.py")], env=run_env, cwd=d, check=True,
+                       stdout=subprocess.DEVNULL)
+        return float(json.loads(result.read_text())["final_loss"])
+
+
+def write_spec(name: str, env: dict[str, str], gpu: str) -> Path:
+    spec = {
+        "name": name, "run": "python3 train.py", "workdir": str(EXAMPLE), "env": env,
+        "resources": {"gpu": gpu}, "spot_policy": "spot",
+        "checkpoint": {"store": f"file://{HOME / 'checkpoints'}", "interval": "2s"},
+    }
+    path = HOME / "jobs" / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(spec))  # JSON is YAML
+    return path
+
+
+def main() -> int:
+    from gpuorch_local.provider import LocalProvider
+
+    shutil.rmtree(HOME, ignore_errors=True)
+    HOME.mkdir(parents=True)
+    (HOME / "config.yaml").write_text("providers: {local: {}}\npoll_s: 0.5\nmax_sleep_s: 0.5\n")
+    local = LocalProvider(HOME / "local")
+    console.rule("[bold]gpuorch demo[/]: local provider, simulated spot market, state in " + str(HOME))
+
+    console.print("Computing uninterrupted reference results ...")
+    refs = {name: reference_loss(env) for name, (env, _) in JOBS.items()}
+
+    # The cheapest H100 spot zone has no capacity: the fallback job must try the next offer.
+    h100 = sorted((o for o in local.offers() if o.gpu == "H100" and o.spot_price_per_hour),
+                  key=lambda o: o.spot_price_per_hour)[0]
+    local.set_capacity(h100.zone, h100.instance_type, spot=True, available=False)
+    console.print(f"Market: [yellow]{h100.zone} {h100.instance_type} spot has no capacity[/]")
+
+    daemon_log = (HOME / "daemon.log").open("w")
+    daemon = subprocess.Popen([sys.executable, "-m", "gpuorch", "daemon"], env={**os.environ, "GPUORCH_HOME": str(HOME)},
+                              stdout=daemon_log, stderr=subprocess.STDOUT)
+    try:
+        ids = {}
+        for name, (env, gpu) in JOBS.items():
+            ids[name] = json.loads(gpuorch("submit", str(write_spec(name, env, gpu)), "--json"))["id"]
+            console.print(f"submitted job {ids[name]} [cyan]{name}[/] needing {gpu}")
+        ok = follow(local, ids)
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(30)
+    report(ids, refs)
+    console.print(f"\nEverything is in {HOME}: `GPUORCH_HOME={HOME} .venv/bin/gpuorch events` shows the whole story.")
+    return 0 if ok else 1
+
+
+def follow(local, ids: dict[str, int]) -> bool:  # type: ignore[no-untyped-def]
+    """Print events as they happen; preempt the first job once it has made progress."""
+    seen, preempted, start = 0, False, time.monotonic()
+    while time.monotonic() - start < TIMEOUT_S:
+        events = json.loads(gpuorch("events", "--json", "--limit", "1000"))
+        for e in events[seen:]:
+            where = f"job {e['job_id']}/{e['attempt']}" if e["attempt"] else f"job {e['job_id']}"
+            console.print(f"  [dim]{e['ts'][11:19]}[/] {where:<10} [bold]{e['kind']:<17}[/] {e['message']}")
+        seen = len(events)
+        target = json.loads(gpuorch("status", str(ids["mlp-preempted"]), "--json"))
+        current = target["attempt_list"][-1] if target["attempt_list"] else None
+        if not preempted and current and current["last_checkpoint"] in ("step-200", "step-300"):
+            console.print(f"[red]>>> the cloud announces: {current['instance_id']} will be reclaimed in {NOTICE_S:.0f}s[/]")
+            local.inject_preemption(current["instance_id"], NOTICE_S)
+            preempted = True
+        jobs = json.loads(gpuorch("status", "--json"))
+        if all(j["status"] in ("succeeded", "failed", "cancelled") for j in jobs):
+            return all(j["status"] == "succeeded" for j in jobs)
+        time.sleep(1.0)
+    console.print("[red]timed out[/]")
+    return False
+
+
+def report(ids: dict[str, int], refs: dict[str, float]) -> None:
+    attempts = Table(title="Attempts: where each ran and what it resumed from")
+    for col in ("job", "#", "zone", "instance type", "market", "outcome", "resumed from", "lost work", "cost"):
+        attempts.add_column(col)
+    results = Table(title="Results against an uninterrupted run of the same job")
+    for col in ("job", "status", "attempts", "preemptions", "final loss", "uninterrupted", "same?", "cost"):
+        results.add_column(col)
+    for name, job_id in ids.items():
+        d = json.loads(gpuorch("status", str(job_id), "--json"))
+        for a in d["attempt_list"]:
+            lost = f"{a['lost_work_s']:.1f}s" if a["lost_work_s"] is not None else "-"
+            resumed = a["resumed_from"] or ("fresh" if a["instance_id"] else "-")
+            attempts.add_row(name, str(a["number"]), a["zone"], a["instance_type"], "spot" if a["spot"] else "on-demand",
+                             a["reason"] or a["status"], resumed, lost, f"${a['cost']:.4f}")
+        loss = (d["result"] or {}).get("final_loss")
+        same = "[green]yes[/]" if loss == refs[name] else "[red]NO[/]"
+        results.add_row(name, d["status"], str(d["attempts"]), str(d["preemptions"]), str(loss), str(refs[name]), same,
+                        f"${d['cost']:.4f}")
+    console.print(attempts)
+    console.print(results)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
