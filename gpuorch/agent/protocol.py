@@ -88,7 +88,7 @@ class AgentStatus:
     final_checkpoint: str | None = None  # uploaded after the notice
     final_done: bool = False  # the agent has done all it will do for the notice
     exit_code: int | None = None
-    result: dict | None = None  # the JSON the job wrote to $GPUORCH_RESULT_FILE, if any
+    result: dict[str, Any] | None = None  # the JSON the job wrote to $GPUORCH_RESULT_FILE, if any
     ended_at: float | None = None
     error: str | None = None
     updated_at: float | None = None

@@ -1,0 +1,314 @@
+"""The on-instance agent: restore the latest checkpoint, run the job, keep checkpoints synced,
+and turn a preemption notice (or a silent control host, or SIGTERM) into a final checkpoint.
+
+One ``Agent`` per attempt and run dir. Only the main thread decides; the ``Syncer`` thread
+uploads. Every state change is written to ``status.json`` at once (``AgentStatus``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..checkpoint import (
+    CheckpointError,
+    CorruptCheckpoint,
+    LocalCheckpoint,
+    Manifest,
+    ObjectStore,
+    Order,
+    download,
+    list_manifests,
+    newest_checkpoint,
+    open_store,
+    read_checkpoint,
+    wait_for_final,
+    write_final,
+)
+from .job import RESULT_FILE, job_env, parse_signal, shell_exit_code, signal_group, spawn
+from .notice import make_notice_source
+from .protocol import (
+    AGENT_LOG,
+    HEARTBEAT_FILE,
+    JOB_LOG,
+    STATUS_FILE,
+    WORK_DIR,
+    AgentConfig,
+    AgentStatus,
+    write_atomic,
+)
+from .syncer import Syncer
+
+log = logging.getLogger("gpuorch.agent")
+
+POLL_S = 0.2
+SIGTERM_GRACE_S = 10.0  # notice deadline when the agent itself is told to stop
+DEADMAN_GRACE_S = 60.0  # notice deadline when the control host has gone silent
+PREDECESSOR_POLL_S = 0.5
+
+
+@dataclass
+class _Notice:
+    reason: str  # "preemption", "heartbeat" or "sigterm"
+    deadline: float
+    baseline: Order | None  # order key of the newest local checkpoint when it arrived
+    upload_requested: bool = False
+    ticket: int = 0
+
+
+class Agent:
+    """Runs one attempt in ``rundir`` as ``config`` says; ``run()`` returns the job's exit code.
+
+    Raises (from the constructor or ``run``) only on its own failures: bad config, an unusable
+    store, no checkpoint that verifies. ``__main__`` turns those into status ``failed``.
+    """
+
+    def __init__(self, rundir: Path, config: AgentConfig) -> None:
+        self.rundir, self.config = rundir, config
+        self.status = AgentStatus(started_at=time.time())
+        self.work = rundir / WORK_DIR
+        self.checkpoint_dir = self.work / config.checkpoint_dir  # an absolute one wins
+        self.signal = parse_signal(config.signal)
+        self.notices = make_notice_source(config.notice, rundir)
+        self.store: ObjectStore | None = None
+        self.prefix = ""
+        if config.checkpoint_url:
+            self.store, self.prefix = open_store(config.checkpoint_url)
+        self.terminate = threading.Event()  # set from the SIGTERM handler
+        self.syncer: Syncer | None = None
+        self.notice: _Notice | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()  # status is updated from the main and the sync thread
+        self._next_notice_poll = 0.0
+
+    def update(self, **changes: Any) -> None:
+        with self._lock:
+            for name, value in changes.items():
+                setattr(self.status, name, value)
+            self.status.updated_at = time.time()
+            write_atomic(self.rundir / STATUS_FILE, self.status.to_json())
+
+    # -- the attempt, start to end ---------------------------------------------------------
+
+    def run(self) -> int:
+        """Run the attempt to the end; returns the job's exit code (128+N if killed by N)."""
+        self.update(state="starting", started_at=self.status.started_at)
+        self.work.mkdir(exist_ok=True)
+        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        self._await_predecessor()
+        baseline = self._restore()
+        if self.store is not None:
+            self.syncer = Syncer(
+                self.store,
+                self.prefix,
+                self.checkpoint_dir,
+                self.config.attempt,
+                self.config.keep_checkpoints,
+                self._on_upload,
+                baseline,
+            )
+        env = job_env(self.config, self.rundir, self.checkpoint_dir, self.status.restored_from)
+        if self.config.setup:
+            code = self._supervise(self.config.setup, "setup", env)
+            if code != 0 or self.terminate.is_set():
+                return self._finish(code)
+        return self._finish(self._supervise(self.config.run, "running", env))
+
+    def _await_predecessor(self) -> None:
+        attempt = self.config.predecessor_attempt
+        if attempt is None or self.store is None:
+            return
+        deadline = self.config.predecessor_deadline or time.time()
+        log.info("waiting for attempt %d's handoff record (at most %.0f s)", attempt, deadline - time.time())
+        record = wait_for_final(self.store, self.prefix, attempt, deadline, PREDECESSOR_POLL_S)
+        if record is None:
+            log.warning("attempt %d left no handoff record by the deadline; restoring what is there", attempt)
+        else:
+            log.info("attempt %d handed off checkpoint %s", attempt, record.checkpoint)
+
+    def _restore(self) -> Order | None:
+        """Restore the newest checkpoint that verifies; returns its order key (None if none)."""
+        if self.store is None:
+            return None
+        self.update(state="restoring")
+        manifests = list_manifests(self.store, self.prefix)
+        for manifest in reversed(manifests):
+            try:
+                path = download(self.store, self.prefix, manifest, self.checkpoint_dir)
+            except CorruptCheckpoint as e:  # fall back to the one before
+                log.error("cannot restore %s: %s", manifest.name, e)
+                continue
+            log.info("restored checkpoint %s (step %s)", manifest.name, manifest.step)
+            self.update(
+                restored_from=manifest.name,
+                last_checkpoint=manifest.name,
+                last_checkpoint_step=manifest.step,
+                last_checkpoint_at=manifest.completed_at,
+            )
+            restored = read_checkpoint(path)
+            return restored.order if restored else None
+        if manifests:
+            raise CheckpointError(f"none of the {len(manifests)} checkpoints in the store verifies; see {AGENT_LOG}")
+        log.info("no checkpoint in the store; starting fresh")
+        return None
+
+    def _supervise(self, command: str, phase: str, env: dict[str, str]) -> int:
+        """Run one command (setup or the job) to its end, handling syncs and notices meanwhile."""
+        is_job = phase == "running"
+        self.proc = proc = spawn(command, self.work, env, self.rundir / JOB_LOG, self.signal if is_job else None)
+        log.info("started %s (pid %d)", phase, proc.pid)
+        handling = self.notice is not None and not self.status.final_done
+        self.update(state="checkpointing" if handling else phase, pid=proc.pid if is_job else None)
+        next_sync = time.time() + self.config.sync_interval_s
+        while True:
+            code = proc.poll()
+            now = time.time()
+            if self.notice is None:
+                self._check_triggers(now, proc if is_job else None)
+            if self.notice is not None:
+                if not self.status.final_done:
+                    self._advance_notice(now, code is not None or not is_job, phase)
+                elif self.terminate.is_set() and code is None:
+                    return self._stop(proc, max(2.0, self.notice.deadline - now))
+            elif self.syncer is not None and is_job and now >= next_sync:
+                self.syncer.request()
+                next_sync = now + self.config.sync_interval_s
+            if code is not None and (self.notice is None or self.status.final_done):
+                log.info("%s exited with %d", phase, shell_exit_code(code))
+                return shell_exit_code(code)
+            time.sleep(POLL_S)
+
+    def _finish(self, code: int) -> int:
+        if self.syncer is not None and not self.status.final_done:  # after a handoff, upload nothing more
+            ticket = self.syncer.request()
+            give_up: float | None = None
+            while not self.syncer.wait(ticket, POLL_S):
+                if self.terminate.is_set():
+                    give_up = give_up or time.time() + SIGTERM_GRACE_S
+                    if time.time() > give_up:
+                        log.warning("stopping before the last sync finished")
+                        break
+        self.update(state="exited", exit_code=code, result=self._read_result(), ended_at=time.time())
+        return code
+
+    def _read_result(self) -> dict[str, Any] | None:
+        try:
+            result = json.loads((self.rundir / RESULT_FILE).read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            log.warning("ignoring unreadable %s: %s", RESULT_FILE, e)
+            return None
+        return result if isinstance(result, dict) else {"value": result}
+
+    # -- notices -------------------------------------------------------------------------------
+
+    def _check_triggers(self, now: float, job: subprocess.Popen[bytes] | None) -> None:
+        if self.terminate.is_set():
+            self._begin_notice("sigterm", now + SIGTERM_GRACE_S, job)
+            return
+        if now >= self._next_notice_poll:
+            self._next_notice_poll = now + self.config.notice.poll_s
+            deadline = self.notices.poll()
+            if deadline is not None:
+                self._begin_notice("preemption", deadline, job)
+                return
+        if self._heartbeat_lost(now):
+            self._begin_notice("heartbeat", now + DEADMAN_GRACE_S, job)
+
+    def _heartbeat_lost(self, now: float) -> bool:
+        timeout = self.config.heartbeat_timeout_s
+        if timeout is None:
+            return False
+        try:
+            last = (self.rundir / HEARTBEAT_FILE).stat().st_mtime
+        except FileNotFoundError:
+            last = self.status.started_at or now
+        return now - last > timeout
+
+    def _begin_notice(self, reason: str, deadline: float, job: subprocess.Popen[bytes] | None) -> None:
+        newest = newest_checkpoint(self.checkpoint_dir)
+        self.notice = _Notice(reason, deadline, newest.order if newest else None)
+        log.warning("%s: final checkpoint due %.1f s from now", reason, deadline - time.time())
+        self.update(state="checkpointing", notice_at=time.time(), notice_deadline=deadline, notice_reason=reason)
+        if job is not None and job.poll() is None:
+            signal_group(job, self.signal)
+
+    def _advance_notice(self, now: float, job_gone: bool, phase: str) -> None:
+        """Wait for the job's next checkpoint (or its exit, or the grace point), upload it, hand off."""
+        n = self.notice
+        assert n is not None
+        if not n.upload_requested:
+            newest = newest_checkpoint(self.checkpoint_dir)
+            fresh = newest is not None and (n.baseline is None or newest.order > n.baseline)
+            if not (fresh or job_gone or now >= n.deadline - self.config.final_checkpoint_grace_s):
+                return
+            n.upload_requested = True
+            n.ticket = self.syncer.request() if self.syncer else 0
+        if self.syncer is not None:
+            # An upload in flight is always waited for, even past the deadline: handing off
+            # early could let the next attempt restore an older checkpoint than the one landing.
+            if not self.syncer.done(n.ticket):
+                return
+            if self.syncer.failed and now < n.deadline:  # e.g. a network blip: try again
+                n.ticket = self.syncer.request()
+                return
+        self._hand_off(phase)
+
+    def _hand_off(self, phase: str) -> None:
+        assert self.notice is not None
+        if self.store is not None:
+            try:
+                write_final(self.store, self.prefix, self.config.attempt, self.status.last_checkpoint)
+            except Exception:  # the successor then waits until its deadline instead
+                log.exception("could not write the handoff record")
+        self.update(final_done=True, state=phase)
+        log.info("handed off with checkpoint %s", self.status.last_checkpoint)
+        if self.notice.reason == "heartbeat" and self.config.shutdown_command:
+            log.warning("no heartbeat for %.0f s: running the shutdown command", self.config.heartbeat_timeout_s)
+            try:
+                done = subprocess.run(
+                    ["/bin/bash", "-c", self.config.shutdown_command],
+                    cwd=str(self.work),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    timeout=60,
+                    check=False,
+                )
+                log.info("shutdown command exited %d: %s", done.returncode, done.stdout.decode(errors="replace"))
+            except (OSError, subprocess.SubprocessError):
+                log.exception("the shutdown command failed")
+
+    def _on_upload(self, ckpt: LocalCheckpoint, manifest: Manifest) -> None:
+        """Called from the sync thread after each upload."""
+        changes: dict[str, Any] = dict(
+            last_checkpoint=ckpt.name,
+            last_checkpoint_at=ckpt.completed_at,
+            last_checkpoint_step=ckpt.step,
+            uploaded=self.status.uploaded + [ckpt.name],
+        )
+        if self.notice is not None:
+            changes["final_checkpoint"] = ckpt.name
+        self.update(**changes)
+
+    def _stop(self, proc: subprocess.Popen[bytes], grace_s: float) -> int:
+        """SIGTERM the job's group, SIGKILL it after ``grace_s``; returns its exit code."""
+        signal_group(proc, signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            signal_group(proc, signal.SIGKILL)
+            code = proc.wait()
+        return shell_exit_code(code)
+
+    def kill_job(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self._stop(self.proc, 5.0)

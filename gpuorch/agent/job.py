@@ -1,0 +1,79 @@
+"""Starting and signalling the job's processes. Commands always run as ``/bin/bash -c CMD``
+in their own session (process group), so a signal reaches the whole tree the job spawned."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Mapping
+
+from .protocol import AgentConfig
+
+RESULT_FILE = "result.json"  # in the run dir: the JSON result the job may write
+METRICS_FILE = "metrics.jsonl"  # in the run dir: JSON lines of metrics the job may append
+
+
+def parse_signal(name: str) -> signal.Signals:
+    """``SIGUSR1``, ``usr1`` -> ``signal.SIGUSR1``; ValueError naming the field otherwise."""
+    key = name.upper() if name.upper().startswith("SIG") else "SIG" + name.upper()
+    try:
+        return signal.Signals[key]
+    except KeyError:
+        raise ValueError(f"signal {name!r} is not a signal name; use one like SIGUSR1") from None
+
+
+def job_env(config: AgentConfig, rundir: Path, checkpoint_dir: Path, resumed_from: str | None) -> dict[str, str]:
+    """os.environ + the job's env + the GPUORCH_* variables (which win)."""
+    env = dict(os.environ)
+    env.update(config.env)
+    env.update(
+        GPUORCH_CHECKPOINT_DIR=str(checkpoint_dir.resolve()),
+        GPUORCH_JOB_ID=str(config.job_id),
+        GPUORCH_ATTEMPT=str(config.attempt),
+        GPUORCH_JOB_NAME=config.job_name,
+        GPUORCH_RESULT_FILE=str((rundir / RESULT_FILE).resolve()),
+        GPUORCH_METRICS_FILE=str((rundir / METRICS_FILE).resolve()),
+    )
+    env.pop("GPUORCH_RESUMED_FROM", None)
+    if resumed_from:
+        env["GPUORCH_RESUMED_FROM"] = resumed_from
+    return env
+
+
+def spawn(
+    command: str, cwd: Path, env: Mapping[str, str], log_path: Path, survive: signal.Signals | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``command`` under bash in a new session, output appended to ``log_path``.
+
+    With ``survive``, bash first installs a no-op trap for that signal: a command like
+    ``cd src && python train.py`` keeps bash as the parent, and bash's default action for
+    SIGUSR1 (exit) would make the job look finished while python still runs. A trap (unlike
+    an ignore) is reset to the default in the children bash starts, so the job is unaffected.
+    """
+    argv = ["/bin/bash", "-c", command]
+    if survive is not None:
+        argv[2] = f"trap : {survive.name}\n{command}"  # survive.name is one of signal.Signals
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            argv,
+            cwd=str(cwd),
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Send ``sig`` to the process group; quiet if it is already gone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def shell_exit_code(returncode: int) -> int:
+    """Popen's -N (killed by signal N) as the shell reports it, 128+N; others unchanged."""
+    return 128 - returncode if returncode < 0 else returncode

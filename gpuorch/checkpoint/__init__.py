@@ -1,0 +1,40 @@
+"""Checkpoint storage for gpuorch: the ObjectStore port and the checkpoint sync protocol.
+
+Stdlib only (Python 3.8+): shipped to cloud instances with the agent. See docs/checkpoints.md.
+"""
+
+from .handoff import FinalRecord, read_final, wait_for_final, write_final
+from .local import COMPLETE, LocalCheckpoint, Order, complete_checkpoints, newest_checkpoint, read_checkpoint
+from .manifest import CheckpointError, CorruptCheckpoint, FileEntry, Manifest
+from .store import STORES, ObjectNotFound, ObjectStore, UnsupportedStore, join_key, open_store
+from .sync import CheckpointVanished, IncompleteCheckpoint, download, latest, list_manifests, prune, upload
+
+__all__ = [
+    "COMPLETE",
+    "STORES",
+    "CheckpointError",
+    "CheckpointVanished",
+    "CorruptCheckpoint",
+    "FileEntry",
+    "FinalRecord",
+    "IncompleteCheckpoint",
+    "LocalCheckpoint",
+    "Manifest",
+    "Order",
+    "ObjectNotFound",
+    "ObjectStore",
+    "UnsupportedStore",
+    "complete_checkpoints",
+    "download",
+    "join_key",
+    "latest",
+    "list_manifests",
+    "newest_checkpoint",
+    "open_store",
+    "prune",
+    "read_checkpoint",
+    "read_final",
+    "upload",
+    "wait_for_final",
+    "write_final",
+]

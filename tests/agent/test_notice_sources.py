@@ -1,0 +1,68 @@
+"""Notice sources on their own: the file source and IMDSv2 against a local fake."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from fake_imds import ACTION_PATH
+
+from gpuorch.agent.notice import AwsNotice, FileNotice, make_notice_source, parse_aws_time
+from gpuorch.agent.protocol import NoticeSource
+
+
+def _iso(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def test_parse_aws_time():
+    assert parse_aws_time("2017-09-18T08:22:00Z") == 1505722920.0
+
+
+def test_file_notice(tmp_path):
+    source = FileNotice(tmp_path / "notice.json")
+    assert source.poll() is None
+    (tmp_path / "notice.json").write_text('{"deadl')  # half-written: ask again later
+    assert source.poll() is None
+    (tmp_path / "notice.json").write_text(json.dumps({"deadline": 1234.5}))
+    assert source.poll() == 1234.5
+
+
+def test_aws_notice_uses_a_token_and_reads_the_deadline(imds):
+    source = AwsNotice(imds.url)
+    assert source.poll() is None  # 404: no notice
+    when = int(time.time()) + 120
+    imds.action = {"action": "terminate", "time": _iso(when)}
+    assert source.poll() == when
+    assert imds.unauthorized == 0
+
+
+def test_the_fake_imds_rejects_requests_without_a_token(imds):
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(imds.url + ACTION_PATH, timeout=2)
+    assert e.value.code == 401
+
+
+def test_aws_notice_renews_a_rejected_token(imds):
+    source = AwsNotice(imds.url)
+    assert source.poll() is None
+    imds.tokens.clear()  # the service forgot our token (expiry)
+    imds.action = {"action": "stop", "time": _iso(time.time() + 60)}
+    assert source.poll() is None  # 401: dropped the token
+    assert source.poll() is not None  # fresh token
+
+
+def test_aws_notice_quietly_answers_none_when_unreachable():
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert AwsNotice(f"http://127.0.0.1:{port}", timeout_s=0.5).poll() is None
+
+
+def test_unknown_notice_kind_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="notice.kind 'gcp' is not supported"):
+        make_notice_source(NoticeSource(kind="gcp"), tmp_path)
