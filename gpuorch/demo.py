@@ -30,9 +30,9 @@ TIMEOUT_S = 150.0
 
 JOBS = {
     # name: (env, gpu)
-    "mlp-preempted": ({"STEPS": "700", "CKPT_EVERY": "100", "STEP_SLEEP": "0.04", "SEED": "1"}, "A100:80GB:1"),
-    "mlp-steady": ({"STEPS": "500", "CKPT_EVERY": "100", "STEP_SLEEP": "0.04", "SEED": "2"}, "24GB+"),
-    "mlp-fallback": ({"STEPS": "500", "CKPT_EVERY": "100", "STEP_SLEEP": "0.04", "SEED": "3"}, "H100:1"),
+    "mlp-preempted": ({"STEPS": "500", "CKPT_EVERY": "50", "STEP_SLEEP": "0.04", "SEED": "1"}, "A100:80GB:1"),
+    "mlp-steady": ({"STEPS": "350", "CKPT_EVERY": "50", "STEP_SLEEP": "0.04", "SEED": "2"}, "24GB+"),
+    "mlp-fallback": ({"STEPS": "350", "CKPT_EVERY": "50", "STEP_SLEEP": "0.04", "SEED": "3"}, "H100:1"),
 }
 
 console = Console(width=None if sys.stdout.isatty() else 140)
@@ -46,15 +46,23 @@ def gpuorch(*args: str, check: bool = True) -> str:
     return out.stdout
 
 
-def reference_loss(env: dict[str, str]) -> float:
-    """The same training run, uninterrupted and without gpuorch."""
-    with tempfile.TemporaryDirectory() as d:
-        result = Path(d) / "result.json"
-        run_env = {**os.environ, **env, "STEP_SLEEP": "0", "GPUORCH_CHECKPOINT_DIR": str(Path(d) / "ckpt"),
-                   "GPUORCH_RESULT_FILE": str(result)}
-        subprocess.run([sys.executable, str(EXAMPLE / "train.py")], env=run_env, cwd=d, check=True,
-                       stdout=subprocess.DEVNULL)
-        return float(json.loads(result.read_text())["final_loss"])
+def start_reference(name: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Path]:
+    """The same training run, uninterrupted and without gpuorch, in the background."""
+    d = Path(tempfile.mkdtemp(prefix=f"gpuorch-ref-{name}-"))
+    run_env = {**os.environ, **env, "STEP_SLEEP": "0", "GPUORCH_CHECKPOINT_DIR": str(d / "ckpt"),
+               "GPUORCH_RESULT_FILE": str(d / "result.json")}
+    proc = subprocess.Popen([sys.executable, str(EXAMPLE / "train.py")], env=run_env, cwd=d, stdout=subprocess.DEVNULL)
+    return proc, d / "result.json"
+
+
+def reference_losses(refs: dict[str, tuple[subprocess.Popen[bytes], Path]]) -> dict[str, float]:
+    out = {}
+    for name, (proc, result) in refs.items():
+        if proc.wait() != 0:
+            raise SystemExit(f"the reference run of {name} failed")
+        out[name] = float(json.loads(result.read_text())["final_loss"])
+        shutil.rmtree(result.parent, ignore_errors=True)
+    return out
 
 
 def write_spec(name: str, env: dict[str, str], gpu: str) -> Path:
@@ -78,8 +86,7 @@ def main() -> int:
     local = LocalProvider(HOME / "local")
     console.rule("[bold]gpuorch demo[/]: local provider, simulated spot market, state in " + str(HOME))
 
-    console.print("Computing uninterrupted reference results ...")
-    refs = {name: reference_loss(env) for name, (env, _) in JOBS.items()}
+    refs = {name: start_reference(name, env) for name, (env, _) in JOBS.items()}
 
     # The cheapest H100 spot zone has no capacity: the fallback job must try the next offer.
     h100 = sorted((o for o in local.offers() if o.gpu == "H100" and o.spot_price_per_hour),
@@ -99,30 +106,35 @@ def main() -> int:
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(30)
-    report(ids, refs)
+    report(ids, reference_losses(refs))
     console.print(f"\nEverything is in {HOME}: `GPUORCH_HOME={HOME} .venv/bin/gpuorch events` shows the whole story.")
     return 0 if ok else 1
 
 
 def follow(local, ids: dict[str, int]) -> bool:  # type: ignore[no-untyped-def]
-    """Print events as they happen; preempt the first job once it has made progress."""
-    seen, preempted, start = 0, False, time.monotonic()
+    """Print events as they happen; preempt the first job once it has made some progress."""
+    from sqlmodel import select
+
+    from gpuorch import jobs
+    from gpuorch.store import Event, Job, Store
+
+    store = Store(f"sqlite:///{HOME / 'state.db'}")
+    last_event, preempted, start = 0, False, time.monotonic()
     while time.monotonic() - start < TIMEOUT_S:
-        events = json.loads(gpuorch("events", "--json", "--limit", "1000"))
-        for e in events[seen:]:
-            where = f"job {e['job_id']}/{e['attempt']}" if e["attempt"] else f"job {e['job_id']}"
-            console.print(f"  [dim]{e['ts'][11:19]}[/] {where:<10} [bold]{e['kind']:<17}[/] {e['message']}")
-        seen = len(events)
-        target = json.loads(gpuorch("status", str(ids["mlp-preempted"]), "--json"))
-        current = target["attempt_list"][-1] if target["attempt_list"] else None
-        if not preempted and current and current["last_checkpoint"] in ("step-200", "step-300"):
-            console.print(f"[red]>>> the cloud announces: {current['instance_id']} will be reclaimed in {NOTICE_S:.0f}s[/]")
-            local.inject_preemption(current["instance_id"], NOTICE_S)
+        with store.read() as s:
+            for e in s.exec(select(Event).where(Event.id > last_event).order_by(Event.id)):  # type: ignore[arg-type]
+                where = f"job {e.job_id}/{e.attempt}" if e.attempt else f"job {e.job_id}"
+                console.print(f"  [dim]{e.ts:%H:%M:%S}[/] {where:<10} [bold]{e.kind:<17}[/] {e.message}")
+                last_event = e.id or last_event
+            current = (jobs.attempts_of(s, ids["mlp-preempted"]) or [None])[-1]
+            states = [j.status for j in s.exec(select(Job))]
+        if not preempted and current is not None and current.last_checkpoint in ("step-150", "step-200", "step-250"):
+            console.print(f"[red]>>> the cloud announces: {current.instance_id} will be reclaimed in {NOTICE_S:.0f}s[/]")
+            local.inject_preemption(current.instance_id, NOTICE_S)
             preempted = True
-        jobs = json.loads(gpuorch("status", "--json"))
-        if all(j["status"] in ("succeeded", "failed", "cancelled") for j in jobs):
-            return all(j["status"] == "succeeded" for j in jobs)
-        time.sleep(1.0)
+        if all(st.terminal for st in states):
+            return all(st.value == "succeeded" for st in states)
+        time.sleep(0.5)
     console.print("[red]timed out[/]")
     return False
 
