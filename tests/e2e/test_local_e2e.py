@@ -1,0 +1,80 @@
+"""End to end on this machine: the reconciler, the local provider, the real agent, a real
+NumPy training job, a preemption with notice and a resume that ends with the same result."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sqlmodel import select
+
+from gpuorch import jobs
+from gpuorch.logmirror import LogMirror
+from gpuorch.reconciler import Reconciler, Settings
+from gpuorch.spec import parse_spec
+from gpuorch.store.models import AttemptStatus, Checkpoint, Job, JobStatus, TerminationReason
+from gpuorch_local.provider import LocalProvider
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "examples" / "tiny_mlp"
+ENV = {"STEPS": "300", "CKPT_EVERY": "40", "STEP_SLEEP": "0.03", "SEED": "7"}
+
+
+def reference(tmp_path: Path) -> float:
+    result = tmp_path / "ref.json"
+    env = {**os.environ, **ENV, "STEP_SLEEP": "0", "GPUORCH_CHECKPOINT_DIR": str(tmp_path / "ref-ckpt"),
+           "GPUORCH_RESULT_FILE": str(result)}
+    subprocess.run([sys.executable, str(EXAMPLE / "train.py")], env=env, cwd=tmp_path, check=True,
+                   stdout=subprocess.DEVNULL)
+    return json.loads(result.read_text())["final_loss"]
+
+
+def run_until(rec: Reconciler, check, timeout_s: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        rec.run_pass()
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError("timed out")
+
+
+def test_preempted_job_resumes_from_final_checkpoint_with_same_result(store, tmp_path):
+    local = LocalProvider(tmp_path / "local")
+    rec = Reconciler(store, {"local": local}, settings=Settings(poll_s=0.2), logs=LogMirror(tmp_path))
+    spec = parse_spec({"name": "mlp", "run": "python3 train.py", "workdir": str(EXAMPLE), "env": ENV,
+                       "resources": {"gpu": "A100:80GB:1"}, "spot_policy": "spot",
+                       "checkpoint": {"store": f"file://{tmp_path / 'ckpt'}", "interval": "1s"}})
+    job = jobs.submit(store, spec, rec.clock.now())
+
+    def attempts():
+        with store.read() as s:
+            return jobs.attempts_of(s, job.id)
+
+    run_until(rec, lambda: attempts() and attempts()[-1].last_checkpoint is not None)
+    first = attempts()[-1]
+    local.inject_preemption(first.instance_id, notice_s=15)
+    run_until(rec, lambda: len(attempts()) == 2)
+    a1, a2 = attempts()
+    assert a1.status == AttemptStatus.DRAINING and a2.zone != a1.zone
+    run_until(rec, lambda: job_status(store, job.id).terminal)
+
+    a1, a2 = attempts()
+    assert a1.reason == TerminationReason.PREEMPTED and a2.reason == TerminationReason.SUCCEEDED
+    with store.read() as s:
+        final = s.exec(select(Checkpoint).where(Checkpoint.job_id == job.id, Checkpoint.final == True)).one()  # noqa: E712
+        done = s.get(Job, job.id)
+    assert a2.resumed_from == final.name  # resumed from the checkpoint taken on the notice
+    assert a1.lost_work_s is not None and a1.lost_work_s < 5
+    assert done.status == JobStatus.SUCCEEDED and done.exit_code == 0
+    assert json.loads(done.result)["final_loss"] == reference(tmp_path)  # bitwise: nothing lost, nothing repeated
+    assert [i for i in local.list_managed() if i.state.alive] == []
+    assert "resuming from" in LogMirror(tmp_path).path(job.id, 2).read_text()
+
+
+def job_status(store, job_id) -> JobStatus:
+    with store.read() as s:
+        return s.get(Job, job_id).status
