@@ -28,6 +28,7 @@ from ..runner import RunnerUnavailable
 from ..spec import JobSpec
 from ..store import Store
 from ..store.models import Attempt, AttemptStatus, Backoff, Checkpoint, Job, JobStatus, TerminationReason
+from ..store.models import Instance as InstanceRow
 from . import actions as A
 from .agent_config import agent_config
 from .decide import AttemptView, JobView, Settings, decide
@@ -163,7 +164,37 @@ class Reconciler:
             except LeaseLost:
                 log.info("job %s: lease taken over by another daemon", job.id)
         self._sweep_orphans(observed, ok, now)
+        self._mirror_instances(observed, ok, now)
         return max(0.0, requeue)
+
+    def _mirror_instances(self, observed: dict[tuple[str, int, int], Instance], ok: set[str], now: datetime) -> None:
+        """Keep the instance table in step with what the providers report; write only changes."""
+        seen = {(k[0], inst.id): (k, inst) for k, inst in observed.items()}
+        with self.store.read() as s:
+            rows = {(r.provider, r.instance_id): r for r in s.exec(select(InstanceRow).where(or_(
+                InstanceRow.terminated_at.is_(None),  # type: ignore[union-attr]
+                InstanceRow.instance_id.in_([i for _, i in seen]))))}  # type: ignore[attr-defined]
+        changes: list[InstanceRow] = []
+        for key, (k, inst) in seen.items():
+            row = rows.get(key)
+            state = "terminating" if inst.id in self._terminated else inst.state.value
+            if row is None:
+                row = InstanceRow(provider=k[0], instance_id=inst.id, job_id=k[1], attempt=k[2], region=inst.region,
+                                  zone=inst.zone, instance_type=inst.instance_type, spot=inst.spot, state="", first_seen=now)
+            elif row.state == state:
+                continue
+            row.state, row.last_seen = state, now
+            if not inst.state.alive:
+                row.terminated_at = now
+            changes.append(row)
+        for key, row in rows.items():
+            if key not in seen and key[0] in ok and row.terminated_at is None:
+                row.state, row.terminated_at = "gone", now
+                changes.append(row)
+        if changes:
+            with self.store.write() as s:
+                for row in changes:
+                    s.merge(row)
 
     # -- apply -------------------------------------------------------------------------------
     @contextmanager

@@ -226,3 +226,15 @@ def test_max_preemptions_fails_the_job(store, fake, clock, rec):
     j = job_row(store, job.id)
     assert j.status == JobStatus.FAILED and "max_preemptions" in j.message
     assert fake.live_instances() == []
+
+
+def test_instance_table_mirrors_what_the_provider_reports(store, fake, clock, rec):
+    from gpuorch.store.models import Instance as InstanceRow
+
+    job = submit(store, clock)
+    drive(rec, clock, 400)
+    with store.read() as s:
+        [row] = s.exec(select(InstanceRow)).all()
+    [a] = attempts(store, job.id)
+    assert (row.instance_id, row.job_id, row.attempt, row.zone) == (a.instance_id, job.id, 1, a.zone)
+    assert row.state in ("terminated", "terminating") and row.terminated_at is not None
