@@ -198,6 +198,8 @@ class FakeRunner(Runner):
 
 
 class FakeProvider(Provider):
+    runner_outlives_instance = True  # its fake agents answer from memory
+
     def __init__(self, clock: FakeClock | None = None, offers: list[Offer] | None = None, *, name: str = "fake",
                  boot_s: float = 0.0, script: FakeJobScript | None = None) -> None:
         self.name = name

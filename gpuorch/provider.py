@@ -151,6 +151,9 @@ class Provider(ABC):
     """Contract every adapter honours (tested by ``gpuorch.testing.contract``)."""
 
     name: str
+    # True when the runner can still read an ended instance's agent status and logs (local
+    # processes leave their files behind); a cloud VM's are gone with it.
+    runner_outlives_instance: bool = False
 
     @abstractmethod
     def offers(self) -> list[Offer]:

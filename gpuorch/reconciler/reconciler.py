@@ -23,7 +23,7 @@ from ..clock import Clock, SystemClock
 from ..errors import AuthError, NoCapacityError, PermanentError, ProviderError, QuotaError, TransientError
 from ..logmirror import LogMirror
 from ..placement import Candidate
-from ..provider import Instance, LaunchRequest, Offer, Provider
+from ..provider import Instance, InstanceState, LaunchRequest, Offer, Provider
 from ..runner import RunnerUnavailable
 from ..spec import JobSpec
 from ..store import Store
@@ -123,8 +123,11 @@ class Reconciler:
                 continue
             inst = observed.get((row.provider, job.id or 0, row.number))
             agent, reachable = None, False
-            if inst is not None and row.provider in self.providers:
-                runner = self.providers[row.provider].runner(inst)
+            provider = self.providers.get(row.provider)
+            # Only a running instance is worth a (possibly slow) connection; a booting one is not yet.
+            if inst is not None and provider is not None and (
+                    inst.state == InstanceState.RUNNING or (not inst.state.alive and provider.runner_outlives_instance)):
+                runner = provider.runner(inst)
                 try:
                     agent = runner.status()
                     reachable = True

@@ -57,6 +57,7 @@ class LocalProvider(Provider):
     """Contract: ``gpuorch.provider.Provider``; also ``SupportsPreemptionInjection``."""
 
     name = PROVIDER
+    runner_outlives_instance = True  # the run dir stays after the process groups are killed
 
     def __init__(self, home: Path, offers: list[Offer] | None = None, boot_s: float = 0.0) -> None:
         self.home = Path(home).expanduser().resolve()
