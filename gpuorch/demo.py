@@ -128,7 +128,8 @@ def follow(local, ids: dict[str, int]) -> bool:  # type: ignore[no-untyped-def]
                 last_event = e.id or last_event
             current = (jobs.attempts_of(s, ids["mlp-preempted"]) or [None])[-1]
             states = [j.status for j in s.exec(select(Job))]
-        if not preempted and current is not None and current.last_checkpoint in ("step-150", "step-200", "step-250"):
+        # Preempt once the job has a durable checkpoint: the notice's final checkpoint is what it resumes from.
+        if not preempted and current is not None and current.last_checkpoint is not None and current.ended_at is None:
             console.print(f"[red]>>> the cloud announces: {current.instance_id} will be reclaimed in {NOTICE_S:.0f}s[/]")
             local.inject_preemption(current.instance_id, NOTICE_S)
             preempted = True
