@@ -17,6 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from . import gpus
 from .errors import UserInputError
+from .sizing.workload import Workload
 from .units import parse_duration_s, parse_size_gib
 
 CHECKPOINT_SCHEMES = ("file", "s3", "gs", "az")
@@ -142,6 +143,7 @@ class JobSpec(Strict):
     regions: list[str] | None = None  # restrict placement to these regions
     checkpoint: Checkpoint | None = None
     retry: Retry = Field(default_factory=Retry)
+    model: Workload | None = None  # what the job does with a model: placement sizes the GPU from it
 
     @field_validator("name")
     @classmethod
