@@ -31,7 +31,8 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        out.update({k: v for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_") and v is not None})
+        extra = {k: v for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_")}
+        out.update({k: v for k, v in extra.items() if v is not None})
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
         return json.dumps(out, default=str)

@@ -53,8 +53,9 @@ class Metrics:
                               ["outcome"], registry=r)
         self.provider_calls = Counter("gpuorch_provider_calls", "Calls to provider adapters.",
                                       ["provider", "method"], registry=r)
-        self.provider_errors = Counter("gpuorch_provider_call_errors", "Provider calls that raised, by error kind "
-                                       "and the adapter's error code.", ["provider", "method", "kind", "code"], registry=r)
+        self.provider_errors = Counter("gpuorch_provider_call_errors",
+                                       "Provider calls that raised, by error kind and the adapter's error code.",
+                                       ["provider", "method", "kind", "code"], registry=r)
         self.info = Info("gpuorch_daemon", "The daemon serving these metrics.", registry=r)
         ProcessCollector(registry=r)
         r.register(StoreCollector(store, clock))
@@ -63,7 +64,8 @@ class Metrics:
         self.url: str | None = None
 
     def instrument(self, providers: Mapping[str, Provider]) -> dict[str, Provider]:
-        return {name: InstrumentedProvider(p, self.provider_calls, self.provider_errors) for name, p in providers.items()}
+        calls, errors = self.provider_calls, self.provider_errors
+        return {name: InstrumentedProvider(p, calls, errors) for name, p in providers.items()}
 
     def observe_pass(self, seconds: float | None, outcome: str) -> None:
         if seconds is not None:

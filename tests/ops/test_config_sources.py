@@ -41,7 +41,8 @@ def test_no_file_gives_the_defaults(_isolated_home):
 
 
 def test_later_sources_override_earlier_ones_key_by_key(files, tmp_path, monkeypatch):
-    files("system", "poll_s: 1\nlease_s: 11\nmax_sleep_s: 7\ndrain_timeout_s: 9\nmetrics: {port: 9001, host: 0.0.0.0}\n")
+    files("system", "poll_s: 1\nlease_s: 11\nmax_sleep_s: 7\ndrain_timeout_s: 9\n"
+                    "metrics: {port: 9001, host: 0.0.0.0}\n")
     files("user", "poll_s: 2\nlease_s: 22\nmax_sleep_s: 8\n")
     files("state", "poll_s: 3\nlease_s: 33\n")
     explicit = tmp_path / "explicit.yaml"

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpuorch import jobs
 from gpuorch.clock import utcnow
 from gpuorch.cost import attempt_cost
-from gpuorch.errors import NoCapacityError, TransientError
+from gpuorch.errors import TransientError
 from gpuorch.fake import FakeJobScript, FakeProvider
 from gpuorch.metrics import Metrics
 from gpuorch.provider import SupportsPreemptionInjection
