@@ -10,7 +10,8 @@ Sources, lowest precedence first; each later one overrides the earlier ones key 
 5. the file given with ``--config`` (or ``$GPUORCH_CONFIG``), which must exist;
 6. environment variables ``GPUORCH_<FIELD>``: ``GPUORCH_POLL_S=0.5``, ``GPUORCH_HOME=/srv/g``,
    ``GPUORCH_DATABASE_URL=...``; nested fields join with a double underscore
-   (``GPUORCH_METRICS__PORT=9100``); mapping fields take YAML (``GPUORCH_PROVIDERS='{local: {}}'``).
+   (``GPUORCH_METRICS__PORT=9100``); mapping fields take YAML (``GPUORCH_PROVIDERS='{local: {}}'``);
+   an empty variable counts as unset.
 
 Merging: mappings merge key by key at every depth, except ``providers``, which a later source
 replaces whole (the set of enabled providers is one decision). A key set to ``null`` in a later
@@ -93,7 +94,7 @@ def env_layer(env: Mapping[str, str], model: type[BaseModel] = DaemonConfig,
                 data[name] = nested
                 origins.update(nested_origins)
             continue
-        if var not in env:
+        if not env.get(var):  # unset or empty: not an override
             continue
         value: Any = env[var]
         if name in REPLACED_WHOLE:

@@ -132,7 +132,9 @@ class Daemon:
                 sleep = min(max(wait if wait is not None else self.config.poll_s, 0.05), self.config.max_sleep_s)
                 if self.notifier.watchdog_s is not None:
                     sleep = min(sleep, self.notifier.watchdog_s)
-                self._wait(sleep)
+                until = time.monotonic() + sleep  # a late poke from the last pass may cut a wait short
+                while not self._stopping and (left := until - time.monotonic()) > 0:
+                    self._wait(left)
         finally:
             self._wait(0)
             self.stop.set()

@@ -85,10 +85,11 @@ def test_environment_overrides_nested_fields_and_mappings(monkeypatch):
     monkeypatch.setenv("GPUORCH_DATABASE_URL", "sqlite:////tmp/other.db")
     monkeypatch.setenv("GPUORCH_LOG_FORMAT", "json")
     monkeypatch.setenv("GPUORCH_CHECKPOINT_DIR", "/not/a/daemon/option")  # other GPUORCH_ names are ignored
+    monkeypatch.setenv("GPUORCH_POLL_S", "")  # empty: unset
     c = load_config()
     assert c.metrics == MetricsConfig(enabled=False, port=9100)
     assert c.providers == {"local": {"boot_s": 2}}
-    assert c.url == "sqlite:////tmp/other.db" and c.log_format == "json"
+    assert c.url == "sqlite:////tmp/other.db" and c.log_format == "json" and c.poll_s == 2.0
 
 
 @pytest.mark.parametrize("where, text, expected", [
