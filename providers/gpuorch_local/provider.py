@@ -200,7 +200,7 @@ class LocalProvider(Provider):
             probe.unlink()
         except OSError as e:
             return [Finding.fail(check, f"cannot write in {self.instances_dir}: {e.strerror}",
-                                 f"chown -R the daemon's user {self.home}")]
+                                 f"chown -R gpuorch {self.home} (the daemon's user)")]
         alive = sum(1 for i in self.list_managed() if i.state.alive)
         return [Finding.ok(check, f"no credentials needed; {alive} instance(s) alive under {self.instances_dir}")]
 

@@ -23,6 +23,12 @@ from gpuorch.store import Store
 runner = CliRunner()
 
 
+@pytest.fixture(autouse=True)
+def _any_metrics_port(monkeypatch):
+    """Whatever else listens on this machine, the default metrics port is not under test here."""
+    monkeypatch.setenv("GPUORCH_METRICS__PORT", "0")
+
+
 def doctor(*args, env=None):
     r = runner.invoke(app, [*args, "doctor", "--json"], env=env)
     return r.exit_code, json.loads(r.output)
@@ -106,6 +112,9 @@ def test_metrics_port_taken_by_another_program():
     [f] = by_check(report, "metrics")
     assert code == 1 and f["message"] == f"127.0.0.1:{port} is taken by another program"
     assert f["fix"].startswith("set metrics.port")
+    code, report = doctor(env={"GPUORCH_METRICS__PORT": str(port)})  # closed now
+    assert code == 0 and [f["message"] for f in by_check(report, "metrics")] == [
+        f"127.0.0.1:{port} is free for the daemon's /metrics"]
 
 
 def test_metrics_port_served_by_a_running_daemon_is_fine(_isolated_home):
