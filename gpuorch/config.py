@@ -1,19 +1,35 @@
-"""Daemon configuration: which providers are enabled, and the reconciler's timings.
+"""Daemon configuration: which providers are enabled, the reconciler's timings, logs, metrics.
 
-Read from ``--config FILE`` or ``$GPUORCH_HOME/config.yaml``; absent, the embedded default is the
-``local`` provider, SQLite under ``$GPUORCH_HOME`` and a 2 s poll.
+Every option has a default, so no file is needed (the embedded default is the ``local``
+provider, SQLite under ``$GPUORCH_HOME`` and a 2 s poll). Where the values come from, and in
+which order they override each other, is ``config_sources``; ``load_config`` is the entry point.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .errors import UserInputError
 from .store.db import default_home, default_url
+
+DEFAULT_METRICS_PORT = 9347
+
+
+class MetricsConfig(BaseModel):
+    """The Prometheus endpoint the daemon serves (``/metrics``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    host: str = "127.0.0.1"  # loopback: nothing outside this host scrapes unless you say so
+    port: int = Field(default=DEFAULT_METRICS_PORT, ge=0, le=65535)  # 0: any free port
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
 
 
 class DaemonConfig(BaseModel):
@@ -26,6 +42,21 @@ class DaemonConfig(BaseModel):
     poll_s: float = Field(default=2.0, gt=0)
     lease_s: float = Field(default=60.0, gt=0)
     max_sleep_s: float = Field(default=5.0, gt=0)  # the daemon looks at least this often
+    drain_timeout_s: float = Field(default=30.0, gt=0)  # on SIGTERM, how long the in-flight pass may take
+    log_format: Literal["text", "json"] = "text"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+
+    @field_validator("home")
+    @classmethod
+    def _expand_home(cls, v: Path) -> Path:
+        return v.expanduser()
+
+    @field_validator("providers", mode="before")
+    @classmethod
+    def _null_options(cls, v: Any) -> Any:
+        # `local:` with nothing after it means "enabled, default options"
+        return {k: ({} if o is None else o) for k, o in v.items()} if isinstance(v, dict) else v
 
     @property
     def url(self) -> str:
@@ -33,17 +64,10 @@ class DaemonConfig(BaseModel):
 
 
 def load_config(path: str | Path | None = None) -> DaemonConfig:
-    p = Path(path) if path else default_home() / "config.yaml"
-    if not p.exists():
-        if path:
-            raise UserInputError(f"--config: {p} does not exist; give the path of a config.yaml")
-        return DaemonConfig()
-    try:
-        data = yaml.safe_load(p.read_text()) or {}
-        return DaemonConfig.model_validate(data)
-    except yaml.YAMLError as e:
-        raise UserInputError(f"{p}: malformed YAML ({e}); fix the syntax") from None
-    except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        raise UserInputError(f"{p}: {loc}: {err['msg']}") from None
+    """The effective configuration: files, then ``--config`` (``path``), then ``GPUORCH_*``.
+
+    Raises UserInputError with one line naming the source, the field and the fix.
+    """
+    from .config_sources import load
+
+    return load(path).config

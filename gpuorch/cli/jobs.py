@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -11,16 +10,15 @@ from typing import Any
 import typer
 
 from ..errors import UserInputError
-from .app import JSON_OPTION, app, emit_json, fail
+from .app import JSON_OPTION, app, cli_config, emit_json, fail
 
 JOB_ARG = typer.Argument(..., help="Job id, or the name of the newest job with that name.")
 
 
 def _store():  # type: ignore[no-untyped-def]
-    from ..config import load_config
     from ..store import Store
 
-    return Store(load_config().url)
+    return Store(cli_config().url)
 
 
 def _now():  # type: ignore[no-untyped-def]
@@ -150,11 +148,10 @@ def logs(job: str = JOB_ARG, follow: bool = typer.Option(False, "-f", "--follow"
          attempt: int = typer.Option(None, "--attempt", help="One attempt only (default: all, in order).")) -> None:
     """The job's output, as mirrored to this host by the daemon."""
     from .. import jobs
-    from ..config import load_config
     from ..logmirror import LogMirror
     from ..store.models import Job
 
-    config = load_config()
+    config = cli_config()
     store, mirror = _store(), LogMirror(config.home)
     try:
         with store.read() as s:
@@ -213,16 +210,18 @@ def events(job: str = typer.Argument(None, help="Only this job's events."),
 
 @app.command()
 def daemon(once: bool = typer.Option(False, "--once", help="Run one reconcile pass and exit."),
-           config: Path = typer.Option(None, "--config", help="Daemon configuration (YAML)."),
-           verbose: bool = typer.Option(False, "-v", "--verbose")) -> None:
+           log_format: str = typer.Option(None, "--log-format", metavar="json|text",
+                                          help="Log lines on stderr: text, or one JSON object per line."),
+           verbose: bool = typer.Option(False, "-v", "--verbose", help="Debug logging.")) -> None:
     """Run the reconciler in the foreground (systemd runs this)."""
     from .. import daemon as d
-    from ..config import load_config
+    from ..logfmt import configure_logging
 
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    cfg = cli_config()
+    if log_format not in (None, "json", "text"):
+        fail(f"--log-format: {log_format!r} is not a format; use json or text")
+    configure_logging(log_format or cfg.log_format, "debug" if verbose else cfg.log_level)
     try:
-        cfg = load_config(config)
         d.run(cfg, once=once)
     except UserInputError as e:
         fail(str(e))

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
+from threading import Event
 
 from sqlalchemy import or_, update
 from sqlmodel import Session, select
@@ -150,8 +151,14 @@ class Reconciler:
         return avoid
 
     # -- the pass ----------------------------------------------------------------------------
-    def run_pass(self) -> float:
-        """Reconcile every job once; return the seconds until the next pass is due."""
+    def run_pass(self, stop: Event | None = None) -> float:
+        """Reconcile every job once; return the seconds until the next pass is due.
+
+        Once ``stop`` is set (the daemon is shutting down) no more jobs are claimed and the jobs
+        not reached yet are left alone: the pass ends after the job in hand.
+        """
+        if stop is not None and stop.is_set():
+            return 0.0
         now = self.clock.now()
         observed, ok = self._observe()  # before reading attempts: see _sweep_orphans
         offers = self._current_offers(now)
@@ -159,6 +166,8 @@ class Reconciler:
         requeue = self.settings.no_offer_retry_s
         self._terminated: set[str] = set()  # this pass's terminations; `observed` predates them
         for job in self._claim(now):
+            if stop is not None and stop.is_set():
+                return 0.0  # the leases taken are released by the daemon on its way out
             try:
                 view = self._view(job, observed, ok)
                 decision = decide(view, now, offers, avoid=avoid, settings=self.settings)

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpuorch.agent.protocol import write_atomic
 from gpuorch.clock import utcnow
+from gpuorch.doctor.findings import Finding
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
 from gpuorch.provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider
 from gpuorch.runner import Runner
@@ -54,7 +55,8 @@ class LocalOptions(BaseModel):
 
 
 class LocalProvider(Provider):
-    """Contract: ``gpuorch.provider.Provider``; also ``SupportsPreemptionInjection``."""
+    """Contract: ``gpuorch.provider.Provider``; also ``SupportsPreemptionInjection`` and
+    ``SupportsDoctor``."""
 
     name = PROVIDER
     runner_outlives_instance = True  # the run dir stays after the process groups are killed
@@ -189,6 +191,19 @@ class LocalProvider(Provider):
         write_atomic(inst.notice_file, json.dumps({"deadline": meta.preemption_deadline.timestamp()}) + "\n")
         spawn_detached([sys.executable, "-m", "gpuorch_local.reaper", str(inst.path)],
                        cwd=inst.path, log=inst.path / "reaper.log")
+
+    def doctor(self) -> list[Finding]:
+        """``SupportsDoctor``: the local provider needs no credentials, only its state directory."""
+        check = f"provider {self.name}"
+        probe = self.instances_dir / ".doctor-probe"
+        try:
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as e:
+            return [Finding.fail(check, f"cannot write in {self.instances_dir}: {e.strerror}",
+                                 f"chown -R gpuorch {self.home} (the daemon's user)")]
+        alive = sum(1 for i in self.list_managed() if i.state.alive)
+        return [Finding.ok(check, f"no credentials needed; {alive} instance(s) alive under {self.instances_dir}")]
 
     def set_capacity(self, zone: str, instance_type: str, spot: bool, available: bool) -> None:
         """Add or remove this market's exact entry in the capacity knob (wildcard entries stay).
