@@ -39,11 +39,42 @@ def submit(file: Path = typer.Argument(..., help="Job spec (YAML)."), json_out: 
         fail(str(e))
     if spec.workdir:  # the daemon runs elsewhere: pin the workdir to an absolute path now
         spec = spec.model_copy(update={"workdir": str((file.parent / spec.workdir).expanduser().resolve())})
+    warning = _fit_check(spec)
     job = jobs.submit(_store(), spec, _now())
     if json_out:
-        emit_json({"id": job.id, "name": job.name, "status": job.status.value})
+        emit_json({"id": job.id, "name": job.name, "status": job.status.value, "warning": warning})
     else:
         typer.echo(f"job {job.id} ({job.name}) queued; follow it with `gpuorch status {job.id}`")
+        if warning:
+            typer.echo(f"warning: {warning}", err=True)
+
+
+def _fit_check(spec) -> str | None:  # type: ignore[no-untyped-def]
+    """The planner `gpuorch plan` uses, over what the enabled providers sell (no cloud call).
+
+    A job no GPU configuration can hold is refused (exit 2); one that merely fits no enabled
+    offer today is queued with a warning, since capacity and providers change.
+    """
+    from .. import placement
+    from ..catalog import load_offers
+    from ..registry import offline_offers
+    from .planning import _no_candidate_message, shortfall_message
+
+    if spec.resources.gpu is None and spec.model is None:
+        return None
+    cfg = cli_config()
+    try:
+        result = placement.plan(spec, offline_offers(cfg.providers, cfg.home), limit=1)
+    except UserInputError as e:
+        fail(str(e))
+    if result.candidates:
+        return None
+    # Refuse only what no configuration anywhere can hold, whatever the job's own restrictions.
+    anywhere = spec.model_copy(update={"regions": None, "providers": None, "max_price_per_hour": None})
+    relaxed = placement.plan(anywhere, offline_offers(cfg.providers, cfg.home) + load_offers(), limit=1)
+    if not relaxed.candidates and relaxed.shortfall is not None:
+        fail(shortfall_message(spec, relaxed.shortfall))
+    return _no_candidate_message(spec, result) + " (it stays queued until an offer fits)"
 
 
 def _job_summary(job, attempts, now) -> dict[str, Any]:  # type: ignore[no-untyped-def]

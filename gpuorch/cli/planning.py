@@ -150,14 +150,17 @@ def _candidate_dict(c: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _no_candidate_message(spec: Any, p: Any) -> str:
+def shortfall_message(spec: Any, s: Any) -> str:
     from ..sizing.report import advice
 
+    return (f"{spec.name}: no offer has enough GPU memory; the largest configuration, {s.label}, needs "
+            f"{s.need_gib:.1f} GiB per GPU and has {s.usable_gib:.1f} ({s.need_gib - s.usable_gib:.1f} GiB missing); "
+            f"{advice(spec.model)} (multi-node placement is not supported yet)")  # fmt: skip
+
+
+def _no_candidate_message(spec: Any, p: Any) -> str:
     if p.shortfall is not None and all(r.reason.startswith(("needs ", "no GPU")) for r in p.rejected):
-        s = p.shortfall
-        return (f"{spec.name}: no offer has enough GPU memory; the largest configuration, {s.label}, needs "
-                f"{s.need_gib:.1f} GiB per GPU and has {s.usable_gib:.1f} ({s.need_gib - s.usable_gib:.1f} GiB missing); "
-                f"{advice(spec.model)} (multi-node placement is not supported yet)")  # fmt: skip
+        return shortfall_message(spec, p.shortfall)
     reasons: dict[str, int] = {}
     for r in p.rejected:
         reasons[r.reason] = reasons.get(r.reason, 0) + r.offers

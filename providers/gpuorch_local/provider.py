@@ -70,6 +70,11 @@ class LocalProvider(Provider):
         self._offers = list(offers) if offers is not None else None
 
     @classmethod
+    def catalog_offers(cls, options: dict[str, Any], home: Path) -> list[Offer]:
+        """The simulated market, without probing the host's GPUs (`submit`'s quick fit check)."""
+        return default_offers()
+
+    @classmethod
     def from_config(cls, options: dict[str, Any], home: Path) -> LocalProvider:
         """Build from the daemon config's ``providers.local`` options; state in ``home/local``.
 
