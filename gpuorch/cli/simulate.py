@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from gpuorch.cli.app import JSON_OPTION, app, emit_json, fail
 from gpuorch.policy.model import Job
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from gpuorch.policy.evaluate import Report, Stats
     from gpuorch.policy.traces import Trace
 
@@ -135,6 +135,8 @@ def policy(
 
 
 def _stats_table(title: str, stats: dict[str, Stats]) -> Table:
+    from rich.table import Table
+
     table = Table(title=title)
     for column in ("policy", "mean $", "P90 $", "missed", "jobs"):
         table.add_column(column, justify="left" if column == "policy" else "right")
@@ -144,6 +146,9 @@ def _stats_table(title: str, stats: dict[str, Stats]) -> Table:
 
 
 def _print(report: Report, job: Job) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     console = Console()
     console.print(
         f"{job.work_s / 3600:g} h job, deadline {job.deadline_s / 3600:g} h, changeover "
