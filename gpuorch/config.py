@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import UserInputError
 from .store.db import default_home, default_url
@@ -26,6 +26,15 @@ class DaemonConfig(BaseModel):
     poll_s: float = Field(default=2.0, gt=0)
     lease_s: float = Field(default=60.0, gt=0)
     max_sleep_s: float = Field(default=5.0, gt=0)  # the daemon looks at least this often
+
+    @model_validator(mode="after")
+    def _lease_outlives_passes(self) -> DaemonConfig:
+        # A live daemon renews at every pass; a lease shorter than a few passes would lapse
+        # between them and let other daemons take its jobs back and forth.
+        if self.lease_s < 3 * self.max_sleep_s:
+            raise ValueError(f"lease_s ({self.lease_s:g}) must be at least 3 x max_sleep_s ({self.max_sleep_s:g}); "
+                             "raise lease_s or lower max_sleep_s")
+        return self
 
     @property
     def url(self) -> str:
@@ -46,4 +55,5 @@ def load_config(path: str | Path | None = None) -> DaemonConfig:
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
-        raise UserInputError(f"{p}: {loc}: {err['msg']}") from None
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        raise UserInputError(f"{p}: {loc}: {msg}" if loc else f"{p}: {msg}") from None
