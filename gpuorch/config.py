@@ -10,10 +10,22 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from .errors import UserInputError
 from .store.db import default_home, default_url
+
+
+class ApiConfig(BaseModel):
+    """The optional HTTP API (``gpuorch serve``, or the daemon itself with ``enabled``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False  # the daemon serves the API from its own process
+    host: str = "127.0.0.1"  # loopback by default: reach it through an SSH tunnel or a TLS proxy
+    port: int = Field(default=8765, ge=0, le=65535)
+    token: SecretStr | None = None  # GPUORCH_API_TOKEN wins; SecretStr keeps it out of reprs and logs
+    token_file: Path | None = None  # read at start (e.g. a systemd credential)
 
 
 class DaemonConfig(BaseModel):
@@ -26,6 +38,7 @@ class DaemonConfig(BaseModel):
     poll_s: float = Field(default=2.0, gt=0)
     lease_s: float = Field(default=60.0, gt=0)
     max_sleep_s: float = Field(default=5.0, gt=0)  # the daemon looks at least this often
+    api: ApiConfig = Field(default_factory=ApiConfig)
 
     @model_validator(mode="after")
     def _lease_outlives_passes(self) -> DaemonConfig:

@@ -12,6 +12,7 @@ import signal
 import threading
 
 from .config import DaemonConfig
+from .errors import UserInputError
 from .logmirror import LogMirror
 from .reconciler import Reconciler, Settings
 from .registry import load_providers
@@ -28,8 +29,19 @@ def build_reconciler(config: DaemonConfig, store: Store | None = None) -> Reconc
                       logs=LogMirror(config.home))
 
 
+def _start_api(config: DaemonConfig, store: Store):  # type: ignore[no-untyped-def]
+    """The HTTP API in a thread of this process (``api.enabled``), on the daemon's own store."""
+    try:
+        from .api.server import ApiThread
+    except ImportError as e:
+        raise UserInputError(f"api.enabled: the HTTP API needs FastAPI and uvicorn ({e.name} is not installed); "
+                             "pip install 'gpuorch[server]'") from None
+    return ApiThread(config, store).start()
+
+
 def run(config: DaemonConfig, *, once: bool = False, stop: threading.Event | None = None) -> None:
     rec = build_reconciler(config)
+    api = _start_api(config, rec.store) if config.api.enabled and not once else None
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -46,6 +58,8 @@ def run(config: DaemonConfig, *, once: bool = False, stop: threading.Event | Non
                 break
             stop.wait(min(max(wait, 0.05), config.max_sleep_s))
     finally:
+        if api is not None:
+            api.stop()
         rec.release_leases()
         for p in rec.providers.values():
             p.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import typer
@@ -17,6 +18,25 @@ app = typer.Typer(
 )
 
 JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON.")
+
+
+@dataclass
+class Target:
+    """Where job commands go: this host's store, or the HTTP API at ``server`` (ctx.obj)."""
+
+    server: str | None = None
+    token: str | None = None
+
+
+@app.callback()
+def _global_options(
+    ctx: typer.Context,
+    server: str = typer.Option(None, "--server", envvar="GPUORCH_SERVER", metavar="URL",
+                               help="Send submit, status, cancel, events and logs to this gpuorch API."),
+    token: str = typer.Option(None, "--token", envvar="GPUORCH_API_TOKEN", show_default=False,
+                              help="The API token for --server (prefer the variable: arguments show in ps)."),
+) -> None:
+    ctx.obj = Target(server, token)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
