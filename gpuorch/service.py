@@ -45,6 +45,7 @@ def job_summary(job: Job, attempts: list[Attempt], now: datetime) -> dict[str, A
         "result": json.loads(job.result) if job.result else None,
         "created_at": job.created_at,
         "finished_at": job.finished_at,
+        "daemon": job.lease_owner,  # host/pid/random of the daemon holding it (several daemons: docs/ha.md)
     }
 
 

@@ -9,8 +9,11 @@ them through):
 - Every write a daemon makes on a job locks the job's row and checks that the lease is still
   ours and unexpired (``held``), so nothing a deposed daemon decided is ever committed after
   another daemon's claim.
-- Expiry is judged by the acting daemon's clock: hosts must keep their clocks in sync (NTP) to
-  well within the lease period.
+- A pass claims before it lists any instance, so what a new owner observes postdates every
+  write of the previous one.
+- Expiry is judged by each daemon's own clock. The store stays consistent whatever the clocks
+  say (a write checks the owner under the row lock, and a claim commits only on an unlocked
+  row); skew only moves takeovers earlier or later, so keep hosts in NTP sync well within it.
 """
 
 from __future__ import annotations

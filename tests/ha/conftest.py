@@ -118,6 +118,8 @@ def pg_url(pg_server):
     name = f"gpuorch_t_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(host=host, port=port, user="postgres", dbname="postgres", autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
+        # commits need not wait for the disk: a throwaway database, and a shared server's fsyncs
+        conn.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
     yield f"postgresql+psycopg://postgres@{host}:{port}/{name}"
     with psycopg.connect(host=host, port=port, user="postgres", dbname="postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

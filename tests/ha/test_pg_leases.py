@@ -5,6 +5,7 @@ sweep that never takes another daemon's freshly launched instance."""
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 
 import psycopg
 import pytest
@@ -187,3 +188,30 @@ def test_sweep_leaves_the_instances_of_jobs_another_daemon_holds(pg_url, store, 
     assert [(e.job_id, e.attempt) for e in events_of(store, "orphan_terminated")] == [(job_id, 1)]
     assert owners(store)[job_id] == "d1"
     d2.store.close()
+
+
+def test_a_takeover_never_acts_on_a_listing_older_than_the_previous_owners_writes(store, clock, fake):
+    """d2's clock runs 61 s ahead of d1's, so d2 takes over a lease d1 still believes in. Had d2
+    listed instances before claiming, d1 could launch and record attempt 1 in between, and d2
+    would take the attempt for lost and launch a second instance. d2 claims first."""
+    [job_id] = submit(store, clock)
+    d1 = Reconciler(store, {"fake": fake}, clock=clock, owner="d1")
+    d1.leases.claim(clock.now())  # d1 holds the job (by its clock, for 60 s)
+    ahead = FakeClock(clock.now() + timedelta(seconds=61))
+    real_list, nested = fake.list_managed, []
+
+    def list_then_let_d1_work():
+        if nested:  # d1's own listing, inside
+            return real_list()
+        nested.append(True)
+        listed = real_list()  # d2's listing ...
+        d1.run_pass()  # ... then d1 works, its lease still valid by its clock
+        return listed
+
+    fake.list_managed = list_then_let_d1_work
+    Reconciler(store, {"fake": fake}, clock=ahead, owner="d2").run_pass()
+    fake.list_managed = real_list
+    assert len(fake.list_managed()) == 1 and fake.count("launch") == 1
+    with store.read() as s:
+        assert [(a.number, a.status) for a in jobs.attempts_of(s, job_id)] == [(1, AttemptStatus.LAUNCHED)]
+    assert owners(store) == {job_id: "d2"}
