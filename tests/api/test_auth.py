@@ -4,7 +4,6 @@ token is compared in constant time, never logged, and the server will not start 
 from __future__ import annotations
 
 import json
-import logging
 import urllib.error
 import urllib.request
 
@@ -23,18 +22,20 @@ def get(url: str, authorization: str | None = None) -> tuple[int, dict, dict]:
         return e.code, json.loads(e.read()), dict(e.headers)
 
 
-def test_missing_and_wrong_tokens_get_401(api, token):
+def test_missing_and_wrong_tokens_get_401(api, token, caplog):
+    caplog.set_level(1)
     for sent, why in [(None, "missing API token"), ("Bearer ", "missing API token"), (f"Basic {token}", "missing"),
                       ("Bearer " + "x" * 32, "not accepted"), (f"Bearer {token}x", "not accepted")]:
         code, body, headers = get(f"{api.url}/v1/jobs", sent)
         assert code == 401 and why in body["error"] and headers["www-authenticate"] == "Bearer", sent
     assert get(f"{api.url}/v1/jobs", f"Bearer {token}")[0] == 200
     assert get(f"{api.url}/v1/health")[:2] == (200, {"ok": True})  # the one endpoint without a token
+    assert "/v1/jobs" in caplog.text and token not in caplog.text  # requests are logged, tokens never
 
 
 @pytest.mark.parametrize("cmd", [["status"], ["events"], ["cancel", "1"], ["logs", "1"], ["status", "--json"]])
 def test_cli_with_a_wrong_or_no_token_exits_2_with_one_line(remote, cmd, tmp_path, caplog):
-    caplog.set_level(logging.DEBUG)
+    caplog.set_level(1)  # everything, uvicorn's TRACE included
     wrong = "wrong-token-" + "z" * 20
     for token, why in [(wrong, "the API token was not accepted"), (None, "missing API token")]:
         r = remote(*cmd, token=token)

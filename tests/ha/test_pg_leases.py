@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
-import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 from sqlmodel import select
@@ -23,6 +22,7 @@ from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Event, Job
 
 pytestmark = pytest.mark.postgres
+psycopg = pytest.importorskip("psycopg", reason="pip install -e '.[dev]' (psycopg is in it)")
 
 SPEC = parse_spec({"name": "train", "run": "python train.py", "resources": {"gpu": "A100:80GB:1"}})
 
