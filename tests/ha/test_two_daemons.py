@@ -71,6 +71,7 @@ def test_two_daemons_share_jobs_and_take_over_from_a_killed_one(pg_url, tmp_path
         victim_pid = held.most_common(1)[0][0]
         victim = daemons.pop(victim_pid)
         [survivor] = daemons.values()
+        killed_at = utcnow()
         victim.send_signal(signal.SIGKILL)
         victim.wait(30)
         victim_jobs = {j.id for j in _rows(store, Job) if j.lease_owner and int(j.lease_owner.split("/")[1]) == victim_pid}
@@ -109,11 +110,14 @@ def test_two_daemons_share_jobs_and_take_over_from_a_killed_one(pg_url, tmp_path
     # No double action: each step happened once per job, and nothing was swept as an orphan.
     kinds = Counter((e.job_id, e.kind) for e in _rows(store, Event))
     for i in ids:
-        assert kinds[(i, "launch_requested")] == kinds[(i, "running")] == kinds[(i, "attempt_ended")] == 1, i
+        assert kinds[(i, "launch_requested")] == kinds[(i, "attempt_ended")] == 1, i
         assert kinds[(i, "launched")] + kinds[(i, "adopted")] == 1, i
+        # "running" is missed if a job started and ended between its owner's looks (one was killed)
+        assert kinds[(i, "running")] <= 1 and kinds[(i, "succeeded")] == 1, i
     assert not any(kind == "orphan_terminated" for _, kind in kinds)
     # The survivor took each of the victim's jobs at its first pass after the lease expired.
-    takeovers = [e for e in _rows(store, Event, Event.kind == "lease_taken_over")
+    # (A slow pass under load may lose a lease to the other live daemon before the kill: legal.)
+    takeovers = [e for e in _rows(store, Event, Event.kind == "lease_taken_over", Event.ts >= killed_at)
                  if int(json.loads(e.data)["previous_owner"].split("/")[1]) == victim_pid]
     assert {e.job_id for e in takeovers} == victim_jobs and len(takeovers) == len(victim_jobs)
     for e in takeovers:
