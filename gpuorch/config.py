@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from .store.db import default_home, default_url
 
@@ -32,6 +32,18 @@ class MetricsConfig(BaseModel):
         return f"http://{host}:{self.port}/metrics"
 
 
+class ApiConfig(BaseModel):
+    """The optional HTTP API (``gpuorch serve``, or the daemon itself with ``enabled``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False  # the daemon serves the API from its own process
+    host: str = "127.0.0.1"  # loopback by default: reach it through an SSH tunnel or a TLS proxy
+    port: int = Field(default=8765, ge=0, le=65535)
+    token: SecretStr | None = None  # GPUORCH_API_TOKEN wins; SecretStr keeps it out of reprs and logs
+    token_file: Path | None = None  # read at start (e.g. a systemd credential)
+
+
 class DaemonConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -46,6 +58,7 @@ class DaemonConfig(BaseModel):
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    api: ApiConfig = Field(default_factory=ApiConfig)
 
     @field_validator("home")
     @classmethod
@@ -57,6 +70,15 @@ class DaemonConfig(BaseModel):
     def _null_options(cls, v: Any) -> Any:
         # `local:` with nothing after it means "enabled, default options"
         return {k: ({} if o is None else o) for k, o in v.items()} if isinstance(v, dict) else v
+
+    @model_validator(mode="after")
+    def _lease_outlives_passes(self) -> DaemonConfig:
+        # A live daemon renews at every pass; a lease shorter than a few passes would lapse
+        # between them and let other daemons take its jobs back and forth.
+        if self.lease_s < 3 * self.max_sleep_s:
+            raise ValueError(f"lease_s ({self.lease_s:g}) must be at least 3 x max_sleep_s ({self.max_sleep_s:g}); "
+                             "raise lease_s or lower max_sleep_s")
+        return self
 
     @property
     def url(self) -> str:

@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 from .config import DaemonConfig
+from .errors import UserInputError
 from .logmirror import LogMirror
 from .reconciler import Reconciler, Settings
 from .registry import load_providers
@@ -46,6 +47,16 @@ def build_reconciler(config: DaemonConfig, store: Store | None = None, metrics: 
         providers = metrics.instrument(providers)
     return Reconciler(store, providers, settings=Settings(poll_s=config.poll_s), lease_s=config.lease_s,
                       logs=LogMirror(config.home))
+
+
+def _start_api(config: DaemonConfig, store: Store):  # type: ignore[no-untyped-def]
+    """The HTTP API in a thread of this process (``api.enabled``), on the daemon's own store."""
+    try:
+        from .api.server import ApiThread
+    except ImportError as e:
+        raise UserInputError(f"api.enabled: the HTTP API needs FastAPI and uvicorn ({e.name} is not installed); "
+                             "pip install 'gpuorch[server]'") from None
+    return ApiThread(config, store).start()
 
 
 class Daemon:
@@ -156,8 +167,9 @@ class Daemon:
         log.info("daemon %s stopped", self.rec.owner)
 
 
-def run(config: DaemonConfig, *, once: bool = False) -> None:
-    """Build the daemon for ``config`` and serve until SIGTERM/SIGINT (or one pass with ``once``).
+def run(config: DaemonConfig, *, once: bool = False, stop: threading.Event | None = None) -> None:
+    """Build the daemon for ``config`` and serve until SIGTERM/SIGINT, ``stop`` (for a daemon
+    run in a thread) or one pass with ``once``.
 
     Raises UserInputError (before READY) for a configuration that cannot work.
     """
@@ -180,7 +192,10 @@ def run(config: DaemonConfig, *, once: bool = False) -> None:
         except OSError as e:
             log.error("metrics: cannot listen on %s:%s (%s); serving without metrics, fix metrics.port",
                       config.metrics.host, config.metrics.port, e)
+    api = _start_api(config, store) if config.api.enabled and not once else None
     daemon = Daemon(rec, config, notifier=notifier, metrics=metrics)
+    if stop is not None:
+        threading.Thread(target=lambda: (stop.wait(), daemon.request_stop()), name="stop-watch", daemon=True).start()
     previous = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -190,6 +205,8 @@ def run(config: DaemonConfig, *, once: bool = False) -> None:
     try:
         daemon.serve(once=once)
     finally:
+        if api is not None:
+            api.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

@@ -1,14 +1,17 @@
 """One reconcile pass: load (store + providers) -> decide (pure) -> apply (side effects).
 
 Intent is recorded before every side effect (an attempt row exists before its launch call), and
-every write checks that this daemon still holds the job's lease, so a restarted or second daemon
-never double-acts. Nothing here sleeps: ``run_pass`` returns how soon it wants to run again.
+every write checks, with the job's row locked, that this daemon still holds the job's unexpired
+lease (``leases.py``), so a restarted or second daemon never double-acts. Nothing here sleeps:
+``run_pass`` returns how soon it wants to run again.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -16,7 +19,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from threading import Event
 
-from sqlalchemy import or_, update
+from sqlalchemy import or_
 from sqlmodel import Session, select
 
 from .. import events
@@ -33,14 +36,11 @@ from ..store.models import Instance as InstanceRow
 from . import actions as A
 from .agent_config import agent_config
 from .decide import AttemptView, JobView, Settings, decide
+from .leases import LeaseLost, Leases
 
 log = logging.getLogger("gpuorch.reconciler")
 
-TERMINAL = [s.value for s in JobStatus if s.terminal]
-
-
-class LeaseLost(Exception):
-    """Another daemon owns the job now; drop this pass's remaining work on it."""
+__all__ = ["LeaseLost", "Reconciler", "backoff_key"]
 
 
 def backoff_key(provider: str, region: str = "", instance_type: str = "", spot: bool | None = None) -> str:
@@ -55,12 +55,15 @@ class Reconciler:
         self.store, self.providers = store, dict(providers)
         self.clock = clock or SystemClock()
         self.settings = settings or Settings()
-        self.owner = owner or f"daemon-{uuid.uuid4().hex[:8]}"
+        # host/pid/random: operators see which process holds a job; unique across restarts
+        self.owner = owner or f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:6]}"
         self.lease_s, self.backoff_s, self.offers_ttl_s = lease_s, backoff_s, offers_ttl_s
         self.logs = logs
         self._terminated: set[str] = set()
         self._offers: list[Offer] = []
         self._offers_at: datetime | None = None
+        self.leases = Leases(store, self.owner, lease_s)
+        self._last_pass_at: datetime | None = None
 
     # -- load ------------------------------------------------------------------------------
     def _current_offers(self, now: datetime) -> list[Offer]:
@@ -95,24 +98,8 @@ class Reconciler:
                         found[key] = inst
         return found, ok
 
-    def _claim(self, now: datetime) -> list[Job]:
-        """Lease every job that needs attention and is not leased by a live daemon."""
-        busy = select(Attempt.job_id).where(Attempt.status != AttemptStatus.ENDED)
-        with self.store.write() as s:
-            s.exec(
-                update(Job)
-                .where(or_(Job.status.not_in(TERMINAL), Job.id.in_(busy)))  # type: ignore[attr-defined,union-attr]
-                .where(or_(Job.lease_owner.is_(None), Job.lease_owner == self.owner,  # type: ignore[union-attr]
-                           Job.lease_expires < now))  # type: ignore[operator]
-                .values(lease_owner=self.owner, lease_expires=now + timedelta(seconds=self.lease_s))
-            )
-        with self.store.read() as s:
-            return list(s.exec(select(Job).where(Job.lease_owner == self.owner).where(
-                or_(Job.status.not_in(TERMINAL), Job.id.in_(busy))).order_by(Job.id)))  # type: ignore[attr-defined,union-attr]
-
     def release_leases(self) -> None:
-        with self.store.write() as s:
-            s.exec(update(Job).where(Job.lease_owner == self.owner).values(lease_owner=None, lease_expires=None))
+        self.leases.release()
 
     def _view(self, job: Job, observed: dict[tuple[str, int, int], Instance], ok: set[str]) -> JobView:
         with self.store.read() as s:
@@ -160,21 +147,29 @@ class Reconciler:
         if stop is not None and stop.is_set():
             return 0.0
         now = self.clock.now()
+        # Claim, then observe: observations then postdate every write of a daemon whose lease
+        # this pass took over (its writes need an unexpired lease; we took an expired one).
+        claimed = self.leases.claim(now, self._last_pass_at)
+        self._last_pass_at = now
         observed, ok = self._observe()  # before reading attempts: see _sweep_orphans
         offers = self._current_offers(now)
         avoid = self._avoid(now)
         requeue = self.settings.no_offer_retry_s
         self._terminated: set[str] = set()  # this pass's terminations; `observed` predates them
-        for job in self._claim(now):
+        renewed = now
+        for job in claimed:
             if stop is not None and stop.is_set():
                 return 0.0  # the leases taken are released by the daemon on its way out
+            if (t := self.clock.now()) - renewed >= timedelta(seconds=self.lease_s / 3):
+                self.leases.renew(t)
+                renewed = t
             try:
                 view = self._view(job, observed, ok)
                 decision = decide(view, now, offers, avoid=avoid, settings=self.settings)
                 self._apply(view, decision, observed, now)
                 requeue = min(requeue, decision.requeue_after)
             except LeaseLost:
-                log.info("job %s: lease taken over by another daemon", job.id)
+                log.info("job %s: lease lost (expired or taken over); its work this pass is dropped", job.id)
         self._sweep_orphans(observed, ok, now)
         self._mirror_instances(observed, ok, now)
         return max(0.0, requeue)
@@ -211,12 +206,18 @@ class Reconciler:
     # -- apply -------------------------------------------------------------------------------
     @contextmanager
     def _txn(self, job_id: int) -> Iterator[tuple[Session, Job]]:
+        """A write on the job, only while this daemon holds its unexpired lease (else LeaseLost).
+
+        The job's row stays locked until commit (``FOR UPDATE``; SQLite: BEGIN IMMEDIATE), so no
+        other daemon's claim commits between this check and this write.
+        """
         with self.store.write() as s:
-            job = s.get(Job, job_id)
-            if job is None or job.lease_owner != self.owner:
+            job = s.get(Job, job_id, with_for_update=True)
+            now = self.clock.now()
+            if not self.leases.held(job, now):
                 raise LeaseLost(job_id)
-            yield s, job
-            job.updated_at = self.clock.now()
+            yield s, job  # type: ignore[misc]
+            job.updated_at = self.clock.now()  # type: ignore[union-attr]
 
     def _apply(self, view: JobView, d: A.Decision, observed: dict[tuple[str, int, int], Instance], now: datetime) -> None:
         job_id = view.job.id or 0
@@ -227,6 +228,7 @@ class Reconciler:
                 case A.Launch():
                     self._launch(view, action, now)
                 case A.Relaunch():
+                    self.leases.check(job_id, self.clock.now())
                     self._launch_attempt(view, a.row, now)  # type: ignore[union-attr]
                 case A.Adopt():
                     with self._txn(job_id) as (s, _):
@@ -235,6 +237,7 @@ class Reconciler:
                         events.record(s, now, "adopted", f"found instance {action.instance.id} already launched",
                                       job_id=job_id, attempt=row.number)
                 case A.StartAgent():
+                    self.leases.check(job_id, self.clock.now())
                     self._start_agent(view, a, now)  # type: ignore[arg-type]
                 case A.Progress():
                     self._progress(job_id, a, action.status, now)  # type: ignore[arg-type]
@@ -252,6 +255,7 @@ class Reconciler:
                 case A.End():
                     self._end(view, a, action, now)  # type: ignore[arg-type]
                 case A.Terminate():
+                    self.leases.check(job_id, self.clock.now())
                     try:
                         self.providers[a.row.provider].terminate(action.instance_id)  # type: ignore[union-attr]
                         self._terminated.add(action.instance_id)
@@ -422,18 +426,23 @@ class Reconciler:
         """Terminate live instances of this installation that no unfinished attempt owns.
 
         ``observed`` was listed before the attempts are read here, and an attempt row is always
-        committed before its launch call, so an instance launched this pass is never mistaken.
+        committed before its launch call, so an instance launched this pass, by this daemon or by
+        another, is never mistaken: the read below is a new READ COMMITTED statement and sees
+        every row committed before it began. Instances of jobs another daemon holds are left to
+        that daemon, so two daemons never both act on one.
         """
         with self.store.read() as s:
             owned = {(r.provider, r.job_id, r.number) for r in s.exec(
                 select(Attempt).where(Attempt.status != AttemptStatus.ENDED))}
+        theirs = self.leases.others(now)
         for key, inst in observed.items():
-            if key[0] in ok and inst.state.alive and key not in owned and inst.id not in self._terminated:
-                try:
-                    self.providers[key[0]].terminate(inst.id)
-                except ProviderError as e:
-                    log.warning("orphan %s: terminate failed: %s", inst.id, e)
-                    continue
-                with self.store.write() as ws:
-                    events.record(ws, now, "orphan_terminated", f"{key[0]} instance {inst.id} had no live attempt",
-                                  job_id=key[1], attempt=key[2])
+            if key[0] not in ok or not inst.state.alive or key in owned or key[1] in theirs or inst.id in self._terminated:
+                continue
+            try:
+                self.providers[key[0]].terminate(inst.id)
+            except ProviderError as e:
+                log.warning("orphan %s: terminate failed: %s", inst.id, e)
+                continue
+            with self.store.write() as ws:
+                events.record(ws, now, "orphan_terminated", f"{key[0]} instance {inst.id} had no live attempt",
+                              job_id=key[1], attempt=key[2])
