@@ -34,7 +34,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ssh"))  # the sshd harness
 
-from moto_helpers import interrupt_spot  # noqa: E402
+from moto_helpers import instance_states, interrupt_spot  # noqa: E402
 from sshd import Sshd, free_port  # noqa: E402
 
 from gpuorch.agent.protocol import NoticeSource  # noqa: E402
@@ -138,27 +138,22 @@ class FakeInstances:
     def sync(self) -> None:
         """Boot a machine for each new running instance; tear down those of ended instances."""
         for region in self.regions:
-            client = self.client(region)
-            pages = client.get_paginator("describe_instances").paginate(
-                Filters=[{"Name": "tag:gpuorch:managed", "Values": ["true"]}])
-            for page in pages:
-                for r in page["Reservations"]:
-                    for d in r["Instances"]:
-                        self._observe(client, region, d)
+            for iid, (state, zone) in instance_states(region).items():
+                m = self.machines.get(iid)
+                if state == "running" and m is None:
+                    self._boot(region, iid, zone)
+                elif state in ("shutting-down", "terminated", "stopping", "stopped") and m is not None and not m.gone:
+                    self.power_off(m)
 
-    def _observe(self, client: Any, region: str, d: dict[str, Any]) -> None:
-        iid, state = d["InstanceId"], d["State"]["Name"]
-        m = self.machines.get(iid)
-        if state == "running" and m is None:
-            value = client.describe_instance_attribute(InstanceId=iid, Attribute="userData")["UserData"]["Value"]
-            text = base64.b64decode(value).decode()
-            assert text.startswith("#cloud-config\n"), text[:40]
-            doc = yaml.safe_load(text)
-            workdir = self.root / iid
-            sshd = Sshd(workdir / "sshd", doc["ssh_keys"]["ed25519_private"], doc["ssh_authorized_keys"]).start()
-            self.machines[iid] = Machine(iid, region, d["Placement"]["AvailabilityZone"], workdir, sshd)
-        elif state in ("shutting-down", "terminated", "stopping", "stopped") and m is not None and not m.gone:
-            self.power_off(m)
+    def _boot(self, region: str, iid: str, zone: str) -> None:
+        """cloud-init: install the host key and the authorized keys of the user data, start sshd."""
+        value = self.client(region).describe_instance_attribute(InstanceId=iid, Attribute="userData")
+        text = base64.b64decode(value["UserData"]["Value"]).decode()
+        assert text.startswith("#cloud-config\n"), text[:40]
+        doc = yaml.safe_load(text)
+        workdir = self.root / iid
+        sshd = Sshd(workdir / "sshd", doc["ssh_keys"]["ed25519_private"], doc["ssh_authorized_keys"]).start()
+        self.machines[iid] = Machine(iid, region, zone, workdir, sshd)
 
     def interrupt(self, instance_id: str) -> None:
         """EC2 reclaims the spot instance: terminated with the spot reason, the machine gone."""

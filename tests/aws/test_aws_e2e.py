@@ -39,7 +39,8 @@ from gpuorch_aws.config import parse_options  # noqa: E402
 pytestmark = pytest.mark.aws
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "examples" / "tiny_mlp"
-ENV = {"STEPS": "400", "CKPT_EVERY": "40", "STEP_SLEEP": "0.03", "SEED": "11"}
+ENV = {"STEPS": "240", "CKPT_EVERY": "20", "STEP_SLEEP": "0.02", "SEED": "11"}
+NOTICE_S = 30.0  # the 2-minute warning, shortened
 TIMEOUT_S = 120.0  # per wait: only a stuck test ever reaches it
 
 
@@ -105,7 +106,7 @@ def world(moto: None, session: Any, store: Any, tmp_path: Path) -> Iterator[Worl
     w.close()
 
 
-def test_spot_interruption_relaunches_elsewhere_and_resumes_from_s3_with_same_result(world: World, tmp_path: Path) -> None:
+def test_spot_interruptions_relaunch_elsewhere_and_resume_from_s3_with_same_result(world: World, tmp_path: Path) -> None:
     spec = parse_spec({"name": "mlp", "run": f"{sys.executable} train.py", "workdir": str(EXAMPLE), "env": ENV,
                        "resources": {"gpu": "A10G:1"}, "spot_policy": "spot",
                        "checkpoint": {"store": f"s3://{world.bucket}/ckpt", "interval": "1s"}})
@@ -124,21 +125,39 @@ def test_spot_interruption_relaunches_elsewhere_and_resumes_from_s3_with_same_re
     assert tags["gpuorch:owner"] == world.store.installation_id
     assert s3_keys(world, f"ckpt/mlp-{job.id}/")
 
-    # EC2 reclaims the spot instance without warning.
+    # 1. EC2 reclaims the spot instance without warning: relaunch elsewhere, restore from S3.
     world.machines.interrupt(a1.instance_id)
-    world.run_until(lambda: len(attempts()) == 2, "a relaunch")
+    world.run_until(lambda: len(attempts()) == 2 and attempts()[-1].last_checkpoint is not None,
+                    "a relaunch that checkpoints")
     a1, a2 = attempts()
     assert a1.reason == TerminationReason.PREEMPTED and "without notice" in (a1.message or "")
     assert (a2.region, a2.zone) != (a1.region, a1.zone)
+    assert a2.status == AttemptStatus.RUNNING and a2.resumed_from is not None  # from S3, not started over
 
+    # 2. The 2-minute warning (IMDSv2 spot/instance-action), then the reclaim at its deadline:
+    # the agent checkpoints and hands off, the daemon drains and relaunches before the kill.
+    reclaim_at = world.imds.announce(a2.instance_id, NOTICE_S)
+
+    def handed_over() -> bool:
+        if time.time() >= reclaim_at and not world.machines.machines[a2.instance_id].gone:
+            world.machines.interrupt(a2.instance_id)  # the daemon did not end it first: EC2 does
+        return len(attempts()) == 3 and attempts()[1].status == AttemptStatus.ENDED
+
+    world.run_until(handed_over, "the drained attempt to end")
     world.run_until(lambda: job_of(world, job.id).status.terminal, "the job to finish")
-    a1, a2 = attempts()
-    assert a2.reason == TerminationReason.SUCCEEDED
-    assert a2.resumed_from is not None  # restored from S3, not started over
+
+    a1, a2, a3 = attempts()
+    assert a2.reason == TerminationReason.PREEMPTED and a2.notice_at is not None
+    assert a3.predecessor == 2 and a3.zone not in (a2.zone,)
+    assert a3.reason == TerminationReason.SUCCEEDED
+    with world.store.read() as s:
+        final = s.exec(select(Checkpoint).where(Checkpoint.job_id == job.id, Checkpoint.final == True)).one()  # noqa: E712
+    assert final.attempt == 2 and a3.resumed_from == final.name  # the checkpoint taken on the notice
+    assert world.imds.polls.get(a3.instance_id)  # each instance polls its own notice
     done = job_of(world, job.id)
-    assert done.status == JobStatus.SUCCEEDED and done.exit_code == 0 and done.preemptions == 1
-    assert json.loads(done.result)["final_loss"] == reference(tmp_path)  # bitwise
-    assert "resuming from" in world.logs.path(job.id, 2).read_text()
+    assert done.status == JobStatus.SUCCEEDED and done.exit_code == 0 and done.preemptions == 2
+    assert json.loads(done.result)["final_loss"] == reference(tmp_path)  # bitwise: nothing lost, nothing repeated
+    assert "resuming from" in world.logs.path(job.id, 3).read_text()
     world.step()
     assert [i for i in world.provider.list_managed() if i.state.alive] == []
 
@@ -159,5 +178,3 @@ def job_of(world: World, job_id: int) -> Job:
         assert job is not None
         return job
 
-
-_ = Checkpoint  # used by the notice test
