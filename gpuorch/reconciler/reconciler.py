@@ -367,10 +367,16 @@ class Reconciler:
         row = a.row
         became_running = row.status == AttemptStatus.LAUNCHED and st.state != "starting"
         new_ckpt = bool(st.uploaded) and st.uploaded[-1] != row.last_checkpoint
-        if not (became_running or new_ckpt):
+        # The agent may be seen first while still restoring: what it resumed from comes later.
+        restored = not became_running and st.restored_from is not None and row.resumed_from is None
+        if not (became_running or new_ckpt or restored):
             return
         with self._txn(job_id) as (s, job):
             r = s.get(Attempt, row.id)
+            if restored:
+                r.resumed_from = st.restored_from  # type: ignore[union-attr]
+                events.record(s, now, "restored", f"resumed from checkpoint {st.restored_from}", job_id=job_id,
+                              attempt=row.number)
             if became_running:
                 r.status, r.started_at, r.resumed_from = AttemptStatus.RUNNING, now, st.restored_from  # type: ignore[union-attr]
                 job.status, job.message = JobStatus.RUNNING, None

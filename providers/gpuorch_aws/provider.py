@@ -28,7 +28,7 @@ from .images import Image, resolve_image
 from .offers import BucketSource, CatalogPrices, PriceSource, fetch_offers
 from .parse import PROVIDER, earliest, reclaim_deadline, spot_notice_deadline, to_instance
 from .requests import attempt_filters, managed_filters, run_instances_kwargs
-from .ssh import Runners, launch_cloud_config
+from .ssh import RunnerOptions, Runners, launch_cloud_config
 from .volumes import EbsVolumes
 
 log = logging.getLogger("gpuorch.aws")
@@ -45,10 +45,14 @@ class AwsProvider(EbsVolumes, Provider):
 
     def __init__(self, options: AwsOptions, *, home: Path | None = None, session: Any = None,
                  prices: PriceSource | None = None, buckets: BucketSource | None = None,
-                 sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic) -> None:
+                 sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,
+                 runner_options: RunnerOptions | None = None) -> None:
         """``home``: where SSH keys live (``$GPUORCH_HOME``; without it, no runner). ``session``: a
         boto3 Session (default: a new one for ``options.profile``). ``prices`` and ``buckets``:
-        on-demand prices and spot interruption buckets (default: the catalog)."""
+        on-demand prices and spot interruption buckets (default: the catalog).
+        ``runner_options``: per-instance overrides of the SSH runner (address, python, agent env,
+        notice source; see ``ssh.Runners``). For tests that stand local sshds in for instances;
+        the daemon never sets it."""
         if session is None:
             import boto3
 
@@ -61,7 +65,7 @@ class AwsProvider(EbsVolumes, Provider):
         self._ec2 = Ec2(session, endpoint_url=options.endpoint_url, policy=policy, sleep=sleep)
         self._monotonic = monotonic
         self.home = home
-        self._runners = Runners(home, options.ssh_user)
+        self._runners = Runners(home, options.ssh_user, runner_options)
         self._where: dict[str, str] = {}  # instance or volume id -> region
         self._images: dict[str, Image] = {}
         self._subnets: dict[str, dict[str, str]] = {}  # region -> zone -> subnet

@@ -9,6 +9,7 @@ paramiko and cryptography are imported only here, only when used.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +34,20 @@ def launch_cloud_config(home: Path | None, request: LaunchRequest) -> dict[str, 
     return config
 
 
-class Runners:
-    """One ``SshRunner`` per instance (it keeps its connection between passes), made on demand."""
+RunnerOptions = Callable[[Instance], Mapping[str, Any]]
 
-    def __init__(self, home: Path | None, user: str) -> None:
-        self.home, self.user = home, user
+
+class Runners:
+    """One ``SshRunner`` per instance (it keeps its connection between passes), made on demand.
+
+    ``options(instance)``, if given, returns overrides for that instance's runner: ``host`` and
+    ``port`` (where its sshd listens instead of ``instance.host``:22) and any ``SshRunner``
+    keyword argument (``python``, ``remote_root``, ``notice``, ``agent_env``, retry knobs).
+    Tests use it to stand a local sshd in for each moto instance; the daemon passes none.
+    """
+
+    def __init__(self, home: Path | None, user: str, options: RunnerOptions | None = None) -> None:
+        self.home, self.user, self.options = home, user, options
         self._runners: dict[str, tuple[tuple[str, int], Runner]] = {}
 
     def get(self, instance: Instance) -> Runner:
@@ -54,7 +64,8 @@ class Runners:
             raise RunnerUnavailable(f"{instance.id} carries no gpuorch job and attempt tags")
         if not instance.host:
             raise RunnerUnavailable(f"{instance.id} has no address yet")
-        address = (instance.host, instance.port or 22)
+        overrides = dict(self.options(instance)) if self.options is not None else {}
+        address = (str(overrides.pop("host", instance.host)), int(overrides.pop("port", instance.port or 22)))
         cached = self._runners.get(instance.id)
         if cached is not None and cached[0] == address:
             return cached[1]
@@ -62,7 +73,7 @@ class Runners:
         _, host_public = keys.ensure_host_key(self.home, instance.job_id, instance.attempt)
         known_hosts = hostkeys.known_hosts_path(self.home)
         hostkeys.pin_host_key(known_hosts, *address, host_public)
-        runner = SshRunner(*address, self.user, key_path, known_hosts)
+        runner = SshRunner(*address, self.user, key_path, known_hosts, **overrides)
         self.forget(instance.id, unpin=False)  # an address change: the new pin replaced the old
         self._runners[instance.id] = (address, runner)
         return runner

@@ -4,7 +4,7 @@ moto has no capacity errors, no spot interruptions, no scheduled events and no D
 AMI; these helpers supply them. Errors are injected the way AWS would send them, through a
 botocore ``before-call`` hook on the provider's real client (no mock.patch of boto3).
 Private moto attributes used here: ``ec2_backends``, ``Ami``, ``Instance.events``,
-``Instance.state_reason``/``_reason``, ``Instance.spot_instance_request_id``,
+``Instance.state_reason``/``_reason``, ``all_instances``, ``Instance.spot_instance_request_id``,
 ``SpotInstanceRequest._status_code``. Pin moto when changing any of them.
 """
 
@@ -53,6 +53,12 @@ def interrupt_spot(region: str, instance_id: str) -> None:
     inst.events = []
     inst.state_reason = StateReason(f"{SPOT_TERMINATION}: Spot instance termination", SPOT_TERMINATION)
     inst._reason = f"{SPOT_TERMINATION}: Spot instance termination"
+
+
+def instance_states(region: str) -> dict[str, tuple[str, str]]:
+    """instance id -> (state name, zone) of every instance moto holds in ``region``; an in-memory
+    read, much cheaper than DescribeInstances for a harness that looks before every pass."""
+    return {i.id: (i.state, i.availability_zone or "") for i in backend(region).all_instances()}
 
 
 def mark_spot_request(client: Any, region: str, instance_id: str, code: str = "marked-for-termination") -> str:

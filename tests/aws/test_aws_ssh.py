@@ -61,3 +61,31 @@ def test_no_runner_before_the_instance_has_an_address_or_without_a_home(make_pro
         make_provider(home=tmp_path).runner(booting)
     with pytest.raises(NotImplementedError, match="without a home"):
         make_provider().runner(booting)
+
+
+def test_runner_options_override_the_address_and_runner_settings_per_instance(
+    moto: None, moto_offers: list[Offer], tmp_path: Path, session: Any
+) -> None:
+    from gpuorch_aws import AwsProvider
+    from gpuorch_aws.config import parse_options
+    from moto_helpers import REGIONS, static_prices
+
+    seen: list[str] = []
+
+    def options(instance: Instance) -> dict[str, Any]:
+        seen.append(instance.id)
+        return {"host": "127.0.0.1", "port": 2222, "python": "/opt/py/bin/python3", "remote_root": "/srv/gpuorch"}
+
+    provider = AwsProvider(parse_options({"regions": REGIONS, "ssh_user": "me"}), home=tmp_path, session=session,
+                           prices=static_prices, runner_options=options)
+    offer = next(o for o in moto_offers if o.region == "us-east-1")
+    inst = provider.get(provider.launch(LaunchRequest(job_id=8, attempt=1, offer=offer, spot=True)).id)
+    runner = provider.runner(inst)
+    assert isinstance(runner, SshRunner) and seen == [inst.id]
+    c = runner.connection
+    assert (c.host, c.port, c.user) == ("127.0.0.1", 2222, "me")
+    assert (runner.python, runner.remote_root) == ("/opt/py/bin/python3", "/srv/gpuorch")
+    assert pinned_host_key(known_hosts_path(tmp_path), "127.0.0.1", 2222) is not None
+    assert pinned_host_key(known_hosts_path(tmp_path), inst.host, 22) is None
+    provider.terminate(inst.id)
+    assert pinned_host_key(known_hosts_path(tmp_path), "127.0.0.1", 2222) is None
