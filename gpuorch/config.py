@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .budget import Policy
 from .errors import UserInputError
 from .store.db import default_home, default_url
 
@@ -26,6 +27,14 @@ class DaemonConfig(BaseModel):
     poll_s: float = Field(default=2.0, gt=0)
     lease_s: float = Field(default=60.0, gt=0)
     max_sleep_s: float = Field(default=5.0, gt=0)  # the daemon looks at least this often
+    daily_budget: float | None = Field(default=None, gt=0)  # USD per UTC day, all jobs together
+    budget_stop_grace_s: float = Field(default=120.0, gt=0)  # a budget stop's final checkpoint
+
+    def budget_policy(self) -> Policy:
+        """Caps as the reconciler enforces them (docs/money.md). The decision interval allows
+        a slow pass on top of the longest sleep between passes."""
+        return Policy(daily_cap=self.daily_budget, decision_interval_s=max(30.0, 6 * self.max_sleep_s),
+                      stop_grace_s=self.budget_stop_grace_s)
 
     @property
     def url(self) -> str:

@@ -25,7 +25,7 @@ def build_reconciler(config: DaemonConfig, store: Store | None = None) -> Reconc
     store = store or Store(config.url)
     providers = load_providers(config.providers, config.home)
     return Reconciler(store, providers, settings=Settings(poll_s=config.poll_s), lease_s=config.lease_s,
-                      logs=LogMirror(config.home))
+                      logs=LogMirror(config.home), budget=config.budget_policy())
 
 
 def run(config: DaemonConfig, *, once: bool = False, stop: threading.Event | None = None) -> None:

@@ -129,6 +129,12 @@ class Retry(Strict):
     max_failures: int = Field(default=0, ge=0)  # relaunches after the job exits non-zero
 
 
+class Budget(Strict):
+    """A hard cap on what the job (or a sweep) may spend, all attempts together (docs/money.md)."""
+
+    max_cost: float = Field(gt=0)  # USD
+
+
 class JobSpec(Strict):
     name: str
     run: str
@@ -142,6 +148,7 @@ class JobSpec(Strict):
     regions: list[str] | None = None  # restrict placement to these regions
     checkpoint: Checkpoint | None = None
     retry: Retry = Field(default_factory=Retry)
+    budget: Budget | None = None
 
     @field_validator("name")
     @classmethod
