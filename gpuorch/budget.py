@@ -14,7 +14,9 @@ Terms (the proof is in docs/money.md):
 - reservation of a live attempt: what it may still add until its decision point (for an
   attempt being stopped: until its drain deadline plus I).
 - committed = spent + reservations. A launch needs ``committed + worst case <= cap`` in every
-  scope of the job; a running attempt is stopped cleanly once ``committed > cap``.
+  scope of the job. Jobs are decided in id order; a running attempt is stopped cleanly when its
+  scope would be over its cap even if every newer job's attempt were stopped now (so the newest
+  trials give way first and the oldest, furthest along, keep running).
 
 Launches are admitted against a ledger re-read inside the launch's own write transaction, so two
 launches (in one pass or in two daemons) cannot both take the last dollars.
@@ -59,12 +61,20 @@ def worst_case(c: Candidate, policy: Policy) -> float:
     return charged(c.price_per_hour, c.offer.billing_granularity_s, c.offer.min_billing_s, policy.horizon_s)
 
 
-def reservation(a: Attempt, now: datetime, policy: Policy) -> float:
-    """USD a live attempt may still add before it can be stopped (0 once ended)."""
+def stoppable(a: Attempt) -> bool:
+    """A running attempt the gate may stop now (a requested one has no instance to stop yet)."""
+    return a.status in (AttemptStatus.LAUNCHED, AttemptStatus.RUNNING)
+
+
+def reservation(a: Attempt, now: datetime, policy: Policy, *, stop_now: bool = False) -> float:
+    """USD a live attempt may still add before it can be stopped (0 once ended); with
+    ``stop_now``, if a clean stop of a stoppable attempt were requested now."""
     if a.status == AttemptStatus.ENDED:
         return 0.0
     if a.status == AttemptStatus.DRAINING:
         until = max(now, a.drain_until or now) + timedelta(seconds=policy.decision_interval_s)
+    elif stop_now and stoppable(a):
+        until = now + timedelta(seconds=policy.stop_grace_s + policy.decision_interval_s)
     else:
         until = now + timedelta(seconds=policy.horizon_s)
     return max(0.0, projected_cost(a, until, now) - attempt_cost(a, now))
@@ -73,11 +83,20 @@ def reservation(a: Attempt, now: datetime, policy: Policy) -> float:
 @dataclass
 class Totals:
     spent: float = 0.0
-    reserved: float = 0.0
+    fixed: float = 0.0  # reservations a stop cannot shrink: draining or not yet launched
+    running: dict[int, tuple[float, float]] = field(default_factory=dict)  # job id -> (runs on, stopped now)
+
+    @property
+    def reserved(self) -> float:
+        return self.fixed + sum(on for on, _ in self.running.values())
 
     @property
     def committed(self) -> float:
         return self.spent + self.reserved
+
+    def committed_if_newer_stop(self, job_id: int) -> float:
+        """Committed if every running attempt of a job newer than ``job_id`` were stopped now."""
+        return self.spent + self.fixed + sum(on if j <= job_id else off for j, (on, off) in self.running.items())
 
 
 @dataclass(frozen=True)
@@ -109,15 +128,17 @@ class Ledger:
     def build(cls, rows: Iterable[tuple[Attempt, int | None]], now: datetime, policy: Policy) -> Ledger:
         ledger, start = cls(now), day_start(now)
         for a, sweep_id in rows:
-            spent, held = attempt_cost(a, now), reservation(a, now, policy)
+            spent, on = attempt_cost(a, now), reservation(a, now, policy)
+            off = reservation(a, now, policy, stop_now=True)
             scopes = [ledger.jobs.setdefault(a.job_id, Totals())]
             if sweep_id is not None:
                 scopes.append(ledger.sweeps.setdefault(sweep_id, Totals()))
-            for t in scopes:
-                t.spent += spent
-                t.reserved += held
-            ledger.day.spent += cost_between(a, start, now, now)
-            ledger.day.reserved += held
+            for t in scopes + [ledger.day]:
+                t.spent += spent if t is not ledger.day else cost_between(a, start, now, now)
+                if stoppable(a):
+                    t.running[a.job_id] = (on, off)  # one live attempt per job
+                else:
+                    t.fixed += on
         return ledger
 
 
@@ -126,12 +147,13 @@ class Cap:
     scope: str  # for people: "job budget", "sweep lr budget", "daily budget"
     limit: float
     spent: float
-    reserved: float
+    committed: float  # spent + every live attempt's reservation
+    committed_if_newer_stop: float  # ... if the running attempts of newer jobs were stopped now
     daily: bool = False
 
-    @property
-    def committed(self) -> float:
-        return self.spent + self.reserved
+    @classmethod
+    def of(cls, scope: str, limit: float, t: Totals, job_id: int, daily: bool = False) -> Cap:
+        return cls(scope, limit, t.spent, t.committed, t.committed_if_newer_stop(job_id), daily)
 
 
 @dataclass(frozen=True)
@@ -177,27 +199,25 @@ class Gate:
         for cap in self.caps:
             if cap.spent + need > cap.limit + EPS:
                 left = max(0.0, cap.limit - cap.spent)
-                why = f"{cap.scope} ${cap.limit:.2f}: ${left:.4f} left, the cheapest launch may cost ${need:.4f}"
+                why = f"{cap.scope} ${cap.limit:.2f} has ${left:.4f} left; the cheapest launch may cost ${need:.4f}"
                 if cap.daily:
                     tomorrow = next_day(self.now)
                     return Hold(JobStatus.QUEUED, f"{why}; waiting for {tomorrow:%Y-%m-%d} UTC", not_before=tomorrow)
-                return Hold(JobStatus.BUDGET_EXHAUSTED, f"not started: {why}")
+                return Hold(JobStatus.BUDGET_EXHAUSTED, f"budget exhausted: {why}")
         return Hold(JobStatus.QUEUED, "waiting: running attempts hold the rest of the budget")
 
 
 def gate_for(job: Job, spec: JobSpec, sweep: SweepState | None, ledger: Ledger, policy: Policy) -> Gate:
     """The constraints on ``job`` now: its caps, whether to stop its attempt, whether to hold it."""
-    now, caps = ledger.now, []
+    now, caps, jid = ledger.now, [], job.id or 0
     if spec.budget is not None:
-        t = ledger.jobs.get(job.id or 0, Totals())
-        caps.append(Cap("job budget", spec.budget.max_cost, t.spent, t.reserved))
+        caps.append(Cap.of("job budget", spec.budget.max_cost, ledger.jobs.get(jid, Totals()), jid))
     if sweep is not None and sweep.max_cost is not None:
-        t = ledger.sweeps.get(sweep.id, Totals())
-        caps.append(Cap(f"sweep {sweep.name} budget", sweep.max_cost, t.spent, t.reserved))
+        caps.append(Cap.of(f"sweep {sweep.name} budget", sweep.max_cost, ledger.sweeps.get(sweep.id, Totals()), jid))
     if policy.daily_cap is not None:
-        caps.append(Cap("daily budget", policy.daily_cap, ledger.day.spent, ledger.day.reserved, daily=True))
+        caps.append(Cap.of("daily budget", policy.daily_cap, ledger.day, jid, daily=True))
     stop = hold = None
-    over = next((c for c in caps if c.committed > c.limit + EPS), None)
+    over = next((c for c in caps if c.committed_if_newer_stop > c.limit + EPS), None)
     if over is not None:
         msg = f"stopped before the {over.scope} (${over.limit:.2f}) is crossed; ${over.spent:.4f} spent"
         if over.daily:

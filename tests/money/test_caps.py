@@ -79,7 +79,7 @@ def test_launch_refused_when_the_worst_case_does_not_fit(store, fake, clock):
     job = submit(store, clock, budget={"max_cost": 0.03})  # < $0.04 worst case of the cheapest offer
     rec.run_pass()
     j = job_row(store, job.id)
-    assert j.status == JobStatus.BUDGET_EXHAUSTED and "not started" in j.message and "job budget" in j.message
+    assert j.status == JobStatus.BUDGET_EXHAUSTED and "job budget $0.03 has $0.0300 left" in j.message
     assert fake.count("launch") == 0 and attempts(store, job.id) == []
 
 
