@@ -135,8 +135,9 @@ class Ledger:
                 scopes.append(ledger.sweeps.setdefault(sweep_id, Totals()))
             for t in scopes + [ledger.day]:
                 t.spent += spent if t is not ledger.day else cost_between(a, start, now, now)
-                if stoppable(a):
-                    t.running[a.job_id] = (on, off)  # one live attempt per job
+                if stoppable(a):  # one per job, unless a crash left two: count both
+                    was_on, was_off = t.running.get(a.job_id, (0.0, 0.0))
+                    t.running[a.job_id] = (was_on + on, was_off + off)
                 else:
                     t.fixed += on
         return ledger

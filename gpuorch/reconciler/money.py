@@ -87,7 +87,7 @@ class Money:
         if not self._applies(job, spec):
             return None
         if s.get_bind().dialect.name == "postgresql":
-            s.exec(text(f"SELECT pg_advisory_xact_lock({BUDGET_LOCK})"))  # type: ignore[call-overload]
+            s.connection().execute(text(f"SELECT pg_advisory_xact_lock({BUDGET_LOCK})"))
         ledger, sweeps = self._load(s, now)
         gate = gate_for(job, spec, sweeps.get(job.sweep_id or -1), ledger, self.policy)
         if gate.hold is not None:
