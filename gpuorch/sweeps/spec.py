@@ -91,7 +91,8 @@ class SweepSpec(Strict):
                     raise ValueError(f"{name}: write a list of values, or one of {', '.join(DISTRIBUTIONS)}: [low, high]")
                 kind, bounds = next(iter(dom.items()))
                 if len(bounds) != 2 or bounds[0] > bounds[1] or (kind == "loguniform" and bounds[0] <= 0):
-                    raise ValueError(f"{name}: {kind} needs [low, high] with low <= high" + (" and low > 0" if kind == "loguniform" else ""))
+                    positive = " and low > 0" if kind == "loguniform" else ""
+                    raise ValueError(f"{name}: {kind} needs [low, high] with low <= high{positive}")
         return v
 
     @model_validator(mode="after")
