@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from .budget import Policy
+from .errors import UserInputError
 from .store.db import default_home, default_url
 
 DEFAULT_METRICS_PORT = 9347
@@ -58,6 +60,8 @@ class DaemonConfig(BaseModel):
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    daily_budget: float | None = Field(default=None, gt=0)  # USD per UTC day, all jobs together
+    budget_stop_grace_s: float = Field(default=120.0, gt=0)  # a budget stop's final checkpoint
     api: ApiConfig = Field(default_factory=ApiConfig)
 
     @field_validator("home")
@@ -79,6 +83,12 @@ class DaemonConfig(BaseModel):
             raise ValueError(f"lease_s ({self.lease_s:g}) must be at least 3 x max_sleep_s ({self.max_sleep_s:g}); "
                              "raise lease_s or lower max_sleep_s")
         return self
+
+    def budget_policy(self) -> Policy:
+        """Caps as the reconciler enforces them (docs/money.md). The decision interval allows
+        a slow pass on top of the longest sleep between passes."""
+        return Policy(daily_cap=self.daily_budget, decision_interval_s=max(30.0, 6 * self.max_sleep_s),
+                      stop_grace_s=self.budget_stop_grace_s)
 
     @property
     def url(self) -> str:

@@ -46,7 +46,7 @@ def build_reconciler(config: DaemonConfig, store: Store | None = None, metrics: 
     if metrics is not None:
         providers = metrics.instrument(providers)
     return Reconciler(store, providers, settings=Settings(poll_s=config.poll_s), lease_s=config.lease_s,
-                      logs=LogMirror(config.home))
+                      logs=LogMirror(config.home), budget=config.budget_policy())
 
 
 def _start_api(config: DaemonConfig, store: Store):  # type: ignore[no-untyped-def]

@@ -130,6 +130,12 @@ class Retry(Strict):
     max_failures: int = Field(default=0, ge=0)  # relaunches after the job exits non-zero
 
 
+class Budget(Strict):
+    """A hard cap on what the job (or a sweep) may spend, all attempts together (docs/money.md)."""
+
+    max_cost: float = Field(gt=0)  # USD
+
+
 class JobSpec(Strict):
     name: str
     run: str
@@ -144,6 +150,7 @@ class JobSpec(Strict):
     checkpoint: Checkpoint | None = None
     retry: Retry = Field(default_factory=Retry)
     model: Workload | None = None  # what the job does with a model: placement sizes the GPU from it
+    budget: Budget | None = None
 
     @field_validator("name")
     @classmethod

@@ -8,6 +8,7 @@ lease (``leases.py``), so a restarted or second daemon never double-acts. Nothin
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -23,6 +24,7 @@ from sqlalchemy import or_
 from sqlmodel import Session, select
 
 from .. import events
+from ..budget import Policy
 from ..clock import Clock, SystemClock
 from ..errors import AuthError, NoCapacityError, PermanentError, ProviderError, QuotaError, TransientError
 from ..logmirror import LogMirror
@@ -37,6 +39,7 @@ from . import actions as A
 from .agent_config import agent_config
 from .decide import AttemptView, JobView, Settings, decide
 from .leases import LeaseLost, Leases
+from .money import Money
 
 log = logging.getLogger("gpuorch.reconciler")
 
@@ -51,7 +54,8 @@ def backoff_key(provider: str, region: str = "", instance_type: str = "", spot: 
 class Reconciler:
     def __init__(self, store: Store, providers: Mapping[str, Provider], *, clock: Clock | None = None,
                  settings: Settings | None = None, owner: str | None = None, lease_s: float = 60.0,
-                 backoff_s: float = 300.0, offers_ttl_s: float = 300.0, logs: LogMirror | None = None) -> None:
+                 backoff_s: float = 300.0, offers_ttl_s: float = 300.0, logs: LogMirror | None = None,
+                 budget: Policy | None = None) -> None:
         self.store, self.providers = store, dict(providers)
         self.clock = clock or SystemClock()
         self.settings = settings or Settings()
@@ -64,6 +68,7 @@ class Reconciler:
         self._offers_at: datetime | None = None
         self.leases = Leases(store, self.owner, lease_s)
         self._last_pass_at: datetime | None = None
+        self.money = Money(store, budget or Policy(), self._txn)  # caps, sweeps, prices, metrics
 
     # -- load ------------------------------------------------------------------------------
     def _current_offers(self, now: datetime) -> list[Offer]:
@@ -123,6 +128,8 @@ class Reconciler:
                     pass
                 if self.logs is not None and agent is not None:
                     self.logs.pull(job.id or 0, row.number, runner)
+                if agent is not None:
+                    self.money.collect_metrics(job.id or 0, row, runner, self.clock.now())
             views.append(AttemptView(row, observed=row.provider in ok, instance=inst, agent=agent, reachable=reachable))
         return JobView(job, JobSpec.model_validate_json(job.spec), views)
 
@@ -156,6 +163,7 @@ class Reconciler:
         avoid = self._avoid(now)
         requeue = self.settings.no_offer_retry_s
         self._terminated: set[str] = set()  # this pass's terminations; `observed` predates them
+        self.money.begin_pass()
         renewed = now
         for job in claimed:
             if stop is not None and stop.is_set():
@@ -165,11 +173,15 @@ class Reconciler:
                 renewed = t
             try:
                 view = self._view(job, observed, ok)
+                self.money.track_prices(view, offers, self._offers_at)
+                view = dataclasses.replace(view, gate=self.money.gate(view, now))
                 decision = decide(view, now, offers, avoid=avoid, settings=self.settings)
                 self._apply(view, decision, observed, now)
+                self.money.after(decision)
                 requeue = min(requeue, decision.requeue_after)
             except LeaseLost:
                 log.info("job %s: lease lost (expired or taken over); its work this pass is dropped", job.id)
+        self.money.finish_sweeps(now)
         self._sweep_orphans(observed, ok, now)
         self._mirror_instances(observed, ok, now)
         return max(0.0, requeue)
@@ -271,6 +283,8 @@ class Reconciler:
                         job.not_before = action.not_before
                         if action.finished:
                             job.finished_at = now
+                case A.StopCleanly():
+                    self.money.stop_cleanly(self.providers[a.row.provider], view, a, action, now)  # type: ignore[union-attr,arg-type]
                 case A.Heartbeat():
                     inst = a.instance  # type: ignore[union-attr]
                     try:
@@ -280,9 +294,13 @@ class Reconciler:
 
     def _launch(self, view: JobView, action: A.Launch, now: datetime) -> None:
         job_id = view.job.id or 0
+        refused: str | None = None
         for cand in action.candidates:
             o = cand.offer
             with self._txn(job_id) as (s, job):
+                refused = self.money.admit(s, job, view.spec, cand, now)
+                if refused is not None:  # the budget check and the attempt row it admits are one transaction
+                    continue
                 last = s.exec(select(Attempt.number).where(Attempt.job_id == job_id)
                               .order_by(Attempt.number.desc())).first()  # type: ignore[attr-defined]
                 row = Attempt(job_id=job_id, number=(last or 0) + 1, provider=o.provider, region=o.region, zone=o.zone,
@@ -298,7 +316,7 @@ class Reconciler:
             if self._launch_attempt(view, row, now, offer=o):
                 return
         with self._txn(job_id) as (s, job):
-            job.status, job.message = JobStatus.QUEUED, "no capacity on the candidate offers; will try again"
+            job.status, job.message = JobStatus.QUEUED, refused or "no capacity on the candidate offers; will try again"
 
     def _launch_attempt(self, view: JobView, row: Attempt, now: datetime, offer: Offer | None = None) -> bool:
         """Call launch for a recorded attempt (idempotent by client token). True if it has an instance."""
@@ -413,7 +431,7 @@ class Reconciler:
             if end.status is not None and r.resumed_from is None:
                 r.resumed_from = end.status.restored_from
             r.status, r.ended_at, r.message = AttemptStatus.ENDED, now, end.message
-            r.reason = TerminationReason.PREEMPTED if was_draining else end.reason
+            r.reason = (r.reason or TerminationReason.PREEMPTED) if was_draining else end.reason
             r.exit_code, r.lost_work_s = end.exit_code, end.lost_work_s
             if not was_draining:
                 if end.reason.counts_as == "preemption":

@@ -11,6 +11,7 @@ import pytest
 from daemon_proc import CONFIG, DaemonProcess, wait_until
 from typer.testing import CliRunner
 
+from gpuorch.store.migrations import SCHEMA_VERSION
 from gpuorch import jobs
 from gpuorch.cli import app
 from gpuorch.clock import utcnow
@@ -56,7 +57,7 @@ def test_a_healthy_installation(database):
     assert {("config", "ok"), ("database", "ok"), ("provider local", "ok"), ("object stores", "ok"),
             ("ssh keys", "ok"), ("metrics", "ok")} <= statuses(report)
     assert {status for _, status in statuses(report)} == {"ok"}
-    assert "schema 1, journal wal" in by_check(report, "database")[0]["message"]
+    assert f"schema {SCHEMA_VERSION}, journal wal" in by_check(report, "database")[0]["message"]
 
 
 def test_text_output_names_each_problem_and_its_fix(tmp_path):
