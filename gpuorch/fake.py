@@ -20,8 +20,8 @@ from datetime import datetime, timedelta
 
 from .agent.protocol import AgentConfig, AgentStatus
 from .clock import FakeClock
-from .errors import NoCapacityError, NotFoundError
-from .provider import Instance, InstanceState, LaunchRequest, Offer, Provider
+from .errors import NoCapacityError, NotFoundError, PermanentError
+from .provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider, Volume
 from .runner import Runner, RunnerUnavailable
 
 
@@ -246,6 +246,7 @@ class FakeProvider(Provider):
         self._instances: dict[str, _FakeInstance] = {}
         self._vanished: dict[str, _FakeInstance] = {}  # still known to their fake agents
         self._agents: dict[str, _FakeAgent] = {}
+        self.volumes: dict[str, Volume] = {}  # SupportsVolumes, in memory
         self._seq = 0
 
     # -- knobs ---------------------------------------------------------------------------
@@ -342,6 +343,58 @@ class FakeProvider(Provider):
 
     def runner(self, instance: Instance) -> Runner:
         return FakeRunner(self, instance.id)
+
+    # -- SupportsVolumes: zone-checked like EBS; a dead instance's volume is free again ---------
+    def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str]) -> Volume:
+        """A new volume in ``zone`` carrying ``tags`` and ``gpuorch:managed``. Not idempotent."""
+        self._record("create_volume", zone)
+        self._seq += 1
+        vol = Volume(id=f"{self.name}-vol-{self._seq}", provider=self.name, region=region, zone=zone,
+                     size_gib=size_gib, tags={**tags, TAG_MANAGED: "true"})
+        self.volumes[vol.id] = vol
+        return vol
+
+    def _holder(self, vol: Volume) -> str | None:
+        rec = self._instances.get(vol.attached_to or "")
+        return vol.attached_to if rec is not None and self._settle(rec).state.alive else None
+
+    def attach_volume(self, volume_id: str, instance_id: str) -> None:
+        """PermanentError ``InvalidVolume.ZoneMismatch`` across zones, ``VolumeInUse`` if a live
+        instance holds it; quiet if already attached to ``instance_id``."""
+        self._record("attach_volume", volume_id, instance_id)
+        vol, inst = self._volume(volume_id), self.get(instance_id)
+        if vol.zone != inst.zone:
+            raise PermanentError(f"volume {volume_id} is in {vol.zone}, instance {instance_id} in {inst.zone}",
+                                 code="InvalidVolume.ZoneMismatch")
+        holder = self._holder(vol)
+        if holder not in (None, instance_id):
+            raise PermanentError(f"volume {volume_id} is attached to {holder}", code="VolumeInUse")
+        self.volumes[volume_id] = vol.model_copy(update={"attached_to": instance_id})
+
+    def detach_volume(self, volume_id: str, instance_id: str) -> None:
+        self._record("detach_volume", volume_id, instance_id)
+        vol = self.volumes.get(volume_id)
+        if vol is not None and vol.attached_to == instance_id:
+            self.volumes[volume_id] = vol.model_copy(update={"attached_to": None})
+
+    def delete_volume(self, volume_id: str) -> None:
+        """Quiet if gone; PermanentError ``VolumeInUse`` while a live instance holds it."""
+        self._record("delete_volume", volume_id)
+        vol = self.volumes.get(volume_id)
+        if vol is None:
+            return
+        if self._holder(vol) is not None:
+            raise PermanentError(f"volume {volume_id} is attached to {vol.attached_to}", code="VolumeInUse")
+        del self.volumes[volume_id]
+
+    def list_volumes(self) -> list[Volume]:
+        self._record("list_volumes")
+        return list(self.volumes.values())
+
+    def _volume(self, volume_id: str) -> Volume:
+        if volume_id not in self.volumes:
+            raise NotFoundError(f"volume {volume_id} not found")
+        return self.volumes[volume_id]
 
     # -- the fake agents' shared world ---------------------------------------------------------
     def _agent_of(self, job_id: int, attempt: int) -> _FakeAgent | None:

@@ -136,6 +136,21 @@ class Budget(Strict):
     max_cost: float = Field(gt=0)  # USD
 
 
+class VolumeRequest(Strict):
+    """``volume: {size: 100GB, mount: /data}``: a persistent disk that follows the job across
+    attempts within one zone (docs/aws.md). Created on first placement, deleted when the job ends."""
+
+    size: Gib = Field(gt=0)
+    mount: str  # absolute path on the instance; the agent gets it as GPUORCH_VOLUME_DIR
+
+    @field_validator("mount")
+    @classmethod
+    def _mount(cls, v: str) -> str:
+        if not v.startswith("/") or v.rstrip("/") == "":
+            raise ValueError(f"mount {v!r} must be an absolute path other than /, like /data")
+        return v.rstrip("/")
+
+
 class JobSpec(Strict):
     name: str
     run: str
@@ -151,6 +166,7 @@ class JobSpec(Strict):
     retry: Retry = Field(default_factory=Retry)
     model: Workload | None = None  # what the job does with a model: placement sizes the GPU from it
     budget: Budget | None = None
+    volume: VolumeRequest | None = None
 
     @field_validator("name")
     @classmethod

@@ -40,6 +40,12 @@ def test_full_spec_parses_sizes_and_durations():
     assert spec.env == {"LR": "0.1"}
 
 
+def test_volume_parses_size_and_mount():
+    spec = parse_spec({**BASE, "volume": {"size": "100GB", "mount": "/data/"}})
+    assert spec.volume is not None and (spec.volume.size, spec.volume.mount) == (100, "/data")
+    assert parse_spec(BASE).volume is None
+
+
 @pytest.mark.parametrize(
     "data, field, hint",
     [
@@ -53,6 +59,11 @@ def test_full_spec_parses_sizes_and_durations():
         ({**BASE, "name": "Bad Name"}, "name", "lowercase"),
         ({**BASE, "spot_policy": "sometimes"}, "spot_policy", "on-demand"),
         ({**BASE, "env": {"GPUORCH_JOB_ID": "1"}}, "env", "GPUORCH_"),
+        ({**BASE, "volume": {"size": "100GB", "mount": "data"}}, "volume.mount", "absolute path"),
+        ({**BASE, "volume": {"size": "100GB", "mount": "/"}}, "volume.mount", "absolute path"),
+        ({**BASE, "volume": {"size": 0, "mount": "/data"}}, "volume.size", "greater than 0"),
+        ({**BASE, "volume": {"mount": "/data"}}, "volume.size", "required"),
+        ({**BASE, "volume": {"size": "100GB", "mount": "/data", "type": "gp2"}}, "volume.type", "unknown key"),
     ],
 )
 def test_bad_specs_give_one_line_naming_the_field(data, field, hint):

@@ -23,7 +23,8 @@ def agent_config(job: Job, spec: JobSpec, attempt: Attempt, *, predecessor_deadl
         job_name=job.name,
         run=spec.run,
         setup=spec.setup,
-        env=dict(spec.env),
+        # The user data mounts the job's volume there (the core only attaches it); see docs/aws.md.
+        env=dict(spec.env) | ({"GPUORCH_VOLUME_DIR": spec.volume.mount} if spec.volume else {}),
         checkpoint_url=checkpoint_url(spec, job),
         predecessor_attempt=attempt.predecessor,
         predecessor_deadline=predecessor_deadline,

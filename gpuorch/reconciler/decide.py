@@ -174,7 +174,8 @@ def _ranked(view: JobView, now: datetime, offers: Sequence[Offer], avoid: Callab
         if a.row.reason in (TerminationReason.PREEMPTED, TerminationReason.LOST) or a.row.status == AttemptStatus.DRAINING
         if a.row.notice_at is None or (now - a.row.notice_at).total_seconds() < s.avoid_preempted_zone_s
     }
-    ranked = candidates(view.spec, offers, avoid=avoid)
+    # A job's volume pins it to the volume's zone (see volumes.py): placement requires that zone.
+    ranked = candidates(view.spec, offers, avoid=avoid, volume_zone=view.job.volume_zone)
     return sorted(ranked, key=lambda c: c.offer.zone in recent)  # stable: keeps price order within groups
 
 

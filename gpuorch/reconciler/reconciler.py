@@ -40,6 +40,7 @@ from .agent_config import agent_config
 from .decide import AttemptView, JobView, Settings, decide
 from .leases import LeaseLost, Leases
 from .money import Money
+from .volumes import Volumes
 
 log = logging.getLogger("gpuorch.reconciler")
 
@@ -69,6 +70,7 @@ class Reconciler:
         self.leases = Leases(store, self.owner, lease_s)
         self._last_pass_at: datetime | None = None
         self.money = Money(store, budget or Policy(), self._txn)  # caps, sweeps, prices, metrics
+        self.volumes = Volumes(store, self.providers, self._txn)  # spec volume: (docs/aws.md)
 
     # -- load ------------------------------------------------------------------------------
     def _current_offers(self, now: datetime) -> list[Offer]:
@@ -183,6 +185,7 @@ class Reconciler:
                 log.info("job %s: lease lost (expired or taken over); its work this pass is dropped", job.id)
         self.money.finish_sweeps(now)
         self._sweep_orphans(observed, ok, now)
+        self.volumes.sweep(ok, now)
         self._mirror_instances(observed, ok, now)
         return max(0.0, requeue)
 
@@ -250,7 +253,9 @@ class Reconciler:
                                       job_id=job_id, attempt=row.number)
                 case A.StartAgent():
                     self.leases.check(job_id, self.clock.now())
-                    self._start_agent(view, a, now)  # type: ignore[arg-type]
+                    vol = view.spec.volume
+                    if vol is None or self.volumes.attach(job_id, vol.size, a.row, a.instance.id, now):  # type: ignore[union-attr]
+                        self._start_agent(view, a, now)  # type: ignore[arg-type]
                 case A.Progress():
                     self._progress(job_id, a, action.status, now)  # type: ignore[arg-type]
                 case A.Drain():
@@ -283,6 +288,8 @@ class Reconciler:
                         job.not_before = action.not_before
                         if action.finished:
                             job.finished_at = now
+                    if action.finished and view.spec.volume is not None:
+                        self.volumes.release(job_id, now)
                 case A.StopCleanly():
                     self.money.stop_cleanly(self.providers[a.row.provider], view, a, action, now)  # type: ignore[union-attr,arg-type]
                 case A.Heartbeat():
@@ -445,6 +452,9 @@ class Reconciler:
             lost = f"; lost work {end.lost_work_s:.0f}s" if end.lost_work_s is not None else ""
             events.record(s, now, "attempt_ended", f"{r.reason.value}: {end.message}{lost}", job_id=job_id,
                           attempt=r.number)
+            volume_job = job if view.spec.volume is not None else None
+        if volume_job is not None:
+            self.volumes.detach(volume_job, a.row.instance_id)
 
     def _sweep_orphans(self, observed: dict[tuple[str, int, int], Instance], ok: set[str], now: datetime) -> None:
         """Terminate live instances of this installation that no unfinished attempt owns.

@@ -67,9 +67,16 @@ def _v2_money_and_sweeps(conn: Connection) -> None:
             conn.execute(text(f"ALTER TYPE {enum} ADD VALUE IF NOT EXISTS 'BUDGET_EXHAUSTED'"))
 
 
+def _v3_job_volumes(conn: Connection) -> None:
+    """Where each job's volume lives (spec ``volume:``): provider, region, zone and id on the job."""
+    for col in ("volume_provider", "volume_region", "volume_zone", "volume_id"):
+        conn.execute(text(f"ALTER TABLE job ADD COLUMN {col} VARCHAR"))
+
+
 MIGRATIONS: list[Migration] = [
     # (1, "initial schema", ...) is the create_all of a fresh database; later ones go here.
     (2, "sweeps, trial metrics, spot price changes, budget_exhausted", _v2_money_and_sweeps),
+    (3, "job volumes", _v3_job_volumes),
 ]
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 

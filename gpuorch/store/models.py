@@ -112,6 +112,12 @@ class Job(SQLModel, table=True):
     params: str | None = Field(default=None, sa_type=Text)  # the trial's parameters as JSON
     metrics: str | None = Field(default=None, sa_type=Text)  # latest value of each metric, JSON
     metrics_at: datetime | None = _ts()  # type: ignore[assignment]
+    # Schema 3: the job's volume (spec ``volume:``). Provider, region and zone are the intent,
+    # recorded before the create call; volume_id once created (or found again by its tags).
+    volume_provider: str | None = None
+    volume_region: str | None = None
+    volume_zone: str | None = None
+    volume_id: str | None = None
 
 
 class Attempt(SQLModel, table=True):

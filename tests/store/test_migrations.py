@@ -1,4 +1,4 @@
-"""Schema 2 upgrades a real version-1 database (dumped before the change) without losing data."""
+"""Schemas 2 and 3 upgrade a real version-1 database (dumped before the change) without losing data."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from sqlalchemy import create_engine, inspect
 from sqlmodel import select
 
 from gpuorch.store import Attempt, Job, JobStatus, Meta, Store
-from gpuorch.store.migrations import SCHEMA_VERSION
+from gpuorch.store.migrations import MIGRATIONS, SCHEMA_VERSION, migrate
 from gpuorch.store.models import Sweep
 
 V1 = Path(__file__).with_name("v1.sql")
@@ -31,7 +31,7 @@ def test_v1_database_upgrades_to_the_fresh_schema_keeping_its_rows(tmp_path):
         jobs = {j.name: j for j in s.exec(select(Job))}
         [a] = s.exec(select(Attempt)).all()
         version = s.get(Meta, "schema_version").value
-    assert version == str(SCHEMA_VERSION) == "2"
+    assert version == str(SCHEMA_VERSION) == "3"
     assert jobs["old-job"].status == JobStatus.SUCCEEDED and jobs["old-job"].sweep_id is None
     assert jobs["queued-job"].status == JobStatus.QUEUED
     assert (a.price_per_hour, a.instance_id, a.metrics_offset, a.price_changes) == (1.2, "fake-1", 0, None)
@@ -51,3 +51,22 @@ def test_v1_database_upgrades_to_the_fresh_schema_keeping_its_rows(tmp_path):
     Store(f"sqlite:///{fresh}").close()
     assert _columns(f"sqlite:///{old}") == _columns(f"sqlite:///{fresh}")
 
+
+
+def test_v2_database_upgrades_to_v3_with_volume_columns_on_job(tmp_path):
+    old = tmp_path / "v2.db"
+    with sqlite3.connect(old) as db:
+        db.executescript(V1.read_text())
+    engine = create_engine(f"sqlite:///{old}")
+    with engine.begin() as conn:
+        assert migrate(conn, MIGRATIONS[:1]) == 2  # a database as schema 2 left it
+    engine.dispose()
+    assert "volume_id" not in _columns(f"sqlite:///{old}")["job"]
+    store = Store(f"sqlite:///{old}")
+    with store.write() as s:
+        j = s.exec(select(Job).where(Job.name == "queued-job")).one()
+        assert (j.volume_provider, j.volume_zone, j.volume_id) == (None, None, None)
+        j.volume_provider, j.volume_region, j.volume_zone, j.volume_id = "aws", "us-east-1", "us-east-1a", "vol-1"
+    with store.read() as s:
+        assert s.get(Job, j.id).volume_id == "vol-1"
+        assert s.get(Meta, "schema_version").value == "3"

@@ -1,0 +1,149 @@
+"""The job's volume (spec ``volume:``): created once, attached to each attempt, deleted at the end.
+
+Contract, on providers that implement ``SupportsVolumes`` (found by ``isinstance``; elsewhere a
+volume job runs without one, and an event says so):
+
+- Intent first: the provider, region and zone go on the job row before the create call; the
+  zone is the one of the first attempt that got an instance. From then on placement *requires*
+  that zone (``decide`` passes ``volume_zone=``): an EBS-like volume attaches only there. If no
+  offer is available in it, the job waits queued (no snapshot-and-move).
+- Look before creating: a volume tagged with the job and this installation is adopted, so a
+  crash between intent and create (or between create and recording its id) ends with one volume.
+- Attached before the agent starts (``attach`` returns False until it is; the StartAgent action
+  comes again next pass), detached when the attempt ends (best effort: a terminated instance
+  lets go of it anyway). Mounting it at ``volume.mount`` is the user data's/agent's job; the agent
+  gets the path as ``GPUORCH_VOLUME_DIR``.
+- Deleted when the job is terminal; ``sweep`` deletes this installation's volumes that no
+  unfinished job owns, which also retries deletes that failed (volume still detaching).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
+from datetime import datetime
+
+from sqlmodel import Session, select
+
+from .. import events
+from ..errors import NotFoundError, PermanentError, ProviderError
+from ..provider import TAG_JOB, TAG_MANAGED, TAG_OWNER, Provider, SupportsVolumes, Volume
+from ..store import Store
+from ..store.models import Attempt, Job
+
+log = logging.getLogger("gpuorch.reconciler.volumes")
+
+Txn = Callable[[int], AbstractContextManager[tuple[Session, Job]]]
+
+
+def volume_tags(job_id: int, owner: str) -> dict[str, str]:
+    return {TAG_MANAGED: "true", TAG_JOB: str(job_id), TAG_OWNER: owner}
+
+
+class Volumes:
+    def __init__(self, store: Store, providers: Mapping[str, Provider], txn: Txn) -> None:
+        self.store, self.providers, self._txn = store, providers, txn
+
+    def _provider(self, name: str | None) -> SupportsVolumes | None:
+        p = self.providers.get(name or "")
+        return p if isinstance(p, SupportsVolumes) else None
+
+    def _mine(self, vols: list[Volume]) -> Iterator[Volume]:
+        return (v for v in vols if v.tags.get(TAG_OWNER) == self.store.installation_id and v.tags.get(TAG_JOB))
+
+    def attach(self, job_id: int, size_gib: float, row: Attempt, instance_id: str, now: datetime) -> bool:
+        """Make sure the job's volume exists and is attached to ``instance_id``. True when it is
+        (or the provider has no volumes); False: try again next pass."""
+        p = self._provider(row.provider)
+        if p is None:
+            with self._txn(job_id) as (s, job):
+                if job.volume_provider is None:
+                    job.volume_provider = row.provider
+                    events.record(s, now, "volume_unsupported", f"{row.provider} has no volumes; running without one",
+                                  job_id=job_id, attempt=row.number)
+            return True
+        with self._txn(job_id) as (s, job):
+            if job.volume_zone is None:  # intent, before any create call
+                job.volume_provider, job.volume_region, job.volume_zone = row.provider, row.region, row.zone
+            volume_id, zone = job.volume_id, job.volume_zone
+        try:
+            if volume_id is None:
+                volume_id = self._ensure(p, job_id, row, zone, size_gib, now)
+            p.attach_volume(volume_id, instance_id)
+        except PermanentError as e:
+            log.warning("job %s: volume not attached yet: %s", job_id, e)  # VolumeInUse: predecessor still holds it
+            return False
+        except ProviderError as e:
+            log.warning("job %s: volume call failed, will retry: %s", job_id, e)
+            return False
+        return True
+
+    def _ensure(self, p: SupportsVolumes, job_id: int, row: Attempt, zone: str, size_gib: float, now: datetime) -> str:
+        """Find the job's volume by its tags, or create it; record its id."""
+        found = [v for v in self._mine(p.list_volumes()) if v.tags.get(TAG_JOB) == str(job_id)]
+        vol = found[0] if found else p.create_volume(region=row.region, zone=zone, size_gib=size_gib,
+                                                     tags=volume_tags(job_id, self.store.installation_id))
+        with self._txn(job_id) as (s, job):
+            job.volume_id = vol.id
+            how = "found again by its tags" if found else "created"
+            events.record(s, now, "volume", f"volume {vol.id} ({vol.size_gib:g} GiB) in {vol.zone} {how}",
+                          job_id=job_id, attempt=row.number)
+        return vol.id
+
+    def detach(self, job: Job, instance_id: str | None) -> None:
+        """Best effort: the attempt is over; its instance lets go of the volume."""
+        p = self._provider(job.volume_provider)
+        if p is None or job.volume_id is None or instance_id is None:
+            return
+        try:
+            p.detach_volume(job.volume_id, instance_id)
+        except ProviderError as e:
+            log.info("detach %s from %s: %s (terminating the instance detaches it)", job.volume_id, instance_id, e)
+
+    def release(self, job_id: int, now: datetime) -> None:
+        """The job is terminal: detach from its last instance and delete. A failure is left to ``sweep``."""
+        with self.store.read() as s:
+            job = s.get(Job, job_id)
+            last = s.exec(select(Attempt).where(Attempt.job_id == job_id)
+                          .order_by(Attempt.number.desc())).first()  # type: ignore[attr-defined]
+        p = self._provider(job.volume_provider if job else None)
+        if job is None or p is None or job.volume_id is None:
+            return
+        self.detach(job, last.instance_id if last else None)
+        if self._delete(p, job.volume_id):
+            with self.store.write() as ws:
+                events.record(ws, now, "volume_deleted", f"volume {job.volume_id} deleted", job_id=job_id)
+
+    def sweep(self, ok: set[str], now: datetime) -> None:
+        """Delete this installation's volumes whose job is finished or unknown."""
+        listed: dict[str, tuple[SupportsVolumes, list[Volume]]] = {}
+        for name in ok:  # listed before the jobs are read: a job is always committed before its volume
+            p = self._provider(name)
+            if p is None:
+                continue
+            try:
+                listed[name] = (p, list(self._mine(p.list_volumes())))
+            except ProviderError as e:
+                log.warning("cannot list %s volumes: %s", name, e)
+        if not listed:
+            return
+        with self.store.read() as s:
+            unfinished = {str(j.id) for j in s.exec(select(Job).where(Job.finished_at.is_(None)))}  # type: ignore[union-attr]
+        for name, (p, vols) in listed.items():
+            for v in vols:
+                if v.tags[TAG_JOB] not in unfinished and self._delete(p, v.id):
+                    with self.store.write() as ws:
+                        events.record(ws, now, "orphan_volume_deleted", f"{name} volume {v.id} had no unfinished job",
+                                      job_id=int(v.tags[TAG_JOB]) if v.tags[TAG_JOB].isdigit() else None)
+
+    @staticmethod
+    def _delete(p: SupportsVolumes, volume_id: str) -> bool:
+        try:
+            p.delete_volume(volume_id)
+            return True
+        except NotFoundError:
+            return True
+        except ProviderError as e:
+            log.info("delete volume %s: %s (the sweep retries)", volume_id, e)
+            return False
