@@ -1,0 +1,78 @@
+"""The reconciler with the AWS adapter (moto) and a volume job: one gp3 volume, created in the
+instance's zone, attached before the agent starts, deleted when the job ends.
+
+moto's instances run nothing, so the agent is a scripted runner: it records what EC2 says about
+the volume when it is started and then reports the job exited 0. Everything else is the real
+adapter, the real reconciler, a real SQLite store and a fake clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpuorch import jobs
+from gpuorch.agent.protocol import AgentConfig, AgentStatus
+from gpuorch.provider import Instance
+from gpuorch.reconciler import Reconciler
+from gpuorch.runner import Runner
+from gpuorch.spec import parse_spec
+from gpuorch.store.models import Job, JobStatus
+from gpuorch_aws import AwsProvider
+from gpuorch_aws.config import parse_options
+from gpuorch_aws.requests import is_root_volume
+from moto_helpers import REGIONS, static_prices
+
+pytestmark = pytest.mark.aws
+
+
+class ScriptedRunner(Runner):
+    """An agent that exits 0 as soon as it is started; records the volumes EC2 shows attached."""
+
+    def __init__(self, provider: AwsProvider, instance: Instance, seen: list[Any]) -> None:
+        self.provider, self.instance, self.seen = provider, instance, seen
+        self.started: AgentConfig | None = None
+
+    def start(self, config: AgentConfig, workdir: Any = None) -> None:
+        ec2 = self.provider.client(self.instance.region)
+        vols = ec2.describe_volumes(Filters=[{"Name": "attachment.instance-id", "Values": [self.instance.id]}])["Volumes"]
+        self.seen.append((self.instance, config.env.get("GPUORCH_VOLUME_DIR"),
+                          [v for v in vols if not is_root_volume(v)]))
+        self.started = config
+
+    def status(self) -> AgentStatus | None:
+        return AgentStatus(state="exited", exit_code=0, started_at=0.0) if self.started else None
+
+    def read_log(self, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
+        return b"", offset
+
+    def request_stop(self, deadline: float) -> None:
+        pass
+
+
+def test_a_volume_job_gets_one_gp3_volume_in_its_instance_zone_deleted_at_the_end(moto, session, store, clock) -> None:
+    seen: list[Any] = []
+    runners: dict[str, ScriptedRunner] = {}
+
+    class Aws(AwsProvider):
+        def runner(self, instance: Instance) -> Runner:
+            return runners.setdefault(instance.id, ScriptedRunner(self, instance, seen))
+
+    provider = Aws(parse_options({"regions": REGIONS}), session=session, prices=static_prices)
+    spec = parse_spec({"name": "vol", "run": "true", "spot_policy": "on-demand",
+                       "volume": {"size": "20GB", "mount": "/data"}})
+    job = jobs.submit(store, spec, clock.now())
+    rec = Reconciler(store, {"aws": provider}, clock=clock)
+    for _ in range(6):
+        rec.run_pass()
+        clock.advance(5)
+    with store.read() as s:
+        j = s.get(Job, job.id)
+    assert j.status == JobStatus.SUCCEEDED
+    [(inst, mount, [vol])] = seen  # started once, with one volume besides the root one
+    assert mount == "/data"
+    assert vol["AvailabilityZone"] == inst.zone == j.volume_zone and vol["VolumeId"] == j.volume_id
+    assert vol["VolumeType"] == "gp3" and vol["Size"] == 20
+    tags = {t["Key"]: t["Value"] for t in vol["Tags"]}
+    assert tags["gpuorch:job"] == str(job.id) and tags["gpuorch:owner"] == store.installation_id
+    assert provider.list_volumes() == []  # deleted at the end
