@@ -42,8 +42,10 @@ def volume_tags(job_id: int, owner: str) -> dict[str, str]:
 
 
 class Volumes:
-    def __init__(self, store: Store, providers: Mapping[str, Provider], txn: Txn) -> None:
+    def __init__(self, store: Store, providers: Mapping[str, Provider], txn: Txn, sweep_every_s: float = 60.0) -> None:
         self.store, self.providers, self._txn = store, providers, txn
+        self.sweep_every_s = sweep_every_s  # list_volumes is a cloud call per region: not every pass
+        self._swept_at: datetime | None = None
 
     def _provider(self, name: str | None) -> SupportsVolumes | None:
         p = self.providers.get(name or "")
@@ -116,7 +118,11 @@ class Volumes:
                 events.record(ws, now, "volume_deleted", f"volume {job.volume_id} deleted", job_id=job_id)
 
     def sweep(self, ok: set[str], now: datetime) -> None:
-        """Delete this installation's volumes whose job is finished or unknown."""
+        """Delete this installation's volumes whose job is finished or unknown (at most every
+        ``sweep_every_s``; the first pass always sweeps)."""
+        if self._swept_at is not None and (now - self._swept_at).total_seconds() < self.sweep_every_s:
+            return
+        self._swept_at = now
         listed: dict[str, tuple[SupportsVolumes, list[Volume]]] = {}
         for name in ok:  # listed before the jobs are read: a job is always committed before its volume
             p = self._provider(name)

@@ -146,3 +146,11 @@ def test_placement_requires_the_volume_zone(store, fake, clock):
     job.volume_zone = "nowhere"  # no offer there: the job waits queued
     d = decide(JobView(job, spec, []), clock.now(), fake.offers())
     assert not any(isinstance(x, Launch) for x in d.actions)
+
+
+def test_a_refused_delete_at_the_end_is_retried_by_the_sweep(store, fake, clock, rec):
+    job = submit(store, clock, volume=VOLUME)
+    fake.fail_next("delete_volume", PermanentError("still detaching", code="VolumeInUse"))
+    drive(rec, clock, 400, step=5.0)
+    assert job_row(store, job.id).status == JobStatus.SUCCEEDED
+    assert fake.count("delete_volume") >= 2 and fake.list_volumes() == []
