@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from ..agent.protocol import AgentStatus
 from ..placement import Candidate, candidates
 from ..provider import Instance, InstanceState, Offer
+from ..recovery import DEFAULT_STRATEGY, RecoveryContext, get_strategy
 from ..spec import JobSpec
 from ..store.models import Attempt, AttemptStatus, Job, JobStatus, TerminationReason
 from .actions import (
@@ -39,6 +40,7 @@ class Settings:
     default_notice_s: float = 30.0
     launch_fanout: int = 5  # candidates tried in one pass when offers have no capacity
     avoid_preempted_zone_s: float = 3600.0  # after a preemption, prefer other zones this long
+    recovery_strategy: str = DEFAULT_STRATEGY  # for jobs whose spec names none (gpuorch.recovery)
 
 
 @dataclass(frozen=True)
@@ -161,17 +163,26 @@ def _exit_end(number: int, agent: AgentStatus) -> End:
     return End(number, reason, f"job exited with code {code}", exit_code=code, result=agent.result, status=agent)
 
 
+def recovery_context(view: JobView, now: datetime, s: Settings, preempting: AttemptView | None) -> RecoveryContext:
+    """The job's recent preemptions, for the recovery strategy: the newest one's region, and every
+    market that preempted or lost the job within ``avoid_preempted_zone_s``."""
+    hit = [a.row for a in view.attempts
+           if a.row.reason in (TerminationReason.PREEMPTED, TerminationReason.LOST) or a.row.status == AttemptStatus.DRAINING]
+    if preempting is not None and all(r.number != preempting.row.number for r in hit):
+        hit.append(preempting.row)  # noticed this pass: not yet recorded as draining
+    window = s.avoid_preempted_zone_s
+    recent = frozenset((r.provider, r.zone, r.spot) for r in hit
+                       if (when := r.notice_at or r.ended_at) is None or (now - when).total_seconds() < window)
+    last = max(hit, key=lambda r: r.number, default=None)
+    return RecoveryContext(preempted_region=(last.provider, last.region) if last else None, recent=recent,
+                           avoid_s=s.avoid_preempted_zone_s)
+
+
 def _ranked(view: JobView, now: datetime, offers: Sequence[Offer], avoid: Callable[[Candidate], bool] | None,
             s: Settings, preempting: AttemptView | None) -> list[Candidate]:
-    """Candidates, cheapest first, but zones that preempted this job recently go last."""
-    recent = {preempting.row.zone} if preempting else set()
-    recent |= {
-        a.row.zone for a in view.attempts
-        if a.row.reason in (TerminationReason.PREEMPTED, TerminationReason.LOST) or a.row.status == AttemptStatus.DRAINING
-        if a.row.notice_at is None or (now - a.row.notice_at).total_seconds() < s.avoid_preempted_zone_s
-    }
-    ranked = candidates(view.spec, offers, avoid=avoid)
-    return sorted(ranked, key=lambda c: c.offer.zone in recent)  # stable: keeps price order within groups
+    """Candidates in the order the job's recovery strategy (or the daemon's) wants them tried."""
+    strategy = get_strategy(view.spec.recovery.strategy if view.spec.recovery else s.recovery_strategy)
+    return strategy.rank(candidates(view.spec, offers, avoid=avoid), recovery_context(view, now, s, preempting))
 
 
 def decide(view: JobView, now: datetime, offers: Sequence[Offer], *, avoid: Callable[[Candidate], bool] | None = None,
