@@ -142,7 +142,7 @@ class _FakeAgent:
             return st
         r = self.restored()
         st.restored_from = r.name if r else None
-        st.state = "running"
+        st.state, st.running_since = "running", self.resume_time().timestamp()
         st.uploaded = [c.name for c in done]
         if done:
             st.last_checkpoint, st.last_checkpoint_at = done[-1].name, done[-1].at.timestamp()
@@ -223,10 +223,10 @@ class FakeProvider(Provider):
         (self.unavailable.discard if available else self.unavailable.add)((zone, instance_type, spot))
 
     def inject_preemption(self, instance_id: str, notice_s: float) -> None:
-        """Announce now that the instance dies in ``notice_s`` seconds."""
+        """Announce now that the instance dies in ``notice_s`` seconds; 0: reclaimed now, unannounced."""
         rec = self._instances[instance_id]
         now = self.clock.now()
-        rec.notice_at = now
+        rec.notice_at = now if notice_s > 0 else None
         rec.instance = rec.instance.model_copy(update={"preemption_deadline": now + timedelta(seconds=notice_s)})
 
     def vanish(self, instance_id: str) -> None:
@@ -276,7 +276,8 @@ class FakeProvider(Provider):
         deadline = inst.preemption_deadline
         if inst.state.alive and deadline is not None and now >= deadline:
             rec.killed_at = deadline
-            inst = inst.model_copy(update={"state": InstanceState.PREEMPTED, "state_reason": "spot-interruption"})
+            inst = inst.model_copy(update={"state": InstanceState.PREEMPTED, "state_reason": "spot-interruption",
+                                           "ended_at": deadline})
         rec.instance = inst
         return inst
 
@@ -299,7 +300,7 @@ class FakeProvider(Provider):
         inst = self._settle(rec)
         if inst.state.alive:
             rec.killed_at = self.clock.now()
-            rec.instance = inst.model_copy(update={"state": InstanceState.TERMINATED})
+            rec.instance = inst.model_copy(update={"state": InstanceState.TERMINATED, "ended_at": rec.killed_at})
 
     def runner(self, instance: Instance) -> Runner:
         return FakeRunner(self, instance.id)

@@ -63,6 +63,7 @@ def _job_summary(job, attempts, now) -> dict[str, Any]:  # type: ignore[no-untyp
         "where": f"{cur.provider}/{cur.zone}/{cur.instance_type}/{'spot' if cur.spot else 'on-demand'}" if cur else None,
         "last_checkpoint": next((a.last_checkpoint for a in reversed(attempts) if a.last_checkpoint), None),
         "cost": round(sum(attempt_cost(a, now) for a in attempts), 4),
+        "lost_work_s": round(sum(a.lost_work_s or 0.0 for a in attempts), 1),
         "exit_code": job.exit_code,
         "result": json.loads(job.result) if job.result else None,
         "created_at": job.created_at,
@@ -120,7 +121,7 @@ def status(job: str = typer.Argument(None, help="Show one job in detail."), json
         return
     console.print(f"[bold]job {detail['id']} {detail['name']}[/]: {detail['status']}"
                   + (f" ({detail['message']})" if detail["message"] else "")
-                  + f"; cost ${detail['cost']:.4f}; result {detail['result']}")
+                  + f"; cost ${detail['cost']:.4f}; lost work {detail['lost_work_s']:.0f}s; result {detail['result']}")
     t = Table("#", "STATUS", "REASON", "WHERE", "INSTANCE", "RESUMED FROM", "LAST CKPT", "LOST WORK", "COST")
     for a in detail["attempt_list"]:
         where = f"{a['provider']}/{a['zone']}/{a['instance_type']}/{'spot' if a['spot'] else 'od'}"

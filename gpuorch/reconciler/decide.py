@@ -64,13 +64,23 @@ def _ts(epoch: float | None, tz_like: datetime) -> datetime | None:
 
 
 def lost_work_s(a: AttemptView, stopped_at: datetime) -> float:
-    """Work done since the last durable checkpoint (or since the attempt started) and thrown away."""
-    agent = a.agent
-    since = _ts(agent.last_checkpoint_at, stopped_at) if agent else None
-    since = since or a.row.last_checkpoint_at or a.row.started_at or a.row.launched_at
-    if since is None:
+    """Work thrown away: from the newer of this attempt's last durable checkpoint and the start of
+    its job (a restored checkpoint's time is the predecessor's, and the gap between attempts is
+    downtime, not work) to ``stopped_at``. 0 when the job never ran."""
+    agent, row = a.agent, a.row
+    if agent is not None and agent.running_since is not None:
+        start, ckpt = _ts(agent.running_since, stopped_at), _ts(agent.last_checkpoint_at, stopped_at)
+    elif row.started_at is not None:  # no word from the agent: what the daemon saw of it
+        start, ckpt = row.started_at, row.last_checkpoint_at
+    else:
         return 0.0
-    return max(0.0, (stopped_at - since).total_seconds())
+    since = max(start, ckpt) if ckpt is not None else start  # type: ignore[type-var]
+    return max(0.0, (stopped_at - since).total_seconds())  # type: ignore[operator]
+
+
+def _stopped(inst: Instance | None, now: datetime) -> datetime:
+    """When the instance stopped: the provider's word, else now (the first time it was seen gone)."""
+    return inst.ended_at if inst is not None and inst.ended_at is not None and inst.ended_at <= now else now
 
 
 def _notice(a: AttemptView, now: datetime, s: Settings) -> tuple[datetime, datetime] | None:
@@ -103,7 +113,7 @@ def _decide_draining(a: AttemptView, now: datetime, d: Decision, s: Settings) ->
         return
     if _alive(a.instance):
         d.add(Terminate(a.row.number, a.instance.id))  # type: ignore[union-attr]
-    stopped = min(now, until) if until else now
+    stopped = min(now, until, _stopped(a.instance, now)) if until else _stopped(a.instance, now)
     d.add(End(a.row.number, TerminationReason.PREEMPTED, "preempted after notice", lost_work_s=lost_work_s(a, stopped),
               status=a.agent))
 
@@ -122,12 +132,15 @@ def _end_of_live(a: AttemptView, now: datetime, d: Decision, s: Settings) -> End
     if not _alive(inst):
         if agent is not None and agent.state == "exited":
             return _exit_end(row.number, agent)
+        stopped = _stopped(inst, now)
         if inst is not None and inst.state == InstanceState.PREEMPTED:
-            return End(row.number, TerminationReason.PREEMPTED, f"preempted without notice ({inst.state_reason or 'no reason given'})",
-                       lost_work_s=lost_work_s(a, now), status=agent)
-        what = "disappeared" if inst is None else f"is {inst.state.value}"
-        return End(row.number, TerminationReason.LOST, f"instance {row.instance_id} {what}", lost_work_s=lost_work_s(a, now),
-                   status=agent)
+            how = "after a notice the daemon missed" if agent is not None and agent.notice_at else "without notice"
+            return End(row.number, TerminationReason.PREEMPTED, f"preempted {how} ({inst.state_reason or 'no reason given'})",
+                       lost_work_s=lost_work_s(a, stopped), status=agent)
+        what = "disappeared" if inst is None else f"is {inst.state.value}" + (
+            f" ({inst.state_reason})" if inst.state_reason else "")
+        return End(row.number, TerminationReason.LOST, f"instance {row.instance_id} {what}",
+                   lost_work_s=lost_work_s(a, stopped), status=agent)
     assert inst is not None
     if agent is not None and agent.state == "exited":
         d.add(Terminate(row.number, inst.id))

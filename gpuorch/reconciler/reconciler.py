@@ -404,7 +404,7 @@ class Reconciler:
                     job.result = json.dumps(end.result)
             lost = f"; lost work {end.lost_work_s:.0f}s" if end.lost_work_s is not None else ""
             events.record(s, now, "attempt_ended", f"{r.reason.value}: {end.message}{lost}", job_id=job_id,
-                          attempt=r.number)
+                          attempt=r.number, reason=r.reason.value, lost_work_s=end.lost_work_s)
 
     def _sweep_orphans(self, observed: dict[tuple[str, int, int], Instance], ok: set[str], now: datetime) -> None:
         """Terminate live instances of this installation that no unfinished attempt owns.

@@ -71,6 +71,7 @@ class Meta(BaseModel):
             id=self.id, provider=o.provider, region=o.region, zone=o.zone, instance_type=o.instance_type,
             spot=self.spot, state=self.state, tags=dict(self.tags), created_at=self.created_at,
             host=None, state_reason=self.state_reason, preemption_deadline=self.preemption_deadline,
+            ended_at=self.ended_at,
         )
 
 
