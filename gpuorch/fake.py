@@ -1,8 +1,8 @@
 """FakeProvider: a deterministic in-memory cloud for the core's tests and the contract suite.
 
 Time comes from a FakeClock. Knobs: capacity per (zone, instance type, market), errors queued
-for the next calls of a method, preemptions with a notice, instances that vanish. Every call is
-recorded in ``calls``. Its runner, ``FakeRunner``, plays a job whose progress is a function of
+for the next calls of a method, a seeded share of failing calls (``faults``, a FaultPlan),
+preemptions with a notice, instances that vanish. Every call is recorded in ``calls``. Its runner, ``FakeRunner``, plays a job whose progress is a function of
 the clock (``FakeJobScript``): it checkpoints every N seconds of progress, takes a final
 checkpoint on a notice and resumes from the latest checkpoint of its job, as the real agent does.
 """
@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from .agent.protocol import AgentConfig, AgentStatus
 from .clock import FakeClock
 from .errors import NoCapacityError, NotFoundError
+from .faults import FaultPlan
 from .provider import Instance, InstanceState, LaunchRequest, Offer, Provider
 from .runner import Runner, RunnerUnavailable
 
@@ -168,7 +169,7 @@ class FakeRunner(Runner):
         self.provider, self.instance_id = provider, instance_id
 
     def _check(self) -> None:
-        inst = self.provider.get(self.instance_id)
+        inst = self.provider._peek(self.instance_id)  # not a port call: no faults, not recorded
         if inst.state != InstanceState.RUNNING:
             raise RunnerUnavailable(f"{self.instance_id} is {inst.state}")
 
@@ -199,7 +200,7 @@ class FakeRunner(Runner):
 
 class FakeProvider(Provider):
     def __init__(self, clock: FakeClock | None = None, offers: list[Offer] | None = None, *, name: str = "fake",
-                 boot_s: float = 0.0, script: FakeJobScript | None = None) -> None:
+                 boot_s: float = 0.0, script: FakeJobScript | None = None, faults: FaultPlan | None = None) -> None:
         self.name = name
         self.clock = clock or FakeClock()
         self._offers = offers if offers is not None else default_offers(name)
@@ -213,6 +214,7 @@ class FakeProvider(Provider):
         self._vanished: dict[str, _FakeInstance] = {}  # still known to their fake agents
         self._agents: dict[str, _FakeAgent] = {}
         self._seq = 0
+        self.faults = faults
 
     # -- knobs ---------------------------------------------------------------------------
     def fail_next(self, method: str, error: Exception, times: int = 1) -> None:
@@ -236,7 +238,7 @@ class FakeProvider(Provider):
         self._vanished[instance_id] = rec
 
     def live_instances(self) -> list[Instance]:
-        return [i for i in self.list_managed() if i.state.alive]
+        return [i for i in self._list() if i.state.alive]
 
     def count(self, method: str) -> int:
         return sum(1 for c in self.calls if c[0] == method)
@@ -247,12 +249,18 @@ class FakeProvider(Provider):
         if self._errors.get(method):
             raise self._errors[method].pop(0)
 
+    def _faulty(self, method: str, fn, *args):  # type: ignore[no-untyped-def]
+        return self.faults.call(method, fn, *args) if self.faults else fn(*args)
+
     def offers(self) -> list[Offer]:
         self._record("offers")
-        return list(self._offers)
+        return self._faulty("offers", lambda: list(self._offers))
 
     def launch(self, request: LaunchRequest) -> Instance:
         self._record("launch", request.client_token)
+        return self._faulty("launch", self._launch, request)
+
+    def _launch(self, request: LaunchRequest) -> Instance:
         for rec in self._instances.values():
             if rec.instance.tags.get("client_token") == request.client_token:
                 return self._settle(rec)
@@ -283,6 +291,9 @@ class FakeProvider(Provider):
 
     def get(self, instance_id: str) -> Instance:
         self._record("get", instance_id)
+        return self._faulty("get", self._peek, instance_id)
+
+    def _peek(self, instance_id: str) -> Instance:
         rec = self._instances.get(instance_id)
         if rec is None:
             raise NotFoundError(f"instance {instance_id} not found")
@@ -290,10 +301,16 @@ class FakeProvider(Provider):
 
     def list_managed(self) -> list[Instance]:
         self._record("list_managed")
+        return self._faulty("list_managed", self._list)
+
+    def _list(self) -> list[Instance]:
         return [self._settle(r) for r in self._instances.values() if r.instance.tags.get("gpuorch:managed") == "true"]
 
     def terminate(self, instance_id: str) -> None:
         self._record("terminate", instance_id)
+        self._faulty("terminate", self._terminate, instance_id)
+
+    def _terminate(self, instance_id: str) -> None:
         rec = self._instances.get(instance_id)
         if rec is None:
             return

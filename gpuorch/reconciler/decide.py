@@ -40,6 +40,7 @@ class Settings:
     default_notice_s: float = 30.0
     launch_fanout: int = 5  # candidates tried in one pass when offers have no capacity
     avoid_preempted_zone_s: float = 3600.0  # after a preemption, prefer other zones this long
+    max_launch_retries: int = 5  # transient failures of one attempt's launch before it moves on
     recovery_strategy: str = DEFAULT_STRATEGY  # for jobs whose spec names none (gpuorch.recovery)
 
 

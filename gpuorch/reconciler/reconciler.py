@@ -15,19 +15,19 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import or_, update
+from sqlalchemy import func, or_, update
 from sqlmodel import Session, select
 
 from .. import events
 from ..clock import Clock, SystemClock
-from ..errors import AuthError, NoCapacityError, PermanentError, ProviderError, QuotaError, TransientError
+from ..errors import AuthError, NoCapacityError, PermanentError, ProviderError, QuotaError
 from ..logmirror import LogMirror
 from ..placement import Candidate
 from ..provider import Instance, LaunchRequest, Offer, Provider
 from ..runner import RunnerUnavailable
 from ..spec import JobSpec
 from ..store import Store
-from ..store.models import Attempt, AttemptStatus, Backoff, Checkpoint, Job, JobStatus, TerminationReason
+from ..store.models import Attempt, AttemptStatus, Backoff, Checkpoint, Event, Job, JobStatus, TerminationReason
 from ..store.models import Instance as InstanceRow
 from . import actions as A
 from .agent_config import agent_config
@@ -58,23 +58,26 @@ class Reconciler:
         self.lease_s, self.backoff_s, self.offers_ttl_s = lease_s, backoff_s, offers_ttl_s
         self.logs = logs
         self._terminated: set[str] = set()
-        self._offers: list[Offer] = []
-        self._offers_at: datetime | None = None
+        self._offers: dict[str, list[Offer]] = {}  # by provider; kept when a refresh fails
+        self._offers_at: dict[str, datetime] = {}
 
     # -- load ------------------------------------------------------------------------------
     def _current_offers(self, now: datetime) -> list[Offer]:
-        if self._offers_at is None or (now - self._offers_at).total_seconds() >= self.offers_ttl_s:
-            offers: list[Offer] = []
-            for p in self.providers.values():
-                try:
-                    offers.extend(p.offers())
-                except ProviderError as e:
-                    log.warning("offers from %s unavailable: %s", p.name, e)
-            self._offers, self._offers_at = offers, now
-        return self._offers
+        """Every provider's offers, refreshed after ``offers_ttl_s``. A provider whose refresh
+        fails keeps its previous offers and is asked again next pass (not after the TTL)."""
+        for name, p in self.providers.items():
+            at = self._offers_at.get(name)
+            if at is not None and (now - at).total_seconds() < self.offers_ttl_s:
+                continue
+            try:
+                self._offers[name], self._offers_at[name] = p.offers(), now
+            except ProviderError as e:
+                log.warning("offers from %s unavailable this pass (keeping %d known): %s", name,
+                            len(self._offers.get(name, [])), e)
+        return [o for offers in self._offers.values() for o in offers]
 
     def invalidate_offers(self) -> None:
-        self._offers_at = None
+        self._offers_at.clear()
 
     def _observe(self) -> tuple[dict[tuple[str, int, int], Instance], set[str]]:
         """Instances of this installation by (provider, job, attempt), and providers listed OK."""
@@ -128,7 +131,7 @@ class Reconciler:
                 try:
                     agent = runner.status()
                     reachable = True
-                except RunnerUnavailable:
+                except (RunnerUnavailable, ProviderError):
                     pass
                 if self.logs is not None and agent is not None:
                     self.logs.pull(job.id or 0, row.number, runner)
@@ -259,7 +262,7 @@ class Reconciler:
                     inst = a.instance  # type: ignore[union-attr]
                     try:
                         self.providers[a.row.provider].runner(inst).heartbeat()  # type: ignore[union-attr,arg-type]
-                    except RunnerUnavailable:
+                    except (RunnerUnavailable, ProviderError):
                         pass
 
     def _launch(self, view: JobView, action: A.Launch, now: datetime) -> None:
@@ -304,22 +307,37 @@ class Reconciler:
             self._close_attempt(job_id, row, TerminationReason.NO_CAPACITY, f"{kind}: {e}", now,
                                 backoff=backoff_key(row.provider, row.region, row.instance_type, row.spot))
             return False
-        except TransientError as e:
-            with self._txn(job_id) as (s, _):
-                events.record(s, now, "launch_retry", f"transient error, will retry: {e}", job_id=job_id,
-                              attempt=row.number)
-            return True  # the attempt stays requested; the next pass repeats the same idempotent call
         except PermanentError as e:
             key = row.provider if isinstance(e, AuthError) else backoff_key(row.provider, row.region, row.instance_type, row.spot)
             self._close_attempt(job_id, row, TerminationReason.LAUNCH_FAILED, f"launch refused: {e}", now,
                                 backoff=key, backoff_s=3600)
             return False
+        except ProviderError as e:  # TransientError, or an adapter's unclassified error: retry, bounded
+            return self._launch_retry(job_id, row, e, now)
         with self._txn(job_id) as (s, _):
             r = s.get(Attempt, row.id)
             r.status, r.instance_id, r.launched_at = AttemptStatus.LAUNCHED, inst.id, now  # type: ignore[union-attr]
             events.record(s, now, "launched", f"instance {inst.id} ({inst.state.value})", job_id=job_id,
                           attempt=row.number)
         return True
+
+    def _launch_retry(self, job_id: int, row: Attempt, error: ProviderError, now: datetime) -> bool:
+        """A launch that failed transiently stays requested: the next pass repeats the same
+        idempotent call. After ``max_launch_retries`` retries the attempt is closed and its offer
+        class backed off, so the job moves on to another offer; an instance the lost answers may
+        have created is found by its tags and terminated by the orphan sweep. True: keep waiting."""
+        limit = self.settings.max_launch_retries
+        with self._txn(job_id) as (s, _):
+            tries = s.exec(select(func.count()).select_from(Event).where(
+                Event.job_id == job_id, Event.attempt == row.number, Event.kind == "launch_retry")).one()
+            if tries < limit:
+                events.record(s, now, "launch_retry", f"launch failed ({type(error).__name__}, retry {tries + 1} of "
+                              f"{limit}): {error}", job_id=job_id, attempt=row.number, code=error.code)
+                return True
+        self._close_attempt(job_id, row, TerminationReason.LAUNCH_FAILED,
+                            f"launch still failing after {limit} retries: {error}", now,
+                            backoff=backoff_key(row.provider, row.region, row.instance_type, row.spot))
+        return False
 
     def _close_attempt(self, job_id: int, row: Attempt, reason: TerminationReason, message: str, now: datetime,
                        backoff: str | None = None, backoff_s: float | None = None) -> None:
@@ -343,7 +361,7 @@ class Reconciler:
         workdir = Path(view.spec.workdir) if view.spec.workdir else None
         try:
             self.providers[a.row.provider].runner(a.instance).start(cfg, workdir)  # type: ignore[arg-type]
-        except RunnerUnavailable as e:
+        except (RunnerUnavailable, ProviderError) as e:
             log.info("job %s attempt %s: runner not ready: %s", view.job.id, a.row.number, e)
 
     def _progress(self, job_id: int, a: AttemptView, st, now: datetime) -> None:  # type: ignore[no-untyped-def]
