@@ -20,6 +20,7 @@ from sqlmodel import Session, select
 
 from .. import events
 from ..clock import Clock, SystemClock
+from ..crashpoints import crashpoint
 from ..errors import AuthError, NoCapacityError, PermanentError, ProviderError, QuotaError
 from ..logmirror import LogMirror
 from ..placement import Candidate
@@ -154,6 +155,7 @@ class Reconciler:
         """Reconcile every job once; return the seconds until the next pass is due."""
         now = self.clock.now()
         observed, ok = self._observe()  # before reading attempts: see _sweep_orphans
+        crashpoint("pass.observed")
         offers = self._current_offers(now)
         avoid = self._avoid(now)
         requeue = self.settings.no_offer_retry_s
@@ -168,6 +170,7 @@ class Reconciler:
                 log.info("job %s: lease taken over by another daemon", job.id)
         self._sweep_orphans(observed, ok, now)
         self._mirror_instances(observed, ok, now)
+        crashpoint("pass.done")
         return max(0.0, requeue)
 
     def _mirror_instances(self, observed: dict[tuple[str, int, int], Instance], ok: set[str], now: datetime) -> None:
@@ -227,8 +230,10 @@ class Reconciler:
                                       job_id=job_id, attempt=row.number)
                 case A.StartAgent():
                     self._start_agent(view, a, now)  # type: ignore[arg-type]
+                    crashpoint("agent.started")
                 case A.Progress():
                     self._progress(job_id, a, action.status, now)  # type: ignore[arg-type]
+                    crashpoint("progress.recorded")
                 case A.Drain():
                     with self._txn(job_id) as (s, job):
                         row = s.get(Attempt, a.row.id)  # type: ignore[union-attr]
@@ -240,12 +245,15 @@ class Reconciler:
                         events.record(s, now, "notice", f"preemption notice: {row.instance_id} reclaimed in {left:.0f}s; "
                                       "final checkpoint requested, replacement requested now", job_id=job_id,
                                       attempt=row.number)
+                    crashpoint("drain.recorded")
                 case A.End():
                     self._end(view, a, action, now)  # type: ignore[arg-type]
+                    crashpoint("end.recorded")
                 case A.Terminate():
                     try:
                         self.providers[a.row.provider].terminate(action.instance_id)  # type: ignore[union-attr]
                         self._terminated.add(action.instance_id)
+                        crashpoint("terminate.called")
                     except ProviderError as e:
                         log.warning("terminate %s failed (the orphan sweep retries): %s", action.instance_id, e)
                 case A.SetJob():
@@ -282,6 +290,7 @@ class Reconciler:
                 events.record(s, now, "launch_requested",
                               f"{o.provider} {o.zone} {o.instance_type} {market} at ${cand.price_per_hour:.3f}/h",
                               job_id=job_id, attempt=row.number)
+            crashpoint("launch.intent")
             if self._launch_attempt(view, row, now, offer=o):
                 return
         with self._txn(job_id) as (s, job):
@@ -314,11 +323,13 @@ class Reconciler:
             return False
         except ProviderError as e:  # TransientError, or an adapter's unclassified error: retry, bounded
             return self._launch_retry(job_id, row, e, now)
+        crashpoint("launch.called")  # the instance exists and nothing says so yet: tags find it again
         with self._txn(job_id) as (s, _):
             r = s.get(Attempt, row.id)
             r.status, r.instance_id, r.launched_at = AttemptStatus.LAUNCHED, inst.id, now  # type: ignore[union-attr]
             events.record(s, now, "launched", f"instance {inst.id} ({inst.state.value})", job_id=job_id,
                           attempt=row.number)
+        crashpoint("launch.recorded")
         return True
 
     def _launch_retry(self, job_id: int, row: Attempt, error: ProviderError, now: datetime) -> bool:
@@ -440,6 +451,7 @@ class Reconciler:
                 except ProviderError as e:
                     log.warning("orphan %s: terminate failed: %s", inst.id, e)
                     continue
+                crashpoint("orphan.terminated")
                 with self.store.write() as ws:
                     events.record(ws, now, "orphan_terminated", f"{key[0]} instance {inst.id} had no live attempt",
                                   job_id=key[1], attempt=key[2])
