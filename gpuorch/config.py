@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import UserInputError
+from .recovery import DEFAULT_STRATEGY, get_strategy
 from .store.db import default_home, default_url
 
 
@@ -26,6 +27,24 @@ class DaemonConfig(BaseModel):
     poll_s: float = Field(default=2.0, gt=0)
     lease_s: float = Field(default=60.0, gt=0)
     max_sleep_s: float = Field(default=5.0, gt=0)  # the daemon looks at least this often
+    # Where a preempted job goes next, unless its spec says (gpuorch.recovery).
+    recovery_strategy: str = DEFAULT_STRATEGY
+    # The agents' dead-man switch: an agent that hears nothing from this daemon for this long
+    # takes a final checkpoint and shuts its instance down. None: never.
+    heartbeat_timeout_s: float | None = Field(default=600.0, gt=0)
+    # Cloud-side backstop where the provider has one: the cloud ends an instance this old even if
+    # both this daemon and the agent are gone. None: none.
+    max_instance_lifetime_s: float | None = Field(default=7 * 24 * 3600.0, gt=0)
+    backoff_s: float = Field(default=300.0, gt=0)  # an offer class that had no capacity rests this long
+
+    @field_validator("recovery_strategy")
+    @classmethod
+    def _strategy(cls, v: str) -> str:
+        try:
+            get_strategy(v)
+        except KeyError as e:
+            raise ValueError(e.args[0]) from None
+        return v
 
     @property
     def url(self) -> str:

@@ -24,7 +24,9 @@ def build_reconciler(config: DaemonConfig, store: Store | None = None) -> Reconc
     config.home.mkdir(parents=True, exist_ok=True)
     store = store or Store(config.url)
     providers = load_providers(config.providers, config.home)
-    return Reconciler(store, providers, settings=Settings(poll_s=config.poll_s), lease_s=config.lease_s,
+    settings = Settings(poll_s=config.poll_s, recovery_strategy=config.recovery_strategy,
+                        heartbeat_timeout_s=config.heartbeat_timeout_s, max_lifetime_s=config.max_instance_lifetime_s)
+    return Reconciler(store, providers, settings=settings, lease_s=config.lease_s, backoff_s=config.backoff_s,
                       logs=LogMirror(config.home))
 
 

@@ -42,6 +42,8 @@ class Settings:
     avoid_preempted_zone_s: float = 3600.0  # after a preemption, prefer other zones this long
     max_launch_retries: int = 5  # transient failures of one attempt's launch before it moves on
     recovery_strategy: str = DEFAULT_STRATEGY  # for jobs whose spec names none (gpuorch.recovery)
+    heartbeat_timeout_s: float | None = None  # the agents' dead-man switch (None: off)
+    max_lifetime_s: float | None = None  # LaunchRequest.max_lifetime_s: the cloud-side backstop
 
 
 @dataclass(frozen=True)

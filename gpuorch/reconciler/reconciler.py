@@ -308,7 +308,8 @@ class Reconciler:
                                spot_price_per_hour=row.price_per_hour if row.spot else None,
                                billing_granularity_s=row.billing_granularity_s, min_billing_s=row.min_billing_s)
         req = LaunchRequest(job_id=job_id, attempt=row.number, offer=offer, spot=row.spot,
-                            disk_gib=view.spec.resources.disk, owner=self.store.installation_id)
+                            disk_gib=view.spec.resources.disk, owner=self.store.installation_id,
+                            max_lifetime_s=self.settings.max_lifetime_s)
         try:
             inst = provider.launch(req)
         except (NoCapacityError, QuotaError) as e:
@@ -368,7 +369,8 @@ class Reconciler:
             pred = next((p.row for p in view.attempts if p.row.number == a.row.predecessor), None)
             if pred is not None and pred.drain_until is not None:
                 pred_deadline = pred.drain_until.timestamp()
-        cfg = agent_config(view.job, view.spec, a.row, predecessor_deadline=pred_deadline)
+        cfg = agent_config(view.job, view.spec, a.row, predecessor_deadline=pred_deadline,
+                           heartbeat_timeout_s=self.settings.heartbeat_timeout_s)
         workdir = Path(view.spec.workdir) if view.spec.workdir else None
         try:
             self.providers[a.row.provider].runner(a.instance).start(cfg, workdir)  # type: ignore[arg-type]
