@@ -184,6 +184,4 @@ class LocalProvider(Provider):
 
         Same signature as ``FakeProvider.set_capacity``.
         """
-        key = capacity.capacity_key(zone, instance_type, spot)
-        entries = set(capacity.read_unavailable(self.home))
-        capacity.write_unavailable(self.home, entries - {key} if available else entries | {key})
+        capacity.set_available(self.home, zone, instance_type, spot, available)

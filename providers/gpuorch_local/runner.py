@@ -36,10 +36,12 @@ NOTICE_POLL_S = 0.5
 
 
 class LocalRunner(Runner):
-    def __init__(self, instance_dir: Path, notice_poll_s: float = NOTICE_POLL_S) -> None:
+    def __init__(self, instance_dir: Path, notice_poll_s: float = NOTICE_POLL_S,
+                 final_checkpoint_grace_s: float | None = None) -> None:
         self.instance = InstanceDir(Path(instance_dir).resolve())
         self.rundir = self.instance.run_dir
         self.notice_poll_s = notice_poll_s  # how often the agent reads notice.json
+        self.final_checkpoint_grace_s = final_checkpoint_grace_s  # None: the agent config's
 
     def _require(self, *states: InstanceState) -> None:
         try:
@@ -75,6 +77,8 @@ class LocalRunner(Runner):
             work.mkdir(exist_ok=True)
             notice = NoticeSource(kind="file", path=str(self.instance.notice_file), poll_s=self.notice_poll_s)
             config = dataclasses.replace(config, notice=notice)  # the caller's object stays as it was
+            if self.final_checkpoint_grace_s is not None:
+                config = dataclasses.replace(config, final_checkpoint_grace_s=self.final_checkpoint_grace_s)
             if config.heartbeat_timeout_s is not None and not config.shutdown_command:
                 # The dead-man switch's "shut the machine down": this instance terminates itself.
                 shutdown = [sys.executable, "-m", "gpuorch_local.shutdown", str(self.instance.path)]
