@@ -267,10 +267,14 @@ def decide(view: JobView, now: datetime, offers: Sequence[Offer], *, avoid: Call
                      not_before=now + timedelta(seconds=s.no_offer_retry_s)))
         d.soon(s.no_offer_retry_s)
         return d
-    deadline = None
+    predecessor, deadline = None, None
     if drained is not None:
-        deadline = next(x.until for x in d.actions if isinstance(x, Drain))
-    d.add(Launch(tuple(ranked[: s.launch_fanout]), predecessor=drained.row.number if drained else None,
-                 predecessor_deadline=deadline))
+        predecessor, deadline = drained.row.number, next(x.until for x in d.actions if isinstance(x, Drain))
+    else:  # noticed in an earlier pass (a restarted daemon, a launch that found no capacity): the
+        # replacement still waits for that attempt's final checkpoint, or its deadline
+        draining = [a.row for a in view.attempts if a.row.status == AttemptStatus.DRAINING]
+        if draining:
+            predecessor, deadline = draining[-1].number, draining[-1].drain_until
+    d.add(Launch(tuple(ranked[: s.launch_fanout]), predecessor=predecessor, predecessor_deadline=deadline))
     d.soon(s.poll_s)
     return d

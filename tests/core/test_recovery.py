@@ -94,3 +94,36 @@ def run_preemption(store, clock, strategy_in_spec: str | None, daemon_strategy: 
 ])
 def test_the_replacement_goes_where_the_strategy_says(store, clock, in_spec, daemon, zone):
     assert run_preemption(store, clock, in_spec, daemon).zone == zone
+
+
+def test_a_replacement_asked_for_after_a_restart_still_waits_for_the_draining_attempt(store, clock, monkeypatch):
+    """The pass that recorded the notice died before it asked for the replacement: the next
+    daemon's replacement must still wait for the draining attempt's final checkpoint."""
+    fake = FakeProvider(clock, offers=OFFERS, script=FakeJobScript(duration_s=3000, checkpoint_every_s=60))
+    spec = {"name": "train", "run": "x", "resources": {"gpu": "A100:80GB:1"}, "spot_policy": "spot",
+            "checkpoint": {"store": "file:///tmp/ckpt"}}
+    job = jobs.submit(store, parse_spec(spec), clock.now())
+    d1 = Reconciler(store, {"fake": fake}, clock=clock, owner="d1", lease_s=1)
+    for _ in range(10):
+        d1.run_pass()
+        clock.advance(5)
+    with store.read() as s:
+        [a1] = jobs.attempts_of(s, job.id)
+    fake.inject_preemption(a1.instance_id, notice_s=120)
+
+    def die(*args):
+        raise Crash()
+
+    monkeypatch.setattr(d1, "_launch", die)  # SIGKILL after the notice is recorded, before the launch
+    with pytest.raises(Crash):
+        d1.run_pass()
+    clock.advance(2)  # the final checkpoint (5 s after the notice) is not durable yet
+    Reconciler(store, {"fake": fake}, clock=clock, owner="d2").run_pass()
+    with store.read() as s:
+        a1, a2 = jobs.attempts_of(s, job.id)
+    assert a1.status == AttemptStatus.DRAINING
+    assert (a2.predecessor, a2.status) == (1, AttemptStatus.LAUNCHED)
+
+
+class Crash(BaseException):
+    """Stands in for SIGKILL at one line of the daemon."""
