@@ -134,7 +134,7 @@ def _end_of_live(a: AttemptView, now: datetime, d: Decision, s: Settings) -> End
         return None
     if not _alive(inst):
         if agent is not None and agent.state == "exited":
-            return _exit_end(row.number, agent)
+            return _exit_end(a, now)
         stopped = _stopped(inst, now)
         if inst is not None and inst.state == InstanceState.PREEMPTED:
             how = "after a notice the daemon missed" if agent is not None and agent.notice_at else "without notice"
@@ -147,7 +147,7 @@ def _end_of_live(a: AttemptView, now: datetime, d: Decision, s: Settings) -> End
     assert inst is not None
     if agent is not None and agent.state == "exited":
         d.add(Terminate(row.number, inst.id))
-        return _exit_end(row.number, agent)
+        return _exit_end(a, now)
     if agent is not None and agent.state == "failed":
         d.add(Terminate(row.number, inst.id))
         return End(row.number, TerminationReason.FAILED, f"agent failed: {agent.error}", status=agent)
@@ -173,8 +173,16 @@ def _end_of_live(a: AttemptView, now: datetime, d: Decision, s: Settings) -> End
     return None
 
 
-def _exit_end(number: int, agent: AgentStatus) -> End:
+def _exit_end(a: AttemptView, now: datetime) -> End:
+    agent, number = a.agent, a.row.number
+    assert agent is not None
     code = agent.exit_code if agent.exit_code is not None else -1
+    if code != 0 and agent.notice_at is not None:
+        # It died after its instance's notice (the signal came before its handler was set, or it
+        # quits on it): the attempt was preempted; the job did not fail.
+        why = agent.notice_reason or "preemption"
+        return End(number, TerminationReason.PREEMPTED, f"job exited with code {code} after a {why} notice",
+                   lost_work_s=lost_work_s(a, _ts(agent.ended_at, now) or now), status=agent)
     reason = TerminationReason.SUCCEEDED if code == 0 else TerminationReason.FAILED
     return End(number, reason, f"job exited with code {code}", exit_code=code, result=agent.result, status=agent)
 

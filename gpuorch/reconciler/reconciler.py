@@ -7,6 +7,7 @@ never double-acts. Nothing here sleeps: ``run_pass`` returns how soon it wants t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import uuid
@@ -157,13 +158,16 @@ class Reconciler:
         observed, ok = self._observe()  # before reading attempts: see _sweep_orphans
         crashpoint("pass.observed")
         offers = self._current_offers(now)
+        settings = self.settings
+        if len(self._offers) < len(self.providers):  # a catalog is missing: "no offer" may be a blip
+            settings = dataclasses.replace(settings, no_offer_retry_s=settings.poll_s)
         avoid = self._avoid(now)
         requeue = self.settings.no_offer_retry_s
         self._terminated: set[str] = set()  # this pass's terminations; `observed` predates them
         for job in self._claim(now):
             try:
                 view = self._view(job, observed, ok)
-                decision = decide(view, now, offers, avoid=avoid, settings=self.settings)
+                decision = decide(view, now, offers, avoid=avoid, settings=settings)
                 self._apply(view, decision, observed, now)
                 requeue = min(requeue, decision.requeue_after)
             except LeaseLost:

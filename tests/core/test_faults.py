@@ -117,3 +117,17 @@ def test_a_failed_offers_refresh_is_retried_next_pass_not_after_the_ttl(store, c
     assert fake.count("offers") == 2  # asked again at once, then cached for the TTL
     with store.read() as s:
         assert [a.status.value for a in jobs.attempts_of(s, job.id)] == ["running"]
+
+
+def test_a_job_is_not_parked_for_long_because_the_catalog_failed_to_load(store, clock):
+    fake = FakeProvider(clock)
+    fake.fail_next("offers", TransientError("throttled"))
+    rec = Reconciler(store, {"fake": fake}, clock=clock)
+    job = jobs.submit(store, parse_spec({"name": "a", "run": "x", "resources": {"gpu": "A100:80GB:1"}}), clock.now())
+    rec.run_pass()  # no offers at all: nothing fits, but only for want of a catalog
+    with store.read() as s:
+        assert (s.get(Job, job.id).not_before - clock.now()).total_seconds() <= rec.settings.poll_s
+    clock.advance(rec.settings.poll_s)
+    rec.run_pass()
+    with store.read() as s:
+        assert len(jobs.attempts_of(s, job.id)) == 1
