@@ -255,6 +255,10 @@ def decide(view: JobView, now: datetime, offers: Sequence[Offer], *, avoid: Call
 
     if job.status.terminal:
         return d
+    won = next((a.row for a in view.attempts if a.row.reason == TerminationReason.SUCCEEDED), None)
+    if won is not None:  # recorded by a pass that died before it could mark the job: never run it again
+        d.add(SetJob(JobStatus.SUCCEEDED, won.message or "succeeded", finished=True))
+        return d
     if job.cancel_requested:
         d.add(SetJob(JobStatus.CANCELLED, "cancelled by user", finished=True))
         return d

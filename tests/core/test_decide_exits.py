@@ -44,3 +44,15 @@ def test_without_a_notice_a_non_zero_exit_is_a_failure(clock):
     d = decide(view(clock, agent), clock.now(), default_offers())
     [end] = [a for a in d.actions if isinstance(a, End)]
     assert end.reason == TerminationReason.FAILED and end.exit_code == 3
+
+
+def test_a_job_whose_attempt_succeeded_is_never_run_again(clock):
+    """A pass recorded the attempt's success, then died before marking the job: the next pass
+    marks the job, it does not launch it again."""
+    v = view(clock, AgentStatus(state="exited", exit_code=0))
+    row = v.attempts[0].row
+    row.status, row.reason, row.message = AttemptStatus.ENDED, TerminationReason.SUCCEEDED, "job exited with code 0"
+    ended = JobView(v.job, v.spec, [AttemptView(row, observed=True)])
+    d = decide(ended, clock.now(), default_offers())
+    assert [type(a).__name__ for a in d.actions] == ["SetJob"]
+    assert d.actions[0].status == JobStatus.SUCCEEDED and d.actions[0].finished
