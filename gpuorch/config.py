@@ -29,6 +29,7 @@ class DaemonConfig(BaseModel):
     max_sleep_s: float = Field(default=5.0, gt=0)  # the daemon looks at least this often
     # Where a preempted job goes next, unless its spec says (gpuorch.recovery).
     recovery_strategy: str = DEFAULT_STRATEGY
+    avoid_preempted_zone_s: float = Field(default=3600.0, ge=0)  # a market that preempted a job goes last this long
     # The agents' dead-man switch: an agent that hears nothing from this daemon for this long
     # takes a final checkpoint and shuts its instance down. None: never.
     heartbeat_timeout_s: float | None = Field(default=600.0, gt=0)

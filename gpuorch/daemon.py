@@ -25,6 +25,7 @@ def build_reconciler(config: DaemonConfig, store: Store | None = None) -> Reconc
     store = store or Store(config.url)
     providers = load_providers(config.providers, config.home)
     settings = Settings(poll_s=config.poll_s, recovery_strategy=config.recovery_strategy,
+                        avoid_preempted_zone_s=config.avoid_preempted_zone_s,
                         heartbeat_timeout_s=config.heartbeat_timeout_s, max_lifetime_s=config.max_instance_lifetime_s)
     return Reconciler(store, providers, settings=settings, lease_s=config.lease_s, backoff_s=config.backoff_s,
                       logs=LogMirror(config.home))

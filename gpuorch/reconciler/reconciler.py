@@ -172,6 +172,9 @@ class Reconciler:
                 requeue = min(requeue, decision.requeue_after)
             except LeaseLost:
                 log.info("job %s: lease taken over by another daemon", job.id)
+            except Exception:  # one job's trouble must not stall the others; the next pass retries it
+                log.exception("job %s: reconcile failed", job.id)
+                requeue = min(requeue, self.settings.poll_s)
         self._sweep_orphans(observed, ok, now)
         self._mirror_instances(observed, ok, now)
         crashpoint("pass.done")
@@ -404,6 +407,7 @@ class Reconciler:
         for name in st.uploaded:
             if name in known:
                 continue
+            known.add(name)  # an agent may list a name twice (a checkpoint whose COMPLETE changed)
             last = name == st.last_checkpoint
             completed = datetime.fromtimestamp(st.last_checkpoint_at, now.tzinfo) if last and st.last_checkpoint_at else None
             s.add(Checkpoint(job_id=job_id, attempt=r.number, name=name, recorded_at=now, completed_at=completed,
