@@ -10,10 +10,11 @@ Select one per job (``recovery: {strategy: next-region-eagerly}`` in the job spe
 whole daemon (``recovery_strategy`` in the daemon config; default ``same-region-first``).
 A new strategy is a subclass of ``RecoveryStrategy`` decorated with ``@register``.
 
-Common rule: a market (provider, zone, spot or on-demand) that preempted or lost this job within
-``RecoveryContext.avoid_s`` is tried last, whatever the strategy: a spot zone that just reclaimed
-an instance rarely has capacity a minute later, and a replacement there would likely be reclaimed
-with its predecessor. On-demand in that zone is not penalised by a spot reclaim.
+Common rules, whatever the strategy: a market (provider, zone, spot or on-demand) that preempted
+or lost this job within ``RecoveryContext.avoid_s`` is tried last (a spot zone that just
+reclaimed an instance rarely has capacity a minute later, and a replacement there would likely
+be reclaimed with its predecessor; on-demand in that zone is not penalised by a spot reclaim);
+and the preempted attempt's market kind (spot or on-demand) is tried before the other one.
 """
 
 from __future__ import annotations
@@ -34,11 +35,13 @@ class RecoveryContext:
     """What a strategy knows about the job's recent preemptions (built by ``decide``).
 
     ``preempted_region``: ``(provider, region)`` of the newest preempted or lost attempt, None
-    for a job that never was. ``recent``: the ``(provider, zone, spot)`` markets that preempted
-    or lost this job within ``avoid_s`` seconds.
+    for a job that never was; ``preempted_spot``: whether that attempt ran on spot.
+    ``recent``: the ``(provider, zone, spot)`` markets that preempted or lost this job within
+    ``avoid_s`` seconds.
     """
 
     preempted_region: tuple[str, str] | None = None
+    preempted_spot: bool | None = None
     recent: frozenset[tuple[str, str, bool]] = frozenset()
     avoid_s: float = 3600.0
 
@@ -47,6 +50,11 @@ class RecoveryContext:
 
     def in_preempted_region(self, c: Candidate) -> bool:
         return (c.offer.provider, c.offer.region) == self.preempted_region
+
+    def other_market(self, c: Candidate) -> bool:
+        """Spot after a spot attempt, on-demand after an on-demand one, come first: a job on
+        spot stays on spot while spot can be had somewhere (on-demand costs ~3x)."""
+        return self.preempted_spot is not None and c.spot != self.preempted_spot
 
 
 class RecoveryStrategy(ABC):
@@ -86,8 +94,9 @@ class SameRegionFirst(RecoveryStrategy):
     """Stay in the preempted attempt's region if it can, then go anywhere, cheapest first.
 
     Keeps data locality (volumes, egress, a region-scoped bucket) when the region still has
-    capacity elsewhere. The order: other markets of the same region, then other regions, then
-    the markets that preempted recently.
+    capacity elsewhere. The order: the same kind of market (spot after spot) in the same region,
+    then in other regions; then the other kind (on-demand), same region first; then the markets
+    that preempted recently.
 
     Example, a job on spot in us-east-1a (zones for sale: us-east-1a/1c, us-east-2a, us-west-2a;
     on-demand everywhere at 3x the spot price):
@@ -107,7 +116,8 @@ class SameRegionFirst(RecoveryStrategy):
 
     def rank(self, candidates: Sequence[Candidate], ctx: RecoveryContext) -> list[Candidate]:
         near = ctx.preempted_region is not None
-        return sorted(candidates, key=lambda c: (ctx.is_recent(c), near and not ctx.in_preempted_region(c)))
+        return sorted(candidates, key=lambda c: (ctx.is_recent(c), ctx.other_market(c),
+                                                 near and not ctx.in_preempted_region(c)))
 
 
 @register
@@ -131,13 +141,13 @@ class NextRegionEagerly(RecoveryStrategy):
     name = "next-region-eagerly"
 
     def rank(self, candidates: Sequence[Candidate], ctx: RecoveryContext) -> list[Candidate]:
-        return sorted(candidates, key=lambda c: (ctx.is_recent(c), ctx.in_preempted_region(c)))
+        return sorted(candidates, key=lambda c: (ctx.is_recent(c), ctx.other_market(c), ctx.in_preempted_region(c)))
 
 
 @register
 class CheapestFirst(RecoveryStrategy):
-    """Price alone decides, except that recently preempted markets go last (gpuorch's original
-    behaviour, region-blind).
+    """Price alone decides, within the common rules (region-blind; close to gpuorch's original
+    behaviour).
 
     Example: after a reclaim in us-east-1a, the replacement goes to whichever other market is
     cheapest right now, in any region; us-east-1a spot waits for ``avoid_s``.
@@ -146,4 +156,4 @@ class CheapestFirst(RecoveryStrategy):
     name = "cheapest-first"
 
     def rank(self, candidates: Sequence[Candidate], ctx: RecoveryContext) -> list[Candidate]:
-        return sorted(candidates, key=ctx.is_recent)
+        return sorted(candidates, key=lambda c: (ctx.is_recent(c), ctx.other_market(c)))

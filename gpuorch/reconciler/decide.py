@@ -198,8 +198,8 @@ def recovery_context(view: JobView, now: datetime, s: Settings, preempting: Atte
     recent = frozenset((r.provider, r.zone, r.spot) for r in hit
                        if (when := r.notice_at or r.ended_at) is None or (now - when).total_seconds() < window)
     last = max(hit, key=lambda r: r.number, default=None)
-    return RecoveryContext(preempted_region=(last.provider, last.region) if last else None, recent=recent,
-                           avoid_s=s.avoid_preempted_zone_s)
+    return RecoveryContext(preempted_region=(last.provider, last.region) if last else None,
+                           preempted_spot=last.spot if last else None, recent=recent, avoid_s=s.avoid_preempted_zone_s)
 
 
 def _ranked(view: JobView, now: datetime, offers: Sequence[Offer], avoid: Callable[[Candidate], bool] | None,
