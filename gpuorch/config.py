@@ -1,20 +1,50 @@
-"""Daemon configuration: which providers are enabled, and the reconciler's timings.
+"""Daemon configuration: which providers are enabled, the reconciler's timings, logs, metrics.
 
-Read from ``--config FILE`` or ``$GPUORCH_HOME/config.yaml``; absent, the embedded default is the
-``local`` provider, SQLite under ``$GPUORCH_HOME`` and a 2 s poll.
+Every option has a default, so no file is needed (the embedded default is the ``local``
+provider, SQLite under ``$GPUORCH_HOME`` and a 2 s poll). Where the values come from, and in
+which order they override each other, is ``config_sources``; ``load_config`` is the entry point.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from .budget import Policy
 from .errors import UserInputError
 from .recovery import DEFAULT_STRATEGY, get_strategy
 from .store.db import default_home, default_url
+
+DEFAULT_METRICS_PORT = 9347
+
+
+class MetricsConfig(BaseModel):
+    """The Prometheus endpoint the daemon serves (``/metrics``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    host: str = "127.0.0.1"  # loopback: nothing outside this host scrapes unless you say so
+    port: int = Field(default=DEFAULT_METRICS_PORT, ge=0, le=65535)  # 0: any free port
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
+
+
+class ApiConfig(BaseModel):
+    """The optional HTTP API (``gpuorch serve``, or the daemon itself with ``enabled``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False  # the daemon serves the API from its own process
+    host: str = "127.0.0.1"  # loopback by default: reach it through an SSH tunnel or a TLS proxy
+    port: int = Field(default=8765, ge=0, le=65535)
+    token: SecretStr | None = None  # GPUORCH_API_TOKEN wins; SecretStr keeps it out of reprs and logs
+    token_file: Path | None = None  # read at start (e.g. a systemd credential)
 
 
 class DaemonConfig(BaseModel):
@@ -27,6 +57,13 @@ class DaemonConfig(BaseModel):
     poll_s: float = Field(default=2.0, gt=0)
     lease_s: float = Field(default=60.0, gt=0)
     max_sleep_s: float = Field(default=5.0, gt=0)  # the daemon looks at least this often
+    drain_timeout_s: float = Field(default=30.0, gt=0)  # on SIGTERM, how long the in-flight pass may take
+    log_format: Literal["text", "json"] = "text"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    daily_budget: float | None = Field(default=None, gt=0)  # USD per UTC day, all jobs together
+    budget_stop_grace_s: float = Field(default=120.0, gt=0)  # a budget stop's final checkpoint
+    api: ApiConfig = Field(default_factory=ApiConfig)
     # Where a preempted job goes next, unless its spec says (gpuorch.recovery).
     recovery_strategy: str = DEFAULT_STRATEGY
     avoid_preempted_zone_s: float = Field(default=3600.0, ge=0)  # a market that preempted a job goes last this long
@@ -47,23 +84,42 @@ class DaemonConfig(BaseModel):
             raise ValueError(e.args[0]) from None
         return v
 
+    @field_validator("home")
+    @classmethod
+    def _expand_home(cls, v: Path) -> Path:
+        return v.expanduser()
+
+    @field_validator("providers", mode="before")
+    @classmethod
+    def _null_options(cls, v: Any) -> Any:
+        # `local:` with nothing after it means "enabled, default options"
+        return {k: ({} if o is None else o) for k, o in v.items()} if isinstance(v, dict) else v
+
+    @model_validator(mode="after")
+    def _lease_outlives_passes(self) -> DaemonConfig:
+        # A live daemon renews at every pass; a lease shorter than a few passes would lapse
+        # between them and let other daemons take its jobs back and forth.
+        if self.lease_s < 3 * self.max_sleep_s:
+            raise ValueError(f"lease_s ({self.lease_s:g}) must be at least 3 x max_sleep_s ({self.max_sleep_s:g}); "
+                             "raise lease_s or lower max_sleep_s")
+        return self
+
+    def budget_policy(self) -> Policy:
+        """Caps as the reconciler enforces them (docs/money.md). The decision interval allows
+        a slow pass on top of the longest sleep between passes."""
+        return Policy(daily_cap=self.daily_budget, decision_interval_s=max(30.0, 6 * self.max_sleep_s),
+                      stop_grace_s=self.budget_stop_grace_s)
+
     @property
     def url(self) -> str:
         return self.database_url or default_url(self.home)
 
 
 def load_config(path: str | Path | None = None) -> DaemonConfig:
-    p = Path(path) if path else default_home() / "config.yaml"
-    if not p.exists():
-        if path:
-            raise UserInputError(f"--config: {p} does not exist; give the path of a config.yaml")
-        return DaemonConfig()
-    try:
-        data = yaml.safe_load(p.read_text()) or {}
-        return DaemonConfig.model_validate(data)
-    except yaml.YAMLError as e:
-        raise UserInputError(f"{p}: malformed YAML ({e}); fix the syntax") from None
-    except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        raise UserInputError(f"{p}: {loc}: {err['msg']}") from None
+    """The effective configuration: files, then ``--config`` (``path``), then ``GPUORCH_*``.
+
+    Raises UserInputError with one line naming the source, the field and the fix.
+    """
+    from .config_sources import load
+
+    return load(path).config

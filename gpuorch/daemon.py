@@ -1,56 +1,224 @@
 """The long-lived daemon: reconcile passes until told to stop.
 
-The only sleep lives here, between passes, and it is interruptible: SIGTERM/SIGINT set an
-event, the current pass finishes, leases are released, and jobs keep running in the cloud to be
-re-adopted by the next daemon.
+Each pass runs on a worker thread while the main thread waits on a self-pipe, which the pass
+(when done) and the SIGTERM/SIGINT handler (no locks, one ``os.write``) both write to. So a
+stop request is seen at once, even mid-pass:
+
+1. the daemon tells systemd ``STOPPING=1`` and sets the stop event: the pass claims no more
+   jobs and ends after the job in hand;
+2. it waits up to ``drain_timeout_s`` for that pass, then gives up on it (its writes are fenced
+   by the leases, its launches are idempotent by client token);
+3. it releases its leases, so a restarted (or another) daemon takes the jobs over at once.
+
+Jobs keep running in the cloud (and, for the local provider, on this host) and are re-adopted
+by the next daemon. Between passes the daemon sleeps at most ``max_sleep_s`` and, under a
+systemd watchdog, at most half of ``WatchdogSec``; it pings the watchdog only after a pass that
+completed, so a wedged or failing daemon is restarted by systemd.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import select
 import signal
 import threading
+import time
+from typing import Any
 
 from .config import DaemonConfig
+from .errors import UserInputError
 from .logmirror import LogMirror
 from .reconciler import Reconciler, Settings
 from .registry import load_providers
+from .sdnotify import Notifier
 from .store import Store
 
 log = logging.getLogger("gpuorch.daemon")
 
 
-def build_reconciler(config: DaemonConfig, store: Store | None = None) -> Reconciler:
+def build_reconciler(config: DaemonConfig, store: Store | None = None, metrics: Any = None) -> Reconciler:
+    """The reconciler for ``config``; with ``metrics`` (a ``gpuorch.metrics.Metrics``) every
+    provider is wrapped so its calls and errors are counted."""
     config.home.mkdir(parents=True, exist_ok=True)
     store = store or Store(config.url)
     providers = load_providers(config.providers, config.home)
+    if metrics is not None:
+        providers = metrics.instrument(providers)
     settings = Settings(poll_s=config.poll_s, recovery_strategy=config.recovery_strategy,
                         avoid_preempted_zone_s=config.avoid_preempted_zone_s,
                         heartbeat_timeout_s=config.heartbeat_timeout_s, max_lifetime_s=config.max_instance_lifetime_s)
     return Reconciler(store, providers, settings=settings, lease_s=config.lease_s, backoff_s=config.backoff_s,
-                      logs=LogMirror(config.home))
+                      logs=LogMirror(config.home), budget=config.budget_policy())
+
+
+def _start_api(config: DaemonConfig, store: Store):  # type: ignore[no-untyped-def]
+    """The HTTP API in a thread of this process (``api.enabled``), on the daemon's own store."""
+    try:
+        from .api.server import ApiThread
+    except ImportError as e:
+        raise UserInputError(f"api.enabled: the HTTP API needs FastAPI and uvicorn ({e.name} is not installed); "
+                             "pip install 'gpuorch[server]'") from None
+    return ApiThread(config, store).start()
+
+
+class Daemon:
+    """Serves one reconciler. ``request_stop`` may be called from a signal handler or any thread."""
+
+    def __init__(self, rec: Reconciler, config: DaemonConfig, *, notifier: Notifier | None = None,
+                 metrics: Any = None) -> None:
+        self.rec, self.config = rec, config
+        self.notifier = notifier or Notifier(None)
+        self.metrics = metrics
+        self.stop = threading.Event()  # seen by the pass; set by the main thread only
+        self._stopping = False  # set by request_stop, which must not take locks
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._r, False)
+        os.set_blocking(self._w, False)
+
+    def request_stop(self, *_: object) -> None:
+        self._stopping = True
+        self._poke()
+
+    def _poke(self) -> None:
+        try:
+            os.write(self._w, b".")
+        except OSError:  # pipe full (already poked) or closed (already stopped)
+            pass
+
+    def _wait(self, timeout: float | None) -> None:
+        """Until poked or ``timeout``; then act on a stop request."""
+        readable, _, _ = select.select([self._r], [], [], timeout)
+        if readable:
+            try:
+                while os.read(self._r, 512):
+                    pass
+            except BlockingIOError:
+                pass
+        if self._stopping and not self.stop.is_set():
+            self.stop.set()
+            log.info("stopping: no more jobs are claimed; the pass in flight gets %.0fs", self.config.drain_timeout_s)
+            self.notifier.stopping("draining")
+
+    def _pass(self) -> tuple[str, float | None]:
+        """One pass on a worker thread: ("ok" | "failed" | "abandoned", seconds until the next)."""
+        done = threading.Event()
+        result: dict[str, Any] = {}
+
+        def work() -> None:
+            start = time.monotonic()
+            try:
+                result["wait"] = self.rec.run_pass(stop=self.stop)
+            except Exception:  # a bad pass must not kill the daemon; the next one starts afresh
+                log.exception("reconcile pass failed")
+            finally:
+                result["seconds"] = time.monotonic() - start
+                done.set()
+                self._poke()
+
+        threading.Thread(target=work, name="reconcile-pass", daemon=True).start()
+        while not done.is_set() and not self._stopping:
+            self._wait(None)
+        deadline = time.monotonic() + self.config.drain_timeout_s
+        while not done.is_set() and (left := deadline - time.monotonic()) > 0:
+            self._wait(left)
+        self._wait(0)  # note a stop requested during the pass
+        if not done.is_set():
+            log.warning("the pass in flight did not finish within %.0fs; leaving it (its writes are fenced "
+                        "by the leases released now)", self.config.drain_timeout_s)
+            outcome = "abandoned"
+        else:
+            outcome = "ok" if "wait" in result else "failed"
+        if self.metrics is not None:
+            self.metrics.observe_pass(result.get("seconds"), outcome)
+        return outcome, result.get("wait")
+
+    def serve(self, *, once: bool = False) -> None:
+        """Run passes until ``request_stop`` (or one pass with ``once``), then release the leases."""
+        self.notifier.ready(f"reconciling with {', '.join(self.rec.providers) or 'no providers'}")
+        try:
+            while not self._stopping:
+                outcome, wait = self._pass()
+                if outcome == "ok":
+                    self.notifier.watchdog()
+                if once or self._stopping:
+                    break
+                sleep = min(max(wait if wait is not None else self.config.poll_s, 0.05), self.config.max_sleep_s)
+                if self.notifier.watchdog_s is not None:
+                    sleep = min(sleep, self.notifier.watchdog_s)
+                until = time.monotonic() + sleep  # a late poke from the last pass may cut a wait short
+                while not self._stopping and (left := until - time.monotonic()) > 0:
+                    self._wait(left)
+        finally:
+            self._wait(0)
+            self.stop.set()
+            self.close()
+
+    def close(self) -> None:
+        try:
+            self.rec.release_leases()
+            log.info("leases released; running jobs are left to the next daemon")
+        except Exception:
+            log.exception("could not release leases (they expire after lease_s)")
+        if self.metrics is not None:
+            self.metrics.stop()
+        for p in self.rec.providers.values():
+            p.close()
+        self.rec.store.close()
+        os.close(self._r)
+        os.close(self._w)
+        log.info("daemon %s stopped", self.rec.owner)
 
 
 def run(config: DaemonConfig, *, once: bool = False, stop: threading.Event | None = None) -> None:
-    rec = build_reconciler(config)
-    stop = stop or threading.Event()
+    """Build the daemon for ``config`` and serve until SIGTERM/SIGINT, ``stop`` (for a daemon
+    run in a thread) or one pass with ``once``.
+
+    Raises UserInputError (before READY) for a configuration that cannot work.
+    """
+    notifier = Notifier.from_env(unset=True)  # the local provider's jobs must not inherit the socket
+    store = Store(config.url)
+    metrics = None
+    if config.metrics.enabled:
+        from .metrics import Metrics  # prometheus-client: only the daemon imports it
+
+        metrics = Metrics(store)
+    try:
+        rec = build_reconciler(config, store, metrics)
+    except Exception:
+        store.close()
+        raise
+    if metrics is not None:
+        try:
+            url = metrics.start(config.metrics.host, config.metrics.port, rec.owner)
+            log.info("metrics on %s", url, extra={"metrics_url": url})
+        except OSError as e:
+            log.error("metrics: cannot listen on %s:%s (%s); serving without metrics, fix metrics.port",
+                      config.metrics.host, config.metrics.port, e)
+    api = _start_api(config, store) if config.api.enabled and not once else None
+    daemon = Daemon(rec, config, notifier=notifier, metrics=metrics)
+    if stop is not None:
+        threading.Thread(target=lambda: (stop.wait(), daemon.request_stop()), name="stop-watch", daemon=True).start()
+    previous = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-    log.info("daemon %s started: providers %s, store %s", rec.owner, ", ".join(rec.providers), rec.store.url)
+            previous[sig] = signal.signal(sig, daemon.request_stop)
+    log.info("daemon %s started: providers %s, store %s", rec.owner, ", ".join(rec.providers), _safe_url(store.url),
+             extra={"owner": rec.owner})
     try:
-        while not stop.is_set():
-            try:
-                wait = rec.run_pass()
-            except Exception:  # a bad pass must not kill the daemon; the next one starts afresh
-                log.exception("reconcile pass failed")
-                wait = config.poll_s
-            if once:
-                break
-            stop.wait(min(max(wait, 0.05), config.max_sleep_s))
+        daemon.serve(once=once)
     finally:
-        rec.release_leases()
-        for p in rec.providers.values():
-            p.close()
-        rec.store.close()
-        log.info("daemon %s stopped", rec.owner)
+        if api is not None:
+            api.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _safe_url(url: str) -> str:
+    """The database URL without its password, for logs."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url.split("@")[-1]

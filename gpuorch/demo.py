@@ -38,8 +38,15 @@ JOBS = {
 console = Console(width=None if sys.stdout.isatty() else 140)
 
 
+def demo_env() -> dict[str, str]:
+    """Only the demo's own config applies: not /etc/gpuorch's, not the user's, not GPUORCH_* variables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUORCH_")}
+    return {**env, "GPUORCH_HOME": str(HOME), "CONFIGURATION_DIRECTORY": str(HOME / "no-system-config"),
+            "XDG_CONFIG_HOME": str(HOME / "no-user-config")}
+
+
 def gpuorch(*args: str, check: bool = True) -> str:
-    env = {**os.environ, "GPUORCH_HOME": str(HOME)}
+    env = demo_env()
     out = subprocess.run([sys.executable, "-m", "gpuorch", *args], env=env, capture_output=True, text=True)
     if check and out.returncode != 0:
         raise SystemExit(f"gpuorch {' '.join(args)} failed: {out.stderr.strip()}")
@@ -95,7 +102,7 @@ def main() -> int:
     console.print(f"Market: [yellow]{h100.zone} {h100.instance_type} spot has no capacity[/]")
 
     daemon_log = (HOME / "daemon.log").open("w")
-    daemon = subprocess.Popen([sys.executable, "-m", "gpuorch", "daemon"], env={**os.environ, "GPUORCH_HOME": str(HOME)},
+    daemon = subprocess.Popen([sys.executable, "-m", "gpuorch", "daemon"], env=demo_env(),
                               stdout=daemon_log, stderr=subprocess.STDOUT)
     try:
         ids = {}
@@ -128,7 +135,8 @@ def follow(local, ids: dict[str, int]) -> bool:  # type: ignore[no-untyped-def]
                 last_event = e.id or last_event
             current = (jobs.attempts_of(s, ids["mlp-preempted"]) or [None])[-1]
             states = [j.status for j in s.exec(select(Job))]
-        if not preempted and current is not None and current.last_checkpoint in ("step-150", "step-200", "step-250"):
+        # Preempt once the job has a durable checkpoint: the notice's final checkpoint is what it resumes from.
+        if not preempted and current is not None and current.last_checkpoint is not None and current.ended_at is None:
             console.print(f"[red]>>> the cloud announces: {current.instance_id} will be reclaimed in {NOTICE_S:.0f}s[/]")
             local.inject_preemption(current.instance_id, NOTICE_S)
             preempted = True

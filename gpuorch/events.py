@@ -19,4 +19,4 @@ def record(s: Session, now: datetime, kind: str, message: str, *, job_id: int | 
     s.add(Event(ts=now, job_id=job_id, attempt=attempt, kind=kind, message=message,
                 data=json.dumps(data, default=str) if data else None))
     where = f"job {job_id}" + (f" attempt {attempt}" if attempt is not None else "") if job_id else "daemon"
-    log.info("%s: %s: %s", where, kind, message)
+    log.info("%s: %s: %s", where, kind, message, extra={"job_id": job_id, "attempt": attempt, "kind": kind})

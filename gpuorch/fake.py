@@ -2,15 +2,19 @@
 
 Time comes from a FakeClock. Knobs: capacity per (zone, instance type, market), errors queued
 for the next calls of a method, a seeded share of failing calls (``faults``, a FaultPlan),
-preemptions with a notice, instances that vanish. Every call is recorded in ``calls``. Its runner, ``FakeRunner``, plays a job whose progress is a function of
-the clock (``FakeJobScript``): it checkpoints every N seconds of progress, takes a final
-checkpoint on a notice and resumes from the latest checkpoint of its job, as the real agent does.
+preemptions with a notice, instances that vanish, spot prices that move (``set_spot_price``).
+Every call is recorded in ``calls``. Its runner, ``FakeRunner``, plays a job whose progress is a
+function of the clock (``FakeJobScript``): it checkpoints every N seconds of progress, takes a
+final checkpoint on a notice (or a clean stop request) and resumes from the latest checkpoint of
+its job, as the real agent does, and writes metrics lines if its script says how.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -42,6 +46,9 @@ class FakeJobScript:
     checkpoint_every_s: float = 60.0  # seconds of work between checkpoints
     final_checkpoint_s: float = 5.0  # time to write a checkpoint after a notice
     exit_code: int = 0
+    # metrics(progress_s, env) -> one metrics line, written every metrics_every_s of progress
+    metrics: Callable[[float, dict[str, str]], dict] | None = None
+    metrics_every_s: float = 60.0
 
 
 @dataclass
@@ -163,6 +170,17 @@ class _FakeAgent:
             st.result = {"progress": self.script.duration_s}
         return st
 
+    def metrics_text(self, now: datetime) -> bytes:
+        """This attempt's metrics file at ``now``: a line per ``metrics_every_s`` of progress."""
+        fn, every = self.script.metrics, self.script.metrics_every_s
+        if fn is None or now < self.resume_time():
+            return b""
+        k, last, lines = math.floor(self._start_progress() / every) + 1, self.progress_at(now), []
+        while k * every <= last:
+            lines.append(json.dumps(fn(k * every, self.config.env)) + "\n")
+            k += 1
+        return "".join(lines).encode()
+
 
 class FakeRunner(Runner):
     def __init__(self, provider: FakeProvider, instance_id: str) -> None:
@@ -197,8 +215,24 @@ class FakeRunner(Runner):
     def heartbeat(self) -> None:
         self.provider._record("runner.heartbeat", self.instance_id)
 
+    def read_metrics(self, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
+        agent = self.provider._agents.get(self.instance_id)
+        text = agent.metrics_text(self.provider.clock.now()) if agent else b""
+        return text[offset:offset + limit], offset + len(text[offset:offset + limit])
+
+    def request_stop(self, deadline: float) -> None:
+        """Like a notice without a kill: the fake job takes its final checkpoint; see Runner."""
+        self.provider._record("runner.request_stop", self.instance_id)
+        self._check()
+        if self.instance_id not in self.provider._agents:
+            raise RunnerUnavailable(f"{self.instance_id} has no agent yet")
+        rec = self.provider._instances[self.instance_id]
+        rec.notice_at = rec.notice_at or self.provider.clock.now()
+
 
 class FakeProvider(Provider):
+    runner_outlives_instance = True  # its fake agents answer from memory
+
     def __init__(self, clock: FakeClock | None = None, offers: list[Offer] | None = None, *, name: str = "fake",
                  boot_s: float = 0.0, script: FakeJobScript | None = None, faults: FaultPlan | None = None) -> None:
         self.name = name
@@ -230,6 +264,11 @@ class FakeProvider(Provider):
         now = self.clock.now()
         rec.notice_at = now if notice_s > 0 else None
         rec.instance = rec.instance.model_copy(update={"preemption_deadline": now + timedelta(seconds=notice_s)})
+
+    def set_spot_price(self, zone: str, instance_type: str, price: float) -> None:
+        """The spot market of (zone, instance type) moves to ``price`` USD/h from now on."""
+        self._offers = [o.model_copy(update={"spot_price_per_hour": price})
+                        if (o.zone, o.instance_type) == (zone, instance_type) else o for o in self._offers]
 
     def vanish(self, instance_id: str) -> None:
         """The instance disappears without a notice (hardware failure, preemption without warning)."""

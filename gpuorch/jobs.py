@@ -22,12 +22,16 @@ def submit(store: Store, spec: JobSpec, now: datetime) -> Job:
     return job
 
 
+class UnknownJob(UserInputError):
+    """No job has that id or name (the HTTP API answers 404)."""
+
+
 def find_job(s: Session, ref: str) -> Job:
-    """A job by id, or the newest job with that name."""
+    """A job by id, or the newest job with that name. Raises UnknownJob."""
     job = s.get(Job, int(ref)) if ref.isdigit() else s.exec(
         select(Job).where(Job.name == ref).order_by(Job.id.desc())).first()  # type: ignore[union-attr]
     if job is None:
-        raise UserInputError(f"job: no job {ref!r}; see `gpuorch status` for ids and names")
+        raise UnknownJob(f"job: no job {ref!r}; see `gpuorch status` for ids and names")
     return job
 
 

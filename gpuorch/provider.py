@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
+    from .doctor.findings import Finding
     from .runner import Runner
 
 TAG_MANAGED = "gpuorch:managed"
@@ -152,6 +153,9 @@ class Provider(ABC):
     """Contract every adapter honours (tested by ``gpuorch.testing.contract``)."""
 
     name: str
+    # True when the runner can still read an ended instance's agent status and logs (local
+    # processes leave their files behind); a cloud VM's are gone with it.
+    runner_outlives_instance: bool = False
 
     @abstractmethod
     def offers(self) -> list[Offer]:
@@ -213,3 +217,16 @@ class SupportsPreemptionInjection(Protocol):
     """Test and demo hook: reclaim an instance the way the cloud would, after a notice."""
 
     def inject_preemption(self, instance_id: str, notice_s: float) -> None: ...
+
+
+@runtime_checkable
+class SupportsDoctor(Protocol):
+    """Self-check for ``gpuorch doctor``: credentials through the SDK's standard chain (e.g.
+    ``boto3.Session().get_credentials()``), the identity they resolve to, the options.
+
+    Returns findings (``gpuorch.doctor.findings.Finding``), each failure with a one-line fix;
+    never puts secrets (keys, tokens, passwords, even in part) in a message. May call the
+    cloud (read-only), and should answer within seconds.
+    """
+
+    def doctor(self) -> list[Finding]: ...

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UserInputError
-from .provider import Provider
+from .provider import Offer, Provider
 
 GROUP = "gpuorch.providers"
 
@@ -21,15 +21,34 @@ def available() -> list[str]:
     return sorted(ep.name for ep in entry_points(group=GROUP))
 
 
-def load_provider(name: str, options: dict[str, Any], home: Path) -> Provider:
+def provider_class(name: str) -> type[Provider]:
     eps = {ep.name: ep for ep in entry_points(group=GROUP)}
     if name not in eps:
         raise UserInputError(f"providers.{name}: unknown provider; installed: {', '.join(sorted(eps)) or 'none'}")
     try:
-        cls = eps[name].load()
+        return eps[name].load()  # type: ignore[no-any-return]
     except ImportError as e:
         raise UserInputError(f"providers.{name}: cannot import its SDK ({e}); install gpuorch[{name}]") from None
-    return cls.from_config(options, home)
+
+
+def load_provider(name: str, options: dict[str, Any], home: Path) -> Provider:
+    return provider_class(name).from_config(options, home)  # type: ignore[attr-defined,no-any-return]
+
+
+def offline_offers(config: dict[str, dict[str, Any]], home: Path) -> list[Offer]:
+    """What the enabled providers sell, without calling any cloud (for `submit`'s fit check).
+
+    An adapter may answer with a ``catalog_offers(options, home)`` classmethod; otherwise its
+    rows of the shipped catalog are used.
+    """
+    from .catalog import load_offers
+
+    out: list[Offer] = []
+    for name, opts in config.items():
+        cls = provider_class(name)
+        own = getattr(cls, "catalog_offers", None)
+        out.extend(own(opts or {}, home) if own else [o for o in load_offers() if o.provider == name])
+    return out
 
 
 def load_providers(config: dict[str, dict[str, Any]], home: Path) -> dict[str, Provider]:

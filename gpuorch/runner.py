@@ -38,3 +38,20 @@ class Runner(ABC):
 
     def heartbeat(self) -> None:  # noqa: B027 - optional
         """Tell the agent the control host is alive (feeds its dead-man switch)."""
+
+    def request_stop(self, deadline: float) -> None:
+        """Ask the agent to take a final checkpoint and stop the job by ``deadline`` (epoch s).
+
+        The agent handles it like a preemption notice (signal, upload, hand-off), then stops the
+        job and exits. Idempotent; an earlier call's deadline stands. The agent reads the file
+        ``stop.json`` (``protocol.STOP_FILE``, ``{"deadline": epoch}``) in its run dir: local
+        runners write it in place, an SSH runner writes it atomically over SFTP (temp + rename).
+        Raises RunnerUnavailable while the instance is not reachable, NotImplementedError where
+        the runner cannot (the daemon then terminates the instance without a final checkpoint).
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot request a clean stop")
+
+    def read_metrics(self, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
+        """The job's metrics file (JSON lines, ``$GPUORCH_METRICS_FILE``) from byte ``offset``,
+        like ``read_log``. Empty if the job has written none."""
+        return b"", offset

@@ -17,6 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from . import gpus
 from .errors import UserInputError
+from .sizing.workload import Workload
 from .units import parse_duration_s, parse_size_gib
 
 CHECKPOINT_SCHEMES = ("file", "s3", "gs", "az")
@@ -147,6 +148,12 @@ class Recovery(Strict):
         return v
 
 
+class Budget(Strict):
+    """A hard cap on what the job (or a sweep) may spend, all attempts together (docs/money.md)."""
+
+    max_cost: float = Field(gt=0)  # USD
+
+
 class JobSpec(Strict):
     name: str
     run: str
@@ -161,6 +168,8 @@ class JobSpec(Strict):
     checkpoint: Checkpoint | None = None
     retry: Retry = Field(default_factory=Retry)
     recovery: Recovery | None = None
+    model: Workload | None = None  # what the job does with a model: placement sizes the GPU from it
+    budget: Budget | None = None
 
     @field_validator("name")
     @classmethod

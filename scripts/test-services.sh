@@ -1,4 +1,52 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond the virtualenv. Idempotent; quiet when all is present.
+#   - OpenSSH server: the SSH runner's tests drive a real, throwaway sshd on 127.0.0.1.
 set -euo pipefail
+
+have_sshd() {
+  command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ]
+}
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then
+    "$@"
+  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    sudo -n "$@"
+  else
+    return 1
+  fi
+}
+
+if ! have_sshd; then
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "test-services: sshd is missing and apt-get is not available; install OpenSSH server" \
+      "yourself, or the SSH runner tests will be skipped" >&2
+  elif ! as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      openssh-server >/dev/null 2>&1; then
+    # The package lists may be missing or stale (fresh containers): refresh them once and retry.
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null 2>&1 || true
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      openssh-server >/dev/null 2>&1 \
+      || echo "test-services: could not install openssh-server (need root or passwordless sudo);" \
+        "the SSH runner tests will be skipped" >&2
+  fi
+fi
+
+# sshd refuses to start without its privilege-separation directory (absent in containers).
+if have_sshd && [ ! -d /run/sshd ]; then
+  as_root mkdir -p /run/sshd || true
+fi
+
+# PostgreSQL for the `postgres`-marked HA tests: they use 127.0.0.1:5432 (trust auth, user
+# postgres) when it answers, else start a throwaway cluster with initdb, else skip with a reason.
+# Here we only start an installed cluster that is down; nothing is installed.
+if command -v pg_isready >/dev/null && ! pg_isready -q -h 127.0.0.1 -p 5432; then
+  if command -v pg_ctlcluster >/dev/null && command -v pg_lsclusters >/dev/null; then
+    read -r ver name _ < <(pg_lsclusters --no-header | awk '$3 == 5432' || true) || true
+    if [ -n "${ver:-}" ]; then
+      echo "test-services: starting PostgreSQL cluster $ver/$name on port 5432"
+      pg_ctlcluster "$ver" "$name" start || echo "test-services: could not start it; postgres tests use a throwaway cluster or skip"
+    fi
+  fi
+fi
 exit 0

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from gpuorch.clock import FakeClock
@@ -10,8 +12,12 @@ from gpuorch.store import Store
 def _isolated_home(tmp_path_factory, monkeypatch):
     """No test touches the user's real state directory or cloud credentials."""
     home = tmp_path_factory.mktemp("gpuorch-home")
+    for var in [v for v in os.environ if v.startswith("GPUORCH_")] + ["NOTIFY_SOCKET", "WATCHDOG_USEC", "JOURNAL_STREAM"]:
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("GPUORCH_HOME", str(home))
-    monkeypatch.delenv("GPUORCH_DATABASE_URL", raising=False)
+    # No config file of this machine or user applies: /etc/gpuorch and ~/.config/gpuorch are elsewhere.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
+    monkeypatch.setenv("CONFIGURATION_DIRECTORY", str(tmp_path_factory.mktemp("etc-gpuorch")))
     return home
 
 

@@ -58,7 +58,8 @@ def test_migrations_run_in_order_above_the_stamp(store):
     applied = []
     steps = [(2, "add column", lambda c: (c.execute(text("ALTER TABLE job ADD COLUMN extra TEXT")), applied.append(2))),
              (3, "noop", lambda c: applied.append(3))]
-    with store._write.begin() as conn:
+    with store._write.begin() as conn:  # pretend the database is at version 1
+        conn.execute(text("UPDATE meta SET value = '1' WHERE key = 'schema_version'"))
         assert migrate(conn, steps) == 3
     assert applied == [2, 3]
     with store._write.begin() as conn:

@@ -33,12 +33,13 @@ from ..checkpoint import (
     write_final,
 )
 from .job import RESULT_FILE, job_env, parse_signal, shell_exit_code, signal_group, spawn
-from .notice import make_notice_source
+from .notice import FileNotice, make_notice_source
 from .protocol import (
     AGENT_LOG,
     HEARTBEAT_FILE,
     JOB_LOG,
     STATUS_FILE,
+    STOP_FILE,
     WORK_DIR,
     AgentConfig,
     AgentStatus,
@@ -56,7 +57,7 @@ PREDECESSOR_POLL_S = 0.5
 
 @dataclass
 class _Notice:
-    reason: str  # "preemption", "heartbeat" or "sigterm"
+    reason: str  # "preemption", "heartbeat", "sigterm" or "stop" (the daemon's stop.json)
     deadline: float
     baseline: Order | None  # order key of the newest local checkpoint when it arrived
     upload_requested: bool = False
@@ -77,6 +78,7 @@ class Agent:
         self.checkpoint_dir = self.work / config.checkpoint_dir  # an absolute one wins
         self.signal = parse_signal(config.signal)
         self.notices = make_notice_source(config.notice, rundir)
+        self.stop_requests = FileNotice(rundir / STOP_FILE)  # the daemon's clean stop (budget, deadline)
         self.store: ObjectStore | None = None
         self.prefix = ""
         if config.checkpoint_url:
@@ -221,6 +223,10 @@ class Agent:
             if deadline is not None:
                 self._begin_notice("preemption", deadline, job)
                 return
+            deadline = self.stop_requests.poll()
+            if deadline is not None:
+                self._begin_notice("stop", deadline, job)
+                return
         if self._heartbeat_lost(now):
             self._begin_notice("heartbeat", now + DEADMAN_GRACE_S, job)
 
@@ -272,6 +278,8 @@ class Agent:
                 log.exception("could not write the handoff record")
         self.update(final_done=True, state=phase)
         log.info("handed off with checkpoint %s", self.status.last_checkpoint)
+        if self.notice.reason == "stop":  # nothing will kill the instance for us: stop the job now
+            self.terminate.set()
         if self.notice.reason == "heartbeat" and self.config.shutdown_command:
             log.warning("no heartbeat for %.0f s: running the shutdown command", self.config.heartbeat_timeout_s)
             try:

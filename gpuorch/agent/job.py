@@ -10,10 +10,9 @@ import subprocess
 from pathlib import Path
 from typing import Mapping
 
-from .protocol import AgentConfig
+from .protocol import METRICS_FILE, AgentConfig
 
 RESULT_FILE = "result.json"  # in the run dir: the JSON result the job may write
-METRICS_FILE = "metrics.jsonl"  # in the run dir: JSON lines of metrics the job may append
 
 
 def parse_signal(name: str) -> signal.Signals:

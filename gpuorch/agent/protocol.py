@@ -21,6 +21,8 @@ JOB_LOG = "job.log"
 AGENT_LOG = "agent.log"
 WORK_DIR = "work"  # the job's working directory inside the run dir (uploaded workdir lands here)
 HEARTBEAT_FILE = "heartbeat"  # touched by the daemon; the dead-man switch reads its mtime
+STOP_FILE = "stop.json"  # written by the daemon: {"deadline": epoch}: final checkpoint, then stop
+METRICS_FILE = "metrics.jsonl"  # $GPUORCH_METRICS_FILE: JSON lines of metrics the job appends
 
 
 @dataclass

@@ -7,7 +7,7 @@ import importlib
 
 from .app import app
 
-COMMAND_MODULES = ("jobs", "planning", "simulate")
+COMMAND_MODULES = ("jobs", "ops", "serve", "planning", "simulate", "catalog", "costs", "sweeps")
 
 
 def _register() -> None:

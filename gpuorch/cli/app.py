@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, NoReturn
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
@@ -17,6 +19,51 @@ app = typer.Typer(
 )
 
 JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON.")
+
+if TYPE_CHECKING:
+    from ..config import DaemonConfig
+
+_config_path: Path | None = None  # the global --config of this invocation
+
+
+def config_path() -> Path | None:
+    return _config_path
+
+
+def cli_config() -> DaemonConfig:
+    """The effective configuration for this command (sources: ``gpuorch.config_sources``);
+    a bad one ends the command with one line and exit code 2."""
+    from ..config import load_config
+    from ..errors import UserInputError
+
+    try:
+        return load_config(_config_path)
+    except UserInputError as e:
+        fail(str(e))
+
+
+@dataclass
+class Target:
+    """Where job commands go: this host's store, or the HTTP API at ``server`` (ctx.obj)."""
+
+    server: str | None = None
+    token: str | None = None
+
+
+@app.callback()
+def _global_options(
+    ctx: typer.Context,
+    config: Path = typer.Option(None, "--config", envvar="GPUORCH_CONFIG", metavar="FILE",
+                                help="Configuration file, read over /etc/gpuorch and ~/.config/gpuorch."),
+    server: str = typer.Option(None, "--server", envvar="GPUORCH_SERVER", metavar="URL",
+                               help="Send submit, status, cancel, events and logs to this gpuorch API."),
+    token: str = typer.Option(None, "--token", envvar="GPUORCH_API_TOKEN", show_default=False,
+                              help="The API token for --server (prefer the variable: arguments show in ps)."),
+) -> None:
+    """Multi-cloud GPU orchestration: cheapest fitting GPU, checkpoint on preemption, hard dollar caps."""
+    global _config_path
+    _config_path = config
+    ctx.obj = Target(server, token)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

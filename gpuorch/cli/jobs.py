@@ -1,110 +1,129 @@
-"""Job commands: submit, status, logs, cancel, events, daemon."""
+"""Job commands: submit, status, logs, cancel, events, daemon.
+
+submit, status, cancel, events and logs act on this host's store through ``JobService``, or,
+with ``gpuorch --server URL``, on a remote one through the HTTP API's client, which has the same
+methods: the output and the one-line errors are the same either way.
+"""
 
 from __future__ import annotations
 
-import json
-import logging
+import codecs
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from ..errors import UserInputError
-from .app import JSON_OPTION, app, emit_json, fail
+from ..errors import GpuorchError, UserInputError
+from .app import JSON_OPTION, app, cli_config, emit_json, fail
 
 JOB_ARG = typer.Argument(..., help="Job id, or the name of the newest job with that name.")
 
 
 def _store():  # type: ignore[no-untyped-def]
-    from ..config import load_config
     from ..store import Store
 
-    return Store(load_config().url)
+    return Store(cli_config().url)
 
 
-def _now():  # type: ignore[no-untyped-def]
-    from ..clock import utcnow
+def _remote(ctx: typer.Context):  # type: ignore[no-untyped-def]
+    """The API client when ``--server`` was given, else None."""
+    target = ctx.obj
+    if target is None or not target.server:
+        return None
+    from ..api.client import Client
 
-    return utcnow()
+    return Client(target.server, target.token)
 
 
-@app.command()
-def submit(file: Path = typer.Argument(..., help="Job spec (YAML)."), json_out: bool = JSON_OPTION) -> None:
-    """Queue a job; the daemon places and launches it."""
-    from .. import jobs
-    from ..spec import load_spec
+def _backend(ctx: typer.Context):  # type: ignore[no-untyped-def]
+    """JobService on this host's store, or its HTTP twin for ``--server``."""
+    remote = _remote(ctx)
+    if remote is not None:
+        return remote
+    from ..jobservice import JobService
 
+    return JobService(_store(), cli_config().home)
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """A user's mistake exits 2, an unreachable server 1; either way one line on stderr."""
     try:
-        spec = load_spec(file)
+        yield
     except UserInputError as e:
         fail(str(e))
-    if spec.workdir:  # the daemon runs elsewhere: pin the workdir to an absolute path now
-        spec = spec.model_copy(update={"workdir": str((file.parent / spec.workdir).expanduser().resolve())})
-    job = jobs.submit(_store(), spec, _now())
-    if json_out:
-        emit_json({"id": job.id, "name": job.name, "status": job.status.value})
-    else:
-        typer.echo(f"job {job.id} ({job.name}) queued; follow it with `gpuorch status {job.id}`")
-
-
-def _job_summary(job, attempts, now) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    from ..cost import attempt_cost
-
-    cur = attempts[-1] if attempts else None
-    return {
-        "id": job.id,
-        "name": job.name,
-        "status": job.status.value,
-        "message": job.message,
-        "attempts": len(attempts),
-        "preemptions": job.preemptions,
-        "failures": job.failures,
-        "where": f"{cur.provider}/{cur.zone}/{cur.instance_type}/{'spot' if cur.spot else 'on-demand'}" if cur else None,
-        "last_checkpoint": next((a.last_checkpoint for a in reversed(attempts) if a.last_checkpoint), None),
-        "cost": round(sum(attempt_cost(a, now) for a in attempts), 4),
-        "lost_work_s": round(sum(a.lost_work_s or 0.0 for a in attempts), 1),
-        "exit_code": job.exit_code,
-        "result": json.loads(job.result) if job.result else None,
-        "created_at": job.created_at,
-        "finished_at": job.finished_at,
-    }
-
-
-def _attempt_dict(a, now) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    from ..cost import attempt_cost
-
-    return {
-        "number": a.number, "status": a.status.value, "reason": a.reason.value if a.reason else None,
-        "provider": a.provider, "region": a.region, "zone": a.zone, "instance_type": a.instance_type,
-        "gpu": a.gpu, "gpu_count": a.gpu_count, "spot": a.spot, "price_per_hour": a.price_per_hour,
-        "instance_id": a.instance_id, "resumed_from": a.resumed_from, "last_checkpoint": a.last_checkpoint,
-        "lost_work_s": a.lost_work_s, "exit_code": a.exit_code, "message": a.message,
-        "requested_at": a.requested_at, "started_at": a.started_at, "notice_at": a.notice_at, "ended_at": a.ended_at,
-        "cost": round(attempt_cost(a, now), 4),
-    }
+    except GpuorchError as e:
+        fail(str(e), code=1)
 
 
 @app.command()
-def status(job: str = typer.Argument(None, help="Show one job in detail."), json_out: bool = JSON_OPTION) -> None:
-    """Jobs and where they run; with JOB, its attempts."""
-    from sqlmodel import select
+def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Job spec (YAML)."),
+           json_out: bool = JSON_OPTION) -> None:
+    """Queue a job; the daemon places and launches it."""
+    from ..spec import load_spec
 
-    from .. import jobs
-    from ..store.models import Job
+    with _errors():
+        spec = load_spec(file)  # validated here first, remote or not: nothing is sent for a bad spec
+        # the daemon runs elsewhere: pin the workdir to an absolute path now (or upload it)
+        workdir = (file.parent / spec.workdir).expanduser().resolve() if spec.workdir else None
+        remote = _remote(ctx)
+        if remote is not None:
+            import yaml
 
-    store, now = _store(), _now()
-    with store.read() as s:
-        if job is None:
-            rows = list(s.exec(select(Job).order_by(Job.id)))  # type: ignore[arg-type]
-            data = [_job_summary(j, jobs.attempts_of(s, j.id), now) for j in rows]
+            job = remote.submit_raw(yaml.safe_load(file.read_text()), str(file), workdir)
+            warning = None  # the server checks the fit against its own providers
         else:
-            try:
-                j = jobs.find_job(s, job)
-            except UserInputError as e:
-                fail(str(e))
-            atts = jobs.attempts_of(s, j.id)
-            detail = _job_summary(j, atts, now) | {"attempt_list": [_attempt_dict(a, now) for a in atts]}
+            if workdir is not None:
+                spec = spec.model_copy(update={"workdir": str(workdir)})
+            warning = _fit_check(spec)
+            job = _backend(ctx).submit(spec)
+    if json_out:
+        emit_json({**job, "warning": warning})
+    else:
+        typer.echo(f"job {job['id']} ({job['name']}) queued; follow it with `gpuorch status {job['id']}`")
+        if warning:
+            typer.echo(f"warning: {warning}", err=True)
+
+
+def _fit_check(spec) -> str | None:  # type: ignore[no-untyped-def]
+    """The planner `gpuorch plan` uses, over what the enabled providers sell (no cloud call).
+
+    A job no GPU configuration can hold is refused (exit 2); one that merely fits no enabled
+    offer today is queued with a warning, since capacity and providers change.
+    """
+    from .. import placement
+    from ..catalog import load_offers
+    from ..registry import offline_offers
+    from .planning import _no_candidate_message, shortfall_message
+
+    if spec.resources.gpu is None and spec.model is None:
+        return None
+    cfg = cli_config()
+    offers = offline_offers(cfg.providers, cfg.home)
+    result = placement.plan(spec, offers, limit=1)
+    if result.candidates:
+        return None
+    # Refuse only what no configuration anywhere can hold, whatever the job's own restrictions.
+    anywhere = spec.model_copy(update={"regions": None, "providers": None, "max_price_per_hour": None})
+    relaxed = placement.plan(anywhere, offers + load_offers(), limit=1)
+    if not relaxed.candidates and relaxed.shortfall is not None:
+        raise UserInputError(shortfall_message(spec, relaxed.shortfall))
+    return _no_candidate_message(spec, result) + " (it stays queued until an offer fits)"
+
+
+@app.command()
+def status(ctx: typer.Context, job: str = typer.Argument(None, help="Show one job in detail."),
+           json_out: bool = JSON_OPTION) -> None:
+    """Jobs and where they run; with JOB, its attempts."""
+    with _errors():
+        backend = _backend(ctx)
+        if job is None:
+            data = backend.jobs()
+        else:
+            detail = backend.job(job)
     if json_out:
         emit_json(data if job is None else detail)
         return
@@ -132,78 +151,48 @@ def status(job: str = typer.Argument(None, help="Show one job in detail."), json
 
 
 @app.command()
-def cancel(job: str = JOB_ARG, json_out: bool = JSON_OPTION) -> None:
+def cancel(ctx: typer.Context, job: str = JOB_ARG, json_out: bool = JSON_OPTION) -> None:
     """Ask the daemon to stop a job and terminate its instance."""
-    from .. import jobs
-
-    try:
-        j = jobs.cancel(_store(), job, _now())
-    except UserInputError as e:
-        fail(str(e))
+    with _errors():
+        j = _backend(ctx).cancel(job)
     if json_out:
-        emit_json({"id": j.id, "status": j.status.value, "cancel_requested": j.cancel_requested})
+        emit_json(j)
     else:
-        typer.echo(f"job {j.id} ({j.name}): " + ("already " + j.status.value if j.status.terminal else "cancel requested"))
+        typer.echo(f"job {j['id']} ({j['name']}): " + ("already " + j["status"] if j["done"] else "cancel requested"))
 
 
 @app.command()
-def logs(job: str = JOB_ARG, follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new output."),
+def logs(ctx: typer.Context, job: str = JOB_ARG,
+         follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new output."),
          attempt: int = typer.Option(None, "--attempt", help="One attempt only (default: all, in order).")) -> None:
-    """The job's output, as mirrored to this host by the daemon."""
-    from .. import jobs
-    from ..config import load_config
-    from ..logmirror import LogMirror
-    from ..store.models import Job
-
-    config = load_config()
-    store, mirror = _store(), LogMirror(config.home)
-    try:
-        with store.read() as s:
-            j = jobs.find_job(s, job)
-    except UserInputError as e:
-        fail(str(e))
+    """The job's output, as mirrored to the control host by the daemon."""
     offsets: dict[int, int] = {}
+    decoders: dict[int, Any] = {}  # per attempt: a character split across two reads still prints whole
+    with _errors():
+        backend = _backend(ctx)
+        ref = str(backend.log_state(job)["id"])
     while True:
-        with store.read() as s:
-            numbers = [a.number for a in jobs.attempts_of(s, j.id) if attempt is None or a.number == attempt]
-            done = s.get(Job, j.id).status.terminal  # type: ignore[union-attr]
-        for n in numbers:
-            p = mirror.path(j.id, n)
-            if not p.exists():
-                continue
-            with p.open("rb") as f:
-                f.seek(offsets.get(n, 0))
-                chunk = f.read()
-            if chunk:
-                if len(numbers) > 1 and n not in offsets:
-                    typer.echo(f"--- attempt {n} ---")
-                typer.echo(chunk.decode(errors="replace"), nl=False)
-            offsets[n] = offsets.get(n, 0) + len(chunk)
-        if not follow or done:
+        with _errors():
+            state = backend.log_state(ref)  # before reading: output written before "done" is all shown
+            numbers = [n for n in state["attempts"] if attempt is None or n == attempt]
+            for n in numbers:
+                while chunk := backend.read_log(state["id"], n, offsets.get(n, 0)):
+                    if len(numbers) > 1 and n not in offsets:
+                        typer.echo(f"--- attempt {n} ---")
+                    decoder = decoders.setdefault(n, codecs.getincrementaldecoder("utf-8")(errors="replace"))
+                    typer.echo(decoder.decode(chunk), nl=False)
+                    offsets[n] = offsets.get(n, 0) + len(chunk)
+        if not follow or state["done"]:
             return
         time.sleep(1.0)
 
 
 @app.command()
-def events(job: str = typer.Argument(None, help="Only this job's events."),
+def events(ctx: typer.Context, job: str = typer.Argument(None, help="Only this job's events."),
            limit: int = typer.Option(200, "--limit", min=1), json_out: bool = JSON_OPTION) -> None:
     """What happened, newest last."""
-    from sqlmodel import select
-
-    from .. import jobs
-    from ..store.models import Event
-
-    store = _store()
-    with store.read() as s:
-        q = select(Event)
-        if job is not None:
-            try:
-                q = q.where(Event.job_id == jobs.find_job(s, job).id)
-            except UserInputError as e:
-                fail(str(e))
-        rows = list(s.exec(q.order_by(Event.id.desc()).limit(limit)))[::-1]  # type: ignore[union-attr]
-    data = [{"ts": e.ts, "job_id": e.job_id, "attempt": e.attempt, "kind": e.kind, "message": e.message,
-             "data": json.loads(e.data) if e.data else None} for e in rows]
+    with _errors():
+        data = _backend(ctx).events(job, limit)
     if json_out:
         emit_json(data)
         return
@@ -214,16 +203,18 @@ def events(job: str = typer.Argument(None, help="Only this job's events."),
 
 @app.command()
 def daemon(once: bool = typer.Option(False, "--once", help="Run one reconcile pass and exit."),
-           config: Path = typer.Option(None, "--config", help="Daemon configuration (YAML)."),
-           verbose: bool = typer.Option(False, "-v", "--verbose")) -> None:
+           log_format: str = typer.Option(None, "--log-format", metavar="json|text",
+                                          help="Log lines on stderr: text, or one JSON object per line."),
+           verbose: bool = typer.Option(False, "-v", "--verbose", help="Debug logging.")) -> None:
     """Run the reconciler in the foreground (systemd runs this)."""
     from .. import daemon as d
-    from ..config import load_config
+    from ..logfmt import configure_logging
 
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    cfg = cli_config()
+    if log_format not in (None, "json", "text"):
+        fail(f"--log-format: {log_format!r} is not a format; use json or text")
+    configure_logging(log_format or cfg.log_format, "debug" if verbose else cfg.log_level)
     try:
-        cfg = load_config(config)
         d.run(cfg, once=once)
     except UserInputError as e:
         fail(str(e))

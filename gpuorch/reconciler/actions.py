@@ -92,7 +92,20 @@ class Heartbeat:
     attempt: int
 
 
-Action = Launch | Relaunch | Adopt | StartAgent | Progress | Drain | End | Terminate | SetJob | Heartbeat
+@dataclass(frozen=True)
+class StopCleanly:
+    """Ask the agent for a final checkpoint and a stop by ``until``; the attempt drains, and ends
+    with ``reason`` once the checkpoint is up (or at ``until``). The job takes ``job_status``."""
+
+    attempt: int
+    until: datetime
+    reason: TerminationReason
+    job_status: JobStatus
+    message: str
+    not_before: datetime | None = None
+
+
+Action = Launch | Relaunch | Adopt | StartAgent | Progress | Drain | End | Terminate | SetJob | Heartbeat | StopCleanly
 
 
 @dataclass

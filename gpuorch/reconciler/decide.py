@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ..agent.protocol import AgentStatus
+from ..budget import Gate
 from ..placement import Candidate, candidates
 from ..provider import Instance, InstanceState, Offer
 from ..recovery import DEFAULT_STRATEGY, RecoveryContext, get_strategy
@@ -30,6 +31,7 @@ from .actions import (
     StartAgent,
     Terminate,
 )
+from .gates import gate_launch, stop_running
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ class JobView:
     job: Job
     spec: JobSpec
     attempts: Sequence[AttemptView]  # ordered by number
+    gate: Gate | None = None  # caps and sweep limits (gpuorch.budget); None: none apply
 
 
 def _ts(epoch: float | None, tz_like: datetime) -> datetime | None:
@@ -117,8 +120,9 @@ def _decide_draining(a: AttemptView, now: datetime, d: Decision, s: Settings) ->
     if _alive(a.instance):
         d.add(Terminate(a.row.number, a.instance.id))  # type: ignore[union-attr]
     stopped = min(now, until, _stopped(a.instance, now)) if until else _stopped(a.instance, now)
-    d.add(End(a.row.number, TerminationReason.PREEMPTED, "preempted after notice", lost_work_s=lost_work_s(a, stopped),
-              status=a.agent))
+    reason = a.row.reason or TerminationReason.PREEMPTED  # a clean stop drains too (StopCleanly)
+    message = "preempted after notice" if reason == TerminationReason.PREEMPTED else (a.row.message or "stopped")
+    d.add(End(a.row.number, reason, message, lost_work_s=lost_work_s(a, stopped), status=a.agent))
 
 
 def _end_of_live(a: AttemptView, now: datetime, d: Decision, s: Settings) -> End | None:
@@ -233,6 +237,8 @@ def decide(view: JobView, now: datetime, offers: Sequence[Offer], *, avoid: Call
             return d
         end = _end_of_live(current, now, d, s)
         if end is None and not any(isinstance(x, Drain) for x in d.actions):
+            if stop_running(view, current, now, d, s):
+                return d
             running = current.agent is not None and current.agent.state not in ("starting",)
             want = JobStatus.RUNNING if running else (
                 JobStatus.RECOVERING if preemptions and job.status == JobStatus.RECOVERING else JobStatus.STARTING)
@@ -273,7 +279,9 @@ def decide(view: JobView, now: datetime, offers: Sequence[Offer], *, avoid: Call
     if job.not_before is not None and now < job.not_before and drained is None:
         d.soon((job.not_before - now).total_seconds())
         return d
-    ranked = _ranked(view, now, offers, avoid, s, preempted)
+    ranked = gate_launch(view, _ranked(view, now, offers, avoid, s, preempted), now, d, s)  # type: ignore[assignment]
+    if ranked is None:
+        return d
     if not ranked:
         d.add(SetJob(JobStatus.QUEUED, "no offer fits the job right now (all filtered, backed off or without capacity)",
                      not_before=now + timedelta(seconds=s.no_offer_retry_s)))

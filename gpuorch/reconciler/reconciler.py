@@ -1,8 +1,9 @@
 """One reconcile pass: load (store + providers) -> decide (pure) -> apply (side effects).
 
 Intent is recorded before every side effect (an attempt row exists before its launch call), and
-every write checks that this daemon still holds the job's lease, so a restarted or second daemon
-never double-acts. Nothing here sleeps: ``run_pass`` returns how soon it wants to run again.
+every write checks, with the job's row locked, that this daemon still holds the job's unexpired
+lease (``leases.py``), so a restarted or second daemon never double-acts. Nothing here sleeps:
+``run_pass`` returns how soon it wants to run again.
 """
 
 from __future__ import annotations
@@ -10,38 +11,41 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
+import socket
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
+from threading import Event
 
-from sqlalchemy import func, or_, update
+from sqlalchemy import func, or_
 from sqlmodel import Session, select
 
 from .. import events
+from ..budget import Policy
 from ..clock import Clock, SystemClock
 from ..crashpoints import crashpoint
 from ..errors import AuthError, NoCapacityError, PermanentError, ProviderError, QuotaError
 from ..logmirror import LogMirror
 from ..placement import Candidate
-from ..provider import Instance, LaunchRequest, Offer, Provider
+from ..provider import Instance, InstanceState, LaunchRequest, Offer, Provider
 from ..runner import RunnerUnavailable
 from ..spec import JobSpec
 from ..store import Store
-from ..store.models import Attempt, AttemptStatus, Backoff, Checkpoint, Event, Job, JobStatus, TerminationReason
+from ..store.models import Attempt, AttemptStatus, Backoff, Checkpoint, Job, JobStatus, TerminationReason
+from ..store.models import Event as EventRow
 from ..store.models import Instance as InstanceRow
 from . import actions as A
 from .agent_config import agent_config
 from .decide import AttemptView, JobView, Settings, decide
+from .leases import LeaseLost, Leases
+from .money import Money
 
 log = logging.getLogger("gpuorch.reconciler")
 
-TERMINAL = [s.value for s in JobStatus if s.terminal]
-
-
-class LeaseLost(Exception):
-    """Another daemon owns the job now; drop this pass's remaining work on it."""
+__all__ = ["LeaseLost", "Reconciler", "backoff_key"]
 
 
 def backoff_key(provider: str, region: str = "", instance_type: str = "", spot: bool | None = None) -> str:
@@ -52,16 +56,21 @@ def backoff_key(provider: str, region: str = "", instance_type: str = "", spot: 
 class Reconciler:
     def __init__(self, store: Store, providers: Mapping[str, Provider], *, clock: Clock | None = None,
                  settings: Settings | None = None, owner: str | None = None, lease_s: float = 60.0,
-                 backoff_s: float = 300.0, offers_ttl_s: float = 300.0, logs: LogMirror | None = None) -> None:
+                 backoff_s: float = 300.0, offers_ttl_s: float = 300.0, logs: LogMirror | None = None,
+                 budget: Policy | None = None) -> None:
         self.store, self.providers = store, dict(providers)
         self.clock = clock or SystemClock()
         self.settings = settings or Settings()
-        self.owner = owner or f"daemon-{uuid.uuid4().hex[:8]}"
+        # host/pid/random: operators see which process holds a job; unique across restarts
+        self.owner = owner or f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:6]}"
         self.lease_s, self.backoff_s, self.offers_ttl_s = lease_s, backoff_s, offers_ttl_s
         self.logs = logs
         self._terminated: set[str] = set()
         self._offers: dict[str, list[Offer]] = {}  # by provider; kept when a refresh fails
         self._offers_at: dict[str, datetime] = {}
+        self.leases = Leases(store, self.owner, lease_s)
+        self._last_pass_at: datetime | None = None
+        self.money = Money(store, budget or Policy(), self._txn)  # caps, sweeps, prices, metrics
 
     # -- load ------------------------------------------------------------------------------
     def _current_offers(self, now: datetime) -> list[Offer]:
@@ -99,24 +108,8 @@ class Reconciler:
                         found[key] = inst
         return found, ok
 
-    def _claim(self, now: datetime) -> list[Job]:
-        """Lease every job that needs attention and is not leased by a live daemon."""
-        busy = select(Attempt.job_id).where(Attempt.status != AttemptStatus.ENDED)
-        with self.store.write() as s:
-            s.exec(
-                update(Job)
-                .where(or_(Job.status.not_in(TERMINAL), Job.id.in_(busy)))  # type: ignore[attr-defined,union-attr]
-                .where(or_(Job.lease_owner.is_(None), Job.lease_owner == self.owner,  # type: ignore[union-attr]
-                           Job.lease_expires < now))  # type: ignore[operator]
-                .values(lease_owner=self.owner, lease_expires=now + timedelta(seconds=self.lease_s))
-            )
-        with self.store.read() as s:
-            return list(s.exec(select(Job).where(Job.lease_owner == self.owner).where(
-                or_(Job.status.not_in(TERMINAL), Job.id.in_(busy))).order_by(Job.id)))  # type: ignore[attr-defined,union-attr]
-
     def release_leases(self) -> None:
-        with self.store.write() as s:
-            s.exec(update(Job).where(Job.lease_owner == self.owner).values(lease_owner=None, lease_expires=None))
+        self.leases.release()
 
     def _view(self, job: Job, observed: dict[tuple[str, int, int], Instance], ok: set[str]) -> JobView:
         with self.store.read() as s:
@@ -128,8 +121,11 @@ class Reconciler:
                 continue
             inst = observed.get((row.provider, job.id or 0, row.number))
             agent, reachable = None, False
-            if inst is not None and row.provider in self.providers:
-                runner = self.providers[row.provider].runner(inst)
+            provider = self.providers.get(row.provider)
+            # Only a running instance is worth a (possibly slow) connection; a booting one is not yet.
+            if inst is not None and provider is not None and (
+                    inst.state == InstanceState.RUNNING or (not inst.state.alive and provider.runner_outlives_instance)):
+                runner = provider.runner(inst)
                 try:
                     agent = runner.status()
                     reachable = True
@@ -137,6 +133,8 @@ class Reconciler:
                     pass
                 if self.logs is not None and agent is not None:
                     self.logs.pull(job.id or 0, row.number, runner)
+                if agent is not None:
+                    self.money.collect_metrics(job.id or 0, row, runner, self.clock.now())
             views.append(AttemptView(row, observed=row.provider in ok, instance=inst, agent=agent, reachable=reachable))
         return JobView(job, JobSpec.model_validate_json(job.spec), views)
 
@@ -152,9 +150,19 @@ class Reconciler:
         return avoid
 
     # -- the pass ----------------------------------------------------------------------------
-    def run_pass(self) -> float:
-        """Reconcile every job once; return the seconds until the next pass is due."""
+    def run_pass(self, stop: Event | None = None) -> float:
+        """Reconcile every job once; return the seconds until the next pass is due.
+
+        Once ``stop`` is set (the daemon is shutting down) no more jobs are claimed and the jobs
+        not reached yet are left alone: the pass ends after the job in hand.
+        """
+        if stop is not None and stop.is_set():
+            return 0.0
         now = self.clock.now()
+        # Claim, then observe: observations then postdate every write of a daemon whose lease
+        # this pass took over (its writes need an unexpired lease; we took an expired one).
+        claimed = self.leases.claim(now, self._last_pass_at)
+        self._last_pass_at = now
         observed, ok = self._observe()  # before reading attempts: see _sweep_orphans
         crashpoint("pass.observed")
         offers = self._current_offers(now)
@@ -164,17 +172,28 @@ class Reconciler:
         avoid = self._avoid(now)
         requeue = self.settings.no_offer_retry_s
         self._terminated: set[str] = set()  # this pass's terminations; `observed` predates them
-        for job in self._claim(now):
+        self.money.begin_pass()
+        renewed = now
+        for job in claimed:
+            if stop is not None and stop.is_set():
+                return 0.0  # the leases taken are released by the daemon on its way out
+            if (t := self.clock.now()) - renewed >= timedelta(seconds=self.lease_s / 3):
+                self.leases.renew(t)
+                renewed = t
             try:
                 view = self._view(job, observed, ok)
+                self.money.track_prices(view, offers, max(self._offers_at.values(), default=None))
+                view = dataclasses.replace(view, gate=self.money.gate(view, now))
                 decision = decide(view, now, offers, avoid=avoid, settings=settings)
                 self._apply(view, decision, observed, now)
+                self.money.after(decision)
                 requeue = min(requeue, decision.requeue_after)
             except LeaseLost:
-                log.info("job %s: lease taken over by another daemon", job.id)
+                log.info("job %s: lease lost (expired or taken over); its work this pass is dropped", job.id)
             except Exception:  # one job's trouble must not stall the others; the next pass retries it
                 log.exception("job %s: reconcile failed", job.id)
                 requeue = min(requeue, self.settings.poll_s)
+        self.money.finish_sweeps(now)
         self._sweep_orphans(observed, ok, now)
         self._mirror_instances(observed, ok, now)
         crashpoint("pass.done")
@@ -212,12 +231,18 @@ class Reconciler:
     # -- apply -------------------------------------------------------------------------------
     @contextmanager
     def _txn(self, job_id: int) -> Iterator[tuple[Session, Job]]:
+        """A write on the job, only while this daemon holds its unexpired lease (else LeaseLost).
+
+        The job's row stays locked until commit (``FOR UPDATE``; SQLite: BEGIN IMMEDIATE), so no
+        other daemon's claim commits between this check and this write.
+        """
         with self.store.write() as s:
-            job = s.get(Job, job_id)
-            if job is None or job.lease_owner != self.owner:
+            job = s.get(Job, job_id, with_for_update=True)
+            now = self.clock.now()
+            if not self.leases.held(job, now):
                 raise LeaseLost(job_id)
-            yield s, job
-            job.updated_at = self.clock.now()
+            yield s, job  # type: ignore[misc]
+            job.updated_at = self.clock.now()  # type: ignore[union-attr]
 
     def _apply(self, view: JobView, d: A.Decision, observed: dict[tuple[str, int, int], Instance], now: datetime) -> None:
         job_id = view.job.id or 0
@@ -228,6 +253,7 @@ class Reconciler:
                 case A.Launch():
                     self._launch(view, action, now)
                 case A.Relaunch():
+                    self.leases.check(job_id, self.clock.now())
                     self._launch_attempt(view, a.row, now)  # type: ignore[union-attr]
                 case A.Adopt():
                     with self._txn(job_id) as (s, _):
@@ -236,6 +262,7 @@ class Reconciler:
                         events.record(s, now, "adopted", f"found instance {action.instance.id} already launched",
                                       job_id=job_id, attempt=row.number)
                 case A.StartAgent():
+                    self.leases.check(job_id, self.clock.now())
                     self._start_agent(view, a, now)  # type: ignore[arg-type]
                     crashpoint("agent.started")
                 case A.Progress():
@@ -257,6 +284,7 @@ class Reconciler:
                     self._end(view, a, action, now)  # type: ignore[arg-type]
                     crashpoint("end.recorded")
                 case A.Terminate():
+                    self.leases.check(job_id, self.clock.now())
                     try:
                         self.providers[a.row.provider].terminate(action.instance_id)  # type: ignore[union-attr]
                         self._terminated.add(action.instance_id)
@@ -273,6 +301,8 @@ class Reconciler:
                         job.not_before = action.not_before
                         if action.finished:
                             job.finished_at = now
+                case A.StopCleanly():
+                    self.money.stop_cleanly(self.providers[a.row.provider], view, a, action, now)  # type: ignore[union-attr,arg-type]
                 case A.Heartbeat():
                     inst = a.instance  # type: ignore[union-attr]
                     try:
@@ -282,9 +312,13 @@ class Reconciler:
 
     def _launch(self, view: JobView, action: A.Launch, now: datetime) -> None:
         job_id = view.job.id or 0
+        refused: str | None = None
         for cand in action.candidates:
             o = cand.offer
             with self._txn(job_id) as (s, job):
+                refused = self.money.admit(s, job, view.spec, cand, now)
+                if refused is not None:  # the budget check and the attempt row it admits are one transaction
+                    continue
                 last = s.exec(select(Attempt.number).where(Attempt.job_id == job_id)
                               .order_by(Attempt.number.desc())).first()  # type: ignore[attr-defined]
                 row = Attempt(job_id=job_id, number=(last or 0) + 1, provider=o.provider, region=o.region, zone=o.zone,
@@ -301,7 +335,7 @@ class Reconciler:
             if self._launch_attempt(view, row, now, offer=o):
                 return
         with self._txn(job_id) as (s, job):
-            job.status, job.message = JobStatus.QUEUED, "no capacity on the candidate offers; will try again"
+            job.status, job.message = JobStatus.QUEUED, refused or "no capacity on the candidate offers; will try again"
 
     def _launch_attempt(self, view: JobView, row: Attempt, now: datetime, offer: Offer | None = None) -> bool:
         """Call launch for a recorded attempt (idempotent by client token). True if it has an instance."""
@@ -347,8 +381,8 @@ class Reconciler:
         have created is found by its tags and terminated by the orphan sweep. True: keep waiting."""
         limit = self.settings.max_launch_retries
         with self._txn(job_id) as (s, _):
-            tries = s.exec(select(func.count()).select_from(Event).where(
-                Event.job_id == job_id, Event.attempt == row.number, Event.kind == "launch_retry")).one()
+            tries = s.exec(select(func.count()).select_from(EventRow).where(
+                EventRow.job_id == job_id, EventRow.attempt == row.number, EventRow.kind == "launch_retry")).one()
             if tries < limit:
                 events.record(s, now, "launch_retry", f"launch failed ({type(error).__name__}, retry {tries + 1} of "
                               f"{limit}): {error}", job_id=job_id, attempt=row.number, code=error.code)
@@ -389,10 +423,16 @@ class Reconciler:
         row = a.row
         became_running = row.status == AttemptStatus.LAUNCHED and st.state != "starting"
         new_ckpt = bool(st.uploaded) and st.uploaded[-1] != row.last_checkpoint
-        if not (became_running or new_ckpt):
+        # The agent may be seen first while still restoring: what it resumed from comes later.
+        restored = not became_running and st.restored_from is not None and row.resumed_from is None
+        if not (became_running or new_ckpt or restored):
             return
         with self._txn(job_id) as (s, job):
             r = s.get(Attempt, row.id)
+            if restored:
+                r.resumed_from = st.restored_from  # type: ignore[union-attr]
+                events.record(s, now, "restored", f"resumed from checkpoint {st.restored_from}", job_id=job_id,
+                              attempt=row.number)
             if became_running:
                 r.status, r.started_at, r.resumed_from = AttemptStatus.RUNNING, now, st.restored_from  # type: ignore[union-attr]
                 job.status, job.message = JobStatus.RUNNING, None
@@ -430,7 +470,7 @@ class Reconciler:
             if end.status is not None and r.resumed_from is None:
                 r.resumed_from = end.status.restored_from
             r.status, r.ended_at, r.message = AttemptStatus.ENDED, now, end.message
-            r.reason = TerminationReason.PREEMPTED if was_draining else end.reason
+            r.reason = (r.reason or TerminationReason.PREEMPTED) if was_draining else end.reason
             r.exit_code, r.lost_work_s = end.exit_code, end.lost_work_s
             if not was_draining:
                 if end.reason.counts_as == "preemption":
@@ -449,19 +489,24 @@ class Reconciler:
         """Terminate live instances of this installation that no unfinished attempt owns.
 
         ``observed`` was listed before the attempts are read here, and an attempt row is always
-        committed before its launch call, so an instance launched this pass is never mistaken.
+        committed before its launch call, so an instance launched this pass, by this daemon or by
+        another, is never mistaken: the read below is a new READ COMMITTED statement and sees
+        every row committed before it began. Instances of jobs another daemon holds are left to
+        that daemon, so two daemons never both act on one.
         """
         with self.store.read() as s:
             owned = {(r.provider, r.job_id, r.number) for r in s.exec(
                 select(Attempt).where(Attempt.status != AttemptStatus.ENDED))}
+        theirs = self.leases.others(now)
         for key, inst in observed.items():
-            if key[0] in ok and inst.state.alive and key not in owned and inst.id not in self._terminated:
-                try:
-                    self.providers[key[0]].terminate(inst.id)
-                except ProviderError as e:
-                    log.warning("orphan %s: terminate failed: %s", inst.id, e)
-                    continue
-                crashpoint("orphan.terminated")
-                with self.store.write() as ws:
-                    events.record(ws, now, "orphan_terminated", f"{key[0]} instance {inst.id} had no live attempt",
-                                  job_id=key[1], attempt=key[2])
+            if key[0] not in ok or not inst.state.alive or key in owned or key[1] in theirs or inst.id in self._terminated:
+                continue
+            try:
+                self.providers[key[0]].terminate(inst.id)
+            except ProviderError as e:
+                log.warning("orphan %s: terminate failed: %s", inst.id, e)
+                continue
+            crashpoint("orphan.terminated")
+            with self.store.write() as ws:
+                events.record(ws, now, "orphan_terminated", f"{key[0]} instance {inst.id} had no live attempt",
+                              job_id=key[1], attempt=key[2])

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import Engine, event
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, create_engine, select
 
 from .migrations import migrate
@@ -90,12 +91,16 @@ class Store:
                 yield s
 
     def _installation_id(self) -> str:
-        with self.write() as s:
-            row = s.get(Meta, "installation_id")
-            if row is None:
-                row = Meta(key="installation_id", value=uuid.uuid4().hex[:12])
-                s.add(row)
-            return row.value
+        try:
+            with self.write() as s:
+                row = s.get(Meta, "installation_id")
+                if row is None:
+                    row = Meta(key="installation_id", value=uuid.uuid4().hex[:12])
+                    s.add(row)
+                return row.value
+        except IntegrityError:  # PostgreSQL: another process's first open inserted it just now
+            with self.read() as s:
+                return s.get(Meta, "installation_id").value  # type: ignore[union-attr]
 
     def close(self) -> None:
         self._read.dispose()

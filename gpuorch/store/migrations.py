@@ -8,7 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import Connection, inspect, text
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Connection,
+    DateTime,
+    Enum,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    inspect,
+    text,
+)
 from sqlmodel import SQLModel
 
 from ..errors import GpuorchError
@@ -16,8 +30,46 @@ from . import models  # noqa: F401  (registers the tables on SQLModel.metadata)
 
 Migration = tuple[int, str, Callable[[Connection], None]]
 
+
+def _v2_money_and_sweeps(conn: Connection) -> None:
+    """Sweeps, trial parameters and metrics on jobs, spot price changes on attempts, and the
+    ``budget_exhausted`` status and reason. The sweep table is a frozen copy of models.Sweep."""
+    sweep = Table(
+        "sweep", MetaData(),
+        Column("id", Integer, primary_key=True),
+        Column("name", String, nullable=False, index=True),
+        Column("spec", Text, nullable=False),
+        Column("status", Enum("ACTIVE", "DONE", "CANCELLED", name="sweepstatus"), nullable=False, index=True),
+        Column("message", String),
+        Column("max_cost", Float),
+        Column("deadline", DateTime),
+        Column("max_parallel", Integer, nullable=False),
+        Column("objective_metric", String),
+        Column("objective_mode", String, nullable=False),
+        Column("cancel_requested", Boolean, nullable=False),
+        Column("created_at", DateTime, nullable=False),
+        Column("finished_at", DateTime),
+    )
+    sweep.create(conn)
+    ts = DateTime().compile(dialect=conn.dialect)
+    for ddl in (
+        "ALTER TABLE job ADD COLUMN sweep_id INTEGER REFERENCES sweep (id)",
+        "ALTER TABLE job ADD COLUMN params TEXT",
+        "ALTER TABLE job ADD COLUMN metrics TEXT",
+        f"ALTER TABLE job ADD COLUMN metrics_at {ts}",
+        "CREATE INDEX ix_job_sweep_id ON job (sweep_id)",
+        "ALTER TABLE attempt ADD COLUMN price_changes TEXT",
+        "ALTER TABLE attempt ADD COLUMN metrics_offset INTEGER NOT NULL DEFAULT 0",
+    ):
+        conn.execute(text(ddl))
+    if conn.dialect.name == "postgresql":  # native enums there; SQLite stores names as VARCHAR
+        for enum in ("jobstatus", "terminationreason"):
+            conn.execute(text(f"ALTER TYPE {enum} ADD VALUE IF NOT EXISTS 'BUDGET_EXHAUSTED'"))
+
+
 MIGRATIONS: list[Migration] = [
     # (1, "initial schema", ...) is the create_all of a fresh database; later ones go here.
+    (2, "sweeps, trial metrics, spot price changes, budget_exhausted", _v2_money_and_sweeps),
 ]
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 

@@ -38,10 +38,11 @@ class JobStatus(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    BUDGET_EXHAUSTED = "budget_exhausted"  # stopped (or never started) so as not to cross a cap
 
     @property
     def terminal(self) -> bool:
-        return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+        return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.BUDGET_EXHAUSTED)
 
 
 class AttemptStatus(StrEnum):
@@ -65,6 +66,7 @@ class TerminationReason(StrEnum):
     NO_CAPACITY = "no_capacity"  # the launch was refused for capacity or quota
     LAUNCH_FAILED = "launch_failed"  # the launch was refused for good (bad request)
     CANCELLED = "cancelled"
+    BUDGET_EXHAUSTED = "budget_exhausted"  # stopped cleanly before a cost cap was crossed
 
     def job_status(self) -> JobStatus | None:
         """The job's status when no retry follows (None: the job goes on)."""
@@ -75,6 +77,7 @@ class TerminationReason(StrEnum):
             TerminationReason.LOST: JobStatus.FAILED,
             TerminationReason.LAUNCH_FAILED: JobStatus.FAILED,
             TerminationReason.CANCELLED: JobStatus.CANCELLED,
+            TerminationReason.BUDGET_EXHAUSTED: JobStatus.BUDGET_EXHAUSTED,
         }.get(self)
 
     @property
@@ -104,6 +107,11 @@ class Job(SQLModel, table=True):
     not_before: datetime | None = _ts()  # back-off before the next launch attempt
     lease_owner: str | None = None
     lease_expires: datetime | None = _ts()  # type: ignore[assignment]
+    # Sweeps (schema 2): a trial is an ordinary job linked to its sweep.
+    sweep_id: int | None = Field(default=None, foreign_key="sweep.id", index=True)
+    params: str | None = Field(default=None, sa_type=Text)  # the trial's parameters as JSON
+    metrics: str | None = Field(default=None, sa_type=Text)  # latest value of each metric, JSON
+    metrics_at: datetime | None = _ts()  # type: ignore[assignment]
 
 
 class Attempt(SQLModel, table=True):
@@ -138,6 +146,10 @@ class Attempt(SQLModel, table=True):
     last_checkpoint_at: datetime | None = _ts()  # type: ignore[assignment]
     exit_code: int | None = None
     lost_work_s: float | None = None
+    # Schema 2: spot price moves as JSON [[epoch, usd_per_hour], ...] (price_per_hour is the
+    # launch price), and how far the daemon has read the attempt's metrics file.
+    price_changes: str | None = Field(default=None, sa_type=Text)
+    metrics_offset: int = 0
 
 
 class Instance(SQLModel, table=True):
@@ -189,6 +201,30 @@ class Backoff(SQLModel, table=True):
     key: str = Field(primary_key=True)
     until: datetime = _ts()  # type: ignore[assignment]
     reason: str = ""
+
+
+class SweepStatus(StrEnum):
+    ACTIVE = "active"  # trials queued or running
+    DONE = "done"  # every trial has finished
+    CANCELLED = "cancelled"
+
+
+class Sweep(SQLModel, table=True):
+    """A hyperparameter sweep: its trials are Job rows with ``sweep_id`` set."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True)
+    spec: str = Field(sa_type=Text)  # the validated SweepSpec as JSON
+    status: SweepStatus = Field(default=SweepStatus.ACTIVE, index=True)
+    message: str | None = None
+    max_cost: float | None = None  # USD for all trials together
+    deadline: datetime | None = _ts()  # type: ignore[assignment]
+    max_parallel: int = 1
+    objective_metric: str | None = None
+    objective_mode: str = "min"
+    cancel_requested: bool = False
+    created_at: datetime = _ts()  # type: ignore[assignment]
+    finished_at: datetime | None = _ts()  # type: ignore[assignment]
 
 
 class Meta(SQLModel, table=True):

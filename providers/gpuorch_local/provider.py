@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpuorch.clock import utcnow
+from gpuorch.doctor.findings import Finding
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
 from gpuorch.provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider
 from gpuorch.runner import Runner
@@ -53,9 +54,11 @@ class LocalOptions(BaseModel):
 
 
 class LocalProvider(Provider):
-    """Contract: ``gpuorch.provider.Provider``; also ``SupportsPreemptionInjection``."""
+    """Contract: ``gpuorch.provider.Provider``; also ``SupportsPreemptionInjection`` and
+    ``SupportsDoctor``."""
 
     name = PROVIDER
+    runner_outlives_instance = True  # the run dir stays after the process groups are killed
 
     def __init__(self, home: Path, offers: list[Offer] | None = None, boot_s: float = 0.0) -> None:
         self.home = Path(home).expanduser().resolve()
@@ -64,6 +67,11 @@ class LocalProvider(Provider):
         self.boot_s = boot_s
         # The default market is built lazily: detecting the host's GPUs runs nvidia-smi.
         self._offers = list(offers) if offers is not None else None
+
+    @classmethod
+    def catalog_offers(cls, options: dict[str, Any], home: Path) -> list[Offer]:
+        """The simulated market, without probing the host's GPUs (`submit`'s quick fit check)."""
+        return default_offers()
 
     @classmethod
     def from_config(cls, options: dict[str, Any], home: Path) -> LocalProvider:
@@ -178,6 +186,19 @@ class LocalProvider(Provider):
             return
         spawn_detached([sys.executable, "-m", "gpuorch_local.reaper", str(inst.path)],
                        cwd=inst.path, log=inst.path / "reaper.log")
+
+    def doctor(self) -> list[Finding]:
+        """``SupportsDoctor``: the local provider needs no credentials, only its state directory."""
+        check = f"provider {self.name}"
+        probe = self.instances_dir / ".doctor-probe"
+        try:
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as e:
+            return [Finding.fail(check, f"cannot write in {self.instances_dir}: {e.strerror}",
+                                 f"chown -R gpuorch {self.home} (the daemon's user)")]
+        alive = sum(1 for i in self.list_managed() if i.state.alive)
+        return [Finding.ok(check, f"no credentials needed; {alive} instance(s) alive under {self.instances_dir}")]
 
     def set_capacity(self, zone: str, instance_type: str, spot: bool, available: bool) -> None:
         """Add or remove this market's exact entry in the capacity knob (wildcard entries stay).

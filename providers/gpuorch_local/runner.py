@@ -7,6 +7,7 @@ never a shell string, so job names and commands are never interpreted by a shell
 from __future__ import annotations
 
 import dataclasses
+import json
 import shlex
 import shutil
 import sys
@@ -16,6 +17,8 @@ from gpuorch.agent.protocol import (
     CONFIG_FILE,
     HEARTBEAT_FILE,
     JOB_LOG,
+    METRICS_FILE,
+    STOP_FILE,
     WORK_DIR,
     AgentConfig,
     AgentStatus,
@@ -97,13 +100,30 @@ class LocalRunner(Runner):
         return read_status(self.rundir)
 
     def read_log(self, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
+        return self._read(JOB_LOG, offset, limit)
+
+    def read_metrics(self, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
+        return self._read(METRICS_FILE, offset, limit)
+
+    def _read(self, name: str, offset: int, limit: int) -> tuple[bytes, int]:
         try:
-            with open(self.rundir / JOB_LOG, "rb") as f:
+            with open(self.rundir / name, "rb") as f:
                 f.seek(offset)
                 data = f.read(limit)
         except FileNotFoundError:
             return b"", offset
         return data, offset + len(data)
+
+    def request_stop(self, deadline: float) -> None:
+        """Write ``run/stop.json`` (once: the first deadline stands); see ``Runner.request_stop``.
+
+        Raises RunnerUnavailable unless the agent was started and the instance is running.
+        """
+        self._require(InstanceState.RUNNING)
+        if not (self.rundir / CONFIG_FILE).exists():
+            raise RunnerUnavailable(f"local instance {self.instance.id} has no agent yet")
+        if not (self.rundir / STOP_FILE).exists():
+            write_atomic(self.rundir / STOP_FILE, json.dumps({"deadline": deadline}) + "\n")
 
     def heartbeat(self) -> None:
         """Touch ``run/heartbeat``; the agent's dead-man switch reads its mtime."""

@@ -44,6 +44,7 @@ class SimProvider(Provider):
     """Contract: ``gpuorch.provider.Provider``; also ``SupportsPreemptionInjection``."""
 
     name = PROVIDER
+    runner_outlives_instance = True  # run dirs stay after a reclaim: the agent's last word is readable
 
     def __init__(self, home: Path, options: SimOptions) -> None:
         self.home = Path(home).expanduser().resolve()

@@ -75,3 +75,33 @@ def test_cancel_marks_intent_only(spec):
     r = cli("cancel", str(job["id"]), "--json")
     assert r.exit_code == 0 and json.loads(r.output)["cancel_requested"] is True
     assert json.loads(cli("status", str(job["id"]), "--json").output)["status"] == "queued"  # the daemon acts
+
+
+def test_submit_refuses_a_job_no_gpu_configuration_can_hold(tmp_path):
+    p = tmp_path / "huge.yaml"
+    p.write_text("name: huge\nrun: python train.py\nmodel: {params: 400B, method: full}\n")
+    r = cli("submit", str(p))
+    assert r.exit_code == 2 and "enough GPU memory" in r.output and "missing" in r.output
+    assert json.loads(cli("status", "--json").output) == []
+
+
+def test_submit_derives_the_gpu_from_a_model_block_with_the_planner(tmp_path):
+    p = tmp_path / "ft.yaml"
+    p.write_text("name: ft\nrun: python train.py\nmodel: {params: 8B, method: qlora, seq_len: 2048}\n")
+    r = cli("submit", str(p), "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["warning"] is None  # the local market has GPUs that hold it
+
+
+def test_submit_queues_with_a_warning_when_no_enabled_offer_fits(tmp_path):
+    p = tmp_path / "elsewhere.yaml"
+    p.write_text("name: elsewhere\nrun: x\nresources: {gpu: T4}\nregions: [mars-1]\n")
+    r = cli("submit", str(p), "--json")
+    assert r.exit_code == 0 and "stays queued" in json.loads(r.output)["warning"]
+
+
+def test_a_model_job_restricted_to_a_region_without_offers_is_queued_not_refused(tmp_path):
+    p = tmp_path / "ft.yaml"
+    p.write_text("name: ft\nrun: x\nmodel: {params: 8B, method: qlora}\nregions: [mars-1]\n")
+    r = cli("submit", str(p), "--json")
+    assert r.exit_code == 0 and "stays queued" in json.loads(r.output)["warning"]

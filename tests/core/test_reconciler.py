@@ -8,7 +8,7 @@ from sqlmodel import select
 from gpuorch import jobs
 from gpuorch.errors import TransientError
 from gpuorch.fake import FakeJobScript, FakeProvider
-from gpuorch.provider import LaunchRequest, managed_tags, Offer
+from gpuorch.provider import LaunchRequest
 from gpuorch.reconciler import Reconciler
 from gpuorch.spec import parse_spec
 from gpuorch.store.models import Attempt, AttemptStatus, Checkpoint, Event, Job, JobStatus, TerminationReason

@@ -10,6 +10,7 @@ Environment (all optional):
   CKPT_EVERY   checkpoint every N steps (200)
   STEP_SLEEP   extra seconds per step, to slow demos down (0)
   SEED         initial weights and batch order (0)
+  LR           Adam's learning rate (0.001)
   LOG_EVERY    metrics line every N steps (50)
   GPUORCH_CHECKPOINT_DIR, GPUORCH_METRICS_FILE, GPUORCH_RESULT_FILE: set by the gpuorch agent;
   without it checkpoints go to ./checkpoints and the result is only printed.
@@ -46,7 +47,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402 - after the handler and the thread settings above
 
 N_SAMPLES, N_IN, N_HIDDEN, N_CLASSES, BATCH = 4096, 128, 768, 10, 512
-LR, BETA1, BETA2, EPS = 1e-3, 0.9, 0.999, 1e-8
+LR = float(os.environ.get("LR", "1e-3"))  # Adam's learning rate (a sweep parameter)
+BETA1, BETA2, EPS = 0.9, 0.999, 1e-8
 KEEP_LOCAL = 2
 PARAMS = ("w1", "b1", "w2", "b2")
 

@@ -1,0 +1,111 @@
+"""The HTTP API's client: ``JobService``'s methods over HTTP, for ``gpuorch --server URL``.
+
+Standard library only (urllib), so a laptop needs nothing beyond gpuorch itself and the CLI
+starts as fast as ever. Errors come back as the one line the server wrote: a 4xx raises
+``RemoteRefused`` (a ``UserInputError``: the CLI exits 2), a connection failure or a 5xx raises
+``ServerUnavailable`` (exit 1). The token goes in the ``Authorization`` header, never the URL,
+and never into an error message.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import GpuorchError, UserInputError
+from . import upload
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+class RemoteRefused(UserInputError):
+    """The server answered 4xx (bad token, unknown job, refused spec)."""
+
+
+class ServerUnavailable(GpuorchError):
+    """No answer from the server, or a 5xx."""
+
+
+class Client:
+    def __init__(self, url: str, token: str | None, timeout_s: float = 60.0) -> None:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UserInputError(f"--server: {url!r} is not an http(s) URL; write it like http://127.0.0.1:8765")
+        self.url, self.token, self.timeout_s = url.rstrip("/"), token, timeout_s
+        # A tunnel's local end must not be sent to a proxy from the environment.
+        handlers = [urllib.request.ProxyHandler({})] if parts.hostname in LOOPBACK else []
+        self._opener = urllib.request.build_opener(*handlers)
+
+    def _call(self, method: str, path: str, body: Any = None, **query: Any) -> bytes:
+        q = urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
+        req = urllib.request.Request(f"{self.url}/v1{path}" + (f"?{q}" if q else ""), method=method)
+        if self.token:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        if body is not None:
+            req.data = json.dumps(body).encode()
+            req.add_header("Content-Type", "application/json")
+        try:
+            with self._opener.open(req, timeout=self.timeout_s) as resp:
+                return resp.read()
+        except urllib.error.HTTPError as e:
+            message = _error_line(e)
+            if e.code == 401:
+                raise RemoteRefused(f"{self.url}: {message}") from None
+            if 400 <= e.code < 500:
+                raise RemoteRefused(message) from None
+            raise ServerUnavailable(f"{self.url}: HTTP {e.code}: {message}") from None
+        except (urllib.error.URLError, socket.timeout, ConnectionError) as e:
+            reason = getattr(e, "reason", e)
+            raise ServerUnavailable(f"--server {self.url}: cannot connect ({reason}); check the URL and that "
+                                    "`gpuorch serve` (or a daemon with api.enabled) runs there") from None
+
+    def _json(self, method: str, path: str, body: Any = None, **query: Any) -> Any:
+        return json.loads(self._call(method, path, body, **query))
+
+    # -- the JobService methods ----------------------------------------------------------------
+    def submit_raw(self, spec: dict[str, Any], source: str, workdir: Path | None) -> dict[str, Any]:
+        """Send a spec (already validated here) as written; a workdir goes along as an upload."""
+        body = {"spec": {k: v for k, v in spec.items() if k != "workdir"}, "source": source,
+                "workdir_tar": upload.pack(workdir) if workdir is not None else None}
+        return self._json("POST", "/jobs", body)
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return self._json("GET", "/jobs")
+
+    def job(self, ref: str) -> dict[str, Any]:
+        return self._json("GET", f"/jobs/{_q(ref)}")
+
+    def cancel(self, ref: str) -> dict[str, Any]:
+        return self._json("POST", f"/jobs/{_q(ref)}/cancel")
+
+    def events(self, ref: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        rows = self._json("GET", "/events", job=ref, limit=limit)
+        for e in rows:  # back to datetimes, as JobService returns them
+            e["ts"] = datetime.fromisoformat(e["ts"])
+        return rows
+
+    def log_state(self, ref: str) -> dict[str, Any]:
+        return self._json("GET", f"/jobs/{_q(ref)}/logs")
+
+    def read_log(self, job_id: int, attempt: int, offset: int = 0) -> bytes:
+        return self._call("GET", f"/jobs/{job_id}/logs/{attempt}", offset=offset)
+
+
+def _q(ref: str) -> str:
+    return urllib.parse.quote(str(ref), safe="")
+
+
+def _error_line(e: urllib.error.HTTPError) -> str:
+    try:
+        return str(json.loads(e.read())["error"])
+    except (ValueError, KeyError, TypeError, OSError):
+        return f"HTTP {e.code} {e.reason}"
+
+
+__all__ = ["Client", "RemoteRefused", "ServerUnavailable"]

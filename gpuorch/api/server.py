@@ -1,0 +1,191 @@
+"""The HTTP API: FastAPI endpoints over ``JobService``, served by uvicorn.
+
+Every endpoint but ``GET /v1/health`` needs ``Authorization: Bearer <token>`` (``auth.py``).
+Errors are ``{"error": "<one line>"}``: 401 for a missing or wrong token, 404 for an unknown
+job, 422 for a spec or request the server refuses (the same line the CLI prints locally), and
+JSON bodies are encoded like ``gpuorch ... --json`` so the CLI prints the same bytes either way.
+Endpoints are plain ``def``: FastAPI runs them in its thread pool, off the event loop.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException
+
+from ..config import DaemonConfig
+from ..errors import UserInputError
+from ..jobs import UnknownJob
+from ..jobservice import JobService
+from ..spec import parse_spec
+from ..store import Store
+from . import auth, upload
+
+log = logging.getLogger("gpuorch.api")
+
+
+class SubmitRequest(BaseModel):
+    spec: dict[str, Any]  # the job spec as the user wrote it, without ``workdir``
+    source: str = "job spec"  # names the spec in error lines (the CLI sends the file name)
+    workdir_tar: str | None = None  # base64 of a gzipped tar of the workdir (upload.py)
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(json.dumps(data, indent=2, default=str) + "\n", status_code=status, media_type="application/json")
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def create_app(service: JobService, token: str, uploads: Path) -> FastAPI:
+    app = FastAPI(title="gpuorch", docs_url=None, redoc_url=None, openapi_url=None)
+
+    def authorized(request: Request) -> None:
+        why = auth.check(request.headers.get("authorization"), token)
+        if why is not None:
+            raise _Refused(401, why)
+
+    app.add_exception_handler(_Refused, lambda _r, e: _error(e.status, str(e)))  # type: ignore[arg-type,attr-defined]
+    app.add_exception_handler(UnknownJob, lambda _r, e: _error(404, str(e)))
+    app.add_exception_handler(UserInputError, lambda _r, e: _error(422, str(e)))
+    app.add_exception_handler(HTTPException, lambda _r, e: _error(e.status_code, str(e.detail)))  # type: ignore[attr-defined]
+
+    def _invalid(_r: Request, e: Exception) -> JSONResponse:
+        err = e.errors()[0]  # type: ignore[attr-defined]
+        return _error(422, f"request: {'.'.join(str(x) for x in err['loc'])}: {err['msg']}")
+
+    app.add_exception_handler(RequestValidationError, _invalid)
+
+    @app.get("/v1/health")
+    def health() -> Response:
+        return _json({"ok": True})
+
+    r = APIRouter(prefix="/v1", dependencies=[Depends(authorized)])
+
+    @r.post("/jobs")
+    def submit(body: SubmitRequest) -> Response:
+        if "workdir" in body.spec:
+            raise UserInputError(f"{body.source}: workdir: a path on the submitting machine means nothing to the "
+                                 "server; send the directory as workdir_tar (`gpuorch --server URL submit` does)")
+        spec = parse_spec(body.spec, body.source)
+        if body.workdir_tar is not None:
+            spec = spec.model_copy(update={"workdir": str(upload.unpack(body.workdir_tar, uploads))})
+        return _json(service.submit(spec), 201)
+
+    @r.get("/jobs")
+    def jobs() -> Response:
+        return _json(service.jobs())
+
+    @r.get("/jobs/{ref}")
+    def job(ref: str) -> Response:
+        return _json(service.job(ref))
+
+    @r.post("/jobs/{ref}/cancel")
+    def cancel(ref: str) -> Response:
+        return _json(service.cancel(ref))
+
+    @r.get("/events")
+    def events(job: str | None = None, limit: int = Query(200, ge=1, le=100_000)) -> Response:
+        return _json(service.events(job, limit))
+
+    @r.get("/jobs/{ref}/logs")
+    def log_state(ref: str) -> Response:
+        return _json(service.log_state(ref))
+
+    @r.get("/jobs/{job_id}/logs/{attempt}")
+    def read_log(job_id: int, attempt: int, offset: int = Query(0, ge=0)) -> Response:
+        return Response(service.read_log(job_id, attempt, offset), media_type="application/octet-stream")
+
+    app.include_router(r)
+    return app
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        return socket.create_server((host, port), family=family)
+    except OSError as e:
+        raise UserInputError(f"api: cannot listen on {host}:{port} ({e.strerror or e}); pick another api.host/api.port") from None
+
+
+def _server(config: DaemonConfig, store: Store, host: str) -> uvicorn.Server:
+    token = auth.server_token(config.api)
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        log.warning("the API listens on %s without TLS: tokens and jobs cross the network in clear; "
+                    "prefer 127.0.0.1 with an SSH tunnel, or a TLS-terminating proxy", host)
+    app = create_app(JobService(store, config.home), token, config.home / "uploads")
+    # log_config=None: keep the process's logging (the daemon's format), not uvicorn's own
+    return uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=True, timeout_graceful_shutdown=5))
+
+
+def serve(config: DaemonConfig, host: str | None = None, port: int | None = None) -> None:
+    """Serve in the foreground until SIGTERM/SIGINT (uvicorn handles them in the main thread)."""
+    host = host or config.api.host
+    port = config.api.port if port is None else port
+    store = Store(config.url)
+    server = _server(config, store, host)
+    sock = _bind(host, port)
+    log.info("API on http://%s:%d (store %s)", host, sock.getsockname()[1], store.url)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        store.close()
+
+
+class ApiThread:
+    """The API served from a thread of this process (the daemon with ``api.enabled``, tests).
+
+    ``start`` returns once it accepts connections on ``port`` (the bound one, for port 0);
+    ``stop`` shuts it down gracefully and waits for the thread.
+    """
+
+    def __init__(self, config: DaemonConfig, store: Store, host: str | None = None, port: int | None = None) -> None:
+        host = host or config.api.host
+        self.server = _server(config, store, host)
+        self._sock = _bind(host, config.api.port if port is None else port)
+        self.host, self.port = host, self._sock.getsockname()[1]
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]},
+                                        name="gpuorch-api", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout_s: float = 30.0) -> ApiThread:
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the API server did not start; see the log above")
+            time.sleep(0.01)
+        log.info("API on %s", self.url)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self._thread.join(30)
+        self._sock.close()

@@ -1,0 +1,101 @@
+"""The offers catalog: a shipped offline snapshot, or a user's CSV (``--catalog FILE``).
+
+``load_offers`` is what the daemon calls; results are cached per process (per path, size and
+modification time), and each call returns a fresh list of the same frozen ``Offer`` objects.
+Provenance of the snapshot and the billing rules: docs/catalog.md.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from .. import gpus
+from ..errors import UserInputError
+from .rows import COLUMNS, OfferRow, parse_csv, read_csv, write_csv
+
+if TYPE_CHECKING:
+    from ..provider import Offer
+
+SNAPSHOT = Path(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) / "data" / "offers.csv"
+Market = Literal["any", "spot", "on-demand"]
+
+_ROWS: dict[tuple[str, int, int], list[OfferRow]] = {}
+_OFFERS: dict[tuple[str, int, int], list[Offer]] = {}
+
+__all__ = ["COLUMNS", "SNAPSHOT", "OfferRow", "load_offers", "load_rows", "parse_csv", "read_csv", "select", "write_csv"]
+
+
+def _key(path: str | os.PathLike[str] | None) -> tuple[str, int, int]:
+    p = str(path) if path is not None else str(SNAPSHOT)
+    try:
+        st = os.stat(p)
+    except OSError as e:
+        raise UserInputError(f"{p}: cannot read the catalog ({e.strerror}); check the path") from None
+    return p, st.st_size, st.st_mtime_ns
+
+
+def load_rows(path: str | os.PathLike[str] | None = None) -> list[OfferRow]:
+    """Catalog rows from ``path``, or the shipped snapshot when None. Raises UserInputError."""
+    key = _key(path)
+    if key not in _ROWS:
+        _ROWS[key] = read_csv(key[0])
+    return list(_ROWS[key])
+
+
+def load_offers(path: str | os.PathLike[str] | None = None) -> list[Offer]:
+    """Typed offers from ``path``, or the shipped snapshot when None. Raises UserInputError."""
+    key = _key(path)
+    if key not in _OFFERS:
+        from ..provider import Offer  # pydantic: only when typed offers are asked for
+
+        # Rows are validated by the CSV parser already; construct without re-validating.
+        _OFFERS[key] = [Offer.model_construct(**row._asdict()) for row in load_rows(path)]
+    return list(_OFFERS[key])
+
+
+def gpu_matcher(name: str) -> set[str]:
+    """Canonical GPU names a user's ``--gpu NAME`` selects: a family name (A100, H100, V100)
+    selects every memory/form variant, a variant name (A100-80GB) only itself."""
+    spec = gpus.lookup(name)
+    if spec is None:
+        raise UserInputError(f"unknown GPU {name!r}; known: {', '.join(gpus.known_names())}")
+    if spec.name != gpus.family(spec.name):
+        return {spec.name}
+    return {g.name for g in gpus.GPUS if gpus.family(g.name) == spec.name}
+
+
+def select(
+    rows: list[OfferRow],
+    *,
+    gpu: str | None = None,
+    min_vram_gib: float | None = None,
+    market: Market = "any",
+    provider: str | None = None,
+    region: str | None = None,
+) -> list[tuple[OfferRow, float]]:
+    """Rows that match, each with the price it is listed at, cheapest first. ``any`` lists an
+    offer at its lower price (spot when it has one)."""
+    names = gpu_matcher(gpu) if gpu else None
+    out: list[tuple[OfferRow, float]] = []
+    for r in rows:
+        if names is not None and r.gpu not in names:
+            continue
+        if min_vram_gib is not None and (r.gpu is None or not gpus.memory_matches(r.gpu_memory_gib, min_vram_gib)):
+            continue
+        if provider and r.provider != provider.lower():
+            continue
+        if region and r.region != region:
+            continue
+        if market == "spot" and r.spot_price_per_hour is None:
+            continue
+        if market == "on-demand" or r.spot_price_per_hour is None:
+            price = r.price_per_hour
+        elif market == "spot":
+            price = r.spot_price_per_hour
+        else:
+            price = min(r.price_per_hour, r.spot_price_per_hour)
+        out.append((r, price))
+    out.sort(key=lambda rp: (rp[1], rp[0].provider, rp[0].zone, rp[0].instance_type))
+    return out

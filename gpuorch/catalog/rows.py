@@ -1,0 +1,155 @@
+"""Catalog rows and their CSV form (the shipped snapshot and ``--catalog FILE`` share it).
+
+Kept free of pydantic so ``gpuorch offers`` starts fast; ``load_offers`` turns rows into the
+typed ``Offer`` of the provider port. Every error names the file, the line and the column.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterable
+from typing import IO, NamedTuple
+
+from .. import billing, gpus
+from ..errors import UserInputError
+
+COLUMNS = (
+    "provider", "region", "zone", "instance_type", "gpu", "gpu_count", "gpu_memory_gib", "vcpus",
+    "memory_gib", "price_per_hour", "spot_price_per_hour", "interconnect", "billing_granularity_s",
+)  # fmt: skip
+OPTIONAL_COLUMNS = ("min_billing_s", "interruption_bucket")
+INTERCONNECTS = {  # accepted spellings -> the canonical name
+    "nvlink": "nvlink", "nvswitch": "nvlink", "pcie": "pcie", "infinity-fabric": "infinity-fabric", "xgmi": "infinity-fabric",
+}  # fmt: skip
+BUCKETS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
+
+
+class OfferRow(NamedTuple):
+    """Field for field the ``gpuorch.provider.Offer`` model."""
+
+    provider: str
+    region: str
+    zone: str
+    instance_type: str
+    gpu: str | None
+    gpu_count: int
+    gpu_memory_gib: float
+    vcpus: float
+    memory_gib: float
+    price_per_hour: float
+    spot_price_per_hour: float | None
+    billing_granularity_s: int
+    min_billing_s: int
+    interconnect: str | None
+    interruption_bucket: str | None
+
+
+class _BadValue(ValueError):
+    def __init__(self, column: str, message: str) -> None:
+        super().__init__(message)
+        self.column = column
+
+
+def _number(raw: dict[str, str], col: str, *, required: bool = False, integer: bool = False) -> float | None:
+    text = (raw.get(col) or "").strip()
+    if not text:
+        if required:
+            raise _BadValue(col, "is empty; give a number")
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise _BadValue(col, f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise _BadValue(col, f"{text!r} must be a non-negative number")
+    if integer and value != int(value):
+        raise _BadValue(col, f"{text!r} must be a whole number")
+    return value
+
+
+def _text(raw: dict[str, str], col: str) -> str:
+    text = (raw.get(col) or "").strip()
+    if not text:
+        raise _BadValue(col, "is empty")
+    return text
+
+
+def parse_row(raw: dict[str, str]) -> OfferRow:
+    provider = _text(raw, "provider").lower()
+    region = _text(raw, "region")
+    gpu_name = (raw.get("gpu") or "").strip()
+    spec = gpus.lookup(gpu_name) if gpu_name else None
+    if gpu_name and spec is None:
+        raise _BadValue("gpu", f"unknown GPU {gpu_name!r}; known: {', '.join(gpus.known_names())}")
+    count = int(_number(raw, "gpu_count", integer=True) or 0)
+    if spec is not None and count < 1:
+        raise _BadValue("gpu_count", f"must be at least 1 for a {spec.name} row")
+    memory = _number(raw, "gpu_memory_gib")
+    link = (raw.get("interconnect") or "").strip().lower()
+    if link and link not in INTERCONNECTS:
+        raise _BadValue("interconnect", f"{link!r} is not one of {', '.join(sorted(set(INTERCONNECTS.values())))}")
+    bucket = (raw.get("interruption_bucket") or "").strip() or None
+    if bucket is not None and bucket not in BUCKETS:
+        raise _BadValue("interruption_bucket", f"{bucket!r} is not one of {', '.join(BUCKETS)}")
+    rule = billing.rule_for(provider)
+    increment = _number(raw, "billing_granularity_s", integer=True)
+    if increment == 0:
+        raise _BadValue("billing_granularity_s", "must be at least 1 second")
+    minimum = _number(raw, "min_billing_s", integer=True)
+    return OfferRow(
+        provider=provider,
+        region=region,
+        zone=(raw.get("zone") or "").strip() or region,
+        instance_type=_text(raw, "instance_type"),
+        gpu=spec.name if spec else None,
+        gpu_count=count if spec else 0,
+        gpu_memory_gib=memory if memory is not None else (spec.usable if spec else 0.0),
+        vcpus=_number(raw, "vcpus") or 0.0,
+        memory_gib=_number(raw, "memory_gib") or 0.0,
+        price_per_hour=_number(raw, "price_per_hour", required=True) or 0.0,
+        spot_price_per_hour=_number(raw, "spot_price_per_hour"),
+        billing_granularity_s=int(increment) if increment is not None else rule.increment_s,
+        min_billing_s=int(minimum) if minimum is not None else rule.minimum_s,
+        interconnect=INTERCONNECTS[link] if link else None,
+        interruption_bucket=bucket,
+    )
+
+
+def parse_csv(lines: Iterable[str], source: str) -> list[OfferRow]:
+    reader = csv.DictReader(lines)
+    header = [h.strip() for h in reader.fieldnames or ()]
+    missing = [c for c in COLUMNS if c not in header]
+    if missing:
+        raise UserInputError(
+            f"{source} line 1: missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)}; "
+            f"the header needs {','.join(COLUMNS)}"
+        )
+    reader.fieldnames = header
+    rows: list[OfferRow] = []
+    for raw in reader:
+        if not any((v or "").strip() for v in raw.values() if isinstance(v, str)):
+            continue  # blank line
+        try:
+            rows.append(parse_row(raw))
+        except _BadValue as e:
+            raise UserInputError(f"{source} line {reader.line_num}, column {e.column}: {e}") from None
+    return rows
+
+
+def read_csv(path: str) -> list[OfferRow]:
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            return parse_csv(f, path)
+    except OSError as e:
+        raise UserInputError(f"{path}: cannot read the catalog ({e.strerror}); check the path") from None
+    except UnicodeDecodeError:
+        raise UserInputError(f"{path}: not a UTF-8 text file; give a CSV catalog") from None
+
+
+def write_csv(rows: Iterable[OfferRow], out: IO[str]) -> None:
+    writer = csv.writer(out, lineterminator="\n")
+    fields = OfferRow._fields
+    writer.writerow(fields)
+    for row in rows:
+        writer.writerow(["" if v is None else (f"{v:.10g}" if isinstance(v, float) else v) for v in row])

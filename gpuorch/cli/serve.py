@@ -1,0 +1,29 @@
+"""``gpuorch serve``: the HTTP API for remote submission, in the foreground."""
+
+from __future__ import annotations
+
+import logging
+import typer
+
+from ..errors import UserInputError
+from .app import app, cli_config, fail
+
+SERVER_EXTRA = "pip install 'gpuorch[server]'"
+
+
+@app.command()
+def serve(host: str = typer.Option(None, "--host", help="Listen address (default api.host: 127.0.0.1)."),
+          port: int = typer.Option(None, "--port", help="Listen port (default api.port: 8765; 0 picks one)."),
+          verbose: bool = typer.Option(False, "-v", "--verbose")) -> None:
+    """Serve the HTTP API (submit, status, cancel, events, logs) with token authentication."""
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        cfg = cli_config()  # the global --config and the usual sources; its api section
+        try:
+            from ..api import server
+        except ImportError as e:
+            fail(f"serve: the HTTP API needs FastAPI and uvicorn ({e.name} is not installed); {SERVER_EXTRA}")
+        server.serve(cfg, host, port)
+    except UserInputError as e:
+        fail(str(e))

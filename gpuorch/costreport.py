@@ -1,0 +1,59 @@
+"""``gpuorch cost``: what was billed since a point in time, grouped by job, sweep, provider or
+UTC day. Costs follow the billing model of ``gpuorch.cost`` (a charge lands when its increment
+begins), so the day rows add up to the total. Read-only."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import or_
+from sqlmodel import Session, select
+
+from .budget import day_start
+from .cost import cost_between
+from .store.models import Attempt, Job, Sweep
+
+GROUPS = ("job", "sweep", "provider", "day")
+
+
+def _days(a: Attempt, since: datetime | None, now: datetime) -> list[tuple[str, float]]:
+    """The attempt's cost per UTC day, from ``since`` (or its launch) to its end (or now)."""
+    start = max(a.launched_at, since) if since else a.launched_at  # type: ignore[type-var]
+    end = min(a.ended_at or now, now)
+    out, day = [], day_start(start)  # type: ignore[arg-type]
+    while day <= end:
+        nxt = day + timedelta(days=1)
+        out.append((f"{day:%Y-%m-%d}", cost_between(a, max(day, start), nxt, now)))  # type: ignore[type-var]
+        day = nxt
+    return out
+
+
+def cost_report(s: Session, since: datetime | None, now: datetime, by: str) -> dict[str, Any]:
+    """``{"since", "until", "by", "total", "rows": [{"key", "cost", "attempts", ...}]}``."""
+    q = select(Attempt, Job).join(Job, Job.id == Attempt.job_id).where(Attempt.launched_at.is_not(None))  # type: ignore[union-attr]
+    if since is not None:
+        q = q.where(or_(Attempt.ended_at.is_(None), Attempt.ended_at >= since))  # type: ignore[union-attr,operator]
+    sweeps = {w.id: w for w in s.exec(select(Sweep))}
+    rows: dict[Any, dict[str, Any]] = {}
+    counted: dict[Any, set[tuple[int, int]]] = defaultdict(set)
+    for a, job in s.exec(q):
+        parts = _days(a, since, now) if by == "day" else [(None, cost_between(a, since, now, now))]
+        for day, c in parts:
+            sweep = sweeps.get(job.sweep_id)
+            key, extra = {
+                "job": (job.id, {"job": job.name, "sweep": sweep.name if sweep else None, "status": job.status.value}),
+                "sweep": (sweep.name if sweep else "(no sweep)", {"max_cost": sweep.max_cost if sweep else None}),
+                "provider": (a.provider, {}),
+                "day": (day, {}),
+            }[by]
+            row = rows.setdefault(key, {"key": key, "cost": 0.0, "attempts": 0, **extra})
+            row["cost"] += c
+            if (a.job_id, a.number) not in counted[key]:
+                counted[key].add((a.job_id, a.number))
+                row["attempts"] += 1
+    out = sorted(rows.values(), key=lambda r: r["key"])
+    for r in out:
+        r["cost"] = round(r["cost"], 6)
+    return {"since": since, "until": now, "by": by, "total": round(sum(r["cost"] for r in out), 6), "rows": out}

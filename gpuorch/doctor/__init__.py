@@ -1,0 +1,77 @@
+"""``gpuorch doctor``: a list of small checks, each returning findings with a one-line fix.
+
+A check is a function ``(ctx: Context) -> Iterable[Finding]``. Checks run in order and may
+leave things in the context for later ones (the configuration, the loaded providers); a check
+that needs something an earlier one could not provide reports nothing. A check that raises is
+reported as a failure of that check, never as a crash of the doctor. Provider-specific checks
+(credentials through the SDK's standard chain, quotas, ...) live in the adapters, behind the
+optional ``doctor()`` capability (``gpuorch.provider.SupportsDoctor``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .findings import Finding, Status
+
+if TYPE_CHECKING:
+    from ..config import DaemonConfig
+    from ..config_sources import Loaded
+    from ..provider import Provider
+
+
+@dataclass
+class Context:
+    config_path: Path | None = None
+    loaded: Loaded | None = None  # set by check_config
+    providers: dict[str, Provider] = field(default_factory=dict)  # set by check_providers
+
+    @property
+    def config(self) -> DaemonConfig | None:
+        return self.loaded.config if self.loaded else None
+
+    def close(self) -> None:
+        for p in self.providers.values():
+            try:
+                p.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
+
+
+Check = Callable[[Context], Iterable[Finding]]
+
+
+def default_checks() -> list[Check]:
+    from .host import check_metrics_port, check_ssh_keys
+    from .providers import check_credentials, check_providers
+    from .state import check_config, check_database, check_object_stores
+
+    return [check_config, check_database, check_providers, check_credentials, check_object_stores,
+            check_ssh_keys, check_metrics_port]
+
+
+def run(config_path: Path | None = None, checks: Sequence[Check] | None = None) -> list[Finding]:
+    """Every check's findings, in order."""
+    ctx = Context(config_path=config_path)
+    findings: list[Finding] = []
+    try:
+        for check in checks if checks is not None else default_checks():
+            name = check.__name__.removeprefix("check_").replace("_", " ")
+            try:
+                findings.extend(check(ctx))
+            except Exception as e:  # noqa: BLE001 - one broken check must not hide the others
+                findings.append(Finding.fail(name, f"the check itself failed: {type(e).__name__}: {e}",
+                                             "report it as a gpuorch bug, with `gpuorch doctor --json`"))
+    finally:
+        ctx.close()
+    return findings
+
+
+def failed(findings: Iterable[Finding]) -> bool:
+    return any(f.status == "fail" for f in findings)
+
+
+__all__ = ["Check", "Context", "Finding", "Status", "default_checks", "failed", "run"]

@@ -1,0 +1,186 @@
+"""Doctor checks of what the daemon reads: its configuration, its database, and the checkpoint
+stores of the jobs it is responsible for. None of them writes anything."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Engine, make_url
+
+from ..errors import UserInputError
+from . import Context, Finding
+
+
+def hide_password(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy knows; show only the host part
+        return "…@" + url.rsplit("@", 1)[-1] if "@" in url else url
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a ``sqlite:///`` URL; None for other databases and in-memory ones."""
+    if not url.startswith("sqlite"):
+        return None
+    path = make_url(url).database
+    return Path(path) if path and path != ":memory:" else None
+
+
+def read_only_engine(url: str) -> Engine:
+    """An engine that cannot change the database (SQLite opened ``mode=ro``)."""
+    path = sqlite_path(url)
+    if path is not None:
+        return create_engine("sqlite://", creator=lambda: sqlite3.connect(f"file:{path}?mode=ro", uri=True))
+    return create_engine(url, pool_pre_ping=True)
+
+
+# -- configuration ---------------------------------------------------------------------------
+def check_config(ctx: Context) -> Iterator[Finding]:
+    from ..config_sources import load, read_file
+
+    try:
+        ctx.loaded = load(ctx.config_path)
+    except UserInputError as e:
+        yield Finding.fail("config", str(e), "correct the option named above; every option is listed in "
+                           "configs/daemon.yaml")
+        return
+    sources = ", ".join(ctx.loaded.sources) or "built-in defaults only"
+    yield Finding.ok("config", f"valid; from {sources}; state directory {ctx.loaded.config.home}")
+    for file in ctx.loaded.files:  # a password in a file others can read
+        data = read_file(file) or {}
+        url = data.get("database_url")
+        try:
+            secret = bool(url and make_url(str(url)).password)
+        except Exception:  # noqa: BLE001 - a malformed URL is the database check's business
+            secret = False
+        if secret and file.stat().st_mode & stat.S_IROTH:
+            yield Finding.warn("config", f"{file} holds a database password and every user can read it",
+                               f"chmod o-r {file} (or pass the URL as GPUORCH_DATABASE_URL)")
+
+
+# -- database --------------------------------------------------------------------------------
+def check_database(ctx: Context) -> Iterator[Finding]:
+    from ..store.migrations import SCHEMA_VERSION
+
+    if ctx.config is None:
+        return
+    url = ctx.config.url
+    path = sqlite_path(url)
+    if path is not None:
+        if not path.exists():
+            yield Finding.warn("database", f"no database yet at {path}",
+                               "start the daemon once; it creates the database (systemctl start gpuorch)")
+            return
+        if not os.access(path.parent, os.W_OK) or not os.access(path, os.R_OK | os.W_OK):
+            yield Finding.fail("database", f"{path} (or its directory) is not writable by this user",
+                               f"run as the daemon's user, or: chown -R {os.getuid()} {path.parent}")
+    where = str(path) if path else hide_password(url)
+    engine = None
+    try:
+        engine = read_only_engine(url)
+        with engine.connect() as conn:
+            row = conn.execute(text("SELECT value FROM meta WHERE key = 'schema_version'")).first()
+            mode = conn.execute(text("PRAGMA journal_mode")).scalar() if path else None
+    except ModuleNotFoundError as e:
+        yield Finding.fail("database", f"cannot open {where}: its driver {e.name} is not installed",
+                           f"pip install {e.name} into gpuorch's environment (psycopg[binary] for PostgreSQL)")
+        return
+    except Exception as e:  # noqa: BLE001 - any driver error: report it, hide the password
+        yield Finding.fail("database", f"cannot open {where}: {type(e).__name__}: {_first_line(e)}",
+                           "check database_url, that the server is up and that this user may connect")
+        return
+    finally:
+        if engine is not None:
+            engine.dispose()
+    version = int(row[0]) if row else None
+    if version is None:
+        yield Finding.warn("database", f"{where} has no gpuorch schema yet", "start the daemon once; it creates it")
+    elif version > SCHEMA_VERSION:
+        yield Finding.fail("database", f"{where} has schema {version}, newer than this gpuorch ({SCHEMA_VERSION})",
+                           "upgrade gpuorch on this host to the version the daemon runs")
+    elif version < SCHEMA_VERSION:
+        yield Finding.warn("database", f"{where} has schema {version}; this gpuorch migrates it to {SCHEMA_VERSION}",
+                           "restart the daemon after upgrading: it migrates on start")
+    else:
+        yield Finding.ok("database", f"{where}: schema {version}" + (f", journal {mode}" if mode else ""))
+    if path is not None and mode is not None and str(mode).lower() != "wal":
+        yield Finding.fail("database", f"{path} is in journal mode {mode}, not WAL (readers would block the daemon)",
+                           f"stop the daemon, then: sqlite3 {path} 'PRAGMA journal_mode=WAL'")
+
+
+def _first_line(e: Exception) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[0] if lines else ""
+
+
+# -- checkpoint stores -----------------------------------------------------------------------
+def check_object_stores(ctx: Context) -> Iterator[Finding]:
+    """Each checkpoint store a queued or running job uses: can this host open and reach it?
+
+    Instances reach the store with their own cloud identity; this checks the control host's
+    view (the local provider's instances share it).
+    """
+    if ctx.config is None:
+        return
+    urls = _stores_in_use(ctx.config.url)
+    if urls is None:
+        return
+    if not urls:
+        yield Finding.ok("object stores", "no queued or running job uses a checkpoint store")
+        return
+    for url, jobs in sorted(urls.items()):
+        yield _probe_store(url, jobs)
+
+
+def _stores_in_use(db_url: str) -> dict[str, list[int]] | None:
+    from sqlmodel import Session, select
+
+    from ..spec import JobSpec
+    from ..store.models import Job, JobStatus
+
+    path = sqlite_path(db_url)
+    if path is not None and not path.exists():
+        return None
+    engine = None
+    try:
+        engine = read_only_engine(db_url)
+        with Session(engine) as s:
+            rows = list(s.exec(select(Job).where(Job.status.not_in([st.value for st in JobStatus if st.terminal]))))  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - the database check reports why
+        return None
+    finally:
+        if engine is not None:
+            engine.dispose()
+    found: dict[str, list[int]] = {}
+    for job in rows:
+        spec = JobSpec.model_validate_json(job.spec)
+        if spec.checkpoint is not None:
+            found.setdefault(spec.checkpoint.store, []).append(job.id or 0)
+    return found
+
+
+def _probe_store(url: str, jobs: list[int]) -> Finding:
+    from ..checkpoint import UnsupportedStore, join_key, open_store
+
+    who = f"jobs {', '.join(map(str, jobs))}" if len(jobs) > 1 else f"job {jobs[0]}"
+    try:
+        store, prefix = open_store(url)
+        store.exists(join_key(prefix, ".gpuorch-doctor"))  # one HEAD-like request: reachable, and allowed
+    except UnsupportedStore as e:
+        return Finding.fail("object stores", f"{url} ({who}): {e}", "install the extra named above on this host")
+    except (OSError, ValueError) as e:
+        return Finding.fail("object stores", f"{url} ({who}): unreachable: {type(e).__name__}: {_first_line(e)}",
+                            "check the URL, the network and this host's credentials for that store")
+    root = getattr(store, "root", None)  # a file:// store: the instances on this host write there
+    if isinstance(root, Path):
+        existing = next((p for p in (root, *root.parents) if p.exists()), None)
+        if existing is None or not os.access(existing, os.W_OK):
+            return Finding.fail("object stores", f"{url} ({who}): {existing} is not writable by this user",
+                                f"chown the directory to the daemon's user, or choose another store; under systemd "
+                                f"add ReadWritePaths={root}")
+    return Finding.ok("object stores", f"{url} ({who}): reachable")

@@ -1,0 +1,176 @@
+"""Rank every (offer, market) pair that holds a job by expected total cost. Pure, no I/O.
+
+Per offer class (``index``): does the job fit, how many hours of work (``requirements``).
+Per (class, market, interruption bucket, egress) group, the cost scenario (``cost``): within a
+group expected cost is linear in the price, and the index keeps each group in price order. The
+groups are merged lazily with a heap, so a placement touches only the offers it returns; the
+region and volume-zone filters build their price orders once and cache them on the index.
+Ties on cost go to the earlier finish, then to catalog order.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..provider import Offer
+from ..spec import JobSpec
+from .cost import STORE_PROVIDERS, PlacementOptions, Scenario, linear, markets
+from .explain import Rejection, Shortfall, rejections, shortfall
+from .index import BUCKET_CODES, OfferClass, OfferIndex, PriceOrder, index_for, price_orders
+from .requirements import ClassFit, Needs, Refusal, evaluate_classes
+
+FILTER_CACHE = 20_000  # filtered price orders kept per index
+
+
+@dataclass(frozen=True)
+class Candidate:
+    offer: Offer
+    spot: bool
+    est_hours: float = 0.0  # hours of work on this offer (without start-up or preemptions)
+    est_cost: float = 0.0  # expected total USD, billing rounding and overheads included
+    est_finish_hours: float = 0.0  # expected wall-clock hours from launch to done
+    per_gpu_gib: float | None = None  # memory estimate per GPU (jobs with a model block)
+    sharding: str | None = None
+
+    @property
+    def price_per_hour(self) -> float:
+        return self.offer.price(self.spot)
+
+
+@dataclass(frozen=True)
+class Plan:
+    candidates: list[Candidate]
+    rejected: list[Rejection]
+    shortfall: Shortfall | None
+
+
+def _allowed_rows(spec: JobSpec, idx: OfferIndex, volume_zone: str | None) -> list[int] | None:
+    """Sorted rows in the job's regions and its volume's zone; None when neither restricts."""
+    rows: set[int] | None = None
+    if spec.regions:
+        rows = {r for name in spec.regions if name in idx.regions for r in idx.rows_by_region[idx.regions[name]]}
+    if volume_zone:
+        zone = set(idx.rows_by_zone.get(idx.zones.get(volume_zone, -1), ()))
+        rows = zone if rows is None else rows & zone
+    return sorted(rows) if rows is not None else None
+
+
+def _egress_per_gib(store: str | None, opts: PlacementOptions, idx: OfferIndex, provider: str) -> tuple[float, int | None]:
+    """USD per GiB restored from a checkpoint store in cloud ``store`` onto this provider's
+    offers, or (0, region code) when only offers outside the checkpoint's region pay the
+    same-cloud rate. ``store`` None: no checkpoint, or ``file://`` uploaded from the control
+    host (cloud ingress is free)."""
+    if store is None:
+        return 0.0, None
+    if store != provider:
+        return opts.egress_internet_usd_per_gib, None
+    if opts.checkpoint_region is None:
+        return 0.0, None  # region unknown: assume the bucket is near the instance
+    return 0.0, idx.regions.get(opts.checkpoint_region, -1)
+
+
+def _scenario(spec: JobSpec, opts: PlacementOptions, c: OfferClass, fit: ClassFit) -> tuple[Scenario, float]:
+    """The class's cost scenario, and the GiB restored after each preemption."""
+    work_s = (fit.hours if fit.hours is not None else opts.default_hours) * 3600
+    ready = opts.boot(c.provider) + opts.setup_s
+    ckpt = opts.checkpoint_gib if opts.checkpoint_gib is not None else fit.checkpoint_gib
+    lost = spec.checkpoint.interval / 2 if spec.checkpoint else work_s / 2
+    return Scenario(c.billing, work_s, ready + opts.restore_s(opts.restore_gib), ready + opts.restore_s(ckpt), lost), ckpt
+
+
+def _groups(idx: OfferIndex, ci: int, spot: bool, where: tuple[object, ...] | None,
+            allowed: Callable[[], list[int] | None], egress: tuple[float, int | None],
+            same_cloud: float) -> list[tuple[int, float, PriceOrder]]:  # fmt: skip
+    """(bucket, USD egress per GiB, offers in price order) for one class and market. Without
+    filters the index's own orders serve; filtered ones are built once and cached."""
+    rate, home = egress
+    if where is None and home is None:
+        return [(b, rate, po) for b, po in (idx.spot[ci] if spot else idx.on_demand[ci])]
+    key = (ci, spot, where, home)
+    parts = idx.filtered.get(key)
+    if parts is None:
+        c, rows = idx.classes[ci], allowed()
+        in_class = range(c.start, c.stop) if rows is None else rows[bisect_left(rows, c.start) : bisect_left(rows, c.stop)]
+
+        def group(r: int) -> int:  # bucket, and whether a restore pays the same-cloud rate
+            return (idx.bucket[r] if spot else -1) * 2 + (home is not None and idx.region[r] != home)
+
+        parts = [(k // 2, bool(k % 2), po) for k, po in price_orders(in_class, idx.spot_price if spot else idx.price, group)]
+        if len(idx.filtered) > FILTER_CACHE:
+            idx.filtered.clear()
+        idx.filtered[key] = parts
+    return [(b, same_cloud if far else rate, po) for b, far, po in parts]
+
+
+def plan(
+    spec: JobSpec,
+    offers: Sequence[Offer] | OfferIndex,
+    *,
+    avoid: Callable[[Candidate], bool] | None = None,
+    volume_zone: str | None = None,
+    options: PlacementOptions | None = None,
+    limit: int | None = None,
+    explain: bool = True,
+) -> Plan:
+    """Candidates cheapest expected total first (at most ``limit``), and with ``explain`` the
+    reason each offer class without a candidate was rejected."""
+    idx, opts, needs = index_for(offers), options or PlacementOptions(), Needs.of(spec)
+    where = (tuple(spec.regions or ()), volume_zone) if spec.regions or volume_zone else None
+    allowed_rows: list[list[int] | None] = []
+
+    def allowed() -> list[int] | None:  # computed on the first cache miss only
+        if not allowed_rows:
+            allowed_rows.append(_allowed_rows(spec, idx, volume_zone))
+        return allowed_rows[0]
+
+    unknown = opts.unknown_interruptions_per_hour
+    rates = [opts.interruptions_per_hour.get(b, unknown) for b in BUCKET_CODES] + [unknown]
+    cap = spec.max_price_per_hour if spec.max_price_per_hour is not None else math.inf
+    providers = set(spec.providers) if spec.providers else None
+    allowed_markets = markets(spec.spot_policy)
+    store = STORE_PROVIDERS.get(spec.checkpoint.store.split("://", 1)[0]) if spec.checkpoint else None
+    refused: dict[int, Refusal] = {}
+    fits: dict[int, ClassFit] = {}
+    groups: list[tuple[PriceOrder, float, float, int, bool]] = []  # prices, USD per $/h, fixed USD, class, spot
+    heap: list[tuple[float, float, int, int, int]] = []  # cost, finish, row, group, position in group
+    for ci, (c, fit) in enumerate(zip(idx.classes, evaluate_classes(needs, idx), strict=True)):
+        if isinstance(fit, Refusal):
+            refused[ci] = fit
+            continue
+        if providers is not None and c.provider not in providers:
+            continue
+        fits[ci] = fit
+        scen, ckpt = _scenario(spec, opts, c, fit)
+        egress = _egress_per_gib(store, opts, idx, c.provider)
+        for spot in allowed_markets:
+            for bucket, per_gib, order in _groups(idx, ci, spot, where, allowed, egress, opts.egress_same_cloud_usd_per_gib):
+                a, b, finish = linear(scen, spot, rates[bucket] if spot else 0.0, opts.restore_gib * per_gib, ckpt * per_gib)
+                if order.prices[0] <= cap:
+                    heap.append((order.prices[0] * a + b, finish, order.rows[0], len(groups), 0))
+                groups.append((order, a, b, ci, spot))
+    # Each group is sorted by price, so by cost: merge them lazily, cheapest expected total first.
+    heapq.heapify(heap)
+    chosen: list[Candidate] = []
+    kept: set[int] = set()
+    while heap:
+        cost, finish, row, g, pos = heapq.heappop(heap)
+        order, a, b, ci, spot = groups[g]
+        if pos + 1 < len(order.prices) and order.prices[pos + 1] <= cap:
+            heapq.heappush(heap, (order.prices[pos + 1] * a + b, finish, order.rows[pos + 1], g, pos + 1))
+        fit = fits[ci]
+        hours = fit.hours if fit.hours is not None else opts.default_hours
+        cand = Candidate(idx.offers[row], spot, hours, cost, finish / 3600, fit.per_gpu_gib, fit.sharding)
+        if avoid is not None and avoid(cand):
+            continue
+        chosen.append(cand)
+        kept.add(ci)
+        if limit is not None and len(chosen) >= limit:
+            break
+    if not explain:
+        return Plan(chosen, [], None)
+    placed = kept | {groups[entry[3]][3] for entry in heap}  # classes with offers still unranked
+    return Plan(chosen, rejections(spec, idx, volume_zone, refused, placed, cap), shortfall(idx, refused))

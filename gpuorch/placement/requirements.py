@@ -1,0 +1,101 @@
+"""Does an offer class hold the job, and how long does the job run on it?
+
+Checked per class, not per offer (see ``index``), in this order: a GPU at all, the GPU model,
+the GPU count, the per-GPU memory floor of ``resources.gpu``, vCPU and RAM, then -- with a
+``model:`` block -- precision support, the interconnect the workload demands, and the memory
+estimate with the least sharding that fits. Results are cached per (job needs, index).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import gpus
+from ..sizing import GIB, best_estimate, checkpoint_bytes, estimate_hours, unsupported
+from ..sizing.workload import Workload
+from ..spec import GpuRequirement, JobSpec
+from .index import OfferClass, OfferIndex
+
+
+@dataclass(frozen=True)
+class Needs:
+    """The parts of a job spec that decide fit and runtime (hashable: a cache key)."""
+
+    gpu: GpuRequirement | None
+    cpus: float
+    memory_gib: float
+    workload: Workload | None
+
+    @classmethod
+    def of(cls, spec: JobSpec) -> Needs:
+        r = spec.resources
+        return cls(r.gpu, r.cpus, r.memory, spec.model)
+
+
+@dataclass(frozen=True)
+class ClassFit:
+    hours: float | None  # hours of work on this class; None: the job does not say
+    per_gpu_gib: float | None
+    sharding: str | None
+    checkpoint_gib: float  # restored after each preemption
+
+
+@dataclass(frozen=True)
+class Refusal:
+    reason: str
+    need_gib: float | None = None  # set when memory was the reason
+    usable_gib: float | None = None
+
+
+def _evaluate(needs: Needs, c: OfferClass) -> ClassFit | Refusal:
+    req, w = needs.gpu, needs.workload
+    if (req is not None or w is not None) and (c.gpu is None or c.gpu_count < 1):
+        return Refusal("no GPU")
+    if req is not None:
+        if req.name and gpus.lookup(c.gpu or "") != gpus.lookup(req.name):
+            return Refusal(f"GPU is {c.gpu}, the job asks for {req.name}")
+        if c.gpu_count < req.count:
+            return Refusal(f"{c.gpu_count} GPU(s), the job asks for {req.count}")
+        floor = req.memory_floor_gib()
+        if not gpus.memory_matches(c.gpu_memory_gib, floor):
+            return Refusal(f"{c.gpu_memory_gib:g} GiB per GPU, the job asks for {floor:g} GiB")
+    if c.vcpus and c.vcpus < needs.cpus:
+        return Refusal(f"{c.vcpus:g} vCPUs, the job asks for {needs.cpus:g}")
+    if c.memory_gib and c.memory_gib < needs.memory_gib:
+        return Refusal(f"{c.memory_gib:g} GiB RAM, the job asks for {needs.memory_gib:g} GiB")
+    if w is None:
+        return ClassFit(None, None, None, 0.0)
+    spec = c.spec
+    if spec is None:
+        return Refusal(f"GPU {c.gpu} is not in the GPU table; its speed is unknown")
+    why = unsupported(w, spec)
+    if why:
+        return Refusal(why)
+    link = c.interconnect if c.gpu_count > 1 else None
+    if w.interconnect == "nvlink" and c.gpu_count > 1 and link not in gpus.FAST_LINKS:
+        return Refusal(f"GPUs linked by {link or 'an unknown interconnect'}; the job asks for interconnect: nvlink")
+    usable = min(c.gpu_memory_gib, spec.usable)
+    est, ok = best_estimate(w, c.gpu_count, usable)
+    if not ok:
+        return Refusal(
+            f"needs {est.per_gpu_gib:.1f} GiB per GPU ({est.sharding} over {c.gpu_count}), has {usable:.1f}",
+            est.per_gpu_gib,
+            usable,
+        )
+    hours = estimate_hours(w, spec, c.gpu_count, link, est.sharding)
+    return ClassFit(hours, est.per_gpu_gib, est.sharding, checkpoint_bytes(w) / GIB)
+
+
+CACHE_JOBS = 4096
+
+
+def evaluate_classes(needs: Needs, idx: OfferIndex) -> list[ClassFit | Refusal]:
+    """``_evaluate`` for every class of ``idx``, memoised on the index: a queue of similar
+    jobs over one catalog computes each fit once."""
+    cache = idx.fits
+    found = cache.get(needs)
+    if found is None:
+        found = cache[needs] = [_evaluate(needs, c) for c in idx.classes]
+        if len(cache) > CACHE_JOBS:
+            del cache[next(iter(cache))]  # oldest first
+    return found

@@ -1,0 +1,101 @@
+"""Job leases: which daemon may act on a job, and until when (token + expiry on the job row).
+
+Several daemons share one PostgreSQL store; each job is worked on by at most one at a time.
+A lease is ``(lease_owner, lease_expires)`` on the ``job`` row. The rules (docs/ha.md argues
+them through):
+
+- ``claim`` takes jobs that need attention and are free, expired or already ours, renewing ours,
+  in one writing transaction whose candidate rows are locked ``FOR UPDATE SKIP LOCKED``.
+- Every write a daemon makes on a job locks the job's row and checks that the lease is still
+  ours and unexpired (``held``), so nothing a deposed daemon decided is ever committed after
+  another daemon's claim.
+- A pass claims before it lists any instance, so what a new owner observes postdates every
+  write of the previous one.
+- Expiry is judged by each daemon's own clock. The store stays consistent whatever the clocks
+  say (a write checks the owner under the row lock, and a claim commits only on an unlocked
+  row); skew only moves takeovers earlier or later, so keep hosts in NTP sync well within it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import or_, update
+from sqlmodel import select
+
+from .. import events
+from ..store import Store
+from ..store.models import Attempt, AttemptStatus, Job, JobStatus
+
+TERMINAL = [s.value for s in JobStatus if s.terminal]
+
+
+class LeaseLost(Exception):
+    """Another daemon owns the job now, or this daemon's lease expired: drop its remaining work."""
+
+
+class Leases:
+    def __init__(self, store: Store, owner: str, lease_s: float) -> None:
+        self.store, self.owner, self.lease_s = store, owner, lease_s
+
+    def held(self, job: Job | None, now: datetime) -> bool:
+        return (job is not None and job.lease_owner == self.owner and job.lease_expires is not None
+                and job.lease_expires > now)
+
+    def claim(self, now: datetime, last_pass_at: datetime | None = None) -> list[Job]:
+        """Lease every job that needs attention and is free, expired or ours (renewing ours).
+
+        Candidate rows are locked ``FOR UPDATE SKIP LOCKED`` on PostgreSQL (SQLite's BEGIN
+        IMMEDIATE serialises all writers anyway): a row another daemon is writing right now stays
+        with it this pass, and two claimers never wait for, or deadlock on, each other. A job
+        taken from a daemon whose lease ran out gets a ``lease_taken_over`` event that records
+        the expiry and ``last_pass_at`` (this daemon's previous pass), so "taken over at the
+        first pass after expiry" can be checked. Returns the jobs this daemon holds unexpired
+        leases on, by id (an expired one of ours that another daemon is taking right now is not).
+        """
+        busy = select(Attempt.job_id).where(Attempt.status != AttemptStatus.ENDED)
+        wanted = or_(Job.status.not_in(TERMINAL), Job.id.in_(busy))  # type: ignore[attr-defined,union-attr]
+        free = or_(Job.lease_owner.is_(None), Job.lease_owner == self.owner,  # type: ignore[union-attr]
+                   Job.lease_expires < now)  # type: ignore[operator]
+        with self.store.write() as s:
+            rows = s.exec(select(Job.id, Job.lease_owner, Job.lease_expires).where(wanted).where(free)  # type: ignore[call-overload]
+                          .order_by(Job.id).with_for_update(skip_locked=True, of=Job)).all()
+            if rows:
+                s.exec(update(Job).where(Job.id.in_([r[0] for r in rows]))  # type: ignore[union-attr]
+                       .values(lease_owner=self.owner, lease_expires=now + timedelta(seconds=self.lease_s)))
+            for job_id, previous, expired in rows:
+                if previous not in (None, self.owner):
+                    events.record(s, now, "lease_taken_over", f"{self.owner} took over from {previous}, whose lease "
+                                  f"expired at {expired:%H:%M:%S}", job_id=job_id, previous_owner=previous,
+                                  owner=self.owner, expired_at=expired, last_pass_at=last_pass_at)
+        with self.store.read() as s:  # also ours: rows we hold that someone had locked just now
+            return list(s.exec(select(Job).where(Job.lease_owner == self.owner).where(Job.lease_expires > now)  # type: ignore[operator]
+                               .where(wanted).order_by(Job.id)))  # type: ignore[arg-type]
+
+    def renew(self, now: datetime) -> None:
+        """Extend the unexpired leases this daemon holds, so a long pass does not outlive them.
+
+        An expired lease is never revived here (another daemon may be taking it); the next claim
+        gets it back if nobody did.
+        """
+        with self.store.write() as s:
+            s.exec(update(Job).where(Job.lease_owner == self.owner).where(Job.lease_expires > now)  # type: ignore[operator]
+                   .values(lease_expires=now + timedelta(seconds=self.lease_s)))
+
+    def check(self, job_id: int, now: datetime) -> None:
+        """Raise LeaseLost unless the job is still held. A read: it guards side effects that write
+        nothing (those are idempotent; this keeps a deposed daemon from acting on a stale view)."""
+        with self.store.read() as s:
+            if not self.held(s.get(Job, job_id), now):
+                raise LeaseLost(job_id)
+
+    def others(self, now: datetime) -> set[int]:
+        """Ids of jobs another daemon holds an unexpired lease on."""
+        with self.store.read() as s:
+            return set(s.exec(select(Job.id).where(Job.lease_owner.is_not(None))  # type: ignore[union-attr]
+                              .where(Job.lease_owner != self.owner).where(Job.lease_expires > now)))  # type: ignore[operator]
+
+    def release(self) -> None:
+        """Give up every lease (clean shutdown): another daemon may take the jobs at once."""
+        with self.store.write() as s:
+            s.exec(update(Job).where(Job.lease_owner == self.owner).values(lease_owner=None, lease_expires=None))

@@ -1,0 +1,172 @@
+"""The reconciler's money and sweep hooks: load the ledger and build each job's gate, admit a
+launch atomically, carry out a clean stop, record spot price moves, collect metrics, finish
+sweeps. The decisions themselves are pure (gpuorch.budget, reconciler.gates).
+
+Every write on a job goes through the reconciler's ``txn`` (it checks this daemon's lease).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+
+from sqlalchemy import and_, exists, func, or_, text
+from sqlmodel import Session, select
+
+from .. import events
+from ..budget import IN_FLIGHT, Gate, Ledger, Policy, SweepState, day_start, gate_for, worst_case
+from ..cost import current_price, with_price_change
+from ..placement import Candidate
+from ..provider import Offer, Provider
+from ..runner import Runner, RunnerUnavailable
+from ..spec import JobSpec
+from ..store import Store
+from ..store.models import Attempt, AttemptStatus, Job, JobStatus, Sweep, SweepStatus
+from ..sweeps.metrics import merge_lines
+from . import actions as A
+from .decide import AttemptView, JobView
+
+log = logging.getLogger("gpuorch.reconciler")
+
+Txn = Callable[[int], AbstractContextManager[tuple[Session, Job]]]
+TERMINAL = [s for s in JobStatus if s.terminal]
+METRICS_READ = 256 * 1024  # bytes per attempt per pass
+BUDGET_LOCK = 4243  # PostgreSQL advisory lock serialising launch admissions
+
+
+class Money:
+    def __init__(self, store: Store, policy: Policy, txn: Txn) -> None:
+        self.store, self.policy, self.txn = store, policy, txn
+        self._loaded: tuple[Ledger, dict[int, SweepState]] | None = None
+
+    # -- the gate -------------------------------------------------------------------------
+    def _applies(self, job: Job, spec: JobSpec) -> bool:
+        return self.policy.daily_cap is not None or spec.budget is not None or job.sweep_id is not None
+
+    def _load(self, s: Session, now: datetime) -> tuple[Ledger, dict[int, SweepState]]:
+        active = list(s.exec(select(Sweep).where(Sweep.status == SweepStatus.ACTIVE)))
+        ids = [w.id for w in active]
+        rows = s.exec(select(Attempt, Job.sweep_id).join(Job, Job.id == Attempt.job_id).where(or_(  # type: ignore[arg-type]
+            Attempt.status != AttemptStatus.ENDED, Attempt.ended_at >= day_start(now),  # type: ignore[operator]
+            Job.status.not_in(TERMINAL), Job.sweep_id.in_(ids))))  # type: ignore[attr-defined,union-attr]
+        ledger = Ledger.build(list(rows), now, self.policy)
+        if not ids:
+            return ledger, {}
+        flying = dict(s.exec(select(Job.sweep_id, func.count()).where(  # type: ignore[call-overload]
+            Job.sweep_id.in_(ids), Job.status.in_(IN_FLIGHT)).group_by(Job.sweep_id)).all())  # type: ignore[union-attr,attr-defined]
+        sweeps = {w.id: SweepState(w.id, w.name, w.max_cost, w.deadline, w.max_parallel, flying.get(w.id, 0))
+                  for w in active if w.id is not None}
+        return ledger, sweeps
+
+    def begin_pass(self) -> None:
+        self._loaded = None
+
+    def gate(self, view: JobView, now: datetime) -> Gate | None:
+        if not self._applies(view.job, view.spec):
+            return None
+        if self._loaded is None or self._loaded[0].now != now:
+            with self.store.read() as s:
+                self._loaded = self._load(s, now)
+        ledger, sweeps = self._loaded
+        return gate_for(view.job, view.spec, sweeps.get(view.job.sweep_id or -1), ledger, self.policy)
+
+    def after(self, d: A.Decision) -> None:
+        """Launches and stops change the ledger: re-read it before the next job's gate."""
+        if any(isinstance(x, A.Launch | A.StopCleanly | A.End) for x in d.actions):
+            self._loaded = None
+
+    def admit(self, s: Session, job: Job, spec: JobSpec, cand: Candidate, now: datetime) -> str | None:
+        """Inside the launch's write transaction: None if ``cand`` may launch, else why not.
+
+        The ledger is read again here, after every launch committed before, so the check and the
+        attempt row it admits are one atomic step (SQLite: BEGIN IMMEDIATE; PostgreSQL: a lock).
+        """
+        if not self._applies(job, spec):
+            return None
+        if s.get_bind().dialect.name == "postgresql":
+            s.connection().execute(text(f"SELECT pg_advisory_xact_lock({BUDGET_LOCK})"))
+        ledger, sweeps = self._load(s, now)
+        gate = gate_for(job, spec, sweeps.get(job.sweep_id or -1), ledger, self.policy)
+        if gate.hold is not None:
+            return gate.hold.message
+        if not gate.affords(cand):
+            return f"launch refused: its worst case ${worst_case(cand, self.policy):.4f} does not fit the budget"
+        return None
+
+    # -- a clean stop ---------------------------------------------------------------------------
+    def stop_cleanly(self, provider: Provider, view: JobView, a: AttemptView, action: A.StopCleanly, now: datetime) -> None:
+        """Record the stop (intent first), then ask the agent for its final checkpoint."""
+        job_id, until = view.job.id or 0, action.until
+        with self.txn(job_id) as (s, job):
+            row = s.get(Attempt, a.row.id)
+            row.status, row.reason, row.message = AttemptStatus.DRAINING, action.reason, action.message  # type: ignore[union-attr]
+            row.notice_at, row.drain_until = now, until  # type: ignore[union-attr]
+            job.status, job.message, job.not_before = action.job_status, action.message, action.not_before
+            if action.job_status.terminal:
+                job.finished_at = now
+            events.record(s, now, "stop_requested", f"{action.message}; final checkpoint requested by "
+                          f"{until:%H:%M:%S}", job_id=job_id, attempt=action.attempt, reason=action.reason.value)
+        try:
+            provider.runner(a.instance).request_stop(until.timestamp())  # type: ignore[arg-type]
+        except (RunnerUnavailable, NotImplementedError) as e:
+            log.info("job %s attempt %s: no clean stop (%s); terminating now", job_id, action.attempt, e)
+            with self.txn(job_id) as (s, _):
+                s.get(Attempt, a.row.id).drain_until = now  # type: ignore[union-attr]
+
+    # -- observations ----------------------------------------------------------------------------
+    def track_prices(self, view: JobView, offers: Sequence[Offer], seen_at: datetime | None) -> None:
+        """Record a new spot price for each live spot attempt whose market's offer moved."""
+        if seen_at is None:
+            return
+        spot = {(o.provider, o.zone, o.instance_type): o.spot_price_per_hour for o in offers}
+        moves = [(a.row, p) for a in view.attempts
+                 if a.row.spot and a.row.launched_at is not None and a.row.status != AttemptStatus.ENDED
+                 if (p := spot.get((a.row.provider, a.row.zone, a.row.instance_type))) is not None
+                 if abs(p - current_price(a.row)) > 1e-9]
+        if not moves:
+            return
+        with self.txn(view.job.id or 0) as (s, _):
+            for row, price in moves:
+                r = s.get(Attempt, row.id)
+                old = current_price(r)  # type: ignore[arg-type]
+                r.price_changes = with_price_change(r, seen_at, price)  # type: ignore[union-attr,arg-type]
+                events.record(s, seen_at, "spot_price", f"spot price ${old:.4f}/h -> ${price:.4f}/h",
+                              job_id=row.job_id, attempt=row.number, price_per_hour=price)
+
+    def collect_metrics(self, job_id: int, row: Attempt, runner: Runner, now: datetime) -> None:
+        """Read the attempt's new metrics lines and merge them into the job's latest metrics."""
+        try:
+            data, _ = runner.read_metrics(row.metrics_offset, METRICS_READ)
+        except (RunnerUnavailable, NotImplementedError, OSError):
+            return
+        cut = data.rfind(b"\n") + 1
+        if cut == 0 and len(data) < METRICS_READ:
+            return  # nothing new, or half a line: read it whole next time
+        cut = cut or len(data)  # one line longer than a read: skip it
+        with self.txn(job_id) as (s, job):
+            r = s.get(Attempt, row.id)
+            if r is None or r.metrics_offset != row.metrics_offset:
+                return
+            r.metrics_offset += cut
+            merged = merge_lines(json.loads(job.metrics) if job.metrics else {}, data[:cut])
+            if merged is not None:
+                job.metrics, job.metrics_at = json.dumps(merged), now
+
+    # -- sweeps ------------------------------------------------------------------------------------
+    def finish_sweeps(self, now: datetime) -> None:
+        """Mark active sweeps whose trials have all finished as done."""
+        unfinished = exists().where(and_(Job.sweep_id == Sweep.id, Job.status.not_in(TERMINAL)))  # type: ignore[attr-defined]
+        done = select(Sweep).where(Sweep.status == SweepStatus.ACTIVE, ~unfinished)
+        with self.store.read() as s:
+            if s.exec(done).first() is None:  # the usual case: no write lock taken
+                return
+        with self.store.write() as s:
+            for sw in s.exec(done):
+                counts = dict(s.exec(select(Job.status, func.count()).where(  # type: ignore[call-overload]
+                    Job.sweep_id == sw.id).group_by(Job.status)).all())
+                sw.status, sw.finished_at = SweepStatus.DONE, now
+                sw.message = ", ".join(f"{n} {st.value}" for st, n in sorted(counts.items()))
+                events.record(s, now, "sweep_done", f"sweep {sw.name} done: {sw.message}")

@@ -1,0 +1,247 @@
+"""``SshRunner``: the Runner port over SSH (paramiko) for cloud VMs.
+
+Layout on the instance, under ``remote_root`` (``~/gpuorch`` by default)::
+
+    gpuorch-agent-<hash>.pyz     the agent bundle (``gpuorch.runners.bundle``), uploaded once
+    run/                         the attempt's run dir: agent.json, status.json, job.log, heartbeat
+    run/work/                    the uploaded workdir; the job's working directory
+    run/agent.out                the agent process's own stdout/stderr (crashes before it logs)
+
+Files move over SFTP. The one shell command (``start_script``) runs under ``/bin/sh`` whatever
+the login shell, and every path and value in it is ``shlex.quote``d; job names and commands
+never appear in it at all (they travel inside agent.json). Host keys are checked against the
+pinned known_hosts file only (``gpuorch.runners.hostkeys``); an unknown or changed key raises
+``HostKeyRejected``. Every failure to reach or drive the instance is a ``RunnerUnavailable``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import posixpath
+import re
+import secrets
+import shlex
+import tarfile
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Self
+
+import paramiko
+
+from ..agent.protocol import (
+    CONFIG_FILE,
+    HEARTBEAT_FILE,
+    JOB_LOG,
+    STATUS_FILE,
+    WORK_DIR,
+    AgentConfig,
+    AgentStatus,
+    NoticeSource,
+)
+from ..runner import Runner, RunnerUnavailable
+from . import sftp_util
+from .bundle import agent_bundle
+from .connection import SshConnection
+
+AGENT_OUT = "agent.out"
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+class SshRunner(Runner):
+    """Drives one instance at ``user@host:port``, logging in with the key at ``key_path``.
+
+    - ``known_hosts_path``: the installation's pinned host keys; the host's must be pinned
+      there before the first connection (``pin_host_key``).
+    - ``remote_root``: absolute, or ``~/...`` (relative to the login's home directory).
+    - ``python``: the instance's interpreter for the agent (3.8+; boto3 for ``s3://`` stores).
+    - ``notice``: the preemption notice source written into every agent.json (AWS IMDS by
+      default); ``shutdown_command`` fills the config's own when it has none.
+    - ``agent_env``: extra environment for the agent process (e.g. ``GPUORCH_S3_ENDPOINT_URL``).
+      Instances get cloud credentials from their own identity: never put keys here outside tests.
+    - ``connect_attempts``, ``retry_wait_s``, ``retry_wait_max_s``: the bounded, jittered
+      exponential retry of a connection while the instance boots; ``connect_timeout`` per try;
+      ``io_timeout`` for each SFTP request or remote command.
+
+    One SSH connection is cached per runner, reconnected when it drops, and shared by the
+    calls of several threads (serialised). ``close()`` releases it.
+    """
+
+    def __init__(
+        self, host: str, port: int, user: str, key_path: Path, known_hosts_path: Path, *,
+        remote_root: str = "~/gpuorch", python: str = "python3", notice: NoticeSource | None = None,
+        shutdown_command: str | None = None, agent_env: Mapping[str, str] | None = None,
+        connect_timeout: float = 10.0, connect_attempts: int = 5, retry_wait_s: float = 1.0,
+        retry_wait_max_s: float = 10.0, io_timeout: float = 60.0,
+    ) -> None:
+        if not (remote_root == "~" or remote_root.startswith(("/", "~/"))):
+            raise ValueError(f"remote_root {remote_root!r} must be absolute or start with ~/")
+        bad = [name for name in (agent_env or {}) if not _ENV_NAME.match(name)]
+        if bad:
+            raise ValueError(f"agent_env names {bad} are not valid environment variable names")
+        self.connection = SshConnection(
+            host, port, user, key_path, known_hosts_path, connect_timeout=connect_timeout,
+            connect_attempts=connect_attempts, retry_wait_s=retry_wait_s, retry_wait_max_s=retry_wait_max_s,
+            io_timeout=io_timeout,
+        )
+        self.remote_root, self.python = remote_root, python
+        self.notice = notice if notice is not None else NoticeSource(kind="aws")
+        self.shutdown_command = shutdown_command
+        self.agent_env = dict(agent_env or {})
+        self._root: str | None = None  # remote_root with ~ resolved, once connected
+
+    def __repr__(self) -> str:
+        return f"SshRunner({self.connection!r})"
+
+    # -- the Runner port -----------------------------------------------------------------------
+
+    def start(self, config: AgentConfig, workdir: Path | None = None) -> None:
+        """Upload the agent bundle, ``workdir`` (into ``run/work``) and agent.json; start the agent.
+
+        Idempotent: once ``run/agent.json`` exists, does nothing. agent.json is hard-linked into
+        place by the same remote command that starts the agent, so of two concurrent starts
+        exactly one starts an agent. The agent runs detached (``setsid nohup``, no stdio tied to
+        the session): it survives this connection and the daemon. The runner's ``notice`` source
+        replaces the config's. Raises RunnerUnavailable (also if the remote command fails).
+        """
+        if self.connection.call("look for the agent", lambda _client, sftp: self._started(sftp)):
+            return  # the common case on every later pass: one SFTP stat, nothing packed
+        shutdown = config.shutdown_command or self.shutdown_command
+        config = dataclasses.replace(config, notice=self.notice, shutdown_command=shutdown)
+        with tempfile.TemporaryDirectory(prefix="gpuorch-workdir-") as tmp:
+            tarball = _pack(Path(workdir), Path(tmp) / "workdir.tar.gz") if workdir is not None else None
+            self.connection.call("start the agent", lambda client, sftp: self._start(client, sftp, config, tarball))
+
+    def status(self) -> AgentStatus | None:
+        """The agent's ``status.json``, or None before it writes one. Raises RunnerUnavailable."""
+        def read(_client: paramiko.SSHClient, sftp: paramiko.SFTPClient) -> AgentStatus | None:
+            try:
+                data = sftp_util.read_file(sftp, self._run_path(sftp, STATUS_FILE))
+                return AgentStatus.from_json(data.decode())
+            except FileNotFoundError:
+                return None
+            except (ValueError, TypeError):  # not ours, or damaged: as if not written yet
+                return None
+
+        return self.connection.call("read the agent status", read)
+
+    def read_log(self, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
+        """Up to ``limit`` bytes of ``job.log`` from ``offset``; (b"", offset) if there is none yet."""
+        def read(_client: paramiko.SSHClient, sftp: paramiko.SFTPClient) -> tuple[bytes, int]:
+            try:
+                data = sftp_util.read_file(sftp, self._run_path(sftp, JOB_LOG), offset, limit)
+            except FileNotFoundError:
+                return b"", offset
+            return data, offset + len(data)
+
+        return self.connection.call("read the job log", read)
+
+    def heartbeat(self) -> None:
+        """Rewrite ``run/heartbeat``: its mtime comes from the instance's clock, as the agent's
+        dead-man switch compares it with its own (no clock skew between the two hosts)."""
+        def touch(_client: paramiko.SSHClient, sftp: paramiko.SFTPClient) -> None:
+            sftp_util.makedirs(sftp, self._run_path(sftp))
+            with sftp.open(self._run_path(sftp, HEARTBEAT_FILE), "w") as f:
+                f.write(f"{time.time():.3f}\n")
+
+        self.connection.call("write the heartbeat", touch)
+
+    def close(self) -> None:
+        """Close the cached connection (a later call opens a new one)."""
+        self.connection.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- start -----------------------------------------------------------------------------------
+
+    def _start(self, client: paramiko.SSHClient, sftp: paramiko.SFTPClient, config: AgentConfig,
+               tarball: Path | None) -> None:
+        if self._started(sftp):
+            return
+        run = self._run_path(sftp)
+        sftp_util.makedirs(sftp, posixpath.join(run, WORK_DIR))
+        bundle_name, bundle = agent_bundle()
+        bundle_path = posixpath.join(self._root_path(sftp), bundle_name)
+        if not sftp_util.exists(sftp, bundle_path):  # content-addressed: present means complete
+            sftp_util.put_atomic(sftp, io.BytesIO(bundle), bundle_path)
+        token = secrets.token_hex(8)
+        config_tmp = f".{CONFIG_FILE}.{token}"
+        sftp.putfo(io.BytesIO(config.to_json().encode()), posixpath.join(run, config_tmp))
+        tarball_tmp = None
+        if tarball is not None:
+            tarball_tmp = f".workdir.{token}.tar.gz"
+            sftp.put(str(tarball), posixpath.join(run, tarball_tmp))
+        script = start_script(run, bundle_path, self.python, config_tmp, tarball_tmp, self.agent_env)
+        code, output = self.connection.exec(client, f"/bin/sh -c {shlex.quote(script)}")
+        if code != 0:
+            raise RunnerUnavailable(f"{self!r}: starting the agent failed (exit {code}): {output.strip()[-500:]}")
+
+    def _started(self, sftp: paramiko.SFTPClient) -> bool:
+        return sftp_util.exists(sftp, self._run_path(sftp, CONFIG_FILE))
+
+    # -- paths -----------------------------------------------------------------------------------
+
+    def _root_path(self, sftp: paramiko.SFTPClient) -> str:
+        if self._root is None:
+            if self.remote_root.startswith("/"):
+                self._root = posixpath.normpath(self.remote_root)
+            else:  # SFTP starts in the login's home directory
+                self._root = posixpath.normpath(posixpath.join(sftp.normalize("."), self.remote_root[2:]))
+        return self._root
+
+    def _run_path(self, sftp: paramiko.SFTPClient, name: str = "") -> str:
+        run = posixpath.join(self._root_path(sftp), "run")
+        return posixpath.join(run, name) if name else run
+
+
+def start_script(run: str, bundle: str, python: str, config_tmp: str, tarball_tmp: str | None,
+                 env: Mapping[str, str]) -> str:
+    """The ``/bin/sh`` script that unpacks the workdir, claims agent.json and starts the agent.
+
+    Pure: every path and value is quoted. Exits 0 without starting anything if agent.json
+    exists already (a concurrent or repeated start), non-zero with a message on failure.
+    """
+    q = shlex.quote
+    assignments = " ".join(f"{name}={q(value)}" for name, value in sorted(env.items()))
+    uploads = " ".join(q(name) for name in (config_tmp, tarball_tmp) if name)
+    lines = [
+        "set -e",
+        f"cd {q(run)}",
+        f"if [ -e {q(CONFIG_FILE)} ]; then rm -f {uploads}; exit 0; fi",
+        (f"{q(python)} -c 'import sys; sys.exit(sys.version_info < (3, 8))' 2>/dev/null"
+         f" || {{ echo {q(f'the agent needs Python 3.8+ as {python!r} on the instance')} >&2; exit 127; }}"),
+    ]
+    if tarball_tmp is not None:
+        lines += [f"tar -xzf {q(tarball_tmp)} -C {q(WORK_DIR)} --no-same-owner", f"rm -f {q(tarball_tmp)}"]
+    lines += [
+        # ln fails if agent.json appeared meanwhile: exactly one start gets past this line.
+        f"ln {q(config_tmp)} {q(CONFIG_FILE)} 2>/dev/null || {{ rm -f {q(config_tmp)}; exit 0; }}",
+        f"rm -f {q(config_tmp)}",
+        # The agent outlives this session; and bash sources ~/.bashrc in any shell that sees
+        # SSH_CLIENT, which would then run the login's rc files before every job command.
+        "unset SSH_CLIENT SSH2_CLIENT SSH_CONNECTION SSH_TTY SSH_AUTH_SOCK SSH_ORIGINAL_COMMAND",
+        f"env {assignments} setsid nohup {q(python)} {q(bundle)} {q(run)} >{q(AGENT_OUT)} 2>&1 </dev/null &",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _pack(workdir: Path, target: Path) -> Path:
+    """``workdir``'s contents as a gzipped tar (symlinks and modes kept, owners dropped)."""
+    if not workdir.is_dir():
+        raise ValueError(f"workdir {workdir} is not a directory")
+
+    def anonymous(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        return info
+
+    with tarfile.open(target, "w:gz") as tar:
+        for child in sorted(workdir.iterdir()):
+            tar.add(child, arcname=child.name, filter=anonymous)
+    return target

@@ -1,0 +1,107 @@
+"""The estimate as data (``gpuorch estimate --json``) and the one-line errors of impossible fits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import gpus
+from ..errors import UserInputError
+from .fit import MAX_NODES, Fit, best_estimate, smallest_fit, smallest_fits, unsupported
+from .memory import MemoryEstimate, estimate_memory
+from .runtime import estimate_hours
+from .workload import Workload
+
+
+def advice(w: Workload) -> str:
+    """What usually makes a job fit, most effective first."""
+    tips = []
+    if w.method == "full":
+        tips.append("method qlora or lora")
+    if w.method == "inference" and w.precision in ("bf16", "fp16"):
+        tips.append("precision int8 or int4")
+    if w.training and not w.checkpointing:
+        tips.append("gradient checkpointing")
+    if w.seq_len * w.micro_batch > 2048:
+        tips.append("a shorter seq_len or micro_batch")
+    tips.append("more GPUs")
+    return "try " + ", ".join(tips[:-1]) + (" or " if len(tips) > 1 else "") + tips[-1]
+
+
+def _missing(need: float, usable: float) -> str:
+    return f"needs {need:.1f} GiB per GPU, has {usable:.1f} GiB ({need - usable:.1f} GiB missing)"
+
+
+def check_fit(w: Workload, gpu_name: str, gpu_count: int = 1) -> MemoryEstimate:
+    """The estimate on ``gpu_count`` x ``gpu_name``; UserInputError when it cannot run there."""
+    spec = gpus.lookup(gpu_name)
+    if spec is None:
+        raise UserInputError(f"unknown GPU {gpu_name!r}; known: {', '.join(gpus.known_names())}")
+    why = unsupported(w, spec)
+    if why:
+        raise UserInputError(why)
+    est, ok = best_estimate(w, gpu_count, spec.usable)
+    if not ok:
+        fit = smallest_fit(w, spec)
+        hint = f"{fit.gpu_count}x{spec.name} fits ({fit.sharding})" if fit else advice(w)
+        raise UserInputError(f"{gpu_count}x{spec.name} is too small: {_missing(est.per_gpu_gib, spec.usable)}; {hint}")
+    return est
+
+
+def no_fit_error(w: Workload) -> UserInputError:
+    """Nothing in the GPU table holds ``w``: name the largest configuration and the gap."""
+    largest = max(gpus.GPUS, key=lambda g: g.usable)
+    count = largest.max_per_node * MAX_NODES
+    est, _ = best_estimate(w, count, largest.usable)
+    return UserInputError(
+        f"no configuration fits: the largest, {MAX_NODES} nodes of {largest.max_per_node}x{largest.name}, "
+        f"{_missing(est.per_gpu_gib, largest.usable)}; {advice(w)}"
+    )
+
+
+def workload_summary(w: Workload) -> dict[str, Any]:
+    return {
+        "params": w.n_params,
+        "shape": w.shape.name,
+        "method": w.method,
+        "precision": w.precision,
+        "optimizer": w.optimizer if w.training else None,
+        "seq_len": w.seq_len,
+        "micro_batch": w.micro_batch,
+        "gradient_checkpointing": w.checkpointing,
+        "lora_rank": w.lora_rank if w.method in ("lora", "qlora") else None,
+        "lora_targets": list(w.lora_targets) if w.method in ("lora", "qlora") else None,
+        "trainable_params": w.trainable_params,
+        "sharding": w.sharding,
+    }
+
+
+def _fit_dict(w: Workload, f: Fit) -> dict[str, Any]:
+    d = f.as_dict()
+    spec = gpus.lookup(f.gpu)
+    if spec is not None and (w.tokens is not None or w.duration is not None):
+        d["est_hours"] = estimate_hours(w, spec, f.gpu_count, f.link if f.gpu_count > 1 else None, f.sharding, f.nodes)
+    return d
+
+
+def estimate_report(w: Workload, gpu_count: int = 1, gpu_name: str | None = None) -> dict[str, Any]:
+    """The per-GPU breakdown on ``gpu_count`` GPUs (checked against ``gpu_name`` when given) and
+    the smallest configuration of every GPU model that fits. Raises UserInputError."""
+    est = check_fit(w, gpu_name, gpu_count) if gpu_name else estimate_memory(w, gpu_count)
+    gpu = gpus.lookup(gpu_name) if gpu_name else None
+    fits = smallest_fits(w)
+    if not fits:
+        raise no_fit_error(w)
+    smallest: dict[str, Any] = {}
+    for f in fits:
+        smallest.setdefault(f.scope.replace("-", "_"), _fit_dict(w, f))
+    return {
+        "workload": workload_summary(w),
+        "gpu": gpu.name if gpu else None,
+        "gpus": gpu_count,
+        "sharding": est.sharding,
+        "per_gpu_gib": round(est.per_gpu_gib, 2),
+        "total_gib": round(est.total_gib, 2),
+        "breakdown": {k: round(v, 2) for k, v in est.breakdown.items()},
+        "fits": [_fit_dict(w, f) for f in fits],
+        "smallest": {k: smallest.get(k) for k in ("single", "node", "multi_node")},
+    }

@@ -1,0 +1,210 @@
+"""The sweep file: a template job, a parameter space, and limits; expanded into trial job specs.
+
+```yaml
+name: lr-sweep
+job: ../tiny-mlp.yaml        # a job spec file (relative to this file), or a job spec mapping
+parameters:                  # each becomes an env var of the trial; {NAME} in `run` is replaced
+  LR: [0.0003, 0.001, 0.003] # grid: a list of values
+  SEED: {int: [0, 9]}        # random search only: {uniform|loguniform|int: [low, high]}
+search: {method: random, count: 8, seed: 1}   # default {method: grid}
+max_parallel: 2
+budget: {max_cost: 5.00}     # USD, all trials together
+deadline: 8h                 # or 2026-11-28T08:00 (UTC unless an offset is given)
+objective: {metric: loss, mode: min}
+```
+
+``load_sweep`` raises UserInputError with one line naming the field and the fix.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import re
+import shlex
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from ..errors import UserInputError
+from ..spec import Budget, JobSpec, Strict, _format_error, parse_spec
+from ..when import parse_instant
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,55}$")  # room for "-<trial>" within a job name
+_VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+DISTRIBUTIONS = ("uniform", "loguniform", "int")
+MAX_TRIALS = 10_000
+Scalar = str | int | float | bool
+
+
+class Search(Strict):
+    method: Literal["grid", "random"] = "grid"
+    count: int | None = Field(default=None, ge=1)  # random: how many trials
+    seed: int = 0
+
+
+class Objective(Strict):
+    metric: str
+    mode: str = "min"
+
+    @field_validator("mode")
+    @classmethod
+    def _mode(cls, v: str) -> str:
+        if v not in ("min", "max"):
+            raise ValueError(f"{v!r} is not a mode; use min or max")
+        return v
+
+
+class SweepSpec(Strict):
+    name: str
+    job: dict[str, Any] | str
+    parameters: dict[str, list[Scalar] | dict[str, list[float]]]
+    search: Search = Field(default_factory=Search)
+    max_parallel: int = Field(default=1, ge=1)
+    budget: Budget | None = None
+    deadline: datetime | None = None  # resolved to absolute UTC by load_sweep
+    objective: Objective | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError("use 1-56 lowercase letters, digits and dashes, starting with a letter or digit")
+        return v
+
+    @field_validator("parameters")
+    @classmethod
+    def _parameters(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if not v:
+            raise ValueError("no parameters; give at least one, like LR: [0.001, 0.01]")
+        for name, dom in v.items():
+            if not _VAR.match(name) or name.startswith("GPUORCH_"):
+                raise ValueError(f"{name!r} is not a usable variable name; use letters, digits and _")
+            if isinstance(dom, list) and not dom:
+                raise ValueError(f"{name}: no values; give a list of at least one value")
+            if isinstance(dom, dict):
+                if len(dom) != 1 or next(iter(dom)) not in DISTRIBUTIONS:
+                    raise ValueError(f"{name}: write a list of values, or one of {', '.join(DISTRIBUTIONS)}: [low, high]")
+                kind, bounds = next(iter(dom.items()))
+                if len(bounds) != 2 or bounds[0] > bounds[1] or (kind == "loguniform" and bounds[0] <= 0):
+                    positive = " and low > 0" if kind == "loguniform" else ""
+                    raise ValueError(f"{name}: {kind} needs [low, high] with low <= high{positive}")
+        return v
+
+    @model_validator(mode="after")
+    def _search(self) -> SweepSpec:
+        if self.search.method == "random" and self.search.count is None:
+            raise ValueError("search.count: required for random search; give the number of trials")
+        if self.search.method == "grid":
+            dist = next((k for k, d in self.parameters.items() if isinstance(d, dict)), None)
+            if dist is not None:
+                raise ValueError(f"parameters.{dist}: a distribution needs search.method random; give a list for a grid")
+            size = math.prod(len(d) for d in self.parameters.values())  # type: ignore[arg-type]
+            if size > MAX_TRIALS:
+                raise ValueError(f"parameters: the grid has {size} trials, more than {MAX_TRIALS}; use fewer values")
+        elif (self.search.count or 0) > MAX_TRIALS:
+            raise ValueError(f"search.count: at most {MAX_TRIALS}")
+        return self
+
+
+def points(spec: SweepSpec) -> list[dict[str, Scalar]]:
+    """The trials' parameters: the grid in order, or ``count`` seeded random draws."""
+    names = list(spec.parameters)
+    if spec.search.method == "grid":
+        return [dict(zip(names, combo)) for combo in itertools.product(*spec.parameters.values())]  # type: ignore[arg-type]
+    rng = random.Random(spec.search.seed)
+    return [{n: _draw(rng, spec.parameters[n]) for n in names} for _ in range(spec.search.count or 0)]
+
+
+def _draw(rng: random.Random, dom: list[Scalar] | dict[str, list[float]]) -> Scalar:
+    if isinstance(dom, list):
+        return rng.choice(dom)
+    kind, (lo, hi) = next(iter(dom.items()))
+    if kind == "int":
+        return rng.randint(math.ceil(lo), math.floor(hi))
+    x = math.exp(rng.uniform(math.log(lo), math.log(hi))) if kind == "loguniform" else rng.uniform(lo, hi)
+    return float(f"{x:.6g}")  # readable values; the env var carries exactly this
+
+
+def env_value(v: Scalar) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+
+def substitute(command: str, params: dict[str, Scalar]) -> str:
+    """Replace ``{NAME}`` (not ``${NAME}``) for each parameter with its shell-quoted value."""
+    def one(m: re.Match[str]) -> str:
+        name = m.group(1)
+        return shlex.quote(env_value(params[name])) if name in params else m.group(0)
+
+    return re.sub(r"(?<![$\w{])\{([A-Za-z_][A-Za-z0-9_]*)\}", one, command)
+
+
+def trial_spec(spec: SweepSpec, template: dict[str, Any], index: int, params: dict[str, Scalar]) -> JobSpec:
+    """Trial ``index``: the template named ``<sweep>-<index>``, its params as env and in ``run``."""
+    data = dict(template)
+    data["name"] = f"{spec.name}-{index}"
+    data["env"] = {**(template.get("env") or {}), **{k: env_value(v) for k, v in params.items()}}
+    if isinstance(template.get("run"), str):
+        data["run"] = substitute(template["run"], params)
+    return parse_spec(data, "sweep job")
+
+
+def _template(spec: SweepSpec, base: Path) -> dict[str, Any]:
+    """The template job as a mapping, its workdir made absolute."""
+    where = base
+    if isinstance(spec.job, str):
+        path = (base / spec.job).expanduser()
+        try:
+            data = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as e:
+            raise UserInputError(f"job: cannot read the template job {str(path)!r} ({e}); check the path") from None
+        if not isinstance(data, dict):
+            raise UserInputError(f"job: {path} is not a job spec; expected keys like name, run, resources")
+        where = path.parent
+    else:
+        data = dict(spec.job)
+    data.setdefault("name", spec.name)
+    if data.get("workdir"):
+        workdir = (where / str(data["workdir"])).expanduser().resolve()
+        if not workdir.is_dir():
+            raise UserInputError(f"job.workdir: {str(workdir)!r} is not a directory; give a path relative to the job spec")
+        data["workdir"] = str(workdir)
+    return data
+
+
+def load_sweep(path: str | Path, now: datetime) -> tuple[SweepSpec, list[tuple[dict[str, Scalar], JobSpec]]]:
+    """The validated sweep and its trials (parameters, job spec); UserInputError on bad input."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except OSError as e:
+        raise UserInputError(f"{p}: cannot read the sweep ({e.strerror}); check the path") from None
+    except yaml.YAMLError as e:
+        raise UserInputError(f"{p}: malformed YAML ({getattr(e, 'problem', e)}); fix the syntax") from None
+    if not isinstance(data, dict):
+        raise UserInputError(f"{p}: expected a mapping of keys like name, job, parameters")
+    if data.get("deadline") is not None:
+        try:
+            data["deadline"] = parse_instant(data["deadline"], now)
+        except ValueError as e:
+            raise UserInputError(f"{p}: deadline: {e}") from None
+    try:
+        spec = SweepSpec.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        if not err["loc"] and str(err["msg"]).startswith("Value error, "):  # a model-level check names its field
+            raise UserInputError(f"{p}: {str(err['msg']).removeprefix('Value error, ')}") from None
+        raise UserInputError(_format_error(err, str(p))) from None
+    if spec.deadline is not None and spec.deadline <= now:
+        raise UserInputError(f"{p}: deadline: {spec.deadline:%Y-%m-%d %H:%M} UTC is in the past; give a later "
+                             "time or a duration like 8h")
+    try:
+        template = _template(spec, p.parent)
+        trials = [(params, trial_spec(spec, template, i, params)) for i, params in enumerate(points(spec))]
+    except UserInputError as e:
+        raise UserInputError(f"{p}: {e}") from None
+    return spec, trials

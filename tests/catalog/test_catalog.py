@@ -1,0 +1,155 @@
+"""The offers catalog: the shipped snapshot, CSV parsing and its errors, billing rules."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuorch import billing, catalog
+from gpuorch.catalog import COLUMNS, load_offers, load_rows, parse_csv, select, write_csv
+from gpuorch.catalog.families import interconnect_for
+from gpuorch.errors import UserInputError
+from gpuorch.provider import Offer
+
+HEADER = ",".join(COLUMNS)
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+def csv_rows(*lines: str, header: str = HEADER) -> list[catalog.OfferRow]:
+    return parse_csv(io.StringIO("\n".join([header, *lines]) + "\n"), "cat.csv")
+
+
+def test_snapshot_loads_typed_offers_and_caches_them():
+    offers = load_offers()
+    assert len(offers) > 300 and all(isinstance(o, Offer) for o in offers)
+    assert {o.provider for o in offers} == {"aws", "gcp"}
+    assert {o.gpu for o in offers} >= {"A10G", "L4", "L40S", "A100", "A100-80GB", "H100"}
+    assert all(o.price_per_hour > 0 and o.gpu_count >= 1 for o in offers)
+    again = load_offers()
+    assert again is not offers and all(a is b for a, b in zip(again, offers, strict=True))
+
+
+def test_snapshot_rows_follow_the_provider_billing_and_families():
+    rows = load_rows()
+    assert all((r.billing_granularity_s, r.min_billing_s) == (1, 60) for r in rows)
+    p4d = next(r for r in rows if r.instance_type == "p4d.24xlarge")
+    assert (p4d.gpu, p4d.gpu_count, p4d.gpu_memory_gib, p4d.interconnect) == ("A100", 8, 40.0, "nvlink")
+    assert next(r for r in rows if r.instance_type == "g5.xlarge").interconnect is None
+    assert any(r.interruption_bucket == ">20%" for r in rows if r.provider == "aws")
+    assert all(r.interruption_bucket is None for r in rows if r.provider == "gcp")
+
+
+def test_gcp_gpu_vm_price_is_host_plus_gpus():
+    a2 = next(r for r in load_rows() if r.zone == "us-central1-a" and r.instance_type == "a2-highgpu-1g")
+    # host 0.73948 + A100 2.93391 on demand; spot 0.36975 + 1.4341 (catalog-sample, us-central1-a)
+    assert a2.price_per_hour == pytest.approx(0.73948 + 2.93391)
+    assert a2.spot_price_per_hour == pytest.approx(0.36975 + 1.4341)
+
+
+@pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="the public data slice is not checked out next to the repo")
+def test_snapshot_is_reproducible_from_the_public_data():
+    from gpuorch.catalog.snapshot import build
+
+    out = io.StringIO()
+    write_csv(build(SHARED_DATA), out)
+    assert out.getvalue() == catalog.SNAPSHOT.read_text()
+
+
+def test_csv_with_extra_columns_empty_spot_and_defaults():
+    rows = csv_rows(
+        "aws,us-east-1,us-east-1a,g5.xlarge,A10G,1,22.35,4,16,1.006,,,,note",
+        "gcp,us-central1,,g2-standard-4,l4,1,,4,16,0.71,0.28,pcie,1,x",
+        header=HEADER + ",comment",
+    )
+    assert rows[0].spot_price_per_hour is None and rows[0].billing_granularity_s == 1 and rows[0].min_billing_s == 60
+    assert rows[1].gpu == "L4" and rows[1].zone == "us-central1" and rows[1].gpu_memory_gib == 22.35
+    assert rows[1].interconnect == "pcie"
+
+
+def test_csv_round_trip():
+    rows = csv_rows("azure,eastus,eastus-1,Standard_ND96isr_H100_v5,H100,8,80,96,1900,98.32,,nvswitch,,")
+    assert rows[0].interconnect == "nvlink" and rows[0].billing_granularity_s == 60
+    out = io.StringIO()
+    write_csv(rows, out)
+    assert parse_csv(io.StringIO(out.getvalue()), "again") == rows
+
+
+def test_missing_columns_named():
+    with pytest.raises(UserInputError, match=r"cat.csv line 1: missing columns spot_price_per_hour, interconnect"):
+        csv_rows("x", header=HEADER.replace(",spot_price_per_hour,interconnect", ""))
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("aws,us-east-1,a,g5.xlarge,A10G,1,22,4,16,cheap,,,", "column price_per_hour: 'cheap' is not a number"),
+        ("aws,us-east-1,a,g5.xlarge,A10G,1,22,4,16,-1,,,", "column price_per_hour: '-1' must be a non-negative number"),
+        ("aws,us-east-1,a,g5.xlarge,A10G,1,22,4,16,,,,", "column price_per_hour: is empty"),
+        ("aws,us-east-1,a,g5.xlarge,Z900,1,22,4,16,1,,,", "column gpu: unknown GPU 'Z900'"),
+        ("aws,us-east-1,a,g5.xlarge,A10G,1.5,22,4,16,1,,,", "column gpu_count: '1.5' must be a whole number"),
+        ("aws,us-east-1,a,g5.xlarge,A10G,0,22,4,16,1,,,", "column gpu_count: must be at least 1"),
+        ("aws,us-east-1,a,g5.xlarge,A10G,1,22,4,16,1,,infiniband,", "column interconnect: 'infiniband' is not one of"),
+        ("aws,us-east-1,a,g5.xlarge,A10G,1,22,4,16,1,0.5,,0", "column billing_granularity_s: must be at least 1"),
+        (",us-east-1,a,g5.xlarge,A10G,1,22,4,16,1,,,", "column provider: is empty"),
+    ],
+)
+def test_bad_values_name_line_and_column(line, message):
+    good = "aws,us-east-1,a,g5.xlarge,A10G,1,22,4,16,1,,,"
+    with pytest.raises(UserInputError, match=re.escape(f"cat.csv line 3, {message}")):
+        csv_rows(good, line)
+
+
+def test_unreadable_catalog_is_a_user_error(tmp_path):
+    with pytest.raises(UserInputError, match="cannot read the catalog"):
+        load_rows(tmp_path / "nope.csv")
+    binary = tmp_path / "bin.csv"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(UserInputError):
+        load_rows(binary)
+
+
+def test_select_filters_and_sorts_cheapest_first():
+    rows = csv_rows(
+        "aws,us-east-1,a,p4de.24xlarge,A100-80GB,8,80,96,1152,40,16,nvlink,",
+        "aws,us-east-1,b,p4d.24xlarge,A100,8,40,96,1152,32,12,nvlink,",
+        "gcp,us-central1,c,g2-standard-4,L4,1,22.35,4,16,0.7,,,",
+        "gcp,us-central1,d,a3-highgpu-1g,H100-PCIE,1,80,26,234,11,2.2,,",
+    )
+    assert [r.instance_type for r, _ in select(rows, gpu="A100")] == ["p4d.24xlarge", "p4de.24xlarge"]
+    assert [r.instance_type for r, _ in select(rows, gpu="A100-80GB")] == ["p4de.24xlarge"]
+    assert [p for _, p in select(rows, market="on-demand")] == [0.7, 11, 32, 40]
+    assert [p for _, p in select(rows, market="spot")] == [2.2, 12, 16]
+    assert [r.gpu for r, _ in select(rows, min_vram_gib=24)] == ["L4", "H100-PCIE", "A100", "A100-80GB"]
+    assert [r.gpu for r, _ in select(rows, min_vram_gib=80, provider="AWS", region="us-east-1")] == ["A100-80GB"]
+    with pytest.raises(UserInputError, match="unknown GPU"):
+        select(rows, gpu="Z900")
+
+
+def test_families():
+    assert interconnect_for("aws", "p5.48xlarge", 8) == "nvlink"
+    assert interconnect_for("aws", "g6e.48xlarge", 8) == "pcie"
+    assert interconnect_for("gcp", "a3-megagpu-8g", 8) == "nvlink"
+    assert interconnect_for("azure", "Standard_ND96isr_MI300X_v5", 8) == "infinity-fabric"
+    assert interconnect_for("aws", "p5.4xlarge", 1) is None
+
+
+@pytest.mark.parametrize(
+    "provider, seconds, billed",
+    [("aws", 0, 0), ("aws", 30, 60), ("aws", 60.2, 61), ("gcp", 59, 60), ("gcp", 3601, 3601),
+     ("azure", 61, 120), ("azure", 30, 60), ("nimbus", 10, 3600), ("nimbus", 3601, 7200), ("local", 5, 5)],
+)  # fmt: skip
+def test_billed_seconds(provider, seconds, billed):
+    assert billing.billed_seconds(provider, seconds) == billed
+
+
+def test_billing_from_an_offer_arrays_and_cost():
+    offer = load_offers()[0].model_copy(update={"billing_granularity_s": 3600, "min_billing_s": 3600})
+    assert billing.billed_seconds(offer, 3601) == 7200
+    assert billing.cost(offer, 1800, 2.0) == 2.0
+    assert billing.cost("aws", 1800, 2.0) == 1.0
+    arr = billing.rule_for("azure").billed(np.array([0.0, 1.0, 60.0, 61.0]))
+    assert arr.tolist() == [0, 60, 60, 120]

@@ -1,0 +1,105 @@
+"""End to end on this machine: the reconciler, the local provider, the real agent and the tiny
+NumPy training job: a sweep whose parameters reach the trials and whose metrics come back, and a
+job stopped cleanly (final checkpoint) before its budget is crossed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from sqlmodel import select
+
+from gpuorch import jobs
+from gpuorch.budget import Policy
+from gpuorch.cost import attempt_cost
+from gpuorch.provider import Offer
+from gpuorch.reconciler import Reconciler, Settings
+from gpuorch.spec import parse_spec
+from gpuorch.store.models import Checkpoint, Job, JobStatus, Sweep, TerminationReason
+from gpuorch.sweeps import intent
+from gpuorch.sweeps.report import sweep_report
+from gpuorch.sweeps.spec import load_sweep
+from gpuorch_local.provider import LocalProvider
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "examples" / "tiny_mlp"
+ENV = {"STEPS": "150", "CKPT_EVERY": "50", "STEP_SLEEP": "0.01", "LOG_EVERY": "25", "SEED": "3"}
+
+
+def run_until(rec: Reconciler, check, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        rec.run_pass()
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError("timed out")
+
+
+def final_loss(tmp_path: Path, lr: str) -> float:
+    """The job run directly, without gpuorch, at learning rate ``lr``."""
+    result = tmp_path / f"ref-{lr}.json"
+    env = {**os.environ, **ENV, "LR": lr, "STEP_SLEEP": "0", "GPUORCH_CHECKPOINT_DIR": str(tmp_path / f"ref-{lr}"),
+           "GPUORCH_RESULT_FILE": str(result)}
+    subprocess.run([sys.executable, str(EXAMPLE / "train.py")], env=env, cwd=tmp_path, check=True,
+                   stdout=subprocess.DEVNULL)
+    return json.loads(result.read_text())["final_loss"]
+
+
+def test_sweep_of_tiny_mlp_runs_its_trials_and_ranks_them_by_loss(store, tmp_path):
+    rec = Reconciler(store, {"local": LocalProvider(tmp_path / "local")}, settings=Settings(poll_s=0.2))
+    doc = {"name": "mlp", "max_parallel": 2, "budget": {"max_cost": 1.0}, "objective": {"metric": "loss", "mode": "min"},
+           "parameters": {"LR": [0.0001, 0.01, 0.001]},
+           "job": {"run": "python3 train.py", "workdir": str(EXAMPLE), "env": ENV, "spot_policy": "spot",
+                   "resources": {"gpu": "A100:80GB:1"},
+                   "checkpoint": {"store": f"file://{tmp_path / 'ckpt'}", "interval": "1s"}}}
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    sweep = intent.submit(store, *load_sweep(path, rec.clock.now()), rec.clock.now())
+
+    def report() -> dict:
+        with store.read() as s:
+            return sweep_report(s, s.get(Sweep, sweep.id), rec.clock.now())
+
+    run_until(rec, lambda: report()["status"] == "done")
+    r = report()
+    assert r["counts"] == {"succeeded": 3}
+    losses = [t["metrics"]["loss"] for t in r["trials"]]
+    assert losses == sorted(losses) and len(set(losses)) == 3  # best first; each LR trained differently
+    assert all(t["metrics"]["step"] == 150 for t in r["trials"])  # the last metrics line of each run
+    assert 0 < r["spent"] <= 1.0
+    with store.read() as s:
+        trial = s.exec(select(Job).where(Job.name == "mlp-1")).one()
+    assert json.loads(trial.params) == {"LR": 0.01}
+    assert json.loads(trial.result)["final_loss"] == final_loss(tmp_path, "0.01")  # LR reached the job
+
+
+def test_job_is_stopped_cleanly_before_its_budget_is_crossed(store, tmp_path):
+    dear = Offer(provider="local", region="local-east", zone="local-east-a", instance_type="local.a100-80gb.1",
+                 gpu="A100-80GB", gpu_count=1, gpu_memory_gib=80, vcpus=12, memory_gib=144, price_per_hour=36.0,
+                 billing_granularity_s=1, min_billing_s=0)  # a cent a second
+    local = LocalProvider(tmp_path / "local", offers=[dear])
+    policy = Policy(decision_interval_s=5, stop_grace_s=10)  # horizon 20 s: a launch may cost $0.20
+    rec = Reconciler(store, {"local": local}, settings=Settings(poll_s=0.2), budget=policy)
+    spec = parse_spec({"name": "mlp", "run": "python3 train.py", "workdir": str(EXAMPLE),
+                       "env": {**ENV, "STEPS": "100000", "STEP_SLEEP": "0.03"}, "budget": {"max_cost": 0.30},
+                       "resources": {"gpu": "A100:80GB:1"},
+                       "checkpoint": {"store": f"file://{tmp_path / 'ckpt'}", "interval": "1s"}})
+    job = jobs.submit(store, spec, rec.clock.now())
+
+    def status() -> JobStatus:
+        with store.read() as s:
+            return s.get(Job, job.id).status
+
+    run_until(rec, lambda: status() == JobStatus.BUDGET_EXHAUSTED and not any(
+        i.state.alive for i in local.list_managed()))
+    with store.read() as s:
+        [a] = jobs.attempts_of(s, job.id)
+        final = s.exec(select(Checkpoint).where(Checkpoint.job_id == job.id, Checkpoint.final == True)).one()  # noqa: E712
+    assert a.reason == TerminationReason.BUDGET_EXHAUSTED and a.last_checkpoint == final.name
+    assert "checkpoint at step" in (local.instances_dir / a.instance_id / "run" / "job.log").read_text()
+    assert 0.1 < attempt_cost(a, rec.clock.now()) <= 0.30

@@ -1,0 +1,77 @@
+"""Runtime and fit: FLOPs per token, throughput, bandwidth-bound decoding, GPU support."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuorch import gpus
+from gpuorch.errors import UserInputError
+from gpuorch.sizing import Workload, decode_tokens_per_s, estimate_hours, smallest_fit, training_flops
+from gpuorch.sizing.report import check_fit, estimate_report
+from gpuorch.sizing.runtime import BANDWIDTH_EFFICIENCY, QLORA_SPEED, SCALE_FAST, SCALE_PCIE, scaling
+
+H100, L4, T4, A100 = (gpus.lookup(n) for n in ("H100", "L4", "T4", "A100"))
+
+
+@pytest.mark.parametrize(
+    "method, checkpointing, k",
+    [("full", False, 6), ("full", True, 8), ("lora", False, 4), ("qlora", True, 6)],
+)
+def test_training_flops_per_param_per_token(method, checkpointing, k):
+    w = Workload(params="1B", method=method, gradient_checkpointing=checkpointing)
+    assert training_flops(w, 1e6) == pytest.approx(k * 1e9 * 1e6)
+
+
+def test_training_hours_hand_computed_on_one_h100():
+    w = Workload(params="8B", method="full", tokens="1B")
+    # 6 * 8e9 * 1e9 FLOPs / (989 TFLOPS dense bf16 * 0.40 MFU)
+    assert estimate_hours(w, H100) == pytest.approx(6 * 8e9 * 1e9 / (989e12 * 0.40) / 3600)
+    q = Workload(params="8B", method="qlora", tokens="1B", efficiency=0.5)
+    assert estimate_hours(q, H100) == pytest.approx(6 * 8e9 * 1e9 / (989e12 * 0.5 * QLORA_SPEED) / 3600)
+
+
+def test_multi_gpu_scaling_penalises_pcie():
+    assert scaling(1, None, "none") == 1
+    assert scaling(8, "nvlink", "zero3") == SCALE_FAST > scaling(8, "pcie", "none") == SCALE_PCIE
+    assert scaling(8, "pcie", "zero3") < SCALE_PCIE
+    w = Workload(params="8B", method="full", tokens="1B")
+    nvlink, pcie = estimate_hours(w, A100, 8, "nvlink", "zero3"), estimate_hours(w, A100, 8, "pcie", "zero3")
+    assert nvlink < pcie and nvlink == pytest.approx(estimate_hours(w, A100) / 8 / SCALE_FAST)
+
+
+def test_decoding_is_bandwidth_bound():
+    w = Workload(preset="llama-2-7b", method="inference", seq_len=2048, micro_batch=1, tokens="1M")
+    weights = 2 * w.n_params
+    kv_half = 2 * 32 * 4096 * 2048 * 2 / 2
+    expected = 1 / ((weights + kv_half) / (H100.bandwidth_gbs * 1e9 * BANDWIDTH_EFFICIENCY))
+    assert decode_tokens_per_s(w, H100) == pytest.approx(expected)
+    assert decode_tokens_per_s(w, H100) / decode_tokens_per_s(w, L4) == pytest.approx(3350 / 300)
+    assert estimate_hours(w, H100) == pytest.approx(1e6 / expected / 3600)
+
+
+def test_duration_overrides_and_missing_tokens():
+    assert estimate_hours(Workload(params="8B", duration="90m"), L4) == 1.5
+    assert estimate_hours(Workload(params="8B"), L4) is None
+
+
+def test_precision_support():
+    w = Workload(params="1B", method="lora", precision="bf16")
+    assert smallest_fit(w, T4) is None  # Turing has no bf16
+    assert smallest_fit(w.model_copy(update={"precision": "fp16"}), T4) is not None
+    with pytest.raises(UserInputError, match="no fp8"):
+        check_fit(Workload(params="1B", method="inference", precision="fp8"), "A100")
+
+
+def test_check_fit_names_the_gap_and_a_fix():
+    w = Workload(params="70B", method="qlora")
+    with pytest.raises(UserInputError, match=r"1xA10G is too small: needs .* GiB missing\); 4xA10G fits"):
+        check_fit(w, "A10G")
+    with pytest.raises(UserInputError, match="unknown GPU"):
+        check_fit(w, "Z900")
+
+
+def test_report_shape():
+    r = estimate_report(Workload(params="8B", method="qlora", tokens="10M"), 1, "L4")
+    assert set(r) >= {"per_gpu_gib", "total_gib", "breakdown", "fits", "smallest", "workload"}
+    assert r["smallest"]["single"]["gpu_count"] == 1 and r["smallest"]["multi_node"] is None
+    assert all("est_hours" in f for f in r["fits"])
