@@ -33,3 +33,13 @@ def test_an_unknown_strategy_names_the_field(tmp_path):
     p.write_text("recovery_strategy: teleport\n")
     with pytest.raises(UserInputError, match=r"recovery_strategy: .*unknown recovery strategy 'teleport'"):
         load_config(p)
+
+
+def test_the_metrics_wrapper_keeps_what_the_adapter_says_about_its_runner(tmp_path):
+    """Without it the daemon never read a reclaimed local/sim instance's last agent status, and
+    a job that had finished was run again (found by the chaos test)."""
+    from gpuorch.metrics.instrument import InstrumentedProvider
+    from gpuorch_local import LocalProvider
+
+    wrapped = InstrumentedProvider(LocalProvider(tmp_path / "local"), calls=None, errors=None)  # type: ignore[arg-type]
+    assert wrapped.runner_outlives_instance is True

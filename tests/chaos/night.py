@@ -184,10 +184,13 @@ class Night:
             won = [n for n, a in rows.items() if a.reason and a.reason.value == "succeeded"]
             assert len(won) == 1, f"{job.name}: succeeded attempts {won}"
             events = self.ledger(job)
-            for _, attempt, _, _ in (e for e in events if e[2] == "done"):
-                # A finish counts once: any other attempt that got there was killed before it could say so.
-                assert attempt == won[0] or rows[attempt].reason.value in ("preempted", "lost"), (job.name, attempt)
-                stats["finished_unreported"] += attempt != won[0]
+            for _, attempt, _, _ in (e for e in events if e[2] == "done" and e[1] != won[0]):
+                # A finish counts once: another attempt that got there was killed before its agent
+                # could report it (an agent that did report means the daemon ran the job again).
+                status = read_status(self.home / "sim" / "instances" / f"sim-{job.id}-{attempt}" / "run")
+                assert rows[attempt].reason.value in ("preempted", "lost"), (job.name, attempt, rows[attempt].reason)
+                assert not (status and status.state == "exited"), f"{job.name}: attempt {attempt} reported its exit"
+                stats["finished_unreported"] += 1
             self._check_resumes(job, events, stats)
             stats["attempts"] += len(rows)
             stats["preemptions"] += job.preemptions
