@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from .budget import Policy
 from .errors import UserInputError
+from .recovery import DEFAULT_STRATEGY, get_strategy
 from .store.db import default_home, default_url
 
 DEFAULT_METRICS_PORT = 9347
@@ -63,6 +64,25 @@ class DaemonConfig(BaseModel):
     daily_budget: float | None = Field(default=None, gt=0)  # USD per UTC day, all jobs together
     budget_stop_grace_s: float = Field(default=120.0, gt=0)  # a budget stop's final checkpoint
     api: ApiConfig = Field(default_factory=ApiConfig)
+    # Where a preempted job goes next, unless its spec says (gpuorch.recovery).
+    recovery_strategy: str = DEFAULT_STRATEGY
+    avoid_preempted_zone_s: float = Field(default=3600.0, ge=0)  # a market that preempted a job goes last this long
+    # The agents' dead-man switch: an agent that hears nothing from this daemon for this long
+    # takes a final checkpoint and shuts its instance down. None: never.
+    heartbeat_timeout_s: float | None = Field(default=600.0, gt=0)
+    # Cloud-side backstop where the provider has one: the cloud ends an instance this old even if
+    # both this daemon and the agent are gone. None: none.
+    max_instance_lifetime_s: float | None = Field(default=7 * 24 * 3600.0, gt=0)
+    backoff_s: float = Field(default=300.0, gt=0)  # an offer class that had no capacity rests this long
+
+    @field_validator("recovery_strategy")
+    @classmethod
+    def _strategy(cls, v: str) -> str:
+        try:
+            get_strategy(v)
+        except KeyError as e:
+            raise ValueError(e.args[0]) from None
+        return v
 
     @field_validator("home")
     @classmethod

@@ -45,7 +45,10 @@ def build_reconciler(config: DaemonConfig, store: Store | None = None, metrics: 
     providers = load_providers(config.providers, config.home)
     if metrics is not None:
         providers = metrics.instrument(providers)
-    return Reconciler(store, providers, settings=Settings(poll_s=config.poll_s), lease_s=config.lease_s,
+    settings = Settings(poll_s=config.poll_s, recovery_strategy=config.recovery_strategy,
+                        avoid_preempted_zone_s=config.avoid_preempted_zone_s,
+                        heartbeat_timeout_s=config.heartbeat_timeout_s, max_lifetime_s=config.max_instance_lifetime_s)
+    return Reconciler(store, providers, settings=settings, lease_s=config.lease_s, backoff_s=config.backoff_s,
                       logs=LogMirror(config.home), budget=config.budget_policy())
 
 

@@ -1,12 +1,12 @@
 """FakeProvider: a deterministic in-memory cloud for the core's tests and the contract suite.
 
 Time comes from a FakeClock. Knobs: capacity per (zone, instance type, market), errors queued
-for the next calls of a method, preemptions with a notice, instances that vanish, spot prices
-that move (``set_spot_price``). Every call is
-recorded in ``calls``. Its runner, ``FakeRunner``, plays a job whose progress is a function of
-the clock (``FakeJobScript``): it checkpoints every N seconds of progress, takes a final
-checkpoint on a notice (or a clean stop request) and resumes from the latest checkpoint of its
-job, as the real agent does, and writes metrics lines if its script says how.
+for the next calls of a method, a seeded share of failing calls (``faults``, a FaultPlan),
+preemptions with a notice, instances that vanish, spot prices that move (``set_spot_price``).
+Every call is recorded in ``calls``. Its runner, ``FakeRunner``, plays a job whose progress is a
+function of the clock (``FakeJobScript``): it checkpoints every N seconds of progress, takes a
+final checkpoint on a notice (or a clean stop request) and resumes from the latest checkpoint of
+its job, as the real agent does, and writes metrics lines if its script says how.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from .agent.protocol import AgentConfig, AgentStatus
 from .clock import FakeClock
 from .errors import NoCapacityError, NotFoundError, PermanentError
+from .faults import FaultPlan
 from .provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider, Volume
 from .runner import Runner, RunnerUnavailable
 
@@ -149,7 +150,7 @@ class _FakeAgent:
             return st
         r = self.restored()
         st.restored_from = r.name if r else None
-        st.state = "running"
+        st.state, st.running_since = "running", self.resume_time().timestamp()
         st.uploaded = [c.name for c in done]
         if done:
             st.last_checkpoint, st.last_checkpoint_at = done[-1].name, done[-1].at.timestamp()
@@ -186,7 +187,7 @@ class FakeRunner(Runner):
         self.provider, self.instance_id = provider, instance_id
 
     def _check(self) -> None:
-        inst = self.provider.get(self.instance_id)
+        inst = self.provider._peek(self.instance_id)  # not a port call: no faults, not recorded
         if inst.state != InstanceState.RUNNING:
             raise RunnerUnavailable(f"{self.instance_id} is {inst.state}")
 
@@ -233,7 +234,7 @@ class FakeProvider(Provider):
     runner_outlives_instance = True  # its fake agents answer from memory
 
     def __init__(self, clock: FakeClock | None = None, offers: list[Offer] | None = None, *, name: str = "fake",
-                 boot_s: float = 0.0, script: FakeJobScript | None = None) -> None:
+                 boot_s: float = 0.0, script: FakeJobScript | None = None, faults: FaultPlan | None = None) -> None:
         self.name = name
         self.clock = clock or FakeClock()
         self._offers = offers if offers is not None else default_offers(name)
@@ -248,6 +249,7 @@ class FakeProvider(Provider):
         self._agents: dict[str, _FakeAgent] = {}
         self.volumes: dict[str, Volume] = {}  # SupportsVolumes, in memory
         self._seq = 0
+        self.faults = faults
 
     # -- knobs ---------------------------------------------------------------------------
     def fail_next(self, method: str, error: Exception, times: int = 1) -> None:
@@ -258,10 +260,10 @@ class FakeProvider(Provider):
         (self.unavailable.discard if available else self.unavailable.add)((zone, instance_type, spot))
 
     def inject_preemption(self, instance_id: str, notice_s: float) -> None:
-        """Announce now that the instance dies in ``notice_s`` seconds."""
+        """Announce now that the instance dies in ``notice_s`` seconds; 0: reclaimed now, unannounced."""
         rec = self._instances[instance_id]
         now = self.clock.now()
-        rec.notice_at = now
+        rec.notice_at = now if notice_s > 0 else None
         rec.instance = rec.instance.model_copy(update={"preemption_deadline": now + timedelta(seconds=notice_s)})
 
     def set_spot_price(self, zone: str, instance_type: str, price: float) -> None:
@@ -276,7 +278,7 @@ class FakeProvider(Provider):
         self._vanished[instance_id] = rec
 
     def live_instances(self) -> list[Instance]:
-        return [i for i in self.list_managed() if i.state.alive]
+        return [i for i in self._list() if i.state.alive]
 
     def count(self, method: str) -> int:
         return sum(1 for c in self.calls if c[0] == method)
@@ -287,12 +289,18 @@ class FakeProvider(Provider):
         if self._errors.get(method):
             raise self._errors[method].pop(0)
 
+    def _faulty(self, method: str, fn, *args):  # type: ignore[no-untyped-def]
+        return self.faults.call(method, fn, *args) if self.faults else fn(*args)
+
     def offers(self) -> list[Offer]:
         self._record("offers")
-        return list(self._offers)
+        return self._faulty("offers", lambda: list(self._offers))
 
     def launch(self, request: LaunchRequest) -> Instance:
         self._record("launch", request.client_token)
+        return self._faulty("launch", self._launch, request)
+
+    def _launch(self, request: LaunchRequest) -> Instance:
         for rec in self._instances.values():
             if rec.instance.tags.get("client_token") == request.client_token:
                 return self._settle(rec)
@@ -316,12 +324,16 @@ class FakeProvider(Provider):
         deadline = inst.preemption_deadline
         if inst.state.alive and deadline is not None and now >= deadline:
             rec.killed_at = deadline
-            inst = inst.model_copy(update={"state": InstanceState.PREEMPTED, "state_reason": "spot-interruption"})
+            inst = inst.model_copy(update={"state": InstanceState.PREEMPTED, "state_reason": "spot-interruption",
+                                           "ended_at": deadline})
         rec.instance = inst
         return inst
 
     def get(self, instance_id: str) -> Instance:
         self._record("get", instance_id)
+        return self._faulty("get", self._peek, instance_id)
+
+    def _peek(self, instance_id: str) -> Instance:
         rec = self._instances.get(instance_id)
         if rec is None:
             raise NotFoundError(f"instance {instance_id} not found")
@@ -329,17 +341,23 @@ class FakeProvider(Provider):
 
     def list_managed(self) -> list[Instance]:
         self._record("list_managed")
+        return self._faulty("list_managed", self._list)
+
+    def _list(self) -> list[Instance]:
         return [self._settle(r) for r in self._instances.values() if r.instance.tags.get("gpuorch:managed") == "true"]
 
     def terminate(self, instance_id: str) -> None:
         self._record("terminate", instance_id)
+        self._faulty("terminate", self._terminate, instance_id)
+
+    def _terminate(self, instance_id: str) -> None:
         rec = self._instances.get(instance_id)
         if rec is None:
             return
         inst = self._settle(rec)
         if inst.state.alive:
             rec.killed_at = self.clock.now()
-            rec.instance = inst.model_copy(update={"state": InstanceState.TERMINATED})
+            rec.instance = inst.model_copy(update={"state": InstanceState.TERMINATED, "ended_at": rec.killed_at})
 
     def runner(self, instance: Instance) -> Runner:
         return FakeRunner(self, instance.id)

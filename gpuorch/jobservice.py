@@ -41,6 +41,7 @@ def job_summary(job: Job, attempts: list[Attempt], now: datetime) -> dict[str, A
         "where": f"{cur.provider}/{cur.zone}/{cur.instance_type}/{'spot' if cur.spot else 'on-demand'}" if cur else None,
         "last_checkpoint": next((a.last_checkpoint for a in reversed(attempts) if a.last_checkpoint), None),
         "cost": round(sum(attempt_cost(a, now) for a in attempts), 4),
+        "lost_work_s": round(sum(a.lost_work_s or 0.0 for a in attempts), 1),
         "exit_code": job.exit_code,
         "result": json.loads(job.result) if job.result else None,
         "created_at": job.created_at,

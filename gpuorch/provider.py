@@ -122,6 +122,7 @@ class Instance(Model):
     state_reason: str | None = None
     # Set once the cloud has announced the instance will be reclaimed, to the announced kill time.
     preemption_deadline: datetime | None = None
+    ended_at: datetime | None = None  # when it stopped (terminated, reclaimed), if the provider says
 
     @property
     def job_id(self) -> int | None:

@@ -130,6 +130,24 @@ class Retry(Strict):
     max_failures: int = Field(default=0, ge=0)  # relaunches after the job exits non-zero
 
 
+class Recovery(Strict):
+    """Where the job goes after a preemption: a strategy registered in ``gpuorch.recovery``."""
+
+    strategy: str | None = None  # None: the daemon's recovery_strategy
+
+    @field_validator("strategy")
+    @classmethod
+    def _strategy(cls, v: str | None) -> str | None:
+        from .recovery import get_strategy  # imported late: recovery -> placement -> spec
+
+        if v is not None:
+            try:
+                get_strategy(v)
+            except KeyError as e:
+                raise ValueError(e.args[0]) from None
+        return v
+
+
 class Budget(Strict):
     """A hard cap on what the job (or a sweep) may spend, all attempts together (docs/money.md)."""
 
@@ -164,6 +182,7 @@ class JobSpec(Strict):
     regions: list[str] | None = None  # restrict placement to these regions
     checkpoint: Checkpoint | None = None
     retry: Retry = Field(default_factory=Retry)
+    recovery: Recovery | None = None
     model: Workload | None = None  # what the job does with a model: placement sizes the GPU from it
     budget: Budget | None = None
     volume: VolumeRequest | None = None

@@ -167,7 +167,8 @@ class Agent:
         self.proc = proc = spawn(command, self.work, env, self.rundir / JOB_LOG, self.signal if is_job else None)
         log.info("started %s (pid %d)", phase, proc.pid)
         handling = self.notice is not None and not self.status.final_done
-        self.update(state="checkpointing" if handling else phase, pid=proc.pid if is_job else None)
+        since = {"running_since": time.time()} if is_job else {}  # lost work counts from here, not the restore
+        self.update(state="checkpointing" if handling else phase, pid=proc.pid if is_job else None, **since)
         next_sync = time.time() + self.config.sync_interval_s
         while True:
             code = proc.poll()

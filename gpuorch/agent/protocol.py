@@ -79,6 +79,7 @@ class AgentStatus:
     state: str = "starting"  # starting, restoring, setup, running, checkpointing, exited, failed
     pid: int | None = None  # the job's process group
     started_at: float | None = None
+    running_since: float | None = None  # when this attempt's job command started (after restore)
     restored_from: str | None = None  # checkpoint name this attempt resumed from
     last_checkpoint: str | None = None  # newest checkpoint durable in the store
     last_checkpoint_at: float | None = None  # when the job finished writing it (epoch)

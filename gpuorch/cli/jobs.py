@@ -140,7 +140,7 @@ def status(ctx: typer.Context, job: str = typer.Argument(None, help="Show one jo
         return
     console.print(f"[bold]job {detail['id']} {detail['name']}[/]: {detail['status']}"
                   + (f" ({detail['message']})" if detail["message"] else "")
-                  + f"; cost ${detail['cost']:.4f}; result {detail['result']}")
+                  + f"; cost ${detail['cost']:.4f}; lost work {detail['lost_work_s']:.0f}s; result {detail['result']}")
     t = Table("#", "STATUS", "REASON", "WHERE", "INSTANCE", "RESUMED FROM", "LAST CKPT", "LOST WORK", "COST")
     for a in detail["attempt_list"]:
         where = f"{a['provider']}/{a['zone']}/{a['instance_type']}/{'spot' if a['spot'] else 'od'}"

@@ -51,6 +51,8 @@ class InstrumentedProvider(Provider):
     def __init__(self, inner: Provider, calls: Counter, errors: Counter) -> None:
         self._inner, self._calls, self._errors = inner, calls, errors
         self.name = inner.name
+        # A class attribute of the port: __getattr__ would never see the adapter's value.
+        self.runner_outlives_instance = inner.runner_outlives_instance
 
     def _call(self, method: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         self._calls.labels(self.name, method).inc()

@@ -15,6 +15,7 @@ from ..agent.protocol import AgentStatus
 from ..budget import Gate
 from ..placement import Candidate, candidates
 from ..provider import Instance, InstanceState, Offer
+from ..recovery import DEFAULT_STRATEGY, RecoveryContext, get_strategy
 from ..spec import JobSpec
 from ..store.models import Attempt, AttemptStatus, Job, JobStatus, TerminationReason
 from .actions import (
@@ -41,6 +42,10 @@ class Settings:
     default_notice_s: float = 30.0
     launch_fanout: int = 5  # candidates tried in one pass when offers have no capacity
     avoid_preempted_zone_s: float = 3600.0  # after a preemption, prefer other zones this long
+    max_launch_retries: int = 5  # transient failures of one attempt's launch before it moves on
+    recovery_strategy: str = DEFAULT_STRATEGY  # for jobs whose spec names none (gpuorch.recovery)
+    heartbeat_timeout_s: float | None = None  # the agents' dead-man switch (None: off)
+    max_lifetime_s: float | None = None  # LaunchRequest.max_lifetime_s: the cloud-side backstop
 
 
 @dataclass(frozen=True)
@@ -65,13 +70,23 @@ def _ts(epoch: float | None, tz_like: datetime) -> datetime | None:
 
 
 def lost_work_s(a: AttemptView, stopped_at: datetime) -> float:
-    """Work done since the last durable checkpoint (or since the attempt started) and thrown away."""
-    agent = a.agent
-    since = _ts(agent.last_checkpoint_at, stopped_at) if agent else None
-    since = since or a.row.last_checkpoint_at or a.row.started_at or a.row.launched_at
-    if since is None:
+    """Work thrown away: from the newer of this attempt's last durable checkpoint and the start of
+    its job (a restored checkpoint's time is the predecessor's, and the gap between attempts is
+    downtime, not work) to ``stopped_at``. 0 when the job never ran."""
+    agent, row = a.agent, a.row
+    if agent is not None and agent.running_since is not None:
+        start, ckpt = _ts(agent.running_since, stopped_at), _ts(agent.last_checkpoint_at, stopped_at)
+    elif row.started_at is not None:  # no word from the agent: what the daemon saw of it
+        start, ckpt = row.started_at, row.last_checkpoint_at
+    else:
         return 0.0
-    return max(0.0, (stopped_at - since).total_seconds())
+    since = max(start, ckpt) if ckpt is not None else start  # type: ignore[type-var]
+    return max(0.0, (stopped_at - since).total_seconds())  # type: ignore[operator]
+
+
+def _stopped(inst: Instance | None, now: datetime) -> datetime:
+    """When the instance stopped: the provider's word, else now (the first time it was seen gone)."""
+    return inst.ended_at if inst is not None and inst.ended_at is not None and inst.ended_at <= now else now
 
 
 def _notice(a: AttemptView, now: datetime, s: Settings) -> tuple[datetime, datetime] | None:
@@ -104,7 +119,7 @@ def _decide_draining(a: AttemptView, now: datetime, d: Decision, s: Settings) ->
         return
     if _alive(a.instance):
         d.add(Terminate(a.row.number, a.instance.id))  # type: ignore[union-attr]
-    stopped = min(now, until) if until else now
+    stopped = min(now, until, _stopped(a.instance, now)) if until else _stopped(a.instance, now)
     reason = a.row.reason or TerminationReason.PREEMPTED  # a clean stop drains too (StopCleanly)
     message = "preempted after notice" if reason == TerminationReason.PREEMPTED else (a.row.message or "stopped")
     d.add(End(a.row.number, reason, message, lost_work_s=lost_work_s(a, stopped), status=a.agent))
@@ -123,17 +138,20 @@ def _end_of_live(a: AttemptView, now: datetime, d: Decision, s: Settings) -> End
         return None
     if not _alive(inst):
         if agent is not None and agent.state == "exited":
-            return _exit_end(row.number, agent)
+            return _exit_end(a, now)
+        stopped = _stopped(inst, now)
         if inst is not None and inst.state == InstanceState.PREEMPTED:
-            return End(row.number, TerminationReason.PREEMPTED, f"preempted without notice ({inst.state_reason or 'no reason given'})",
-                       lost_work_s=lost_work_s(a, now), status=agent)
-        what = "disappeared" if inst is None else f"is {inst.state.value}"
-        return End(row.number, TerminationReason.LOST, f"instance {row.instance_id} {what}", lost_work_s=lost_work_s(a, now),
-                   status=agent)
+            how = "after a notice the daemon missed" if agent is not None and agent.notice_at else "without notice"
+            return End(row.number, TerminationReason.PREEMPTED, f"preempted {how} ({inst.state_reason or 'no reason given'})",
+                       lost_work_s=lost_work_s(a, stopped), status=agent)
+        what = "disappeared" if inst is None else f"is {inst.state.value}" + (
+            f" ({inst.state_reason})" if inst.state_reason else "")
+        return End(row.number, TerminationReason.LOST, f"instance {row.instance_id} {what}",
+                   lost_work_s=lost_work_s(a, stopped), status=agent)
     assert inst is not None
     if agent is not None and agent.state == "exited":
         d.add(Terminate(row.number, inst.id))
-        return _exit_end(row.number, agent)
+        return _exit_end(a, now)
     if agent is not None and agent.state == "failed":
         d.add(Terminate(row.number, inst.id))
         return End(row.number, TerminationReason.FAILED, f"agent failed: {agent.error}", status=agent)
@@ -159,24 +177,44 @@ def _end_of_live(a: AttemptView, now: datetime, d: Decision, s: Settings) -> End
     return None
 
 
-def _exit_end(number: int, agent: AgentStatus) -> End:
+def _exit_end(a: AttemptView, now: datetime) -> End:
+    agent, number = a.agent, a.row.number
+    assert agent is not None
     code = agent.exit_code if agent.exit_code is not None else -1
+    if code != 0 and agent.notice_at is not None:
+        # It died after its instance's notice (the signal came before its handler was set, or it
+        # quits on it): the attempt was preempted; the job did not fail.
+        why = agent.notice_reason or "preemption"
+        return End(number, TerminationReason.PREEMPTED, f"job exited with code {code} after a {why} notice",
+                   lost_work_s=lost_work_s(a, _ts(agent.ended_at, now) or now), status=agent)
     reason = TerminationReason.SUCCEEDED if code == 0 else TerminationReason.FAILED
     return End(number, reason, f"job exited with code {code}", exit_code=code, result=agent.result, status=agent)
 
 
+def recovery_context(view: JobView, now: datetime, s: Settings, preempting: AttemptView | None) -> RecoveryContext:
+    """The job's recent preemptions, for the recovery strategy: the newest one's region, and every
+    market that preempted or lost the job within ``avoid_preempted_zone_s``."""
+    hit = [a.row for a in view.attempts
+           if a.row.reason in (TerminationReason.PREEMPTED, TerminationReason.LOST) or a.row.status == AttemptStatus.DRAINING]
+    if preempting is not None and all(r.number != preempting.row.number for r in hit):
+        hit.append(preempting.row)  # noticed this pass: not yet recorded as draining
+    window = s.avoid_preempted_zone_s
+    recent = frozenset((r.provider, r.zone, r.spot) for r in hit
+                       if (when := r.notice_at or r.ended_at) is None or (now - when).total_seconds() < window)
+    last = max(hit, key=lambda r: r.number, default=None)
+    return RecoveryContext(preempted_region=(last.provider, last.region) if last else None,
+                           preempted_spot=last.spot if last else None, recent=recent, avoid_s=s.avoid_preempted_zone_s)
+
+
 def _ranked(view: JobView, now: datetime, offers: Sequence[Offer], avoid: Callable[[Candidate], bool] | None,
             s: Settings, preempting: AttemptView | None) -> list[Candidate]:
-    """Candidates, cheapest first, but zones that preempted this job recently go last."""
-    recent = {preempting.row.zone} if preempting else set()
-    recent |= {
-        a.row.zone for a in view.attempts
-        if a.row.reason in (TerminationReason.PREEMPTED, TerminationReason.LOST) or a.row.status == AttemptStatus.DRAINING
-        if a.row.notice_at is None or (now - a.row.notice_at).total_seconds() < s.avoid_preempted_zone_s
-    }
-    # A job's volume pins it to the volume's zone (see volumes.py): placement requires that zone.
+    """Candidates in the order the job's recovery strategy (or the daemon's) wants them tried.
+
+    A job's volume pins it to the volume's zone (see volumes.py): placement requires that zone.
+    """
+    strategy = get_strategy(view.spec.recovery.strategy if view.spec.recovery else s.recovery_strategy)
     ranked = candidates(view.spec, offers, avoid=avoid, volume_zone=view.job.volume_zone)
-    return sorted(ranked, key=lambda c: c.offer.zone in recent)  # stable: keeps price order within groups
+    return strategy.rank(ranked, recovery_context(view, now, s, preempting))
 
 
 def decide(view: JobView, now: datetime, offers: Sequence[Offer], *, avoid: Callable[[Candidate], bool] | None = None,
@@ -227,6 +265,10 @@ def decide(view: JobView, now: datetime, offers: Sequence[Offer], *, avoid: Call
 
     if job.status.terminal:
         return d
+    won = next((a.row for a in view.attempts if a.row.reason == TerminationReason.SUCCEEDED), None)
+    if won is not None:  # recorded by a pass that died before it could mark the job: never run it again
+        d.add(SetJob(JobStatus.SUCCEEDED, won.message or "succeeded", finished=True))
+        return d
     if job.cancel_requested:
         d.add(SetJob(JobStatus.CANCELLED, "cancelled by user", finished=True))
         return d
@@ -249,10 +291,14 @@ def decide(view: JobView, now: datetime, offers: Sequence[Offer], *, avoid: Call
                      not_before=now + timedelta(seconds=s.no_offer_retry_s)))
         d.soon(s.no_offer_retry_s)
         return d
-    deadline = None
+    predecessor, deadline = None, None
     if drained is not None:
-        deadline = next(x.until for x in d.actions if isinstance(x, Drain))
-    d.add(Launch(tuple(ranked[: s.launch_fanout]), predecessor=drained.row.number if drained else None,
-                 predecessor_deadline=deadline))
+        predecessor, deadline = drained.row.number, next(x.until for x in d.actions if isinstance(x, Drain))
+    else:  # noticed in an earlier pass (a restarted daemon, a launch that found no capacity): the
+        # replacement still waits for that attempt's final checkpoint, or its deadline
+        draining = [a.row for a in view.attempts if a.row.status == AttemptStatus.DRAINING]
+        if draining:
+            predecessor, deadline = draining[-1].number, draining[-1].drain_until
+    d.add(Launch(tuple(ranked[: s.launch_fanout]), predecessor=predecessor, predecessor_deadline=deadline))
     d.soon(s.poll_s)
     return d

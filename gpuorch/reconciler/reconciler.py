@@ -20,13 +20,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from threading import Event
 
-from sqlalchemy import or_
+from sqlalchemy import func, or_
 from sqlmodel import Session, select
 
 from .. import events
 from ..budget import Policy
 from ..clock import Clock, SystemClock
-from ..errors import AuthError, NoCapacityError, PermanentError, ProviderError, QuotaError, TransientError
+from ..crashpoints import crashpoint
+from ..errors import AuthError, NoCapacityError, PermanentError, ProviderError, QuotaError
 from ..logmirror import LogMirror
 from ..placement import Candidate
 from ..provider import Instance, InstanceState, LaunchRequest, Offer, Provider
@@ -34,6 +35,7 @@ from ..runner import RunnerUnavailable
 from ..spec import JobSpec
 from ..store import Store
 from ..store.models import Attempt, AttemptStatus, Backoff, Checkpoint, Job, JobStatus, TerminationReason
+from ..store.models import Event as EventRow
 from ..store.models import Instance as InstanceRow
 from . import actions as A
 from .agent_config import agent_config
@@ -65,8 +67,8 @@ class Reconciler:
         self.lease_s, self.backoff_s, self.offers_ttl_s = lease_s, backoff_s, offers_ttl_s
         self.logs = logs
         self._terminated: set[str] = set()
-        self._offers: list[Offer] = []
-        self._offers_at: datetime | None = None
+        self._offers: dict[str, list[Offer]] = {}  # by provider; kept when a refresh fails
+        self._offers_at: dict[str, datetime] = {}
         self.leases = Leases(store, self.owner, lease_s)
         self._last_pass_at: datetime | None = None
         self.money = Money(store, budget or Policy(), self._txn)  # caps, sweeps, prices, metrics
@@ -74,18 +76,21 @@ class Reconciler:
 
     # -- load ------------------------------------------------------------------------------
     def _current_offers(self, now: datetime) -> list[Offer]:
-        if self._offers_at is None or (now - self._offers_at).total_seconds() >= self.offers_ttl_s:
-            offers: list[Offer] = []
-            for p in self.providers.values():
-                try:
-                    offers.extend(p.offers())
-                except ProviderError as e:
-                    log.warning("offers from %s unavailable: %s", p.name, e)
-            self._offers, self._offers_at = offers, now
-        return self._offers
+        """Every provider's offers, refreshed after ``offers_ttl_s``. A provider whose refresh
+        fails keeps its previous offers and is asked again next pass (not after the TTL)."""
+        for name, p in self.providers.items():
+            at = self._offers_at.get(name)
+            if at is not None and (now - at).total_seconds() < self.offers_ttl_s:
+                continue
+            try:
+                self._offers[name], self._offers_at[name] = p.offers(), now
+            except ProviderError as e:
+                log.warning("offers from %s unavailable this pass (keeping %d known): %s", name,
+                            len(self._offers.get(name, [])), e)
+        return [o for offers in self._offers.values() for o in offers]
 
     def invalidate_offers(self) -> None:
-        self._offers_at = None
+        self._offers_at.clear()
 
     def _observe(self) -> tuple[dict[tuple[str, int, int], Instance], set[str]]:
         """Instances of this installation by (provider, job, attempt), and providers listed OK."""
@@ -126,7 +131,7 @@ class Reconciler:
                 try:
                     agent = runner.status()
                     reachable = True
-                except RunnerUnavailable:
+                except (RunnerUnavailable, ProviderError):
                     pass
                 if self.logs is not None and agent is not None:
                     self.logs.pull(job.id or 0, row.number, runner)
@@ -161,7 +166,11 @@ class Reconciler:
         claimed = self.leases.claim(now, self._last_pass_at)
         self._last_pass_at = now
         observed, ok = self._observe()  # before reading attempts: see _sweep_orphans
+        crashpoint("pass.observed")
         offers = self._current_offers(now)
+        settings = self.settings
+        if len(self._offers) < len(self.providers):  # a catalog is missing: "no offer" may be a blip
+            settings = dataclasses.replace(settings, no_offer_retry_s=settings.poll_s)
         avoid = self._avoid(now)
         requeue = self.settings.no_offer_retry_s
         self._terminated: set[str] = set()  # this pass's terminations; `observed` predates them
@@ -175,18 +184,22 @@ class Reconciler:
                 renewed = t
             try:
                 view = self._view(job, observed, ok)
-                self.money.track_prices(view, offers, self._offers_at)
+                self.money.track_prices(view, offers, max(self._offers_at.values(), default=None))
                 view = dataclasses.replace(view, gate=self.money.gate(view, now))
-                decision = decide(view, now, offers, avoid=avoid, settings=self.settings)
+                decision = decide(view, now, offers, avoid=avoid, settings=settings)
                 self._apply(view, decision, observed, now)
                 self.money.after(decision)
                 requeue = min(requeue, decision.requeue_after)
             except LeaseLost:
                 log.info("job %s: lease lost (expired or taken over); its work this pass is dropped", job.id)
+            except Exception:  # one job's trouble must not stall the others; the next pass retries it
+                log.exception("job %s: reconcile failed", job.id)
+                requeue = min(requeue, self.settings.poll_s)
         self.money.finish_sweeps(now)
         self._sweep_orphans(observed, ok, now)
         self.volumes.sweep(ok, now)
         self._mirror_instances(observed, ok, now)
+        crashpoint("pass.done")
         return max(0.0, requeue)
 
     def _mirror_instances(self, observed: dict[tuple[str, int, int], Instance], ok: set[str], now: datetime) -> None:
@@ -256,8 +269,10 @@ class Reconciler:
                     vol = view.spec.volume
                     if vol is None or self.volumes.attach(job_id, vol.size, a.row, a.instance.id, now):  # type: ignore[union-attr]
                         self._start_agent(view, a, now)  # type: ignore[arg-type]
+                    crashpoint("agent.started")
                 case A.Progress():
                     self._progress(job_id, a, action.status, now)  # type: ignore[arg-type]
+                    crashpoint("progress.recorded")
                 case A.Drain():
                     with self._txn(job_id) as (s, job):
                         row = s.get(Attempt, a.row.id)  # type: ignore[union-attr]
@@ -269,13 +284,16 @@ class Reconciler:
                         events.record(s, now, "notice", f"preemption notice: {row.instance_id} reclaimed in {left:.0f}s; "
                                       "final checkpoint requested, replacement requested now", job_id=job_id,
                                       attempt=row.number)
+                    crashpoint("drain.recorded")
                 case A.End():
                     self._end(view, a, action, now)  # type: ignore[arg-type]
+                    crashpoint("end.recorded")
                 case A.Terminate():
                     self.leases.check(job_id, self.clock.now())
                     try:
                         self.providers[a.row.provider].terminate(action.instance_id)  # type: ignore[union-attr]
                         self._terminated.add(action.instance_id)
+                        crashpoint("terminate.called")
                     except ProviderError as e:
                         log.warning("terminate %s failed (the orphan sweep retries): %s", action.instance_id, e)
                 case A.SetJob():
@@ -296,7 +314,7 @@ class Reconciler:
                     inst = a.instance  # type: ignore[union-attr]
                     try:
                         self.providers[a.row.provider].runner(inst).heartbeat()  # type: ignore[union-attr,arg-type]
-                    except RunnerUnavailable:
+                    except (RunnerUnavailable, ProviderError):
                         pass
 
     def _launch(self, view: JobView, action: A.Launch, now: datetime) -> None:
@@ -320,6 +338,7 @@ class Reconciler:
                 events.record(s, now, "launch_requested",
                               f"{o.provider} {o.zone} {o.instance_type} {market} at ${cand.price_per_hour:.3f}/h",
                               job_id=job_id, attempt=row.number)
+            crashpoint("launch.intent")
             if self._launch_attempt(view, row, now, offer=o):
                 return
         with self._txn(job_id) as (s, job):
@@ -337,7 +356,8 @@ class Reconciler:
                                spot_price_per_hour=row.price_per_hour if row.spot else None,
                                billing_granularity_s=row.billing_granularity_s, min_billing_s=row.min_billing_s)
         req = LaunchRequest(job_id=job_id, attempt=row.number, offer=offer, spot=row.spot,
-                            disk_gib=view.spec.resources.disk, owner=self.store.installation_id)
+                            disk_gib=view.spec.resources.disk, owner=self.store.installation_id,
+                            max_lifetime_s=self.settings.max_lifetime_s)
         try:
             inst = provider.launch(req)
         except (NoCapacityError, QuotaError) as e:
@@ -345,22 +365,39 @@ class Reconciler:
             self._close_attempt(job_id, row, TerminationReason.NO_CAPACITY, f"{kind}: {e}", now,
                                 backoff=backoff_key(row.provider, row.region, row.instance_type, row.spot))
             return False
-        except TransientError as e:
-            with self._txn(job_id) as (s, _):
-                events.record(s, now, "launch_retry", f"transient error, will retry: {e}", job_id=job_id,
-                              attempt=row.number)
-            return True  # the attempt stays requested; the next pass repeats the same idempotent call
         except PermanentError as e:
             key = row.provider if isinstance(e, AuthError) else backoff_key(row.provider, row.region, row.instance_type, row.spot)
             self._close_attempt(job_id, row, TerminationReason.LAUNCH_FAILED, f"launch refused: {e}", now,
                                 backoff=key, backoff_s=3600)
             return False
+        except ProviderError as e:  # TransientError, or an adapter's unclassified error: retry, bounded
+            return self._launch_retry(job_id, row, e, now)
+        crashpoint("launch.called")  # the instance exists and nothing says so yet: tags find it again
         with self._txn(job_id) as (s, _):
             r = s.get(Attempt, row.id)
             r.status, r.instance_id, r.launched_at = AttemptStatus.LAUNCHED, inst.id, now  # type: ignore[union-attr]
             events.record(s, now, "launched", f"instance {inst.id} ({inst.state.value})", job_id=job_id,
                           attempt=row.number)
+        crashpoint("launch.recorded")
         return True
+
+    def _launch_retry(self, job_id: int, row: Attempt, error: ProviderError, now: datetime) -> bool:
+        """A launch that failed transiently stays requested: the next pass repeats the same
+        idempotent call. After ``max_launch_retries`` retries the attempt is closed and its offer
+        class backed off, so the job moves on to another offer; an instance the lost answers may
+        have created is found by its tags and terminated by the orphan sweep. True: keep waiting."""
+        limit = self.settings.max_launch_retries
+        with self._txn(job_id) as (s, _):
+            tries = s.exec(select(func.count()).select_from(EventRow).where(
+                EventRow.job_id == job_id, EventRow.attempt == row.number, EventRow.kind == "launch_retry")).one()
+            if tries < limit:
+                events.record(s, now, "launch_retry", f"launch failed ({type(error).__name__}, retry {tries + 1} of "
+                              f"{limit}): {error}", job_id=job_id, attempt=row.number, code=error.code)
+                return True
+        self._close_attempt(job_id, row, TerminationReason.LAUNCH_FAILED,
+                            f"launch still failing after {limit} retries: {error}", now,
+                            backoff=backoff_key(row.provider, row.region, row.instance_type, row.spot))
+        return False
 
     def _close_attempt(self, job_id: int, row: Attempt, reason: TerminationReason, message: str, now: datetime,
                        backoff: str | None = None, backoff_s: float | None = None) -> None:
@@ -380,11 +417,12 @@ class Reconciler:
             pred = next((p.row for p in view.attempts if p.row.number == a.row.predecessor), None)
             if pred is not None and pred.drain_until is not None:
                 pred_deadline = pred.drain_until.timestamp()
-        cfg = agent_config(view.job, view.spec, a.row, predecessor_deadline=pred_deadline)
+        cfg = agent_config(view.job, view.spec, a.row, predecessor_deadline=pred_deadline,
+                           heartbeat_timeout_s=self.settings.heartbeat_timeout_s)
         workdir = Path(view.spec.workdir) if view.spec.workdir else None
         try:
             self.providers[a.row.provider].runner(a.instance).start(cfg, workdir)  # type: ignore[arg-type]
-        except RunnerUnavailable as e:
+        except (RunnerUnavailable, ProviderError) as e:
             log.info("job %s attempt %s: runner not ready: %s", view.job.id, a.row.number, e)
 
     def _progress(self, job_id: int, a: AttemptView, st, now: datetime) -> None:  # type: ignore[no-untyped-def]
@@ -416,6 +454,7 @@ class Reconciler:
         for name in st.uploaded:
             if name in known:
                 continue
+            known.add(name)  # an agent may list a name twice (a checkpoint whose COMPLETE changed)
             last = name == st.last_checkpoint
             completed = datetime.fromtimestamp(st.last_checkpoint_at, now.tzinfo) if last and st.last_checkpoint_at else None
             s.add(Checkpoint(job_id=job_id, attempt=r.number, name=name, recorded_at=now, completed_at=completed,
@@ -451,7 +490,7 @@ class Reconciler:
                     job.result = json.dumps(end.result)
             lost = f"; lost work {end.lost_work_s:.0f}s" if end.lost_work_s is not None else ""
             events.record(s, now, "attempt_ended", f"{r.reason.value}: {end.message}{lost}", job_id=job_id,
-                          attempt=r.number)
+                          attempt=r.number, reason=r.reason.value, lost_work_s=end.lost_work_s)
             volume_job = job if view.spec.volume is not None else None
         if volume_job is not None:
             self.volumes.detach(volume_job, a.row.instance_id)
@@ -477,6 +516,7 @@ class Reconciler:
             except ProviderError as e:
                 log.warning("orphan %s: terminate failed: %s", inst.id, e)
                 continue
+            crashpoint("orphan.terminated")
             with self.store.write() as ws:
                 events.record(ws, now, "orphan_terminated", f"{key[0]} instance {inst.id} had no live attempt",
                               job_id=key[1], attempt=key[2])

@@ -42,6 +42,13 @@ def write_unavailable(home: Path, entries: Iterable[str]) -> None:
     write_atomic(home / CAPACITY_FILE, json.dumps({"unavailable": sorted(set(entries))}, indent=2) + "\n")
 
 
+def set_available(home: Path, zone: str, instance_type: str, spot: bool, available: bool) -> None:
+    """Add or remove this market's exact entry (wildcard entries stay)."""
+    key = capacity_key(zone, instance_type, spot)
+    entries = set(read_unavailable(home))
+    write_unavailable(home, entries - {key} if available else entries | {key})
+
+
 def is_unavailable(home: Path, zone: str, instance_type: str, spot: bool) -> bool:
     key = capacity_key(zone, instance_type, spot)
     return any(fnmatchcase(key, pattern) for pattern in read_unavailable(home))

@@ -13,6 +13,7 @@ The one state that is not written down is PENDING -> RUNNING: it follows from ``
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import secrets
 import shutil
@@ -71,6 +72,7 @@ class Meta(BaseModel):
             id=self.id, provider=o.provider, region=o.region, zone=o.zone, instance_type=o.instance_type,
             spot=self.spot, state=self.state, tags=dict(self.tags), created_at=self.created_at,
             host=None, state_reason=self.state_reason, preemption_deadline=self.preemption_deadline,
+            ended_at=self.ended_at,
         )
 
 
@@ -154,6 +156,23 @@ class InstanceDir:
 
     def _write(self, meta: Meta) -> Meta:
         write_atomic(self.meta_file, meta.model_dump_json(indent=2))
+        return meta
+
+    def announce(self, deadline: datetime, now: datetime | None = None) -> Meta:
+        """A preemption notice: record ``deadline`` (a later notice may move it earlier, never
+        later) and write ``notice.json`` for the agent, unless the instance already ended.
+        Returns the record as observed now. Carrying out the kill is the caller's business."""
+        now = now or utcnow()
+
+        def change(meta: Meta) -> Meta:
+            earlier = meta.preemption_deadline is None or deadline < meta.preemption_deadline
+            if meta.observed(now).state.alive and earlier:
+                return meta.model_copy(update={"preemption_deadline": deadline})
+            return meta
+
+        meta = self.update(change).observed(now)
+        if meta.state.alive and meta.preemption_deadline is not None:
+            write_atomic(self.notice_file, json.dumps({"deadline": meta.preemption_deadline.timestamp()}) + "\n")
         return meta
 
     # -- the end of an instance ------------------------------------------------------------

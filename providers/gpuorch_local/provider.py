@@ -10,7 +10,6 @@ instance after a notice the way a spot market does.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import sys
 from datetime import timedelta
@@ -19,7 +18,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gpuorch.agent.protocol import write_atomic
 from gpuorch.clock import utcnow
 from gpuorch.doctor.findings import Finding
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
@@ -36,16 +34,17 @@ _ID = re.compile(r"local-[A-Za-z0-9][A-Za-z0-9_.-]{0,120}")
 _TOKEN_BODY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,100}")
 
 
-def instance_id_for(client_token: str) -> str:
+def instance_id_for(client_token: str, prefix: str = "local") -> str:
     """The instance id a launch with ``client_token`` gets: ``gpuorch-7-2`` -> ``local-7-2``.
 
     Deriving the id from the token is what makes launch idempotent: the second launch finds the
-    first one's directory. Tokens that are not path-safe are hashed.
+    first one's directory. Tokens that are not path-safe are hashed. Providers built on these
+    instances (``sim``) use their own ``prefix``.
     """
     body = client_token.removeprefix("gpuorch-")
     if not _TOKEN_BODY.fullmatch(body):
         body = hashlib.sha256(client_token.encode()).hexdigest()[:16]
-    return f"local-{body}"
+    return f"{prefix}-{body}"
 
 
 class LocalOptions(BaseModel):
@@ -182,18 +181,9 @@ class LocalProvider(Provider):
         """
         inst = self._instance(instance_id)
         now = utcnow()
-        deadline = now + timedelta(seconds=notice_s)
-
-        def announce(meta: Meta) -> Meta:
-            earlier = meta.preemption_deadline is None or deadline < meta.preemption_deadline
-            if meta.observed(now).state.alive and earlier:
-                return meta.model_copy(update={"preemption_deadline": deadline})
-            return meta
-
-        meta = inst.update(announce).observed(now)
+        meta = inst.announce(now + timedelta(seconds=notice_s), now)
         if not meta.state.alive or meta.preemption_deadline is None:
             return
-        write_atomic(inst.notice_file, json.dumps({"deadline": meta.preemption_deadline.timestamp()}) + "\n")
         spawn_detached([sys.executable, "-m", "gpuorch_local.reaper", str(inst.path)],
                        cwd=inst.path, log=inst.path / "reaper.log")
 
@@ -215,6 +205,4 @@ class LocalProvider(Provider):
 
         Same signature as ``FakeProvider.set_capacity``.
         """
-        key = capacity.capacity_key(zone, instance_type, spot)
-        entries = set(capacity.read_unavailable(self.home))
-        capacity.write_unavailable(self.home, entries - {key} if available else entries | {key})
+        capacity.set_available(self.home, zone, instance_type, spot, available)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -38,9 +39,12 @@ NOTICE_POLL_S = 0.5
 
 
 class LocalRunner(Runner):
-    def __init__(self, instance_dir: Path) -> None:
+    def __init__(self, instance_dir: Path, notice_poll_s: float = NOTICE_POLL_S,
+                 final_checkpoint_grace_s: float | None = None) -> None:
         self.instance = InstanceDir(Path(instance_dir).resolve())
         self.rundir = self.instance.run_dir
+        self.notice_poll_s = notice_poll_s  # how often the agent reads notice.json
+        self.final_checkpoint_grace_s = final_checkpoint_grace_s  # None: the agent config's
 
     def _require(self, *states: InstanceState) -> None:
         try:
@@ -74,8 +78,14 @@ class LocalRunner(Runner):
             if workdir is not None:
                 shutil.copytree(workdir, work, symlinks=True, dirs_exist_ok=True)
             work.mkdir(exist_ok=True)
-            notice = NoticeSource(kind="file", path=str(self.instance.notice_file), poll_s=NOTICE_POLL_S)
+            notice = NoticeSource(kind="file", path=str(self.instance.notice_file), poll_s=self.notice_poll_s)
             config = dataclasses.replace(config, notice=notice)  # the caller's object stays as it was
+            if self.final_checkpoint_grace_s is not None:
+                config = dataclasses.replace(config, final_checkpoint_grace_s=self.final_checkpoint_grace_s)
+            if config.heartbeat_timeout_s is not None and not config.shutdown_command:
+                # The dead-man switch's "shut the machine down": this instance terminates itself.
+                shutdown = [sys.executable, "-m", "gpuorch_local.shutdown", str(self.instance.path)]
+                config = dataclasses.replace(config, shutdown_command=shlex.join(shutdown))
             write_atomic(self.rundir / CONFIG_FILE, config.to_json())
             pid = spawn_detached(
                 [sys.executable, "-m", "gpuorch.agent", str(self.rundir)],

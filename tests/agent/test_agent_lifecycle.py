@@ -19,6 +19,7 @@ def test_exit_code_and_result_propagate(start_agent):
     assert run.proc.returncode == 7
     assert "hello" in (run.rundir / "job.log").read_text()
     assert status.ended_at is not None and status.started_at is not None
+    assert status.started_at <= status.running_since <= status.ended_at  # when the job itself started
 
 
 def test_job_env(start_agent, store_url):

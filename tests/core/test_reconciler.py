@@ -238,3 +238,42 @@ def test_instance_table_mirrors_what_the_provider_reports(store, fake, clock, re
     [a] = attempts(store, job.id)
     assert (row.instance_id, row.job_id, row.attempt, row.zone) == (a.instance_id, job.id, 1, a.zone)
     assert row.state in ("terminated", "terminating") and row.terminated_at is not None
+
+
+def test_a_status_listing_a_checkpoint_twice_records_it_once(store, fake, clock, rec):
+    from gpuorch.fake import FakeRunner
+
+    job = submit(store, clock)
+    drive(rec, clock, 130)
+    real = FakeRunner.status
+
+    def twice(self):
+        st = real(self)
+        if st is not None and st.uploaded:
+            st.uploaded = st.uploaded + [st.uploaded[-1]]
+        return st
+
+    FakeRunner.status = twice
+    try:
+        drive(rec, clock, 100)
+    finally:
+        FakeRunner.status = real
+    with store.read() as s:
+        names = [c.name for c in s.exec(select(Checkpoint).where(Checkpoint.job_id == job.id))]
+    assert len(names) == len(set(names)) >= 3
+    assert job_row(store, job.id).status == JobStatus.RUNNING
+
+
+def test_one_jobs_trouble_does_not_stall_the_others(store, fake, clock, rec, monkeypatch):
+    broken = submit(store, clock, name="broken")
+    fine = submit(store, clock, name="fine")
+    real = rec._view
+
+    def view(job, observed, ok):
+        if job.id == broken.id:
+            raise RuntimeError("a bug")
+        return real(job, observed, ok)
+
+    monkeypatch.setattr(rec, "_view", view)
+    drive(rec, clock, 400)
+    assert job_row(store, fine.id).status == JobStatus.SUCCEEDED

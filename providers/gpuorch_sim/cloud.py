@@ -1,0 +1,221 @@
+"""The sim's cloud side: reclaims and lifetime limits carried out on schedule, watched or not.
+
+``settle`` brings one instance up to date with the market at a wall time: it announces a due
+reclaim (``InstanceDir.announce``: the deadline in the record and ``notice.json`` for the agent),
+kills the instance at the deadline, and ends it once ``LaunchRequest.max_lifetime_s`` has passed.
+Everything it does follows from the record and the market, so calling it again, or from two
+processes, changes nothing more. The provider settles what it reports; the cloud process
+(``python -m gpuorch_sim.cloud HOME``, started detached on the first launch) settles every
+instance on time while no daemon runs, as a real cloud reclaims a VM whether or not anyone is
+watching. It exits once no instance has been alive for ``cloud_idle_exit_s``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gpuorch.agent.protocol import write_atomic
+from gpuorch.errors import NotFoundError
+from gpuorch.provider import InstanceState
+from gpuorch_local.instances import META_FILE, InstanceDir, Meta
+from gpuorch_local.procs import spawn_detached
+
+from .market import Reclaim, SimClock, SimMarket, SimOptions
+
+MARKET_FILE = "market.json"  # the options and the clock's origin: one timeline for every process
+LOCK_FILE = "cloud.lock"  # held by the running cloud process; its pid inside
+TAG_LIFETIME = "gpuorch-sim:max-lifetime-s"
+REASON_LIFETIME = "max-lifetime"
+SCAN_S = 0.1
+
+
+def _dt(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
+
+
+# -- one timeline ------------------------------------------------------------------------------
+def open_market(home: Path, options: SimOptions) -> SimMarket:
+    """The market of ``home``: the same origin as before unless the options changed, in which
+    case the replay starts over now (a new ``market.json``)."""
+    home.mkdir(parents=True, exist_ok=True)
+    wanted = options.model_dump(mode="json")
+    try:
+        saved = json.loads((home / MARKET_FILE).read_text())
+        if saved.get("options") == wanted:
+            return SimMarket(options, SimClock(float(saved["origin"]), options.start_s, options.time_scale))
+    except (FileNotFoundError, ValueError, KeyError):
+        pass
+    origin = time.time()
+    market = SimMarket(options, SimClock(origin, options.start_s, options.time_scale))  # validates first
+    write_atomic(home / MARKET_FILE, json.dumps({"options": wanted, "origin": origin}, indent=1))
+    return market
+
+
+def load_market(home: Path) -> SimMarket:
+    saved = json.loads((home / MARKET_FILE).read_text())
+    options = SimOptions.model_validate(saved["options"])
+    return SimMarket(options, SimClock(float(saved["origin"]), options.start_s, options.time_scale))
+
+
+# -- one instance ------------------------------------------------------------------------------
+def settle(inst: InstanceDir, meta: Meta, market: SimMarket, now: float, reclaim: Reclaim | None) -> Meta:
+    """Apply what is due at ``now`` (wall epoch) to the instance; returns its record as observed.
+
+    ``reclaim``: ``market.reclaim`` for a spot instance (None: on-demand, or never reclaimed).
+    """
+    at = _dt(now)
+    m = meta.observed(at)
+    if not m.state.alive:
+        return m
+    lifetime = m.tags.get(TAG_LIFETIME)
+    if lifetime and now >= m.created_at.timestamp() + float(lifetime):
+        return inst.end(InstanceState.TERMINATED, REASON_LIFETIME, at)
+    if reclaim is not None and m.preemption_deadline is None:
+        if reclaim.notice_at is not None and now >= reclaim.notice_at:
+            m = inst.announce(_dt(reclaim.kill_at), at)
+        elif reclaim.notice_at is None and now >= reclaim.kill_at:  # reclaimed without a word
+            m = inst.update(lambda x: x.model_copy(update={"preemption_deadline": _dt(reclaim.kill_at)})).observed(at)
+    if m.preemption_due(at):
+        m = inst.observe(at)  # kills every process of the instance, records PREEMPTED
+    return m
+
+
+def next_event(meta: Meta, reclaim: Reclaim | None, now: float) -> float | None:
+    """The wall time ``settle`` next has something to do for this record (None: never)."""
+    if not meta.observed(_dt(now)).state.alive:
+        return None
+    times = [meta.created_at.timestamp() + float(meta.tags[TAG_LIFETIME])] if TAG_LIFETIME in meta.tags else []
+    if meta.preemption_deadline is not None:
+        times.append(meta.preemption_deadline.timestamp())
+    elif reclaim is not None:
+        times.append(reclaim.notice_at if reclaim.notice_at is not None else reclaim.kill_at)
+    return min(times, default=None)
+
+
+# -- every instance, read only when it changed --------------------------------------------------
+@dataclass
+class _Seen:
+    key: tuple[int, int, int]  # inode, mtime_ns, size of meta.json
+    meta: Meta
+    reclaim: Reclaim | None
+
+
+class Instances:
+    """The instance records under ``root``, each parsed again only when its file changed."""
+
+    def __init__(self, root: Path, market: SimMarket) -> None:
+        self.root, self.market = root, market
+        self._seen: dict[str, _Seen] = {}
+
+    def reclaim_of(self, meta: Meta) -> Reclaim | None:
+        return self.market.reclaim(meta.offer.zone, meta.created_at.timestamp()) if meta.spot else None
+
+    def read(self, inst: InstanceDir) -> _Seen:
+        """The record of one instance (NotFoundError if it has none)."""
+        try:
+            st = os.stat(inst.meta_file)
+        except FileNotFoundError:
+            raise NotFoundError(f"sim instance {inst.id} not found") from None
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        seen = self._seen.get(inst.id)
+        if seen is None or seen.key != key:
+            meta = inst.read()
+            seen = self._seen[inst.id] = _Seen(key, meta, self.reclaim_of(meta))
+        return seen
+
+    def settled(self, inst: InstanceDir, now: float) -> Meta:
+        seen = self.read(inst)
+        event = next_event(seen.meta, seen.reclaim, now)
+        if event is not None and now >= event:
+            return settle(inst, seen.meta, self.market, now, seen.reclaim)
+        return seen.meta.observed(_dt(now))
+
+    def all(self) -> Iterator[InstanceDir]:
+        try:
+            with os.scandir(self.root) as it:
+                names = sorted(e.name for e in it if not e.name.startswith(".") and e.is_dir())
+        except FileNotFoundError:
+            return
+        for name in names:
+            yield InstanceDir(self.root / name)
+
+
+# -- the cloud process -------------------------------------------------------------------------
+def cloud_running(home: Path) -> bool:
+    """Whether a cloud process holds ``home``'s lock."""
+    try:
+        with open(home / LOCK_FILE, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False
+    except BlockingIOError:
+        return True
+
+
+def ensure_cloud(home: Path) -> None:
+    """Start the cloud process for ``home`` unless one runs (a second one would exit at once)."""
+    if not cloud_running(home):
+        spawn_detached([sys.executable, "-m", "gpuorch_sim.cloud", str(home)], cwd=home, log=home / "cloud.log")
+
+
+def stop_cloud(home: Path) -> None:
+    """SIGTERM the cloud process of ``home`` if one runs (tests, benchmarks)."""
+    try:
+        pid = int((home / LOCK_FILE).read_text().strip() or 0)
+    except (FileNotFoundError, ValueError):
+        return
+    if pid and cloud_running(home):
+        try:
+            os.kill(pid, 15)
+        except ProcessLookupError:
+            pass
+
+
+def run(home: Path) -> int:
+    lock = open(home / LOCK_FILE, "a+")  # noqa: SIM115 - held for the life of the process
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return 0  # another cloud process runs this market
+    lock.truncate(0)
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    market_mtime, idle_since, instances = 0, time.time(), None
+    while True:
+        mtime = (home / MARKET_FILE).stat().st_mtime_ns
+        if instances is None or mtime != market_mtime:  # a daemon started a new replay
+            market_mtime, instances = mtime, Instances(home / "instances", load_market(home))
+        now, alive, wake = time.time(), False, time.time() + 1.0
+        for inst in instances.all():
+            try:
+                meta = instances.settled(inst, now)
+                seen = instances.read(inst)
+            except (NotFoundError, ValueError, OSError):
+                continue  # being created, or removed
+            event = next_event(seen.meta, seen.reclaim, now)
+            alive = alive or meta.state.alive
+            if event is not None:
+                wake = min(wake, event)
+        idle_since = now if alive else idle_since
+        if now - idle_since > instances.market.options.cloud_idle_exit_s:
+            return 0
+        # Wake for the next event; look at least every SCAN_S for instances launched meanwhile.
+        time.sleep(min(max(wake - time.time(), 0.005), SCAN_S))
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m gpuorch_sim.cloud SIM_HOME", file=sys.stderr)
+        return 2
+    return run(Path(argv[0]))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,191 @@
+"""``SimProvider``: a multi-region spot market replaying real availability traces, fast.
+
+Registered as entry point ``sim`` in group ``gpuorch.providers``. Each zone replays its trace
+(spot available or not, tick by tick) and price series; on-demand is always available. A spot
+launch into a zone whose trace reads 0 fails with ``NoCapacityError``; a spot instance is
+reclaimed at its zone's next drop, after a notice of the zone's flavour (AWS 120 s, GCP and
+Azure 30 s, or none). The market runs ``time_scale`` times faster than the wall clock, so a
+night of traces replays in a minute (``market.py``).
+
+Instances are local instances (``gpuorch_local.instances``: a directory and process groups
+under ``<home>/sim/instances``) run by the local runner, so each one runs the real agent and the
+real job; a reclaim really kills them. The cloud process (``cloud.py``) carries reclaims out on
+time whether or not a daemon runs. ``faults`` makes a seeded share of the port's calls fail.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
+from gpuorch.faults import FaultPlan
+from gpuorch.provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider
+from gpuorch.runner import Runner
+from gpuorch_local import capacity
+from gpuorch_local.instances import REASON_TERMINATED, InstanceDir, Meta
+from gpuorch_local.provider import instance_id_for
+from gpuorch_local.runner import LocalRunner
+
+from .cloud import TAG_LIFETIME, Instances, ensure_cloud, open_market, stop_cloud
+from .market import PROVIDER, SimMarket, SimOptions, resolve
+from .runner import ExternalAgentRunner
+
+_ID = re.compile(r"sim-[A-Za-z0-9][A-Za-z0-9_.-]{0,120}")
+
+
+class SimProvider(Provider):
+    """Contract: ``gpuorch.provider.Provider``; also ``SupportsPreemptionInjection``."""
+
+    name = PROVIDER
+    runner_outlives_instance = True  # run dirs stay after a reclaim: the agent's last word is readable
+
+    def __init__(self, home: Path, options: SimOptions) -> None:
+        self.home = Path(home).expanduser().resolve()
+        self.instances_dir = self.home / "instances"
+        self.instances_dir.mkdir(parents=True, exist_ok=True)
+        self.options = options
+        self.market: SimMarket = open_market(self.home, options)
+        # Seeded, and salted with the pid so that each daemon life draws its own sequence.
+        self.faults = FaultPlan.from_options(options.faults, seed_salt=os.getpid())
+        self._instances = Instances(self.instances_dir, self.market)
+        self._instance_cache: dict[str, tuple[tuple[int, int, int], InstanceState, Instance]] = {}
+
+    @classmethod
+    def from_config(cls, options: dict[str, Any], home: Path) -> SimProvider:
+        """Build from the daemon config's ``providers.sim`` options (``SimOptions``); state in
+        ``home/sim``. Raises UserInputError naming the option for anything invalid."""
+        try:
+            opts = SimOptions.model_validate(options or {})
+        except ValidationError as e:
+            err = e.errors()[0]
+            where = ".".join(str(x) for x in err["loc"])
+            raise UserInputError(f"providers.sim.{where}: {err['msg']}") from None
+        opts = opts.model_copy(update={"traces": resolve(opts.traces), "prices": resolve(opts.prices)})
+        try:
+            FaultPlan.from_options(opts.faults)
+        except (ValueError, TypeError) as e:
+            raise UserInputError(f"providers.sim.{e}") from None
+        return cls(Path(home) / "sim", opts)
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _faulty(self, method: str, fn, *args):  # type: ignore[no-untyped-def]
+        return self.faults.call(method, fn, *args) if self.faults else fn(*args)
+
+    def _dir(self, instance_id: str) -> InstanceDir:
+        if not _ID.fullmatch(instance_id):  # also keeps "../x" from reaching the filesystem
+            raise NotFoundError(f"sim instance {instance_id!r} not found")
+        return InstanceDir(self.instances_dir / instance_id)
+
+    def _instance(self, inst: InstanceDir, now: float) -> Instance:
+        """The instance as the market has it now; Instance objects are reused while unchanged."""
+        meta = self._instances.settled(inst, now)
+        seen = self._instances.read(inst)
+        cached = self._instance_cache.get(inst.id)
+        if cached is not None and cached[0] == seen.key and cached[1] == meta.state:
+            return cached[2]
+        instance = meta.to_instance()
+        self._instance_cache[inst.id] = (seen.key, meta.state, instance)
+        return instance
+
+    # -- the port ----------------------------------------------------------------------------
+    def offers(self) -> list[Offer]:
+        """One offer per zone; spot prices from the zone's series at the market's time."""
+        return self._faulty("offers", lambda: self.market.offers(time.time()))
+
+    def launch(self, request: LaunchRequest) -> Instance:
+        """See ``Provider.launch``. PermanentError for an offer this market does not sell;
+        NoCapacityError for spot in a zone whose trace reads 0 now."""
+        return self._faulty("launch", self._launch, request)
+
+    def _launch(self, request: LaunchRequest) -> Instance:
+        inst = InstanceDir(self.instances_dir / instance_id_for(request.client_token, PROVIDER))
+        now = time.time()
+        try:
+            return self._instance(inst, now)  # launched before: idempotent by client token
+        except NotFoundError:
+            pass
+        o = request.offer
+        if o.provider != PROVIDER or o.zone not in self.market.zones or o.instance_type != self.options.instance_type:
+            raise PermanentError(f"{o.instance_type} in {o.zone} is not sold by the sim market", code="InvalidOffer")
+        if request.spot and not self.market.spot_available(o.zone, now):
+            raise NoCapacityError(f"no spot capacity for {o.instance_type} in {o.zone} (trace)",
+                                  code="InsufficientInstanceCapacity")
+        if capacity.is_unavailable(self.home, o.zone, o.instance_type, request.spot):
+            raise NoCapacityError(f"no {capacity.market(request.spot)} capacity for {o.instance_type} in {o.zone}",
+                                  code="InsufficientInstanceCapacity")
+        tags = dict(request.tags)
+        if request.max_lifetime_s is not None:
+            tags[TAG_LIFETIME] = f"{request.max_lifetime_s:g}"
+        created = datetime.fromtimestamp(now, UTC)
+        ready = created + timedelta(seconds=self.market.boot_wall_s(request.attempt))
+        inst.create(Meta(id=inst.id, client_token=request.client_token, tags=tags, offer=o, spot=request.spot,
+                         state=InstanceState.PENDING, created_at=created, ready_at=ready))
+        ensure_cloud(self.home)
+        return self._instance(inst, time.time())
+
+    def get(self, instance_id: str) -> Instance:
+        """Raises NotFoundError for an id never launched here. Settles what is due."""
+        return self._faulty("get", lambda: self._instance(self._dir(instance_id), time.time()))
+
+    def list_managed(self) -> list[Instance]:
+        """Every instance with the managed tag, ended ones included; settles what is due. Only
+        records that changed since the last call are read again."""
+        return self._faulty("list_managed", self._list)
+
+    def _list(self) -> list[Instance]:
+        now, found = time.time(), []
+        for inst in self._instances.all():
+            try:
+                instance = self._instance(inst, now)
+            except (NotFoundError, ValueError):  # being created, or not a record of ours
+                continue
+            if instance.tags.get(TAG_MANAGED) == "true":
+                found.append(instance)
+        return found
+
+    def terminate(self, instance_id: str) -> None:
+        """Kill the instance's processes and mark it TERMINATED. Quiet if gone or unknown."""
+        self._faulty("terminate", self._terminate, instance_id)
+
+    def _terminate(self, instance_id: str) -> None:
+        try:
+            self._dir(instance_id).end(InstanceState.TERMINATED, REASON_TERMINATED)
+        except NotFoundError:
+            return
+
+    def runner(self, instance: Instance) -> Runner:
+        path = self._dir(instance.id).path
+        if self.options.agents == "external":
+            return ExternalAgentRunner(path, self.options.notice_poll_s)
+        return LocalRunner(path, notice_poll_s=self.options.notice_poll_s,
+                           final_checkpoint_grace_s=self.options.final_checkpoint_grace_s)
+
+    # -- capabilities and knobs --------------------------------------------------------------
+    def inject_preemption(self, instance_id: str, notice_s: float) -> None:
+        """Announce a reclaim ``notice_s`` wall seconds from now, besides the trace's; the
+        cloud process carries it out. No-op for an ended instance."""
+        inst = self._dir(instance_id)
+        if not inst.meta_file.exists():
+            raise NotFoundError(f"sim instance {instance_id!r} not found")
+        inst.announce(datetime.now(UTC) + timedelta(seconds=notice_s))
+        ensure_cloud(self.home)
+
+    def set_capacity(self, zone: str, instance_type: str, spot: bool, available: bool) -> None:
+        """Take a market out (or give it back) on top of its trace: the local capacity knob,
+        ``<home>/sim/capacity.json``. Same signature as ``FakeProvider.set_capacity``."""
+        capacity.set_available(self.home, zone, instance_type, spot, available)
+
+    def stop_cloud(self) -> None:
+        """Stop the cloud process (tests and benchmarks clean up with this)."""
+        stop_cloud(self.home)
+
+    def sim_time(self, wall: float | None = None) -> float:
+        """Seconds into the traces at ``wall`` (default: now)."""
+        return self.market.clock.sim(time.time() if wall is None else wall)
