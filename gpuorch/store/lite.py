@@ -42,10 +42,11 @@ def _datetime(v: Any) -> datetime | None:
 
 
 def sqlite_path(url: str) -> Path | None:
-    """The file of a ``sqlite:///PATH`` URL (None for other databases and in-memory ones)."""
-    if not url.startswith("sqlite:///"):
+    """The file of a plain ``sqlite:///PATH`` URL (None for other databases, in-memory ones and
+    URLs with options, which the full ``Store`` handles)."""
+    if not url.startswith("sqlite:///") or "?" in url:
         return None
-    path = url[len("sqlite:///"):].split("?", 1)[0]
+    path = url[len("sqlite:///"):]
     return Path(path) if path and path != ":memory:" else None
 
 

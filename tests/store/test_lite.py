@@ -109,6 +109,7 @@ def test_a_missing_or_old_store_is_opened_by_store(tmp_path):
     assert lite.open_lite(f"sqlite:///{old}") is None
     assert lite.open_lite("postgresql://u@h/db") is None
     assert lite.open_lite("sqlite:///:memory:") is None
+    assert lite.open_lite(f"{url}?timeout=5") is None
 
 
 def test_status_json_does_not_import_the_orm(url, tmp_path):
