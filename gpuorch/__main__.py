@@ -1,3 +1,3 @@
-from gpuorch.cli import main
+from gpuorch.console import main
 
 main()

@@ -27,11 +27,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from .cost import attempt_cost, charged, cost_between, projected_cost
-from .placement import Candidate
-from .spec import JobSpec
-from .store.models import Attempt, AttemptStatus, Job, JobStatus, TerminationReason
+from .store.states import AttemptStatus, JobStatus, TerminationReason
+
+if TYPE_CHECKING:
+    from .placement import Candidate
+    from .spec import JobSpec
+    from .store.models import Attempt, Job
 
 EPS = 1e-9  # USD: float noise, not money
 IN_FLIGHT = (JobStatus.STARTING, JobStatus.RUNNING, JobStatus.RECOVERING)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from .budget import Policy
 from .errors import UserInputError
 from .recovery import DEFAULT_STRATEGY, get_strategy
-from .store.db import default_home, default_url
+from .store.paths import default_home, default_url
 
 DEFAULT_METRICS_PORT = 9347
 

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ValidationError
 
 from .config import DaemonConfig
 from .errors import UserInputError
-from .store.db import default_home
+from .store.paths import default_home
 
 ENV_PREFIX = "GPUORCH_"
 REPLACED_WHOLE = {"providers"}

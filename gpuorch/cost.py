@@ -20,8 +20,10 @@ import json
 import math
 from collections.abc import Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from .store.models import Attempt
+if TYPE_CHECKING:
+    from .store.models import Attempt
 
 
 def _increments(seconds: float, granularity_s: int, minimum_s: int) -> tuple[int, int, int]:

@@ -21,6 +21,14 @@ class UserInputError(GpuorchError):
     """Bad input from a user: the message names the field and the fix (CLI exit code 2)."""
 
 
+class UnknownJob(UserInputError):
+    """No job has that id or name (the HTTP API answers 404)."""
+
+    @classmethod
+    def ref(cls, ref: str) -> UnknownJob:
+        return cls(f"job: no job {ref!r}; see `gpuorch status` for ids and names")
+
+
 class ProviderError(GpuorchError):
     """Base of errors raised by provider adapters."""
 

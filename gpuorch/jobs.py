@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlmodel import Session, select
 
 from . import events
-from .errors import UserInputError
+from .errors import UnknownJob
 from .spec import JobSpec
 from .store import Store
 from .store.models import Attempt, Job, JobStatus
@@ -22,16 +22,12 @@ def submit(store: Store, spec: JobSpec, now: datetime) -> Job:
     return job
 
 
-class UnknownJob(UserInputError):
-    """No job has that id or name (the HTTP API answers 404)."""
-
-
 def find_job(s: Session, ref: str) -> Job:
     """A job by id, or the newest job with that name. Raises UnknownJob."""
     job = s.get(Job, int(ref)) if ref.isdigit() else s.exec(
         select(Job).where(Job.name == ref).order_by(Job.id.desc())).first()  # type: ignore[union-attr]
     if job is None:
-        raise UnknownJob(f"job: no job {ref!r}; see `gpuorch status` for ids and names")
+        raise UnknownJob.ref(ref)
     return job
 
 

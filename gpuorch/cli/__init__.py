@@ -1,27 +1,78 @@
 """The ``gpuorch`` command line. It writes intent to the store and never calls a cloud API;
-the daemon acts. Command modules register themselves on the shared typer app when imported."""
+the daemon acts. Command modules register themselves on the shared typer app when imported.
+
+Importing this package registers every command, so ``from gpuorch.cli import app`` (tests,
+library users) gets them all. The console script (``gpuorch.console``) imports it with
+``console.LAZY`` set instead: ``main`` then imports only the module that defines the command
+named in argv (``COMMANDS``), so a cold start pays for that module alone.
+"""
 
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Sequence
 
+from .. import console
 from .app import app
 
 COMMAND_MODULES = ("jobs", "ops", "serve", "planning", "simulate", "catalog", "costs", "sweeps")
 
+# The module that defines each top-level command or group; tests/cli/test_lazy_cli.py checks it
+# against what the modules register. A command missing here still works: main imports them all.
+COMMANDS = {
+    "submit": "jobs", "status": "jobs", "cancel": "jobs", "logs": "jobs", "events": "jobs", "daemon": "jobs",
+    "doctor": "ops", "install-service": "ops",
+    "serve": "serve",
+    "estimate": "planning", "offers": "planning", "plan": "planning",
+    "simulate": "simulate",
+    "catalog": "catalog",
+    "cost": "costs",
+    "sweep": "sweeps",
+}
+
+# The global options (app.py) that take a value, so the command is found after them.
+_VALUE_OPTIONS = ("--config", "--server", "--token")
+
+
+def _import(name: str) -> None:
+    try:
+        importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as e:
+        if e.name != f"{__name__}.{name}":
+            raise
+
 
 def _register() -> None:
     for name in COMMAND_MODULES:
-        try:
-            importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{name}":
-                raise
+        _import(name)
+
+
+def command_module(args: Sequence[str]) -> str | None:
+    """The module defining the command ``args`` invoke, or None when every command is needed
+    (no command, ``--help`` or another option before it, an unknown command)."""
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in _VALUE_OPTIONS:
+            i += 2
+        elif arg.startswith(tuple(f"{o}=" for o in _VALUE_OPTIONS)):
+            i += 1
+        elif arg.startswith("-"):
+            return None
+        else:
+            return COMMANDS.get(arg)
+    return None
 
 
 def main() -> None:
-    _register()
+    module = command_module(sys.argv[1:])
+    if module is None:
+        _register()
+    else:
+        _import(module)
     app()
 
 
-_register()
+if not console.LAZY:
+    _register()

@@ -45,7 +45,8 @@ def _backend(ctx: typer.Context):  # type: ignore[no-untyped-def]
         return remote
     from ..jobservice import JobService
 
-    return JobService(_store(), cli_config().home)
+    cfg = cli_config()
+    return JobService(None, cfg.home, url=cfg.url)  # opens the store when needed; status reads SQLite lightly
 
 
 @contextmanager

@@ -7,7 +7,6 @@ lock up front and waits ``busy_timeout`` for it instead.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,20 +18,9 @@ from sqlmodel import Session, create_engine, select
 
 from .migrations import migrate
 from .models import Meta
+from .paths import default_home, default_url
 
 BUSY_TIMEOUT_MS = 30_000
-
-
-def default_home() -> Path:
-    env = os.environ.get("GPUORCH_HOME")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or "~/.local/share"
-    return Path(base).expanduser() / "gpuorch"
-
-
-def default_url(home: Path | None = None) -> str:
-    return os.environ.get("GPUORCH_DATABASE_URL") or f"sqlite:///{(home or default_home()) / 'state.db'}"
 
 
 def _sqlite_engine(url: str, immediate: bool) -> Engine:

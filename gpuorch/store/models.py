@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from enum import StrEnum
 
 from sqlalchemy import DateTime, Text, TypeDecorator, UniqueConstraint
 from sqlmodel import Field, SQLModel
+
+from .states import AttemptStatus, JobStatus, SweepStatus, TerminationReason  # noqa: F401  (re-exported)
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -28,66 +29,6 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 def _ts(**kw: object) -> object:
     return Field(default=None, sa_type=UTCDateTime, **kw)  # type: ignore[arg-type]
-
-
-class JobStatus(StrEnum):
-    QUEUED = "queued"  # waiting for an offer
-    STARTING = "starting"  # an attempt is being launched or booting
-    RUNNING = "running"
-    RECOVERING = "recovering"  # the last attempt was preempted; a new one is on its way
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    BUDGET_EXHAUSTED = "budget_exhausted"  # stopped (or never started) so as not to cross a cap
-
-    @property
-    def terminal(self) -> bool:
-        return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.BUDGET_EXHAUSTED)
-
-
-class AttemptStatus(StrEnum):
-    REQUESTED = "requested"  # intent recorded; the launch call may or may not have happened
-    LAUNCHED = "launched"  # the provider returned an instance id
-    RUNNING = "running"  # the agent is up
-    DRAINING = "draining"  # ended (preempted) but its instance is finishing a final checkpoint
-    ENDED = "ended"
-
-    @property
-    def live(self) -> bool:
-        """A live attempt is the job's one current attempt."""
-        return self in (AttemptStatus.REQUESTED, AttemptStatus.LAUNCHED, AttemptStatus.RUNNING)
-
-
-class TerminationReason(StrEnum):
-    SUCCEEDED = "succeeded"  # the job exited 0
-    FAILED = "failed"  # the job exited non-zero (or its agent died)
-    PREEMPTED = "preempted"  # the cloud reclaimed the instance
-    LOST = "lost"  # the instance vanished without a notice or an exit status
-    NO_CAPACITY = "no_capacity"  # the launch was refused for capacity or quota
-    LAUNCH_FAILED = "launch_failed"  # the launch was refused for good (bad request)
-    CANCELLED = "cancelled"
-    BUDGET_EXHAUSTED = "budget_exhausted"  # stopped cleanly before a cost cap was crossed
-
-    def job_status(self) -> JobStatus | None:
-        """The job's status when no retry follows (None: the job goes on)."""
-        return {
-            TerminationReason.SUCCEEDED: JobStatus.SUCCEEDED,
-            TerminationReason.FAILED: JobStatus.FAILED,
-            TerminationReason.PREEMPTED: JobStatus.FAILED,
-            TerminationReason.LOST: JobStatus.FAILED,
-            TerminationReason.LAUNCH_FAILED: JobStatus.FAILED,
-            TerminationReason.CANCELLED: JobStatus.CANCELLED,
-            TerminationReason.BUDGET_EXHAUSTED: JobStatus.BUDGET_EXHAUSTED,
-        }.get(self)
-
-    @property
-    def counts_as(self) -> str | None:
-        """Which retry budget this reason spends: ``preemption``, ``failure`` or none."""
-        if self in (TerminationReason.PREEMPTED, TerminationReason.LOST):
-            return "preemption"
-        if self == TerminationReason.FAILED:
-            return "failure"
-        return None
 
 
 class Job(SQLModel, table=True):
@@ -207,12 +148,6 @@ class Backoff(SQLModel, table=True):
     key: str = Field(primary_key=True)
     until: datetime = _ts()  # type: ignore[assignment]
     reason: str = ""
-
-
-class SweepStatus(StrEnum):
-    ACTIVE = "active"  # trials queued or running
-    DONE = "done"  # every trial has finished
-    CANCELLED = "cancelled"
 
 
 class Sweep(SQLModel, table=True):

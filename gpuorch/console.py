@@ -1,0 +1,19 @@
+"""The ``gpuorch`` console script and ``python -m gpuorch``.
+
+Importing ``gpuorch.cli`` registers every command (what tests and library users want). The
+script sets ``LAZY`` first, so that ``gpuorch.cli`` registers nothing on import and its ``main``
+imports only the module of the command named in argv: a cold start of ``gpuorch offers`` does
+not import the job, simulation or sweep commands (``docs/benchmarks.md``).
+"""
+
+from __future__ import annotations
+
+LAZY = False
+
+
+def main() -> None:
+    global LAZY
+    LAZY = True
+    from .cli import main as cli_main
+
+    cli_main()
