@@ -4,7 +4,7 @@ Ranks every (offer, spot?) pair that holds the job by expected total cost -- pri
 estimated hours rounded to the billing increment, plus start-up, checkpoint restore and egress,
 plus for spot the expected preemption overhead -- and breaks ties by the earlier finish.
 Offers the caller wants to avoid (a zone that just preempted us, a backed-off instance type)
-are skipped through the ``avoid`` predicate. docs/choosing-a-gpu.md has a worked example.
+are skipped through the ``avoid`` predicate. README "How gpuorch chooses a GPU" has a worked example.
 
 ``candidates(spec, offers, avoid=None)`` is what the daemon calls; ``plan`` adds the reasons
 offers were rejected (``gpuorch plan``). Both accept an ``OfferIndex`` to skip re-indexing a

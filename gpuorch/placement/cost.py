@@ -1,4 +1,4 @@
-"""Expected total cost of running a job on an offer (docs/choosing-a-gpu.md walks through it).
+"""Expected total cost of running a job on an offer (README "How gpuorch chooses a GPU" walks through it).
 
     run      = start-up + work,   start-up = boot + setup + restore (checkpoint GiB / throughput)
     on-demand: cost = price * billed(run) / 3600 + egress(restore)
