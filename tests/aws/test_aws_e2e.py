@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import getpass
 import json
-import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -24,6 +22,8 @@ from sqlmodel import select
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "s3"))  # the shared moto S3 server
 
 from aws_e2e_harness import FakeImds, FakeInstances  # noqa: E402
+from gpuorch_aws import AwsProvider  # noqa: E402
+from gpuorch_aws.config import parse_options  # noqa: E402
 from moto_helpers import REGIONS, static_prices  # noqa: E402
 from moto_s3 import MotoS3  # noqa: E402
 from sshd import SshdUnavailable, find_sshd  # noqa: E402
@@ -33,25 +33,14 @@ from gpuorch.logmirror import LogMirror  # noqa: E402
 from gpuorch.reconciler import Reconciler, Settings  # noqa: E402
 from gpuorch.spec import parse_spec  # noqa: E402
 from gpuorch.store.models import Attempt, AttemptStatus, Checkpoint, Job, JobStatus, TerminationReason  # noqa: E402
-from gpuorch_aws import AwsProvider  # noqa: E402
-from gpuorch_aws.config import parse_options  # noqa: E402
+from gpuorch.testing.e2e import TINY_MLP, tiny_mlp_reference  # noqa: E402
 
 pytestmark = pytest.mark.aws
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "examples" / "tiny_mlp"
+EXAMPLE = TINY_MLP
 ENV = {"STEPS": "240", "CKPT_EVERY": "20", "STEP_SLEEP": "0.02", "SEED": "11"}
 NOTICE_S = 30.0  # the 2-minute warning, shortened
 TIMEOUT_S = 120.0  # per wait: only a stuck test ever reaches it
-
-
-def reference(tmp_path: Path) -> float:
-    """The final loss of an uninterrupted run of the same job."""
-    result = tmp_path / "ref.json"
-    env = {**os.environ, **ENV, "STEP_SLEEP": "0", "GPUORCH_CHECKPOINT_DIR": str(tmp_path / "ref-ckpt"),
-           "GPUORCH_RESULT_FILE": str(result)}
-    subprocess.run([sys.executable, str(EXAMPLE / "train.py")], env=env, cwd=tmp_path, check=True,
-                   stdout=subprocess.DEVNULL)
-    return json.loads(result.read_text())["final_loss"]
 
 
 class World:
@@ -156,7 +145,7 @@ def test_spot_interruptions_relaunch_elsewhere_and_resume_from_s3_with_same_resu
     assert world.imds.polls.get(a3.instance_id)  # each instance polls its own notice
     done = job_of(world, job.id)
     assert done.status == JobStatus.SUCCEEDED and done.exit_code == 0 and done.preemptions == 2
-    assert json.loads(done.result)["final_loss"] == reference(tmp_path)  # bitwise: nothing lost, nothing repeated
+    assert json.loads(done.result)["final_loss"] == tiny_mlp_reference(tmp_path, ENV)  # bitwise: nothing lost, nothing repeated
     assert "resuming from" in world.logs.path(job.id, 3).read_text()
     world.step()
     assert [i for i in world.provider.list_managed() if i.state.alive] == []

@@ -9,16 +9,18 @@ import sys
 from pathlib import Path
 
 import pytest
+from gpuorch_local import LocalProvider
+from gpuorch_local.instances import InstanceDir
 
 from gpuorch import jobs
 from gpuorch.agent.protocol import read_status
 from gpuorch.provider import InstanceState
 from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.spec import parse_spec
-from gpuorch.store.models import Job, JobStatus, TerminationReason
+from gpuorch.store.models import JobStatus, TerminationReason
 from gpuorch.testing import wait_until
-from gpuorch_local import LocalProvider
-from gpuorch_local.instances import InstanceDir
+from gpuorch.testing.e2e import attempts as attempts_of
+from gpuorch.testing.e2e import job_status, passes_until
 
 FAKE_JOB = f"{shlex.quote(sys.executable)} {shlex.quote(str(Path(__file__).parents[1] / 'agent' / 'fake_job.py'))}"
 
@@ -32,16 +34,9 @@ def test_a_silent_daemon_makes_the_agent_checkpoint_and_terminate_its_instance(s
     job = jobs.submit(store, spec, rec.clock.now())
 
     def attempts():
-        with store.read() as s:
-            return jobs.attempts_of(s, job.id)
+        return attempts_of(store, job.id)
 
-    def passes_until(check, timeout_s=60.0):
-        def step():
-            rec.run_pass()
-            return check()
-        return wait_until(step, timeout_s=timeout_s, step_s=0.2, what="the daemon's progress")
-
-    passes_until(lambda: attempts() and attempts()[-1].last_checkpoint is not None)
+    passes_until(rec.run_pass, lambda: attempts() and attempts()[-1].last_checkpoint is not None)
     [a1] = attempts()
     inst = InstanceDir(local.instances_dir / a1.instance_id)
     assert (inst.run_dir / "heartbeat").exists()  # the daemon's heartbeats
@@ -53,7 +48,7 @@ def test_a_silent_daemon_makes_the_agent_checkpoint_and_terminate_its_instance(s
     assert st.notice_reason == "heartbeat" and st.final_done and st.final_checkpoint == st.last_checkpoint
 
     # Back: attempt 1 is closed, attempt 2 resumes from the final checkpoint, the job completes.
-    passes_until(lambda: job_status(store, job.id).terminal)
+    passes_until(rec.run_pass, lambda: job_status(store, job.id).terminal)
     a1, a2 = attempts()
     assert a1.reason == TerminationReason.LOST and "shutdown-by-agent" in a1.message
     assert a2.resumed_from == st.final_checkpoint and a2.reason == TerminationReason.SUCCEEDED
@@ -61,9 +56,4 @@ def test_a_silent_daemon_makes_the_agent_checkpoint_and_terminate_its_instance(s
     assert a1.lost_work_s == pytest.approx(gone.ended_at.timestamp() - st.last_checkpoint_at, abs=1e-3)
     assert job_status(store, job.id) == JobStatus.SUCCEEDED
     wait_until(lambda: not [i for i in local.list_managed() if i.state.alive], what="no instance left")
-
-
-def job_status(store, job_id) -> JobStatus:
-    with store.read() as s:
-        return s.get(Job, job_id).status
 

@@ -4,42 +4,19 @@ NumPy training job, a preemption with notice and a resume that ends with the sam
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
-from pathlib import Path
 
+from gpuorch_local.provider import LocalProvider
 from sqlmodel import select
 
 from gpuorch import jobs
 from gpuorch.logmirror import LogMirror
 from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.spec import parse_spec
-from gpuorch.store.models import AttemptStatus, Checkpoint, Job, JobStatus, TerminationReason
-from gpuorch_local.provider import LocalProvider
+from gpuorch.store.models import AttemptStatus, Checkpoint, Job, JobStatus, TerminationReasonNone
+from gpuorch.testing import e2e
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "examples" / "tiny_mlp"
+EXAMPLE = e2e.TINY_MLP
 ENV = {"STEPS": "300", "CKPT_EVERY": "40", "STEP_SLEEP": "0.03", "SEED": "7"}
-
-
-def reference(tmp_path: Path) -> float:
-    result = tmp_path / "ref.json"
-    env = {**os.environ, **ENV, "STEP_SLEEP": "0", "GPUORCH_CHECKPOINT_DIR": str(tmp_path / "ref-ckpt"),
-           "GPUORCH_RESULT_FILE": str(result)}
-    subprocess.run([sys.executable, str(EXAMPLE / "train.py")], env=env, cwd=tmp_path, check=True,
-                   stdout=subprocess.DEVNULL)
-    return json.loads(result.read_text())["final_loss"]
-
-
-def run_until(rec: Reconciler, check, timeout_s: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        rec.run_pass()
-        if check():
-            return
-        time.sleep(0.2)
-    raise AssertionError("timed out")
 
 
 def test_preempted_job_resumes_from_final_checkpoint_with_same_result(store, tmp_path):
@@ -51,16 +28,15 @@ def test_preempted_job_resumes_from_final_checkpoint_with_same_result(store, tmp
     job = jobs.submit(store, spec, rec.clock.now())
 
     def attempts():
-        with store.read() as s:
-            return jobs.attempts_of(s, job.id)
+        return e2e.attempts(store, job.id)
 
-    run_until(rec, lambda: attempts() and attempts()[-1].last_checkpoint is not None)
+    e2e.passes_until(rec.run_pass, lambda: attempts() and attempts()[-1].last_checkpoint is not None)
     first = attempts()[-1]
     local.inject_preemption(first.instance_id, notice_s=15)
-    run_until(rec, lambda: len(attempts()) == 2)
+    e2e.passes_until(rec.run_pass, lambda: len(attempts()) == 2)
     a1, a2 = attempts()
     assert a1.status == AttemptStatus.DRAINING and a2.zone != a1.zone
-    run_until(rec, lambda: job_status(store, job.id).terminal)
+    e2e.passes_until(rec.run_pass, lambda: e2e.job_status(store, job.id).terminal)
 
     a1, a2 = attempts()
     assert a1.reason == TerminationReason.PREEMPTED and a2.reason == TerminationReason.SUCCEEDED
@@ -70,11 +46,7 @@ def test_preempted_job_resumes_from_final_checkpoint_with_same_result(store, tmp
     assert a2.resumed_from == final.name  # resumed from the checkpoint taken on the notice
     assert a1.lost_work_s is not None and a1.lost_work_s < 5
     assert done.status == JobStatus.SUCCEEDED and done.exit_code == 0
-    assert json.loads(done.result)["final_loss"] == reference(tmp_path)  # bitwise: nothing lost, nothing repeated
+    assert json.loads(done.result)["final_loss"] == e2e.tiny_mlp_reference(tmp_path, ENV)  # bitwise: nothing lost, nothing repeated
     assert [i for i in local.list_managed() if i.state.alive] == []
     assert "resuming from" in LogMirror(tmp_path).path(job.id, 2).read_text()
 
-
-def job_status(store, job_id) -> JobStatus:
-    with store.read() as s:
-        return s.get(Job, job_id).status

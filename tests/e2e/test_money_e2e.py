@@ -5,13 +5,9 @@ job stopped cleanly (final checkpoint) before its budget is crossed."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import yaml
+from gpuorch_local.provider import LocalProvider
 from sqlmodel import select
 
 from gpuorch import jobs
@@ -24,30 +20,10 @@ from gpuorch.store.models import Checkpoint, Job, JobStatus, Sweep, TerminationR
 from gpuorch.sweeps import intent
 from gpuorch.sweeps.report import sweep_report
 from gpuorch.sweeps.spec import load_sweep
-from gpuorch_local.provider import LocalProvider
+from gpuorch.testing import e2e
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "examples" / "tiny_mlp"
+EXAMPLE = e2e.TINY_MLP
 ENV = {"STEPS": "150", "CKPT_EVERY": "50", "STEP_SLEEP": "0.01", "LOG_EVERY": "25", "SEED": "3"}
-
-
-def run_until(rec: Reconciler, check, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        rec.run_pass()
-        if check():
-            return
-        time.sleep(0.2)
-    raise AssertionError("timed out")
-
-
-def final_loss(tmp_path: Path, lr: str) -> float:
-    """The job run directly, without gpuorch, at learning rate ``lr``."""
-    result = tmp_path / f"ref-{lr}.json"
-    env = {**os.environ, **ENV, "LR": lr, "STEP_SLEEP": "0", "GPUORCH_CHECKPOINT_DIR": str(tmp_path / f"ref-{lr}"),
-           "GPUORCH_RESULT_FILE": str(result)}
-    subprocess.run([sys.executable, str(EXAMPLE / "train.py")], env=env, cwd=tmp_path, check=True,
-                   stdout=subprocess.DEVNULL)
-    return json.loads(result.read_text())["final_loss"]
 
 
 def test_sweep_of_tiny_mlp_runs_its_trials_and_ranks_them_by_loss(store, tmp_path):
@@ -65,7 +41,7 @@ def test_sweep_of_tiny_mlp_runs_its_trials_and_ranks_them_by_loss(store, tmp_pat
         with store.read() as s:
             return sweep_report(s, s.get(Sweep, sweep.id), rec.clock.now())
 
-    run_until(rec, lambda: report()["status"] == "done")
+    e2e.passes_until(rec.run_pass, lambda: report()["status"] == "done")
     r = report()
     assert r["counts"] == {"succeeded": 3}
     losses = [t["metrics"]["loss"] for t in r["trials"]]
@@ -75,7 +51,7 @@ def test_sweep_of_tiny_mlp_runs_its_trials_and_ranks_them_by_loss(store, tmp_pat
     with store.read() as s:
         trial = s.exec(select(Job).where(Job.name == "mlp-1")).one()
     assert json.loads(trial.params) == {"LR": 0.01}
-    assert json.loads(trial.result)["final_loss"] == final_loss(tmp_path, "0.01")  # LR reached the job
+    assert json.loads(trial.result)["final_loss"] == e2e.tiny_mlp_reference(tmp_path, {**ENV, "LR": "0.01"})  # LR reached the job
 
 
 def test_job_is_stopped_cleanly_before_its_budget_is_crossed(store, tmp_path):
@@ -95,7 +71,7 @@ def test_job_is_stopped_cleanly_before_its_budget_is_crossed(store, tmp_path):
         with store.read() as s:
             return s.get(Job, job.id).status
 
-    run_until(rec, lambda: status() == JobStatus.BUDGET_EXHAUSTED and not any(
+    e2e.passes_until(rec.run_pass, lambda: status() == JobStatus.BUDGET_EXHAUSTED and not any(
         i.state.alive for i in local.list_managed()))
     with store.read() as s:
         [a] = jobs.attempts_of(s, job.id)

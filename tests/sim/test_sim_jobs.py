@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import write_trace
+from gpuorch_local.procs import process_alive
 from sqlmodel import select
 
 from gpuorch import jobs
@@ -19,9 +20,9 @@ from gpuorch.errors import TransientError
 from gpuorch.provider import InstanceState, LaunchRequest
 from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.spec import parse_spec
-from gpuorch.store.models import Checkpoint, Event, Job, JobStatus, TerminationReason
+from gpuorch.store.models import Checkpoint, Event, JobStatus, TerminationReason
 from gpuorch.testing import wait_until
-from gpuorch_local.procs import process_alive
+from gpuorch.testing.e2e import job_status
 
 FAKE_JOB = f"{shlex.quote(sys.executable)} {shlex.quote(str(Path(__file__).parents[1] / 'agent' / 'fake_job.py'))}"
 
@@ -140,7 +141,3 @@ def attempt_of(store, job_id):
     with store.read() as s:
         return (jobs.attempts_of(s, job_id) or [None])[-1]
 
-
-def job_status(store, job_id) -> JobStatus:
-    with store.read() as s:
-        return s.get(Job, job_id).status
