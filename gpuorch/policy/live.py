@@ -22,7 +22,9 @@ last checkpoint (the simulator checkpoints every tick):
   all the remaining work, which a preemption would throw away);
 - *a running spot attempt is moved to on-demand* (stopped cleanly, with a final checkpoint) once
   a preemption before the daemon's next look would leave on-demand too little time from the last
-  saved checkpoint. The simulator's rule "keep spot until it is preempted" holds until then.
+  saved checkpoint. The simulator's rule "keep spot until it is preempted" holds until then. Its
+  replacement runs on on-demand (it would be as risky on spot again: the job checkpoints more
+  rarely than the slack allows).
 
 A running on-demand attempt is never moved back to spot here (a move costs a clean stop and a
 start-up; the simulator's rule for it assumes free checkpoints): the job stays on on-demand.
@@ -71,6 +73,7 @@ class Situation:
     unsaved_s: float = 0.0  # work the running attempt did since its last checkpoint
     starting_s: float = 0.0  # start-up the running attempt has still to go through
     margin_s: float = 0.0  # how long the daemon may take to notice a preemption and relaunch
+    moved: bool = False  # the last attempt was moved off spot by this policy: relaunch on on-demand
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,8 @@ def decide_live(sit: Situation, policy: GpuorchPolicy | None = None) -> LiveDeci
         return out("keep", sit.running_market, f"keeps spot in {sit.running_market} (slack {_hours(slack)} "
                    "from the last checkpoint)")
 
+    if sit.moved:  # the move's replacement; spot would be as risky again (the simulator's rule 3)
+        return out("on-demand", None, f"on-demand: moved off spot for the deadline (slack {_hours(slack)})")
     # A launch: ask the simulator's policy, spot markets offered only where a spot run leaves room
     # for one checkpoint interval (the work a preemption may throw away) after two start-ups.
     at_risk = sit.checkpoint_s if sit.checkpoint_s is not None else job.work_s - saved.done_s
@@ -194,6 +199,7 @@ def progress(spans: Iterable[Span], now: datetime, checkpointed: bool) -> tuple[
 
 
 DEFAULT_STARTUP_S = 480.0  # the planner's default boot (180 s) + setup (300 s)
+DEFAULT_MARGIN_S = 34.0  # the daemon's default: two polls (2 s) and a preemption notice (30 s)
 
 
 class Estimate(Protocol):
@@ -255,14 +261,15 @@ def feasibility(deadline: datetime, now: datetime, job_hours: float | None, star
     if job_hours is None and candidates:
         fastest = min(candidates, key=lambda c: c.est_hours)
         need, what = fastest.est_hours * 3600 + startup, f"{fastest.est_hours:.1f} h of work on the fastest fitting offer"
+        fix = "a later deadline, fewer model.tokens, or deadline.job_hours if the estimate is off"
     elif job_hours is not None:
         need, what = job_hours * 3600 + startup, f"deadline.job_hours {job_hours:g} h"
+        fix = "a later deadline or fewer deadline.job_hours"
     else:
         return Feasibility()
     if need > available:
         return Feasibility(error=f"deadline: cannot be met even on on-demand: {_hours(available)} to the deadline, but "
-                                 f"the job needs {_hours(need)} ({what} + {startup / 60:.0f} min start-up); give a later "
-                                 "deadline, fewer job_hours or a faster resources.gpu")
+                                 f"the job needs {_hours(need)} ({what} + {startup / 60:.0f} min start-up); give {fix}")
     work_s, _ = work_estimate(job_hours, candidates, available, startup)
     sit = Situation(now, deadline, now, work_s, 0.0, startup, checkpoint_s, (Market("any"),))
     decision = decide_live(sit)

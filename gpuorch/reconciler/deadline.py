@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .decide import AttemptView, JobView, Settings
 
 WAITING = "deadline policy: waits for spot"
+MOVED = "deadline policy moves to on-demand"
 BACKED_OFF = (TerminationReason.PREEMPTED, TerminationReason.LOST, TerminationReason.NO_CAPACITY)
 
 
@@ -86,9 +87,11 @@ def situation(view: JobView, ranked: Sequence[Candidate], now: datetime, s: Sett
         if r.started_at is None and (current.agent is None or current.agent.running_since is None):
             starting = max(0.0, startup - (now - (r.launched_at or r.requested_at or now)).total_seconds())
     margin = 2 * s.poll_s + s.default_notice_s  # notice it, relaunch
+    last = view.attempts[-1].row if view.attempts else None
+    moved = last is not None and last.reason == TerminationReason.CANCELLED and (last.message or "").startswith(MOVED)
     sit = Situation(job.created_at, deadline, now, work_s, done, startup,
                     spec.checkpoint.interval if spec.checkpoint else None, _markets(view, ranked, now),
-                    running, market, unsaved, starting, margin)  # type: ignore[arg-type]
+                    running, market, unsaved, starting, margin, moved)  # type: ignore[arg-type]
     return sit, max_hours
 
 

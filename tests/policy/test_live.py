@@ -98,7 +98,7 @@ def test_feasibility_refuses_what_on_demand_cannot_meet_and_warns_when_only_on_d
     now = T0
     bad = feasibility(now + timedelta(hours=3), now, 4.0, None, [], 600.0, True)
     assert bad.error is not None and bad.error.startswith("deadline: cannot be met even on on-demand")
-    assert "deadline.job_hours 4 h" in bad.error and "later deadline" in bad.error
+    assert "deadline.job_hours 4 h" in bad.error and "give a later deadline" in bad.error
     tight = feasibility(now + timedelta(hours=4.3), now, 4.0, None, [], 600.0, True)
     assert tight.error is None and "only on-demand can meet it" in (tight.warning or "")
     assert feasibility(now + timedelta(hours=4.3), now, 4.0, None, [], 600.0, False) == type(tight)()
