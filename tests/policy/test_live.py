@@ -105,3 +105,25 @@ def test_feasibility_refuses_what_on_demand_cannot_meet_and_warns_when_only_on_d
     assert feasibility(now + timedelta(hours=12), now, 4.0, None, [], 600.0, True) == type(tight)()
     past = feasibility(now - timedelta(hours=1), now, 4.0, None, [], 600.0, True)
     assert "in the past" in (past.error or "")
+
+
+def test_the_replacement_of_a_moved_attempt_runs_on_demand_even_with_spot_and_slack():
+    assert decide_live(sit(deadline_h=12, markets=(A,))).kind == "spot"
+    d = decide_live(sit(deadline_h=12, markets=(A,), moved=True))
+    assert d.kind == "on-demand" and "moved off spot" in d.reason
+
+
+@pytest.mark.parametrize("written, resolved", [
+    ("8h", datetime(2026, 11, 28, 4, 0, tzinfo=UTC)),  # from submission
+    ("2026-11-28T08:00", datetime(2026, 11, 28, 8, 0, tzinfo=UTC)),  # UTC
+    ("2026-11-28T09:00+01:00", datetime(2026, 11, 28, 8, 0, tzinfo=UTC)),
+    (datetime(2026, 11, 28, 8, 0), datetime(2026, 11, 28, 8, 0, tzinfo=UTC)),  # what YAML makes of ...T08:00:00
+])
+def test_spec_deadline_shapes(written, resolved):
+    from gpuorch.spec import parse_spec
+
+    spec = parse_spec({"name": "x", "run": "y", "deadline": {"at": written, "job_hours": 2}})
+    assert spec.deadline.resolve(T0) == resolved
+    assert parse_spec({"name": "x", "run": "y"}).deadline is None  # specs without one stay valid
+    short = parse_spec({"name": "x", "run": "y", "deadline": "8h", "model": {"params": "8B", "duration": "2h"}})
+    assert short.deadline.at == "8h" and short.deadline.job_hours is None
