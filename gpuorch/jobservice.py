@@ -37,6 +37,33 @@ if TYPE_CHECKING:
 LOG_CHUNK = 1 << 20  # bytes of job output per read_log call
 
 
+def deadline_summary(job: Job | Row, attempts: list[Attempt] | list[Row], now: datetime) -> dict[str, Any] | None:
+    """A job's deadline as ``status`` shows it: when, hours left, work saved, and the slack (hours
+    the job may still lose and finish on on-demand) when its work is known from the spec."""
+    try:
+        spec = json.loads(job.spec)
+    except (TypeError, ValueError):
+        return None
+    d = spec.get("deadline") if isinstance(spec, dict) else None
+    if not d:
+        return None
+    from .policy.live import DEFAULT_MARGIN_S, DEFAULT_STARTUP_S, Situation, progress, slack_s
+    from .when import parse_instant
+
+    at = parse_instant(d["at"], job.created_at)
+    spans = [(a.started_at, a.last_checkpoint_at, a.ended_at if not a.status.live else None) for a in attempts]
+    done, _ = progress(spans, now, spec.get("checkpoint") is not None)
+    model = spec.get("model") or {}
+    work_s = d["job_hours"] * 3600 if d.get("job_hours") else model.get("duration")
+    slack = None
+    if work_s and not job.status.terminal:
+        startup = d["startup"] if d.get("startup") is not None else DEFAULT_STARTUP_S
+        sit = Situation(job.created_at, at, now, work_s, done, startup, None, margin_s=DEFAULT_MARGIN_S)
+        slack = round(slack_s(sit) / 3600, 2)
+    return {"at": at, "left_h": round((at - now).total_seconds() / 3600, 2), "done_h": round(done / 3600, 2),
+            "work_h": round(work_s / 3600, 2) if work_s else None, "slack_h": slack}
+
+
 def job_summary(job: Job | Row, attempts: list[Attempt] | list[Row], now: datetime) -> dict[str, Any]:
     cur = attempts[-1] if attempts else None
     return {
@@ -56,6 +83,7 @@ def job_summary(job: Job | Row, attempts: list[Attempt] | list[Row], now: dateti
         "created_at": job.created_at,
         "finished_at": job.finished_at,
         "daemon": job.lease_owner,  # host/pid/random of the daemon holding it (several daemons: docs/ha.md)
+        "deadline": deadline_summary(job, attempts, now),  # None without one (docs/policy.md)
     }
 
 
@@ -71,9 +99,15 @@ def attempt_dict(a: Attempt | Row, now: datetime) -> dict[str, Any]:
     }
 
 
-def job_detail(job: Job | Row, attempts: list[Attempt] | list[Row], now: datetime) -> dict[str, Any]:
-    """``job_summary`` with ``attempt_list``."""
-    return job_summary(job, attempts, now) | {"attempt_list": [attempt_dict(a, now) for a in attempts]}
+def job_detail(job: Job | Row, attempts: list[Attempt] | list[Row], now: datetime,
+               decision: Any = None) -> dict[str, Any]:
+    """``job_summary`` with ``attempt_list``; with a deadline, the policy's latest decision
+    (``decision``: the newest ``deadline`` event)."""
+    out = job_summary(job, attempts, now) | {"attempt_list": [attempt_dict(a, now) for a in attempts]}
+    if out["deadline"] is not None and decision is not None:
+        out["deadline"]["decision"] = {"ts": decision.ts, "message": decision.message,
+                                       **(json.loads(decision.data) if decision.data else {})}
+    return out
 
 
 class JobService:
@@ -146,12 +180,17 @@ class JobService:
                 row = lite.find_job(ref)
                 if row is None:
                     raise UnknownJob.ref(ref)
-                return job_detail(row, lite.attempts_of(row.id), now)
+                return job_detail(row, lite.attempts_of(row.id), now, lite.last_event(row.id, "deadline"))
+        from sqlmodel import select
+
         from . import jobs
+        from .store.models import Event
 
         with self.store.read() as s:
             j = jobs.find_job(s, ref)
-            return job_detail(j, jobs.attempts_of(s, j.id), now)  # type: ignore[arg-type]
+            decision = s.exec(select(Event).where(Event.job_id == j.id, Event.kind == "deadline")
+                              .order_by(Event.id.desc()).limit(1)).first()  # type: ignore[union-attr]
+            return job_detail(j, jobs.attempts_of(s, j.id), now, decision)  # type: ignore[arg-type]
 
     def cancel(self, ref: str) -> dict[str, Any]:
         from . import jobs

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import re
 import signal
+from datetime import UTC, date, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import gpus
 from .errors import UserInputError
@@ -169,6 +170,44 @@ class VolumeRequest(Strict):
         return v.rstrip("/")
 
 
+def _instant(v: Any) -> str:
+    """A deadline as written: a duration from submission (``8h``) or an ISO-8601 time (UTC unless
+    an offset is given). YAML turns some times into datetimes and dates: they come back as text."""
+    if isinstance(v, datetime):
+        return (v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)).isoformat()
+    if isinstance(v, date):
+        return v.isoformat()
+    if isinstance(v, bool) or not isinstance(v, str | int | float):
+        raise ValueError("write a time like 2026-11-28T08:00 (UTC) or a duration from submission like 8h")
+    text = str(v).strip()
+    from .when import parse_instant
+
+    try:
+        parse_instant(text, datetime(2000, 1, 1, tzinfo=UTC))
+    except ValueError as e:
+        raise ValueError(str(e)) from None
+    return text
+
+
+class Deadline(Strict):
+    """``deadline: 8h`` or ``deadline: {at: 2026-11-28T08:00, job_hours: 6}`` (docs/policy.md).
+
+    The daemon chooses spot, on-demand or waiting at every decision point so that the job is done
+    by ``at``. It needs to know how much work the job is: ``job_hours`` (hours of running time, on
+    the GPU it gets), else the planner's estimate from ``model`` (``tokens`` or ``duration``).
+    """
+
+    at: Annotated[str, BeforeValidator(_instant)]  # ISO-8601 time, or a duration from submission
+    job_hours: float | None = Field(default=None, gt=0)  # work; default: the planner's estimate
+    startup: Seconds | None = None  # per launch (boot, setup, restore); default: the planner's
+
+    def resolve(self, submitted: datetime) -> datetime:
+        """The deadline as an aware UTC time; a duration counts from ``submitted``."""
+        from .when import parse_instant
+
+        return parse_instant(self.at, submitted)
+
+
 class JobSpec(Strict):
     name: str
     run: str
@@ -186,6 +225,21 @@ class JobSpec(Strict):
     model: Workload | None = None  # what the job does with a model: placement sizes the GPU from it
     budget: Budget | None = None
     volume: VolumeRequest | None = None
+    deadline: Deadline | None = None  # finish by then at the least cost (docs/policy.md)
+
+    @field_validator("deadline", mode="before")
+    @classmethod
+    def _deadline(cls, v: Any) -> Any:
+        return v if v is None or isinstance(v, dict | Deadline) else {"at": v}
+
+    @model_validator(mode="after")
+    def _deadline_work(self) -> JobSpec:
+        d = self.deadline
+        if d is not None and d.job_hours is None and (
+                self.model is None or (self.model.tokens is None and self.model.duration is None)):
+            raise ValueError("deadline.job_hours: required to plan for a deadline (how many hours the job runs); "
+                             "add it, or give model.tokens or model.duration")
+        return self
 
     @field_validator("name")
     @classmethod
@@ -217,6 +271,8 @@ _FIX_HINTS = {
 
 def _format_error(err: dict[str, Any], source: str) -> str:
     loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    if not err["loc"] and str(err["msg"]).startswith("Value error, "):  # a model-level check names its field
+        return f"{source}: {str(err['msg']).removeprefix('Value error, ')}"
     kind = err["type"]
     if kind == "extra_forbidden":
         msg = _FIX_HINTS[kind]

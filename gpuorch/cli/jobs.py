@@ -79,7 +79,7 @@ def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Job spec (
         else:
             if workdir is not None:
                 spec = spec.model_copy(update={"workdir": str(workdir)})
-            warning = _fit_check(spec)
+            warning = _fit_check(spec, str(file))
             job = _backend(ctx).submit(spec)
     if json_out:
         emit_json({**job, "warning": warning})
@@ -89,11 +89,12 @@ def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Job spec (
             typer.echo(f"warning: {warning}", err=True)
 
 
-def _fit_check(spec) -> str | None:  # type: ignore[no-untyped-def]
+def _fit_check(spec, source: str = "job spec") -> str | None:  # type: ignore[no-untyped-def]
     """The planner `gpuorch plan` uses, over what the enabled providers sell (no cloud call).
 
     A job no GPU configuration can hold is refused (exit 2); one that merely fits no enabled
-    offer today is queued with a warning, since capacity and providers change.
+    offer today is queued with a warning, since capacity and providers change. So is a deadline
+    that on-demand cannot meet, or only on-demand can (``deadline_check``).
     """
     from .. import placement
     from ..catalog import load_offers
@@ -101,18 +102,39 @@ def _fit_check(spec) -> str | None:  # type: ignore[no-untyped-def]
     from .planning import _no_candidate_message, shortfall_message
 
     if spec.resources.gpu is None and spec.model is None:
-        return None
+        return deadline_check(spec, [], source)
     cfg = cli_config()
     offers = offline_offers(cfg.providers, cfg.home)
     result = placement.plan(spec, offers, limit=1)
     if result.candidates:
-        return None
+        return deadline_check(spec, placement.candidates(spec, offers) if spec.deadline else [], source)
     # Refuse only what no configuration anywhere can hold, whatever the job's own restrictions.
     anywhere = spec.model_copy(update={"regions": None, "providers": None, "max_price_per_hour": None})
     relaxed = placement.plan(anywhere, offers + load_offers(), limit=1)
     if not relaxed.candidates and relaxed.shortfall is not None:
         raise UserInputError(shortfall_message(spec, relaxed.shortfall))
     return _no_candidate_message(spec, result) + " (it stays queued until an offer fits)"
+
+
+def deadline_check(spec, candidates, source: str, deadline=None) -> str | None:  # type: ignore[no-untyped-def]
+    """Refuse (UserInputError) a deadline that on-demand cannot meet with the fastest fitting
+    offer; a warning when only on-demand can. ``deadline`` (UTC) overrides the spec's (sweeps)."""
+    from ..clock import utcnow
+    from ..policy.live import feasibility
+
+    if spec.deadline is None and deadline is None:
+        return None
+    now = utcnow()
+    d = spec.deadline
+    at = min(filter(None, [deadline, d.resolve(now) if d else None]))
+    spot_ok = spec.spot_policy != "on-demand"
+    f = feasibility(at, now, d.job_hours if d else None, d.startup if d else None, candidates,
+                    spec.checkpoint.interval if spec.checkpoint else None, spot_ok)
+    if f.error:
+        raise UserInputError(f"{source}: {f.error}")
+    if f.warning and spec.spot_policy == "spot":
+        return f"{f.warning.split(';')[0]}; with spot_policy: spot it may miss the deadline (set spot_policy: auto)"
+    return f.warning
 
 
 @app.command()
@@ -133,15 +155,18 @@ def status(ctx: typer.Context, job: str = typer.Argument(None, help="Show one jo
 
     console = Console()
     if job is None:
-        t = Table("ID", "NAME", "STATUS", "ATT", "PREEMPT", "WHERE", "CHECKPOINT", "COST", "NOTE")
+        t = Table("ID", "NAME", "STATUS", "ATT", "PREEMPT", "WHERE", "CHECKPOINT", "COST", "DEADLINE", "NOTE")
         for d in data:
             t.add_row(str(d["id"]), d["name"], d["status"], str(d["attempts"]), str(d["preemptions"]), d["where"] or "-",
-                      d["last_checkpoint"] or "-", f"${d['cost']:.4f}", d["message"] or "")
+                      d["last_checkpoint"] or "-", f"${d['cost']:.4f}", _deadline_cell(d.get("deadline")),
+                      d["message"] or "")
         console.print(t)
         return
     console.print(f"[bold]job {detail['id']} {detail['name']}[/]: {detail['status']}"
                   + (f" ({detail['message']})" if detail["message"] else "")
                   + f"; cost ${detail['cost']:.4f}; lost work {detail['lost_work_s']:.0f}s; result {detail['result']}")
+    if detail.get("deadline"):
+        console.print(_deadline_line(detail["deadline"]), highlight=False)
     t = Table("#", "STATUS", "REASON", "WHERE", "INSTANCE", "RESUMED FROM", "LAST CKPT", "LOST WORK", "COST")
     for a in detail["attempt_list"]:
         where = f"{a['provider']}/{a['zone']}/{a['instance_type']}/{'spot' if a['spot'] else 'od'}"
@@ -149,6 +174,26 @@ def status(ctx: typer.Context, job: str = typer.Argument(None, help="Show one jo
         t.add_row(str(a["number"]), a["status"], a["reason"] or "-", where, a["instance_id"] or "-",
                   a["resumed_from"] or "-", a["last_checkpoint"] or "-", lost, f"${a['cost']:.4f}")
     console.print(t)
+
+
+def _deadline_cell(d: dict[str, Any] | None) -> str:
+    """``in 3.2h, slack 1.1h`` (``3.2h late`` once past; no slack when the work is not known)."""
+    if not d:
+        return "-"
+    left = d["left_h"]
+    cell = f"in {left:.1f}h" if left >= 0 else f"{-left:.1f}h ago"
+    return cell + (f", slack {d['slack_h']:.1f}h" if d.get("slack_h") is not None else "")
+
+
+def _deadline_line(d: dict[str, Any]) -> str:
+    at = d["at"] if isinstance(d["at"], str) else f"{d['at']:%Y-%m-%d %H:%M} UTC"
+    work = f" of {d['work_h']:.1f}" if d.get("work_h") else ""
+    line = f"deadline {at} ({_deadline_cell(d)}); {d['done_h']:.1f}{work} h of work saved"
+    dec = d.get("decision")
+    if dec:
+        when = dec["ts"] if isinstance(dec["ts"], str) else f"{dec['ts']:%H:%M:%S}"
+        line += f"\nlast decision ({when}): {dec['message'].removeprefix('deadline policy ')}"
+    return line
 
 
 @app.command()

@@ -105,7 +105,18 @@ class StopCleanly:
     not_before: datetime | None = None
 
 
-Action = Launch | Relaunch | Adopt | StartAgent | Progress | Drain | End | Terminate | SetJob | Heartbeat | StopCleanly
+@dataclass(frozen=True)
+class Note:
+    """Record an event about a decision (e.g. the deadline policy's choice and its reason)."""
+
+    kind: str
+    message: str
+    attempt: int | None = None
+    data: dict = field(default_factory=dict)
+
+
+Action = (Launch | Relaunch | Adopt | StartAgent | Progress | Drain | End | Terminate | SetJob | Heartbeat | StopCleanly
+          | Note)
 
 
 @dataclass

@@ -31,6 +31,7 @@ from .actions import (
     StartAgent,
     Terminate,
 )
+from .deadline import deadline_launch, deadline_move
 from .gates import gate_launch, stop_running
 
 
@@ -241,7 +242,8 @@ def decide(view: JobView, now: datetime, offers: Sequence[Offer], *, avoid: Call
             return d
         end = _end_of_live(current, now, d, s)
         if end is None and not any(isinstance(x, Drain) for x in d.actions):
-            if stop_running(view, current, now, d, s):
+            if stop_running(view, current, now, d, s) or deadline_move(
+                    view, current, now, d, s, lambda: _ranked(view, now, offers, avoid, s, None)):
                 return d
             running = current.agent is not None and current.agent.state not in ("starting",)
             want = JobStatus.RUNNING if running else (
@@ -284,7 +286,7 @@ def decide(view: JobView, now: datetime, offers: Sequence[Offer], *, avoid: Call
         d.soon((job.not_before - now).total_seconds())
         return d
     ranked = gate_launch(view, _ranked(view, now, offers, avoid, s, preempted), now, d, s)  # type: ignore[assignment]
-    if ranked is None:
+    if ranked is None or (ranked := deadline_launch(view, ranked, now, d, s)) is None:
         return d
     if not ranked:
         d.add(SetJob(JobStatus.QUEUED, "no offer fits the job right now (all filtered, backed off or without capacity)",

@@ -308,6 +308,9 @@ class Reconciler:
                             job.finished_at = now
                     if action.finished and view.spec.volume is not None:
                         self.volumes.release(job_id, now)
+                case A.Note():
+                    with self._txn(job_id) as (s, _):
+                        events.record(s, now, action.kind, action.message, job_id=job_id, attempt=action.attempt, **action.data)
                 case A.StopCleanly():
                     self.money.stop_cleanly(self.providers[a.row.provider], view, a, action, now)  # type: ignore[union-attr,arg-type]
                 case A.Heartbeat():

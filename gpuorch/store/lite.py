@@ -97,6 +97,11 @@ class LiteReader:
             out.setdefault(a.job_id, []).append(a)
         return out
 
+    def last_event(self, job_id: int, kind: str) -> Row | None:
+        rows = self._rows("event", "SELECT * FROM event WHERE job_id = ? AND kind = ? ORDER BY id DESC LIMIT 1",
+                          (job_id, kind))
+        return rows[0] if rows else None
+
     def attempts_of(self, job_id: int) -> list[Row]:
         return self._rows("attempt", "SELECT * FROM attempt WHERE job_id = ? ORDER BY number", (job_id,))
 

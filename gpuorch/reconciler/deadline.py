@@ -1,0 +1,152 @@
+"""How ``decide`` applies a job's ``deadline`` (gpuorch.policy.live). Pure.
+
+Two hooks, like gates.py: ``deadline_launch`` narrows the candidates of a launch to what the
+policy chose (spot in one market first, on-demand) or holds the job (waiting for spot);
+``deadline_move`` stops a running spot attempt cleanly when the deadline needs on-demand.
+Each decision that changes something is recorded as a ``deadline`` event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from ..budget import Policy
+from ..placement import Candidate
+from ..policy.live import DAY_S, LiveDecision, Market, Situation, decide_live, progress, startup_estimate, work_estimate
+from ..spec import SpotPolicy
+from ..store.models import AttemptStatus, JobStatus, TerminationReason
+from .actions import Decision, End, Note, SetJob, StopCleanly, Terminate
+
+if TYPE_CHECKING:
+    from .decide import AttemptView, JobView, Settings
+
+WAITING = "deadline policy: waits for spot"
+MOVED = "deadline policy moves to on-demand"
+BACKED_OFF = (TerminationReason.PREEMPTED, TerminationReason.LOST, TerminationReason.NO_CAPACITY)
+
+
+def applies(view: JobView) -> bool:
+    """The policy chooses markets only where the spec leaves the choice (spot_policy auto)."""
+    return view.spec.deadline is not None and view.spec.spot_policy == SpotPolicy.AUTO
+
+
+def market_key(provider: str, region: str, zone: str) -> str:
+    return f"{provider}/{region}/{zone}"
+
+
+def _ts(epoch: float | None, like: datetime) -> datetime | None:
+    return datetime.fromtimestamp(epoch, like.tzinfo) if epoch is not None else None
+
+
+def _markets(view: JobView, ranked: Sequence[Candidate], now: datetime) -> tuple[Market, ...]:
+    """Spot markets among the candidates, placement order; each one's run since it last preempted
+    the job or had no capacity for it (a day when it never did)."""
+    last_hit: dict[str, datetime] = {}
+    for a in view.attempts:
+        r = a.row
+        if r.spot and (r.reason in BACKED_OFF or r.status == AttemptStatus.DRAINING):
+            when = r.notice_at or r.ended_at or now
+            key = market_key(r.provider, r.region, r.zone)
+            last_hit[key] = max(last_hit.get(key, when), when)
+    out: dict[str, Market] = {}
+    for c in ranked:
+        key = market_key(c.offer.provider, c.offer.region, c.offer.zone)
+        if c.spot and key not in out:
+            hit = last_hit.get(key)
+            out[key] = Market(key, min(DAY_S, (now - hit).total_seconds()) if hit else DAY_S)
+    return tuple(out.values())
+
+
+def situation(view: JobView, ranked: Sequence[Candidate], now: datetime, s: Settings,
+              current: AttemptView | None = None) -> tuple[Situation, float | None]:
+    """The job at this decision point, and the most hours a candidate may take (None: any)."""
+    spec, job = view.spec, view.job
+    assert spec.deadline is not None
+    deadline = spec.deadline.resolve(job.created_at)
+    startup = startup_estimate(spec.deadline.startup, ranked)
+    work_s, max_hours = work_estimate(spec.deadline.job_hours, ranked, (deadline - job.created_at).total_seconds(),
+                                      startup)
+    spans = []
+    for a in view.attempts:
+        r, agent = a.row, a.agent
+        start, ckpt = r.started_at, r.last_checkpoint_at
+        if agent is not None and agent.running_since is not None:  # fresher than the row
+            start = _ts(agent.running_since, now)
+            ckpt = max(filter(None, [ckpt, _ts(agent.last_checkpoint_at, now)]), default=None)
+        live = a is current
+        spans.append((start, ckpt, None if live else (r.ended_at or now)))
+    done, unsaved = progress(spans, now, spec.checkpoint is not None)
+    running = market = None
+    starting = 0.0
+    if current is not None:
+        r = current.row
+        running = "spot" if r.spot else "on-demand"
+        market = market_key(r.provider, r.region, r.zone) if r.spot else None
+        if r.started_at is None and (current.agent is None or current.agent.running_since is None):
+            starting = max(0.0, startup - (now - (r.launched_at or r.requested_at or now)).total_seconds())
+    margin = 2 * s.poll_s + s.default_notice_s  # notice it, relaunch
+    last = view.attempts[-1].row if view.attempts else None
+    moved = last is not None and last.reason == TerminationReason.CANCELLED and (last.message or "").startswith(MOVED)
+    sit = Situation(job.created_at, deadline, now, work_s, done, startup,
+                    spec.checkpoint.interval if spec.checkpoint else None, _markets(view, ranked, now),
+                    running, market, unsaved, starting, margin, moved)  # type: ignore[arg-type]
+    return sit, max_hours
+
+
+def _note(d: Decision, decision: LiveDecision, sit: Situation, attempt: int | None = None) -> None:
+    d.add(Note("deadline", f"deadline policy {decision.reason}", attempt=attempt, data={
+        "decision": decision.kind, "market": decision.market, "slack_h": round(decision.slack_s / 3600, 3),
+        "reserve_h": round(decision.reserve_s / 3600, 3), "done_h": round(sit.done_s / 3600, 3),
+        "work_h": round(sit.work_s / 3600, 3), "deadline": sit.deadline.isoformat()}))
+
+
+def deadline_launch(view: JobView, ranked: list[Candidate], now: datetime, d: Decision, s: Settings) -> list[Candidate] | None:
+    """The candidates to launch on, in order, or None after adding why the job waits."""
+    if not applies(view) or not ranked:
+        return ranked
+    sit, max_hours = situation(view, ranked, now, s)
+    fast = [c for c in ranked if max_hours is None or c.est_hours <= max_hours * (1 + 1e-9)]
+    if fast != ranked:
+        sit, _ = situation(view, fast, now, s)
+    decision = decide_live(sit)
+    if decision.kind == "wait":
+        message = f"{WAITING} capacity; slack {decision.slack_s / 3600:.1f} h, reserve {decision.reserve_s / 3600:.1f} h"
+        if not (view.job.message or "").startswith(WAITING):
+            _note(d, decision, sit)
+        d.add(SetJob(JobStatus.QUEUED, message, not_before=now + timedelta(seconds=decision.recheck_s)))
+        d.soon(decision.recheck_s)
+        return None
+    _note(d, decision, sit)
+    if decision.kind == "spot":
+        key = decision.market
+        same = [c for c in fast if c.spot and market_key(c.offer.provider, c.offer.region, c.offer.zone) == key]
+        return same + [c for c in fast if c.spot and c not in same]
+    on_demand = [c for c in fast if not c.spot]
+    return on_demand or fast
+
+
+def deadline_move(view: JobView, current: AttemptView, now: datetime, d: Decision, s: Settings,
+                  ranked: Callable[[], list[Candidate]]) -> bool:
+    """Stop a running spot attempt (final checkpoint first) when the deadline needs on-demand;
+    True if it did. The next pass launches the on-demand replacement."""
+    inst, row = current.instance, current.row
+    if not applies(view) or not row.spot or row.status == AttemptStatus.REQUESTED or inst is None or not inst.state.alive:
+        return False
+    sit, _ = situation(view, ranked(), now, s, current)
+    decision = decide_live(sit)
+    if not decision.move:
+        return False
+    _note(d, decision, sit, attempt=row.number)
+    message = f"deadline policy {decision.reason}"
+    if view.spec.checkpoint is not None and current.agent is not None:
+        grace = (view.gate.policy if view.gate is not None else Policy()).stop_grace_s
+        until = now + timedelta(seconds=grace)
+        d.add(StopCleanly(row.number, until, TerminationReason.CANCELLED, JobStatus.RECOVERING, message))
+    else:
+        d.add(Terminate(row.number, inst.id))
+        d.add(End(row.number, TerminationReason.CANCELLED, message, status=current.agent))
+        d.add(SetJob(JobStatus.RECOVERING, message))
+    d.soon(s.poll_s)
+    return True
