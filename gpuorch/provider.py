@@ -10,6 +10,8 @@ again after a crash (look before creating) and swept when no live attempt owns i
 
 from __future__ import annotations
 
+import hashlib
+import re
 from abc import ABC, abstractmethod
 from datetime import datetime
 from enum import StrEnum
@@ -34,9 +36,28 @@ def managed_tags(job_id: int, attempt: int, owner: str = "") -> dict[str, str]:
     return tags
 
 
-def client_token(job_id: int, attempt: int) -> str:
-    """Idempotency token of one launch: the same attempt can never get two instances."""
-    return f"gpuorch-{job_id}-{attempt}"
+_OWNER_IN_TOKEN = re.compile(r"[a-z0-9]{1,16}")
+CLIENT_TOKEN_MAX = 64  # EC2's limit; the tightest of the clouds'
+
+
+def client_token(job_id: int, attempt: int, owner: str = "") -> str:
+    """Idempotency token of one launch: the same attempt can never get two instances.
+
+    ``gpuorch-<owner>-<job>-<attempt>``: job ids and attempt numbers repeat across installations
+    (each database counts from 1, a re-initialised one too), and a cloud account's tokens are
+    shared by every installation using it; the owner (the installation id) keeps one
+    installation from ever being handed another's instance. An owner that is not a short
+    lowercase alphanumeric id is hashed. At most ``CLIENT_TOKEN_MAX`` ASCII characters.
+    ``gpuorch-<job>-<attempt>`` without an owner (tests and tools only: the daemon always has one).
+    """
+    if not owner:
+        token = f"gpuorch-{job_id}-{attempt}"
+    else:
+        key = owner if _OWNER_IN_TOKEN.fullmatch(owner) else hashlib.sha256(owner.encode()).hexdigest()[:16]
+        token = f"gpuorch-{key}-{job_id}-{attempt}"
+    if len(token) > CLIENT_TOKEN_MAX:  # absurd job or attempt numbers: still unique, still short
+        token = f"gpuorch-{hashlib.sha256(token.encode()).hexdigest()[:48]}"
+    return token
 
 
 class Model(BaseModel):
@@ -88,7 +109,8 @@ class LaunchRequest(Model):
 
     @property
     def client_token(self) -> str:
-        return client_token(self.job_id, self.attempt)
+        """Unique per (owner, job, attempt): see ``client_token``."""
+        return client_token(self.job_id, self.attempt, self.owner)
 
     @property
     def tags(self) -> dict[str, str]:
@@ -169,7 +191,9 @@ class Provider(ABC):
         """Start one instance for ``request``, tagged with ``request.tags``.
 
         Idempotent by ``request.client_token``: calling it again for the same token returns the
-        instance already created (in whatever state) and never creates a second one.
+        instance already created (in whatever state) and never creates a second one. The token
+        includes ``request.owner``: a request of another owner (installation) for the same job
+        and attempt numbers gets its own instance, tagged with its own ``gpuorch:owner``.
         May return a PENDING instance whose address is not known yet.
         Raises NoCapacityError, QuotaError, TransientError, PermanentError.
         """

@@ -12,7 +12,6 @@ from gpuorch_aws.parse import instance_state, reclaim_deadline, spot_notice_dead
 from gpuorch_aws.requests import (
     attempt_filters,
     create_volume_kwargs,
-    ec2_client_token,
     free_device,
     login_config,
     run_instances_kwargs,
@@ -42,7 +41,7 @@ def test_on_demand_body_is_one_tagged_idempotent_instance_that_terminates_on_shu
     assert (b["MinCount"], b["MaxCount"], b["InstanceType"], b["ImageId"]) == (1, 1, "g5.xlarge", "ami-0d1a0000000000001")
     assert b["InstanceInitiatedShutdownBehavior"] == "terminate"
     assert b["Placement"] == {"AvailabilityZone": "us-east-1b"}
-    assert b["ClientToken"].startswith("gpuorch-7-2-") and len(b["ClientToken"]) <= 64
+    assert b["ClientToken"] == request(owner="inst-1").client_token and b["ClientToken"].endswith("-7-2")
     assert "InstanceMarketOptions" not in b and "UserData" not in b and "SubnetId" not in b
     assert b["BlockDeviceMappings"] == [{"DeviceName": "/dev/sda1", "Ebs": {
         "VolumeSize": 100, "VolumeType": "gp3", "DeleteOnTermination": True}}]
@@ -65,10 +64,9 @@ def test_optional_network_key_and_role_settings() -> None:
     assert body(request(), instance_profile="gpuorch")["IamInstanceProfile"] == {"Name": "gpuorch"}
 
 
-def test_client_token_is_the_ports_token_and_differs_per_owner() -> None:
-    assert ec2_client_token(request()) == "gpuorch-7-2"
-    assert ec2_client_token(request(owner="a")) != ec2_client_token(request(owner="b"))
-    assert len(ec2_client_token(request(owner="x" * 500))) <= 64
+def test_client_token_is_the_ports_token_which_names_the_owner() -> None:
+    assert body(request(owner="0123456789ab"))["ClientToken"] == "gpuorch-0123456789ab-7-2"
+    assert body(request(owner="x" * 500))["ClientToken"] == request(owner="x" * 500).client_token
 
 
 def test_user_data_is_cloud_config_with_the_keys_and_a_lifetime_backstop() -> None:
