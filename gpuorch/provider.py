@@ -129,6 +129,18 @@ class InstanceState(StrEnum):
         return self in (InstanceState.PENDING, InstanceState.RUNNING)
 
 
+class ScheduledStop(Model):
+    """A stop the cloud has scheduled for an instance ahead of time (host retirement,
+    maintenance), as opposed to a spot reclaim's short notice."""
+
+    at: datetime  # the earliest time the cloud will stop it (EC2: the event's NotBefore)
+    kind: str  # the cloud's event code, e.g. "instance-retirement", "instance-stop"
+    description: str = ""
+    # From when the provider reports it as the instance's ``preemption_deadline`` (the daemon then
+    # moves the job off it): ``at`` less the provider's drain horizon.
+    notice_at: datetime | None = None
+
+
 class Instance(Model):
     id: str
     provider: str
@@ -143,7 +155,9 @@ class Instance(Model):
     port: int | None = None
     state_reason: str | None = None
     # Set once the cloud has announced the instance will be reclaimed, to the announced kill time.
+    # A stop scheduled far ahead is reported here only from ``scheduled_stop.notice_at`` on.
     preemption_deadline: datetime | None = None
+    scheduled_stop: ScheduledStop | None = None  # known ahead of its deadline, for a warning
     ended_at: datetime | None = None  # when it stopped (terminated, reclaimed), if the provider says
 
     @property
@@ -203,6 +217,9 @@ class Provider(ABC):
         """Current state of one instance. Raises NotFoundError once the cloud forgot it.
 
         A terminated instance may still be returned (state TERMINATED/PREEMPTED) for a while.
+        ``preemption_deadline`` is set once a reclaim is near (a spot notice: at once; a stop
+        scheduled days ahead: only within the provider's drain horizon, ``scheduled_stop``
+        telling of it before).
         """
 
     @abstractmethod

@@ -42,6 +42,7 @@ from .agent_config import agent_config
 from .decide import AttemptView, JobView, Settings, decide
 from .leases import LeaseLost, Leases
 from .money import Money
+from .scheduled import ScheduledStops
 from .volumes import Volumes
 
 log = logging.getLogger("gpuorch.reconciler")
@@ -73,6 +74,7 @@ class Reconciler:
         self._last_pass_at: datetime | None = None
         self.money = Money(store, budget or Policy(), self._txn)  # caps, sweeps, prices, metrics
         self.volumes = Volumes(store, self.providers, self._txn)  # spec volume: (docs/aws.md)
+        self.scheduled_stops = ScheduledStops(store)  # warnings of stops announced far ahead
 
     # -- load ------------------------------------------------------------------------------
     def _current_offers(self, now: datetime) -> list[Offer]:
@@ -167,6 +169,7 @@ class Reconciler:
         self._last_pass_at = now
         observed, ok = self._observe()  # before reading attempts: see _sweep_orphans
         crashpoint("pass.observed")
+        self.scheduled_stops.note(observed, {j.id for j in claimed if j.id is not None}, now)
         offers = self._current_offers(now)
         settings = self.settings
         if len(self._offers) < len(self.providers):  # a catalog is missing: "no offer" may be a blip

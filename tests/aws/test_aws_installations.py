@@ -8,83 +8,12 @@ until told to exit. Everything else is the real adapter, reconciler and SQLite s
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import pytest
+from reconcile_helpers import Installation, passes
 
-from gpuorch import jobs
-from gpuorch.agent.protocol import AgentConfig, AgentStatus
-from gpuorch.clock import FakeClock
-from gpuorch.provider import Instance
-from gpuorch.reconciler import Reconciler
-from gpuorch.runner import Runner
-from gpuorch.spec import parse_spec
-from gpuorch.store import Store
-from gpuorch.store.models import Job, JobStatus
-from gpuorch_aws import AwsProvider
-from gpuorch_aws.config import parse_options
-from moto_helpers import REGIONS, static_prices
+from gpuorch.store.models import JobStatus
 
 pytestmark = pytest.mark.aws
-
-
-class Agent(Runner):
-    """Runs from ``start`` until ``done`` is set."""
-
-    def __init__(self) -> None:
-        self.started: AgentConfig | None = None
-        self.done = False
-
-    def start(self, config: AgentConfig, workdir: Any = None) -> None:
-        self.started = config
-
-    def status(self) -> AgentStatus | None:
-        if self.started is None:
-            return None
-        if self.done:
-            return AgentStatus(state="exited", exit_code=0, started_at=0.0)
-        return AgentStatus(state="running", started_at=0.0, running_since=0.0)
-
-    def read_log(self, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
-        return b"", offset
-
-    def request_stop(self, deadline: float) -> None:
-        pass
-
-
-class Installation:
-    def __init__(self, path: Path, session: Any, clock: FakeClock) -> None:
-        self.store = Store(f"sqlite:///{path}")
-        self.agents: dict[str, Agent] = {}
-        agents = self.agents
-
-        class Aws(AwsProvider):
-            def runner(self, instance: Instance) -> Runner:
-                return agents.setdefault(instance.id, Agent())
-
-        self.provider = Aws(parse_options({"regions": REGIONS}), session=session, prices=static_prices)
-        self.rec = Reconciler(self.store, {"aws": self.provider}, clock=clock)
-
-    def submit(self, clock: FakeClock) -> int:
-        spec = parse_spec({"name": "train", "run": "true", "spot_policy": "on-demand",
-                           "volume": {"size": "10GB", "mount": "/data"}})
-        job = jobs.submit(self.store, spec, clock.now())
-        assert job.id is not None
-        return job.id
-
-    def job(self, job_id: int) -> Job:
-        with self.store.read() as s:
-            job = s.get(Job, job_id)
-        assert job is not None
-        return job
-
-
-def passes(clock: FakeClock, *installations: Installation, n: int = 4) -> None:
-    for _ in range(n):
-        for inst in installations:
-            inst.rec.run_pass()
-        clock.advance(70)  # past the volume sweep's once-a-minute
 
 
 def test_installations_sharing_an_account_never_touch_each_others_resources(moto, session, tmp_path, clock) -> None:
