@@ -10,6 +10,8 @@ again after a crash (look before creating) and swept when no live attempt owns i
 
 from __future__ import annotations
 
+import hashlib
+import re
 from abc import ABC, abstractmethod
 from datetime import datetime
 from enum import StrEnum
@@ -34,9 +36,28 @@ def managed_tags(job_id: int, attempt: int, owner: str = "") -> dict[str, str]:
     return tags
 
 
-def client_token(job_id: int, attempt: int) -> str:
-    """Idempotency token of one launch: the same attempt can never get two instances."""
-    return f"gpuorch-{job_id}-{attempt}"
+_OWNER_IN_TOKEN = re.compile(r"[a-z0-9]{1,16}")
+CLIENT_TOKEN_MAX = 64  # EC2's limit; the tightest of the clouds'
+
+
+def client_token(job_id: int, attempt: int, owner: str = "") -> str:
+    """Idempotency token of one launch: the same attempt can never get two instances.
+
+    ``gpuorch-<owner>-<job>-<attempt>``: job ids and attempt numbers repeat across installations
+    (each database counts from 1, a re-initialised one too), and a cloud account's tokens are
+    shared by every installation using it; the owner (the installation id) keeps one
+    installation from ever being handed another's instance. An owner that is not a short
+    lowercase alphanumeric id is hashed. At most ``CLIENT_TOKEN_MAX`` ASCII characters.
+    ``gpuorch-<job>-<attempt>`` without an owner (tests and tools only: the daemon always has one).
+    """
+    if not owner:
+        token = f"gpuorch-{job_id}-{attempt}"
+    else:
+        key = owner if _OWNER_IN_TOKEN.fullmatch(owner) else hashlib.sha256(owner.encode()).hexdigest()[:16]
+        token = f"gpuorch-{key}-{job_id}-{attempt}"
+    if len(token) > CLIENT_TOKEN_MAX:  # absurd job or attempt numbers: still unique, still short
+        token = f"gpuorch-{hashlib.sha256(token.encode()).hexdigest()[:48]}"
+    return token
 
 
 class Model(BaseModel):
@@ -88,7 +109,8 @@ class LaunchRequest(Model):
 
     @property
     def client_token(self) -> str:
-        return client_token(self.job_id, self.attempt)
+        """Unique per (owner, job, attempt): see ``client_token``."""
+        return client_token(self.job_id, self.attempt, self.owner)
 
     @property
     def tags(self) -> dict[str, str]:
@@ -107,6 +129,18 @@ class InstanceState(StrEnum):
         return self in (InstanceState.PENDING, InstanceState.RUNNING)
 
 
+class ScheduledStop(Model):
+    """A stop the cloud has scheduled for an instance ahead of time (host retirement,
+    maintenance), as opposed to a spot reclaim's short notice."""
+
+    at: datetime  # the earliest time the cloud will stop it (EC2: the event's NotBefore)
+    kind: str  # the cloud's event code, e.g. "instance-retirement", "instance-stop"
+    description: str = ""
+    # From when the provider reports it as the instance's ``preemption_deadline`` (the daemon then
+    # moves the job off it): ``at`` less the provider's drain horizon.
+    notice_at: datetime | None = None
+
+
 class Instance(Model):
     id: str
     provider: str
@@ -121,7 +155,9 @@ class Instance(Model):
     port: int | None = None
     state_reason: str | None = None
     # Set once the cloud has announced the instance will be reclaimed, to the announced kill time.
+    # A stop scheduled far ahead is reported here only from ``scheduled_stop.notice_at`` on.
     preemption_deadline: datetime | None = None
+    scheduled_stop: ScheduledStop | None = None  # known ahead of its deadline, for a warning
     ended_at: datetime | None = None  # when it stopped (terminated, reclaimed), if the provider says
 
     @property
@@ -169,7 +205,9 @@ class Provider(ABC):
         """Start one instance for ``request``, tagged with ``request.tags``.
 
         Idempotent by ``request.client_token``: calling it again for the same token returns the
-        instance already created (in whatever state) and never creates a second one.
+        instance already created (in whatever state) and never creates a second one. The token
+        includes ``request.owner``: a request of another owner (installation) for the same job
+        and attempt numbers gets its own instance, tagged with its own ``gpuorch:owner``.
         May return a PENDING instance whose address is not known yet.
         Raises NoCapacityError, QuotaError, TransientError, PermanentError.
         """
@@ -179,6 +217,9 @@ class Provider(ABC):
         """Current state of one instance. Raises NotFoundError once the cloud forgot it.
 
         A terminated instance may still be returned (state TERMINATED/PREEMPTED) for a while.
+        ``preemption_deadline`` is set once a reclaim is near (a spot notice: at once; a stop
+        scheduled days ahead: only within the provider's drain horizon, ``scheduled_stop``
+        telling of it before).
         """
 
     @abstractmethod

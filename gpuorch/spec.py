@@ -165,9 +165,9 @@ class VolumeRequest(Strict):
     @field_validator("mount")
     @classmethod
     def _mount(cls, v: str) -> str:
-        if not v.startswith("/") or v.rstrip("/") == "":
-            raise ValueError(f"mount {v!r} must be an absolute path other than /, like /data")
-        return v.rstrip("/")
+        from .runners.volume_mount import check_mount_path  # stdlib only
+
+        return check_mount_path(v)
 
 
 def _instant(v: Any) -> str:

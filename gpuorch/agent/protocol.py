@@ -63,6 +63,10 @@ class AgentConfig:
     heartbeat_timeout_s: float | None = None
     shutdown_command: str | None = None  # e.g. "sudo shutdown -h now" on a cloud VM
     final_checkpoint_grace_s: float = 5.0  # kept in reserve before the notice deadline
+    # The job's volume (spec ``volume:``) and where it goes: a runner that can (SSH, for EBS)
+    # mounts it there before starting the agent. The job also sees the path as GPUORCH_VOLUME_DIR.
+    volume_id: str | None = None
+    volume_dir: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)

@@ -15,7 +15,8 @@ def checkpoint_url(spec: JobSpec, job: Job) -> str | None:
 
 
 def agent_config(job: Job, spec: JobSpec, attempt: Attempt, *, predecessor_deadline: float | None = None,
-                 heartbeat_timeout_s: float | None = None) -> AgentConfig:
+                 heartbeat_timeout_s: float | None = None, volume_id: str | None = None) -> AgentConfig:
+    """``volume_id``: the job's volume, attached to this attempt's instance (the runner mounts it)."""
     ckpt = spec.checkpoint
     cfg = AgentConfig(
         job_id=job.id or 0,
@@ -23,12 +24,14 @@ def agent_config(job: Job, spec: JobSpec, attempt: Attempt, *, predecessor_deadl
         job_name=job.name,
         run=spec.run,
         setup=spec.setup,
-        # The user data mounts the job's volume there (the core only attaches it); see docs/aws.md.
+        # The runner mounts the job's volume there before starting the agent; see docs/aws.md.
         env=dict(spec.env) | ({"GPUORCH_VOLUME_DIR": spec.volume.mount} if spec.volume else {}),
         checkpoint_url=checkpoint_url(spec, job),
         predecessor_attempt=attempt.predecessor,
         predecessor_deadline=predecessor_deadline,
         heartbeat_timeout_s=heartbeat_timeout_s,
+        volume_id=volume_id if spec.volume else None,
+        volume_dir=spec.volume.mount if spec.volume else None,
     )
     if ckpt is not None:
         cfg.checkpoint_dir = ckpt.dir

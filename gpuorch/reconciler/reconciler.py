@@ -42,6 +42,7 @@ from .agent_config import agent_config
 from .decide import AttemptView, JobView, Settings, decide
 from .leases import LeaseLost, Leases
 from .money import Money
+from .scheduled import ScheduledStops
 from .volumes import Volumes
 
 log = logging.getLogger("gpuorch.reconciler")
@@ -73,6 +74,7 @@ class Reconciler:
         self._last_pass_at: datetime | None = None
         self.money = Money(store, budget or Policy(), self._txn)  # caps, sweeps, prices, metrics
         self.volumes = Volumes(store, self.providers, self._txn)  # spec volume: (docs/aws.md)
+        self.scheduled_stops = ScheduledStops(store)  # warnings of stops announced far ahead
 
     # -- load ------------------------------------------------------------------------------
     def _current_offers(self, now: datetime) -> list[Offer]:
@@ -167,6 +169,7 @@ class Reconciler:
         self._last_pass_at = now
         observed, ok = self._observe()  # before reading attempts: see _sweep_orphans
         crashpoint("pass.observed")
+        self.scheduled_stops.note(observed, {j.id for j in claimed if j.id is not None}, now)
         offers = self._current_offers(now)
         settings = self.settings
         if len(self._offers) < len(self.providers):  # a catalog is missing: "no offer" may be a blip
@@ -267,8 +270,9 @@ class Reconciler:
                 case A.StartAgent():
                     self.leases.check(job_id, self.clock.now())
                     vol = view.spec.volume
-                    if vol is None or self.volumes.attach(job_id, vol.size, a.row, a.instance.id, now):  # type: ignore[union-attr]
-                        self._start_agent(view, a, now)  # type: ignore[arg-type]
+                    volume_id = "" if vol is None else self.volumes.attach(job_id, vol.size, a.row, a.instance.id, now)  # type: ignore[union-attr]
+                    if volume_id is not None:
+                        self._start_agent(view, a, now, volume_id or None)  # type: ignore[arg-type]
                     crashpoint("agent.started")
                 case A.Progress():
                     self._progress(job_id, a, action.status, now)  # type: ignore[arg-type]
@@ -414,14 +418,14 @@ class Reconciler:
                 s.add(b)
             events.record(s, now, reason.value, message, job_id=job_id, attempt=row.number)
 
-    def _start_agent(self, view: JobView, a: AttemptView, now: datetime) -> None:
+    def _start_agent(self, view: JobView, a: AttemptView, now: datetime, volume_id: str | None = None) -> None:
         pred_deadline = None
         if a.row.predecessor is not None:
             pred = next((p.row for p in view.attempts if p.row.number == a.row.predecessor), None)
             if pred is not None and pred.drain_until is not None:
                 pred_deadline = pred.drain_until.timestamp()
         cfg = agent_config(view.job, view.spec, a.row, predecessor_deadline=pred_deadline,
-                           heartbeat_timeout_s=self.settings.heartbeat_timeout_s)
+                           heartbeat_timeout_s=self.settings.heartbeat_timeout_s, volume_id=volume_id)
         workdir = Path(view.spec.workdir) if view.spec.workdir else None
         try:
             self.providers[a.row.provider].runner(a.instance).start(cfg, workdir)  # type: ignore[arg-type]

@@ -11,8 +11,9 @@ volume job runs without one, and an event says so):
   crash between intent and create (or between create and recording its id) ends with one volume.
 - Attached before the agent starts (``attach`` returns False until it is; the StartAgent action
   comes again next pass), detached when the attempt ends (best effort: a terminated instance
-  lets go of it anyway). Mounting it at ``volume.mount`` is the user data's/agent's job; the agent
-  gets the path as ``GPUORCH_VOLUME_DIR``.
+  lets go of it anyway). The agent config names it (``volume_id``, ``volume_dir``): the SSH
+  runner mounts it at ``volume.mount`` before starting the agent (``gpuorch.runners.volume_mount``);
+  the job gets the path as ``GPUORCH_VOLUME_DIR``.
 - Deleted when the job is terminal; ``sweep`` deletes this installation's volumes that no
   unfinished job owns, which also retries deletes that failed (volume still detaching).
 """
@@ -54,9 +55,9 @@ class Volumes:
     def _mine(self, vols: list[Volume]) -> Iterator[Volume]:
         return (v for v in vols if v.tags.get(TAG_OWNER) == self.store.installation_id and v.tags.get(TAG_JOB))
 
-    def attach(self, job_id: int, size_gib: float, row: Attempt, instance_id: str, now: datetime) -> bool:
-        """Make sure the job's volume exists and is attached to ``instance_id``. True when it is
-        (or the provider has no volumes); False: try again next pass."""
+    def attach(self, job_id: int, size_gib: float, row: Attempt, instance_id: str, now: datetime) -> str | None:
+        """Make sure the job's volume exists and is attached to ``instance_id``. Its id when it is
+        ("" when the provider has no volumes); None: try again next pass."""
         p = self._provider(row.provider)
         if p is None:
             with self._txn(job_id) as (s, job):
@@ -64,7 +65,7 @@ class Volumes:
                     job.volume_provider = row.provider
                     events.record(s, now, "volume_unsupported", f"{row.provider} has no volumes; running without one",
                                   job_id=job_id, attempt=row.number)
-            return True
+            return ""
         with self._txn(job_id) as (s, job):
             if job.volume_zone is None:  # intent, before any create call
                 job.volume_provider, job.volume_region, job.volume_zone = row.provider, row.region, row.zone
@@ -75,11 +76,11 @@ class Volumes:
             p.attach_volume(volume_id, instance_id)
         except PermanentError as e:
             log.warning("job %s: volume not attached yet: %s", job_id, e)  # VolumeInUse: predecessor still holds it
-            return False
+            return None
         except ProviderError as e:
             log.warning("job %s: volume call failed, will retry: %s", job_id, e)
-            return False
-        return True
+            return None
+        return volume_id
 
     def _ensure(self, p: SupportsVolumes, job_id: int, row: Attempt, zone: str, size_gib: float, now: datetime) -> str:
         """Find the job's volume by its tags, or create it; record its id."""

@@ -6,6 +6,7 @@
 - ``hostkeys``: the pinned known_hosts file (stdlib).
 - ``bundle``: the agent packed as one zipapp for upload (stdlib).
 - ``sftp_util``: small SFTP helpers (exists, mkdir -p, atomic put, ranged read).
+- ``volume_mount``: the script that mounts a job's EBS volume before the agent starts (stdlib).
 
 Import the submodules directly: this package imports nothing, so the daemon pulls in paramiko
 and cryptography only when a provider that uses SSH is configured. See docs/ssh.md.

@@ -77,14 +77,15 @@ class SshConnection:
                         raise RunnerUnavailable(f"{self!r}: could not {what}: {e or type(e).__name__}") from e
             raise AssertionError("unreachable")
 
-    def exec(self, client: paramiko.SSHClient, command: str) -> tuple[int, str]:
-        """Run ``command`` (through the login shell); its exit status and combined output."""
+    def exec(self, client: paramiko.SSHClient, command: str, timeout: float | None = None) -> tuple[int, str]:
+        """Run ``command`` (through the login shell); its exit status and combined output.
+        ``timeout``: the longest silence allowed between outputs (default ``io_timeout``)."""
         transport = client.get_transport()
         if transport is None:
             raise EOFError("the connection is closed")
         channel = transport.open_session(timeout=self.io_timeout)
         with channel:
-            channel.settimeout(self.io_timeout)
+            channel.settimeout(self.io_timeout if timeout is None else timeout)
             channel.set_combine_stderr(True)
             channel.exec_command(command)
             channel.shutdown_write()

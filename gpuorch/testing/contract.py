@@ -14,6 +14,8 @@ provides the ``provider`` fixture, and overrides the hooks for what it can do::
 
 Time: tests wait through ``advance(provider, seconds)``. Real-time providers keep the default
 (sleep); fake-clock providers move their clock instead, so the suite runs in no real time.
+Launches carry an owner (``owner``, like a store's installation id); a second one
+(``other_owner``) checks that installations sharing an account never get each other's instance.
 Features a provider lacks are skipped, never failed: preemption injection is detected through
 ``SupportsPreemptionInjection``; capacity control and unmanaged instances through hooks.
 Requires pytest (a dev dependency); nothing outside tests imports this module.
@@ -87,6 +89,9 @@ class ProviderContract:
     notice_s: ClassVar[float] = 0.5  # preemption notice used by the tests
     # An id in the provider's format that no instance has.
     missing_instance_id: ClassVar[str] = "i-0123456789abcdef0"
+    # The installation the tests launch for (like a store's installation id), and another one.
+    owner: ClassVar[str] = "c0ffee000001"
+    other_owner: ClassVar[str] = "c0ffee000002"
 
     # -- fixtures a subclass provides ------------------------------------------------------
     @pytest.fixture
@@ -144,9 +149,11 @@ class ProviderContract:
         provider.inject_preemption(instance_id, notice_s)
 
     # -- helpers ---------------------------------------------------------------------------
-    def request(self, offer: Offer, job_id: int, attempt: int = 1, spot: bool | None = None) -> LaunchRequest:
+    def request(self, offer: Offer, job_id: int, attempt: int = 1, spot: bool | None = None,
+                owner: str | None = None) -> LaunchRequest:
         spot = offer.spot_price_per_hour is not None if spot is None else spot
-        return LaunchRequest(job_id=job_id, attempt=attempt, offer=offer, spot=spot)
+        return LaunchRequest(job_id=job_id, attempt=attempt, offer=offer, spot=spot,
+                             owner=self.owner if owner is None else owner)
 
     def wait(self, provider: Provider, check: Callable[[], T | None], timeout_s: float, what: str) -> T:
         return wait_until(check, timeout_s=timeout_s, step_s=self.poll_s,
@@ -197,8 +204,8 @@ class ProviderContract:
         assert (inst.region, inst.zone, inst.instance_type) == (offer.region, offer.zone, offer.instance_type)
         assert inst.spot == req.spot
         assert inst.state.alive
-        assert managed_tags(job_id, 3).items() <= inst.tags.items()
-        assert (inst.job_id, inst.attempt) == (job_id, 3)
+        assert managed_tags(job_id, 3, self.owner).items() <= inst.tags.items()
+        assert (inst.job_id, inst.attempt, inst.owner) == (job_id, 3, self.owner)
 
     def test_launch_is_idempotent_by_client_token(
         self, provider: Provider, offer: Offer, job_id: int, launch: Launch
@@ -208,6 +215,21 @@ class ProviderContract:
         assert second.id == first.id
         mine = [i for i in provider.list_managed() if i.job_id == job_id]
         assert [i.id for i in mine] == [first.id]
+
+    def test_each_installation_gets_its_own_instance_for_the_same_attempt(
+        self, provider: Provider, offer: Offer, job_id: int, launch: Launch
+    ) -> None:
+        """Job and attempt numbers repeat across installations sharing an account (each database
+        counts from 1): the owner is part of the token, and each gets, and finds again, its own."""
+        mine = launch(self.request(offer, job_id))
+        theirs = launch(self.request(offer, job_id, owner=self.other_owner))
+        assert mine.id != theirs.id
+        assert (mine.owner, theirs.owner) == (self.owner, self.other_owner)
+        assert launch(self.request(offer, job_id, owner=self.other_owner)).id == theirs.id
+        assert launch(self.request(offer, job_id)).id == mine.id
+        listed = {i.id: i.owner for i in provider.list_managed() if i.job_id == job_id}
+        assert listed == {mine.id: self.owner, theirs.id: self.other_owner}
+        assert provider.get(theirs.id).owner == self.other_owner
 
     def test_each_attempt_gets_its_own_instance(
         self, provider: Provider, offer: Offer, job_id: int, launch: Launch
@@ -242,7 +264,7 @@ class ProviderContract:
         inst = launch(self.request(offer, job_id))
         got = provider.get(inst.id)
         assert (got.id, got.zone, got.instance_type, got.spot) == (inst.id, inst.zone, inst.instance_type, inst.spot)
-        assert managed_tags(job_id, 1).items() <= got.tags.items()
+        assert managed_tags(job_id, 1, self.owner).items() <= got.tags.items()
 
     def test_get_of_an_unknown_id_raises_not_found(self, provider: Provider) -> None:
         with pytest.raises(NotFoundError):

@@ -47,6 +47,10 @@ class AwsOptions(BaseModel):
     max_attempts: int = Field(default=5, ge=1, le=20)  # per API call, throttling and 5xx included
     retry_max_s: float = Field(default=60.0, gt=0)  # total time one call may spend retrying
     offers_ttl_s: float = Field(default=600.0, ge=0)
+    # A scheduled instance-stop/-retirement becomes the instance's preemption deadline (its job
+    # is checkpointed and moved) only this long before the event's NotBefore; until then it is a
+    # warning event. Long enough for a final checkpoint and a relaunch, with capacity retries.
+    retirement_drain_s: float = Field(default=3600.0, ge=0)
 
     @field_validator("regions")
     @classmethod

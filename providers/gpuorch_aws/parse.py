@@ -8,8 +8,11 @@ Preemption, as EC2 shows it:
 - ahead of time: the spot request of an instance being reclaimed moves to
   ``marked-for-termination`` when the two-minute notice goes out (deadline: that status's
   update time + 120 s); scheduled events ``instance-stop``/``instance-retirement`` in
-  ``DescribeInstanceStatus`` announce a stop at ``NotBefore``. The agent on the instance sees the
-  same spot notice earlier, through instance metadata (``spot/instance-action``).
+  ``DescribeInstanceStatus`` announce a stop at ``NotBefore``, often days ahead. Such a stop is a
+  ``scheduled_stop`` at once, but the preemption deadline (which drains the job) only within
+  ``retirement_drain_s`` of ``NotBefore``: draining at once would give up days of a healthy
+  instance. The agent on the instance sees the spot notice earlier, through instance metadata
+  (``spot/instance-action``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from gpuorch.provider import Instance, InstanceState, Volume
+from gpuorch.provider import Instance, InstanceState, ScheduledStop, Volume
 
 from .requests import tags_of
 
@@ -51,14 +54,30 @@ def instance_state(ec2_state: str, reason_code: str | None) -> InstanceState:
     return state
 
 
-def reclaim_deadline(events: Iterable[Mapping[str, Any]]) -> datetime | None:
-    """Earliest announced stop among scheduled events; completed or cancelled events do not count."""
-    times = [
-        utc(e["NotBefore"]) for e in events
+def scheduled_stop(events: Iterable[Mapping[str, Any]], drain_s: float) -> ScheduledStop | None:
+    """The earliest pending stop among an instance's scheduled events (``DescribeInstanceStatus``
+    ``Events``), reboots and maintenance aside; completed or cancelled events do not count.
+    ``notice_at``: ``drain_s`` before its ``NotBefore``."""
+    pending = [
+        e for e in events
         if e.get("Code") in RECLAIM_EVENTS and e.get("NotBefore") is not None
         and not str(e.get("Description", "")).startswith(("[Completed]", "[Canceled]"))
     ]  # fmt: skip
-    return min((t for t in times if t is not None), default=None)
+    if not pending:
+        return None
+    first = min(pending, key=lambda e: utc(e["NotBefore"]))  # type: ignore[arg-type, return-value]
+    at = utc(first["NotBefore"])
+    assert at is not None
+    return ScheduledStop(at=at, kind=str(first["Code"]), description=str(first.get("Description") or ""),
+                         notice_at=at - timedelta(seconds=drain_s))
+
+
+def reclaim_deadline(stop: ScheduledStop | None, now: datetime) -> datetime | None:
+    """The preemption deadline a scheduled stop sets at ``now``: its time, once ``now`` has
+    reached its ``notice_at``; None before (and without a stop)."""
+    if stop is None or (stop.notice_at is not None and now < stop.notice_at):
+        return None
+    return stop.at
 
 
 def spot_notice_deadline(status: Mapping[str, Any] | None) -> datetime | None:
@@ -72,7 +91,7 @@ def earliest(*deadlines: datetime | None) -> datetime | None:
 
 
 def to_instance(d: Mapping[str, Any], region: str, deadline: datetime | None = None,
-                tags: Mapping[str, str] | None = None) -> Instance:
+                tags: Mapping[str, str] | None = None, stop: ScheduledStop | None = None) -> Instance:
     """One ``DescribeInstances``/``RunInstances`` instance. ``tags`` fill in for a response that
     carries none (RunInstances' does not always)."""
     reason = (d.get("StateReason") or {}).get("Code") or None
@@ -84,6 +103,7 @@ def to_instance(d: Mapping[str, Any], region: str, deadline: datetime | None = N
         instance_type=d["InstanceType"], spot=d.get("InstanceLifecycle") == "spot", state=state,
         tags=tags_of(d) or dict(tags or {}), created_at=utc(d.get("LaunchTime")), host=host, port=22 if host else None,
         state_reason=reason, preemption_deadline=deadline if state.alive else None,
+        scheduled_stop=stop if state.alive else None,
     )
 
 

@@ -19,14 +19,14 @@ from typing import Any, TypeVar
 
 from gpuorch.clock import utcnow
 from gpuorch.errors import AuthError, NotFoundError, PermanentError, ProviderError, UserInputError
-from gpuorch.provider import Instance, LaunchRequest, Offer, Provider
+from gpuorch.provider import Instance, LaunchRequest, Offer, Provider, ScheduledStop
 from gpuorch.runner import Runner
 
 from .calls import Ec2, RetryPolicy
 from .config import AwsOptions, parse_options
 from .images import Image, resolve_image
 from .offers import BucketSource, CatalogPrices, PriceSource, fetch_offers
-from .parse import PROVIDER, earliest, reclaim_deadline, spot_notice_deadline, to_instance
+from .parse import PROVIDER, earliest, reclaim_deadline, scheduled_stop, spot_notice_deadline, to_instance
 from .requests import attempt_filters, managed_filters, run_instances_kwargs
 from .ssh import RunnerOptions, Runners, launch_cloud_config
 from .volumes import EbsVolumes
@@ -46,13 +46,13 @@ class AwsProvider(EbsVolumes, Provider):
     def __init__(self, options: AwsOptions, *, home: Path | None = None, session: Any = None,
                  prices: PriceSource | None = None, buckets: BucketSource | None = None,
                  sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,
-                 runner_options: RunnerOptions | None = None) -> None:
+                 runner_options: RunnerOptions | None = None, now: Callable[[], datetime] = utcnow) -> None:
         """``home``: where SSH keys live (``$GPUORCH_HOME``; without it, no runner). ``session``: a
         boto3 Session (default: a new one for ``options.profile``). ``prices`` and ``buckets``:
         on-demand prices and spot interruption buckets (default: the catalog).
         ``runner_options``: per-instance overrides of the SSH runner (address, python, agent env,
         notice source; see ``ssh.Runners``). For tests that stand local sshds in for instances;
-        the daemon never sets it."""
+        the daemon never sets it. ``now``: the wall clock that scheduled stops are compared with."""
         if session is None:
             import boto3
 
@@ -63,7 +63,7 @@ class AwsProvider(EbsVolumes, Provider):
         self.buckets: BucketSource = buckets or catalog.bucket
         policy = RetryPolicy(max_attempts=options.max_attempts, max_total_s=options.retry_max_s)
         self._ec2 = Ec2(session, endpoint_url=options.endpoint_url, policy=policy, sleep=sleep)
-        self._monotonic = monotonic
+        self._monotonic, self._now = monotonic, now
         self.home = home
         self._runners = Runners(home, options.ssh_user, runner_options)
         self._where: dict[str, str] = {}  # instance or volume id -> region
@@ -167,7 +167,8 @@ class AwsProvider(EbsVolumes, Provider):
         return max(found, key=lambda i: (i.state.alive, i.created_at or _EPOCH))
 
     def get(self, instance_id: str) -> Instance:
-        """See ``Provider.get``; ``preemption_deadline`` from the spot notice or scheduled events."""
+        """See ``Provider.get``; ``preemption_deadline`` from the spot notice, or from a scheduled
+        stop within ``retirement_drain_s`` of it (``scheduled_stop`` tells of it before)."""
         region, d = self._describe_instance(instance_id)
         return self._instances(region, [d])[0]
 
@@ -203,9 +204,11 @@ class AwsProvider(EbsVolumes, Provider):
             for i in res["Instances"]])
 
     def _instances(self, region: str, descs: list[dict[str, Any]]) -> list[Instance]:
-        """Descriptions -> Instances, with the preemption deadlines of the live ones."""
+        """Descriptions -> Instances, with the scheduled stops and preemption deadlines of the live ones."""
         alive = [d for d in descs if d["State"]["Name"] in ("pending", "running")]
         deadlines: dict[str, datetime | None] = {}
+        stops: dict[str, ScheduledStop | None] = {}
+        now = self._now()
         ids = [d["InstanceId"] for d in alive]
         for i in range(0, len(ids), _BATCH):
             try:
@@ -213,7 +216,8 @@ class AwsProvider(EbsVolumes, Provider):
             except NotFoundError:  # one of them ended meanwhile: no notice to read this time
                 continue
             for s in statuses.get("InstanceStatuses", []):
-                deadlines[s["InstanceId"]] = reclaim_deadline(s.get("Events") or ())
+                stop = stops[s["InstanceId"]] = scheduled_stop(s.get("Events") or (), self.options.retirement_drain_s)
+                deadlines[s["InstanceId"]] = reclaim_deadline(stop, now)
         requests = {d["SpotInstanceRequestId"]: d["InstanceId"] for d in alive if d.get("SpotInstanceRequestId")}
         sirs = list(requests)
         for i in range(0, len(sirs), _BATCH):
@@ -223,7 +227,7 @@ class AwsProvider(EbsVolumes, Provider):
                 deadlines[iid] = earliest(deadlines.get(iid), spot_notice_deadline(sir.get("Status")))
         for d in descs:
             self._where[d["InstanceId"]] = region
-        return [to_instance(d, region, deadlines.get(d["InstanceId"])) for d in descs]
+        return [to_instance(d, region, deadlines.get(d["InstanceId"]), stop=stops.get(d["InstanceId"])) for d in descs]
 
     def _find(self, resource_id: str, lookup: Callable[[str], list[T]]) -> tuple[str, T]:
         """(region, first item) from ``lookup(region)`` in the region the id was seen in, else in

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -16,18 +15,6 @@ ROOT_VOLUME_TYPE = "gp3"
 # ``list_volumes`` can leave them out: they die with their instance and hold no job data.
 TAG_ROLE, ROOT_ROLE = "gpuorch:role", "root"
 VOLUME_DEVICES = tuple(f"/dev/sd{c}" for c in "fghijklmnop")  # where data volumes attach
-
-
-def ec2_client_token(request: LaunchRequest) -> str:
-    """EC2's idempotency token for a launch (at most 64 ASCII characters).
-
-    The port's token (``gpuorch-<job>-<attempt>``) is unique within one installation only; two
-    installations sharing an account must not get each other's instance back, so the owner is
-    folded in (hashed: the owner id's length is not bounded).
-    """
-    if not request.owner:
-        return request.client_token
-    return f"{request.client_token}-{hashlib.sha256(request.owner.encode()).hexdigest()[:16]}"[:64]
 
 
 def tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
@@ -103,7 +90,7 @@ def run_instances_kwargs(
         "InstanceType": request.offer.instance_type,
         "MinCount": 1,
         "MaxCount": 1,
-        "ClientToken": ec2_client_token(request),
+        "ClientToken": request.client_token,  # the port's: owner, job, attempt; <= 64 characters
         "Placement": {"AvailabilityZone": zone},
         # The agent's dead-man switch powers off; this makes a power-off stop the bill for good.
         "InstanceInitiatedShutdownBehavior": "terminate",

@@ -7,6 +7,7 @@ and the user's ~/.aws files are hidden.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from moto import mock_aws  # imported before any boto3 session exists: moto hooks new sessions
 from moto_helpers import REGIONS, add_dlami, remove_refusals, static_prices  # noqa: F401
 
+from gpuorch.clock import utcnow
 from gpuorch.provider import Offer
 from gpuorch_aws import AwsProvider
 from gpuorch_aws.config import parse_options
@@ -85,9 +87,9 @@ def sleeps() -> list[float]:
 
 @pytest.fixture
 def make_provider(moto: None, session: Any, sleeps: list[float]) -> Callable[..., AwsProvider]:
-    def make(home: Path | None = None, **options: Any) -> AwsProvider:
+    def make(home: Path | None = None, now: Callable[[], datetime] = utcnow, **options: Any) -> AwsProvider:
         opts = parse_options({"regions": REGIONS, **options})
-        return AwsProvider(opts, home=home, session=session, prices=static_prices, sleep=sleeps.append)
+        return AwsProvider(opts, home=home, session=session, prices=static_prices, sleep=sleeps.append, now=now)
 
     return make
 

@@ -37,10 +37,11 @@ def add_dlami(region: str, ami_id: str = DLAMI_ID, name: str = DLAMI_NAME) -> st
     return ami_id
 
 
-def announce_reclaim(region: str, instance_id: str, not_before: datetime, code: str = "instance-stop") -> None:
+def announce_reclaim(region: str, instance_id: str, not_before: datetime, code: str = "instance-stop",
+                     description: str = "The instance is scheduled for stop") -> None:
     """A scheduled event on the instance, as ``DescribeInstanceStatus`` shows it."""
     backend(region).get_instance(instance_id).events = [
-        {"Code": code, "Description": "The instance is scheduled for stop", "NotBefore": not_before}
+        {"Code": code, "Description": description, "NotBefore": not_before}
     ]
 
 

@@ -128,12 +128,39 @@ def test_our_own_termination_reads_terminated(provider: AwsProvider, offer: Offe
     assert got.state == InstanceState.TERMINATED and got.state_reason == "Client.UserInitiatedShutdown"
 
 
-def test_a_scheduled_stop_sets_the_preemption_deadline(provider: AwsProvider, offer: Offer) -> None:
+def test_a_retirement_days_ahead_is_a_scheduled_stop_and_a_deadline_only_within_the_drain_horizon(
+        make_provider: Any, offer: Offer) -> None:
+    now = [datetime(2030, 5, 1, 12, tzinfo=UTC)]
+    provider = make_provider(now=lambda: now[0], retirement_drain_s=7200)
     inst = provider.launch(req(offer))
-    when = datetime(2030, 5, 1, 12, tzinfo=UTC)
-    announce_reclaim("us-east-1", inst.id, when, code="instance-retirement")
+    when = now[0] + timedelta(days=3)
+    announce_reclaim("us-east-1", inst.id, when, code="instance-retirement",
+                     description="The instance is running on degraded hardware")
+
+    far = provider.get(inst.id)
+    assert far.state.alive and far.preemption_deadline is None  # nothing drains days ahead
+    assert far.scheduled_stop is not None
+    assert (far.scheduled_stop.at, far.scheduled_stop.kind, far.scheduled_stop.notice_at) == (
+        when, "instance-retirement", when - timedelta(hours=2))
+    assert far.scheduled_stop.description == "The instance is running on degraded hardware"
+
+    now[0] = when - timedelta(hours=2, seconds=1)
+    assert provider.get(inst.id).preemption_deadline is None
+    now[0] = when - timedelta(hours=2)  # the horizon reached: now it is the deadline
     assert provider.get(inst.id).preemption_deadline == when
     assert next(i for i in provider.list_managed() if i.id == inst.id).preemption_deadline == when
+    now[0] = when + timedelta(minutes=5)  # overdue (EC2 stops it between NotBefore and NotAfter)
+    assert provider.get(inst.id).preemption_deadline == when
+
+
+def test_the_drain_horizon_defaults_to_an_hour(make_provider: Any, offer: Offer) -> None:
+    now = datetime(2030, 5, 1, 12, tzinfo=UTC)
+    provider = make_provider(now=lambda: now)
+    soon, later = provider.launch(req(offer)), provider.launch(req(offer, job=8))
+    announce_reclaim("us-east-1", soon.id, now + timedelta(minutes=59))
+    announce_reclaim("us-east-1", later.id, now + timedelta(minutes=61))
+    assert provider.get(soon.id).preemption_deadline == now + timedelta(minutes=59)
+    assert provider.get(later.id).preemption_deadline is None
 
 
 def test_a_spot_request_marked_for_termination_sets_the_deadline(provider: AwsProvider, offer: Offer, ec2: Any) -> None:

@@ -1,5 +1,6 @@
 """The reconciler with the AWS adapter (moto) and a volume job: one gp3 volume, created in the
-instance's zone, attached before the agent starts, deleted when the job ends.
+instance's zone, attached before the agent starts (whose config names it, for the SSH runner to
+mount: tests/ssh/test_ssh_volume_mount.py), deleted when the job ends.
 
 moto's instances run nothing, so the agent is a scripted runner: it records what EC2 says about
 the volume when it is started and then reports the job exited 0. Everything else is the real
@@ -37,7 +38,7 @@ class ScriptedRunner(Runner):
         ec2 = self.provider.client(self.instance.region)
         vols = ec2.describe_volumes(Filters=[{"Name": "attachment.instance-id", "Values": [self.instance.id]}])["Volumes"]
         self.seen.append((self.instance, config.env.get("GPUORCH_VOLUME_DIR"),
-                          [v for v in vols if not is_root_volume(v)]))
+                          [v for v in vols if not is_root_volume(v)], (config.volume_id, config.volume_dir)))
         self.started = config
 
     def status(self) -> AgentStatus | None:
@@ -69,8 +70,8 @@ def test_a_volume_job_gets_one_gp3_volume_in_its_instance_zone_deleted_at_the_en
     with store.read() as s:
         j = s.get(Job, job.id)
     assert j.status == JobStatus.SUCCEEDED
-    [(inst, mount, [vol])] = seen  # started once, with one volume besides the root one
-    assert mount == "/data"
+    [(inst, mount, [vol], to_mount)] = seen  # started once, with one volume besides the root one
+    assert mount == "/data" and to_mount == (j.volume_id, "/data")  # what the SSH runner mounts first
     assert vol["AvailabilityZone"] == inst.zone == j.volume_zone and vol["VolumeId"] == j.volume_id
     assert vol["VolumeType"] == "gp3" and vol["Size"] == 20
     tags = {t["Key"]: t["Value"] for t in vol["Tags"]}

@@ -8,11 +8,17 @@ import pytest
 import yaml
 
 from gpuorch.provider import InstanceState, LaunchRequest, Offer
-from gpuorch_aws.parse import instance_state, reclaim_deadline, spot_notice_deadline, to_instance, to_volume
+from gpuorch_aws.parse import (
+    instance_state,
+    reclaim_deadline,
+    scheduled_stop,
+    spot_notice_deadline,
+    to_instance,
+    to_volume,
+)
 from gpuorch_aws.requests import (
     attempt_filters,
     create_volume_kwargs,
-    ec2_client_token,
     free_device,
     login_config,
     run_instances_kwargs,
@@ -42,7 +48,7 @@ def test_on_demand_body_is_one_tagged_idempotent_instance_that_terminates_on_shu
     assert (b["MinCount"], b["MaxCount"], b["InstanceType"], b["ImageId"]) == (1, 1, "g5.xlarge", "ami-0d1a0000000000001")
     assert b["InstanceInitiatedShutdownBehavior"] == "terminate"
     assert b["Placement"] == {"AvailabilityZone": "us-east-1b"}
-    assert b["ClientToken"].startswith("gpuorch-7-2-") and len(b["ClientToken"]) <= 64
+    assert b["ClientToken"] == request(owner="inst-1").client_token and b["ClientToken"].endswith("-7-2")
     assert "InstanceMarketOptions" not in b and "UserData" not in b and "SubnetId" not in b
     assert b["BlockDeviceMappings"] == [{"DeviceName": "/dev/sda1", "Ebs": {
         "VolumeSize": 100, "VolumeType": "gp3", "DeleteOnTermination": True}}]
@@ -65,10 +71,9 @@ def test_optional_network_key_and_role_settings() -> None:
     assert body(request(), instance_profile="gpuorch")["IamInstanceProfile"] == {"Name": "gpuorch"}
 
 
-def test_client_token_is_the_ports_token_and_differs_per_owner() -> None:
-    assert ec2_client_token(request()) == "gpuorch-7-2"
-    assert ec2_client_token(request(owner="a")) != ec2_client_token(request(owner="b"))
-    assert len(ec2_client_token(request(owner="x" * 500))) <= 64
+def test_client_token_is_the_ports_token_which_names_the_owner() -> None:
+    assert body(request(owner="0123456789ab"))["ClientToken"] == "gpuorch-0123456789ab-7-2"
+    assert body(request(owner="x" * 500))["ClientToken"] == request(owner="x" * 500).client_token
 
 
 def test_user_data_is_cloud_config_with_the_keys_and_a_lifetime_backstop() -> None:
@@ -128,15 +133,94 @@ def test_unknown_state_is_an_error() -> None:
         instance_state("hibernating", None)
 
 
-def test_reclaim_deadline_is_the_earliest_pending_stop_event() -> None:
+# A DescribeInstanceStatus response as EC2 sends it (query protocol, XML; element names from the
+# EC2 API reference: InstanceStatus, InstanceStatusEvent), parsed below by botocore's own parser
+# with its EC2 model, so the test sees exactly the dicts boto3 hands the adapter.
+STATUS_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<DescribeInstanceStatusResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
+  <requestId>3be1508e-c444-4fef-89cc-0b1223c4f02f</requestId>
+  <instanceStatusSet>
+    <item>
+      <instanceId>i-0123456789abcdef0</instanceId>
+      <availabilityZone>us-east-1b</availabilityZone>
+      <eventsSet>
+        <item>
+          <instanceEventId>instance-event-0d59937288b749b32</instanceEventId>
+          <code>system-reboot</code>
+          <description>scheduled reboot</description>
+          <notBefore>2026-12-01T10:00:00.000Z</notBefore>
+          <notAfter>2026-12-01T12:00:00.000Z</notAfter>
+        </item>
+        <item>
+          <instanceEventId>instance-event-0a1b2c3d4e5f60718</instanceEventId>
+          <code>instance-stop</code>
+          <description>[Completed] The instance is scheduled for stop</description>
+          <notBefore>2026-11-30T09:00:00.000Z</notBefore>
+        </item>
+        <item>
+          <instanceEventId>instance-event-01234567890abcdef</instanceEventId>
+          <code>instance-retirement</code>
+          <description>The instance is running on degraded hardware</description>
+          <notBefore>2026-12-04T00:00:00.000Z</notBefore>
+          <notAfter>2026-12-06T00:00:00.000Z</notAfter>
+          <notBeforeDeadline>2026-12-10T00:00:00.000Z</notBeforeDeadline>
+        </item>
+      </eventsSet>
+      <instanceState><code>16</code><name>running</name></instanceState>
+      <systemStatus><status>ok</status><details><item><name>reachability</name><status>passed</status></item></details></systemStatus>
+      <instanceStatus><status>ok</status><details><item><name>reachability</name><status>passed</status></item></details></instanceStatus>
+    </item>
+    <item>
+      <instanceId>i-0fedcba9876543210</instanceId>
+      <availabilityZone>us-east-1c</availabilityZone>
+      <instanceState><code>16</code><name>running</name></instanceState>
+      <systemStatus><status>ok</status></systemStatus>
+      <instanceStatus><status>ok</status></instanceStatus>
+    </item>
+  </instanceStatusSet>
+</DescribeInstanceStatusResponse>"""
+
+
+def parsed_statuses() -> list[dict]:
+    import botocore.session
+    from botocore.parsers import create_parser
+
+    model = botocore.session.get_session().get_service_model("ec2")
+    shape = model.operation_model("DescribeInstanceStatus").output_shape
+    resp = create_parser(model.metadata["protocol"]).parse(
+        {"body": STATUS_XML.encode(), "headers": {}, "status_code": 200}, shape)
+    return resp["InstanceStatuses"]
+
+
+def test_a_retirement_days_ahead_is_a_scheduled_stop_not_yet_a_deadline() -> None:
+    retiring, healthy = parsed_statuses()
+    assert len(retiring["Events"]) == 3  # the shape was read as boto3 reads it
+    stop = scheduled_stop(retiring["Events"], drain_s=3600)
+    assert stop is not None
+    at = datetime(2026, 12, 4, tzinfo=UTC)
+    assert (stop.at, stop.kind, stop.notice_at) == (at, "instance-retirement", at - timedelta(hours=1))
+    assert stop.description == "The instance is running on degraded hardware"
+    # Days ahead: no deadline (the job keeps running); from an hour before: the deadline.
+    assert reclaim_deadline(stop, datetime(2026, 11, 30, 12, tzinfo=UTC)) is None
+    assert reclaim_deadline(stop, at - timedelta(hours=1, seconds=1)) is None
+    assert reclaim_deadline(stop, at - timedelta(hours=1)) == at
+    assert reclaim_deadline(stop, at + timedelta(hours=5)) == at  # overdue: still the deadline
+    assert scheduled_stop(healthy.get("Events") or (), drain_s=3600) is None
+    assert reclaim_deadline(None, at) is None
+
+
+def test_the_earliest_pending_stop_counts_and_a_zero_horizon_waits_for_not_before() -> None:
     events = [
         {"Code": "system-reboot", "NotBefore": T0},
         {"Code": "instance-retirement", "NotBefore": T0 + timedelta(hours=3)},
         {"Code": "instance-stop", "NotBefore": T0 + timedelta(hours=2)},
         {"Code": "instance-stop", "NotBefore": T0 + timedelta(hours=1), "Description": "[Completed] done"},
+        {"Code": "instance-stop", "NotBefore": T0 + timedelta(minutes=30), "Description": "[Canceled] no"},
     ]
-    assert reclaim_deadline(events) == T0 + timedelta(hours=2)
-    assert reclaim_deadline([]) is None
+    stop = scheduled_stop(events, drain_s=0)
+    assert stop is not None and (stop.at, stop.kind) == (T0 + timedelta(hours=2), "instance-stop")
+    assert reclaim_deadline(stop, T0) is None and reclaim_deadline(stop, stop.at) == stop.at
+    assert scheduled_stop([], drain_s=3600) is None
 
 
 def test_spot_notice_deadline_is_two_minutes_after_the_mark() -> None:

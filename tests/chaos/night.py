@@ -187,11 +187,11 @@ class Night:
             for _, attempt, _, _ in (e for e in events if e[2] == "done" and e[1] != won[0]):
                 # A finish counts once: another attempt that got there was killed before its agent
                 # could report it (an agent that did report means the daemon ran the job again).
-                status = read_status(self.home / "sim" / "instances" / f"sim-{job.id}-{attempt}" / "run")
+                status = self.agent_status(rows[attempt])
                 assert rows[attempt].reason.value in ("preempted", "lost"), (job.name, attempt, rows[attempt].reason)
                 assert not (status and status.state == "exited"), f"{job.name}: attempt {attempt} reported its exit"
                 stats["finished_unreported"] += 1
-            self._check_resumes(job, events, stats)
+            self._check_resumes(job, rows, events, stats)
             stats["attempts"] += len(rows)
             stats["preemptions"] += job.preemptions
         assert not self.live_instances(), f"instances left running: {[d.name for d, _ in self.live_instances()]}"
@@ -199,12 +199,19 @@ class Night:
         assert not left, f"processes left running: {left}"
         return dict(stats)
 
-    def _check_resumes(self, job: Job, events, stats: Counter[str]) -> None:  # type: ignore[no-untyped-def]
+    def agent_status(self, attempt: Attempt):  # type: ignore[no-untyped-def]
+        """The attempt's agent status as its sim instance left it (the id names the installation)."""
+        if not attempt.instance_id:
+            return None
+        return read_status(self.home / "sim" / "instances" / attempt.instance_id / "run")
+
+    def _check_resumes(self, job: Job, rows: dict[int, Attempt], events,  # type: ignore[no-untyped-def]
+                       stats: Counter[str]) -> None:
         manifests = self.manifests(job)
         for t_start, attempt, kind, rest in events:
             if kind != "start":
                 continue
-            status = read_status(self.home / "sim" / "instances" / f"sim-{job.id}-{attempt}" / "run")
+            status = self.agent_status(rows[attempt])
             restored_at = status.running_since if status and status.running_since else t_start
             earlier = [m for m in manifests if m.attempt < attempt]
             late = [m.name for m in earlier if m.created_at > restored_at]

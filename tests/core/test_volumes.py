@@ -50,7 +50,8 @@ def test_volume_created_once_follows_the_job_after_preemption_and_is_deleted_at_
     assert (j.volume_id, j.volume_provider, j.volume_zone) == (vol.id, "fake", a1.zone)
     assert vol.zone == a1.zone and vol.size_gib == 100 and vol.attached_to == a1.instance_id
     assert vol.tags == volume_tags(job.id, store.installation_id)
-    assert fake._agents[a1.instance_id].config.env["GPUORCH_VOLUME_DIR"] == "/data"
+    cfg = fake._agents[a1.instance_id].config
+    assert cfg.env["GPUORCH_VOLUME_DIR"] == "/data" and (cfg.volume_id, cfg.volume_dir) == (vol.id, "/data")
 
     fake.inject_preemption(a1.instance_id, notice_s=120)
     clock.advance(1)
@@ -62,6 +63,7 @@ def test_volume_created_once_follows_the_job_after_preemption_and_is_deleted_at_
     assert a1.status == AttemptStatus.ENDED and a2.status == AttemptStatus.RUNNING
     [vol] = fake.list_volumes()
     assert vol.attached_to == a2.instance_id and fake.count("create_volume") == 1
+    assert fake._agents[a2.instance_id].config.volume_id == vol.id  # the next attempt mounts it too
     assert ("detach_volume", vol.id, a1.instance_id) in fake.calls
 
     drive(rec, clock, 400)

@@ -1,0 +1,129 @@
+"""Mounting a job's EBS volume on the instance before its agent starts (``mount_script``).
+
+Why here, over SSH, and not in the user data: the volume of a job's first attempt is created
+only once that attempt has an instance (its zone decides the volume's), so its id is not known
+at launch; and the daemon attaches it to each attempt after boot. The runner, which connects
+anyway to start the agent, runs one small idempotent ``/bin/sh`` script first: wait for the
+device, format it if (and only if) it is blank, mount it at ``volume.mount``. A failure stops the
+start with the script's one-line reason, and the agent never runs without its volume.
+
+Finding the device: on Nitro instances an EBS volume is an NVMe namespace whose controller's
+serial is the volume id without its dash (``vol0123...``); udev links it as
+``/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol0123...``. The device *name* the attach
+call gave (``/dev/sdf``) means nothing there, and NVMe names (``nvme1n1``) follow probe order.
+The script takes the by-id link, else scans ``/sys/block/nvme*/device/serial`` (images without
+the EC2 udev rules). Xen-based types (p2, p3, g3) expose ``/dev/xvdf`` with no serial: not
+supported (the script fails saying the device never appeared).
+
+Formatting: only a device on which ``blkid -p`` finds nothing (exit 2) *and* whose first MiB
+reads as zeros (a new EBS volume) is formatted (ext4, no discard). A volume with a filesystem, a
+partition table, or any data blkid does not recognise is never formatted: the script fails
+instead. Mounting: nothing is done if the device is already mounted at the path (a second run
+is a no-op); another device there is an error. A freshly formatted volume's root is given to
+the login user, whom the job runs as.
+
+Every path and id in the script is ``shlex.quote``d; the mount path must also be free of
+whitespace and backslashes (``/proc/self/mounts`` escapes those). The block-device places and
+root-only commands are parameters (``MountTools``) so tests can point them at stand-ins.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+
+EBS_VOLUME_ID = re.compile(r"vol-[0-9a-f]{8,32}\Z")
+EBS_BY_ID_PREFIX = "nvme-Amazon_Elastic_Block_Store_"
+# Exit codes of the script, beyond 1 (an unexpected command failure under set -e).
+NO_DEVICE, MOUNT_POINT_BUSY, NOT_BLANK, CANNOT_PROBE = 3, 4, 5, 6
+BLANK_CHECK_BYTES = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class MountTools:
+    """Where the script looks and what it runs. The defaults are an instance's real ones."""
+
+    by_id_dir: str = "/dev/disk/by-id"
+    sys_block_dir: str = "/sys/block"
+    dev_dir: str = "/dev"
+    mounts_file: str = "/proc/self/mounts"
+    sudo: tuple[str, ...] = ("sudo", "-n")  # used unless the login is root
+    blkid: tuple[str, ...] = ("blkid",)
+    mkfs: tuple[str, ...] = ("mkfs.ext4", "-q", "-E", "nodiscard,lazy_itable_init=1", "-L", "gpuorch")
+    mount: tuple[str, ...] = ("mount", "-o", "noatime")
+    sleep: tuple[str, ...] = ("sleep", "1")  # one wait between looks for the device
+
+
+def check_mount_path(path: str) -> str:
+    """``path`` if it can be a volume's mount point; ValueError naming the problem otherwise."""
+    if not path.startswith("/") or path.rstrip("/") == "":
+        raise ValueError(f"mount {path!r} must be an absolute path other than /, like /data")
+    if re.search(r"[\s\\\x00-\x1f\x7f]", path):
+        raise ValueError(f"mount {path!r} must not contain whitespace, backslashes or control characters")
+    return path.rstrip("/")
+
+
+def mount_script(volume_id: str, path: str, *, wait_s: int = 30, tools: MountTools | None = None) -> str:
+    """The ``/bin/sh`` script that mounts EBS volume ``volume_id`` at ``path`` (see module doc).
+
+    Pure. Exits 0 once the volume is mounted there (also when it already was); otherwise
+    non-zero with one line on stderr: ``NO_DEVICE`` after ``wait_s`` seconds without the device,
+    ``MOUNT_POINT_BUSY``, ``NOT_BLANK`` (no filesystem but data: never formatted),
+    ``CANNOT_PROBE``. Raises ValueError for an id that is not an EBS volume id or a bad path.
+    """
+    if not EBS_VOLUME_ID.match(volume_id):
+        raise ValueError(f"{volume_id!r} is not an EBS volume id (vol-...): the SSH runner mounts EBS volumes only")
+    path = check_mount_path(path)
+    t = tools or MountTools()
+    q, j = shlex.quote, shlex.join
+    serial = volume_id.replace("-", "")
+    return "\n".join([
+        "set -eu",
+        f"vol={q(volume_id)} serial={q(serial)} mnt={q(path)} wait_s={int(wait_s)}",
+        f"by_id={q(t.by_id_dir)} sys_block={q(t.sys_block_dir)} dev_dir={q(t.dev_dir)} mounts={q(t.mounts_file)}",
+        'say() { echo "gpuorch: volume $vol: $*"; }',
+        'fail() { code=$1; shift; echo "gpuorch: volume $vol: $*" >&2; exit "$code"; }',
+        f'as_root() {{ if [ "$(id -u)" = 0 ]; then "$@"; else {j(t.sudo)} "$@"; fi; }}',
+        "find_device() {",
+        f'  for link in "$by_id/{EBS_BY_ID_PREFIX}$serial" "$by_id/{EBS_BY_ID_PREFIX}$serial-ns-1"; do',
+        '    if [ -e "$link" ]; then readlink -f "$link"; return 0; fi',
+        "  done",
+        '  for d in "$sys_block"/nvme*; do',
+        '    [ -r "$d/device/serial" ] || continue',
+        '    if [ "$(tr -d " " < "$d/device/serial")" = "$serial" ]; then echo "$dev_dir/${d##*/}"; return 0; fi',
+        "  done",
+        "  return 1",
+        "}",
+        "waited=0",
+        'while ! dev=$(find_device); do',
+        '  if [ "$waited" -ge "$wait_s" ]; then',
+        f'    fail {NO_DEVICE} "no device appeared within ${{wait_s}}s (no $by_id/{EBS_BY_ID_PREFIX}$serial,'
+        ' no NVMe device with serial $serial): is it attached to this instance, and is this a Nitro instance type?"',
+        "  fi",
+        '  if [ "$waited" = 0 ]; then say "waiting for its device"; fi',
+        f"  {j(t.sleep)}",
+        "  waited=$((waited + 1))",
+        "done",
+        # Already mounted there (a second run, or a restarted daemon): done. Something else there: stop.
+        'current=$(MNT="$mnt" awk \'$2 == ENVIRON["MNT"] { src = $1 } END { print src }\' "$mounts")',
+        'if [ -n "$current" ]; then',
+        '  if [ "$(readlink -f "$current")" = "$dev" ]; then say "already mounted at $mnt ($dev)"; exit 0; fi',
+        f'  fail {MOUNT_POINT_BUSY} "$mnt has $current mounted, not $dev; free it or choose another volume.mount"',
+        "fi",
+        f'as_root head -c 1 "$dev" >/dev/null || fail {CANNOT_PROBE} "cannot read $dev"',
+        f'probe=0; as_root {j(t.blkid)} -p "$dev" >/dev/null 2>&1 || probe=$?',
+        'case "$probe" in',
+        '  0) say "$dev has a filesystem: mounting it as it is" ;;',
+        f"  2) if [ \"$(as_root head -c {BLANK_CHECK_BYTES} \"$dev\" | tr -d '\\000' | wc -c)\" -ne 0 ]; then",
+        f'       fail {NOT_BLANK} "$dev holds data but no filesystem blkid knows: not formatting it; mount it yourself"',
+        "     fi",
+        '     say "$dev is blank: formatting it (ext4)"',
+        f'     as_root {j(t.mkfs)} "$dev" ;;',
+        f'  *) fail {CANNOT_PROBE} "cannot probe $dev (blkid exit $probe)" ;;',
+        "esac",
+        'as_root mkdir -p "$mnt"',
+        f'as_root {j(t.mount)} "$dev" "$mnt"',
+        'if [ "$probe" = 2 ]; then as_root chown "$(id -u):$(id -g)" "$mnt"; fi',
+        'say "mounted $dev at $mnt"',
+    ]) + "\n"

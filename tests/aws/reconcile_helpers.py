@@ -1,0 +1,83 @@
+"""The real reconciler with the AWS adapter (moto), a SQLite store and a scripted agent: moto's
+instances run nothing, so the agent runs from ``start`` until a test says it is done."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gpuorch import jobs
+from gpuorch.agent.protocol import AgentConfig, AgentStatus
+from gpuorch.clock import FakeClock
+from gpuorch.provider import Instance
+from gpuorch.reconciler import Reconciler
+from gpuorch.runner import Runner
+from gpuorch.spec import parse_spec
+from gpuorch.store import Store
+from gpuorch.store.models import Job
+from gpuorch_aws import AwsProvider
+from gpuorch_aws.config import parse_options
+from moto_helpers import REGIONS, static_prices
+
+
+class Agent(Runner):
+    """Runs from ``start`` until ``done`` is set."""
+
+    def __init__(self) -> None:
+        self.started: AgentConfig | None = None
+        self.done = False
+
+    def start(self, config: AgentConfig, workdir: Any = None) -> None:
+        self.started = config
+
+    def status(self) -> AgentStatus | None:
+        if self.started is None:
+            return None
+        if self.done:
+            return AgentStatus(state="exited", exit_code=0, started_at=0.0)
+        return AgentStatus(state="running", started_at=0.0, running_since=0.0)
+
+    def read_log(self, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
+        return b"", offset
+
+    def request_stop(self, deadline: float) -> None:
+        pass
+
+
+class Installation:
+    """One gpuorch installation: its own database (and installation id), provider and reconciler.
+    The provider reads scheduled events against the reconciler's fake clock."""
+
+    def __init__(self, path: Path, session: Any, clock: FakeClock, **options: Any) -> None:
+        self.store = Store(f"sqlite:///{path}")
+        self.agents: dict[str, Agent] = {}
+        agents = self.agents
+
+        class Aws(AwsProvider):
+            def runner(self, instance: Instance) -> Runner:
+                return agents.setdefault(instance.id, Agent())
+
+        self.provider = Aws(parse_options({"regions": REGIONS, **options}), session=session, prices=static_prices,
+                            now=clock.now)
+        self.rec = Reconciler(self.store, {"aws": self.provider}, clock=clock)
+
+    def submit(self, clock: FakeClock, **fields: Any) -> int:
+        spec = parse_spec({"name": "train", "run": "true", "spot_policy": "on-demand",
+                           "volume": {"size": "10GB", "mount": "/data"}, **fields})
+        job = jobs.submit(self.store, spec, clock.now())
+        assert job.id is not None
+        return job.id
+
+    def job(self, job_id: int) -> Job:
+        with self.store.read() as s:
+            job = s.get(Job, job_id)
+        assert job is not None
+        return job
+
+
+def passes(clock: FakeClock, *installations: Installation, n: int = 4, step_s: float = 70) -> None:
+    """``n`` rounds of one pass per installation, ``step_s`` apart (70: past the volume sweep's minute)."""
+    for _ in range(n):
+        for inst in installations:
+            inst.rec.run_pass()
+        clock.advance(step_s)
