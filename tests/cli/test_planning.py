@@ -122,6 +122,33 @@ def test_offers_from_the_snapshot():
     assert r.exit_code == 0 and "p4d.24xlarge" in r.stdout and "3 offer(s)" in r.stdout
 
 
+def test_offers_provider_azure_lists_the_snapshot_azure_rows():
+    data = json.loads(cli("offers", "--provider", "azure", "--on-demand", "--json").stdout)
+    assert data["count"] == 84 and {o["provider"] for o in data["offers"]} == {"azure"}
+    prices = [o["price_per_hour"] for o in data["offers"]]
+    assert prices == sorted(prices) and prices[0] == 0.526  # Standard_NC4as_T4_v3, eastus/eastus2/...
+    assert data["offers"][-1]["instance_type"] == "Standard_ND96isr_H100_v5"
+    assert all(o["min_billing_s"] == 300 for o in data["offers"])
+    text = cli("offers", "--provider", "azure", "--gpu", "A100", "--region", "westus3", "--top", "1")
+    assert text.exit_code == 0 and "Standard_NC24ads_A100_v4 1xA100-80GB" in text.stdout
+
+
+def test_plan_picks_azure_when_it_is_cheapest(tmp_path):
+    spec = tmp_path / "a100.yaml"
+    spec.write_text("name: a100\nrun: x\nresources: {gpu: 'A100:80GB:1'}\n"
+                    "checkpoint: {store: 's3://bucket/ft', interval: 10m}\n")
+    data = json.loads(cli("plan", str(spec), "--json", "--top", "3").stdout)
+    best = data["candidates"][0]
+    # snapshot: Azure NC24ads_A100_v4 spot $0.40403/h in westus3 beats GCP's a2-ultragpu-1g spot
+    assert (best["provider"], best["region"], best["instance_type"], best["spot"]) == (
+        "azure", "westus3", "Standard_NC24ads_A100_v4", True)
+    assert best["price_per_hour"] == 0.40403
+    od = tmp_path / "od.yaml"
+    od.write_text("name: od\nrun: x\nresources: {gpu: 'A100:80GB:1'}\nspot_policy: on-demand\n")
+    # on demand, GCP us-central1 ($2.94582/h) is cheaper than Azure's $3.673/h
+    assert json.loads(cli("plan", str(od), "--json").stdout)["candidates"][0]["provider"] == "gcp"
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -100,6 +100,18 @@ def test_equal_cost_goes_to_the_earlier_finish(offer, job):
     assert ranked[0].est_finish_hours < ranked[1].est_finish_hours
 
 
+def test_azure_offers_compete_on_expected_cost(offer, job):
+    spec = job(resources={"gpu": "A100:80GB:4"}, spot_policy="on-demand")
+    offers = [
+        offer("p4de.24xlarge", "A100-80GB", 27.45, count=8, link="nvlink"),
+        offer("Standard_NC96ads_A100_v4", "A100-80GB", 14.692, count=4, link="pcie", provider="azure", minimum=300),
+        offer("a2-ultragpu-4g", "A100-80GB", 20.0, count=4, link="nvlink", provider="gcp"),
+    ]
+    ranked = candidates(spec, offers)
+    assert [c.offer.provider for c in ranked] == ["azure", "gcp", "aws"]
+    assert ranked[0].est_cost == pytest.approx(14.692 * (3600 + 480) / 3600)
+
+
 def test_volume_zone_constraint_holds(offer, job):
     offers = [offer("g", "L4", 0.5, zone="z1"), offer("g", "L4", 0.9, zone="z2"), offer("h", "A10G", 0.4, zone="z3")]
     spec = job(resources={"gpu": "24GB+"})
