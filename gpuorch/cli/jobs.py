@@ -17,7 +17,7 @@ from typing import Any
 import typer
 
 from ..errors import GpuorchError, UserInputError
-from .app import JSON_OPTION, app, cli_config, emit_json, fail
+from .app import JSON_OPTION, app, cli_config, cli_store_location, emit_json, fail
 
 JOB_ARG = typer.Argument(..., help="Job id, or the name of the newest job with that name.")
 
@@ -45,8 +45,8 @@ def _backend(ctx: typer.Context):  # type: ignore[no-untyped-def]
         return remote
     from ..jobservice import JobService
 
-    cfg = cli_config()
-    return JobService(None, cfg.home, url=cfg.url)  # opens the store when needed; status reads SQLite lightly
+    home, url = cli_store_location()
+    return JobService(None, home, url=url)  # opens the store when needed; status reads SQLite lightly
 
 
 @contextmanager
