@@ -98,10 +98,13 @@ def _fit_check(spec) -> str | None:  # type: ignore[no-untyped-def]
     from .. import placement
     from ..catalog import load_offers
     from ..registry import offline_offers
-    from .planning import _no_candidate_message, shortfall_message
+    from .planning import _no_candidate_message, beyond_one_node, shortfall_message
 
     if spec.resources.gpu is None and spec.model is None:
         return None
+    over = beyond_one_node(spec)  # no instance anywhere has that many: it would wait forever
+    if over is not None:
+        raise UserInputError(over)
     cfg = cli_config()
     offers = offline_offers(cfg.providers, cfg.home)
     result = placement.plan(spec, offers, limit=1)

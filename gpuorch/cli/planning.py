@@ -151,16 +151,47 @@ def _candidate_dict(c: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
+MULTI_NODE = "gpuorch places a job on one instance (multi-node placement is not supported yet)"
+
+
 def shortfall_message(spec: Any, s: Any) -> str:
+    """No instance holds the job's model: the largest configuration tried, what is missing, whether
+    several nodes would hold it (not placed), and what to change."""
+    from .. import gpus
+    from ..sizing.fit import smallest_fit
     from ..sizing.report import advice
 
+    gpu = gpus.lookup(s.gpu) if s.gpu else None
+    fit = smallest_fit(spec.model, gpu) if gpu is not None else None
+    full_node = gpu is not None and s.gpu_count >= gpu.max_per_node
+    nodes = (f"; it needs {fit.nodes} nodes of {fit.gpus_per_node}x{fit.gpu} ({fit.sharding}), but {MULTI_NODE}"
+             if fit is not None and fit.nodes > 1 else f"; {MULTI_NODE}" if full_node else "")  # fmt: skip
     return (f"{spec.name}: no offer has enough GPU memory; the largest configuration, {s.label}, needs "
-            f"{s.need_gib:.1f} GiB per GPU and has {s.usable_gib:.1f} ({s.need_gib - s.usable_gib:.1f} GiB missing); "
-            f"{advice(spec.model)} (multi-node placement is not supported yet)")  # fmt: skip
+            f"{s.need_gib:.1f} GiB per GPU and has {s.usable_gib:.1f} ({s.need_gib - s.usable_gib:.1f} GiB missing)"
+            f"{nodes}; {advice(spec.model, more_gpus=not full_node)}")  # fmt: skip
+
+
+def beyond_one_node(spec: Any) -> str | None:
+    """Why ``resources.gpu`` asks for more GPUs than any one instance of that model has, or None."""
+    from .. import gpus
+
+    req = spec.resources.gpu
+    if req is None:
+        return None
+    table = [g for g in gpus.GPUS if req.name is None or gpus.family(g.name) == gpus.family(req.name)]
+    most = max(g.max_per_node for g in table)
+    if req.count <= most:
+        return None
+    what = req.name or "GPUs"
+    return (f"{spec.name}: resources.gpu asks for {req.count} {what} on one instance; no instance has more than "
+            f"{most}, and {MULTI_NODE}: ask for at most {most} GPUs, or use a model: block to size the job")
 
 
 def _no_candidate_message(spec: Any, p: Any) -> str:
-    if p.shortfall is not None and all(r.reason.startswith(("needs ", "no GPU")) for r in p.rejected):
+    over = beyond_one_node(spec)
+    if over is not None:
+        return over
+    if p.shortfall is not None and not any(r.filtered for r in p.rejected):
         return shortfall_message(spec, p.shortfall)
     reasons: dict[str, int] = {}
     for r in p.rejected:

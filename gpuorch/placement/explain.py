@@ -25,6 +25,7 @@ class Rejection:
     gpu_count: int
     offers: int
     reason: str
+    filtered: bool = False  # by the job's own restrictions (provider, region, volume zone, market, price, avoid)
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ def rejections(spec: JobSpec, idx: OfferIndex, volume_zone: str | None, refused:
         if ci in placed:
             continue
         reason = refused[ci].reason if ci in refused else None
+        filtered = reason is None
         alive = list(range(c.start, c.stop))
         for why, keep in filters if reason is None else ():
             alive = [r for r in alive if keep(r)]
@@ -76,7 +78,7 @@ def rejections(spec: JobSpec, idx: OfferIndex, volume_zone: str | None, refused:
                 reason = f"above max_price_per_hour ${cap:g}/h (cheapest ${min(prices):.2f}/h)"
             else:
                 reason = "avoided (recent preemption, capacity or quota trouble)"
-        out.append(Rejection(c.provider, c.instance_type, c.gpu, c.gpu_count, c.stop - c.start, reason))
+        out.append(Rejection(c.provider, c.instance_type, c.gpu, c.gpu_count, c.stop - c.start, reason, filtered))
     return out
 
 

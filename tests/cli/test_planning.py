@@ -201,6 +201,21 @@ def test_plan_impossible_fit_names_the_largest_configuration(tmp_path, catalog):
     assert "largest configuration, gcp a3-highgpu-8g (8xH100)" in line and "GiB missing" in line and "qlora" in line
 
 
+def test_plan_says_when_only_several_nodes_would_hold_the_job(tmp_path, catalog):
+    spec = tmp_path / "multi.yaml"
+    spec.write_text("name: big\nrun: x\nmodel: {params: 70B, method: full}\n")
+    line = one_line_error(cli("plan", str(spec), "--catalog", catalog))
+    assert "the largest configuration, gcp a3-highgpu-8g (8xH100), needs 192.3 GiB per GPU" in line
+    assert "it needs 6 nodes of 8xH100 (zero3), but gpuorch places a job on one instance" in line
+    assert "multi-node placement is not supported yet" in line and "method qlora or lora" in line
+    assert "more GPUs" not in line  # the largest configuration is a full node already
+    spec.write_text("name: wide\nrun: x\nresources: {gpu: 'H100:16'}\n")
+    line = one_line_error(cli("plan", str(spec), "--catalog", catalog))
+    assert line == ("error: wide: resources.gpu asks for 16 H100 on one instance; no instance has more than 8, and "
+                    "gpuorch places a job on one instance (multi-node placement is not supported yet): "
+                    "ask for at most 8 GPUs, or use a model: block to size the job")
+
+
 @pytest.mark.parametrize(
     "body, message",
     [
