@@ -74,8 +74,14 @@ def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Job spec (
         if remote is not None:
             import yaml
 
+            from ..placement.explain import no_single_instance
+
+            impossible = no_single_instance(spec)  # the server refuses it too; say so before uploading
+            if impossible is not None:
+                raise UserInputError(impossible)
+
             job = remote.submit_raw(yaml.safe_load(file.read_text()), str(file), workdir)
-            warning = None  # the server checks the fit against its own providers
+            warning = None  # the server knows its own providers; it refuses what no instance can hold
         else:
             if workdir is not None:
                 spec = spec.model_copy(update={"workdir": str(workdir)})
@@ -98,7 +104,8 @@ def _fit_check(spec) -> str | None:  # type: ignore[no-untyped-def]
     from .. import placement
     from ..catalog import load_offers
     from ..registry import offline_offers
-    from .planning import _no_candidate_message, beyond_one_node, shortfall_message
+    from ..placement.explain import beyond_one_node
+    from .planning import _no_candidate_message, shortfall_message
 
     if spec.resources.gpu is None and spec.model is None:
         return None

@@ -151,13 +151,11 @@ def _candidate_dict(c: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
-MULTI_NODE = "gpuorch places a job on one instance (multi-node placement is not supported yet)"
-
-
 def shortfall_message(spec: Any, s: Any) -> str:
     """No instance holds the job's model: the largest configuration tried, what is missing, whether
     several nodes would hold it (not placed), and what to change."""
     from .. import gpus
+    from ..placement.explain import MULTI_NODE
     from ..sizing.fit import smallest_fit
     from ..sizing.report import advice
 
@@ -171,23 +169,9 @@ def shortfall_message(spec: Any, s: Any) -> str:
             f"{nodes}; {advice(spec.model, more_gpus=not full_node)}")  # fmt: skip
 
 
-def beyond_one_node(spec: Any) -> str | None:
-    """Why ``resources.gpu`` asks for more GPUs than any one instance of that model has, or None."""
-    from .. import gpus
-
-    req = spec.resources.gpu
-    if req is None:
-        return None
-    table = [g for g in gpus.GPUS if req.name is None or gpus.family(g.name) == gpus.family(req.name)]
-    most = max(g.max_per_node for g in table)
-    if req.count <= most:
-        return None
-    what = req.name or "GPUs"
-    return (f"{spec.name}: resources.gpu asks for {req.count} {what} on one instance; no instance has more than "
-            f"{most}, and {MULTI_NODE}: ask for at most {most} GPUs, or use a model: block to size the job")
-
-
 def _no_candidate_message(spec: Any, p: Any) -> str:
+    from ..placement.explain import beyond_one_node
+
     over = beyond_one_node(spec)
     if over is not None:
         return over

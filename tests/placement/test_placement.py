@@ -201,3 +201,15 @@ def test_daemon_facing_api_is_backward_compatible(offer, job):
     cands = candidates(job(), [o], None)
     assert all(isinstance(c, Candidate) for c in cands) and cands[0].price_per_hour == 0.4
     assert candidates(job(), []) == []
+
+
+def test_no_single_instance_needs_no_catalog(job):
+    from gpuorch.placement.explain import no_single_instance
+
+    assert no_single_instance(job(resources={"gpu": "A100:16"})) is None  # a2-megagpu-16g has 16
+    assert "no instance has more than 8" in no_single_instance(job(resources={"gpu": "H100:9"}))
+    assert no_single_instance(job(model={"params": "13B", "method": "full"})) is None  # one 8-GPU node holds it
+    line = no_single_instance(job(model={"params": "70B", "method": "full"}))
+    assert "the smallest configuration is 2 nodes of 8xH200 (zero3)" in line and "qlora" in line
+    assert "more GPUs" not in line
+    assert "no configuration of up to 16 nodes" in no_single_instance(job(model={"params": "5T", "method": "full"}))
