@@ -160,7 +160,7 @@ def shortfall_message(spec: Any, s: Any) -> str:
     from ..sizing.report import advice
 
     gpu = gpus.lookup(s.gpu) if s.gpu else None
-    fit = smallest_fit(spec.model, gpu) if gpu is not None else None
+    fit = smallest_fit(spec.model, gpu) if gpu is not None and spec.model is not None else None
     full_node = gpu is not None and s.gpu_count >= gpu.max_per_node
     nodes = (f"; it needs {fit.nodes} nodes of {fit.gpus_per_node}x{fit.gpu} ({fit.sharding}), but {MULTI_NODE}"
              if fit is not None and fit.nodes > 1 else f"; {MULTI_NODE}" if full_node else "")  # fmt: skip
