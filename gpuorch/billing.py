@@ -5,8 +5,9 @@ per start. Sources and their uncertainty are in docs/catalog.md ("Billing rules"
 
 - AWS EC2, Linux (on-demand, spot, reserved): per second, 60 s minimum (AWS, 2017-10-02).
 - GCP Compute Engine (VMs, GPUs, spot VMs): per second, 1 minute minimum.
-- Azure VMs: sources disagree (per second on the global pricing page, per minute in the
-  docs.azure.cn billing guide); we assume the coarser per-minute rule, 60 s minimum.
+- Azure VMs: per second (the global pricing pages); from 2025-06-01 a VM stopped within its
+  first 300 s is billed 300 s (Microsoft's notice, quoted on Microsoft Q&A 2259765), so a 300 s
+  minimum. Medium confidence; the older per-minute text is Azure China's (docs.azure.cn).
 - Unknown providers: per hour, 1 hour minimum -- an overestimate rather than a surprise.
 
 Pure functions; later cost accounting (attempt costs, budgets) reuses ``billed_seconds`` and
@@ -41,7 +42,7 @@ class BillingRule:
 RULES: dict[str, BillingRule] = {
     "aws": BillingRule(1, 60),
     "gcp": BillingRule(1, 60),
-    "azure": BillingRule(60, 60),
+    "azure": BillingRule(1, 300),
     "local": BillingRule(1, 0),
     "fake": BillingRule(1, 0),
     "sim": BillingRule(1, 0),

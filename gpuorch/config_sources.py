@@ -25,14 +25,15 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-from pydantic import BaseModel, ValidationError
-
-from .config import DaemonConfig
 from .errors import UserInputError
-from .store.paths import default_home
+from .store.paths import default_home, default_url
+
+if TYPE_CHECKING:  # pydantic, YAML and the model load with the first full ``load`` (see store_location)
+    from pydantic import BaseModel, ValidationError
+
+    from .config import DaemonConfig
 
 ENV_PREFIX = "GPUORCH_"
 REPLACED_WHOLE = {"providers"}
@@ -55,8 +56,30 @@ def user_file(env: Mapping[str, str]) -> Path:
     return Path(env.get("XDG_CONFIG_HOME") or "~/.config").expanduser() / "gpuorch" / "config.yaml"
 
 
+# Variables that are not DaemonConfig fields, or that store_location reads itself.
+_LOCATION_VARS = {"GPUORCH_HOME", "GPUORCH_DATABASE_URL", "GPUORCH_CONFIG", "GPUORCH_SERVER", "GPUORCH_API_TOKEN"}
+
+
+def store_location(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> tuple[Path, str] | None:
+    """``(home, database URL)`` exactly as ``load(path, env).config`` would give them, without
+    reading YAML or building the pydantic model -- or None when that shortcut does not apply:
+    a configuration file exists (it could set or break anything) or another ``GPUORCH_*``
+    variable is set. Read-only commands (``gpuorch status``) use it to start fast; every other
+    case goes through ``load``, so a bad configuration still fails the command the same way."""
+    env = os.environ if env is None else env
+    if path or any(k.startswith(ENV_PREFIX) and v and k not in _LOCATION_VARS for k, v in env.items()):
+        return None
+    home = Path(env["GPUORCH_HOME"]).expanduser() if env.get("GPUORCH_HOME") else default_home()
+    for file in (system_file(env), user_file(env), home / "config.yaml"):
+        if os.path.lexists(file):
+            return None
+    return home, env.get("GPUORCH_DATABASE_URL") or default_url(home)
+
+
 def read_file(path: Path, *, required: bool = False, label: str | None = None) -> dict[str, Any] | None:
     """The mapping in a YAML file; None if it is absent and not ``required``."""
+    import yaml
+
     label = label or str(path)
     try:
         text = path.read_text()
@@ -80,9 +103,16 @@ def read_file(path: Path, *, required: bool = False, label: str | None = None) -
     return data
 
 
-def env_layer(env: Mapping[str, str], model: type[BaseModel] = DaemonConfig,
+def env_layer(env: Mapping[str, str], model: type[BaseModel] | None = None,
               prefix: str = ENV_PREFIX, path: tuple[str, ...] = ()) -> tuple[dict[str, Any], Origins]:
-    """The ``GPUORCH_<FIELD>`` variables that name a field of ``model`` (others are ignored)."""
+    """The ``GPUORCH_<FIELD>`` variables that name a field of ``model`` (default DaemonConfig;
+    others are ignored)."""
+    import yaml
+    from pydantic import BaseModel
+
+    from .config import DaemonConfig
+
+    model = model or DaemonConfig
     data: dict[str, Any] = {}
     origins: Origins = {}
     for name, info in model.model_fields.items():
@@ -126,6 +156,10 @@ def merge(base: dict[str, Any], over: Mapping[str, Any], origins: Origins, sourc
 
 def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Loaded:
     """Read every source, merge them, validate. Raises UserInputError (one line)."""
+    from pydantic import ValidationError
+
+    from .config import DaemonConfig
+
     env = os.environ if env is None else env
     layers: list[tuple[str, Path | None, dict[str, Any]]] = []
     for file in (system_file(env), user_file(env)):
@@ -191,6 +225,10 @@ def describe(e: ValidationError, origins: Origins) -> str:
 
 
 def _known(path: tuple[str, ...]) -> list[str]:
+    from pydantic import BaseModel
+
+    from .config import DaemonConfig
+
     model: type[BaseModel] = DaemonConfig
     for part in path:
         info = model.model_fields.get(part)

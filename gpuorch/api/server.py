@@ -29,6 +29,7 @@ from ..config import DaemonConfig
 from ..errors import UserInputError
 from ..jobs import UnknownJob
 from ..jobservice import JobService
+from ..placement.explain import no_single_instance
 from ..spec import parse_spec
 from ..store import Store
 from . import auth, upload
@@ -88,6 +89,9 @@ def create_app(service: JobService, token: str, uploads: Path) -> FastAPI:
             raise UserInputError(f"{body.source}: workdir: a path on the submitting machine means nothing to the "
                                  "server; send the directory as workdir_tar (`gpuorch --server URL submit` does)")
         spec = parse_spec(body.spec, body.source)
+        impossible = no_single_instance(spec)  # placement could never start it: refuse, as a local submit does
+        if impossible is not None:
+            raise UserInputError(impossible)
         if body.workdir_tar is not None:
             spec = spec.model_copy(update={"workdir": str(upload.unpack(body.workdir_tar, uploads))})
         return _json(service.submit(spec), 201)

@@ -47,7 +47,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("azure", r"Standard_NC\d+ads_A100_v4", "A100-80GB", 4, "pcie", 80),
     Family("azure", r"Standard_ND96asr_v4", "A100", 8, "nvlink", 1600),
     Family("azure", r"Standard_ND96amsr_A100_v4", "A100-80GB", 8, "nvlink", 1600),
-    Family("azure", r"Standard_NC\d+ads_H100_v5", "H100-PCIE", 2, "pcie", 80),
+    Family("azure", r"Standard_NC\d+adi?s_H100_v5", "H100-PCIE", 2, "pcie", 80),
     Family("azure", r"Standard_ND96isr_H100_v5", "H100", 8, "nvlink", 3200),
     Family("azure", r"Standard_ND96isr_H200_v5", "H200", 8, "nvlink", 3200),
     Family("azure", r"Standard_ND96isr_MI300X_v5", "MI300X", 8, "infinity-fabric", 3200),

@@ -3,8 +3,10 @@
     python -m gpuorch.catalog.snapshot DATA_DIR > gpuorch/data/offers.csv
 
 ``DATA_DIR`` holds ``catalog-sample/{aws,gcp}-gpu-offers.csv`` (public on-demand and spot prices
-per zone) and ``spot-advisor/gpu_accel_pools.csv`` (AWS interruption buckets). Provenance,
-choices and gaps are documented in docs/catalog.md. Offline only; the daemon never runs this.
+per zone) and ``spot-advisor/gpu_accel_pools.csv`` (AWS interruption buckets). The Azure slice,
+``sources/azure-vms.csv`` next to this module, is committed with the code: rows copied unchanged
+from a public price catalog (provenance in ``sources/README.md``). Provenance, choices and gaps
+are documented in docs/catalog.md. Offline only; the daemon never runs this.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import sys
 from pathlib import Path
 
 from .. import billing, gpus
-from .families import interconnect_for
+from .families import family_of, interconnect_for
 from .rows import OfferRow, write_csv
 
 # GCP bills a GPU VM as host machine + attached GPUs; these machine types come with GPUs.
@@ -28,6 +30,11 @@ GCP_MACHINE_GPUS = {
     "g2-standard-4": ("L4", 1),
     "g2-standard-8": ("L4", 1),
 }
+
+AZURE_SLICE = Path(__file__).resolve().parent / "sources" / "azure-vms.csv"
+# Known errors of the Azure source, corrected here rather than in the copied rows:
+# it lists Standard_ND96isr_H100_v5 with 12 GPUs; Azure's ND H100 v5 page says 8 H100 per VM.
+AZURE_GPU_COUNT = {"Standard_ND96isr_H100_v5": 8}
 
 
 def _float(text: str) -> float | None:
@@ -84,10 +91,37 @@ def gcp_rows(path: Path) -> list[OfferRow]:
     return out
 
 
-def build(data_dir: Path) -> list[OfferRow]:
+def azure_rows(path: Path) -> list[OfferRow]:
+    """One row per (VM size, region); Azure prices a VM size per region, so the zone is the region.
+
+    The GPU is the instance family's (``families.py``): the source calls the H100 NVL of the
+    NC H100 v5 sizes "H100", gpuorch files it as H100-PCIE. GPU memory is the GPU table's usable
+    memory (the source has none). A spot price equal to the on-demand price (the source's H100 v5
+    rows) is read as "no spot price published" and left out."""
+    rule = billing.RULES["azure"]
+    out = []
+    with path.open(newline="") as f:
+        for r in csv.DictReader(f):
+            family = family_of("azure", r["InstanceType"])
+            assert family is not None, r["InstanceType"]
+            spec = gpus.lookup(family.gpu)
+            assert spec is not None and gpus.family(spec.name) == gpus.family(gpus.lookup(r["AcceleratorName"]).name)
+            count = AZURE_GPU_COUNT.get(r["InstanceType"], int(float(r["AcceleratorCount"])))
+            assert 1 <= count <= family.max_gpus, r
+            price, spot = float(r["Price"]), _float(r["SpotPrice"])
+            out.append(OfferRow(
+                "azure", r["Region"], r["Region"], r["InstanceType"], spec.name, count, spec.usable,
+                float(r["vCPUs"]), float(r["MemoryGiB"]), price, spot if spot is not None and spot < price else None,
+                rule.increment_s, rule.minimum_s, interconnect_for("azure", r["InstanceType"], count), None,
+            ))  # fmt: skip
+    return out
+
+
+def build(data_dir: Path, azure: Path = AZURE_SLICE) -> list[OfferRow]:
     buckets = advisor_buckets(data_dir / "spot-advisor" / "gpu_accel_pools.csv")
     rows = aws_rows(data_dir / "catalog-sample" / "aws-gpu-offers.csv", buckets)
     rows += gcp_rows(data_dir / "catalog-sample" / "gcp-gpu-offers.csv")
+    rows += azure_rows(azure)
     return sorted(rows, key=lambda r: (r.provider, r.instance_type, r.region, r.zone))
 
 

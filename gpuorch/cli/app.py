@@ -42,6 +42,19 @@ def cli_config() -> DaemonConfig:
         fail(str(e))
 
 
+def cli_store_location() -> tuple[Path, str]:
+    """``(home, database URL)`` of this command's configuration. With no configuration file and
+    no other ``GPUORCH_*`` variable, read without YAML or pydantic (``store_location``);
+    otherwise from ``cli_config()``, which also reports a bad configuration."""
+    from ..config_sources import store_location
+
+    quick = store_location(_config_path)
+    if quick is not None:
+        return quick
+    cfg = cli_config()
+    return cfg.home, cfg.url
+
+
 @dataclass
 class Target:
     """Where job commands go: this host's store, or the HTTP API at ``server`` (ctx.obj)."""
@@ -73,5 +86,4 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 def emit_json(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2, default=str)
-    sys.stdout.write("\n")
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")  # one write: json.dump writes per token

@@ -17,7 +17,7 @@ from typing import Any
 import typer
 
 from ..errors import GpuorchError, UserInputError
-from .app import JSON_OPTION, app, cli_config, emit_json, fail
+from .app import JSON_OPTION, app, cli_config, cli_store_location, emit_json, fail
 
 JOB_ARG = typer.Argument(..., help="Job id, or the name of the newest job with that name.")
 
@@ -45,8 +45,8 @@ def _backend(ctx: typer.Context):  # type: ignore[no-untyped-def]
         return remote
     from ..jobservice import JobService
 
-    cfg = cli_config()
-    return JobService(None, cfg.home, url=cfg.url)  # opens the store when needed; status reads SQLite lightly
+    home, url = cli_store_location()
+    return JobService(None, home, url=url)  # opens the store when needed; status reads SQLite lightly
 
 
 @contextmanager
@@ -74,8 +74,14 @@ def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Job spec (
         if remote is not None:
             import yaml
 
+            from ..placement.explain import no_single_instance
+
+            impossible = no_single_instance(spec)  # the server refuses it too; say so before uploading
+            if impossible is not None:
+                raise UserInputError(impossible)
+
             job = remote.submit_raw(yaml.safe_load(file.read_text()), str(file), workdir)
-            warning = None  # the server checks the fit against its own providers
+            warning = None  # the server knows its own providers; it refuses what no instance can hold
         else:
             if workdir is not None:
                 spec = spec.model_copy(update={"workdir": str(workdir)})
@@ -99,10 +105,14 @@ def _fit_check(spec, source: str = "job spec") -> str | None:  # type: ignore[no
     from .. import placement
     from ..catalog import load_offers
     from ..registry import offline_offers
+    from ..placement.explain import beyond_one_node
     from .planning import _no_candidate_message, shortfall_message
 
     if spec.resources.gpu is None and spec.model is None:
         return deadline_check(spec, [], source)
+    over = beyond_one_node(spec)  # no instance anywhere has that many: it would wait forever
+    if over is not None:
+        raise UserInputError(over)
     cfg = cli_config()
     offers = offline_offers(cfg.providers, cfg.home)
     result = placement.plan(spec, offers, limit=1)

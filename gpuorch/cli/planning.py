@@ -128,11 +128,12 @@ def offers(
     if json_out:
         emit_json({"offers": [{**r._asdict(), "listed_price": p} for r, p in rows], "count": len(rows)})
         return
-    typer.echo(f"{'provider':<8} {'region':<16} {'zone':<18} {'instance':<16} {'gpu':<14} {'on-demand':>10} {'spot':>9}")
+    w = max([16, *(len(r.instance_type) for r, _ in rows)])  # Azure sizes run to 25 characters
+    typer.echo(f"{'provider':<8} {'region':<16} {'zone':<18} {'instance':<{w}} {'gpu':<14} {'on-demand':>10} {'spot':>9}")
     for r, _ in rows:
         gpu_s = f"{r.gpu_count}x{r.gpu}" if r.gpu else "-"
         spot_s = f"{r.spot_price_per_hour:.3f}" if r.spot_price_per_hour is not None else "-"
-        typer.echo(f"{r.provider:<8} {r.region:<16} {r.zone:<18} {r.instance_type:<16} {gpu_s:<14} "
+        typer.echo(f"{r.provider:<8} {r.region:<16} {r.zone:<18} {r.instance_type:<{w}} {gpu_s:<14} "
                    f"{r.price_per_hour:>10.3f} {spot_s:>9}")
     typer.echo(f"{len(rows)} offer(s), USD per hour")
 
@@ -151,15 +152,30 @@ def _candidate_dict(c: Any) -> dict[str, Any]:
 
 
 def shortfall_message(spec: Any, s: Any) -> str:
+    """No instance holds the job's model: the largest configuration tried, what is missing, whether
+    several nodes would hold it (not placed), and what to change."""
+    from .. import gpus
+    from ..placement.explain import MULTI_NODE
+    from ..sizing.fit import smallest_fit
     from ..sizing.report import advice
 
+    gpu = gpus.lookup(s.gpu) if s.gpu else None
+    fit = smallest_fit(spec.model, gpu) if gpu is not None and spec.model is not None else None
+    full_node = gpu is not None and s.gpu_count >= gpu.max_per_node
+    nodes = (f"; it needs {fit.nodes} nodes of {fit.gpus_per_node}x{fit.gpu} ({fit.sharding}), but {MULTI_NODE}"
+             if fit is not None and fit.nodes > 1 else f"; {MULTI_NODE}" if full_node else "")  # fmt: skip
     return (f"{spec.name}: no offer has enough GPU memory; the largest configuration, {s.label}, needs "
-            f"{s.need_gib:.1f} GiB per GPU and has {s.usable_gib:.1f} ({s.need_gib - s.usable_gib:.1f} GiB missing); "
-            f"{advice(spec.model)} (multi-node placement is not supported yet)")  # fmt: skip
+            f"{s.need_gib:.1f} GiB per GPU and has {s.usable_gib:.1f} ({s.need_gib - s.usable_gib:.1f} GiB missing)"
+            f"{nodes}; {advice(spec.model, more_gpus=not full_node)}")  # fmt: skip
 
 
 def _no_candidate_message(spec: Any, p: Any) -> str:
-    if p.shortfall is not None and all(r.reason.startswith(("needs ", "no GPU")) for r in p.rejected):
+    from ..placement.explain import beyond_one_node
+
+    over = beyond_one_node(spec)
+    if over is not None:
+        return over
+    if p.shortfall is not None and not any(r.filtered for r in p.rejected):
         return shortfall_message(spec, p.shortfall)
     reasons: dict[str, int] = {}
     for r in p.rejected:
@@ -192,11 +208,12 @@ def plan(
     if json_out:
         emit_json({"job": spec.name, "candidates": [_candidate_dict(c) for c in result.candidates], "rejected": rejected})
         return
-    typer.echo(f"{'provider':<8} {'zone':<18} {'instance':<16} {'gpu':<13} {'market':<9} {'$/h':>8} {'hours':>7} {'est. $':>9}")
+    w = max([16, *(len(c.offer.instance_type) for c in result.candidates)])
+    typer.echo(f"{'provider':<8} {'zone':<18} {'instance':<{w}} {'gpu':<13} {'market':<9} {'$/h':>8} {'hours':>7} {'est. $':>9}")
     for c in result.candidates:
         o = c.offer
         gpu_s = f"{o.gpu_count}x{o.gpu}" if o.gpu else "-"
-        typer.echo(f"{o.provider:<8} {o.zone:<18} {o.instance_type:<16} {gpu_s:<13} {'spot' if c.spot else 'on-demand':<9} "
+        typer.echo(f"{o.provider:<8} {o.zone:<18} {o.instance_type:<{w}} {gpu_s:<13} {'spot' if c.spot else 'on-demand':<9} "
                    f"{c.price_per_hour:>8.3f} {c.est_finish_hours:>7.2f} {c.est_cost:>9.2f}")  # fmt: skip
     for r in rejected:
         typer.echo(f"rejected {r['provider']} {r['instance_type']} ({r['offers']} offer(s)): {r['reason']}")

@@ -25,6 +25,7 @@ class Rejection:
     gpu_count: int
     offers: int
     reason: str
+    filtered: bool = False  # by the job's own restrictions (provider, region, volume zone, market, price, avoid)
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ def rejections(spec: JobSpec, idx: OfferIndex, volume_zone: str | None, refused:
         if ci in placed:
             continue
         reason = refused[ci].reason if ci in refused else None
+        filtered = reason is None
         alive = list(range(c.start, c.stop))
         for why, keep in filters if reason is None else ():
             alive = [r for r in alive if keep(r)]
@@ -76,7 +78,7 @@ def rejections(spec: JobSpec, idx: OfferIndex, volume_zone: str | None, refused:
                 reason = f"above max_price_per_hour ${cap:g}/h (cheapest ${min(prices):.2f}/h)"
             else:
                 reason = "avoided (recent preemption, capacity or quota trouble)"
-        out.append(Rejection(c.provider, c.instance_type, c.gpu, c.gpu_count, c.stop - c.start, reason))
+        out.append(Rejection(c.provider, c.instance_type, c.gpu, c.gpu_count, c.stop - c.start, reason, filtered))
     return out
 
 
@@ -86,3 +88,40 @@ def shortfall(idx: OfferIndex, refused: dict[int, Refusal]) -> Shortfall | None:
         return None
     c, r = max(short, key=lambda cr: (cr[0].gpu_count * (cr[1].usable_gib or 0), -(cr[1].need_gib or 0)))
     return Shortfall(c.label, c.gpu, c.gpu_count, r.need_gib or 0.0, r.usable_gib or 0.0)
+
+
+MULTI_NODE = "gpuorch places a job on one instance (multi-node placement is not supported yet)"
+
+
+def beyond_one_node(spec: JobSpec) -> str | None:
+    """Why ``resources.gpu`` asks for more GPUs than any one instance of that model has, or None."""
+    from .. import gpus
+
+    req = spec.resources.gpu
+    if req is None:
+        return None
+    table = [g for g in gpus.GPUS if req.name is None or gpus.family(g.name) == gpus.family(req.name)]
+    most = max(g.max_per_node for g in table)
+    if req.count <= most:
+        return None
+    return (f"{spec.name}: resources.gpu asks for {req.count} {req.name or 'GPUs'} on one instance; no instance has "
+            f"more than {most}, and {MULTI_NODE}: ask for at most {most} GPUs, or use a model: block to size the job")
+
+
+def no_single_instance(spec: JobSpec) -> str | None:
+    """Why no instance of any GPU model gpuorch knows could hold the job, whatever the catalog (a
+    job placement could never start), or None. Needs no offers: the API server and a remote
+    ``submit`` use it; with a catalog, ``plan`` gives a more precise message."""
+    over = beyond_one_node(spec)
+    if over is not None or spec.model is None:
+        return over
+    from ..sizing.fit import smallest_fits
+    from ..sizing.report import advice
+
+    fits = smallest_fits(spec.model)
+    if any(f.nodes == 1 for f in fits):
+        return None
+    smallest = (f"the smallest configuration is {fits[0].nodes} nodes of {fits[0].gpus_per_node}x{fits[0].gpu} "
+                f"({fits[0].sharding})" if fits else "no configuration of up to 16 nodes holds it")
+    return (f"{spec.name}: no single instance of any GPU model holds this model ({smallest}); {MULTI_NODE}; "
+            f"{advice(spec.model, more_gpus=False)}")

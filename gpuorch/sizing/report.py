@@ -12,8 +12,8 @@ from .runtime import estimate_hours
 from .workload import Workload
 
 
-def advice(w: Workload) -> str:
-    """What usually makes a job fit, most effective first."""
+def advice(w: Workload, more_gpus: bool = True) -> str:
+    """What usually makes a job fit, most effective first (``more_gpus``: also suggest more GPUs)."""
     tips = []
     if w.method == "full":
         tips.append("method qlora or lora")
@@ -23,7 +23,8 @@ def advice(w: Workload) -> str:
         tips.append("gradient checkpointing")
     if w.seq_len * w.micro_batch > 2048:
         tips.append("a shorter seq_len or micro_batch")
-    tips.append("more GPUs")
+    if more_gpus or not tips:
+        tips.append("more GPUs")
     return "try " + ", ".join(tips[:-1]) + (" or " if len(tips) > 1 else "") + tips[-1]
 
 

@@ -169,3 +169,18 @@ def _healthy(url: str) -> bool:
             return r.status == 200
     except OSError:
         return False
+
+
+@pytest.mark.parametrize("body, message", [
+    ("resources: {gpu: 'H100:16'}", "asks for 16 H100 on one instance; no instance has more than 8"),
+    ("model: {params: 400B, method: full}", "no single instance of any GPU model holds this model"),
+])
+def test_a_job_no_single_instance_can_hold_is_refused_remotely(api, token, remote, tmp_path, body, message):
+    spec = tmp_path / "multi.yaml"
+    spec.write_text(f"name: multi\nrun: x\n{body}\n")
+    r = remote("submit", str(spec))
+    assert r.exit_code == 2 and message in r.output and "multi-node placement is not supported yet" in r.output
+    with pytest.raises(RemoteRefused) as there:  # the server refuses it too, for any client
+        Client(api.url, token).submit_raw(yaml.safe_load(spec.read_text()), str(spec), None)
+    assert message in str(there.value)
+    assert json.loads(remote("status", "--json").output) == []

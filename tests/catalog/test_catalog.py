@@ -26,7 +26,7 @@ def csv_rows(*lines: str, header: str = HEADER) -> list[catalog.OfferRow]:
 def test_snapshot_loads_typed_offers_and_caches_them():
     offers = load_offers()
     assert len(offers) > 300 and all(isinstance(o, Offer) for o in offers)
-    assert {o.provider for o in offers} == {"aws", "gcp"}
+    assert {o.provider for o in offers} == {"aws", "gcp", "azure"}
     assert {o.gpu for o in offers} >= {"A10G", "L4", "L40S", "A100", "A100-80GB", "H100"}
     assert all(o.price_per_hour > 0 and o.gpu_count >= 1 for o in offers)
     again = load_offers()
@@ -35,7 +35,8 @@ def test_snapshot_loads_typed_offers_and_caches_them():
 
 def test_snapshot_rows_follow_the_provider_billing_and_families():
     rows = load_rows()
-    assert all((r.billing_granularity_s, r.min_billing_s) == (1, 60) for r in rows)
+    assert all((r.billing_granularity_s, r.min_billing_s) == (1, 60) for r in rows if r.provider != "azure")
+    assert all((r.billing_granularity_s, r.min_billing_s) == (1, 300) for r in rows if r.provider == "azure")
     p4d = next(r for r in rows if r.instance_type == "p4d.24xlarge")
     assert (p4d.gpu, p4d.gpu_count, p4d.gpu_memory_gib, p4d.interconnect) == ("A100", 8, 40.0, "nvlink")
     assert next(r for r in rows if r.instance_type == "g5.xlarge").interconnect is None
@@ -48,6 +49,40 @@ def test_gcp_gpu_vm_price_is_host_plus_gpus():
     # host 0.73948 + A100 2.93391 on demand; spot 0.36975 + 1.4341 (catalog-sample, us-central1-a)
     assert a2.price_per_hour == pytest.approx(0.73948 + 2.93391)
     assert a2.spot_price_per_hour == pytest.approx(0.36975 + 1.4341)
+
+
+def test_snapshot_has_azure_gpu_families_with_sane_prices():
+    azure = [r for r in load_rows() if r.provider == "azure"]
+    by_type = {r.instance_type: r for r in azure}
+    assert {r.gpu for r in azure} == {"T4", "A10", "A100", "A100-80GB", "H100", "H100-PCIE"}
+    assert len({r.region for r in azure}) >= 5 and all(r.zone == r.region for r in azure)
+    for r in azure:  # list prices per GPU-hour in a plausible band; spot below on demand
+        assert 0.3 <= r.price_per_hour / r.gpu_count <= 20, r
+        assert r.spot_price_per_hour is None or 0 < r.spot_price_per_hour < r.price_per_hour, r
+    nd = by_type["Standard_ND96isr_H100_v5"]  # the source says 12 GPUs; Azure documents 8
+    assert (nd.gpu, nd.gpu_count, nd.interconnect, nd.spot_price_per_hour) == ("H100", 8, "nvlink", None)
+    assert by_type["Standard_NC80adis_H100_v5"][4:6] == ("H100-PCIE", 2)
+    assert by_type["Standard_NC96ads_A100_v4"].interconnect == "pcie"
+    assert by_type["Standard_ND96amsr_A100_v4"].interconnect == "nvlink"
+    eastus = next(r for r in azure if r.instance_type == "Standard_NC24ads_A100_v4" and r.region == "eastus")
+    # sources/azure-vms.csv, copied from skypilot-catalog catalogs/v6/azure/vms.csv @ 098741e7
+    assert (eastus.price_per_hour, eastus.spot_price_per_hour) == (3.673, 0.444433)
+
+
+def test_azure_rows_trace_to_the_committed_source():
+    import csv
+
+    from gpuorch.catalog.snapshot import AZURE_SLICE, azure_rows
+
+    with AZURE_SLICE.open(newline="") as f:
+        source = {(r["InstanceType"], r["Region"]): r for r in csv.DictReader(f)}
+    shipped = [r for r in load_rows() if r.provider == "azure"]
+    assert shipped == azure_rows(AZURE_SLICE)
+    assert {(r.instance_type, r.region) for r in shipped} == set(source)
+    for r in shipped:
+        raw = source[(r.instance_type, r.region)]
+        assert r.price_per_hour == float(raw["Price"]) and (r.vcpus, r.memory_gib) == (float(raw["vCPUs"]), float(raw["MemoryGiB"]))
+        assert r.spot_price_per_hour in (None, float(raw["SpotPrice"]))
 
 
 @pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="the public data slice is not checked out next to the repo")
@@ -72,7 +107,7 @@ def test_csv_with_extra_columns_empty_spot_and_defaults():
 
 def test_csv_round_trip():
     rows = csv_rows("azure,eastus,eastus-1,Standard_ND96isr_H100_v5,H100,8,80,96,1900,98.32,,nvswitch,,")
-    assert rows[0].interconnect == "nvlink" and rows[0].billing_granularity_s == 60
+    assert rows[0].interconnect == "nvlink" and (rows[0].billing_granularity_s, rows[0].min_billing_s) == (1, 300)
     out = io.StringIO()
     write_csv(rows, out)
     assert parse_csv(io.StringIO(out.getvalue()), "again") == rows
@@ -140,7 +175,7 @@ def test_families():
 @pytest.mark.parametrize(
     "provider, seconds, billed",
     [("aws", 0, 0), ("aws", 30, 60), ("aws", 60.2, 61), ("gcp", 59, 60), ("gcp", 3601, 3601),
-     ("azure", 61, 120), ("azure", 30, 60), ("nimbus", 10, 3600), ("nimbus", 3601, 7200), ("local", 5, 5)],
+     ("azure", 61, 300), ("azure", 300.5, 301), ("azure", 3601, 3601), ("nimbus", 10, 3600), ("nimbus", 3601, 7200), ("local", 5, 5)],
 )  # fmt: skip
 def test_billed_seconds(provider, seconds, billed):
     assert billing.billed_seconds(provider, seconds) == billed
@@ -151,5 +186,5 @@ def test_billing_from_an_offer_arrays_and_cost():
     assert billing.billed_seconds(offer, 3601) == 7200
     assert billing.cost(offer, 1800, 2.0) == 2.0
     assert billing.cost("aws", 1800, 2.0) == 1.0
-    arr = billing.rule_for("azure").billed(np.array([0.0, 1.0, 60.0, 61.0]))
-    assert arr.tolist() == [0, 60, 60, 120]
+    arr = billing.rule_for("azure").billed(np.array([0.0, 1.0, 300.0, 301.5]))
+    assert arr.tolist() == [0, 300, 300, 302]

@@ -85,6 +85,19 @@ def test_submit_refuses_a_job_no_gpu_configuration_can_hold(tmp_path):
     assert json.loads(cli("status", "--json").output) == []
 
 
+@pytest.mark.parametrize("body, message", [
+    ("resources: {gpu: 'H100:16'}", "asks for 16 H100 on one instance; no instance has more than 8"),
+    ("model: {params: 70B, method: full}", "it needs 5 nodes of 8xA100-80GB (zero3)"),
+])
+def test_submit_refuses_a_job_only_several_nodes_could_hold(tmp_path, body, message):
+    p = tmp_path / "multi.yaml"
+    p.write_text(f"name: multi\nrun: python train.py\n{body}\n")
+    r = cli("submit", str(p))
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert message in r.output and "multi-node placement is not supported yet" in r.output
+    assert json.loads(cli("status", "--json").output) == []
+
+
 def test_submit_derives_the_gpu_from_a_model_block_with_the_planner(tmp_path):
     p = tmp_path / "ft.yaml"
     p.write_text("name: ft\nrun: python train.py\nmodel: {params: 8B, method: qlora, seq_len: 2048}\n")

@@ -44,22 +44,34 @@ def test_the_module_is_found_after_the_global_options(argv, module):
     assert command_module(argv) == module
 
 
-def _run(*args: str, env_home) -> subprocess.CompletedProcess[str]:
+def _run(*args: str, env_home, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     code = ("import sys; sys.argv = ['gpuorch', *sys.argv[1:]]\n"
             "from gpuorch.console import main\n"
             "try:\n    main()\n"
             "except SystemExit as e:\n    code = e.code\n"
             "else:\n    code = 0\n"
             "print(sorted(m for m in sys.modules if m.startswith('gpuorch.cli.') or m in ('sqlalchemy', 'sqlmodel')))\n"
+            "print(sorted(m for m in sys.modules if m in ('yaml', 'gpuorch.config', 'gpuorch.provider', 'numpy')))\n"
             "sys.exit(code)")
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          env={"GPUORCH_HOME": str(env_home), "PATH": "/usr/bin:/bin"})
+                          env={"GPUORCH_HOME": str(env_home), "PATH": "/usr/bin:/bin", **(extra or {})})
 
 
 def test_the_script_imports_only_the_module_of_the_command(tmp_path):
     r = _run("offers", "--json", env_home=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[-1] == "['gpuorch.cli.app', 'gpuorch.cli.planning']"
+    assert r.stdout.splitlines()[-2:] == ["['gpuorch.cli.app', 'gpuorch.cli.planning']", "[]"]
+
+
+def test_status_json_reads_the_store_without_yaml_config_model_or_orm(tmp_path):
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "CONFIGURATION_DIRECTORY": str(tmp_path / "etc")}
+    assert _run("status", "--json", env_home=tmp_path, extra=env).returncode == 0  # creates the empty store
+    r = _run("status", "--json", env_home=tmp_path, extra=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-3:] == ["[]", "['gpuorch.cli.app', 'gpuorch.cli.jobs']", "[]"]
+    (tmp_path / "config.yaml").write_text("poll_s: 1\n")  # a config file: read and validated as before
+    r = _run("status", "--json", env_home=tmp_path, extra=env)
+    assert r.returncode == 0 and r.stdout.splitlines()[-1] == "['gpuorch.config', 'yaml']"
 
 
 def test_help_lists_every_command(tmp_path):

@@ -157,3 +157,33 @@ def test_the_global_config_selects_the_database(tmp_path):
     assert json.loads(runner.invoke(app, ["status", "--json"]).output) == []  # the default database is untouched
     r = runner.invoke(app, ["status", "--json"], env={"GPUORCH_CONFIG": str(cfg)})
     assert len(json.loads(r.output)) == 1
+
+
+# -- the quick store location of read-only commands ---------------------------------------------
+def test_store_location_is_what_load_gives_when_nothing_else_is_configured(_isolated_home, monkeypatch):
+    from gpuorch.config_sources import store_location
+
+    c = load().config
+    assert store_location() == (c.home, c.url) == (_isolated_home, f"sqlite:///{_isolated_home / 'state.db'}")
+    monkeypatch.setenv("GPUORCH_DATABASE_URL", "postgresql://db/gpuorch")
+    monkeypatch.setenv("GPUORCH_SERVER", "")  # empty: unset
+    c = load().config
+    assert store_location() == (c.home, c.url) == (_isolated_home, "postgresql://db/gpuorch")
+
+
+@pytest.mark.parametrize("which", ["system", "user", "state"])
+def test_store_location_defers_to_load_when_a_file_exists(files, which):
+    from gpuorch.config_sources import store_location
+
+    files(which, "")
+    assert store_location() is None
+
+
+def test_store_location_defers_to_load_for_config_and_other_variables(_isolated_home, monkeypatch, tmp_path):
+    from gpuorch.config_sources import store_location
+
+    assert store_location(tmp_path / "c.yaml") is None
+    monkeypatch.setenv("GPUORCH_POLL_S", "0")
+    assert store_location() is None
+    r = runner.invoke(app, ["status", "--json"])  # the bad variable still fails status, as before
+    assert r.exit_code == 2 and "GPUORCH_POLL_S: poll_s: Input should be greater than 0" in r.output

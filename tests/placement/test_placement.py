@@ -100,6 +100,18 @@ def test_equal_cost_goes_to_the_earlier_finish(offer, job):
     assert ranked[0].est_finish_hours < ranked[1].est_finish_hours
 
 
+def test_azure_offers_compete_on_expected_cost(offer, job):
+    spec = job(resources={"gpu": "A100:80GB:4"}, spot_policy="on-demand")
+    offers = [
+        offer("p4de.24xlarge", "A100-80GB", 27.45, count=8, link="nvlink"),
+        offer("Standard_NC96ads_A100_v4", "A100-80GB", 14.692, count=4, link="pcie", provider="azure", minimum=300),
+        offer("a2-ultragpu-4g", "A100-80GB", 20.0, count=4, link="nvlink", provider="gcp"),
+    ]
+    ranked = candidates(spec, offers)
+    assert [c.offer.provider for c in ranked] == ["azure", "gcp", "aws"]
+    assert ranked[0].est_cost == pytest.approx(14.692 * (3600 + 480) / 3600)
+
+
 def test_volume_zone_constraint_holds(offer, job):
     offers = [offer("g", "L4", 0.5, zone="z1"), offer("g", "L4", 0.9, zone="z2"), offer("h", "A10G", 0.4, zone="z3")]
     spec = job(resources={"gpu": "24GB+"})
@@ -189,3 +201,15 @@ def test_daemon_facing_api_is_backward_compatible(offer, job):
     cands = candidates(job(), [o], None)
     assert all(isinstance(c, Candidate) for c in cands) and cands[0].price_per_hour == 0.4
     assert candidates(job(), []) == []
+
+
+def test_no_single_instance_needs_no_catalog(job):
+    from gpuorch.placement.explain import no_single_instance
+
+    assert no_single_instance(job(resources={"gpu": "A100:16"})) is None  # a2-megagpu-16g has 16
+    assert "no instance has more than 8" in no_single_instance(job(resources={"gpu": "H100:9"}))
+    assert no_single_instance(job(model={"params": "13B", "method": "full"})) is None  # one 8-GPU node holds it
+    line = no_single_instance(job(model={"params": "70B", "method": "full"}))
+    assert "the smallest configuration is 2 nodes of 8xH200 (zero3)" in line and "qlora" in line
+    assert "more GPUs" not in line
+    assert "no configuration of up to 16 nodes" in no_single_instance(job(model={"params": "5T", "method": "full"}))
