@@ -4,8 +4,10 @@ Several daemons share one PostgreSQL store; each job is worked on by at most one
 A lease is ``(lease_owner, lease_expires)`` on the ``job`` row. The rules (docs/ha.md argues
 them through):
 
-- ``claim`` takes jobs that need attention and are free, expired or already ours, renewing ours,
-  in one writing transaction whose candidate rows are locked ``FOR UPDATE SKIP LOCKED``.
+- ``claim`` takes jobs that need attention and are free, expired or already ours, renewing ours
+  once less than ``RENEW_WHEN_LEFT`` of the lease is left, in one writing transaction whose
+  candidate rows are locked ``FOR UPDATE SKIP LOCKED``. When there is nothing to take or renew
+  (most passes), it only reads: no write lock, no row written.
 - Every write a daemon makes on a job locks the job's row and checks that the lease is still
   ours and unexpired (``held``), so nothing a deposed daemon decided is ever committed after
   another daemon's claim.
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_, update
+from sqlalchemy import and_, or_, update
 from sqlmodel import select
 
 from .. import events
@@ -28,6 +30,7 @@ from ..store import Store
 from ..store.models import Attempt, AttemptStatus, Job, JobStatus
 
 TERMINAL = [s.value for s in JobStatus if s.terminal]
+RENEW_WHEN_LEFT = 2 / 3  # a held lease is renewed once less than this share of it is left
 
 
 class LeaseLost(Exception):
@@ -43,7 +46,7 @@ class Leases:
                 and job.lease_expires > now)
 
     def claim(self, now: datetime, last_pass_at: datetime | None = None) -> list[Job]:
-        """Lease every job that needs attention and is free, expired or ours (renewing ours).
+        """Lease every job that needs attention and is free, expired or ours (renewing ours when due).
 
         Candidate rows are locked ``FOR UPDATE SKIP LOCKED`` on PostgreSQL (SQLite's BEGIN
         IMMEDIATE serialises all writers anyway): a row another daemon is writing right now stays
@@ -55,11 +58,21 @@ class Leases:
         """
         busy = select(Attempt.job_id).where(Attempt.status != AttemptStatus.ENDED)
         wanted = or_(Job.status.not_in(TERMINAL), Job.id.in_(busy))  # type: ignore[attr-defined,union-attr]
-        free = or_(Job.lease_owner.is_(None), Job.lease_owner == self.owner,  # type: ignore[union-attr]
-                   Job.lease_expires < now)  # type: ignore[operator]
+        due = now + timedelta(seconds=self.lease_s * RENEW_WHEN_LEFT)
+        free = or_(Job.lease_owner.is_(None), Job.lease_expires < now,  # type: ignore[union-attr,operator]
+                   and_(Job.lease_owner == self.owner, Job.lease_expires < due))  # type: ignore[operator]
+        with self.store.read() as s:  # the usual pass: nothing to take or renew, no write lock
+            due_any = s.exec(select(Job.id).where(wanted).where(free).limit(1)).first()  # type: ignore[call-overload]
+        if due_any is not None:
+            self._take(select(Job.id, Job.lease_owner, Job.lease_expires).where(wanted).where(free),  # type: ignore[call-overload]
+                       now, last_pass_at)
+        with self.store.read() as s:  # also ours: rows we hold that someone had locked just now
+            return list(s.exec(select(Job).where(Job.lease_owner == self.owner).where(Job.lease_expires > now)  # type: ignore[operator]
+                               .where(wanted).order_by(Job.id)))  # type: ignore[arg-type]
+
+    def _take(self, candidates, now: datetime, last_pass_at: datetime | None) -> None:  # type: ignore[no-untyped-def]
         with self.store.write() as s:
-            rows = s.exec(select(Job.id, Job.lease_owner, Job.lease_expires).where(wanted).where(free)  # type: ignore[call-overload]
-                          .order_by(Job.id).with_for_update(skip_locked=True, of=Job)).all()
+            rows = s.exec(candidates.order_by(Job.id).with_for_update(skip_locked=True, of=Job)).all()
             if rows:
                 s.exec(update(Job).where(Job.id.in_([r[0] for r in rows]))  # type: ignore[union-attr]
                        .values(lease_owner=self.owner, lease_expires=now + timedelta(seconds=self.lease_s)))
@@ -68,9 +81,6 @@ class Leases:
                     events.record(s, now, "lease_taken_over", f"{self.owner} took over from {previous}, whose lease "
                                   f"expired at {expired:%H:%M:%S}", job_id=job_id, previous_owner=previous,
                                   owner=self.owner, expired_at=expired, last_pass_at=last_pass_at)
-        with self.store.read() as s:  # also ours: rows we hold that someone had locked just now
-            return list(s.exec(select(Job).where(Job.lease_owner == self.owner).where(Job.lease_expires > now)  # type: ignore[operator]
-                               .where(wanted).order_by(Job.id)))  # type: ignore[arg-type]
 
     def renew(self, now: datetime) -> None:
         """Extend the unexpired leases this daemon holds, so a long pass does not outlive them.
