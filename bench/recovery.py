@@ -1,6 +1,6 @@
 """Recovery: how fast the daemon reacts, how much work a preemption costs, what 1,000 jobs cost.
 
-    python bench/recovery.py [--jobs 1000] [--window 30] [--notices 16] [--trials 40] [--seed 0]
+    python bench/recovery.py [--jobs 1000] [--window 30] [--notices 16] [--trials 30] [--seed 0]
 
 Three measurements, all with the real reconciler on a real SQLite store:
 
@@ -21,7 +21,8 @@ Three measurements, all with the real reconciler on a real SQLite store:
    poll, up to one poll interval).
 3. **Lost work**, with a fake clock (hours of work in seconds): ``--trials`` jobs on the
    FakeProvider, whose scripted jobs checkpoint every 10 minutes of work and take a final
-   checkpoint 21.3 s after a notice (off the 2 s poll grid), are each preempted once at a random time between 10 minutes
+   checkpoint 21.3 s after a notice (off the 2 s poll grid), are each preempted once at a
+   random time between 10 minutes
    and 2 hours into their run; half with a 120 s notice (AWS), half without. Passes run every
    2 s of fake time. Lost work is what the daemon records on the attempt: from the last durable
    checkpoint to the kill.
@@ -262,7 +263,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--window", type=float, default=30.0)
     ap.add_argument("--notices", type=int, default=16)
-    ap.add_argument("--trials", type=int, default=40)
+    ap.add_argument("--trials", type=int, default=30)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     rng = random.Random(args.seed)

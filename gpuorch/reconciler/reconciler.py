@@ -7,7 +7,8 @@ lease (``leases.py``), so a restarted or second daemon never double-acts. Nothin
 
 A pass costs little when nothing changes, so one daemon keeps a thousand running jobs on a few
 percent of a core (docs/benchmarks.md): leases are claimed and renewed in bulk and only when due,
-instances are listed once per provider, the jobs' attempts are read in one query, parsed specs
+instances are listed once per provider, the jobs' attempts are read in one query (and
+kept, like the job rows, while the job is held and unwritten: ``_held_attempts``), parsed specs
 are cached by job (and spec text), agent heartbeats go out every ``heartbeat_every_s`` rather
 than every pass, and the apply, mirror and orphan steps write (or even read) only what changed.
 
@@ -84,7 +85,9 @@ class Reconciler(Launching, Recording):
         self.money = Money(store, budget or Policy(), self._txn)  # caps, sweeps, prices, metrics
         self.volumes = Volumes(store, self.providers, self._txn)  # spec volume: (docs/aws.md)
         self.mirror = InstanceMirror(store)
-        self._attempts: dict[int, list[Attempt]] = {}  # this pass's batched read, by job id
+        self._attempts: dict[int, list[Attempt]] = {}  # this pass's attempts, by job id
+        self._attempt_cache: dict[int, list[Attempt]] = {}  # kept across passes: see _held_attempts
+        self._job_cache: dict[int, Job] = {}  # job rows kept across passes: see Leases.claim(known=)
         self._specs: dict[int, tuple[str, JobSpec]] = {}  # parsed specs by job id, with their text
         self._heartbeats: dict[tuple[int, int], datetime] = {}  # (job, attempt) -> last heartbeat sent
 
@@ -111,6 +114,21 @@ class Reconciler(Launching, Recording):
                 for row in s.exec(select(Attempt).where(Attempt.job_id.in_(chunk))  # type: ignore[attr-defined]
                                   .order_by(Attempt.job_id, Attempt.number)):  # type: ignore[arg-type]
                     out[row.job_id].append(row)
+        return out
+
+    def _held_attempts(self, claimed: list[Job]) -> dict[int, list[Attempt]]:
+        """The attempts of the jobs held, from the cache where it is good, else in one query.
+
+        Attempt rows are written only by the daemon holding the job's lease, through ``_txn``,
+        which drops the job's cached rows; a job this daemon did not hold without a break since
+        it last read them (``Leases.taken``: free, expired or another daemon's until this claim)
+        is read again. So a cached row is the row in the store.
+        """
+        fresh = self.leases.taken
+        out = {j.id or 0: rows for j in claimed if (rows := self._attempt_cache.get(j.id or 0)) is not None
+               and j.id not in fresh}
+        out.update(self._load_attempts([j.id or 0 for j in claimed if j.id not in out]))
+        self._attempt_cache = dict(out)
         return out
 
     def _spec(self, job: Job) -> JobSpec:
@@ -173,11 +191,12 @@ class Reconciler(Launching, Recording):
         now = self.clock.now()
         # Claim, then observe: observations then postdate every write of a daemon whose lease
         # this pass took over (its writes need an unexpired lease; we took an expired one).
-        claimed = self.leases.claim(now, self._last_pass_at)
+        claimed = self.leases.claim(now, self._last_pass_at, known=self._job_cache)
+        self._job_cache = {j.id or 0: j for j in claimed}
         self._last_pass_at = now
         observed, ok = self._observe()  # before reading attempts: see orphans.py
         crashpoint("pass.observed")
-        self._attempts = self._load_attempts([j.id or 0 for j in claimed])
+        self._attempts = self._held_attempts(claimed)
         live = {(r.provider, r.job_id, r.number) for rows in self._attempts.values() for r in rows
                 if r.status != AttemptStatus.ENDED}
         offers = self._current_offers(now)
@@ -236,6 +255,8 @@ class Reconciler(Launching, Recording):
         The job's row stays locked until commit (``FOR UPDATE``; SQLite: BEGIN IMMEDIATE), so no
         other daemon's claim commits between this check and this write.
         """
+        self._attempt_cache.pop(job_id, None)  # whatever this writes, the next pass reads afresh
+        self._job_cache.pop(job_id, None)
         with self.store.write() as s:
             job = s.get(Job, job_id, with_for_update=True)
             now = self.clock.now()
