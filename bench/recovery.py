@@ -22,8 +22,7 @@ Three measurements, all with the real reconciler on a real SQLite store:
 3. **Lost work**, with a fake clock (hours of work in seconds): ``--trials`` jobs on the
    FakeProvider, whose scripted jobs checkpoint every 10 minutes of work and take a final
    checkpoint 21.3 s after a notice (off the 2 s poll grid), are each preempted once at a
-   random time between 10 minutes
-   and 2 hours into their run; half with a 120 s notice (AWS), half without. Passes run every
+   random time between 10 minutes and 2 hours into their run; half with a 120 s notice (AWS), half without. Passes run every
    2 s of fake time. Lost work is what the daemon records on the attempt: from the last durable
    checkpoint to the kill.
 
