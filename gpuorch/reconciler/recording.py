@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from sqlmodel import Session, select
 
 from .. import events
-from ..runner import RunnerUnavailable
 from ..errors import ProviderError
+from ..runner import RunnerUnavailable
 from ..store.models import Attempt, AttemptStatus, Checkpoint, JobStatus, TerminationReason
 from . import actions as A
 from .agent_config import agent_config
