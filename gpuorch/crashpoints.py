@@ -9,7 +9,8 @@
 draw hits, the point's name is appended to ``$GPUORCH_CRASHPOINTS_LOG`` (if set) and the process
 sends itself SIGKILL: no cleanup, no lease release, no flushed buffers, as a power cut would.
 
-The points the reconciler passes (``gpuorch.reconciler.reconciler``), in order of a pass:
+The points the reconciler passes (``gpuorch.reconciler``: reconciler.py, launching.py,
+recording.py, orphans.py), in order of a pass:
 ``pass.observed``, ``launch.intent`` (attempt row committed, provider not yet called),
 ``launch.called`` (the provider created the instance, nothing recorded yet), ``launch.recorded``,
 ``agent.started``, ``progress.recorded``, ``drain.recorded``, ``terminate.called`` (the instance

@@ -4,8 +4,10 @@ Several daemons share one PostgreSQL store; each job is worked on by at most one
 A lease is ``(lease_owner, lease_expires)`` on the ``job`` row. The rules (docs/ha.md argues
 them through):
 
-- ``claim`` takes jobs that need attention and are free, expired or already ours, renewing ours,
-  in one writing transaction whose candidate rows are locked ``FOR UPDATE SKIP LOCKED``.
+- ``claim`` takes jobs that need attention and are free, expired or already ours, renewing ours
+  once less than ``RENEW_WHEN_LEFT`` of the lease is left, in one writing transaction whose
+  candidate rows are locked ``FOR UPDATE SKIP LOCKED``. When there is nothing to take or renew
+  (most passes), it only reads: no write lock, no row written.
 - Every write a daemon makes on a job locks the job's row and checks that the lease is still
   ours and unexpired (``held``), so nothing a deposed daemon decided is ever committed after
   another daemon's claim.
@@ -18,9 +20,10 @@ them through):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_, update
+from sqlalchemy import and_, or_, update
 from sqlmodel import select
 
 from .. import events
@@ -28,6 +31,7 @@ from ..store import Store
 from ..store.models import Attempt, AttemptStatus, Job, JobStatus
 
 TERMINAL = [s.value for s in JobStatus if s.terminal]
+RENEW_WHEN_LEFT = 2 / 3  # a held lease is renewed once less than this share of it is left
 
 
 class LeaseLost(Exception):
@@ -37,13 +41,17 @@ class LeaseLost(Exception):
 class Leases:
     def __init__(self, store: Store, owner: str, lease_s: float) -> None:
         self.store, self.owner, self.lease_s = store, owner, lease_s
+        # Jobs the last claim took anew (free, expired, or another daemon's), not just renewed:
+        # someone else may have written them since this daemon last looked.
+        self.taken: set[int] = set()
 
     def held(self, job: Job | None, now: datetime) -> bool:
         return (job is not None and job.lease_owner == self.owner and job.lease_expires is not None
                 and job.lease_expires > now)
 
-    def claim(self, now: datetime, last_pass_at: datetime | None = None) -> list[Job]:
-        """Lease every job that needs attention and is free, expired or ours (renewing ours).
+    def claim(self, now: datetime, last_pass_at: datetime | None = None,
+              known: Mapping[int, Job] | None = None) -> list[Job]:
+        """Lease every job that needs attention and is free, expired or ours (renewing ours when due).
 
         Candidate rows are locked ``FOR UPDATE SKIP LOCKED`` on PostgreSQL (SQLite's BEGIN
         IMMEDIATE serialises all writers anyway): a row another daemon is writing right now stays
@@ -52,25 +60,54 @@ class Leases:
         the expiry and ``last_pass_at`` (this daemon's previous pass), so "taken over at the
         first pass after expiry" can be checked. Returns the jobs this daemon holds unexpired
         leases on, by id (an expired one of ours that another daemon is taking right now is not).
+
+        ``known``: job rows the caller read in earlier passes and has not written since; those
+        this daemon held throughout and nobody asked to cancel are returned as they are (with
+        their lease expiry brought up to date) instead of read again.
         """
         busy = select(Attempt.job_id).where(Attempt.status != AttemptStatus.ENDED)
         wanted = or_(Job.status.not_in(TERMINAL), Job.id.in_(busy))  # type: ignore[attr-defined,union-attr]
-        free = or_(Job.lease_owner.is_(None), Job.lease_owner == self.owner,  # type: ignore[union-attr]
-                   Job.lease_expires < now)  # type: ignore[operator]
+        due = now + timedelta(seconds=self.lease_s * RENEW_WHEN_LEFT)
+        free = or_(Job.lease_owner.is_(None), Job.lease_expires < now,  # type: ignore[union-attr,operator]
+                   and_(Job.lease_owner == self.owner, Job.lease_expires < due))  # type: ignore[operator]
+        self.taken = set()
+        with self.store.read() as s:  # the usual pass: nothing to take or renew, no write lock
+            due_any = s.exec(select(Job.id).where(wanted).where(free).limit(1)).first()  # type: ignore[call-overload]
+        if due_any is not None:
+            self._take(select(Job.id, Job.lease_owner, Job.lease_expires).where(wanted).where(free),  # type: ignore[call-overload]
+                       now, last_pass_at)
+        mine = (Job.lease_owner == self.owner, Job.lease_expires > now, wanted)  # type: ignore[operator]
+        with self.store.read() as s:  # also ours: rows we hold that someone had locked just now
+            if known is None:
+                return list(s.exec(select(Job).where(*mine).order_by(Job.id)))  # type: ignore[arg-type]
+            # Rows known from an earlier read are reused unless taken anew or cancelled since
+            # (a user's cancel request is the one write to a held job not made by its holder).
+            light = s.exec(select(Job.id, Job.cancel_requested, Job.lease_expires).where(*mine)  # type: ignore[call-overload]
+                           .order_by(Job.id)).all()
+            stale = [i for i, cancel, _ in light
+                     if i in self.taken or (j := known.get(i)) is None or j.cancel_requested != cancel]
+            read = {j.id: j for k in range(0, len(stale), 500)
+                    for j in s.exec(select(Job).where(Job.id.in_(stale[k:k + 500])))}  # type: ignore[union-attr]
+        jobs = []
+        for i, _, expires in light:
+            job = read.get(i) or known[i]
+            job.lease_expires = expires
+            jobs.append(job)
+        return jobs
+
+    def _take(self, candidates, now: datetime, last_pass_at: datetime | None) -> None:  # type: ignore[no-untyped-def]
         with self.store.write() as s:
-            rows = s.exec(select(Job.id, Job.lease_owner, Job.lease_expires).where(wanted).where(free)  # type: ignore[call-overload]
-                          .order_by(Job.id).with_for_update(skip_locked=True, of=Job)).all()
+            rows = s.exec(candidates.order_by(Job.id).with_for_update(skip_locked=True, of=Job)).all()
             if rows:
                 s.exec(update(Job).where(Job.id.in_([r[0] for r in rows]))  # type: ignore[union-attr]
                        .values(lease_owner=self.owner, lease_expires=now + timedelta(seconds=self.lease_s)))
+            self.taken = {job_id for job_id, previous, expired in rows
+                          if not (previous == self.owner and expired is not None and expired > now)}
             for job_id, previous, expired in rows:
                 if previous not in (None, self.owner):
                     events.record(s, now, "lease_taken_over", f"{self.owner} took over from {previous}, whose lease "
                                   f"expired at {expired:%H:%M:%S}", job_id=job_id, previous_owner=previous,
                                   owner=self.owner, expired_at=expired, last_pass_at=last_pass_at)
-        with self.store.read() as s:  # also ours: rows we hold that someone had locked just now
-            return list(s.exec(select(Job).where(Job.lease_owner == self.owner).where(Job.lease_expires > now)  # type: ignore[operator]
-                               .where(wanted).order_by(Job.id)))  # type: ignore[arg-type]
 
     def renew(self, now: datetime) -> None:
         """Extend the unexpired leases this daemon holds, so a long pass does not outlive them.

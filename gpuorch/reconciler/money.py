@@ -41,6 +41,7 @@ class Money:
     def __init__(self, store: Store, policy: Policy, txn: Txn) -> None:
         self.store, self.policy, self.txn = store, policy, txn
         self._loaded: tuple[Ledger, dict[int, SweepState]] | None = None
+        self._spot: tuple[Sequence[Offer], dict[tuple[str, str, str], float | None]] | None = None
 
     # -- the gate -------------------------------------------------------------------------
     def _applies(self, job: Job, spec: JobSpec) -> bool:
@@ -121,7 +122,9 @@ class Money:
         """Record a new spot price for each live spot attempt whose market's offer moved."""
         if seen_at is None:
             return
-        spot = {(o.provider, o.zone, o.instance_type): o.spot_price_per_hour for o in offers}
+        if self._spot is None or self._spot[0] is not offers:  # once per catalog refresh, not per job
+            self._spot = (offers, {(o.provider, o.zone, o.instance_type): o.spot_price_per_hour for o in offers})
+        spot = self._spot[1]
         moves = [(a.row, p) for a in view.attempts
                  if a.row.spot and a.row.launched_at is not None and a.row.status != AttemptStatus.ENDED
                  if (p := spot.get((a.row.provider, a.row.zone, a.row.instance_type))) is not None

@@ -4,44 +4,53 @@ Intent is recorded before every side effect (an attempt row exists before its la
 every write checks, with the job's row locked, that this daemon still holds the job's unexpired
 lease (``leases.py``), so a restarted or second daemon never double-acts. Nothing here sleeps:
 ``run_pass`` returns how soon it wants to run again.
+
+A pass costs little when nothing changes, so one daemon keeps a thousand running jobs on a few
+percent of a core (docs/benchmarks.md): leases are claimed and renewed in bulk and only when due,
+instances are listed once per provider, the jobs' attempts are read in one query (and
+kept, like the job rows, while the job is held and unwritten: ``_held_attempts``), parsed specs
+are cached by job (and spec text), agent heartbeats go out every ``heartbeat_every_s`` rather
+than every pass, and the apply, mirror and orphan steps write (or even read) only what changed.
+
+The pass's parts: ``observe.py`` (offers, listing), ``launching.py``, ``recording.py`` (agent
+progress, checkpoints, ends), ``orphans.py``, ``mirror.py``, ``money.py``, ``volumes.py``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import socket
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from pathlib import Path
 from threading import Event
 
-from sqlalchemy import func, or_
 from sqlmodel import Session, select
 
 from .. import events
 from ..budget import Policy
 from ..clock import Clock, SystemClock
 from ..crashpoints import crashpoint
-from ..errors import AuthError, NoCapacityError, PermanentError, ProviderError, QuotaError
+from ..errors import ProviderError
 from ..logmirror import LogMirror
 from ..placement import Candidate
-from ..provider import Instance, InstanceState, LaunchRequest, Offer, Provider
+from ..provider import Instance, InstanceState, Offer, Provider
 from ..runner import RunnerUnavailable
 from ..spec import JobSpec
 from ..store import Store
-from ..store.models import Attempt, AttemptStatus, Backoff, Checkpoint, Job, JobStatus, TerminationReason
-from ..store.models import Event as EventRow
-from ..store.models import Instance as InstanceRow
+from ..store.models import Attempt, AttemptStatus, Backoff, Job, JobStatus, TerminationReason
 from . import actions as A
-from .agent_config import agent_config
 from .decide import AttemptView, JobView, Settings, decide
-from .leases import LeaseLost, Leases
+from .launching import Launching, backoff_key
+from .leases import RENEW_WHEN_LEFT, LeaseLost, Leases
+from .mirror import InstanceMirror
 from .money import Money
+from .observe import Key, OfferCache, list_instances
+from .orphans import sweep_orphans
+from .recording import Recording
 from .scheduled import ScheduledStops
 from .volumes import Volumes
 
@@ -49,13 +58,16 @@ log = logging.getLogger("gpuorch.reconciler")
 
 __all__ = ["LeaseLost", "Reconciler", "backoff_key"]
 
-
-def backoff_key(provider: str, region: str = "", instance_type: str = "", spot: bool | None = None) -> str:
-    parts = [provider, region, instance_type] + ([] if spot is None else ["spot" if spot else "on-demand"])
-    return "/".join(p for p in parts if p)
+HEARTBEAT_EVERY_S = 30.0  # at most; and at least four heartbeats per dead-man timeout
+IN_CHUNK = 500  # ids per IN (...) list: well under every database's parameter limit
 
 
-class Reconciler:
+def heartbeat_every_s(settings: Settings) -> float:
+    timeout = settings.heartbeat_timeout_s
+    return min(HEARTBEAT_EVERY_S, timeout / 4) if timeout else HEARTBEAT_EVERY_S
+
+
+class Reconciler(Launching, Recording):
     def __init__(self, store: Store, providers: Mapping[str, Provider], *, clock: Clock | None = None,
                  settings: Settings | None = None, owner: str | None = None, lease_s: float = 60.0,
                  backoff_s: float = 300.0, offers_ttl_s: float = 300.0, logs: LogMirror | None = None,
@@ -68,56 +80,72 @@ class Reconciler:
         self.lease_s, self.backoff_s, self.offers_ttl_s = lease_s, backoff_s, offers_ttl_s
         self.logs = logs
         self._terminated: set[str] = set()
-        self._offers: dict[str, list[Offer]] = {}  # by provider; kept when a refresh fails
-        self._offers_at: dict[str, datetime] = {}
+        self.offers = OfferCache(self.providers, offers_ttl_s)
         self.leases = Leases(store, self.owner, lease_s)
         self._last_pass_at: datetime | None = None
         self.money = Money(store, budget or Policy(), self._txn)  # caps, sweeps, prices, metrics
         self.volumes = Volumes(store, self.providers, self._txn)  # spec volume: (docs/aws.md)
+        self.mirror = InstanceMirror(store)
         self.scheduled_stops = ScheduledStops(store)  # warnings of stops announced far ahead
+        self._attempts: dict[int, list[Attempt]] = {}  # this pass's attempts, by job id
+        self._attempt_cache: dict[int, list[Attempt]] = {}  # kept across passes: see _held_attempts
+        self._job_cache: dict[int, Job] = {}  # job rows kept across passes: see Leases.claim(known=)
+        self._specs: dict[int, tuple[str, JobSpec]] = {}  # parsed specs by job id, with their text
+        self._heartbeats: dict[tuple[int, int], datetime] = {}  # (job, attempt) -> last heartbeat sent
 
     # -- load ------------------------------------------------------------------------------
     def _current_offers(self, now: datetime) -> list[Offer]:
-        """Every provider's offers, refreshed after ``offers_ttl_s``. A provider whose refresh
-        fails keeps its previous offers and is asked again next pass (not after the TTL)."""
-        for name, p in self.providers.items():
-            at = self._offers_at.get(name)
-            if at is not None and (now - at).total_seconds() < self.offers_ttl_s:
-                continue
-            try:
-                self._offers[name], self._offers_at[name] = p.offers(), now
-            except ProviderError as e:
-                log.warning("offers from %s unavailable this pass (keeping %d known): %s", name,
-                            len(self._offers.get(name, [])), e)
-        return [o for offers in self._offers.values() for o in offers]
+        return self.offers.current(now)
 
     def invalidate_offers(self) -> None:
-        self._offers_at.clear()
+        self.offers.invalidate()
 
-    def _observe(self) -> tuple[dict[tuple[str, int, int], Instance], set[str]]:
+    def _observe(self) -> tuple[dict[Key, Instance], set[str]]:
         """Instances of this installation by (provider, job, attempt), and providers listed OK."""
-        found: dict[tuple[str, int, int], Instance] = {}
-        ok: set[str] = set()
-        for name, p in self.providers.items():
-            try:
-                listed = p.list_managed()
-            except ProviderError as e:
-                log.warning("cannot list %s instances this pass: %s", name, e)
-                continue
-            ok.add(name)
-            for inst in listed:
-                if inst.owner == self.store.installation_id and inst.job_id is not None and inst.attempt is not None:
-                    key = (name, inst.job_id, inst.attempt)
-                    if key not in found or inst.state.alive:
-                        found[key] = inst
-        return found, ok
+        return list_instances(self.providers, self.store.installation_id)
 
     def release_leases(self) -> None:
         self.leases.release()
 
-    def _view(self, job: Job, observed: dict[tuple[str, int, int], Instance], ok: set[str]) -> JobView:
+    def _load_attempts(self, job_ids: Sequence[int]) -> dict[int, list[Attempt]]:
+        """Every attempt of these jobs, by job, in number order: one query per ``IN_CHUNK`` jobs."""
+        out: dict[int, list[Attempt]] = {i: [] for i in job_ids}
         with self.store.read() as s:
-            rows = list(s.exec(select(Attempt).where(Attempt.job_id == job.id).order_by(Attempt.number)))  # type: ignore[arg-type]
+            for k in range(0, len(job_ids), IN_CHUNK):
+                chunk = list(job_ids[k:k + IN_CHUNK])
+                for row in s.exec(select(Attempt).where(Attempt.job_id.in_(chunk))  # type: ignore[attr-defined]
+                                  .order_by(Attempt.job_id, Attempt.number)):  # type: ignore[arg-type]
+                    out[row.job_id].append(row)
+        return out
+
+    def _held_attempts(self, claimed: list[Job]) -> dict[int, list[Attempt]]:
+        """The attempts of the jobs held, from the cache where it is good, else in one query.
+
+        Attempt rows are written only by the daemon holding the job's lease, through ``_txn``,
+        which drops the job's cached rows; a job this daemon did not hold without a break since
+        it last read them (``Leases.taken``: free, expired or another daemon's until this claim)
+        is read again. So a cached row is the row in the store.
+        """
+        fresh = self.leases.taken
+        out = {j.id or 0: rows for j in claimed if (rows := self._attempt_cache.get(j.id or 0)) is not None
+               and j.id not in fresh}
+        out.update(self._load_attempts([j.id or 0 for j in claimed if j.id not in out]))
+        self._attempt_cache = dict(out)
+        return out
+
+    def _spec(self, job: Job) -> JobSpec:
+        """The job's parsed spec, parsed again only when its text changed."""
+        cached = self._specs.get(job.id or 0)
+        if cached is not None and cached[0] == job.spec:
+            return cached[1]
+        spec = JobSpec.model_validate_json(job.spec)
+        self._specs[job.id or 0] = (job.spec, spec)
+        return spec
+
+    def _view(self, job: Job, observed: dict[Key, Instance], ok: set[str]) -> JobView:
+        rows = self._attempts.get(job.id or 0)
+        if rows is None:  # not loaded with this pass's batch
+            rows = self._load_attempts([job.id or 0])[job.id or 0]
         views = []
         for row in rows:
             if row.status == AttemptStatus.ENDED:
@@ -140,7 +168,7 @@ class Reconciler:
                 if agent is not None:
                     self.money.collect_metrics(job.id or 0, row, runner, self.clock.now())
             views.append(AttemptView(row, observed=row.provider in ok, instance=inst, agent=agent, reachable=reachable))
-        return JobView(job, JobSpec.model_validate_json(job.spec), views)
+        return JobView(job, self._spec(job), views)
 
     def _avoid(self, now: datetime):  # type: ignore[no-untyped-def]
         with self.store.read() as s:
@@ -165,74 +193,62 @@ class Reconciler:
         now = self.clock.now()
         # Claim, then observe: observations then postdate every write of a daemon whose lease
         # this pass took over (its writes need an unexpired lease; we took an expired one).
-        claimed = self.leases.claim(now, self._last_pass_at)
+        claimed = self.leases.claim(now, self._last_pass_at, known=self._job_cache)
+        self._job_cache = {j.id or 0: j for j in claimed}
         self._last_pass_at = now
-        observed, ok = self._observe()  # before reading attempts: see _sweep_orphans
+        observed, ok = self._observe()  # before reading attempts: see orphans.py
         crashpoint("pass.observed")
         self.scheduled_stops.note(observed, {j.id for j in claimed if j.id is not None}, now)
+        self._attempts = self._held_attempts(claimed)
+        live = {(r.provider, r.job_id, r.number) for rows in self._attempts.values() for r in rows
+                if r.status != AttemptStatus.ENDED}
         offers = self._current_offers(now)
         settings = self.settings
-        if len(self._offers) < len(self.providers):  # a catalog is missing: "no offer" may be a blip
+        if not self.offers.complete:  # a catalog is missing: "no offer" may be a blip
             settings = dataclasses.replace(settings, no_offer_retry_s=settings.poll_s)
         avoid = self._avoid(now)
         requeue = self.settings.no_offer_retry_s
         self._terminated: set[str] = set()  # this pass's terminations; `observed` predates them
         self.money.begin_pass()
-        renewed = now
-        for job in claimed:
-            if stop is not None and stop.is_set():
-                return 0.0  # the leases taken are released by the daemon on its way out
-            if (t := self.clock.now()) - renewed >= timedelta(seconds=self.lease_s / 3):
-                self.leases.renew(t)
-                renewed = t
-            try:
-                view = self._view(job, observed, ok)
-                self.money.track_prices(view, offers, max(self._offers_at.values(), default=None))
-                view = dataclasses.replace(view, gate=self.money.gate(view, now))
-                decision = decide(view, now, offers, avoid=avoid, settings=settings)
-                self._apply(view, decision, observed, now)
-                self.money.after(decision)
-                requeue = min(requeue, decision.requeue_after)
-            except LeaseLost:
-                log.info("job %s: lease lost (expired or taken over); its work this pass is dropped", job.id)
-            except Exception:  # one job's trouble must not stall the others; the next pass retries it
-                log.exception("job %s: reconcile failed", job.id)
-                requeue = min(requeue, self.settings.poll_s)
+        # Leases are renewed (in bulk) once less than RENEW_WHEN_LEFT of them is left.
+        renew_at = min((j.lease_expires for j in claimed if j.lease_expires is not None), default=now) \
+            - timedelta(seconds=self.lease_s * RENEW_WHEN_LEFT)
+        try:
+            for job in claimed:
+                if stop is not None and stop.is_set():
+                    return 0.0  # the leases taken are released by the daemon on its way out
+                if (t := self.clock.now()) >= renew_at:
+                    self.leases.renew(t)
+                    renew_at = t + timedelta(seconds=self.lease_s * (1 - RENEW_WHEN_LEFT))
+                try:
+                    view = self._view(job, observed, ok)
+                    self.money.track_prices(view, offers, self.offers.seen_at)
+                    view = dataclasses.replace(view, gate=self.money.gate(view, now))
+                    decision = decide(view, now, offers, avoid=avoid, settings=settings)
+                    self._apply(view, decision, observed, now)
+                    self.money.after(decision)
+                    requeue = min(requeue, decision.requeue_after)
+                except LeaseLost:
+                    log.info("job %s: lease lost (expired or taken over); its work this pass is dropped", job.id)
+                except Exception:  # one job's trouble must not stall the others; the next pass retries it
+                    log.exception("job %s: reconcile failed", job.id)
+                    requeue = min(requeue, self.settings.poll_s)
+        finally:
+            self._attempts = {}
+        self._forget(claimed, live)
         self.money.finish_sweeps(now)
-        self._sweep_orphans(observed, ok, now)
+        sweep_orphans(self.store, self.providers, self.leases, observed, ok, now, live, self._terminated)
         self.volumes.sweep(ok, now)
-        self._mirror_instances(observed, ok, now)
+        self.mirror.update(observed, ok, self._terminated, now)
         crashpoint("pass.done")
         return max(0.0, requeue)
 
-    def _mirror_instances(self, observed: dict[tuple[str, int, int], Instance], ok: set[str], now: datetime) -> None:
-        """Keep the instance table in step with what the providers report; write only changes."""
-        seen = {(k[0], inst.id): (k, inst) for k, inst in observed.items()}
-        with self.store.read() as s:
-            rows = {(r.provider, r.instance_id): r for r in s.exec(select(InstanceRow).where(or_(
-                InstanceRow.terminated_at.is_(None),  # type: ignore[union-attr]
-                InstanceRow.instance_id.in_([i for _, i in seen]))))}  # type: ignore[attr-defined]
-        changes: list[InstanceRow] = []
-        for key, (k, inst) in seen.items():
-            row = rows.get(key)
-            state = "terminating" if inst.id in self._terminated else inst.state.value
-            if row is None:
-                row = InstanceRow(provider=k[0], instance_id=inst.id, job_id=k[1], attempt=k[2], region=inst.region,
-                                  zone=inst.zone, instance_type=inst.instance_type, spot=inst.spot, state="", first_seen=now)
-            elif row.state == state:
-                continue
-            row.state, row.last_seen = state, now
-            if not inst.state.alive:
-                row.terminated_at = now
-            changes.append(row)
-        for key, row in rows.items():
-            if key not in seen and key[0] in ok and row.terminated_at is None:
-                row.state, row.terminated_at = "gone", now
-                changes.append(row)
-        if changes:
-            with self.store.write() as s:
-                for row in changes:
-                    s.merge(row)
+    def _forget(self, claimed: list[Job], live: set[Key]) -> None:
+        """Drop the caches of jobs and attempts this daemon no longer works on."""
+        held = {j.id for j in claimed}
+        self._specs = {k: v for k, v in self._specs.items() if k in held}
+        alive = {(k[1], k[2]) for k in live}
+        self._heartbeats = {k: v for k, v in self._heartbeats.items() if k in alive}
 
     # -- apply -------------------------------------------------------------------------------
     @contextmanager
@@ -242,6 +258,8 @@ class Reconciler:
         The job's row stays locked until commit (``FOR UPDATE``; SQLite: BEGIN IMMEDIATE), so no
         other daemon's claim commits between this check and this write.
         """
+        self._attempt_cache.pop(job_id, None)  # whatever this writes, the next pass reads afresh
+        self._job_cache.pop(job_id, None)
         with self.store.write() as s:
             job = s.get(Job, job_id, with_for_update=True)
             now = self.clock.now()
@@ -249,6 +267,19 @@ class Reconciler:
                 raise LeaseLost(job_id)
             yield s, job  # type: ignore[misc]
             job.updated_at = self.clock.now()  # type: ignore[union-attr]
+
+    def _heartbeat(self, job_id: int, a: AttemptView) -> None:
+        """Tell the agent the control host is alive (its dead-man switch), every
+        ``heartbeat_every_s``: often enough for the switch, not a file write per job per pass."""
+        key, t = (job_id, a.row.number), self.clock.now()
+        last = self._heartbeats.get(key)
+        if last is not None and (t - last).total_seconds() < heartbeat_every_s(self.settings):
+            return
+        try:
+            self.providers[a.row.provider].runner(a.instance).heartbeat()  # type: ignore[arg-type]
+            self._heartbeats[key] = t
+        except (RunnerUnavailable, ProviderError):
+            pass
 
     def _apply(self, view: JobView, d: A.Decision, observed: dict[tuple[str, int, int], Instance], now: datetime) -> None:
         job_id = view.job.id or 0
@@ -318,212 +349,4 @@ class Reconciler:
                 case A.StopCleanly():
                     self.money.stop_cleanly(self.providers[a.row.provider], view, a, action, now)  # type: ignore[union-attr,arg-type]
                 case A.Heartbeat():
-                    inst = a.instance  # type: ignore[union-attr]
-                    try:
-                        self.providers[a.row.provider].runner(inst).heartbeat()  # type: ignore[union-attr,arg-type]
-                    except (RunnerUnavailable, ProviderError):
-                        pass
-
-    def _launch(self, view: JobView, action: A.Launch, now: datetime) -> None:
-        job_id = view.job.id or 0
-        refused: str | None = None
-        for cand in action.candidates:
-            o = cand.offer
-            with self._txn(job_id) as (s, job):
-                refused = self.money.admit(s, job, view.spec, cand, now)
-                if refused is not None:  # the budget check and the attempt row it admits are one transaction
-                    continue
-                last = s.exec(select(Attempt.number).where(Attempt.job_id == job_id)
-                              .order_by(Attempt.number.desc())).first()  # type: ignore[attr-defined]
-                row = Attempt(job_id=job_id, number=(last or 0) + 1, provider=o.provider, region=o.region, zone=o.zone,
-                              instance_type=o.instance_type, gpu=o.gpu, gpu_count=o.gpu_count, spot=cand.spot,
-                              price_per_hour=cand.price_per_hour, billing_granularity_s=o.billing_granularity_s,
-                              min_billing_s=o.min_billing_s, predecessor=action.predecessor, requested_at=now)
-                s.add(row)
-                job.status = JobStatus.RECOVERING if job.preemptions and job.status == JobStatus.RECOVERING else JobStatus.STARTING
-                market = "spot" if cand.spot else "on-demand"
-                events.record(s, now, "launch_requested",
-                              f"{o.provider} {o.zone} {o.instance_type} {market} at ${cand.price_per_hour:.3f}/h",
-                              job_id=job_id, attempt=row.number)
-            crashpoint("launch.intent")
-            if self._launch_attempt(view, row, now, offer=o):
-                return
-        with self._txn(job_id) as (s, job):
-            job.status, job.message = JobStatus.QUEUED, refused or "no capacity on the candidate offers; will try again"
-
-    def _launch_attempt(self, view: JobView, row: Attempt, now: datetime, offer: Offer | None = None) -> bool:
-        """Call launch for a recorded attempt (idempotent by client token). True if it has an instance."""
-        job_id = view.job.id or 0
-        provider = self.providers.get(row.provider)
-        if provider is None:
-            self._close_attempt(job_id, row, TerminationReason.LAUNCH_FAILED, f"provider {row.provider} is not enabled", now)
-            return False
-        offer = offer or Offer(provider=row.provider, region=row.region, zone=row.zone, instance_type=row.instance_type,
-                               gpu=row.gpu, gpu_count=row.gpu_count, price_per_hour=row.price_per_hour,
-                               spot_price_per_hour=row.price_per_hour if row.spot else None,
-                               billing_granularity_s=row.billing_granularity_s, min_billing_s=row.min_billing_s)
-        req = LaunchRequest(job_id=job_id, attempt=row.number, offer=offer, spot=row.spot,
-                            disk_gib=view.spec.resources.disk, owner=self.store.installation_id,
-                            max_lifetime_s=self.settings.max_lifetime_s)
-        try:
-            inst = provider.launch(req)
-        except (NoCapacityError, QuotaError) as e:
-            kind = "quota" if isinstance(e, QuotaError) else "no capacity"
-            self._close_attempt(job_id, row, TerminationReason.NO_CAPACITY, f"{kind}: {e}", now,
-                                backoff=backoff_key(row.provider, row.region, row.instance_type, row.spot))
-            return False
-        except PermanentError as e:
-            key = row.provider if isinstance(e, AuthError) else backoff_key(row.provider, row.region, row.instance_type, row.spot)
-            self._close_attempt(job_id, row, TerminationReason.LAUNCH_FAILED, f"launch refused: {e}", now,
-                                backoff=key, backoff_s=3600)
-            return False
-        except ProviderError as e:  # TransientError, or an adapter's unclassified error: retry, bounded
-            return self._launch_retry(job_id, row, e, now)
-        crashpoint("launch.called")  # the instance exists and nothing says so yet: tags find it again
-        with self._txn(job_id) as (s, _):
-            r = s.get(Attempt, row.id)
-            r.status, r.instance_id, r.launched_at = AttemptStatus.LAUNCHED, inst.id, now  # type: ignore[union-attr]
-            events.record(s, now, "launched", f"instance {inst.id} ({inst.state.value})", job_id=job_id,
-                          attempt=row.number)
-        crashpoint("launch.recorded")
-        return True
-
-    def _launch_retry(self, job_id: int, row: Attempt, error: ProviderError, now: datetime) -> bool:
-        """A launch that failed transiently stays requested: the next pass repeats the same
-        idempotent call. After ``max_launch_retries`` retries the attempt is closed and its offer
-        class backed off, so the job moves on to another offer; an instance the lost answers may
-        have created is found by its tags and terminated by the orphan sweep. True: keep waiting."""
-        limit = self.settings.max_launch_retries
-        with self._txn(job_id) as (s, _):
-            tries = s.exec(select(func.count()).select_from(EventRow).where(
-                EventRow.job_id == job_id, EventRow.attempt == row.number, EventRow.kind == "launch_retry")).one()
-            if tries < limit:
-                events.record(s, now, "launch_retry", f"launch failed ({type(error).__name__}, retry {tries + 1} of "
-                              f"{limit}): {error}", job_id=job_id, attempt=row.number, code=error.code)
-                return True
-        self._close_attempt(job_id, row, TerminationReason.LAUNCH_FAILED,
-                            f"launch still failing after {limit} retries: {error}", now,
-                            backoff=backoff_key(row.provider, row.region, row.instance_type, row.spot))
-        return False
-
-    def _close_attempt(self, job_id: int, row: Attempt, reason: TerminationReason, message: str, now: datetime,
-                       backoff: str | None = None, backoff_s: float | None = None) -> None:
-        with self._txn(job_id) as (s, _):
-            r = s.get(Attempt, row.id)
-            r.status, r.reason, r.message, r.ended_at = AttemptStatus.ENDED, reason, message, now  # type: ignore[union-attr]
-            if backoff:
-                until = now + timedelta(seconds=backoff_s or self.backoff_s)
-                b = s.get(Backoff, backoff) or Backoff(key=backoff, until=until)
-                b.until, b.reason = until, message
-                s.add(b)
-            events.record(s, now, reason.value, message, job_id=job_id, attempt=row.number)
-
-    def _start_agent(self, view: JobView, a: AttemptView, now: datetime, volume_id: str | None = None) -> None:
-        pred_deadline = None
-        if a.row.predecessor is not None:
-            pred = next((p.row for p in view.attempts if p.row.number == a.row.predecessor), None)
-            if pred is not None and pred.drain_until is not None:
-                pred_deadline = pred.drain_until.timestamp()
-        cfg = agent_config(view.job, view.spec, a.row, predecessor_deadline=pred_deadline,
-                           heartbeat_timeout_s=self.settings.heartbeat_timeout_s, volume_id=volume_id)
-        workdir = Path(view.spec.workdir) if view.spec.workdir else None
-        try:
-            self.providers[a.row.provider].runner(a.instance).start(cfg, workdir)  # type: ignore[arg-type]
-        except (RunnerUnavailable, ProviderError) as e:
-            log.info("job %s attempt %s: runner not ready: %s", view.job.id, a.row.number, e)
-
-    def _progress(self, job_id: int, a: AttemptView, st, now: datetime) -> None:  # type: ignore[no-untyped-def]
-        """Write only what changed: most polls of a running job change nothing."""
-        row = a.row
-        became_running = row.status == AttemptStatus.LAUNCHED and st.state != "starting"
-        new_ckpt = bool(st.uploaded) and st.uploaded[-1] != row.last_checkpoint
-        # The agent may be seen first while still restoring: what it resumed from comes later.
-        restored = not became_running and st.restored_from is not None and row.resumed_from is None
-        if not (became_running or new_ckpt or restored):
-            return
-        with self._txn(job_id) as (s, job):
-            r = s.get(Attempt, row.id)
-            if restored:
-                r.resumed_from = st.restored_from  # type: ignore[union-attr]
-                events.record(s, now, "restored", f"resumed from checkpoint {st.restored_from}", job_id=job_id,
-                              attempt=row.number)
-            if became_running:
-                r.status, r.started_at, r.resumed_from = AttemptStatus.RUNNING, now, st.restored_from  # type: ignore[union-attr]
-                job.status, job.message = JobStatus.RUNNING, None
-                how = f"resumed from checkpoint {st.restored_from}" if st.restored_from else "started fresh"
-                events.record(s, now, "running", f"agent up on {r.instance_id}, {how}", job_id=job_id,  # type: ignore[union-attr]
-                              attempt=row.number)
-            if new_ckpt:
-                self._record_checkpoints(s, job_id, r, st, now)  # type: ignore[arg-type]
-
-    def _record_checkpoints(self, s: Session, job_id: int, r: Attempt, st, now: datetime) -> None:  # type: ignore[no-untyped-def]
-        known = set(s.exec(select(Checkpoint.name).where(Checkpoint.job_id == job_id)))
-        for name in st.uploaded:
-            if name in known:
-                continue
-            known.add(name)  # an agent may list a name twice (a checkpoint whose COMPLETE changed)
-            last = name == st.last_checkpoint
-            completed = datetime.fromtimestamp(st.last_checkpoint_at, now.tzinfo) if last and st.last_checkpoint_at else None
-            s.add(Checkpoint(job_id=job_id, attempt=r.number, name=name, recorded_at=now, completed_at=completed,
-                             step=st.last_checkpoint_step if last else None, final=name == st.final_checkpoint))
-            events.record(s, now, "checkpoint", f"checkpoint {name} durable" + (" (final, on notice)" if name == st.final_checkpoint else ""),
-                          job_id=job_id, attempt=r.number)
-        if st.last_checkpoint:
-            r.last_checkpoint = st.last_checkpoint
-            if st.last_checkpoint_at:
-                r.last_checkpoint_at = datetime.fromtimestamp(st.last_checkpoint_at, now.tzinfo)
-
-    def _end(self, view: JobView, a: AttemptView, end: A.End, now: datetime) -> None:
-        job_id = view.job.id or 0
-        with self._txn(job_id) as (s, job):
-            r = s.get(Attempt, a.row.id)
-            assert r is not None
-            was_draining = r.status == AttemptStatus.DRAINING
-            if end.status is not None and end.status.uploaded and end.status.uploaded[-1] != r.last_checkpoint:
-                self._record_checkpoints(s, job_id, r, end.status, now)
-            if end.status is not None and r.resumed_from is None:
-                r.resumed_from = end.status.restored_from
-            r.status, r.ended_at, r.message = AttemptStatus.ENDED, now, end.message
-            r.reason = (r.reason or TerminationReason.PREEMPTED) if was_draining else end.reason
-            r.exit_code, r.lost_work_s = end.exit_code, end.lost_work_s
-            if not was_draining:
-                if end.reason.counts_as == "preemption":
-                    job.preemptions += 1
-                elif end.reason.counts_as == "failure":
-                    job.failures += 1
-                if end.exit_code is not None:
-                    job.exit_code = end.exit_code
-                if end.result is not None:
-                    job.result = json.dumps(end.result)
-            lost = f"; lost work {end.lost_work_s:.0f}s" if end.lost_work_s is not None else ""
-            events.record(s, now, "attempt_ended", f"{r.reason.value}: {end.message}{lost}", job_id=job_id,
-                          attempt=r.number, reason=r.reason.value, lost_work_s=end.lost_work_s)
-            volume_job = job if view.spec.volume is not None else None
-        if volume_job is not None:
-            self.volumes.detach(volume_job, a.row.instance_id)
-
-    def _sweep_orphans(self, observed: dict[tuple[str, int, int], Instance], ok: set[str], now: datetime) -> None:
-        """Terminate live instances of this installation that no unfinished attempt owns.
-
-        ``observed`` was listed before the attempts are read here, and an attempt row is always
-        committed before its launch call, so an instance launched this pass, by this daemon or by
-        another, is never mistaken: the read below is a new READ COMMITTED statement and sees
-        every row committed before it began. Instances of jobs another daemon holds are left to
-        that daemon, so two daemons never both act on one.
-        """
-        with self.store.read() as s:
-            owned = {(r.provider, r.job_id, r.number) for r in s.exec(
-                select(Attempt).where(Attempt.status != AttemptStatus.ENDED))}
-        theirs = self.leases.others(now)
-        for key, inst in observed.items():
-            if key[0] not in ok or not inst.state.alive or key in owned or key[1] in theirs or inst.id in self._terminated:
-                continue
-            try:
-                self.providers[key[0]].terminate(inst.id)
-            except ProviderError as e:
-                log.warning("orphan %s: terminate failed: %s", inst.id, e)
-                continue
-            crashpoint("orphan.terminated")
-            with self.store.write() as ws:
-                events.record(ws, now, "orphan_terminated", f"{key[0]} instance {inst.id} had no live attempt",
-                              job_id=key[1], attempt=key[2])
+                    self._heartbeat(job_id, a)  # type: ignore[arg-type]

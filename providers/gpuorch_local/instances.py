@@ -20,6 +20,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -86,15 +87,15 @@ class InstanceDir:
     def id(self) -> str:
         return self.path.name
 
-    @property
+    @cached_property
     def meta_file(self) -> Path:
         return self.path / META_FILE
 
-    @property
+    @cached_property
     def notice_file(self) -> Path:
         return self.path / NOTICE_FILE
 
-    @property
+    @cached_property
     def run_dir(self) -> Path:
         return self.path / RUN_DIR
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shlex
 import shutil
 import sys
+import time
 from pathlib import Path
 
 from gpuorch.agent.protocol import (
@@ -22,6 +24,7 @@ from gpuorch.agent.protocol import (
     WORK_DIR,
     AgentConfig,
     AgentStatus,
+    STATUS_FILE,
     NoticeSource,
     read_status,
     write_atomic,
@@ -36,6 +39,7 @@ from .procs import spawn_detached
 
 AGENT_OUT = "agent.out"  # the agent process's own stdout/stderr (crashes before it can log)
 NOTICE_POLL_S = 0.5
+SETTLE_S = 1.0  # status.json older than this is cached by (inode, mtime, size)
 
 
 class LocalRunner(Runner):
@@ -45,6 +49,14 @@ class LocalRunner(Runner):
         self.rundir = self.instance.run_dir
         self.notice_poll_s = notice_poll_s  # how often the agent reads notice.json
         self.final_checkpoint_grace_s = final_checkpoint_grace_s  # None: the agent config's
+        self._status: tuple[tuple[int, int, int], AgentStatus] | None = None  # (stat key, parsed)
+        self._paths: dict[str, Path] = {}
+
+    def _path(self, name: str) -> Path:
+        path = self._paths.get(name)
+        if path is None:
+            path = self._paths[name] = self.rundir / name
+        return path
 
     def _require(self, *states: InstanceState) -> None:
         try:
@@ -94,10 +106,26 @@ class LocalRunner(Runner):
             write_atomic(self.instance.agent_pid_file, f"{pid}\n")
 
     def status(self) -> AgentStatus | None:
-        """The agent's last status. Still readable after the instance ended (the files stay)."""
+        """The agent's last status. Still readable after the instance ended (the files stay).
+
+        Parsed again only when ``status.json`` changed: a runner kept across passes (providers
+        reuse theirs) pays one ``stat`` for an agent with nothing new to say. A file written
+        less than ``SETTLE_S`` ago is always read again, so a rewrite within the file system's
+        timestamp granularity (same size, reused inode) is never missed.
+        """
         if not self.instance.meta_file.exists():
             raise RunnerUnavailable(f"local instance {self.instance.id} is gone")
-        return read_status(self.rundir)
+        try:
+            st = os.stat(self._path(STATUS_FILE))
+        except FileNotFoundError:
+            return None
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if self._status is not None and self._status[0] == key:
+            return self._status[1]
+        status = read_status(self.rundir)
+        settled = time.time() - st.st_mtime > SETTLE_S
+        self._status = (key, status) if settled and status is not None else None
+        return status
 
     def read_log(self, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
         return self._read(JOB_LOG, offset, limit)
@@ -106,8 +134,11 @@ class LocalRunner(Runner):
         return self._read(METRICS_FILE, offset, limit)
 
     def _read(self, name: str, offset: int, limit: int) -> tuple[bytes, int]:
+        path = self._path(name)
         try:
-            with open(self.rundir / name, "rb") as f:
+            if os.stat(path).st_size <= offset:  # nothing new: a stat, not an open
+                return b"", offset
+            with open(path, "rb") as f:
                 f.seek(offset)
                 data = f.read(limit)
         except FileNotFoundError:

@@ -88,9 +88,10 @@ def settle(inst: InstanceDir, meta: Meta, market: SimMarket, now: float, reclaim
     return m
 
 
-def next_event(meta: Meta, reclaim: Reclaim | None, now: float) -> float | None:
-    """The wall time ``settle`` next has something to do for this record (None: never)."""
-    if not meta.observed(_dt(now)).state.alive:
+def next_event(meta: Meta, reclaim: Reclaim | None, now: float | None = None) -> float | None:
+    """The wall time ``settle`` next has something to do for this record (None: never). The
+    same at any ``now``: a boot (PENDING -> RUNNING) leaves the instance alive."""
+    if not meta.state.alive:
         return None
     times = [meta.created_at.timestamp() + float(meta.tags[TAG_LIFETIME])] if TAG_LIFETIME in meta.tags else []
     if meta.preemption_deadline is not None:
@@ -106,6 +107,17 @@ class _Seen:
     key: tuple[int, int, int]  # inode, mtime_ns, size of meta.json
     meta: Meta
     reclaim: Reclaim | None
+    event: float | None = None  # next_event of this record
+    booted: Meta | None = None  # the record observed after its boot (made once)
+
+    def observed(self, now: float) -> Meta:
+        """``meta.observed`` at ``now``, without a copy per call."""
+        m = self.meta
+        if m.state == InstanceState.PENDING and now >= m.ready_at.timestamp():
+            if self.booted is None:
+                self.booted = m.observed(_dt(now))
+            return self.booted
+        return m
 
 
 class Instances:
@@ -114,6 +126,7 @@ class Instances:
     def __init__(self, root: Path, market: SimMarket) -> None:
         self.root, self.market = root, market
         self._seen: dict[str, _Seen] = {}
+        self._dirs: dict[str, InstanceDir] = {}
 
     def reclaim_of(self, meta: Meta) -> Reclaim | None:
         return self.market.reclaim(meta.offer.zone, meta.created_at.timestamp()) if meta.spot else None
@@ -128,15 +141,17 @@ class Instances:
         seen = self._seen.get(inst.id)
         if seen is None or seen.key != key:
             meta = inst.read()
-            seen = self._seen[inst.id] = _Seen(key, meta, self.reclaim_of(meta))
+            reclaim = self.reclaim_of(meta)
+            seen = self._seen[inst.id] = _Seen(key, meta, reclaim, next_event(meta, reclaim))
         return seen
 
-    def settled(self, inst: InstanceDir, now: float) -> Meta:
+    def settled(self, inst: InstanceDir, now: float) -> tuple[Meta, _Seen]:
+        """The record as observed at ``now`` after applying what is due, and what was read."""
         seen = self.read(inst)
-        event = next_event(seen.meta, seen.reclaim, now)
-        if event is not None and now >= event:
-            return settle(inst, seen.meta, self.market, now, seen.reclaim)
-        return seen.meta.observed(_dt(now))
+        if seen.event is not None and now >= seen.event:
+            meta = settle(inst, seen.meta, self.market, now, seen.reclaim)
+            return meta, self.read(inst)
+        return seen.observed(now), seen
 
     def all(self) -> Iterator[InstanceDir]:
         try:
@@ -145,7 +160,10 @@ class Instances:
         except FileNotFoundError:
             return
         for name in names:
-            yield InstanceDir(self.root / name)
+            d = self._dirs.get(name)
+            if d is None:
+                d = self._dirs[name] = InstanceDir(self.root / name)
+            yield d
 
 
 # -- the cloud process -------------------------------------------------------------------------
@@ -195,11 +213,10 @@ def run(home: Path) -> int:
         now, alive, wake = time.time(), False, time.time() + 1.0
         for inst in instances.all():
             try:
-                meta = instances.settled(inst, now)
-                seen = instances.read(inst)
+                meta, seen = instances.settled(inst, now)
             except (NotFoundError, ValueError, OSError):
                 continue  # being created, or removed
-            event = next_event(seen.meta, seen.reclaim, now)
+            event = seen.event
             alive = alive or meta.state.alive
             if event is not None:
                 wake = min(wake, event)

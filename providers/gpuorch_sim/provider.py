@@ -37,6 +37,7 @@ from .cloud import TAG_LIFETIME, Instances, ensure_cloud, open_market, stop_clou
 from .market import PROVIDER, SimMarket, SimOptions, resolve
 from .runner import ExternalAgentRunner
 
+MAX_RUNNERS = 100_000  # runners kept; the cache starts over beyond
 _ID = re.compile(r"sim-[A-Za-z0-9][A-Za-z0-9_.-]{0,120}")
 
 
@@ -56,6 +57,7 @@ class SimProvider(Provider):
         self.faults = FaultPlan.from_options(options.faults, seed_salt=os.getpid())
         self._instances = Instances(self.instances_dir, self.market)
         self._instance_cache: dict[str, tuple[tuple[int, int, int], InstanceState, Instance]] = {}
+        self._runners: dict[str, LocalRunner] = {}
 
     @classmethod
     def from_config(cls, options: dict[str, Any], home: Path) -> SimProvider:
@@ -85,8 +87,7 @@ class SimProvider(Provider):
 
     def _instance(self, inst: InstanceDir, now: float) -> Instance:
         """The instance as the market has it now; Instance objects are reused while unchanged."""
-        meta = self._instances.settled(inst, now)
-        seen = self._instances.read(inst)
+        meta, seen = self._instances.settled(inst, now)
         cached = self._instance_cache.get(inst.id)
         if cached is not None and cached[0] == seen.key and cached[1] == meta.state:
             return cached[2]
@@ -161,11 +162,19 @@ class SimProvider(Provider):
             return
 
     def runner(self, instance: Instance) -> Runner:
-        path = self._dir(instance.id).path
-        if self.options.agents == "external":
-            return ExternalAgentRunner(path, self.options.notice_poll_s)
-        return LocalRunner(path, notice_poll_s=self.options.notice_poll_s,
-                           final_checkpoint_grace_s=self.options.final_checkpoint_grace_s)
+        """The instance's runner; one per instance, kept (it caches the agent's parsed status)."""
+        runner = self._runners.get(instance.id)
+        if runner is None:
+            path = self._dir(instance.id).path
+            if self.options.agents == "external":
+                runner = ExternalAgentRunner(path, self.options.notice_poll_s)
+            else:
+                runner = LocalRunner(path, notice_poll_s=self.options.notice_poll_s,
+                                     final_checkpoint_grace_s=self.options.final_checkpoint_grace_s)
+            if len(self._runners) >= MAX_RUNNERS:
+                self._runners.clear()
+            self._runners[instance.id] = runner
+        return runner
 
     # -- capabilities and knobs --------------------------------------------------------------
     def inject_preemption(self, instance_id: str, notice_s: float) -> None:

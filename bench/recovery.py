@@ -1,0 +1,280 @@
+"""Recovery: how fast the daemon reacts, how much work a preemption costs, what 1,000 jobs cost.
+
+    python bench/recovery.py [--jobs 1000] [--window 30] [--notices 16] [--trials 30] [--seed 0]
+
+Three measurements, all with the real reconciler on a real SQLite store:
+
+1. **Daemon CPU and memory with 1,000 running jobs.** A real ``gpuorch daemon`` process at its
+   default poll interval (2 s) runs 1,000 on-demand jobs on the ``sim`` provider with
+   ``agents: external``: the instances are real sim instances (records on disk, listed, settled
+   and reclaimed by the sim's cloud process), but no agent process is started; this script
+   plays the agents by writing each instance's ``status.json`` as the agent does. Once every
+   job is running, the daemon's CPU time (user + system, all threads, from /proc) is read over
+   ``--window`` wall seconds: CPU% = CPU seconds / wall seconds x 100, i.e. share of one core.
+   RSS is the daemon's resident memory at the end (VmHWM, its peak, is printed too).
+2. **Decision latency**, under that load: ``--notices`` running instances get a preemption
+   (half with a 30 s notice, half reclaimed without one), one every 2.5 s so they land at random
+   points of the poll cycle. Latency = the replacement instance's creation (the daemon's launch
+   call) minus the start of the pass that observed the notice or the reclaim (the ``notice`` /
+   ``attempt_ended`` event's time: the pass start, just before it lists instances, so this
+   slightly overstates). Also printed: from the injection itself (adds the wait for the next
+   poll, up to one poll interval).
+3. **Lost work**, with a fake clock (hours of work in seconds): ``--trials`` jobs on the
+   FakeProvider, whose scripted jobs checkpoint every 10 minutes of work and take a final
+   checkpoint 21.3 s after a notice (off the 2 s poll grid), are each preempted once at a
+   random time between 10 minutes and 2 hours into their run; half with a 120 s notice (AWS), half without. Passes run every
+   2 s of fake time. Lost work is what the daemon records on the attempt: from the last durable
+   checkpoint to the kill.
+
+Prints human lines, then one JSON object on its last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "providers"))
+
+import yaml  # noqa: E402
+from sqlmodel import func, select  # noqa: E402
+
+from gpuorch import jobs  # noqa: E402
+from gpuorch.agent.protocol import CONFIG_FILE, STATUS_FILE, AgentStatus, write_atomic  # noqa: E402
+from gpuorch.clock import FakeClock  # noqa: E402
+from gpuorch.fake import FakeJobScript, FakeProvider  # noqa: E402
+from gpuorch.reconciler import Reconciler, Settings  # noqa: E402
+from gpuorch.spec import parse_spec  # noqa: E402
+from gpuorch.store import Store  # noqa: E402
+from gpuorch.store.models import Attempt, AttemptStatus, Event, TerminationReason  # noqa: E402
+
+TRACES = REPO / "tests" / "data" / "spot-traces" / "aws-p3-2023"
+POLL_S = 2.0  # the daemon's default (configs/daemon.yaml)
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def pct(values: list[float], q: float) -> float:
+    v = sorted(values)
+    return v[min(len(v) - 1, max(0, round(q * (len(v) - 1))))]
+
+
+# -- 1 and 2: a real daemon with 1,000 running sim jobs -------------------------------------------
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime, all threads
+
+
+def mem_mb(pid: int, key: str) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class Agents:
+    """Plays the agents of ``agents: external`` instances: running, as soon as started."""
+
+    def __init__(self, instances: Path) -> None:
+        self.instances = instances
+        self.done: set[str] = set()
+
+    def step(self) -> int:
+        started = 0
+        if not self.instances.exists():
+            return 0
+        for d in os.scandir(self.instances):
+            if d.name in self.done or d.name.startswith("."):
+                continue
+            run = Path(d.path) / "run"
+            if (run / CONFIG_FILE).exists():
+                now = time.time()
+                write_atomic(run / STATUS_FILE, AgentStatus(state="running", started_at=now, running_since=now,
+                                                            updated_at=now).to_json())
+                self.done.add(d.name)
+                started += 1
+        return started
+
+
+def daemon_bench(n: int, window: float, notices: int, rng: random.Random) -> dict:
+    home = Path(tempfile.mkdtemp(prefix="gpuorch-bench-recovery-"))
+    sim = {"traces": str(TRACES), "agents": "external", "boot_s": 0, "time_scale": 60}
+    (home / "config.yaml").write_text(yaml.safe_dump({
+        "providers": {"sim": sim}, "poll_s": POLL_S, "metrics": {"enabled": True, "port": 0}, "log_level": "warning"}))
+    store = Store(f"sqlite:///{home / 'state.db'}")
+    spec = {"run": "python train.py", "spot_policy": "on-demand", "providers": ["sim"],
+            "checkpoint": {"store": f"file://{home / 'ckpt'}", "interval": "10m"}}
+    for i in range(n):
+        jobs.submit(store, parse_spec({**spec, "name": f"job-{i}"}), datetime.now(UTC))
+    env = {**os.environ, "GPUORCH_HOME": str(home)}
+    env.pop("GPUORCH_DATABASE_URL", None)
+    log = open(home / "daemon.log", "wb")  # noqa: SIM115
+    daemon = subprocess.Popen([sys.executable, "-m", "gpuorch", "daemon"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    agents = Agents(home / "sim" / "instances")
+    out: dict = {}
+    try:
+        t0 = time.monotonic()
+        while True:
+            agents.step()
+            with store.read() as s:
+                running = s.exec(select(func.count()).select_from(Attempt)
+                                 .where(Attempt.status == AttemptStatus.RUNNING)).one()
+            if running >= n:
+                break
+            if daemon.poll() is not None or time.monotonic() - t0 > 600:
+                raise SystemExit(f"daemon did not get {n} jobs running ({running}); see {home / 'daemon.log'}")
+            time.sleep(0.5)
+        print(f"{n} jobs running after {time.monotonic() - t0:.0f} s; settling one lease period")
+        time.sleep(5)
+        with store.read() as s:
+            events_before = s.exec(select(func.count()).select_from(Event)).one()
+        c0, w0 = cpu_s(daemon.pid), time.monotonic()
+        time.sleep(window)
+        c1, w1 = cpu_s(daemon.pid), time.monotonic()
+        with store.read() as s:
+            events_after = s.exec(select(func.count()).select_from(Event)).one()
+        out["daemon_cpu_pct"] = round(100 * (c1 - c0) / (w1 - w0), 2)
+        out["daemon_rss_mb"] = round(mem_mb(daemon.pid, "VmRSS"), 1)
+        out["daemon_peak_rss_mb"] = round(mem_mb(daemon.pid, "VmHWM"), 1)
+        out["events_written_in_window"] = events_after - events_before
+        print(f"daemon CPU {out['daemon_cpu_pct']}% of one core over {w1 - w0:.0f} s at poll {POLL_S} s; "
+              f"RSS {out['daemon_rss_mb']} MB (peak {out['daemon_peak_rss_mb']}); "
+              f"{out['events_written_in_window']} events written meanwhile")
+        out.update(latencies(store, home, sim, agents, notices, rng))
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            daemon.wait(60)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+        from gpuorch_sim.provider import SimProvider
+        p = SimProvider.from_config(sim, home)
+        for inst in p._list():
+            p._terminate(inst.id)
+        p.stop_cloud()
+        store.close()
+    return out
+
+
+def latencies(store: Store, home: Path, sim: dict, agents: Agents, notices: int, rng: random.Random) -> dict:
+    from gpuorch_sim.provider import SimProvider
+
+    p = SimProvider.from_config(sim, home)  # the same market (same options, same origin)
+    with store.read() as s:
+        running = list(s.exec(select(Attempt).where(Attempt.status == AttemptStatus.RUNNING)))
+    picks = rng.sample(running, notices)
+    injected: dict[int, tuple[float, bool]] = {}  # job -> (wall time, with notice)
+    for k, a in enumerate(picks):
+        with_notice = k % 2 == 0
+        injected[a.job_id] = (time.time(), with_notice)
+        p.inject_preemption(a.instance_id, 30.0 if with_notice else 0.0)  # type: ignore[arg-type]
+        end = time.monotonic() + 2.5
+        while time.monotonic() < end:
+            agents.step()
+            time.sleep(0.25)
+    deadline = time.monotonic() + 60
+    decision: dict[bool, list[float]] = {True: [], False: []}
+    total: dict[bool, list[float]] = {True: [], False: []}
+    while time.monotonic() < deadline:
+        agents.step()
+        decision, total = {True: [], False: []}, {True: [], False: []}
+        with store.read() as s:
+            for job_id, (at, with_notice) in injected.items():
+                seen = s.exec(select(Event).where(Event.job_id == job_id, Event.attempt == 1,
+                                                  Event.kind.in_(["notice", "attempt_ended"]))  # type: ignore[attr-defined]
+                              .order_by(Event.id)).first()
+                second = s.exec(select(Attempt).where(Attempt.job_id == job_id, Attempt.number == 2)).first()
+                if seen is None or second is None or second.instance_id is None:
+                    continue
+                created = p.get(second.instance_id).created_at.timestamp()
+                decision[with_notice].append(created - seen.ts.timestamp())
+                total[with_notice].append(created - at)
+        if sum(map(len, decision.values())) == len(injected):
+            break
+        time.sleep(0.5)
+    every = decision[True] + decision[False]
+    if len(every) < len(injected):
+        print(f"only {len(every)} of {len(injected)} replacements seen within a minute")
+    for kind, name in ((True, "with notice"), (False, "without notice")):
+        if decision[kind]:
+            print(f"{name}: observed -> replacement launched p50 {statistics.median(decision[kind]):.3f} s, "
+                  f"max {max(decision[kind]):.3f} s; injected -> launched p50 {statistics.median(total[kind]):.2f} s, "
+                  f"max {max(total[kind]):.2f} s ({len(decision[kind])} preemptions)")
+    return {"decision_latency_s_p50": round(pct(every, 0.5), 3), "decision_latency_s_p99": round(pct(every, 0.99), 3),
+            "preemption_to_launch_s_p50": round(pct(total[True] + total[False], 0.5), 3),
+            "preemption_to_launch_s_max": round(max(total[True] + total[False]), 3), "preemptions_measured": len(every)}
+
+
+# -- 3: lost work, fake clock ---------------------------------------------------------------------------
+def lost_work_bench(trials: int, rng: random.Random) -> dict:
+    home = Path(tempfile.mkdtemp(prefix="gpuorch-bench-lostwork-"))
+    store, clock = Store(f"sqlite:///{home / 'state.db'}"), FakeClock()
+    fake = FakeProvider(clock, script=FakeJobScript(duration_s=6 * 3600, checkpoint_every_s=600, final_checkpoint_s=21.3))
+    rec = Reconciler(store, {"fake": fake}, clock=clock, settings=Settings(poll_s=POLL_S))
+    spec = {"run": "python train.py", "resources": {"gpu": "A100:80GB:1"},
+            "checkpoint": {"store": f"file://{home / 'ckpt'}", "interval": "10m"}}
+    ids = [jobs.submit(store, parse_spec({**spec, "name": f"t{i}"}), clock.now()).id for i in range(trials)]
+    plan = {job_id: (rng.uniform(600, 7200), i % 2 == 0) for i, job_id in enumerate(ids)}  # (after s, notice)
+    hit: set[int] = set()
+    for _ in range(int(3 * 3600 / POLL_S)):
+        rec.run_pass()
+        clock.advance(POLL_S)
+        with store.read() as s:
+            for a in s.exec(select(Attempt).where(Attempt.number == 1, Attempt.status == AttemptStatus.RUNNING)):
+                after, notice = plan[a.job_id]
+                if a.job_id not in hit and (clock.now() - a.started_at).total_seconds() >= after:  # type: ignore[operator]
+                    fake.inject_preemption(a.instance_id, 120.0 if notice else 0.0)  # type: ignore[arg-type]
+                    hit.add(a.job_id)
+        if len(hit) == trials and _all_ended(store):
+            break
+    lost: dict[bool, list[float]] = {True: [], False: []}
+    with store.read() as s:
+        for a in s.exec(select(Attempt).where(Attempt.number == 1, Attempt.reason == TerminationReason.PREEMPTED)):
+            lost[plan[a.job_id][1]].append(a.lost_work_s or 0.0)
+    store.close()
+    for kind, name in ((True, "with a 120 s notice"), (False, "without notice")):
+        v = lost[kind]
+        print(f"lost work {name}: mean {statistics.mean(v):.1f} s, max {max(v):.1f} s over {len(v)} preemptions "
+              f"(checkpoint every 600 s)")
+    return {"lost_work_s_mean_with_notice": round(statistics.mean(lost[True]), 1),
+            "lost_work_s_mean_without_notice": round(statistics.mean(lost[False]), 1)}
+
+
+def _all_ended(store: Store) -> bool:
+    with store.read() as s:
+        return s.exec(select(func.count()).select_from(Attempt).where(
+            Attempt.number == 1, Attempt.status != AttemptStatus.ENDED)).one() == 0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--jobs", type=int, default=1000)
+    ap.add_argument("--window", type=float, default=30.0)
+    ap.add_argument("--notices", type=int, default=16)
+    ap.add_argument("--trials", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+    started = time.monotonic()
+    result = {"jobs": args.jobs, "poll_s": POLL_S}
+    result.update(lost_work_bench(args.trials, rng))
+    result.update(daemon_bench(args.jobs, args.window, args.notices, rng))
+    result["load_avg_1m"] = round(os.getloadavg()[0], 2)
+    result["cpus"] = os.cpu_count()
+    result["bench_s"] = round(time.monotonic() - started, 1)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""Launching an attempt: intent first (the attempt row, in the same transaction as the budget
+check that admits it), then the provider call, idempotent by the attempt's client token.
+
+A mixin of ``Reconciler``: it uses the reconciler's ``_txn`` (lease-checked writes), providers,
+settings, money and back-off. A launch the provider refuses closes the attempt and backs off
+its offer class; a transient failure leaves it requested, and the next pass repeats the same
+call, at most ``Settings.max_launch_retries`` times.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from sqlalchemy import func
+from sqlmodel import select
+
+from .. import events
+from ..crashpoints import crashpoint
+from ..errors import AuthError, NoCapacityError, PermanentError, ProviderError, QuotaError
+from ..provider import LaunchRequest, Offer
+from ..store.models import Attempt, AttemptStatus, Backoff, JobStatus, TerminationReason
+from ..store.models import Event as EventRow
+from . import actions as A
+from .decide import JobView
+
+if TYPE_CHECKING:
+    from .reconciler import Reconciler
+
+    _Base = Reconciler
+else:
+    _Base = object
+
+
+def backoff_key(provider: str, region: str = "", instance_type: str = "", spot: bool | None = None) -> str:
+    parts = [provider, region, instance_type] + ([] if spot is None else ["spot" if spot else "on-demand"])
+    return "/".join(p for p in parts if p)
+
+
+class Launching(_Base):
+    def _launch(self, view: JobView, action: A.Launch, now: datetime) -> None:
+        job_id = view.job.id or 0
+        refused: str | None = None
+        for cand in action.candidates:
+            o = cand.offer
+            with self._txn(job_id) as (s, job):
+                refused = self.money.admit(s, job, view.spec, cand, now)
+                if refused is not None:  # the budget check and the attempt row it admits are one transaction
+                    continue
+                last = s.exec(select(Attempt.number).where(Attempt.job_id == job_id)
+                              .order_by(Attempt.number.desc())).first()  # type: ignore[attr-defined]
+                row = Attempt(job_id=job_id, number=(last or 0) + 1, provider=o.provider, region=o.region, zone=o.zone,
+                              instance_type=o.instance_type, gpu=o.gpu, gpu_count=o.gpu_count, spot=cand.spot,
+                              price_per_hour=cand.price_per_hour, billing_granularity_s=o.billing_granularity_s,
+                              min_billing_s=o.min_billing_s, predecessor=action.predecessor, requested_at=now)
+                s.add(row)
+                job.status = JobStatus.RECOVERING if job.preemptions and job.status == JobStatus.RECOVERING else JobStatus.STARTING
+                market = "spot" if cand.spot else "on-demand"
+                events.record(s, now, "launch_requested",
+                              f"{o.provider} {o.zone} {o.instance_type} {market} at ${cand.price_per_hour:.3f}/h",
+                              job_id=job_id, attempt=row.number)
+            crashpoint("launch.intent")
+            if self._launch_attempt(view, row, now, offer=o):
+                return
+        with self._txn(job_id) as (s, job):
+            job.status, job.message = JobStatus.QUEUED, refused or "no capacity on the candidate offers; will try again"
+
+    def _launch_attempt(self, view: JobView, row: Attempt, now: datetime, offer: Offer | None = None) -> bool:
+        """Call launch for a recorded attempt (idempotent by client token). True if it has an instance."""
+        job_id = view.job.id or 0
+        provider = self.providers.get(row.provider)
+        if provider is None:
+            self._close_attempt(job_id, row, TerminationReason.LAUNCH_FAILED, f"provider {row.provider} is not enabled", now)
+            return False
+        offer = offer or Offer(provider=row.provider, region=row.region, zone=row.zone, instance_type=row.instance_type,
+                               gpu=row.gpu, gpu_count=row.gpu_count, price_per_hour=row.price_per_hour,
+                               spot_price_per_hour=row.price_per_hour if row.spot else None,
+                               billing_granularity_s=row.billing_granularity_s, min_billing_s=row.min_billing_s)
+        req = LaunchRequest(job_id=job_id, attempt=row.number, offer=offer, spot=row.spot,
+                            disk_gib=view.spec.resources.disk, owner=self.store.installation_id,
+                            max_lifetime_s=self.settings.max_lifetime_s)
+        try:
+            inst = provider.launch(req)
+        except (NoCapacityError, QuotaError) as e:
+            kind = "quota" if isinstance(e, QuotaError) else "no capacity"
+            self._close_attempt(job_id, row, TerminationReason.NO_CAPACITY, f"{kind}: {e}", now,
+                                backoff=backoff_key(row.provider, row.region, row.instance_type, row.spot))
+            return False
+        except PermanentError as e:
+            key = row.provider if isinstance(e, AuthError) else backoff_key(row.provider, row.region, row.instance_type, row.spot)
+            self._close_attempt(job_id, row, TerminationReason.LAUNCH_FAILED, f"launch refused: {e}", now,
+                                backoff=key, backoff_s=3600)
+            return False
+        except ProviderError as e:  # TransientError, or an adapter's unclassified error: retry, bounded
+            return self._launch_retry(job_id, row, e, now)
+        crashpoint("launch.called")  # the instance exists and nothing says so yet: tags find it again
+        with self._txn(job_id) as (s, _):
+            r = s.get(Attempt, row.id)
+            r.status, r.instance_id, r.launched_at = AttemptStatus.LAUNCHED, inst.id, now  # type: ignore[union-attr]
+            events.record(s, now, "launched", f"instance {inst.id} ({inst.state.value})", job_id=job_id,
+                          attempt=row.number)
+        crashpoint("launch.recorded")
+        return True
+
+    def _launch_retry(self, job_id: int, row: Attempt, error: ProviderError, now: datetime) -> bool:
+        """A launch that failed transiently stays requested: the next pass repeats the same
+        idempotent call. After ``max_launch_retries`` retries the attempt is closed and its offer
+        class backed off, so the job moves on to another offer; an instance the lost answers may
+        have created is found by its tags and terminated by the orphan sweep. True: keep waiting."""
+        limit = self.settings.max_launch_retries
+        with self._txn(job_id) as (s, _):
+            tries = s.exec(select(func.count()).select_from(EventRow).where(
+                EventRow.job_id == job_id, EventRow.attempt == row.number, EventRow.kind == "launch_retry")).one()
+            if tries < limit:
+                events.record(s, now, "launch_retry", f"launch failed ({type(error).__name__}, retry {tries + 1} of "
+                              f"{limit}): {error}", job_id=job_id, attempt=row.number, code=error.code)
+                return True
+        self._close_attempt(job_id, row, TerminationReason.LAUNCH_FAILED,
+                            f"launch still failing after {limit} retries: {error}", now,
+                            backoff=backoff_key(row.provider, row.region, row.instance_type, row.spot))
+        return False
+
+    def _close_attempt(self, job_id: int, row: Attempt, reason: TerminationReason, message: str, now: datetime,
+                       backoff: str | None = None, backoff_s: float | None = None) -> None:
+        with self._txn(job_id) as (s, _):
+            r = s.get(Attempt, row.id)
+            r.status, r.reason, r.message, r.ended_at = AttemptStatus.ENDED, reason, message, now  # type: ignore[union-attr]
+            if backoff:
+                until = now + timedelta(seconds=backoff_s or self.backoff_s)
+                b = s.get(Backoff, backoff) or Backoff(key=backoff, until=until)
+                b.until, b.reason = until, message
+                s.add(b)
+            events.record(s, now, reason.value, message, job_id=job_id, attempt=row.number)
+

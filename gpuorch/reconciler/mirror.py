@@ -1,0 +1,74 @@
+"""The ``instance`` table: what gpuorch last observed of each instance it launched, for people
+(``gpuorch status``, ``doctor``) and for the record. Written only when something changed.
+
+The mirror remembers the state it last read or wrote for each row, so a pass in which no
+instance changed reads and writes nothing; only the rows of instances whose state moved (or that
+vanished from a provider listed fine) are read and written. Every ``refresh_s`` it reads the
+whole table again, which also picks up rows another daemon wrote meanwhile.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import or_
+from sqlmodel import select
+
+from ..provider import Instance
+from ..store import Store
+from ..store.models import Instance as InstanceRow
+
+Key = tuple[str, str]  # (provider, instance id)
+
+
+class InstanceMirror:
+    def __init__(self, store: Store, refresh_s: float = 60.0) -> None:
+        self.store, self.refresh_s = store, refresh_s
+        self._known: dict[Key, tuple[str, bool]] = {}  # -> (state, terminated) as in the table
+        self._read_at: datetime | None = None
+
+    def update(self, observed: dict[tuple[str, int, int], Instance], ok: set[str], terminated: set[str],
+               now: datetime) -> None:
+        """``observed``: what the providers listed this pass; ``ok``: the providers listed fine
+        (an instance missing from their listing is gone); ``terminated``: instance ids this pass
+        terminated (``observed`` predates that)."""
+        seen = {(k[0], inst.id): (k, inst) for k, inst in observed.items()}
+        want = {key: "terminating" if inst.id in terminated else inst.state.value for key, (_, inst) in seen.items()}
+        full = self._read_at is None or (now - self._read_at).total_seconds() >= self.refresh_s
+        if full:
+            where = or_(InstanceRow.terminated_at.is_(None),  # type: ignore[union-attr]
+                        InstanceRow.instance_id.in_([i for _, i in seen]))  # type: ignore[attr-defined]
+            suspects = set(seen)
+        else:
+            suspects = {key for key, state in want.items() if self._known.get(key, ("", False))[0] != state}
+            suspects |= {key for key, (_, ended) in self._known.items() if not ended and key[0] in ok and key not in seen}
+            if not suspects:
+                return
+            where = InstanceRow.instance_id.in_([i for _, i in suspects])  # type: ignore[attr-defined]
+        with self.store.read() as s:
+            rows = {(r.provider, r.instance_id): r for r in s.exec(select(InstanceRow).where(where))}
+        if full:
+            self._known, self._read_at = {}, now
+        changes: list[InstanceRow] = []
+        for key in suspects & set(seen):
+            k, inst = seen[key]
+            row = rows.get(key)
+            if row is None:
+                row = InstanceRow(provider=k[0], instance_id=inst.id, job_id=k[1], attempt=k[2], region=inst.region,
+                                  zone=inst.zone, instance_type=inst.instance_type, spot=inst.spot, state="", first_seen=now)
+            if row.state != want[key]:
+                row.state, row.last_seen = want[key], now
+                if not inst.state.alive:
+                    row.terminated_at = now
+                changes.append(row)
+            rows[key] = row
+        for key, row in rows.items():
+            if key not in seen and key[0] in ok and row.terminated_at is None:
+                row.state, row.terminated_at = "gone", now
+                changes.append(row)
+        if changes:
+            with self.store.write() as s:
+                for row in changes:
+                    s.merge(row)
+        for key, row in rows.items():
+            self._known[key] = (row.state, row.terminated_at is not None)

@@ -1,0 +1,76 @@
+"""What a pass observes before it decides: the providers' offers (cached for a TTL) and the
+instances every provider has tagged for this installation (one ``list_managed`` per provider
+per pass: a batched read, never one call per job).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import datetime
+
+from ..errors import ProviderError
+from ..provider import Instance, Offer, Provider
+
+log = logging.getLogger("gpuorch.reconciler")
+
+Key = tuple[str, int, int]  # (provider, job id, attempt number)
+
+
+class OfferCache:
+    """Every provider's offers, refreshed after ``ttl_s``. A provider whose refresh fails keeps
+    its previous offers and is asked again next pass (not after the TTL). ``current`` returns
+    the same list object until a refresh succeeds, so callers may memoise on it."""
+
+    def __init__(self, providers: Mapping[str, Provider], ttl_s: float) -> None:
+        self.providers, self.ttl_s = providers, ttl_s
+        self.by_provider: dict[str, list[Offer]] = {}
+        self.at: dict[str, datetime] = {}
+        self._flat: list[Offer] | None = None
+
+    def current(self, now: datetime) -> list[Offer]:
+        for name, p in self.providers.items():
+            at = self.at.get(name)
+            if at is not None and (now - at).total_seconds() < self.ttl_s:
+                continue
+            try:
+                self.by_provider[name], self.at[name] = p.offers(), now
+                self._flat = None
+            except ProviderError as e:
+                log.warning("offers from %s unavailable this pass (keeping %d known): %s", name,
+                            len(self.by_provider.get(name, [])), e)
+        if self._flat is None:
+            self._flat = [o for offers in self.by_provider.values() for o in offers]
+        return self._flat
+
+    def invalidate(self) -> None:
+        self.at.clear()
+
+    @property
+    def complete(self) -> bool:
+        """Whether every provider's catalog is known (else "no offer" may be a blip)."""
+        return len(self.by_provider) >= len(self.providers)
+
+    @property
+    def seen_at(self) -> datetime | None:
+        return max(self.at.values(), default=None)
+
+
+def list_instances(providers: Mapping[str, Provider], installation_id: str) -> tuple[dict[Key, Instance], set[str]]:
+    """Instances of this installation by (provider, job, attempt), and the providers listed OK.
+    Of several instances for one key (there should be none), a live one wins."""
+    found: dict[Key, Instance] = {}
+    ok: set[str] = set()
+    for name, p in providers.items():
+        try:
+            listed = p.list_managed()
+        except ProviderError as e:
+            log.warning("cannot list %s instances this pass: %s", name, e)
+            continue
+        ok.add(name)
+        for inst in listed:
+            if inst.owner == installation_id and inst.job_id is not None and inst.attempt is not None:
+                key = (name, inst.job_id, inst.attempt)
+                if key not in found or inst.state.alive:
+                    found[key] = inst
+    return found, ok

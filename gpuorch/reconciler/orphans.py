@@ -1,0 +1,60 @@
+"""Orphan protection, cloud side: terminate live instances of this installation that no
+unfinished attempt owns (the other direction, attempts whose instance vanished, is ``decide``'s:
+they end as LOST).
+
+Why it never takes an instance that is wanted: the instances were listed before the attempts
+are read, and an attempt row is always committed before its launch call, so an instance
+launched this pass, by this daemon or by another, already has its row when the attempts are
+read. Instances of jobs another daemon holds are left to that daemon, so two daemons never both
+act on one.
+
+Cheap in steady state: the pass passes the attempts it loaded (after listing) that were live;
+only an instance none of those owns is a suspect, and only then is the store asked again (a new
+statement, which sees every row committed before it began).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import datetime
+
+from sqlmodel import select
+
+from .. import events
+from ..crashpoints import crashpoint
+from ..errors import ProviderError
+from ..provider import Instance, Provider
+from ..store import Store
+from ..store.models import Attempt, AttemptStatus
+from .leases import Leases
+
+log = logging.getLogger("gpuorch.reconciler")
+
+Key = tuple[str, int, int]  # (provider, job id, attempt number)
+
+
+def sweep_orphans(store: Store, providers: Mapping[str, Provider], leases: Leases, observed: dict[Key, Instance],
+                  ok: set[str], now: datetime, live: set[Key], terminated: set[str]) -> None:
+    """``observed``: this pass's listing; ``ok``: providers listed fine; ``live``: keys of
+    attempts loaded after the listing and unfinished then; ``terminated``: ids terminated this pass."""
+    suspects = {key: inst for key, inst in observed.items()
+                if key[0] in ok and inst.state.alive and key not in live and inst.id not in terminated}
+    if not suspects:
+        return
+    with store.read() as s:
+        owned = {tuple(r) for r in s.exec(select(Attempt.provider, Attempt.job_id, Attempt.number)  # type: ignore[call-overload]
+                                          .where(Attempt.status != AttemptStatus.ENDED))}
+    theirs = leases.others(now)
+    for key, inst in suspects.items():
+        if key in owned or key[1] in theirs:
+            continue
+        try:
+            providers[key[0]].terminate(inst.id)
+        except ProviderError as e:
+            log.warning("orphan %s: terminate failed: %s", inst.id, e)
+            continue
+        crashpoint("orphan.terminated")
+        with store.write() as ws:
+            events.record(ws, now, "orphan_terminated", f"{key[0]} instance {inst.id} had no live attempt",
+                          job_id=key[1], attempt=key[2])

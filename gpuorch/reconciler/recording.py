@@ -1,0 +1,120 @@
+"""Recording what the agents report and how attempts end: the agent's start, progress
+(running, restored, new durable checkpoints), and the end of an attempt with its lost work.
+
+A mixin of ``Reconciler``. Every write goes through the reconciler's ``_txn`` (lease-checked)
+and only what changed is written: most polls of a running job write nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlmodel import Session, select
+
+from .. import events
+from ..errors import ProviderError
+from ..runner import RunnerUnavailable
+from ..store.models import Attempt, AttemptStatus, Checkpoint, JobStatus, TerminationReason
+from . import actions as A
+from .agent_config import agent_config
+from .decide import AttemptView, JobView
+
+if TYPE_CHECKING:
+    from .reconciler import Reconciler
+
+    _Base = Reconciler
+else:
+    _Base = object
+
+log = logging.getLogger("gpuorch.reconciler")
+
+
+class Recording(_Base):
+    def _start_agent(self, view: JobView, a: AttemptView, now: datetime, volume_id: str | None = None) -> None:
+        pred_deadline = None
+        if a.row.predecessor is not None:
+            pred = next((p.row for p in view.attempts if p.row.number == a.row.predecessor), None)
+            if pred is not None and pred.drain_until is not None:
+                pred_deadline = pred.drain_until.timestamp()
+        cfg = agent_config(view.job, view.spec, a.row, predecessor_deadline=pred_deadline,
+                           heartbeat_timeout_s=self.settings.heartbeat_timeout_s, volume_id=volume_id)
+        workdir = Path(view.spec.workdir) if view.spec.workdir else None
+        try:
+            self.providers[a.row.provider].runner(a.instance).start(cfg, workdir)  # type: ignore[arg-type]
+        except (RunnerUnavailable, ProviderError) as e:
+            log.info("job %s attempt %s: runner not ready: %s", view.job.id, a.row.number, e)
+
+    def _progress(self, job_id: int, a: AttemptView, st, now: datetime) -> None:  # type: ignore[no-untyped-def]
+        """Write only what changed: most polls of a running job change nothing."""
+        row = a.row
+        became_running = row.status == AttemptStatus.LAUNCHED and st.state != "starting"
+        new_ckpt = bool(st.uploaded) and st.uploaded[-1] != row.last_checkpoint
+        # The agent may be seen first while still restoring: what it resumed from comes later.
+        restored = not became_running and st.restored_from is not None and row.resumed_from is None
+        if not (became_running or new_ckpt or restored):
+            return
+        with self._txn(job_id) as (s, job):
+            r = s.get(Attempt, row.id)
+            if restored:
+                r.resumed_from = st.restored_from  # type: ignore[union-attr]
+                events.record(s, now, "restored", f"resumed from checkpoint {st.restored_from}", job_id=job_id,
+                              attempt=row.number)
+            if became_running:
+                r.status, r.started_at, r.resumed_from = AttemptStatus.RUNNING, now, st.restored_from  # type: ignore[union-attr]
+                job.status, job.message = JobStatus.RUNNING, None
+                how = f"resumed from checkpoint {st.restored_from}" if st.restored_from else "started fresh"
+                events.record(s, now, "running", f"agent up on {r.instance_id}, {how}", job_id=job_id,  # type: ignore[union-attr]
+                              attempt=row.number)
+            if new_ckpt:
+                self._record_checkpoints(s, job_id, r, st, now)  # type: ignore[arg-type]
+
+    def _record_checkpoints(self, s: Session, job_id: int, r: Attempt, st, now: datetime) -> None:  # type: ignore[no-untyped-def]
+        known = set(s.exec(select(Checkpoint.name).where(Checkpoint.job_id == job_id)))
+        for name in st.uploaded:
+            if name in known:
+                continue
+            known.add(name)  # an agent may list a name twice (a checkpoint whose COMPLETE changed)
+            last = name == st.last_checkpoint
+            completed = datetime.fromtimestamp(st.last_checkpoint_at, now.tzinfo) if last and st.last_checkpoint_at else None
+            s.add(Checkpoint(job_id=job_id, attempt=r.number, name=name, recorded_at=now, completed_at=completed,
+                             step=st.last_checkpoint_step if last else None, final=name == st.final_checkpoint))
+            events.record(s, now, "checkpoint", f"checkpoint {name} durable" + (" (final, on notice)" if name == st.final_checkpoint else ""),
+                          job_id=job_id, attempt=r.number)
+        if st.last_checkpoint:
+            r.last_checkpoint = st.last_checkpoint
+            if st.last_checkpoint_at:
+                r.last_checkpoint_at = datetime.fromtimestamp(st.last_checkpoint_at, now.tzinfo)
+
+    def _end(self, view: JobView, a: AttemptView, end: A.End, now: datetime) -> None:
+        job_id = view.job.id or 0
+        with self._txn(job_id) as (s, job):
+            r = s.get(Attempt, a.row.id)
+            assert r is not None
+            was_draining = r.status == AttemptStatus.DRAINING
+            if end.status is not None and end.status.uploaded and end.status.uploaded[-1] != r.last_checkpoint:
+                self._record_checkpoints(s, job_id, r, end.status, now)
+            if end.status is not None and r.resumed_from is None:
+                r.resumed_from = end.status.restored_from
+            r.status, r.ended_at, r.message = AttemptStatus.ENDED, now, end.message
+            r.reason = (r.reason or TerminationReason.PREEMPTED) if was_draining else end.reason
+            r.exit_code, r.lost_work_s = end.exit_code, end.lost_work_s
+            if not was_draining:
+                if end.reason.counts_as == "preemption":
+                    job.preemptions += 1
+                elif end.reason.counts_as == "failure":
+                    job.failures += 1
+                if end.exit_code is not None:
+                    job.exit_code = end.exit_code
+                if end.result is not None:
+                    job.result = json.dumps(end.result)
+            lost = f"; lost work {end.lost_work_s:.0f}s" if end.lost_work_s is not None else ""
+            events.record(s, now, "attempt_ended", f"{r.reason.value}: {end.message}{lost}", job_id=job_id,
+                          attempt=r.number, reason=r.reason.value, lost_work_s=end.lost_work_s)
+            volume_job = job if view.spec.volume is not None else None
+        if volume_job is not None:
+            self.volumes.detach(volume_job, a.row.instance_id)
+
