@@ -113,6 +113,11 @@ def _decide_draining(a: AttemptView, now: datetime, d: Decision, s: Settings) ->
         return
     if a.agent is not None:
         d.add(Progress(a.row.number, a.agent))
+        if a.agent.state == "exited" and a.agent.exit_code == 0:  # it finished within its notice
+            if _alive(a.instance):
+                d.add(Terminate(a.row.number, a.instance.id))  # type: ignore[union-attr]
+            d.add(_exit_end(a, now))
+            return
     final_done = a.agent is not None and a.agent.final_done
     until = a.row.drain_until
     if _alive(a.instance) and not final_done and (until is None or now < until):
@@ -227,6 +232,23 @@ def decide(view: JobView, now: datetime, offers: Sequence[Offer], *, avoid: Call
             _decide_draining(a, now, d, s)
 
     current = view.attempts[-1] if view.attempts and view.attempts[-1].row.status.live else None
+    # A draining attempt finished the job (this pass, or a pass that died before marking the job):
+    # its replacement is not needed.
+    done = next((x for x in d.actions if isinstance(x, End) and x.reason == TerminationReason.SUCCEEDED), None)
+    won = next((a.row for a in view.attempts if a.row.reason == TerminationReason.SUCCEEDED), None)
+    if done is not None or (won is not None and current is not None):
+        by = done.attempt if done is not None else won.number  # type: ignore[union-attr]
+        if current is not None and not current.observed:  # stop it once we can see its instance
+            d.soon(s.poll_s)
+            return d
+        if current is not None:
+            if _alive(current.instance):
+                d.add(Terminate(current.row.number, current.instance.id))  # type: ignore[union-attr]
+            d.add(End(current.row.number, TerminationReason.CANCELLED,
+                      f"not needed: attempt {by} finished the job during its notice", status=current.agent))
+        d.add(SetJob(JobStatus.SUCCEEDED, done.message if done is not None else (won.message or "succeeded"),  # type: ignore[union-attr]
+                     finished=True))
+        return d
     preemptions, failures = job.preemptions, job.failures
     drained: AttemptView | None = None  # got a notice this pass
     preempted: AttemptView | None = None  # got a notice or was reclaimed this pass

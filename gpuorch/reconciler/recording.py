@@ -100,13 +100,16 @@ class Recording(_Base):
             if end.status is not None and r.resumed_from is None:
                 r.resumed_from = end.status.restored_from
             r.status, r.ended_at, r.message = AttemptStatus.ENDED, now, end.message
-            r.reason = (r.reason or TerminationReason.PREEMPTED) if was_draining else end.reason
+            # A draining attempt keeps the reason its drain recorded, unless the job finished first.
+            finished = end.reason == TerminationReason.SUCCEEDED
+            r.reason = (r.reason or TerminationReason.PREEMPTED) if was_draining and not finished else end.reason
             r.exit_code, r.lost_work_s = end.exit_code, end.lost_work_s
             if not was_draining:
                 if end.reason.counts_as == "preemption":
                     job.preemptions += 1
                 elif end.reason.counts_as == "failure":
                     job.failures += 1
+            if not was_draining or finished:
                 if end.exit_code is not None:
                     job.exit_code = end.exit_code
                 if end.result is not None:

@@ -7,7 +7,7 @@ from datetime import timedelta
 from gpuorch.agent.protocol import AgentStatus
 from gpuorch.fake import default_offers
 from gpuorch.provider import Instance, InstanceState
-from gpuorch.reconciler.actions import End, Launch, Terminate
+from gpuorch.reconciler.actions import End, Launch, SetJob, Terminate
 from gpuorch.reconciler.decide import AttemptView, JobView, decide
 from gpuorch.spec import parse_spec
 from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, TerminationReason
@@ -56,3 +56,50 @@ def test_a_job_whose_attempt_succeeded_is_never_run_again(clock):
     d = decide(ended, clock.now(), default_offers())
     assert [type(a).__name__ for a in d.actions] == ["SetJob"]
     assert d.actions[0].status == JobStatus.SUCCEEDED and d.actions[0].finished
+
+
+def draining_with_replacement(clock, agent: AgentStatus, replacement: bool = True) -> JobView:
+    """Attempt 1 got a notice and drains; attempt 2, its replacement, is running."""
+    v = view(clock, agent)
+    first = v.attempts[0]
+    first.row.status, first.row.reason = AttemptStatus.DRAINING, TerminationReason.PREEMPTED
+    first.row.drain_until = clock.now() + timedelta(seconds=60)
+    if not replacement:
+        return v
+    row = Attempt(job_id=1, number=2, status=AttemptStatus.RUNNING, provider="fake", region="r2", zone="r2-a",
+                  instance_type="gpu.a100", spot=True, instance_id="fake-2", requested_at=clock.now(), predecessor=1)
+    inst = Instance(id="fake-2", provider="fake", region="r2", zone="r2-a", instance_type="gpu.a100", spot=True,
+                    state=InstanceState.RUNNING)
+    second = AttemptView(row, observed=True, instance=inst, agent=AgentStatus(state="running"), reachable=True)
+    return JobView(v.job, v.spec, [first, second])
+
+
+def test_a_job_that_finishes_within_its_notice_succeeded_and_its_replacement_is_stopped(clock):
+    agent = AgentStatus(state="exited", exit_code=0, notice_at=clock.now().timestamp() - 5, result={"loss": 1.0})
+    d = decide(draining_with_replacement(clock, agent), clock.now(), default_offers())
+    ends = {a.attempt: a for a in d.actions if isinstance(a, End)}
+    assert ends[1].reason == TerminationReason.SUCCEEDED and ends[1].result == {"loss": 1.0}
+    assert ends[2].reason == TerminationReason.CANCELLED and "attempt 1 finished the job" in ends[2].message
+    assert {a.instance_id for a in d.actions if isinstance(a, Terminate)} == {"fake-1", "fake-2"}
+    [job] = [a for a in d.actions if isinstance(a, SetJob)]
+    assert job.status == JobStatus.SUCCEEDED and job.finished
+    assert not any(isinstance(a, Launch) for a in d.actions)
+
+
+def test_a_success_recorded_by_a_pass_that_died_still_stops_the_replacement(clock):
+    v = draining_with_replacement(clock, AgentStatus(state="exited", exit_code=0))
+    first = v.attempts[0].row
+    first.status, first.reason, first.message = AttemptStatus.ENDED, TerminationReason.SUCCEEDED, "job exited with code 0"
+    d = decide(JobView(v.job, v.spec, [AttemptView(first, observed=True), v.attempts[1]]), clock.now(), default_offers())
+    [end] = [a for a in d.actions if isinstance(a, End)]
+    assert end.attempt == 2 and end.reason == TerminationReason.CANCELLED
+    assert [a.instance_id for a in d.actions if isinstance(a, Terminate)] == ["fake-2"]
+    assert any(isinstance(a, SetJob) and a.status == JobStatus.SUCCEEDED for a in d.actions)
+
+
+def test_a_draining_job_that_exits_non_zero_stays_preempted(clock):
+    agent = AgentStatus(state="exited", exit_code=143, notice_at=clock.now().timestamp() - 5, final_done=True)
+    d = decide(draining_with_replacement(clock, agent, replacement=False), clock.now(), default_offers())
+    [end] = [a for a in d.actions if isinstance(a, End)]
+    assert end.attempt == 1 and end.reason == TerminationReason.PREEMPTED
+    assert not any(isinstance(a, SetJob) and a.status == JobStatus.SUCCEEDED for a in d.actions)
