@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from .decide import AttemptView, JobView, Settings
 
 WAITING = "deadline policy: waits for spot"
-MOVED = "deadline policy moves to on-demand"
 BACKED_OFF = (TerminationReason.PREEMPTED, TerminationReason.LOST, TerminationReason.NO_CAPACITY)
 
 
@@ -46,7 +45,8 @@ def _markets(view: JobView, ranked: Sequence[Candidate], now: datetime) -> tuple
     last_hit: dict[str, datetime] = {}
     for a in view.attempts:
         r = a.row
-        if r.spot and (r.reason in BACKED_OFF or r.status == AttemptStatus.DRAINING):
+        draining = r.status == AttemptStatus.DRAINING and r.reason != TerminationReason.MOVED  # a move is no hit
+        if r.spot and (r.reason in BACKED_OFF or draining):
             when = r.notice_at or r.ended_at or now
             key = market_key(r.provider, r.region, r.zone)
             last_hit[key] = max(last_hit.get(key, when), when)
@@ -88,7 +88,7 @@ def situation(view: JobView, ranked: Sequence[Candidate], now: datetime, s: Sett
             starting = max(0.0, startup - (now - (r.launched_at or r.requested_at or now)).total_seconds())
     margin = 2 * s.poll_s + s.default_notice_s  # notice it, relaunch
     last = view.attempts[-1].row if view.attempts else None
-    moved = last is not None and last.reason == TerminationReason.CANCELLED and (last.message or "").startswith(MOVED)
+    moved = last is not None and last.reason == TerminationReason.MOVED
     sit = Situation(job.created_at, deadline, now, work_s, done, startup,
                     spec.checkpoint.interval if spec.checkpoint else None, _markets(view, ranked, now),
                     running, market, unsaved, starting, margin, moved)  # type: ignore[arg-type]
@@ -143,10 +143,10 @@ def deadline_move(view: JobView, current: AttemptView, now: datetime, d: Decisio
     if view.spec.checkpoint is not None and current.agent is not None:
         grace = (view.gate.policy if view.gate is not None else Policy()).stop_grace_s
         until = now + timedelta(seconds=grace)
-        d.add(StopCleanly(row.number, until, TerminationReason.CANCELLED, JobStatus.RECOVERING, message))
+        d.add(StopCleanly(row.number, until, TerminationReason.MOVED, JobStatus.RECOVERING, message))
     else:
         d.add(Terminate(row.number, inst.id))
-        d.add(End(row.number, TerminationReason.CANCELLED, message, status=current.agent))
+        d.add(End(row.number, TerminationReason.MOVED, message, status=current.agent))
         d.add(SetJob(JobStatus.RECOVERING, message))
     d.soon(s.poll_s)
     return True

@@ -10,6 +10,7 @@ from sqlmodel import select
 
 from gpuorch import jobs
 from gpuorch.fake import FakeJobScript, FakeProvider
+from gpuorch.jobservice import JobService
 from gpuorch.reconciler import Reconciler
 from gpuorch.spec import parse_spec
 from gpuorch.store.models import Attempt, AttemptStatus, Event, Job, JobStatus, TerminationReason
@@ -103,7 +104,7 @@ def test_without_a_deadline_the_same_job_never_waits(store, clock):
     assert policy_events(store, job.id) == []
 
 
-def test_a_spot_attempt_that_would_risk_the_deadline_moves_to_on_demand_at_a_checkpoint(store, clock):
+def test_a_spot_attempt_that_would_risk_the_deadline_moves_to_on_demand_at_a_checkpoint(store, clock, tmp_path):
     """The job checkpoints only every 45 min of work: with 40 min of slack, staying on spot soon
     risks more than a preemption could be recovered from. The daemon stops it cleanly (a final
     checkpoint) and the on-demand replacement resumes from it, in time."""
@@ -117,10 +118,15 @@ def test_a_spot_attempt_that_would_risk_the_deadline_moves_to_on_demand_at_a_che
     assert j.status == JobStatus.SUCCEEDED and j.finished_at <= deadline
     assert [a.spot for a in tried] == [True, False]
     moved, od = tried
-    assert moved.reason == TerminationReason.CANCELLED and "moves to on-demand" in moved.message
+    assert moved.reason == TerminationReason.MOVED and moved.message.startswith("deadline policy moves to on-demand")
     assert ("runner.request_stop", moved.instance_id) in fake.calls  # a clean stop, not a kill
     assert od.resumed_from == moved.last_checkpoint and moved.last_checkpoint.endswith("-a1")
     assert od.predecessor == moved.number
     assert j.preemptions == 0 and j.failures == 0  # a move spends no retry budget
     decisions = [json.loads(e.data)["decision"] for e in policy_events(store, job.id)]
     assert decisions == ["spot", "move", "on-demand"]
+    # `status JOB` and `events JOB` name the move (the sqlite3 read path included)
+    svc = JobService(None, tmp_path, clock.now, url=store.url)
+    assert [a["reason"] for a in svc.job(str(job.id))["attempt_list"]] == ["moved", "succeeded"]
+    ended = [e["message"] for e in svc.events(str(job.id)) if e["kind"] == "attempt_ended"]
+    assert ended[0].startswith("moved: deadline policy moves to on-demand")
