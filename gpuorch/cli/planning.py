@@ -150,24 +150,6 @@ def _candidate_dict(c: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def shortfall_message(spec: Any, s: Any) -> str:
-    from ..sizing.report import advice
-
-    return (f"{spec.name}: no offer has enough GPU memory; the largest configuration, {s.label}, needs "
-            f"{s.need_gib:.1f} GiB per GPU and has {s.usable_gib:.1f} ({s.need_gib - s.usable_gib:.1f} GiB missing); "
-            f"{advice(spec.model)} (multi-node placement is not supported yet)")  # fmt: skip
-
-
-def _no_candidate_message(spec: Any, p: Any) -> str:
-    if p.shortfall is not None and all(r.reason.startswith(("needs ", "no GPU")) for r in p.rejected):
-        return shortfall_message(spec, p.shortfall)
-    reasons: dict[str, int] = {}
-    for r in p.rejected:
-        reasons[r.reason] = reasons.get(r.reason, 0) + r.offers
-    top = sorted(reasons.items(), key=lambda kv: -kv[1])[:3]
-    return f"{spec.name}: no offer satisfies the job: " + "; ".join(f"{n} offer(s): {why}" for why, n in top)
-
-
 @app.command()
 def plan(
     job: Path = typer.Argument(..., help="Job spec (YAML)."),
@@ -179,6 +161,7 @@ def plan(
     from .. import placement
     from ..catalog import load_offers
     from ..spec import load_spec
+    from ..submitcheck import no_candidate_message
 
     try:
         spec = load_spec(job)
@@ -186,7 +169,7 @@ def plan(
     except UserInputError as e:
         fail(str(e))
     if not result.candidates:
-        fail(_no_candidate_message(spec, result))
+        fail(no_candidate_message(spec, result))
     rejected = [{"provider": r.provider, "instance_type": r.instance_type, "gpu": r.gpu, "gpu_count": r.gpu_count,
                  "offers": r.offers, "reason": r.reason} for r in result.rejected]  # fmt: skip
     if json_out:
