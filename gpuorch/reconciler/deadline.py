@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .decide import AttemptView, JobView, Settings
 
 WAITING = "deadline policy: waits for spot"
+PROBE_MAX_S = 1800.0  # the longest a market without capacity goes unprobed while the job waits
 BACKED_OFF = (TerminationReason.PREEMPTED, TerminationReason.LOST, TerminationReason.NO_CAPACITY)
 
 
@@ -33,6 +34,10 @@ def applies(view: JobView) -> bool:
 
 def market_key(provider: str, region: str, zone: str) -> str:
     return f"{provider}/{region}/{zone}"
+
+
+def _key(c: Candidate) -> str:
+    return market_key(c.offer.provider, c.offer.region, c.offer.zone)
 
 
 def _ts(epoch: float | None, like: datetime) -> datetime | None:
@@ -57,6 +62,34 @@ def _markets(view: JobView, ranked: Sequence[Candidate], now: datetime) -> tuple
             hit = last_hit.get(key)
             out[key] = Market(key, min(DAY_S, (now - hit).total_seconds()) if hit else DAY_S)
     return tuple(out.values())
+
+
+def probe_held(view: JobView, now: datetime) -> set[str]:
+    """Spot markets not to probe again yet: each launch that finds no capacity is an attempt row,
+    so a job waiting for spot probes a market that keeps refusing less and less often.
+
+    A market's run of no-capacity answers starts at its first refusal since the job last got an
+    instance there; after a refusal at ``last`` the market is held until ``last`` plus the run's
+    length so far (at most ``PROBE_MAX_S``), on top of the daemon's back-off of the offer class.
+    With a 5 min back-off the probes come at 0, 5, 10, 20, 40, 70, 100 ... min: a handful of rows
+    per market in the first hour, then two an hour, instead of twelve.
+    """
+    first: dict[str, datetime] = {}
+    last: dict[str, datetime] = {}
+    for a in view.attempts:
+        r = a.row
+        if not r.spot:
+            continue
+        key = market_key(r.provider, r.region, r.zone)
+        if r.reason == TerminationReason.NO_CAPACITY:
+            when = r.ended_at or r.requested_at or now
+            first.setdefault(key, when)
+            last[key] = when
+        elif r.launched_at is not None:  # it had capacity: a new run starts at the next refusal
+            first.pop(key, None)
+            last.pop(key, None)
+    return {key for key, when in last.items()
+            if now < when + timedelta(seconds=min(PROBE_MAX_S, (when - first[key]).total_seconds()))}
 
 
 def situation(view: JobView, ranked: Sequence[Candidate], now: datetime, s: Settings,
@@ -106,6 +139,11 @@ def deadline_launch(view: JobView, ranked: list[Candidate], now: datetime, d: De
     """The candidates to launch on, in order, or None after adding why the job waits."""
     if not applies(view) or not ranked:
         return ranked
+    held = probe_held(view, now)
+    if held:  # as if backed off: "no spot" there, so the policy waits or goes on-demand
+        ranked = [c for c in ranked if not c.spot or _key(c) not in held]
+        if not ranked:
+            return ranked
     sit, max_hours = situation(view, ranked, now, s)
     fast = [c for c in ranked if max_hours is None or c.est_hours <= max_hours * (1 + 1e-9)]
     if fast != ranked:
