@@ -12,7 +12,7 @@ from gpuorch import jobs
 from gpuorch.logmirror import LogMirror
 from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.spec import parse_spec
-from gpuorch.store.models import AttemptStatus, Checkpoint, Job, JobStatus, TerminationReasonNone
+from gpuorch.store.models import AttemptStatus, Checkpoint, Job, JobStatus, TerminationReason
 from gpuorch.testing import e2e
 
 EXAMPLE = e2e.TINY_MLP
