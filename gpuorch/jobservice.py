@@ -16,7 +16,7 @@ implementation of what a job's status says. PostgreSQL, and every write, go thro
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from functools import cached_property
@@ -112,11 +112,18 @@ def job_detail(job: Job | Row, attempts: list[Attempt] | list[Row], now: datetim
 
 class JobService:
     def __init__(self, store: Store | None, home: Path, now: Callable[[], datetime] = utcnow, *,
-                 url: str | None = None) -> None:
-        """On ``store``, or (``store=None``) on the store at ``url``, opened when first needed."""
+                 url: str | None = None,
+                 providers: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None) -> None:
+        """On ``store``, or (``store=None``) on the store at ``url``, opened when first needed.
+
+        ``providers`` is the configuration's (name -> options), or a function returning it (read
+        when first needed): ``submit`` checks a spec against what they sell. Without it (a service
+        that only reads) ``submit`` refuses to run.
+        """
         if store is None and url is None:
             raise ValueError("JobService needs a store or a url")
         self._store, self._url, self.home, self.now = store, url, home, now
+        self.providers = providers
 
     @property
     def store(self) -> Store:
@@ -150,12 +157,25 @@ class JobService:
         finally:
             conn.close()
 
-    def submit(self, spec: JobSpec) -> dict[str, Any]:
-        """Queue a validated spec (its workdir, if any, already an absolute path on this host)."""
-        from . import jobs
+    def submit(self, spec: JobSpec, source: str = "job spec") -> dict[str, Any]:
+        """Check a validated spec against the providers' offers, then queue it (its workdir, if
+        any, already an absolute path on this host). ``source`` names the spec in error lines.
 
-        job = jobs.submit(self.store, spec, self.now())
-        return {"id": job.id, "name": job.name, "status": job.status.value}
+        Raises UserInputError, and stores nothing, for a job no GPU configuration can hold or a
+        deadline on-demand cannot meet (``gpuorch.submitcheck``); ``warning`` is the line for a job
+        accepted with a caveat (no enabled offer fits today; only on-demand meets the deadline).
+        """
+        from . import jobs
+        from .registry import offline_offers
+        from .submitcheck import fit_check
+
+        if self.providers is None:
+            raise ValueError("JobService.submit needs the configuration's providers to check the spec")
+        providers = self.providers() if callable(self.providers) else self.providers
+        now = self.now()
+        warning = fit_check(spec, offline_offers(dict(providers), self.home), source, now)
+        job = jobs.submit(self.store, spec, now)
+        return {"id": job.id, "name": job.name, "status": job.status.value, "warning": warning}
 
     def jobs(self) -> list[dict[str, Any]]:
         now = self.now()

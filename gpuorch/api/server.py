@@ -2,7 +2,8 @@
 
 Every endpoint but ``GET /v1/health`` needs ``Authorization: Bearer <token>`` (``auth.py``).
 Errors are ``{"error": "<one line>"}``: 401 for a missing or wrong token, 404 for an unknown
-job, 422 for a spec or request the server refuses (the same line the CLI prints locally), and
+job, 422 for a spec or request the server refuses (the same line the CLI prints locally: a
+submit is checked by ``JobService.submit`` against this host's providers, deadline included), and
 JSON bodies are encoded like ``gpuorch ... --json`` so the CLI prints the same bytes either way.
 Endpoints are plain ``def``: FastAPI runs them in its thread pool, off the event loop.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import shutil
 import socket
 import threading
 import time
@@ -89,12 +91,18 @@ def create_app(service: JobService, token: str, uploads: Path) -> FastAPI:
             raise UserInputError(f"{body.source}: workdir: a path on the submitting machine means nothing to the "
                                  "server; send the directory as workdir_tar (`gpuorch --server URL submit` does)")
         spec = parse_spec(body.spec, body.source)
-        impossible = no_single_instance(spec)  # placement could never start it: refuse, as a local submit does
+        impossible = no_single_instance(spec)  # refuse before unpacking the upload
         if impossible is not None:
             raise UserInputError(impossible)
-        if body.workdir_tar is not None:
-            spec = spec.model_copy(update={"workdir": str(upload.unpack(body.workdir_tar, uploads))})
-        return _json(service.submit(spec), 201)
+        unpacked = upload.unpack(body.workdir_tar, uploads) if body.workdir_tar is not None else None
+        if unpacked is not None:
+            spec = spec.model_copy(update={"workdir": str(unpacked)})
+        try:
+            return _json(service.submit(spec, body.source), 201)  # the same checks as a local submit
+        except UserInputError:
+            if unpacked is not None:  # refused: nothing of it is kept
+                shutil.rmtree(unpacked, ignore_errors=True)
+            raise
 
     @r.get("/jobs")
     def jobs() -> Response:
@@ -141,7 +149,7 @@ def _server(config: DaemonConfig, store: Store, host: str) -> uvicorn.Server:
     if not loopback:
         log.warning("the API listens on %s without TLS: tokens and jobs cross the network in clear; "
                     "prefer 127.0.0.1 with an SSH tunnel, or a TLS-terminating proxy", host)
-    app = create_app(JobService(store, config.home), token, config.home / "uploads")
+    app = create_app(JobService(store, config.home, providers=config.providers), token, config.home / "uploads")
     # log_config=None: keep the process's logging (the daemon's format), not uvicorn's own
     return uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=True, timeout_graceful_shutdown=5))
 

@@ -46,7 +46,9 @@ def _backend(ctx: typer.Context):  # type: ignore[no-untyped-def]
     from ..jobservice import JobService
 
     home, url = cli_store_location()
-    return JobService(None, home, url=url)  # opens the store when needed; status reads SQLite lightly
+    # opens the store when needed (status reads SQLite lightly); submit checks the spec against
+    # what the configured providers sell (the configuration is read then, not for status)
+    return JobService(None, home, url=url, providers=lambda: cli_config().providers)
 
 
 @contextmanager
@@ -71,7 +73,7 @@ def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Job spec (
         # the daemon runs elsewhere: pin the workdir to an absolute path now (or upload it)
         workdir = (file.parent / spec.workdir).expanduser().resolve() if spec.workdir else None
         remote = _remote(ctx)
-        if remote is not None:
+        if remote is not None:  # the server checks the fit and the deadline against its own providers
             import yaml
 
             from ..placement.explain import no_single_instance
@@ -81,70 +83,17 @@ def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Job spec (
                 raise UserInputError(impossible)
 
             job = remote.submit_raw(yaml.safe_load(file.read_text()), str(file), workdir)
-            warning = None  # the server knows its own providers; it refuses what no instance can hold
         else:
             if workdir is not None:
                 spec = spec.model_copy(update={"workdir": str(workdir)})
-            warning = _fit_check(spec, str(file))
-            job = _backend(ctx).submit(spec)
+            job = _backend(ctx).submit(spec, str(file))  # checks as the server does (gpuorch.submitcheck)
+    warning = job.get("warning")
     if json_out:
         emit_json({**job, "warning": warning})
     else:
         typer.echo(f"job {job['id']} ({job['name']}) queued; follow it with `gpuorch status {job['id']}`")
         if warning:
             typer.echo(f"warning: {warning}", err=True)
-
-
-def _fit_check(spec, source: str = "job spec") -> str | None:  # type: ignore[no-untyped-def]
-    """The planner `gpuorch plan` uses, over what the enabled providers sell (no cloud call).
-
-    A job no GPU configuration can hold is refused (exit 2); one that merely fits no enabled
-    offer today is queued with a warning, since capacity and providers change. So is a deadline
-    that on-demand cannot meet, or only on-demand can (``deadline_check``).
-    """
-    from .. import placement
-    from ..catalog import load_offers
-    from ..registry import offline_offers
-    from ..placement.explain import beyond_one_node
-    from .planning import _no_candidate_message, shortfall_message
-
-    if spec.resources.gpu is None and spec.model is None:
-        return deadline_check(spec, [], source)
-    over = beyond_one_node(spec)  # no instance anywhere has that many: it would wait forever
-    if over is not None:
-        raise UserInputError(over)
-    cfg = cli_config()
-    offers = offline_offers(cfg.providers, cfg.home)
-    result = placement.plan(spec, offers, limit=1)
-    if result.candidates:
-        return deadline_check(spec, placement.candidates(spec, offers) if spec.deadline else [], source)
-    # Refuse only what no configuration anywhere can hold, whatever the job's own restrictions.
-    anywhere = spec.model_copy(update={"regions": None, "providers": None, "max_price_per_hour": None})
-    relaxed = placement.plan(anywhere, offers + load_offers(), limit=1)
-    if not relaxed.candidates and relaxed.shortfall is not None:
-        raise UserInputError(shortfall_message(spec, relaxed.shortfall))
-    return _no_candidate_message(spec, result) + " (it stays queued until an offer fits)"
-
-
-def deadline_check(spec, candidates, source: str, deadline=None) -> str | None:  # type: ignore[no-untyped-def]
-    """Refuse (UserInputError) a deadline that on-demand cannot meet with the fastest fitting
-    offer; a warning when only on-demand can. ``deadline`` (UTC) overrides the spec's (sweeps)."""
-    from ..clock import utcnow
-    from ..policy.live import feasibility
-
-    if spec.deadline is None and deadline is None:
-        return None
-    now = utcnow()
-    d = spec.deadline
-    at = min(filter(None, [deadline, d.resolve(now) if d else None]))
-    spot_ok = spec.spot_policy != "on-demand"
-    f = feasibility(at, now, d.job_hours if d else None, d.startup if d else None, candidates,
-                    spec.checkpoint.interval if spec.checkpoint else None, spot_ok)
-    if f.error:
-        raise UserInputError(f"{source}: {f.error}")
-    if f.warning and spec.spot_policy == "spot":
-        return f"{f.warning.split(';')[0]}; with spot_policy: spot it may miss the deadline (set spot_policy: auto)"
-    return f.warning
 
 
 @app.command()

@@ -151,39 +151,6 @@ def _candidate_dict(c: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def shortfall_message(spec: Any, s: Any) -> str:
-    """No instance holds the job's model: the largest configuration tried, what is missing, whether
-    several nodes would hold it (not placed), and what to change."""
-    from .. import gpus
-    from ..placement.explain import MULTI_NODE
-    from ..sizing.fit import smallest_fit
-    from ..sizing.report import advice
-
-    gpu = gpus.lookup(s.gpu) if s.gpu else None
-    fit = smallest_fit(spec.model, gpu) if gpu is not None and spec.model is not None else None
-    full_node = gpu is not None and s.gpu_count >= gpu.max_per_node
-    nodes = (f"; it needs {fit.nodes} nodes of {fit.gpus_per_node}x{fit.gpu} ({fit.sharding}), but {MULTI_NODE}"
-             if fit is not None and fit.nodes > 1 else f"; {MULTI_NODE}" if full_node else "")  # fmt: skip
-    return (f"{spec.name}: no offer has enough GPU memory; the largest configuration, {s.label}, needs "
-            f"{s.need_gib:.1f} GiB per GPU and has {s.usable_gib:.1f} ({s.need_gib - s.usable_gib:.1f} GiB missing)"
-            f"{nodes}; {advice(spec.model, more_gpus=not full_node)}")  # fmt: skip
-
-
-def _no_candidate_message(spec: Any, p: Any) -> str:
-    from ..placement.explain import beyond_one_node
-
-    over = beyond_one_node(spec)
-    if over is not None:
-        return over
-    if p.shortfall is not None and not any(r.filtered for r in p.rejected):
-        return shortfall_message(spec, p.shortfall)
-    reasons: dict[str, int] = {}
-    for r in p.rejected:
-        reasons[r.reason] = reasons.get(r.reason, 0) + r.offers
-    top = sorted(reasons.items(), key=lambda kv: -kv[1])[:3]
-    return f"{spec.name}: no offer satisfies the job: " + "; ".join(f"{n} offer(s): {why}" for why, n in top)
-
-
 @app.command()
 def plan(
     job: Path = typer.Argument(..., help="Job spec (YAML)."),
@@ -195,6 +162,7 @@ def plan(
     from .. import placement
     from ..catalog import load_offers
     from ..spec import load_spec
+    from ..submitcheck import no_candidate_message
 
     try:
         spec = load_spec(job)
@@ -202,7 +170,7 @@ def plan(
     except UserInputError as e:
         fail(str(e))
     if not result.candidates:
-        fail(_no_candidate_message(spec, result))
+        fail(no_candidate_message(spec, result))
     rejected = [{"provider": r.provider, "instance_type": r.instance_type, "gpu": r.gpu, "gpu_count": r.gpu_count,
                  "offers": r.offers, "reason": r.reason} for r in result.rejected]  # fmt: skip
     if json_out:

@@ -28,7 +28,7 @@ def submit(file: Path = typer.Argument(..., help="Sweep file (YAML)."), json_out
     warning = None
     try:
         spec, trials = load_sweep(file, now)
-        warning = _deadline_check(spec, trials, str(file))
+        warning = _deadline_check(spec, trials, str(file), now)
         sweep = intent.submit(_store(), spec, trials, now)
     except UserInputError as e:
         fail(str(e))
@@ -41,26 +41,17 @@ def submit(file: Path = typer.Argument(..., help="Sweep file (YAML)."), json_out
                    f"follow it with `gpuorch sweep status {sweep.name}`")
 
 
-def _deadline_check(spec: Any, trials: list[Any], source: str) -> str | None:
-    """A trial's deadline (the sweep's, or the template job's when earlier) checked as ``submit``
-    checks a job's: refused if on-demand cannot meet it on the fastest fitting offer. Trials share
-    one template: the first stands for all."""
-    from .jobs import deadline_check
+def _deadline_check(spec: Any, trials: list[Any], source: str, now: Any) -> str | None:
+    """The trials' deadline checked as ``submit`` checks a job's (gpuorch.submitcheck)."""
+    from ..registry import offline_offers
+    from ..submitcheck import sweep_deadline_check
+    from .app import cli_config
 
-    if not trials or (spec.deadline is None and trials[0][1].deadline is None):
-        return None
-    job = trials[0][1]
-    if job.deadline is None and (job.model is None or (job.model.tokens is None and job.model.duration is None)):
-        return None  # how long a trial runs is not known: nothing to check
-    candidates: list[Any] = []
-    if job.resources.gpu is not None or job.model is not None:
-        from .. import placement
-        from ..registry import offline_offers
-        from .app import cli_config
-
-        cfg = cli_config()
-        candidates = placement.candidates(job, offline_offers(cfg.providers, cfg.home))
-    return deadline_check(job, candidates, source, deadline=spec.deadline)
+    job = trials[0][1] if trials else None
+    needs_offers = job is not None and (job.resources.gpu is not None or job.model is not None)
+    cfg = cli_config() if needs_offers else None
+    offers = offline_offers(cfg.providers, cfg.home) if cfg is not None else []
+    return sweep_deadline_check(spec, trials, offers, source, now)
 
 
 def _fmt(v: Any) -> str:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .decide import AttemptView, JobView, Settings
 
 WAITING = "deadline policy: waits for spot"
-MOVED = "deadline policy moves to on-demand"
+PROBE_MAX_S = 1800.0  # the longest a market without capacity goes unprobed while the job waits
 BACKED_OFF = (TerminationReason.PREEMPTED, TerminationReason.LOST, TerminationReason.NO_CAPACITY)
 
 
@@ -36,6 +36,10 @@ def market_key(provider: str, region: str, zone: str) -> str:
     return f"{provider}/{region}/{zone}"
 
 
+def _key(c: Candidate) -> str:
+    return market_key(c.offer.provider, c.offer.region, c.offer.zone)
+
+
 def _ts(epoch: float | None, like: datetime) -> datetime | None:
     return datetime.fromtimestamp(epoch, like.tzinfo) if epoch is not None else None
 
@@ -46,7 +50,8 @@ def _markets(view: JobView, ranked: Sequence[Candidate], now: datetime) -> tuple
     last_hit: dict[str, datetime] = {}
     for a in view.attempts:
         r = a.row
-        if r.spot and (r.reason in BACKED_OFF or r.status == AttemptStatus.DRAINING):
+        draining = r.status == AttemptStatus.DRAINING and r.reason != TerminationReason.MOVED  # a move is no hit
+        if r.spot and (r.reason in BACKED_OFF or draining):
             when = r.notice_at or r.ended_at or now
             key = market_key(r.provider, r.region, r.zone)
             last_hit[key] = max(last_hit.get(key, when), when)
@@ -57,6 +62,34 @@ def _markets(view: JobView, ranked: Sequence[Candidate], now: datetime) -> tuple
             hit = last_hit.get(key)
             out[key] = Market(key, min(DAY_S, (now - hit).total_seconds()) if hit else DAY_S)
     return tuple(out.values())
+
+
+def probe_held(view: JobView, now: datetime) -> set[str]:
+    """Spot markets not to probe again yet: each launch that finds no capacity is an attempt row,
+    so a job waiting for spot probes a market that keeps refusing less and less often.
+
+    A market's run of no-capacity answers starts at its first refusal since the job last got an
+    instance there; after a refusal at ``last`` the market is held until ``last`` plus the run's
+    length so far (at most ``PROBE_MAX_S``), on top of the daemon's back-off of the offer class.
+    With a 5 min back-off the probes come at 0, 5, 10, 20, 40, 70, 100 ... min: a handful of rows
+    per market in the first hour, then two an hour, instead of twelve.
+    """
+    first: dict[str, datetime] = {}
+    last: dict[str, datetime] = {}
+    for a in view.attempts:
+        r = a.row
+        if not r.spot:
+            continue
+        key = market_key(r.provider, r.region, r.zone)
+        if r.reason == TerminationReason.NO_CAPACITY:
+            when = r.ended_at or r.requested_at or now
+            first.setdefault(key, when)
+            last[key] = when
+        elif r.launched_at is not None:  # it had capacity: a new run starts at the next refusal
+            first.pop(key, None)
+            last.pop(key, None)
+    return {key for key, when in last.items()
+            if now < when + timedelta(seconds=min(PROBE_MAX_S, (when - first[key]).total_seconds()))}
 
 
 def situation(view: JobView, ranked: Sequence[Candidate], now: datetime, s: Settings,
@@ -88,7 +121,7 @@ def situation(view: JobView, ranked: Sequence[Candidate], now: datetime, s: Sett
             starting = max(0.0, startup - (now - (r.launched_at or r.requested_at or now)).total_seconds())
     margin = 2 * s.poll_s + s.default_notice_s  # notice it, relaunch
     last = view.attempts[-1].row if view.attempts else None
-    moved = last is not None and last.reason == TerminationReason.CANCELLED and (last.message or "").startswith(MOVED)
+    moved = last is not None and last.reason == TerminationReason.MOVED
     sit = Situation(job.created_at, deadline, now, work_s, done, startup,
                     spec.checkpoint.interval if spec.checkpoint else None, _markets(view, ranked, now),
                     running, market, unsaved, starting, margin, moved)  # type: ignore[arg-type]
@@ -106,6 +139,11 @@ def deadline_launch(view: JobView, ranked: list[Candidate], now: datetime, d: De
     """The candidates to launch on, in order, or None after adding why the job waits."""
     if not applies(view) or not ranked:
         return ranked
+    held = probe_held(view, now)
+    if held:  # as if backed off: "no spot" there, so the policy waits or goes on-demand
+        ranked = [c for c in ranked if not c.spot or _key(c) not in held]
+        if not ranked:
+            return ranked
     sit, max_hours = situation(view, ranked, now, s)
     fast = [c for c in ranked if max_hours is None or c.est_hours <= max_hours * (1 + 1e-9)]
     if fast != ranked:
@@ -143,10 +181,10 @@ def deadline_move(view: JobView, current: AttemptView, now: datetime, d: Decisio
     if view.spec.checkpoint is not None and current.agent is not None:
         grace = (view.gate.policy if view.gate is not None else Policy()).stop_grace_s
         until = now + timedelta(seconds=grace)
-        d.add(StopCleanly(row.number, until, TerminationReason.CANCELLED, JobStatus.RECOVERING, message))
+        d.add(StopCleanly(row.number, until, TerminationReason.MOVED, JobStatus.RECOVERING, message))
     else:
         d.add(Terminate(row.number, inst.id))
-        d.add(End(row.number, TerminationReason.CANCELLED, message, status=current.agent))
+        d.add(End(row.number, TerminationReason.MOVED, message, status=current.agent))
         d.add(SetJob(JobStatus.RECOVERING, message))
     d.soon(s.poll_s)
     return True

@@ -73,10 +73,24 @@ def _v3_job_volumes(conn: Connection) -> None:
         conn.execute(text(f"ALTER TABLE job ADD COLUMN {col} VARCHAR"))
 
 
+def _v4_moved_reason(conn: Connection) -> None:
+    """The termination reason ``moved`` (the deadline policy moved the attempt to on-demand).
+
+    The reason column is SQLAlchemy's Enum, which stores the member *names*: on PostgreSQL a
+    native enum type that needs the new label; on SQLite a plain VARCHAR without a CHECK
+    constraint (``create_constraint`` is off), so nothing changes there. PostgreSQL 12+ allows
+    ``ADD VALUE`` inside a transaction; the label is only usable after it commits, which the
+    migration transaction does before any row is written with it.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("ALTER TYPE terminationreason ADD VALUE IF NOT EXISTS 'MOVED'"))
+
+
 MIGRATIONS: list[Migration] = [
     # (1, "initial schema", ...) is the create_all of a fresh database; later ones go here.
     (2, "sweeps, trial metrics, spot price changes, budget_exhausted", _v2_money_and_sweeps),
     (3, "job volumes", _v3_job_volumes),
+    (4, "termination reason moved", _v4_moved_reason),
 ]
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 

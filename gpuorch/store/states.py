@@ -43,6 +43,7 @@ class TerminationReason(StrEnum):
     LAUNCH_FAILED = "launch_failed"  # the launch was refused for good (bad request)
     CANCELLED = "cancelled"
     BUDGET_EXHAUSTED = "budget_exhausted"  # stopped cleanly before a cost cap was crossed
+    MOVED = "moved"  # stopped cleanly by the deadline policy to go on on-demand (schema 4); the job goes on
 
     def job_status(self) -> JobStatus | None:
         """The job's status when no retry follows (None: the job goes on)."""

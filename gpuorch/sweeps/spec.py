@@ -31,7 +31,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from ..errors import UserInputError
-from ..spec import Budget, JobSpec, Strict, _format_error, parse_spec
+from ..spec import Budget, Deadline, JobSpec, Strict, _format_error, parse_spec
 from ..when import parse_instant
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,55}$")  # room for "-<trial>" within a job name
@@ -153,6 +153,23 @@ def trial_spec(spec: SweepSpec, template: dict[str, Any], index: int, params: di
     return parse_spec(data, "sweep job")
 
 
+def trial_deadline(job: JobSpec, sweep_deadline: datetime | None, submitted: datetime) -> JobSpec:
+    """The trial with its effective deadline for the live policy: the earlier of the sweep's and
+    the template's own (a duration counts from ``submitted``, when the trials are created), written
+    as an absolute time; ``job_hours`` and ``startup`` stay the template's. A template without a
+    deadline takes the sweep's where the policy can plan for it (``model.tokens`` or
+    ``model.duration`` give the work); otherwise only the sweep's stop at its deadline applies."""
+    if sweep_deadline is None:
+        return job
+    own = job.deadline
+    if own is None:
+        if job.model is None or (job.model.tokens is None and job.model.duration is None):
+            return job
+        return job.model_copy(update={"deadline": Deadline(at=sweep_deadline.isoformat())})
+    at = min(own.resolve(submitted), sweep_deadline)
+    return job.model_copy(update={"deadline": own.model_copy(update={"at": at.isoformat()})})
+
+
 def _template(spec: SweepSpec, base: Path) -> dict[str, Any]:
     """The template job as a mapping, its workdir made absolute."""
     where = base
@@ -204,7 +221,8 @@ def load_sweep(path: str | Path, now: datetime) -> tuple[SweepSpec, list[tuple[d
                              "time or a duration like 8h")
     try:
         template = _template(spec, p.parent)
-        trials = [(params, trial_spec(spec, template, i, params)) for i, params in enumerate(points(spec))]
+        trials = [(params, trial_deadline(trial_spec(spec, template, i, params), spec.deadline, now))
+                  for i, params in enumerate(points(spec))]
     except UserInputError as e:
         raise UserInputError(f"{p}: {e}") from None
     return spec, trials

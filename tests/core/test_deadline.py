@@ -10,7 +10,9 @@ from sqlmodel import select
 
 from gpuorch import jobs
 from gpuorch.fake import FakeJobScript, FakeProvider
+from gpuorch.jobservice import JobService
 from gpuorch.reconciler import Reconciler
+from gpuorch.reconciler.deadline import PROBE_MAX_S
 from gpuorch.spec import parse_spec
 from gpuorch.store.models import Attempt, AttemptStatus, Event, Job, JobStatus, TerminationReason
 
@@ -103,7 +105,7 @@ def test_without_a_deadline_the_same_job_never_waits(store, clock):
     assert policy_events(store, job.id) == []
 
 
-def test_a_spot_attempt_that_would_risk_the_deadline_moves_to_on_demand_at_a_checkpoint(store, clock):
+def test_a_spot_attempt_that_would_risk_the_deadline_moves_to_on_demand_at_a_checkpoint(store, clock, tmp_path):
     """The job checkpoints only every 45 min of work: with 40 min of slack, staying on spot soon
     risks more than a preemption could be recovered from. The daemon stops it cleanly (a final
     checkpoint) and the on-demand replacement resumes from it, in time."""
@@ -117,10 +119,66 @@ def test_a_spot_attempt_that_would_risk_the_deadline_moves_to_on_demand_at_a_che
     assert j.status == JobStatus.SUCCEEDED and j.finished_at <= deadline
     assert [a.spot for a in tried] == [True, False]
     moved, od = tried
-    assert moved.reason == TerminationReason.CANCELLED and "moves to on-demand" in moved.message
+    assert moved.reason == TerminationReason.MOVED and moved.message.startswith("deadline policy moves to on-demand")
     assert ("runner.request_stop", moved.instance_id) in fake.calls  # a clean stop, not a kill
     assert od.resumed_from == moved.last_checkpoint and moved.last_checkpoint.endswith("-a1")
     assert od.predecessor == moved.number
     assert j.preemptions == 0 and j.failures == 0  # a move spends no retry budget
     decisions = [json.loads(e.data)["decision"] for e in policy_events(store, job.id)]
     assert decisions == ["spot", "move", "on-demand"]
+    # `status JOB` and `events JOB` name the move (the sqlite3 read path included)
+    svc = JobService(None, tmp_path, clock.now, url=store.url)
+    assert [a["reason"] for a in svc.job(str(job.id))["attempt_list"]] == ["moved", "succeeded"]
+    ended = [e["message"] for e in svc.events(str(job.id)) if e["kind"] == "attempt_ended"]
+    assert ended[0].startswith("moved: deadline policy moves to on-demand")
+
+
+def _no_spot_anywhere(fake, available=False):
+    for z in ZONES:
+        fake.set_capacity(z, "gpu.a100", True, available)
+
+
+def test_a_long_wait_for_spot_probes_less_and_less_often(store, clock):
+    """No spot capacity anywhere for the whole wait (12 h deadline, 2 h of work): each probe of
+    a market is a failed attempt row, so they come further and further apart (at most every
+    PROBE_MAX_S) instead of at every 5 min back-off; the job still turns to on-demand when its
+    slack comes down to the reserve, and finishes in time."""
+    fake = FakeProvider(clock, script=FakeJobScript(duration_s=7200, checkpoint_every_s=600))
+    _no_spot_anywhere(fake)
+    rec = Reconciler(store, {"fake": fake}, clock=clock, backoff_s=300)
+    job = jobs.submit(store, spec("12h"), clock.now())
+    start, deadline = clock.now(), clock.now() + timedelta(hours=12)
+    run_until(rec, fake, clock, store, job.id, hours=13)
+
+    j, tried = job_row(store, job.id), attempts(store, job.id)
+    assert j.status == JobStatus.SUCCEEDED and j.finished_at <= deadline
+    probes = [a for a in tried if a.reason == TerminationReason.NO_CAPACITY]
+    od = tried[-1]
+    assert not od.spot and all(a.spot for a in tried[:-1]) and len(probes) == len(tried) - 1
+    waited_h = (od.requested_at - start).total_seconds() / 3600
+    assert waited_h > 3  # it did wait for spot a long time (the reserve is the same as before)
+    rounds = sorted({a.requested_at for a in probes})
+    assert len(probes) == 3 * len(rounds)  # each round tries every spot market once
+    gaps = [(b - a).total_seconds() for a, b in zip(rounds, rounds[1:], strict=False)]
+    assert gaps == sorted(gaps) and gaps[0] >= 300  # never more often than the back-off, then rarer
+    assert max(gaps) <= PROBE_MAX_S + 60  # capped (plus the one-minute recheck)
+    # a round at every 5 min back-off would be 36 rows an hour; it is under a third of that
+    assert len(probes) < 36 * waited_h / 3
+
+
+def test_spot_capacity_that_comes_back_during_a_long_wait_is_found(store, clock):
+    fake = FakeProvider(clock, script=FakeJobScript(duration_s=7200, checkpoint_every_s=600))
+    _no_spot_anywhere(fake)
+    rec = Reconciler(store, {"fake": fake}, clock=clock, backoff_s=300)
+    job = jobs.submit(store, spec("12h"), clock.now())
+    back = clock.now() + timedelta(hours=2)
+
+    def script(now):
+        if now >= back:
+            _no_spot_anywhere(fake, available=True)
+
+    run_until(rec, fake, clock, store, job.id, hours=13, each=script)
+    j, tried = job_row(store, job.id), attempts(store, job.id)
+    assert j.status == JobStatus.SUCCEEDED
+    got = next(a for a in tried if a.launched_at is not None)
+    assert got.spot and back <= got.requested_at <= back + timedelta(seconds=PROBE_MAX_S + 120)

@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DataError, IntegrityError
 from sqlmodel import func, select
 
-from gpuorch.store import Attempt, Event, Job, Meta, Store
+from gpuorch.store import Attempt, AttemptStatus, Event, Job, Meta, Store, TerminationReason
 from gpuorch.store.migrations import SCHEMA_VERSION, SchemaTooNew, migrate
 
 pytestmark = pytest.mark.postgres
@@ -105,3 +105,57 @@ def test_unique_violation_is_integrity_error_and_rolls_back(store):
     with store.read() as s:
         assert s.exec(select(func.count()).select_from(Attempt)).one() == 1
         assert s.exec(select(func.count()).select_from(Event)).one() == 0
+
+
+V3_REASONS = ("SUCCEEDED", "FAILED", "PREEMPTED", "LOST", "NO_CAPACITY", "LAUNCH_FAILED", "CANCELLED",
+              "BUDGET_EXHAUSTED")
+
+
+def _labels(s) -> list[str]:  # noqa: ANN001
+    return list(s.exec(text("SELECT unnest(enum_range(NULL::terminationreason))::text")).scalars())
+
+
+def test_moved_is_refused_by_a_v3_enum_and_accepted_after_migration(pg_url):
+    store = Store(pg_url)
+    with store.write() as s:
+        job = Job(name="old", spec="{}", created_at=datetime.now(UTC))
+        s.add(job)
+        s.flush()
+        job_id = job.id
+        s.add(Attempt(job_id=job_id, number=1, provider="fake", region="r", zone="z", instance_type="x",
+                      status=AttemptStatus.ENDED, reason=TerminationReason.PREEMPTED))
+    labels = ", ".join(f"'{x}'" for x in V3_REASONS)
+    with store._write.begin() as conn:  # back to the shape schema 3 left: the native enum without MOVED
+        for ddl in ("ALTER TYPE terminationreason RENAME TO terminationreason_v4",
+                    f"CREATE TYPE terminationreason AS ENUM ({labels})",
+                    "ALTER TABLE attempt ALTER COLUMN reason TYPE terminationreason"
+                    " USING reason::text::terminationreason",
+                    "DROP TYPE terminationreason_v4",
+                    "UPDATE meta SET value = '3' WHERE key = 'schema_version'"):
+            conn.execute(text(ddl))
+    moved = dict(job_id=job_id, number=2, provider="fake", region="r", zone="z", instance_type="x", spot=True,
+                 status=AttemptStatus.ENDED, reason=TerminationReason.MOVED, message="deadline policy moves")
+    with pytest.raises(DataError):  # what a v3 database says to the new reason
+        with store.write() as s:
+            s.add(Attempt(**moved))
+    store.close()
+
+    upgraded = Store(pg_url)  # migrates 3 -> 4
+    with upgraded.read() as s:
+        assert s.get(Meta, "schema_version").value == str(SCHEMA_VERSION) == "4"
+        assert _labels(s) == [*V3_REASONS, "MOVED"]
+    with upgraded.write() as s:
+        s.add(Attempt(**moved))
+    with upgraded.read() as s:
+        rows = list(s.exec(select(Attempt).where(Attempt.job_id == job_id).order_by(Attempt.number)))
+    assert [r.reason for r in rows] == [TerminationReason.PREEMPTED, TerminationReason.MOVED]
+    upgraded.close()
+    again = Store(pg_url)  # reopening runs nothing twice (ADD VALUE IF NOT EXISTS would not fail anyway)
+    with again.read() as s:
+        assert _labels(s).count("MOVED") == 1
+    again.close()
+
+
+def test_a_fresh_database_has_every_reason(store):
+    with store.read() as s:
+        assert _labels(s) == [r.name for r in TerminationReason]

@@ -1,4 +1,4 @@
-"""Schemas 2 and 3 upgrade a real version-1 database (dumped before the change) without losing data."""
+"""Schemas 2, 3 and 4 upgrade a real version-1 database (dumped before the change) without losing data."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 from sqlalchemy import create_engine, inspect
 from sqlmodel import select
 
-from gpuorch.store import Attempt, Job, JobStatus, Meta, Store
+from gpuorch.store import Attempt, AttemptStatus, Job, JobStatus, Meta, Store, TerminationReason
 from gpuorch.store.migrations import MIGRATIONS, SCHEMA_VERSION, migrate
+from gpuorch.jobservice import JobService
 from gpuorch.store.models import Sweep
 
 V1 = Path(__file__).with_name("v1.sql")
@@ -31,7 +32,7 @@ def test_v1_database_upgrades_to_the_fresh_schema_keeping_its_rows(tmp_path):
         jobs = {j.name: j for j in s.exec(select(Job))}
         [a] = s.exec(select(Attempt)).all()
         version = s.get(Meta, "schema_version").value
-    assert version == str(SCHEMA_VERSION) == "3"
+    assert version == str(SCHEMA_VERSION) == "4"
     assert jobs["old-job"].status == JobStatus.SUCCEEDED and jobs["old-job"].sweep_id is None
     assert jobs["queued-job"].status == JobStatus.QUEUED
     assert (a.price_per_hour, a.instance_id, a.metrics_offset, a.price_changes) == (1.2, "fake-1", 0, None)
@@ -69,4 +70,36 @@ def test_v2_database_upgrades_to_v3_with_volume_columns_on_job(tmp_path):
         j.volume_provider, j.volume_region, j.volume_zone, j.volume_id = "aws", "us-east-1", "us-east-1a", "vol-1"
     with store.read() as s:
         assert s.get(Job, j.id).volume_id == "vol-1"
-        assert s.get(Meta, "schema_version").value == "3"
+        assert s.get(Meta, "schema_version").value == str(SCHEMA_VERSION)
+
+
+def test_v3_database_upgrades_to_v4_and_takes_the_moved_reason(tmp_path):
+    old = tmp_path / "v3.db"
+    with sqlite3.connect(old) as db:
+        db.executescript(V1.read_text())
+    engine = create_engine(f"sqlite:///{old}")
+    with engine.begin() as conn:
+        assert migrate(conn, MIGRATIONS[:2]) == 3  # a database as schema 3 left it
+    engine.dispose()
+    url = f"sqlite:///{old}"
+    lazy = JobService(None, tmp_path, lambda: datetime(2026, 2, 1, tzinfo=UTC), url=url)
+    with lazy._lite() as lite:
+        assert lite is None  # the light reader leaves a schema-3 store to Store, which migrates it
+    store = Store(url)
+    with store.write() as s:
+        a = s.exec(select(Attempt)).one()
+        s.add(Attempt(job_id=a.job_id, number=a.number + 1, provider="fake", region="r", zone="z", instance_type="x",
+                      spot=True, status=AttemptStatus.ENDED, reason=TerminationReason.MOVED,
+                      message="deadline policy moves to on-demand: ..."))
+    with store.read() as s:
+        assert s.get(Meta, "schema_version").value == "4"
+        reasons = [r.reason for r in s.exec(select(Attempt).order_by(Attempt.number))]
+    assert reasons[-1] == TerminationReason.MOVED
+    store.close()
+    with sqlite3.connect(old) as db:  # stored by name, as every enum column
+        assert db.execute("SELECT reason FROM attempt ORDER BY number DESC").fetchone() == ("MOVED",)
+    # `status` reads the migrated store with sqlite3 alone, and shows the reason
+    with lazy._lite() as lite:
+        assert lite is not None
+    job = JobService(None, tmp_path, lambda: datetime(2026, 2, 1, tzinfo=UTC), url=url).job(str(a.job_id))
+    assert [x["reason"] for x in job["attempt_list"]][-1] == "moved"

@@ -1,0 +1,117 @@
+"""What ``submit`` checks before it stores a job: the one implementation, for the local CLI and
+the HTTP API alike (``JobService.submit`` calls ``fit_check``; ``sweep submit`` calls
+``sweep_deadline_check``).
+
+Both look only at what the enabled providers sell (``registry.offline_offers``: no cloud call).
+A job no GPU configuration can hold, or whose deadline on-demand cannot meet, is refused with a
+one-line ``UserInputError``; one that merely fits no enabled offer today, or whose deadline only
+on-demand can meet, is accepted with a warning (the returned line).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from .errors import UserInputError
+
+
+def shortfall_message(spec: Any, s: Any) -> str:
+    """No instance holds the job's model: the largest configuration tried, what is missing, whether
+    several nodes would hold it (not placed), and what to change."""
+    from . import gpus
+    from .placement.explain import MULTI_NODE
+    from .sizing.fit import smallest_fit
+    from .sizing.report import advice
+
+    gpu = gpus.lookup(s.gpu) if s.gpu else None
+    fit = smallest_fit(spec.model, gpu) if gpu is not None and spec.model is not None else None
+    full_node = gpu is not None and s.gpu_count >= gpu.max_per_node
+    nodes = (f"; it needs {fit.nodes} nodes of {fit.gpus_per_node}x{fit.gpu} ({fit.sharding}), but {MULTI_NODE}"
+             if fit is not None and fit.nodes > 1 else f"; {MULTI_NODE}" if full_node else "")  # fmt: skip
+    return (f"{spec.name}: no offer has enough GPU memory; the largest configuration, {s.label}, needs "
+            f"{s.need_gib:.1f} GiB per GPU and has {s.usable_gib:.1f} ({s.need_gib - s.usable_gib:.1f} GiB missing)"
+            f"{nodes}; {advice(spec.model, more_gpus=not full_node)}")  # fmt: skip
+
+
+def no_candidate_message(spec: Any, p: Any) -> str:
+    from .placement.explain import beyond_one_node
+
+    over = beyond_one_node(spec)
+    if over is not None:
+        return over
+    if p.shortfall is not None and not any(r.filtered for r in p.rejected):
+        return shortfall_message(spec, p.shortfall)
+    reasons: dict[str, int] = {}
+    for r in p.rejected:
+        reasons[r.reason] = reasons.get(r.reason, 0) + r.offers
+    top = sorted(reasons.items(), key=lambda kv: -kv[1])[:3]
+    return f"{spec.name}: no offer satisfies the job: " + "; ".join(f"{n} offer(s): {why}" for why, n in top)
+
+
+def fit_check(spec: Any, offers: Sequence[Any], source: str, now: datetime) -> str | None:
+    """The planner `gpuorch plan` uses, over ``offers`` (what the enabled providers sell).
+
+    A job no GPU configuration can hold is refused; one that merely fits no enabled offer today
+    is queued with a warning, since capacity and providers change. So is a deadline that
+    on-demand cannot meet (refused), or only on-demand can (a warning): ``deadline_check``.
+    """
+    from . import placement
+    from .catalog import load_offers
+    from .placement.explain import beyond_one_node
+
+    offers = list(offers)
+    if spec.resources.gpu is None and spec.model is None:
+        return deadline_check(spec, [], source, now)
+    over = beyond_one_node(spec)  # no instance anywhere has that many: it would wait forever
+    if over is not None:
+        raise UserInputError(over)
+    result = placement.plan(spec, offers, limit=1)
+    if result.candidates:
+        return deadline_check(spec, placement.candidates(spec, offers) if spec.deadline else [], source, now)
+    # Refuse only what no configuration anywhere can hold, whatever the job's own restrictions.
+    anywhere = spec.model_copy(update={"regions": None, "providers": None, "max_price_per_hour": None})
+    relaxed = placement.plan(anywhere, offers + load_offers(), limit=1)
+    if not relaxed.candidates and relaxed.shortfall is not None:
+        raise UserInputError(shortfall_message(spec, relaxed.shortfall))
+    return no_candidate_message(spec, result) + " (it stays queued until an offer fits)"
+
+
+def deadline_check(spec: Any, candidates: Sequence[Any], source: str, now: datetime,
+                   deadline: datetime | None = None) -> str | None:
+    """Refuse (UserInputError) a deadline that on-demand cannot meet with the fastest fitting
+    offer; a warning when only on-demand can. ``deadline`` (UTC) is a sweep's: the earlier of it
+    and the spec's own stands, as for the trials' live policy."""
+    from .policy.live import feasibility
+
+    if spec.deadline is None and deadline is None:
+        return None
+    d = spec.deadline
+    at = min(filter(None, [deadline, d.resolve(now) if d else None]))
+    spot_ok = spec.spot_policy != "on-demand"
+    f = feasibility(at, now, d.job_hours if d else None, d.startup if d else None, candidates,
+                    spec.checkpoint.interval if spec.checkpoint else None, spot_ok)
+    if f.error:
+        raise UserInputError(f"{source}: {f.error}")
+    if f.warning and spec.spot_policy == "spot":
+        return f"{f.warning.split(';')[0]}; with spot_policy: spot it may miss the deadline (set spot_policy: auto)"
+    return f.warning
+
+
+def sweep_deadline_check(spec: Any, trials: list[Any], offers: Sequence[Any], source: str,
+                         now: datetime) -> str | None:
+    """A trial's deadline (the sweep's, or the template job's when earlier) checked as ``submit``
+    checks a job's: refused if on-demand cannot meet it on the fastest fitting offer. Trials share
+    one template: the first stands for all."""
+    if not trials or (spec.deadline is None and trials[0][1].deadline is None):
+        return None
+    job = trials[0][1]
+    if job.deadline is None and (job.model is None or (job.model.tokens is None and job.model.duration is None)):
+        return None  # how long a trial runs is not known: nothing to check
+    candidates: list[Any] = []
+    if job.resources.gpu is not None or job.model is not None:
+        from . import placement
+
+        candidates = placement.candidates(job, list(offers))
+    return deadline_check(job, candidates, source, now, deadline=spec.deadline)
