@@ -193,6 +193,7 @@ class Night:
                 stats["finished_unreported"] += 1
             self._check_resumes(job, rows, events, stats)
             stats["attempts"] += len(rows)
+            stats.update(f"ended_{a.reason.value}" for a in rows.values() if a.reason is not None)
             stats["preemptions"] += job.preemptions
         assert not self.live_instances(), f"instances left running: {[d.name for d, _ in self.live_instances()]}"
         left = [p for d, _ in self.instances() for p in marked_pids(d)]
