@@ -29,6 +29,14 @@ class UnknownJob(UserInputError):
         return cls(f"job: no job {ref!r}; see `gpuorch status` for ids and names")
 
 
+class UnknownSweep(UserInputError):
+    """No sweep has that id or name (the HTTP API answers 404)."""
+
+    @classmethod
+    def ref(cls, ref: str) -> UnknownSweep:
+        return cls(f"sweep: no sweep {ref!r}; check the name given to `gpuorch sweep submit`")
+
+
 class ProviderError(GpuorchError):
     """Base of errors raised by provider adapters."""
 

@@ -1,7 +1,7 @@
 """What the CLI and the HTTP API both do with jobs, on the store of this host.
 
-``JobService`` is the one implementation of submit, status, cancel, events and logs; the CLI calls
-it directly (no ``--server``) and the API's endpoints are thin wrappers around it, so a command
+``JobService`` is the one implementation of submit, status, cancel, events and logs, and of the
+sweep commands (``sweep_submit``, ``sweeps``, ``sweep``, ``sweep_cancel``); the CLI calls it directly (no ``--server``) and the API's endpoints are thin wrappers around it, so a command
 gives the same answer and the same one-line errors either way. ``gpuorch.api.client.Client`` has
 the same methods over HTTP. Every method returns plain JSON-able data (datetimes stay datetimes;
 callers encode them with ``str``) and raises ``UserInputError`` for anything a user can fix.
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .logmirror import LogMirror
     from .spec import JobSpec
     from .store import Store
+    from .sweeps.spec import SweepSpec
     from .store.lite import LiteReader, Row
     from .store.models import Attempt, Job
 
@@ -251,3 +252,58 @@ class JobService:
                 return f.read(limit)
         except FileNotFoundError:
             return b""
+
+    # -- sweeps ------------------------------------------------------------------------------------
+    def sweep_submit(self, spec: SweepSpec, trials: list[tuple[dict[str, Any], JobSpec]],
+                     source: str = "sweep file") -> dict[str, Any]:
+        """Check a validated sweep (``gpuorch.sweeps.spec.load_sweep`` or ``parse_sweep``; the trials'
+        workdir, if any, already an absolute path on this host), then store it and its trials.
+
+        Raises UserInputError, and stores nothing, for a trial deadline on-demand cannot meet
+        (``submitcheck.sweep_deadline_check``) or a name still active; ``warning`` is the line for
+        a sweep accepted with a caveat (only on-demand meets the deadline).
+        """
+        from .registry import offline_offers
+        from .submitcheck import sweep_deadline_check
+        from .sweeps import intent
+
+        now = self.now()
+        job = trials[0][1] if trials else None
+        offers: list[Any] = []
+        if job is not None and (job.resources.gpu is not None or job.model is not None):
+            if self.providers is None:
+                raise ValueError("JobService.sweep_submit needs the configuration's providers to check the sweep")
+            providers = self.providers() if callable(self.providers) else self.providers
+            offers = offline_offers(dict(providers), self.home)
+        warning = sweep_deadline_check(spec, trials, offers, source, now)
+        sweep = intent.submit(self.store, spec, trials, now)
+        return {"id": sweep.id, "name": sweep.name, "trials": len(trials), "status": sweep.status.value,
+                "warning": warning}
+
+    def sweeps(self) -> list[dict[str, Any]]:
+        """Every sweep's report (``sweep``) without its ``trials``, oldest first."""
+        from sqlmodel import select
+
+        from .store.models import Sweep
+        from .sweeps.report import sweep_report
+
+        now = self.now()
+        with self.store.read() as s:
+            return [{k: v for k, v in sweep_report(s, w, now).items() if k != "trials"}
+                    for w in s.exec(select(Sweep).order_by(Sweep.id))]  # type: ignore[arg-type]
+
+    def sweep(self, ref: str) -> dict[str, Any]:
+        """One sweep by id or name (the newest with it): its trials, best first, and its spend.
+        Raises UnknownSweep."""
+        from .sweeps.intent import find_sweep
+        from .sweeps.report import sweep_report
+
+        with self.store.read() as s:
+            return sweep_report(s, find_sweep(s, ref), self.now())
+
+    def sweep_cancel(self, ref: str) -> dict[str, Any]:
+        """Cancel a sweep's unfinished trials. Raises UnknownSweep."""
+        from .sweeps import intent
+
+        sweep, hit = intent.cancel(self.store, ref, self.now())
+        return {"id": sweep.id, "name": sweep.name, "status": sweep.status.value, "trials_cancelled": hit}

@@ -1,6 +1,6 @@
 """What ``submit`` checks before it stores a job: the one implementation, for the local CLI and
-the HTTP API alike (``JobService.submit`` calls ``fit_check``; ``sweep submit`` calls
-``sweep_deadline_check``).
+the HTTP API alike (``JobService.submit`` calls ``fit_check``; ``JobService.sweep_submit``
+calls ``sweep_deadline_check``).
 
 Both look only at what the enabled providers sell (``registry.offline_offers``: no cloud call).
 A job no GPU configuration can hold, or whose deadline on-demand cannot meet, is refused with a

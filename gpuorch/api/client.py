@@ -14,7 +14,7 @@ import socket
 import urllib.error
 import urllib.parse
 import urllib.request
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,7 @@ class Client:
         if self.token:
             req.add_header("Authorization", f"Bearer {self.token}")
         if body is not None:
-            req.data = json.dumps(body).encode()
+            req.data = json.dumps(body, default=_plain).encode()
             req.add_header("Content-Type", "application/json")
         try:
             with self._opener.open(req, timeout=self.timeout_s) as resp:
@@ -95,6 +95,36 @@ class Client:
 
     def read_log(self, job_id: int, attempt: int, offset: int = 0) -> bytes:
         return self._call("GET", f"/jobs/{job_id}/logs/{attempt}", offset=offset)
+
+    # -- the JobService sweep methods ----------------------------------------------------------
+    def sweep_submit_raw(self, spec: dict[str, Any], source: str, workdir: Path | None) -> dict[str, Any]:
+        """Send a sweep (already validated here) as ``gpuorch.sweeps.spec.remote_request`` gives it:
+        its template job inline, without a workdir, which goes along as an upload."""
+        body = {"spec": spec, "source": source, "workdir_tar": upload.pack(workdir) if workdir is not None else None}
+        return self._json("POST", "/sweeps", body)
+
+    def sweeps(self) -> list[dict[str, Any]]:
+        return [_sweep_times(w) for w in self._json("GET", "/sweeps")]
+
+    def sweep(self, ref: str) -> dict[str, Any]:
+        return _sweep_times(self._json("GET", f"/sweeps/{_q(ref)}"))
+
+    def sweep_cancel(self, ref: str) -> dict[str, Any]:
+        return self._json("POST", f"/sweeps/{_q(ref)}/cancel")
+
+
+def _sweep_times(report: dict[str, Any]) -> dict[str, Any]:
+    """A sweep's deadline back to a datetime, as JobService returns it."""
+    if report.get("deadline") is not None:
+        report["deadline"] = datetime.fromisoformat(report["deadline"])
+    return report
+
+
+def _plain(v: Any) -> Any:
+    """A YAML timestamp or date in a spec (``deadline: 2026-11-28 08:00:00``) as ISO text."""
+    if isinstance(v, datetime | date):
+        return v.isoformat()
+    raise TypeError(f"{type(v).__name__} is not JSON serializable")
 
 
 def _q(ref: str) -> str:

@@ -1,8 +1,8 @@
-"""The HTTP API: FastAPI endpoints over ``JobService``, served by uvicorn.
+"""The HTTP API: FastAPI endpoints over ``JobService`` (jobs and sweeps), served by uvicorn.
 
 Every endpoint but ``GET /v1/health`` needs ``Authorization: Bearer <token>`` (``auth.py``).
 Errors are ``{"error": "<one line>"}``: 401 for a missing or wrong token, 404 for an unknown
-job, 422 for a spec or request the server refuses (the same line the CLI prints locally: a
+job or sweep, 422 for a spec or request the server refuses (the same line the CLI prints locally: a
 submit is checked by ``JobService.submit`` against this host's providers, deadline included), and
 JSON bodies are encoded like ``gpuorch ... --json`` so the CLI prints the same bytes either way.
 Endpoints are plain ``def``: FastAPI runs them in its thread pool, off the event loop.
@@ -28,12 +28,13 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
 from ..config import DaemonConfig
-from ..errors import UserInputError
+from ..errors import UnknownSweep, UserInputError
 from ..jobs import UnknownJob
 from ..jobservice import JobService
 from ..placement.explain import no_single_instance
 from ..spec import parse_spec
 from ..store import Store
+from ..sweeps.spec import parse_sweep
 from . import auth, upload
 
 log = logging.getLogger("gpuorch.api")
@@ -43,6 +44,12 @@ class SubmitRequest(BaseModel):
     spec: dict[str, Any]  # the job spec as the user wrote it, without ``workdir``
     source: str = "job spec"  # names the spec in error lines (the CLI sends the file name)
     workdir_tar: str | None = None  # base64 of a gzipped tar of the workdir (upload.py)
+
+
+class SweepSubmitRequest(BaseModel):
+    spec: dict[str, Any]  # the sweep as the user wrote it, its template job inline and without ``workdir``
+    source: str = "sweep file"  # names the sweep in error lines (the CLI sends the file name)
+    workdir_tar: str | None = None  # base64 of a gzipped tar of the template job's workdir (upload.py)
 
 
 class _Refused(Exception):
@@ -70,6 +77,7 @@ def create_app(service: JobService, token: str, uploads: Path) -> FastAPI:
 
     app.add_exception_handler(_Refused, lambda _r, e: _error(e.status, str(e)))  # type: ignore[arg-type,attr-defined]
     app.add_exception_handler(UnknownJob, lambda _r, e: _error(404, str(e)))
+    app.add_exception_handler(UnknownSweep, lambda _r, e: _error(404, str(e)))
     app.add_exception_handler(UserInputError, lambda _r, e: _error(422, str(e)))
     app.add_exception_handler(HTTPException, lambda _r, e: _error(e.status_code, str(e.detail)))  # type: ignore[attr-defined]
 
@@ -127,6 +135,31 @@ def create_app(service: JobService, token: str, uploads: Path) -> FastAPI:
     @r.get("/jobs/{job_id}/logs/{attempt}")
     def read_log(job_id: int, attempt: int, offset: int = Query(0, ge=0)) -> Response:
         return Response(service.read_log(job_id, attempt, offset), media_type="application/octet-stream")
+
+    @r.post("/sweeps")
+    def sweep_submit(body: SweepSubmitRequest) -> Response:
+        spec, trials = parse_sweep(body.spec, body.source, service.now())  # refuse before unpacking the upload
+        unpacked = upload.unpack(body.workdir_tar, uploads) if body.workdir_tar is not None else None
+        if unpacked is not None:  # every trial runs in the one uploaded copy
+            trials = [(params, job.model_copy(update={"workdir": str(unpacked)})) for params, job in trials]
+        try:
+            return _json(service.sweep_submit(spec, trials, body.source), 201)  # the same checks as a local one
+        except UserInputError:
+            if unpacked is not None:  # refused: nothing of it is kept
+                shutil.rmtree(unpacked, ignore_errors=True)
+            raise
+
+    @r.get("/sweeps")
+    def sweeps() -> Response:
+        return _json(service.sweeps())
+
+    @r.get("/sweeps/{ref}")
+    def sweep(ref: str) -> Response:
+        return _json(service.sweep(ref))
+
+    @r.post("/sweeps/{ref}/cancel")
+    def sweep_cancel(ref: str) -> Response:
+        return _json(service.sweep_cancel(ref))
 
     app.include_router(r)
     return app

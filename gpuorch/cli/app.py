@@ -69,7 +69,7 @@ def _global_options(
     config: Path = typer.Option(None, "--config", envvar="GPUORCH_CONFIG", metavar="FILE",
                                 help="Configuration file, read over /etc/gpuorch and ~/.config/gpuorch."),
     server: str = typer.Option(None, "--server", envvar="GPUORCH_SERVER", metavar="URL",
-                               help="Send submit, status, cancel, events and logs to this gpuorch API."),
+                               help="Send submit, status, cancel, events, logs and sweep to this gpuorch API."),
     token: str = typer.Option(None, "--token", envvar="GPUORCH_API_TOKEN", show_default=False,
                               help="The API token for --server (prefer the variable: arguments show in ps)."),
 ) -> None:

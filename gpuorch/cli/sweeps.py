@@ -1,4 +1,9 @@
-"""``gpuorch sweep submit|status|cancel``: cost-capped hyperparameter sweeps."""
+"""``gpuorch sweep submit|status|cancel``: cost-capped hyperparameter sweeps.
+
+Like the job commands (``jobs.py``), they act on this host's store through ``JobService``, or, with
+``gpuorch --server URL``, on a remote one through the HTTP API's client: the same output and the
+same one-line errors either way.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,7 @@ from typing import Any
 
 import typer
 
-from ..errors import UserInputError
-from .app import JSON_OPTION, app, emit_json, fail
+from .app import JSON_OPTION, app, emit_json
 
 sweep_app = typer.Typer(help="Cost-capped hyperparameter sweeps: trials, their metrics and what they cost.",
                         no_args_is_help=True)
@@ -17,67 +21,70 @@ NAME_ARG = typer.Argument(..., help="Sweep id, or the name of the newest sweep w
 
 
 @sweep_app.command("submit")
-def submit(file: Path = typer.Argument(..., help="Sweep file (YAML)."), json_out: bool = JSON_OPTION) -> None:
+def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Sweep file (YAML)."),
+           json_out: bool = JSON_OPTION) -> None:
     """Queue a sweep's trials; the daemon runs max_parallel at a time within the budget."""
     from ..clock import utcnow
-    from ..sweeps import intent
     from ..sweeps.spec import load_sweep
-    from .jobs import _store
+    from .jobs import _backend, _errors, _remote
 
-    now = utcnow()
-    warning = None
-    try:
-        spec, trials = load_sweep(file, now)
-        warning = _deadline_check(spec, trials, str(file), now)
-        sweep = intent.submit(_store(), spec, trials, now)
-    except UserInputError as e:
-        fail(str(e))
+    with _errors():
+        spec, trials = load_sweep(file, utcnow())  # validated here first, remote or not: nothing is sent for a bad one
+        remote = _remote(ctx)
+        if remote is not None:  # the server checks the deadline against its own providers
+            from ..sweeps.spec import remote_request
+
+            data, workdir = remote_request(file)
+            sweep = remote.sweep_submit_raw(data, str(file), workdir)
+        else:
+            sweep = _backend(ctx).sweep_submit(spec, trials, str(file))  # checks as the server does
+    warning = sweep.get("warning")
     if warning:
         typer.echo(f"warning: {warning}", err=True)
     if json_out:
-        emit_json({"id": sweep.id, "name": sweep.name, "trials": len(trials), "status": sweep.status.value})
+        emit_json({**sweep, "warning": warning})
     else:
-        typer.echo(f"sweep {sweep.id} ({sweep.name}): {len(trials)} trials queued; "
-                   f"follow it with `gpuorch sweep status {sweep.name}`")
-
-
-def _deadline_check(spec: Any, trials: list[Any], source: str, now: Any) -> str | None:
-    """The trials' deadline checked as ``submit`` checks a job's (gpuorch.submitcheck)."""
-    from ..registry import offline_offers
-    from ..submitcheck import sweep_deadline_check
-    from .app import cli_config
-
-    job = trials[0][1] if trials else None
-    needs_offers = job is not None and (job.resources.gpu is not None or job.model is not None)
-    cfg = cli_config() if needs_offers else None
-    offers = offline_offers(cfg.providers, cfg.home) if cfg is not None else []
-    return sweep_deadline_check(spec, trials, offers, source, now)
+        typer.echo(f"sweep {sweep['id']} ({sweep['name']}): {sweep['trials']} trials queued; "
+                   f"follow it with `gpuorch sweep status {sweep['name']}`")
 
 
 def _fmt(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
-@sweep_app.command("status")
-def status(name: str = NAME_ARG, json_out: bool = JSON_OPTION) -> None:
-    """Each trial's parameters, latest metrics, cost and state, best first by the objective."""
-    from ..clock import utcnow
-    from ..sweeps.intent import find_sweep
-    from ..sweeps.report import sweep_report
-    from .jobs import _store
+def _cap(report: dict[str, Any]) -> str:
+    return f"${report['max_cost']:.2f}" if report["max_cost"] is not None else "(no cap)"
 
-    with _store().read() as s:
-        try:
-            report = sweep_report(s, find_sweep(s, name), utcnow())
-        except UserInputError as e:
-            fail(str(e))
+
+@sweep_app.command("status")
+def status(ctx: typer.Context,
+           name: str = typer.Argument(None, help="Sweep id, or the name of the newest sweep with that name; "
+                                                 "without it, every sweep."),
+           json_out: bool = JSON_OPTION) -> None:
+    """Each trial's parameters, latest metrics, cost and state, best first by the objective;
+    without NAME, every sweep's state, spend and best trial."""
+    from .jobs import _backend, _errors
+
+    with _errors():
+        backend = _backend(ctx)
+        report = backend.sweeps() if name is None else backend.sweep(name)
     if json_out:
         emit_json(report)
         return
     from rich.console import Console
     from rich.table import Table
 
-    cap = f" of ${report['max_cost']:.2f}" if report["max_cost"] is not None else " (no cap)"
+    if name is None:
+        t = Table("ID", "NAME", "STATUS", "TRIALS", "SPENT", "CAP", "DEADLINE", "BEST")
+        for w in report:
+            obj, best = w["objective"], w["best"]
+            t.add_row(str(w["id"]), w["name"], w["status"],
+                      ", ".join(f"{n} {s}" for s, n in sorted(w["counts"].items())) or "-",
+                      f"${w['spent']:.4f}", _cap(w), f"{w['deadline']:%Y-%m-%d %H:%M}" if w["deadline"] else "-",
+                      f"{best['name']} {obj['metric']}={_fmt(best['metrics'][obj['metric']])}" if best else "-")
+        Console().print(t)
+        return
+    cap = f" of {_cap(report)}" if report["max_cost"] is not None else " (no cap)"
     obj = report["objective"]
     typer.echo(f"sweep {report['id']} {report['name']}: {report['status']}"
                + (f" ({report['message']})" if report["message"] else "")
@@ -97,17 +104,14 @@ def status(name: str = NAME_ARG, json_out: bool = JSON_OPTION) -> None:
 
 
 @sweep_app.command("cancel")
-def cancel(name: str = NAME_ARG, json_out: bool = JSON_OPTION) -> None:
+def cancel(ctx: typer.Context, name: str = NAME_ARG, json_out: bool = JSON_OPTION) -> None:
     """Stop the sweep: unfinished trials are cancelled and their instances terminated."""
-    from ..clock import utcnow
-    from ..sweeps import intent
-    from .jobs import _store
+    from .jobs import _backend, _errors
 
-    try:
-        sweep, hit = intent.cancel(_store(), name, utcnow())
-    except UserInputError as e:
-        fail(str(e))
+    with _errors():
+        sweep = _backend(ctx).sweep_cancel(name)
     if json_out:
-        emit_json({"id": sweep.id, "name": sweep.name, "status": sweep.status.value, "trials_cancelled": hit})
+        emit_json(sweep)
     else:
-        typer.echo(f"sweep {sweep.id} ({sweep.name}): {sweep.status.value}; {hit} unfinished trials to stop")
+        typer.echo(f"sweep {sweep['id']} ({sweep['name']}): {sweep['status']}; "
+                   f"{sweep['trials_cancelled']} unfinished trials to stop")

@@ -10,7 +10,7 @@ from typing import Any
 from sqlmodel import Session, select
 
 from .. import events
-from ..errors import UserInputError
+from ..errors import UnknownSweep, UserInputError
 from ..spec import JobSpec
 from ..store import Store
 from ..store.models import Job, JobStatus, Sweep, SweepStatus
@@ -42,7 +42,7 @@ def find_sweep(s: Session, ref: str) -> Sweep:
     sweep = s.get(Sweep, int(ref)) if ref.isdigit() else s.exec(
         select(Sweep).where(Sweep.name == ref).order_by(Sweep.id.desc())).first()  # type: ignore[union-attr]
     if sweep is None:
-        raise UserInputError(f"sweep: no sweep {ref!r}; check the name given to `gpuorch sweep submit`")
+        raise UnknownSweep.ref(ref)
     return sweep
 
 

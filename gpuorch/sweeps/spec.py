@@ -170,22 +170,36 @@ def trial_deadline(job: JobSpec, sweep_deadline: datetime | None, submitted: dat
     return job.model_copy(update={"deadline": own.model_copy(update={"at": at.isoformat()})})
 
 
-def _template(spec: SweepSpec, base: Path) -> dict[str, Any]:
-    """The template job as a mapping, its workdir made absolute."""
-    where = base
+def _read_template(job: str, base: Path) -> tuple[dict[str, Any], Path]:
+    """The template job file ``job`` (relative to ``base``) as a mapping, and its directory."""
+    path = (base / job).expanduser()
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise UserInputError(f"job: cannot read the template job {str(path)!r} ({e}); check the path") from None
+    if not isinstance(data, dict):
+        raise UserInputError(f"job: {path} is not a job spec; expected keys like name, run, resources")
+    return data, path.parent
+
+
+_ELSEWHERE = "a path on the submitting machine means nothing to the server"
+
+
+def _template(spec: SweepSpec, base: Path | None) -> dict[str, Any]:
+    """The template job as a mapping, its workdir made absolute. ``base`` None: the sweep came
+    over the HTTP API, whose template must be inline and without a workdir (it is uploaded)."""
     if isinstance(spec.job, str):
-        path = (base / spec.job).expanduser()
-        try:
-            data = yaml.safe_load(path.read_text())
-        except (OSError, yaml.YAMLError) as e:
-            raise UserInputError(f"job: cannot read the template job {str(path)!r} ({e}); check the path") from None
-        if not isinstance(data, dict):
-            raise UserInputError(f"job: {path} is not a job spec; expected keys like name, run, resources")
-        where = path.parent
+        if base is None:
+            raise UserInputError(f"job: {_ELSEWHERE}; send the template job inline "
+                                 "(`gpuorch --server URL sweep submit` does)")
+        data, where = _read_template(spec.job, base)
     else:
-        data = dict(spec.job)
+        data, where = dict(spec.job), base
     data.setdefault("name", spec.name)
     if data.get("workdir"):
+        if where is None:
+            raise UserInputError(f"job.workdir: {_ELSEWHERE}; send the directory as workdir_tar "
+                                 "(`gpuorch --server URL sweep submit` does)")
         workdir = (where / str(data["workdir"])).expanduser().resolve()
         if not workdir.is_dir():
             raise UserInputError(f"job.workdir: {str(workdir)!r} is not a directory; give a path relative to the job spec")
@@ -193,36 +207,65 @@ def _template(spec: SweepSpec, base: Path) -> dict[str, Any]:
     return data
 
 
-def load_sweep(path: str | Path, now: datetime) -> tuple[SweepSpec, list[tuple[dict[str, Scalar], JobSpec]]]:
-    """The validated sweep and its trials (parameters, job spec); UserInputError on bad input."""
-    p = Path(path)
+def _read(p: Path) -> Any:
     try:
-        data = yaml.safe_load(p.read_text())
+        return yaml.safe_load(p.read_text())
     except OSError as e:
         raise UserInputError(f"{p}: cannot read the sweep ({e.strerror}); check the path") from None
     except yaml.YAMLError as e:
         raise UserInputError(f"{p}: malformed YAML ({getattr(e, 'problem', e)}); fix the syntax") from None
+
+
+def load_sweep(path: str | Path, now: datetime) -> tuple[SweepSpec, list[tuple[dict[str, Scalar], JobSpec]]]:
+    """The validated sweep and its trials (parameters, job spec); UserInputError on bad input."""
+    p = Path(path)
+    return parse_sweep(_read(p), str(p), now, p.parent)
+
+
+def parse_sweep(data: Any, source: str, now: datetime, base: Path | None = None,
+                ) -> tuple[SweepSpec, list[tuple[dict[str, Scalar], JobSpec]]]:
+    """A sweep as written (a mapping), validated and expanded into its trials; UserInputError with
+    one line starting with ``source`` on bad input. ``base`` is the sweep file's directory (a
+    template job file and its workdir are relative to it); None for a sweep sent to the HTTP API,
+    whose template is inline and whose workdir is uploaded (``remote_request``)."""
     if not isinstance(data, dict):
-        raise UserInputError(f"{p}: expected a mapping of keys like name, job, parameters")
+        raise UserInputError(f"{source}: expected a mapping of keys like name, job, parameters")
+    data = dict(data)
     if data.get("deadline") is not None:
         try:
             data["deadline"] = parse_instant(data["deadline"], now)
         except ValueError as e:
-            raise UserInputError(f"{p}: deadline: {e}") from None
+            raise UserInputError(f"{source}: deadline: {e}") from None
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as e:
         err = e.errors()[0]
         if not err["loc"] and str(err["msg"]).startswith("Value error, "):  # a model-level check names its field
-            raise UserInputError(f"{p}: {str(err['msg']).removeprefix('Value error, ')}") from None
-        raise UserInputError(_format_error(err, str(p))) from None
+            raise UserInputError(f"{source}: {str(err['msg']).removeprefix('Value error, ')}") from None
+        raise UserInputError(_format_error(err, source)) from None
     if spec.deadline is not None and spec.deadline <= now:
-        raise UserInputError(f"{p}: deadline: {spec.deadline:%Y-%m-%d %H:%M} UTC is in the past; give a later "
+        raise UserInputError(f"{source}: deadline: {spec.deadline:%Y-%m-%d %H:%M} UTC is in the past; give a later "
                              "time or a duration like 8h")
     try:
-        template = _template(spec, p.parent)
+        template = _template(spec, base)
         trials = [(params, trial_deadline(trial_spec(spec, template, i, params), spec.deadline, now))
                   for i, params in enumerate(points(spec))]
     except UserInputError as e:
-        raise UserInputError(f"{p}: {e}") from None
+        raise UserInputError(f"{source}: {e}") from None
     return spec, trials
+
+
+def remote_request(path: str | Path) -> tuple[dict[str, Any], Path | None]:
+    """The sweep file as ``gpuorch --server URL sweep submit`` sends it (after ``load_sweep`` has
+    validated it here): as written, with a template job file read in inline and the template's
+    workdir taken out; and that workdir, absolute, to upload (or None)."""
+    p = Path(path)
+    data = dict(_read(p))
+    if isinstance(data.get("job"), str):
+        job, where = _read_template(data["job"], p.parent)
+    else:
+        job, where = dict(data.get("job") or {}), p.parent
+    job = dict(job)
+    workdir = job.pop("workdir", None)
+    data["job"] = job
+    return data, (where / str(workdir)).expanduser().resolve() if workdir else None

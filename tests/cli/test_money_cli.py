@@ -50,6 +50,9 @@ def test_sweep_submit_status_cancel(tmp_path):
     again = cli("sweep", "submit", str(write(tmp_path, SWEEP)))
     assert again.exit_code == 2 and "still active" in again.output
     assert "spent $0.0000 of $5.00" in cli("sweep", "status", "lr").output
+    [listed] = json.loads(cli("sweep", "status", "--json").output)  # without a name: every sweep, no trials
+    assert listed == {k: v for k, v in status.items() if k != "trials"} and listed["counts"] == {"queued": 6}
+    assert "lr" in cli("sweep", "status").output
     r = cli("sweep", "cancel", "lr", "--json")
     assert json.loads(r.output) == {"id": 1, "name": "lr", "status": "cancelled", "trials_cancelled": 6}
 
