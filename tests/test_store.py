@@ -75,24 +75,3 @@ def test_a_newer_schema_is_refused(tmp_path):
     with pytest.raises(SchemaTooNew, match="upgrade gpuorch"):
         Store(url)
 
-
-def test_a_v4_database_gains_attempt_volume_attached_at(tmp_path):
-    from gpuorch.store.models import Attempt, Meta
-    url = f"sqlite:///{tmp_path / 'state.db'}"
-    old = Store(url)
-    with old._write.begin() as conn:  # back to the shape schema 4 left
-        conn.execute(text("ALTER TABLE attempt DROP COLUMN volume_attached_at"))
-        conn.execute(text("UPDATE meta SET value = '4' WHERE key = 'schema_version'"))
-    old.close()
-    upgraded = Store(url)  # migrates 4 -> 5
-    attached = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
-    with upgraded.write() as s:
-        assert s.get(Meta, "schema_version").value == str(SCHEMA_VERSION) == "5"
-        job = Job(name="j", spec="{}", created_at=attached)
-        s.add(job)
-        s.flush()
-        s.add(Attempt(job_id=job.id, number=1, provider="fake", region="r", zone="z", instance_type="x",
-                      volume_attached_at=attached))
-    with upgraded.read() as s:
-        assert s.exec(select(Attempt.volume_attached_at)).one() == attached
-    upgraded.close()
