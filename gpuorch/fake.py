@@ -2,7 +2,8 @@
 
 Time comes from a FakeClock. Knobs: capacity per (zone, instance type, market), errors queued
 for the next calls of a method, a seeded share of failing calls (``faults``, a FaultPlan),
-preemptions with a notice, instances that vanish, spot prices that move (``set_spot_price``).
+preemptions with a notice, instances that vanish, spot prices that move (``set_spot_price``),
+volume devices slow to show up (``volume_device_delay_s``).
 Every call is recorded in ``calls``. Its runner, ``FakeRunner`` (``fakejob.py``), plays a job
 whose progress is a function of the clock (``FakeJobScript``).
 """
@@ -55,6 +56,11 @@ class FakeProvider(Provider):
         self._vanished: dict[str, _FakeInstance] = {}  # still known to their fake agents
         self._agents: dict[str, _FakeAgent] = {}
         self.volumes: dict[str, Volume] = {}  # SupportsVolumes, in memory
+        # A volume's device shows up on the instance this long after its first attach there: until
+        # then the runner's start raises VolumeNotReady, as the SSH runner's mount step does.
+        # A final mount failure: ``fail_next("runner.mount", VolumeMountFailed(...))``.
+        self.volume_device_delay_s = 0.0
+        self.volume_attached_at: dict[tuple[str, str], datetime] = {}  # (volume, instance) -> first attach
         self._seq = 0
         self.faults = faults
 
@@ -195,6 +201,7 @@ class FakeProvider(Provider):
         if holder not in (None, instance_id):
             raise PermanentError(f"volume {volume_id} is attached to {holder}", code="VolumeInUse")
         self.volumes[volume_id] = vol.model_copy(update={"attached_to": instance_id})
+        self.volume_attached_at.setdefault((volume_id, instance_id), self.clock.now())
 
     def detach_volume(self, volume_id: str, instance_id: str) -> None:
         self._record("detach_volume", volume_id, instance_id)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from .agent.protocol import AgentConfig, AgentStatus
 from .provider import Instance, InstanceState
-from .runner import Runner, RunnerUnavailable
+from .runner import Runner, RunnerUnavailable, VolumeNotReady
 
 if TYPE_CHECKING:
     from .fake import FakeProvider
@@ -180,9 +180,19 @@ class FakeRunner(Runner):
         if self.instance_id in self.provider._agents:
             return
         self._check()
+        if config.volume_id and config.volume_dir:
+            self._mount(config.volume_id, config.volume_dir)
         script = self.provider.scripts.get(config.job_name, self.provider.script)
         self.provider._agents[self.instance_id] = _FakeAgent(
             self.provider, self.instance_id, config, self.provider.clock.now(), script)
+
+    def _mount(self, volume_id: str, path: str) -> None:
+        """Like the SSH runner's mount step: one look, never a wait (see FakeProvider's knobs)."""
+        self.provider._record("runner.mount", self.instance_id, volume_id)
+        since = self.provider.volume_attached_at.get((volume_id, self.instance_id))
+        now = self.provider.clock.now()
+        if since is None or (now - since).total_seconds() < self.provider.volume_device_delay_s:
+            raise VolumeNotReady(volume_id, path, f"no device yet on {self.instance_id}")
 
     def status(self) -> AgentStatus | None:
         agent = self.provider._agents.get(self.instance_id)

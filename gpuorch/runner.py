@@ -16,13 +16,36 @@ class RunnerUnavailable(Exception):
     """The instance cannot be reached yet (booting, network). Try again on a later pass."""
 
 
+class VolumeNotReady(RunnerUnavailable):
+    """The job's volume is not usable on the instance yet (its device has not appeared since the
+    attach). Try again on a later pass: the caller bounds how long (the reconciler's
+    ``volume_wait_s``, counted from the attempt's ``volume_attached_at``)."""
+
+    def __init__(self, volume_id: str, path: str, why: str) -> None:
+        super().__init__(f"volume {volume_id} at {path}: {why}")
+        self.volume_id, self.path, self.why = volume_id, path, why
+
+
+class VolumeMountFailed(Exception):
+    """The job's volume cannot be mounted on this instance and trying again will not help (data
+    without a filesystem, another device at the path, a bad volume id or path...). Not a
+    RunnerUnavailable: the attempt is over (the reconciler ends it and terminates the instance)."""
+
+    def __init__(self, volume_id: str, path: str, why: str) -> None:
+        super().__init__(f"volume {volume_id} at {path}: {why}")
+        self.volume_id, self.path, self.why = volume_id, path, why
+
+
 class Runner(ABC):
     @abstractmethod
     def start(self, config: AgentConfig, workdir: Path | None = None) -> None:
         """Place the agent (and ``workdir``'s files) on the instance and start it detached.
 
         Idempotent: if the agent for ``config.attempt`` was already started, does nothing.
-        Raises RunnerUnavailable while the instance is not reachable.
+        Raises RunnerUnavailable while the instance is not reachable. A runner that mounts the
+        job's volume (``config.volume_id``) first never waits for it: it raises VolumeNotReady
+        (a RunnerUnavailable) while the device is not there yet, and VolumeMountFailed when it
+        cannot be mounted for good; the agent is not started in either case.
         """
 
     @abstractmethod

@@ -74,3 +74,4 @@ def test_a_newer_schema_is_refused(tmp_path):
         conn.execute(text("UPDATE meta SET value = :v WHERE key = 'schema_version'"), {"v": str(SCHEMA_VERSION + 1)})
     with pytest.raises(SchemaTooNew, match="upgrade gpuorch"):
         Store(url)
+

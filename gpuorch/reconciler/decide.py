@@ -25,6 +25,7 @@ from .actions import (
     End,
     Heartbeat,
     Launch,
+    Note,
     Progress,
     Relaunch,
     SetJob,
@@ -47,6 +48,7 @@ class Settings:
     recovery_strategy: str = DEFAULT_STRATEGY  # for jobs whose spec names none (gpuorch.recovery)
     heartbeat_timeout_s: float | None = None  # the agents' dead-man switch (None: off)
     max_lifetime_s: float | None = None  # LaunchRequest.max_lifetime_s: the cloud-side backstop
+    volume_wait_s: float = 60.0  # a job volume's device must show up this long after its attach
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,18 @@ def _end_of_live(a: AttemptView, now: datetime, d: Decision, s: Settings) -> End
     d.add(Heartbeat(row.number))
     d.soon(s.poll_s)
     return None
+
+
+def volume_failed(a: AttemptView, why: str) -> Decision:
+    """The job's volume cannot be mounted on the attempt's instance (the runner said so for good,
+    or its device never showed up): say so, stop the instance and end the attempt as failed, so the
+    job's retry policy decides what follows (next pass). ``why`` names the volume and the path."""
+    d = Decision()
+    d.add(Note("volume_failed", why, attempt=a.row.number))
+    if _alive(a.instance):
+        d.add(Terminate(a.row.number, a.instance.id))  # type: ignore[union-attr]
+    d.add(End(a.row.number, TerminationReason.FAILED, why))
+    return d
 
 
 def _exit_end(a: AttemptView, now: datetime) -> End:

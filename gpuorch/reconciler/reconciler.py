@@ -43,7 +43,7 @@ from ..spec import JobSpec
 from ..store import Store
 from ..store.models import Attempt, AttemptStatus, Backoff, Job, JobStatus, TerminationReason
 from . import actions as A
-from .decide import AttemptView, JobView, Settings, decide
+from .decide import AttemptView, JobView, Settings, decide, volume_failed
 from .launching import Launching, backoff_key
 from .leases import RENEW_WHEN_LEFT, LeaseLost, Leases
 from .mirror import InstanceMirror
@@ -302,9 +302,12 @@ class Reconciler(Launching, Recording):
                     self.leases.check(job_id, self.clock.now())
                     vol = view.spec.volume
                     volume_id = "" if vol is None else self.volumes.attach(job_id, vol.size, a.row, a.instance.id, now)  # type: ignore[union-attr]
-                    if volume_id is not None:
-                        self._start_agent(view, a, now, volume_id or None)  # type: ignore[arg-type]
+                    failed = None if volume_id is None else self._start_agent(view, a, now, volume_id or None)  # type: ignore[arg-type]
                     crashpoint("agent.started")
+                    if failed is not None:  # the volume cannot be mounted there: end the attempt
+                        follow = volume_failed(a, failed)  # type: ignore[arg-type]
+                        self._apply(view, follow, observed, now)
+                        self.money.after(follow)
                 case A.Progress():
                     self._progress(job_id, a, action.status, now)  # type: ignore[arg-type]
                     crashpoint("progress.recorded")

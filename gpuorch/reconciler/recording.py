@@ -17,7 +17,7 @@ from sqlmodel import Session, select
 
 from .. import events
 from ..errors import ProviderError
-from ..runner import RunnerUnavailable
+from ..runner import RunnerUnavailable, VolumeMountFailed, VolumeNotReady
 from ..store.models import Attempt, AttemptStatus, Checkpoint, JobStatus, TerminationReason
 from . import actions as A
 from .agent_config import agent_config
@@ -34,7 +34,10 @@ log = logging.getLogger("gpuorch.reconciler")
 
 
 class Recording(_Base):
-    def _start_agent(self, view: JobView, a: AttemptView, now: datetime, volume_id: str | None = None) -> None:
+    def _start_agent(self, view: JobView, a: AttemptView, now: datetime, volume_id: str | None = None) -> str | None:
+        """Start the agent (idempotent; retried next pass while the runner is not ready). Returns
+        why the attempt cannot go on when its volume cannot be mounted (``decide.volume_failed``):
+        the runner said so, or its device is still not there ``volume_wait_s`` after the attach."""
         pred_deadline = None
         if a.row.predecessor is not None:
             pred = next((p.row for p in view.attempts if p.row.number == a.row.predecessor), None)
@@ -45,8 +48,17 @@ class Recording(_Base):
         workdir = Path(view.spec.workdir) if view.spec.workdir else None
         try:
             self.providers[a.row.provider].runner(a.instance).start(cfg, workdir)  # type: ignore[arg-type]
+        except VolumeMountFailed as e:
+            return str(e)
+        except VolumeNotReady as e:
+            waited = (now - (a.row.volume_attached_at or now)).total_seconds()
+            if waited >= self.settings.volume_wait_s:
+                return f"{e} (still none {waited:.0f}s after the attach; volume_wait_s is {self.settings.volume_wait_s:g})"
+            log.info("job %s attempt %s: volume not ready %.0fs after the attach: %s", view.job.id, a.row.number,
+                     waited, e)
         except (RunnerUnavailable, ProviderError) as e:
             log.info("job %s attempt %s: runner not ready: %s", view.job.id, a.row.number, e)
+        return None
 
     def _progress(self, job_id: int, a: AttemptView, st, now: datetime) -> None:  # type: ignore[no-untyped-def]
         """Write only what changed: most polls of a running job change nothing."""

@@ -9,11 +9,15 @@ volume job runs without one, and an event says so):
   offer is available in it, the job waits queued (no snapshot-and-move).
 - Look before creating: a volume tagged with the job and this installation is adopted, so a
   crash between intent and create (or between create and recording its id) ends with one volume.
-- Attached before the agent starts (``attach`` returns False until it is; the StartAgent action
-  comes again next pass), detached when the attempt ends (best effort: a terminated instance
-  lets go of it anyway). The agent config names it (``volume_id``, ``volume_dir``): the SSH
-  runner mounts it at ``volume.mount`` before starting the agent (``gpuorch.runners.volume_mount``);
-  the job gets the path as ``GPUORCH_VOLUME_DIR``.
+- Attached before the agent starts (``attach`` returns None until it is; the StartAgent action
+  comes again next pass; the first attach is recorded as the attempt's ``volume_attached_at``),
+  detached when the attempt ends (best effort: a terminated instance lets go of it anyway). The
+  agent config names it (``volume_id``, ``volume_dir``): the SSH runner mounts it at
+  ``volume.mount`` before starting the agent (``gpuorch.runners.volume_mount``); the job gets
+  the path as ``GPUORCH_VOLUME_DIR``. The runner never waits for the device: while it is not
+  there it raises VolumeNotReady and the start is tried again next pass, until ``volume_wait_s``
+  after ``volume_attached_at``; then, or at once when the runner raises VolumeMountFailed, the
+  attempt ends FAILED with the reason (``decide.volume_failed``; recording.py).
 - Deleted when the job is terminal; ``sweep`` deletes this installation's volumes that no
   unfinished job owns, which also retries deletes that failed (volume still detaching).
 """
@@ -80,6 +84,13 @@ class Volumes:
         except ProviderError as e:
             log.warning("job %s: volume call failed, will retry: %s", job_id, e)
             return None
+        if row.volume_attached_at is None:  # the runner's wait for its device counts from here
+            with self._txn(job_id) as (s, _):
+                r = s.get(Attempt, row.id)
+                if r is not None and r.volume_attached_at is None:
+                    r.volume_attached_at = now
+                    events.record(s, now, "volume_attached", f"volume {volume_id} attached to {instance_id}",
+                                  job_id=job_id, attempt=row.number)
         return volume_id
 
     def _ensure(self, p: SupportsVolumes, job_id: int, row: Attempt, zone: str, size_gib: float, now: datetime) -> str:

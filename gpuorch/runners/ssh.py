@@ -42,11 +42,11 @@ from ..agent.protocol import (
     AgentStatus,
     NoticeSource,
 )
-from ..runner import Runner, RunnerUnavailable
+from ..runner import Runner, RunnerUnavailable, VolumeMountFailed, VolumeNotReady
 from . import sftp_util
 from .bundle import agent_bundle
 from .connection import SshConnection
-from .volume_mount import MountTools, mount_script
+from .volume_mount import NOT_YET, MountTools, mount_script
 
 log = logging.getLogger("gpuorch.runners.ssh")
 AGENT_OUT = "agent.out"
@@ -68,9 +68,8 @@ class SshRunner(Runner):
     - ``connect_attempts``, ``retry_wait_s``, ``retry_wait_max_s``: the bounded, jittered
       exponential retry of a connection while the instance boots; ``connect_timeout`` per try;
       ``io_timeout`` for each SFTP request or remote command.
-    - ``volume_wait_s``: how long the mount step waits for the job's volume to show up
-      (``gpuorch.runners.volume_mount``); ``volume_tools``: its block-device places and root
-      commands (tests point them at stand-ins).
+    - ``volume_tools``: the block-device places and root commands of the volume mount step
+      (``gpuorch.runners.volume_mount``; tests point them at stand-ins).
 
     One SSH connection is cached per runner, reconnected when it drops, and shared by the
     calls of several threads (serialised). ``close()`` releases it.
@@ -81,8 +80,7 @@ class SshRunner(Runner):
         remote_root: str = "~/gpuorch", python: str = "python3", notice: NoticeSource | None = None,
         shutdown_command: str | None = None, agent_env: Mapping[str, str] | None = None,
         connect_timeout: float = 10.0, connect_attempts: int = 5, retry_wait_s: float = 1.0,
-        retry_wait_max_s: float = 10.0, io_timeout: float = 60.0, volume_wait_s: int = 30,
-        volume_tools: MountTools | None = None,
+        retry_wait_max_s: float = 10.0, io_timeout: float = 60.0, volume_tools: MountTools | None = None,
     ) -> None:
         if not (remote_root == "~" or remote_root.startswith(("/", "~/"))):
             raise ValueError(f"remote_root {remote_root!r} must be absolute or start with ~/")
@@ -98,7 +96,7 @@ class SshRunner(Runner):
         self.notice = notice if notice is not None else NoticeSource(kind="aws")
         self.shutdown_command = shutdown_command
         self.agent_env = dict(agent_env or {})
-        self.volume_wait_s, self.volume_tools = volume_wait_s, volume_tools
+        self.volume_tools = volume_tools
         self._root: str | None = None  # remote_root with ~ resolved, once connected
 
     def __repr__(self) -> str:
@@ -114,9 +112,11 @@ class SshRunner(Runner):
         exactly one starts an agent. The agent runs detached (``setsid nohup``, no stdio tied to
         the session): it survives this connection and the daemon. The runner's ``notice`` source
         replaces the config's. With ``config.volume_id`` and ``volume_dir``, the volume is
-        mounted there first (``mount_script``: waits up to ``volume_wait_s`` for the device,
-        formats only a blank one; idempotent) and the agent is not started if that fails.
-        Raises RunnerUnavailable (also if a remote command fails, with its message).
+        mounted there first (``mount_script``: one look for the device, never a wait; formats
+        only a blank one; idempotent) and the agent is not started unless it is mounted: raises
+        VolumeNotReady (a RunnerUnavailable) while its device is not there yet, VolumeMountFailed
+        when it cannot be mounted (final). Raises RunnerUnavailable otherwise (also if a remote
+        command fails, with its message).
         """
         if self.connection.call("look for the agent", lambda _client, sftp: self._started(sftp)):
             return  # the common case on every later pass: one SFTP stat, nothing packed
@@ -198,16 +198,22 @@ class SshRunner(Runner):
 
     def _mount_volume(self, client: paramiko.SSHClient, volume_id: str, path: str) -> None:
         try:
-            script = mount_script(volume_id, path, wait_s=self.volume_wait_s, tools=self.volume_tools)
+            script = mount_script(volume_id, path, tools=self.volume_tools)
         except ValueError as e:
-            raise RunnerUnavailable(f"{self!r}: cannot mount the job's volume: {e}") from None
-        # Silent while it waits for the device or formats it: more than io_timeout between outputs.
-        timeout = self.connection.io_timeout + self.volume_wait_s + MKFS_TIMEOUT_S
+            raise VolumeMountFailed(volume_id, path, str(e)) from None
+        # Silent while it formats a blank volume: more than io_timeout between outputs.
+        timeout = self.connection.io_timeout + MKFS_TIMEOUT_S
         code, output = self.connection.exec(client, f"/bin/sh -c {shlex.quote(script)}", timeout=timeout)
-        if code != 0:
-            raise RunnerUnavailable(f"{self!r}: mounting volume {volume_id} at {path} failed (exit {code}): "
-                                    f"{output.strip()[-500:]}")
-        log.info("%r: %s", self, " / ".join(output.split("\n")).strip(" /"))
+        if code == 0:
+            log.info("%r: %s", self, " / ".join(output.split("\n")).strip(" /"))
+            return
+        lines = output.strip().splitlines()
+        why = (lines[-1] if lines else "").removeprefix(f"gpuorch: volume {volume_id}: ")[-500:]
+        if code == NOT_YET:
+            raise VolumeNotReady(volume_id, path, why)
+        if code < 0:  # the channel closed without an exit status: the connection dropped
+            raise RunnerUnavailable(f"{self!r}: mounting volume {volume_id} at {path}: no exit status: {why}")
+        raise VolumeMountFailed(volume_id, path, f"{why or 'the mount script failed'} (exit {code})")
 
     def _started(self, sftp: paramiko.SFTPClient) -> bool:
         return sftp_util.exists(sftp, self._run_path(sftp, CONFIG_FILE))

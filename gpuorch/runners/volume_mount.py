@@ -3,9 +3,13 @@
 Why here, over SSH, and not in the user data: the volume of a job's first attempt is created
 only once that attempt has an instance (its zone decides the volume's), so its id is not known
 at launch; and the daemon attaches it to each attempt after boot. The runner, which connects
-anyway to start the agent, runs one small idempotent ``/bin/sh`` script first: wait for the
-device, format it if (and only if) it is blank, mount it at ``volume.mount``. A failure stops the
-start with the script's one-line reason, and the agent never runs without its volume.
+anyway to start the agent, runs one small idempotent ``/bin/sh`` script first: look for the
+device, format it if (and only if) it is blank, mount it at ``volume.mount``. The script never
+waits: the device of a volume attached moments ago may not be there yet, and the script then
+says so (exit ``NOT_YET``) and the runner raises ``VolumeNotReady``; the reconciler runs the start
+again on its next pass and gives up ``volume_wait_s`` after the attach (a daemon reconciling
+many jobs must not sit in one of them). Any other failure is final (``VolumeMountFailed``, with
+the script's one-line reason): the agent never runs without its volume.
 
 Finding the device: on Nitro instances an EBS volume is an NVMe namespace whose controller's
 serial is the volume id without its dash (``vol0123...``); udev links it as
@@ -13,7 +17,7 @@ serial is the volume id without its dash (``vol0123...``); udev links it as
 call gave (``/dev/sdf``) means nothing there, and NVMe names (``nvme1n1``) follow probe order.
 The script takes the by-id link, else scans ``/sys/block/nvme*/device/serial`` (images without
 the EC2 udev rules). Xen-based types (p2, p3, g3) expose ``/dev/xvdf`` with no serial: not
-supported (the script fails saying the device never appeared).
+supported (the script keeps saying the device is not there, until the daemon gives up).
 
 Formatting: only a device on which ``blkid -p`` finds nothing (exit 2) *and* whose first MiB
 reads as zeros (a new EBS volume) is formatted (ext4, no discard). A volume with a filesystem, a
@@ -35,8 +39,9 @@ import shlex
 
 EBS_VOLUME_ID = re.compile(r"vol-[0-9a-f]{8,32}\Z")
 EBS_BY_ID_PREFIX = "nvme-Amazon_Elastic_Block_Store_"
-# Exit codes of the script, beyond 1 (an unexpected command failure under set -e).
-NO_DEVICE, MOUNT_POINT_BUSY, NOT_BLANK, CANNOT_PROBE = 3, 4, 5, 6
+# Exit codes of the script, beyond 1 (an unexpected command failure under set -e). NOT_YET (the
+# device is not there yet) is the only one worth another try; the others are final.
+NOT_YET, MOUNT_POINT_BUSY, NOT_BLANK, CANNOT_PROBE = 3, 4, 5, 6
 BLANK_CHECK_BYTES = 1 << 20
 
 
@@ -52,7 +57,6 @@ class MountTools:
     blkid: tuple[str, ...] = ("blkid",)
     mkfs: tuple[str, ...] = ("mkfs.ext4", "-q", "-E", "nodiscard,lazy_itable_init=1", "-L", "gpuorch")
     mount: tuple[str, ...] = ("mount", "-o", "noatime")
-    sleep: tuple[str, ...] = ("sleep", "1")  # one wait between looks for the device
 
 
 def check_mount_path(path: str) -> str:
@@ -64,13 +68,14 @@ def check_mount_path(path: str) -> str:
     return path.rstrip("/")
 
 
-def mount_script(volume_id: str, path: str, *, wait_s: int = 30, tools: MountTools | None = None) -> str:
+def mount_script(volume_id: str, path: str, *, tools: MountTools | None = None) -> str:
     """The ``/bin/sh`` script that mounts EBS volume ``volume_id`` at ``path`` (see module doc).
 
-    Pure. Exits 0 once the volume is mounted there (also when it already was); otherwise
-    non-zero with one line on stderr: ``NO_DEVICE`` after ``wait_s`` seconds without the device,
-    ``MOUNT_POINT_BUSY``, ``NOT_BLANK`` (no filesystem but data: never formatted),
-    ``CANNOT_PROBE``. Raises ValueError for an id that is not an EBS volume id or a bad path.
+    Pure. Looks once and never waits. Exits 0 once the volume is mounted there (also when it
+    already was); ``NOT_YET`` when its device is not there (yet): run it again later; any other
+    non-zero exit is final, with one line on stderr: ``MOUNT_POINT_BUSY``, ``NOT_BLANK`` (no
+    filesystem but data: never formatted), ``CANNOT_PROBE``, 1 (a command such as mkfs or mount
+    failed). Raises ValueError for an id that is not an EBS volume id or a bad path.
     """
     if not EBS_VOLUME_ID.match(volume_id):
         raise ValueError(f"{volume_id!r} is not an EBS volume id (vol-...): the SSH runner mounts EBS volumes only")
@@ -80,7 +85,7 @@ def mount_script(volume_id: str, path: str, *, wait_s: int = 30, tools: MountToo
     serial = volume_id.replace("-", "")
     return "\n".join([
         "set -eu",
-        f"vol={q(volume_id)} serial={q(serial)} mnt={q(path)} wait_s={int(wait_s)}",
+        f"vol={q(volume_id)} serial={q(serial)} mnt={q(path)}",
         f"by_id={q(t.by_id_dir)} sys_block={q(t.sys_block_dir)} dev_dir={q(t.dev_dir)} mounts={q(t.mounts_file)}",
         'say() { echo "gpuorch: volume $vol: $*"; }',
         'fail() { code=$1; shift; echo "gpuorch: volume $vol: $*" >&2; exit "$code"; }',
@@ -95,16 +100,9 @@ def mount_script(volume_id: str, path: str, *, wait_s: int = 30, tools: MountToo
         "  done",
         "  return 1",
         "}",
-        "waited=0",
-        'while ! dev=$(find_device); do',
-        '  if [ "$waited" -ge "$wait_s" ]; then',
-        f'    fail {NO_DEVICE} "no device appeared within ${{wait_s}}s (no $by_id/{EBS_BY_ID_PREFIX}$serial,'
+        # One look, never a wait: the daemon runs this again next pass and bounds the wait itself.
+        f'dev=$(find_device) || fail {NOT_YET} "no device yet (no $by_id/{EBS_BY_ID_PREFIX}$serial,'
         ' no NVMe device with serial $serial): is it attached to this instance, and is this a Nitro instance type?"',
-        "  fi",
-        '  if [ "$waited" = 0 ]; then say "waiting for its device"; fi',
-        f"  {j(t.sleep)}",
-        "  waited=$((waited + 1))",
-        "done",
         # Already mounted there (a second run, or a restarted daemon): done. Something else there: stop.
         'current=$(MNT="$mnt" awk \'$2 == ENVIRON["MNT"] { src = $1 } END { print src }\' "$mounts")',
         'if [ -n "$current" ]; then',

@@ -86,11 +86,21 @@ def _v4_moved_reason(conn: Connection) -> None:
         conn.execute(text("ALTER TYPE terminationreason ADD VALUE IF NOT EXISTS 'MOVED'"))
 
 
+def _v5_volume_attached_at(conn: Connection) -> None:
+    """When the job's volume was first attached to an attempt's instance (``Attempt.volume_attached_at``).
+    Looks first (SQLite has no ``ADD COLUMN IF NOT EXISTS``)."""
+    if "volume_attached_at" in {c["name"] for c in inspect(conn).get_columns("attempt")}:
+        return
+    ts = DateTime().compile(dialect=conn.dialect)
+    conn.execute(text(f"ALTER TABLE attempt ADD COLUMN volume_attached_at {ts}"))
+
+
 MIGRATIONS: list[Migration] = [
     # (1, "initial schema", ...) is the create_all of a fresh database; later ones go here.
     (2, "sweeps, trial metrics, spot price changes, budget_exhausted", _v2_money_and_sweeps),
     (3, "job volumes", _v3_job_volumes),
     (4, "termination reason moved", _v4_moved_reason),
+    (5, "attempt volume_attached_at", _v5_volume_attached_at),
 ]
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 

@@ -97,6 +97,9 @@ class Attempt(SQLModel, table=True):
     # launch price), and how far the daemon has read the attempt's metrics file.
     price_changes: str | None = Field(default=None, sa_type=Text)
     metrics_offset: int = 0
+    # Schema 5: when the job's volume was first attached to this attempt's instance (the wait
+    # for its device is counted from here; see reconciler/volumes.py).
+    volume_attached_at: datetime | None = _ts()  # type: ignore[assignment]
 
 
 class Instance(SQLModel, table=True):

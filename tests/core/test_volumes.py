@@ -4,15 +4,17 @@ first attempt's zone, attached to every attempt there, deleted when the job ends
 from __future__ import annotations
 
 import pytest
+from sqlmodel import select
 
 from gpuorch.errors import PermanentError
 from gpuorch.fake import FakeJobScript, FakeProvider
 from gpuorch.provider import SupportsVolumes
 from gpuorch.reconciler import Reconciler
 from gpuorch.reconciler.actions import Launch
-from gpuorch.reconciler.decide import JobView, decide
+from gpuorch.reconciler.decide import JobView, Settings, decide
 from gpuorch.reconciler.volumes import volume_tags
-from gpuorch.store.models import AttemptStatus, JobStatus
+from gpuorch.runner import VolumeMountFailed
+from gpuorch.store.models import AttemptStatus, Event, JobStatus, TerminationReason
 
 from test_reconciler import Crash, attempts, drive, job_row, submit
 
@@ -156,3 +158,97 @@ def test_a_refused_delete_at_the_end_is_retried_by_the_sweep(store, fake, clock,
     drive(rec, clock, 400, step=5.0)
     assert job_row(store, job.id).status == JobStatus.SUCCEEDED
     assert fake.count("delete_volume") >= 2 and fake.list_volumes() == []
+
+
+# -- mounting: the runner never waits; a volume that cannot be mounted ends the attempt ------------
+
+def _events(store, job_id, kind):
+    with store.read() as s:
+        return [e for e in s.exec(select(Event).where(Event.job_id == job_id, Event.kind == kind).order_by(Event.id))]
+
+
+def _mount_looks(fake, instance_id):
+    return sum(1 for c in fake.calls if c[:2] == ("runner.mount", instance_id))
+
+
+def test_a_device_slow_to_show_up_holds_no_pass_and_the_job_starts_on_a_later_pass(store, fake, clock, rec):
+    fake.volume_device_delay_s = 30  # under Settings.volume_wait_s
+    slow = submit(store, clock, name="slow", volume=VOLUME)
+    other = submit(store, clock, name="other")
+    rec.run_pass()  # launches both
+    [a], [b] = attempts(store, slow.id), attempts(store, other.id)
+    rec.run_pass()  # one look at the slow job's device, not there; the other job starts in the same pass
+    assert _mount_looks(fake, a.instance_id) == 1
+    assert a.instance_id not in fake._agents and b.instance_id in fake._agents
+    [a] = attempts(store, slow.id)
+    assert a.status == AttemptStatus.LAUNCHED and a.volume_attached_at == clock.now()
+    [attached] = _events(store, slow.id, "volume_attached")
+    assert a.instance_id in attached.message
+
+    looks = []
+    while a.instance_id not in fake._agents:  # every pass looks once more, the clock moves on
+        clock.advance(5)
+        rec.run_pass()
+        looks.append(_mount_looks(fake, a.instance_id))
+    assert looks == list(range(2, len(looks) + 2))  # one look per pass, never more
+    assert (clock.now() - a.volume_attached_at).total_seconds() == 30  # the pass after it showed up
+    drive(rec, clock, 400)
+    [a] = attempts(store, slow.id)  # the same attempt, never ended
+    assert a.reason == TerminationReason.SUCCEEDED and job_row(store, slow.id).status == JobStatus.SUCCEEDED
+    assert job_row(store, other.id).status == JobStatus.SUCCEEDED
+    assert _events(store, slow.id, "volume_failed") == []
+
+
+def test_a_final_mount_failure_ends_the_attempt_with_an_event_and_the_retry_policy_applies(store, fake, clock, rec):
+    job = submit(store, clock, volume=VOLUME, retry={"max_preemptions": 3, "max_failures": 1})
+    why = "/dev/nvme1n1 holds data but no filesystem blkid knows: not formatting it; mount it yourself (exit 5)"
+    fake.fail_next("runner.mount", VolumeMountFailed("vol-0123456789abcdef0", "/data", why))
+    rec.run_pass()
+    rec.run_pass()  # the start fails for good: not retried on this instance
+    [a1] = attempts(store, job.id)
+    expected = f"volume vol-0123456789abcdef0 at /data: {why}"
+    assert (a1.status, a1.reason, a1.message) == (AttemptStatus.ENDED, TerminationReason.FAILED, expected)
+    assert ("terminate", a1.instance_id) in fake.calls and a1.instance_id not in fake._agents
+    [note] = _events(store, job.id, "volume_failed")
+    assert note.message == expected and note.attempt == 1
+    [ended] = _events(store, job.id, "attempt_ended")
+    assert ended.message == f"failed: {expected}"
+    [vol] = fake.list_volumes()
+    assert ("detach_volume", vol.id, a1.instance_id) in fake.calls
+    assert job_row(store, job.id).failures == 1
+
+    drive(rec, clock, 400)  # retry.max_failures is 1: a new attempt, with the same volume, runs the job
+    a1, a2 = attempts(store, job.id)
+    assert _mount_looks(fake, a1.instance_id) == 1  # never looped on the failed instance
+    assert a2.reason == TerminationReason.SUCCEEDED and fake.count("create_volume") == 1
+    assert job_row(store, job.id).status == JobStatus.SUCCEEDED
+
+
+def test_a_device_that_never_shows_up_fails_the_attempt_volume_wait_s_after_the_attach(store, fake, clock, rec):
+    fake.volume_device_delay_s = float("inf")  # not a Nitro type, or the attach is lost
+    job = submit(store, clock, volume=VOLUME)  # retry.max_failures 0: the job fails with it
+    rec.run_pass()
+    rec.run_pass()
+    [a] = attempts(store, job.id)
+    attached = a.volume_attached_at
+    assert attached == clock.now()
+    wait = Settings().volume_wait_s
+    clock.advance(wait - 5)
+    # A restarted daemon (same owner: it keeps its leases) counts from the attach the store
+    # recorded, not from its own start.
+    rec = Reconciler(store, {"fake": fake}, clock=clock, owner=rec.owner)
+    rec.run_pass()
+    [a] = attempts(store, job.id)
+    assert a.status == AttemptStatus.LAUNCHED and _events(store, job.id, "volume_failed") == []
+    clock.advance(5)
+    rec.run_pass()
+    [a] = attempts(store, job.id)
+    assert (a.status, a.reason) == (AttemptStatus.ENDED, TerminationReason.FAILED)
+    assert a.message.startswith(f"volume {job_row(store, job.id).volume_id} at /data: no device yet")
+    assert a.message.endswith(f"(still none {wait:.0f}s after the attach; volume_wait_s is {wait:g})")
+    assert ("terminate", a.instance_id) in fake.calls
+    assert [e.message for e in _events(store, job.id, "volume_failed")] == [a.message]
+    rec.run_pass()
+    j = job_row(store, job.id)
+    assert j.status == JobStatus.FAILED and "retry.max_failures is 0" in j.message
+    assert fake.list_volumes() == []  # a finished job's volume is deleted

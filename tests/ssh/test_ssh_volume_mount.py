@@ -3,8 +3,8 @@
 The "instance" is a temp directory standing in for the block-device places: ``dev/disk/by-id``,
 ``sys/block``, a mounts table, and the device itself, a regular file. ``blkid`` and
 ``mkfs.ext4`` are the real ones (both work on a file); only ``mount`` (kernel, root) is a stand-in
-that appends to the mounts table, and ``sleep`` a stand-in that can make the device appear while
-the script waits (the attach completing) without any real waiting.
+that appends to the mounts table. The script never waits: while the device is absent it says
+"not yet" (VolumeNotReady), and the test makes the attach complete between two starts.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 from ssh_harness import config
 
-from gpuorch.runner import RunnerUnavailable
+from gpuorch.runner import RunnerUnavailable, VolumeMountFailed, VolumeNotReady
 from gpuorch.runners.ssh import SshRunner
 from gpuorch.runners.volume_mount import (
     EBS_BY_ID_PREFIX,
     MOUNT_POINT_BUSY,
-    NO_DEVICE,
     NOT_BLANK,
+    NOT_YET,
     MountTools,
     mount_script,
 )
@@ -49,7 +49,7 @@ class Machine:
     root: Path
     tools: MountTools
     device: Path
-    calls: Path  # one line per stand-in call: "mkfs <dev>", "mount <dev> <dir>", "sleep"
+    calls: Path  # one line per stand-in call: "mkfs <dev>", "mount <dev> <dir>"
 
     def attach(self, *, by_id: bool = True) -> None:
         """The volume shows up: its udev by-id link, or only its NVMe serial in sysfs."""
@@ -95,13 +95,6 @@ def machine(tmp_path: Path) -> Machine:
             echo "mount $1 $2" >> {q(str(calls))}
             printf '%s %s ext4 rw,noatime 0 0\\n' "$1" "$2" >> {q(str(root / "mounts"))}
             """),),
-        sleep=(_script(bin_ / "sleep", f"""\
-            echo sleep >> {q(str(calls))}
-            if [ -e {q(str(root / "attach-on-sleep"))} ]; then
-              rm {q(str(root / "attach-on-sleep"))}
-              ln -s ../../nvme1n1 {q(str(root / "dev/disk/by-id" / (EBS_BY_ID_PREFIX + SERIAL)))}
-            fi
-            """),),
     )
     return Machine(root, tools, device, calls)
 
@@ -112,29 +105,38 @@ def run(runner: SshRunner, script: str) -> tuple[int, str]:
         client, f"/bin/sh -c {shlex.quote(script)}"))
 
 
-def test_waits_for_the_device_formats_it_once_and_mounts_it_before_the_agent_starts(
+def test_not_yet_while_the_device_is_absent_then_formats_it_once_and_mounts_it_before_the_agent_starts(
         make_runner: Make, machine: Machine, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    (machine.root / "attach-on-sleep").touch()  # the attach completes while the script waits
     mnt = tmp_path / "data"
-    runner = make_runner(volume_tools=machine.tools, volume_wait_s=5)
+    runner = make_runner(volume_tools=machine.tools)
     caplog.set_level("INFO", "gpuorch.runners.ssh")
-    runner.start(config(volume_id=VOL, volume_dir=str(mnt)))
+    agent_json = Path(runner.remote_root) / "run" / "agent.json"
+    for _ in range(2):  # the attach has not completed: each start looks once and says "not yet"
+        with pytest.raises(VolumeNotReady) as e:
+            runner.start(config(volume_id=VOL, volume_dir=str(mnt)))
+        assert str(e.value).startswith(f"volume {VOL} at {mnt}: no device yet")
+        assert f"{EBS_BY_ID_PREFIX}{SERIAL}" in str(e.value) and "\n" not in str(e.value)
+        assert machine.log() == [] and not mnt.exists() and not agent_json.exists()
 
-    assert machine.log() == ["sleep", f"mkfs -q -E nodiscard -L gpuorch {machine.device}",
-                             f"mount {machine.device} {mnt}"]
+    machine.attach()  # the device shows up; the next pass's start mounts it
+    runner.start(config(volume_id=VOL, volume_dir=str(mnt)))
+    assert machine.log() == [f"mkfs -q -E nodiscard -L gpuorch {machine.device}", f"mount {machine.device} {mnt}"]
     assert machine.fs_uuid()  # a real ext4 filesystem now
     assert machine.mounts()[-1][:2] == [str(machine.device), str(mnt)]
     assert mnt.is_dir() and mnt.stat().st_uid == os.getuid()  # the login user owns the new volume's root
     said = caplog.text
-    assert "waiting for its device" in said and "is blank: formatting it" in said and f"mounted {machine.device}" in said
-    assert (Path(runner.remote_root) / "run" / "agent.json").exists()  # the agent started after it
+    assert "is blank: formatting it" in said and f"mounted {machine.device}" in said
+    assert agent_json.exists()  # the agent started after it
+
+    runner.start(config(volume_id=VOL, volume_dir=str(mnt)))  # started: nothing runs again
+    assert len(machine.log()) == 2
 
 
 def test_a_second_run_changes_nothing(make_runner: Make, machine: Machine, tmp_path: Path) -> None:
     machine.attach()
     mnt = tmp_path / "data"
     runner = make_runner()
-    script = mount_script(VOL, str(mnt), wait_s=5, tools=machine.tools)
+    script = mount_script(VOL, str(mnt), tools=machine.tools)
     assert run(runner, script)[0] == 0
     uuid, calls, mounts = machine.fs_uuid(), machine.log(), machine.mounts()
 
@@ -149,7 +151,7 @@ def test_a_volume_with_a_filesystem_is_mounted_never_formatted(make_runner: Make
     uuid = machine.fs_uuid()
     machine.attach(by_id=False)  # found by its NVMe serial in sysfs (no udev link on this image)
     mnt = tmp_path / "data"
-    code, out = run(make_runner(), mount_script(VOL, str(mnt), wait_s=5, tools=machine.tools))
+    code, out = run(make_runner(), mount_script(VOL, str(mnt), tools=machine.tools))
     assert code == 0, out
     assert "has a filesystem" in out and machine.fs_uuid() == uuid
     assert machine.log() == [f"mount {machine.device} {mnt}"]  # no mkfs
@@ -161,21 +163,35 @@ def test_data_without_a_filesystem_is_never_formatted(make_runner: Make, machine
         f.write(b"precious bytes no filesystem signature knows")
     before = machine.device.read_bytes()
     machine.attach()
-    code, out = run(make_runner(), mount_script(VOL, str(tmp_path / "data"), wait_s=5, tools=machine.tools))
+    code, out = run(make_runner(), mount_script(VOL, str(tmp_path / "data"), tools=machine.tools))
     assert code == NOT_BLANK and "holds data but no filesystem" in out and VOL in out
     assert machine.device.read_bytes() == before and machine.log() == []
 
 
-def test_a_device_that_never_appears_fails_clearly_and_the_agent_is_not_started(make_runner: Make, machine: Machine,
-                                                                                tmp_path: Path) -> None:
-    runner = make_runner(volume_tools=machine.tools, volume_wait_s=3)
-    with pytest.raises(RunnerUnavailable) as e:
+def test_the_script_looks_once_and_never_waits(make_runner: Make, machine: Machine, tmp_path: Path) -> None:
+    code, out = run(make_runner(), mount_script(VOL, str(tmp_path / "data"), tools=machine.tools))
+    assert code == NOT_YET and f"gpuorch: volume {VOL}: no device yet" in out
+    assert "is this a Nitro instance type?" in out and len(out.strip().splitlines()) == 1
+    assert machine.log() == [] and not (tmp_path / "data").exists()
+
+
+def test_final_failures_are_volume_mount_failed_and_the_agent_is_not_started(
+        make_runner: Make, machine: Machine, tmp_path: Path) -> None:
+    with machine.device.open("r+b") as f:
+        f.seek(4096)
+        f.write(b"precious bytes no filesystem signature knows")
+    machine.attach()
+    runner = make_runner(volume_tools=machine.tools)
+    with pytest.raises(VolumeMountFailed) as e:
         runner.start(config(volume_id=VOL, volume_dir=str(tmp_path / "data")))
+    assert not isinstance(e.value, RunnerUnavailable)  # not "try again next pass"
     msg = str(e.value)
-    assert f"mounting volume {VOL}" in msg and f"(exit {NO_DEVICE})" in msg
-    assert "no device appeared within 3s" in msg and f"{EBS_BY_ID_PREFIX}{SERIAL}" in msg
-    assert machine.log() == ["sleep"] * 3
+    assert msg.startswith(f"volume {VOL} at {tmp_path / 'data'}: {machine.device} holds data but no filesystem")
+    assert msg.endswith(f"(exit {NOT_BLANK})") and "\n" not in msg
     assert not (Path(runner.remote_root) / "run" / "agent.json").exists()
+
+    with pytest.raises(VolumeMountFailed, match="not an EBS volume id"):  # refused before any remote command
+        runner.start(config(volume_id="disk-1", volume_dir=str(tmp_path / "data")))
 
 
 def test_another_device_at_the_mount_point_is_an_error(make_runner: Make, machine: Machine, tmp_path: Path) -> None:
@@ -183,7 +199,7 @@ def test_another_device_at_the_mount_point_is_an_error(make_runner: Make, machin
     with (machine.root / "mounts").open("a") as f:
         f.write(f"/dev/nvme7n1 {mnt} xfs rw 0 0\n")
     machine.attach()
-    code, out = run(make_runner(), mount_script(VOL, str(mnt), wait_s=5, tools=machine.tools))
+    code, out = run(make_runner(), mount_script(VOL, str(mnt), tools=machine.tools))
     assert code == MOUNT_POINT_BUSY and f"{mnt} has /dev/nvme7n1 mounted" in out
     assert machine.log() == []
 
@@ -192,7 +208,7 @@ def test_paths_reach_the_shell_only_quoted(make_runner: Make, machine: Machine, 
     machine.attach()
     pwned = tmp_path / "pwned"
     mnt = tmp_path / f"da'ta;$(touch${{IFS}}{pwned})`touch${{IFS}}{pwned}2`\"x"
-    code, out = run(make_runner(), mount_script(VOL, str(mnt), wait_s=5, tools=machine.tools))
+    code, out = run(make_runner(), mount_script(VOL, str(mnt), tools=machine.tools))
     assert code == 0, out
     assert mnt.is_dir() and machine.mounts()[-1][1] == str(mnt)
     assert not list(tmp_path.glob("pwned*"))

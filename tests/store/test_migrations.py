@@ -1,4 +1,4 @@
-"""Schemas 2, 3 and 4 upgrade a real version-1 database (dumped before the change) without losing data."""
+"""Schemas 2, 3, 4 and 5 upgrade a real version-1 database (dumped before the change) without losing data."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_v1_database_upgrades_to_the_fresh_schema_keeping_its_rows(tmp_path):
         jobs = {j.name: j for j in s.exec(select(Job))}
         [a] = s.exec(select(Attempt)).all()
         version = s.get(Meta, "schema_version").value
-    assert version == str(SCHEMA_VERSION) == "4"
+    assert version == str(SCHEMA_VERSION) == "5"
     assert jobs["old-job"].status == JobStatus.SUCCEEDED and jobs["old-job"].sweep_id is None
     assert jobs["queued-job"].status == JobStatus.QUEUED
     assert (a.price_per_hour, a.instance_id, a.metrics_offset, a.price_changes) == (1.2, "fake-1", 0, None)
@@ -92,7 +92,7 @@ def test_v3_database_upgrades_to_v4_and_takes_the_moved_reason(tmp_path):
                       spot=True, status=AttemptStatus.ENDED, reason=TerminationReason.MOVED,
                       message="deadline policy moves to on-demand: ..."))
     with store.read() as s:
-        assert s.get(Meta, "schema_version").value == "4"
+        assert s.get(Meta, "schema_version").value == str(SCHEMA_VERSION)
         reasons = [r.reason for r in s.exec(select(Attempt).order_by(Attempt.number))]
     assert reasons[-1] == TerminationReason.MOVED
     store.close()
@@ -103,3 +103,30 @@ def test_v3_database_upgrades_to_v4_and_takes_the_moved_reason(tmp_path):
         assert lite is not None
     job = JobService(None, tmp_path, lambda: datetime(2026, 2, 1, tzinfo=UTC), url=url).job(str(a.job_id))
     assert [x["reason"] for x in job["attempt_list"]][-1] == "moved"
+
+
+def test_v4_database_upgrades_to_v5_with_volume_attached_at_on_attempt(tmp_path):
+    old = tmp_path / "v4.db"
+    with sqlite3.connect(old) as db:
+        db.executescript(V1.read_text())
+    engine = create_engine(f"sqlite:///{old}")
+    with engine.begin() as conn:
+        assert migrate(conn, MIGRATIONS[:3]) == 4  # a database as schema 4 left it
+    engine.dispose()
+    url = f"sqlite:///{old}"
+    assert "volume_attached_at" not in _columns(url)["attempt"]
+    attached = datetime(2026, 2, 1, 12, 30, tzinfo=UTC)
+    store = Store(url)
+    with store.write() as s:
+        a = s.exec(select(Attempt)).one()
+        assert a.volume_attached_at is None
+        a.volume_attached_at = attached
+    with store.read() as s:
+        assert s.exec(select(Attempt)).one().volume_attached_at == attached
+        assert s.get(Meta, "schema_version").value == str(SCHEMA_VERSION) == "5"
+    store.close()
+    with sqlite3.connect(old) as db:  # running the step again (a half-applied migration) is harmless
+        db.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    Store(url).close()
+    job = JobService(None, tmp_path, lambda: attached, url=url).job(str(a.job_id))  # the light reader too
+    assert job["attempt_list"][0]["instance_id"] == "fake-1"
