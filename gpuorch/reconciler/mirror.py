@@ -9,14 +9,18 @@ whole table again, which also picks up rows another daemon wrote meanwhile.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 from sqlalchemy import or_
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
 from ..provider import Instance
 from ..store import Store
 from ..store.models import Instance as InstanceRow
+
+log = logging.getLogger("gpuorch.reconciler")
 
 Key = tuple[str, str]  # (provider, instance id)
 
@@ -67,8 +71,13 @@ class InstanceMirror:
                 row.state, row.terminated_at = "gone", now
                 changes.append(row)
         if changes:
-            with self.store.write() as s:
-                for row in changes:
-                    s.merge(row)
+            try:
+                with self.store.write() as s:
+                    for row in changes:
+                        s.merge(row)
+            except IntegrityError:  # another daemon recorded the same new instance first
+                log.info("instance table: a row was written concurrently; reading it all again next pass")
+                self._known, self._read_at = {}, None
+                return
         for key, row in rows.items():
             self._known[key] = (row.state, row.terminated_at is not None)
