@@ -62,6 +62,12 @@ def fit_check(spec: Any, offers: Sequence[Any], source: str, now: datetime) -> s
     from .placement.explain import beyond_one_node
 
     offers = list(offers)
+    if spec.checkpoint is not None:  # refuse now what the agent could only fail on, on an instance
+        from .checkpoint.store import not_implemented
+
+        missing = not_implemented(spec.checkpoint.store.split("://", 1)[0])
+        if missing:
+            raise UserInputError(f"{source}: checkpoint.store: {missing}")
     if spec.resources.gpu is None and spec.model is None:
         return deadline_check(spec, [], source, now)
     over = beyond_one_node(spec)  # no instance anywhere has that many: it would wait forever

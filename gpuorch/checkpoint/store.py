@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import importlib
+import importlib.util
 from abc import ABC, abstractmethod
 from pathlib import Path
 
@@ -90,6 +91,19 @@ STORES: dict[str, tuple[str, str]] = {
 }
 
 
+def _shipped(scheme: str) -> bool:
+    return importlib.util.find_spec(STORES[scheme][0].partition(":")[0]) is not None
+
+
+def not_implemented(scheme: str) -> str | None:
+    """Why a known scheme's store cannot be used by this gpuorch (its module is not part of it
+    yet), or None. Cheap: looks the module up without importing it or its SDK."""
+    if scheme not in STORES or _shipped(scheme):
+        return None
+    usable = ", ".join(f"{s}://" for s in STORES if _shipped(s))
+    return f"{scheme}:// checkpoint stores are not implemented in this gpuorch yet; use {usable}"
+
+
 def open_store(url: str) -> tuple[ObjectStore, str]:
     """Open the store for ``url`` (``file:///abs/path``, ``s3://bucket/prefix``, ...).
 
@@ -98,8 +112,11 @@ def open_store(url: str) -> tuple[ObjectStore, str]:
     """
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme not in STORES:
-        known = ", ".join(f"{s}://" for s in STORES)
+        known = ", ".join(f"{s}://" for s in STORES if _shipped(s))
         raise UnsupportedStore(f"unsupported checkpoint store {url!r}; use one of {known}")
+    missing = not_implemented(scheme)
+    if missing:
+        raise UnsupportedStore(missing)
     target, extra = STORES[scheme]
     module_name, _, class_name = target.partition(":")
     try:

@@ -118,3 +118,12 @@ def test_a_model_job_restricted_to_a_region_without_offers_is_queued_not_refused
     p.write_text("name: ft\nrun: x\nmodel: {params: 8B, method: qlora}\nregions: [mars-1]\n")
     r = cli("submit", str(p), "--json")
     assert r.exit_code == 0 and "stays queued" in json.loads(r.output)["warning"]
+
+
+def test_submit_refuses_a_checkpoint_store_this_gpuorch_cannot_write(tmp_path):
+    p = tmp_path / "az.yaml"
+    p.write_text(GOOD.replace("file:///tmp/ckpt", "az://container/runs"))
+    r = cli("submit", str(p))
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert "checkpoint.store: az:// checkpoint stores are not implemented in this gpuorch yet" in r.output
+    assert json.loads(cli("status", "--json").output) == []
