@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 WAITING = "deadline policy: waits for spot"
 PROBE_MAX_S = 1800.0  # the longest a market without capacity goes unprobed while the job waits
+NEVER_RAN = (TerminationReason.NO_CAPACITY, TerminationReason.LAUNCH_FAILED)
 BACKED_OFF = (TerminationReason.PREEMPTED, TerminationReason.LOST, TerminationReason.NO_CAPACITY)
 
 
@@ -120,8 +121,10 @@ def situation(view: JobView, ranked: Sequence[Candidate], now: datetime, s: Sett
         if r.started_at is None and (current.agent is None or current.agent.running_since is None):
             starting = max(0.0, startup - (now - (r.launched_at or r.requested_at or now)).total_seconds())
     margin = 2 * s.poll_s + s.default_notice_s  # notice it, relaunch
-    last = view.attempts[-1].row if view.attempts else None
-    moved = last is not None and last.reason == TerminationReason.MOVED
+    # The last attempt that got an instance was moved off spot: its replacement goes on-demand,
+    # however many launches since found no capacity.
+    ran = [a.row for a in view.attempts if a.row.reason not in NEVER_RAN]
+    moved = bool(ran) and ran[-1].reason == TerminationReason.MOVED
     sit = Situation(job.created_at, deadline, now, work_s, done, startup,
                     spec.checkpoint.interval if spec.checkpoint else None, _markets(view, ranked, now),
                     running, market, unsaved, starting, margin, moved)  # type: ignore[arg-type]

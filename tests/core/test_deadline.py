@@ -182,3 +182,29 @@ def test_spot_capacity_that_comes_back_during_a_long_wait_is_found(store, clock)
     assert j.status == JobStatus.SUCCEEDED
     got = next(a for a in tried if a.launched_at is not None)
     assert got.spot and back <= got.requested_at <= back + timedelta(seconds=PROBE_MAX_S + 120)
+
+
+def test_a_moved_job_stays_bound_for_on_demand_after_a_launch_that_found_no_capacity(clock):
+    """Moved off spot, then the on-demand launch found no capacity: the next launch is still
+    on-demand (the policy must not take the failed launch for a fresh start and pick spot)."""
+    from gpuorch.fake import default_offers
+    from gpuorch.placement import candidates
+    from gpuorch.reconciler.decide import AttemptView, JobView, Settings
+    from gpuorch.reconciler.deadline import situation
+
+    s = spec("4h")
+    job = Job(id=1, name="train", spec=s.model_dump_json(), status=JobStatus.QUEUED, created_at=clock.now())
+
+    def row(n, spot, reason):
+        return AttemptView(Attempt(job_id=1, number=n, status=AttemptStatus.ENDED, reason=reason, provider="fake",
+                                   region="r1", zone="r1-a", instance_type="gpu.a100", spot=spot,
+                                   requested_at=clock.now(), started_at=clock.now() if n == 1 else None,
+                                   ended_at=clock.now()), observed=True)
+
+    ranked = candidates(s, default_offers())
+    moved = [row(1, True, TerminationReason.MOVED)]
+    then_refused = moved + [row(2, False, TerminationReason.NO_CAPACITY)]
+    preempted_after = then_refused + [row(3, False, TerminationReason.PREEMPTED)]
+    assert situation(JobView(job, s, moved), ranked, clock.now(), Settings())[0].moved
+    assert situation(JobView(job, s, then_refused), ranked, clock.now(), Settings())[0].moved
+    assert not situation(JobView(job, s, preempted_after), ranked, clock.now(), Settings())[0].moved
