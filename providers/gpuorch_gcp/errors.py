@@ -13,6 +13,9 @@ Where GCE says what (docs/gcp.md, "Errors"):
 - 401, other 403s, and google-auth failures (no default credentials, refresh refused) ->
   AuthError, never retried;
 - 404 -> NotFoundError; everything else -> PermanentError.
+
+A failed *operation* that would be transient (5xx, throttled) is a NoCapacityError instead:
+the insert's ``requestId`` makes a repeat of the attempt replay the same failed operation.
 """
 
 from __future__ import annotations
@@ -67,6 +70,10 @@ def operation_error(op: Mapping[str, Any], what: str) -> ProviderError | None:
     codes = [str(e.get("code") or "") for e in errors]
     status = op.get("http_error_status_code") or None
     cls = classify(codes, int(status) if status else None)
+    if cls is TransientError:
+        # A finished operation replays as is for a repeat with the same requestId: retrying
+        # this attempt cannot help. Like no capacity, the next attempt (a new token) is the retry.
+        cls = NoCapacityError
     message = "; ".join(f"{e.get('code')}: {e.get('message') or 'no message'}" for e in errors)
     if cls is AuthError:
         message += AUTH_HINT
