@@ -81,6 +81,11 @@ class GcpProvider(Provider):
         provider.check()
         return provider
 
+    @classmethod
+    def catalog_offers(cls, options: dict[str, Any], home: Path) -> list[Offer]:
+        """What ``providers.gcp`` would sell, without the SDK or a call (``submit``'s fit check)."""
+        return catalog_offers(parse_options(options))
+
     def check(self) -> None:
         """Offers exist for the configuration, and the project answers a cheap listing."""
         if not self.offers():

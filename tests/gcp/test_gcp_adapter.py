@@ -168,6 +168,13 @@ def test_offers_are_the_catalogs_gcp_rows_in_the_configured_zones(make_provider)
     assert any(o.instance_type.startswith("g2-") for o in offers)
 
 
+def test_offline_offers_respect_the_configured_zones(tmp_path):
+    from gpuorch.registry import offline_offers
+
+    offers = offline_offers({"gcp": {"project": "my-project-1", "zones": ["us-central1-a"]}}, tmp_path)
+    assert offers and {(o.provider, o.zone) for o in offers} == {("gcp", "us-central1-a")}
+
+
 # -- errors --------------------------------------------------------------------------------
 @pytest.mark.parametrize("codes, status, cls", [
     (["ZONE_RESOURCE_POOL_EXHAUSTED"], 503, NoCapacityError),
