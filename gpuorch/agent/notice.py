@@ -101,16 +101,52 @@ class AwsNotice:
         return parse_aws_time(str(body["time"]))
 
 
+class GcpNotice:
+    """GCE preemption notice from the metadata server (``instance/preempted``, about 30 s ahead).
+
+    The server answers ``TRUE`` once GCE has begun reclaiming the VM (``FALSE`` before); the
+    request must carry ``Metadata-Flavor: Google``. The notice carries no time: the deadline is
+    when TRUE was first seen plus GCE's 30 s, remembered so later polls keep the same deadline.
+    (``?wait_for_change=true`` would block; the agent's loop polls instead, every ``poll_s``.)
+    """
+
+    NOTICE_S = 30.0
+    PATH = "/computeMetadata/v1/instance/preempted"
+
+    def __init__(self, url: str | None = None, timeout_s: float = 1.0) -> None:
+        self.base = (url or "http://metadata.google.internal").rstrip("/")
+        self.timeout_s = timeout_s
+        self._deadline: float | None = None
+        self._warned = False
+
+    def poll(self) -> float | None:
+        if self._deadline is not None:
+            return self._deadline
+        req = urllib.request.Request(self.base + self.PATH, headers={"Metadata-Flavor": "Google"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                body = resp.read().decode().strip().upper()
+        except (OSError, ValueError) as e:  # URLError/HTTPError are OSErrors
+            if not self._warned:
+                log.warning("cannot read the GCP preemption notice from %s: %s", self.base, e)
+                self._warned = True
+            return None
+        if body == "TRUE":
+            self._deadline = time.time() + self.NOTICE_S
+        return self._deadline
+
+
 def parse_aws_time(text: str) -> float:
     """``2017-09-18T08:22:00Z`` -> epoch seconds (UTC)."""
     return float(calendar.timegm(time.strptime(text.strip(), "%Y-%m-%dT%H:%M:%SZ")))
 
 
-# kind -> factory(source, rundir). GCP and Azure notices slot in here.
+# kind -> factory(source, rundir). Azure's notice slots in here.
 SOURCES: dict[str, Callable[[NoticeSource, Path], NoticePoller]] = {
     "none": lambda s, rundir: NoNotice(),
     "file": lambda s, rundir: FileNotice(rundir / (s.path or "notice.json")),
     "aws": lambda s, rundir: AwsNotice(s.url),
+    "gcp": lambda s, rundir: GcpNotice(s.url),
 }
 
 

@@ -31,6 +31,8 @@ class NoticeSource:
 
     kind ``file``: a JSON file ``{"deadline": <epoch seconds>}`` appears at ``path`` (local/sim);
     kind ``aws``: IMDSv2 ``spot/instance-action`` at ``url`` (default http://169.254.169.254);
+    kind ``gcp``: the metadata server's ``instance/preempted`` at ``url`` (default
+    http://metadata.google.internal), deadline 30 s after it first reads TRUE;
     kind ``none``: never.
     """
 

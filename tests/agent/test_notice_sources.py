@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from fake_imds import ACTION_PATH
 
-from gpuorch.agent.notice import AwsNotice, FileNotice, make_notice_source, parse_aws_time
+from gpuorch.agent.notice import AwsNotice, FileNotice, GcpNotice, make_notice_source, parse_aws_time
 from gpuorch.agent.protocol import NoticeSource
 
 
@@ -64,5 +67,74 @@ def test_aws_notice_quietly_answers_none_when_unreachable():
 
 
 def test_unknown_notice_kind_is_a_clear_error(tmp_path):
-    with pytest.raises(ValueError, match="notice.kind 'gcp' is not supported"):
-        make_notice_source(NoticeSource(kind="gcp"), tmp_path)
+    with pytest.raises(ValueError, match="notice.kind 'azure' is not supported"):
+        make_notice_source(NoticeSource(kind="azure"), tmp_path)
+
+
+class FakeGceMetadata:
+    """GCE's metadata server, the one path the notice reads, on 127.0.0.1."""
+
+    def __init__(self) -> None:
+        self.preempted = "FALSE"
+        self.without_flavor = 0  # requests refused for a missing Metadata-Flavor header
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.headers.get("Metadata-Flavor") != "Google":
+                    fake.without_flavor += 1
+                    return self._reply(403, b"Missing Metadata-Flavor:Google header.")
+                if self.path.split("?")[0] != GcpNotice.PATH:
+                    return self._reply(404, b"Not Found")
+                self._reply(200, fake.preempted.encode())
+
+            def _reply(self, code: int, body: bytes) -> None:
+                self.send_response(code)
+                self.send_header("Metadata-Flavor", "Google")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def gce_metadata():
+    server = FakeGceMetadata()
+    yield server
+    server.close()
+
+
+def test_gcp_notice_reads_preempted_and_keeps_its_deadline(gce_metadata):
+    source = make_notice_source(NoticeSource(kind="gcp", url=gce_metadata.url), Path("."))
+    assert isinstance(source, GcpNotice)
+    assert source.poll() is None  # FALSE: no reclaim
+    before = time.time()
+    gce_metadata.preempted = "TRUE"
+    deadline = source.poll()
+    assert deadline is not None and before + 30 <= deadline <= time.time() + 30
+    gce_metadata.preempted = "FALSE"  # the VM is going regardless: the deadline stands
+    assert source.poll() == deadline
+    assert gce_metadata.without_flavor == 0
+
+
+def test_the_fake_gce_metadata_refuses_requests_without_the_flavor_header(gce_metadata):
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(gce_metadata.url + GcpNotice.PATH, timeout=2)
+    assert e.value.code == 403
+
+
+def test_gcp_notice_quietly_answers_none_when_unreachable():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert GcpNotice(f"http://127.0.0.1:{port}", timeout_s=0.5).poll() is None

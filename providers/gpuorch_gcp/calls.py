@@ -1,0 +1,165 @@
+"""The GCE clients and the one way the adapter calls them: retried, then translated.
+
+The SDK's own retries are switched off (``retry=None``) so there is exactly one retry policy,
+this one: throttling, 5xx and connection errors are retried with exponential backoff and full
+jitter, bounded by attempts and total time, each retry logged; what still fails becomes
+TransientError. Every other error is translated at once (``errors.translate``), never retried.
+Responses come back as plain dicts (``to_dict``, snake_case, enums by name) for ``parse``.
+
+Operations are polled with ``ZoneOperationsClient.wait`` (GCE holds each call up to ~2 min),
+never ``ExtendedOperation.result()``: that polls through a hidden client that ignores the
+configured endpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay
+from tenacity.wait import wait_random_exponential
+
+from gpuorch.errors import TransientError
+
+from .errors import translate
+
+log = logging.getLogger("gpuorch.gcp")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 5
+    max_total_s: float = 60.0
+    base_s: float = 0.5
+    max_wait_s: float = 20.0
+
+
+def as_dict(message: Any) -> dict[str, Any]:
+    return type(message).to_dict(message, use_integers_for_enums=False,
+                                   always_print_fields_with_no_presence=False) \
+        if hasattr(type(message), "to_dict") else dict(message)
+
+
+class Gce:
+    """Instances and operations clients of one project (REST transport; thread-safe)."""
+
+    def __init__(self, project: str, *, endpoint: str | None = None, credentials: Any = None,
+                 policy: RetryPolicy | None = None, sleep: Callable[[float], None] = time.sleep,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        from google.cloud import compute_v1
+
+        self.compute_v1 = compute_v1
+        self.project = project
+        self.policy = policy or RetryPolicy()
+        self.sleep, self.monotonic = sleep, monotonic
+        kwargs: dict[str, Any] = {"transport": "rest"}
+        if endpoint:
+            kwargs["client_options"] = {"api_endpoint": endpoint}
+            if credentials is None:  # a local fake: never look for (or send) real credentials
+                from google.auth.credentials import AnonymousCredentials
+
+                credentials = AnonymousCredentials()
+        if credentials is not None:
+            kwargs["credentials"] = credentials
+        self.instances = compute_v1.InstancesClient(**kwargs)
+        self.zone_operations = compute_v1.ZoneOperationsClient(**kwargs)
+        self.global_operations = compute_v1.GlobalOperationsClient(**kwargs)
+
+    # -- calls -------------------------------------------------------------------------------
+    def call(self, what: str, fn: Callable[[], Any]) -> Any:
+        """``fn()`` under the retry policy; raises gpuorch.errors only."""
+        p = self.policy
+
+        def attempt() -> Any:
+            try:
+                return fn()
+            except Exception as e:
+                err = translate(e, what)
+                if err is None:
+                    raise
+                raise err from None
+
+        def log_retry(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            wait = state.next_action.sleep if state.next_action else 0.0
+            log.warning("%s (attempt %d of %d); retrying in %.1fs", exc, state.attempt_number, p.max_attempts, wait)
+
+        retrying = Retrying(
+            stop=stop_after_attempt(p.max_attempts) | stop_after_delay(p.max_total_s),
+            wait=wait_random_exponential(multiplier=p.base_s, max=p.max_wait_s),
+            retry=retry_if_exception_type(TransientError), before_sleep=log_retry, sleep=self.sleep, reraise=True,
+        )
+        try:
+            return retrying(attempt)
+        except TransientError as e:
+            n = retrying.statistics.get("attempt_number", 1)
+            raise TransientError(f"{e} (gave up after {n} attempt{'s' if n > 1 else ''})", code=e.code) from None
+
+    def insert(self, zone: str, body: dict[str, Any], request_id: str) -> dict[str, Any]:
+        resource = self.compute_v1.Instance(body)
+        op = self.call(f"gce instances.insert {body.get('name')} in {zone}", lambda: self.instances.insert_unary(
+            request={"project": self.project, "zone": zone, "instance_resource": resource, "request_id": request_id},
+            retry=None))
+        return as_dict(op)
+
+    def get(self, zone: str, name: str) -> dict[str, Any]:
+        return as_dict(self.call(f"gce instances.get {zone}/{name}", lambda: self.instances.get(
+            project=self.project, zone=zone, instance=name, retry=None)))
+
+    def delete(self, zone: str, name: str, request_id: str | None = None) -> dict[str, Any]:
+        req: dict[str, Any] = {"project": self.project, "zone": zone, "instance": name}
+        if request_id:
+            req["request_id"] = request_id
+        return as_dict(self.call(f"gce instances.delete {zone}/{name}",
+                                 lambda: self.instances.delete_unary(request=req, retry=None)))
+
+    def list_zone(self, zone: str, filter_: str) -> list[dict[str, Any]]:
+        """Every instance of ``zone`` matching ``filter_`` (all pages; a failure restarts it)."""
+        request = self.compute_v1.ListInstancesRequest(project=self.project, zone=zone, filter=filter_)
+        return self.call(f"gce instances.list in {zone}",
+                         lambda: [as_dict(i) for i in self.instances.list(request=request, retry=None)])
+
+    def list_aggregated(self, filter_: str) -> list[dict[str, Any]]:
+        """Every instance of the project, in every zone, matching ``filter_``."""
+        request = self.compute_v1.AggregatedListInstancesRequest(project=self.project, filter=filter_)
+
+        def listing() -> list[dict[str, Any]]:
+            pager = self.instances.aggregated_list(request=request, retry=None)
+            return [as_dict(i) for _, scoped in pager for i in scoped.instances]
+
+        return self.call("gce instances.aggregatedList", listing)
+
+    def operations(self, filter_: str, zone: str | None = None) -> list[dict[str, Any]]:
+        """Operations matching ``filter_``: of one zone, or of every zone (aggregated)."""
+        if zone is not None:
+            zreq = self.compute_v1.ListZoneOperationsRequest(project=self.project, zone=zone, filter=filter_)
+            return self.call(f"gce zoneOperations.list in {zone}", lambda: [
+                as_dict(o) for o in self.zone_operations.list(request=zreq, retry=None)])
+        areq = self.compute_v1.AggregatedListGlobalOperationsRequest(project=self.project, filter=filter_)
+
+        def listing() -> list[dict[str, Any]]:
+            pager = self.global_operations.aggregated_list(request=areq, retry=None)
+            return [as_dict(o) for _, scoped in pager for o in scoped.operations]
+
+        return self.call("gce operations.aggregatedList", listing)
+
+    def wait(self, zone: str, op: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Poll a zone operation with ``wait`` until DONE or ``timeout_s`` has passed; returns
+        its last state (done or not). Each ``wait`` call returns when the operation is done or
+        after GCE's own limit, so there is no sleep here."""
+        deadline = self.monotonic() + timeout_s
+        while op.get("status") != "DONE" and self.monotonic() < deadline:
+            name = op["name"]
+            op = as_dict(self.call(f"gce zoneOperations.wait {name}", lambda: self.zone_operations.wait(
+                project=self.project, zone=zone, operation=name, retry=None,
+                timeout=150.0)))  # GCE answers within ~2 min, done or not
+        return op
+
+    def close(self) -> None:
+        for client in (self.instances, self.zone_operations, self.global_operations):
+            transport = getattr(client, "transport", None)
+            if transport is not None:
+                transport.close()

@@ -1,0 +1,32 @@
+"""GCP offers: the catalog's GCP rows (shipped snapshot or ``catalog``) in the configured
+zones and regions. No API call: GCE's ``acceleratorTypes``/``machineTypes`` say what a zone
+sells but not its prices, and the snapshot already has both (``gpuorch catalog``; a live
+refresh for GCP is not implemented yet, docs/gcp.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gpuorch.provider import Offer
+
+from .config import GcpOptions
+from .parse import PROVIDER
+
+
+def select_offers(offers: Iterable[Offer], options: GcpOptions) -> list[Offer]:
+    """GCP offers in the configured zones (or every zone of the configured regions), one per
+    (zone, instance type): the cheapest on-demand row if the catalog repeats one."""
+    best: dict[tuple[str, str], Offer] = {}
+    for o in offers:
+        if o.provider != PROVIDER or not options.allows(o.zone):
+            continue
+        key = (o.zone, o.instance_type)
+        if key not in best or o.price_per_hour < best[key].price_per_hour:
+            best[key] = o
+    return sorted(best.values(), key=lambda o: (o.zone, o.instance_type))
+
+
+def catalog_offers(options: GcpOptions) -> list[Offer]:
+    from gpuorch.catalog import load_offers
+
+    return select_offers(load_offers(options.catalog), options)
