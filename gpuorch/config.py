@@ -13,7 +13,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from .budget import Policy
-from .errors import UserInputError
 from .recovery import DEFAULT_STRATEGY, get_strategy
 from .store.paths import default_home, default_url
 

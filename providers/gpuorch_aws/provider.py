@@ -21,6 +21,8 @@ from gpuorch.clock import utcnow
 from gpuorch.errors import AuthError, NotFoundError, PermanentError, ProviderError, UserInputError
 from gpuorch.provider import Instance, LaunchRequest, Offer, Provider, ScheduledStop
 from gpuorch.runner import Runner
+from gpuorch.runners.cloudinit import launch_cloud_config
+from gpuorch.runners.pool import RunnerOptions, Runners
 
 from .calls import Ec2, RetryPolicy
 from .config import AwsOptions, parse_options
@@ -28,7 +30,6 @@ from .images import Image, resolve_image
 from .offers import BucketSource, CatalogPrices, PriceSource, fetch_offers
 from .parse import PROVIDER, earliest, reclaim_deadline, scheduled_stop, spot_notice_deadline, to_instance
 from .requests import attempt_filters, managed_filters, run_instances_kwargs
-from .ssh import RunnerOptions, Runners, launch_cloud_config
 from .volumes import EbsVolumes
 
 log = logging.getLogger("gpuorch.aws")
@@ -51,7 +52,7 @@ class AwsProvider(EbsVolumes, Provider):
         boto3 Session (default: a new one for ``options.profile``). ``prices`` and ``buckets``:
         on-demand prices and spot interruption buckets (default: the catalog).
         ``runner_options``: per-instance overrides of the SSH runner (address, python, agent env,
-        notice source; see ``ssh.Runners``). For tests that stand local sshds in for instances;
+        notice source; see ``gpuorch.runners.pool.Runners``). For tests that stand local sshds in for instances;
         the daemon never sets it. ``now``: the wall clock that scheduled stops are compared with."""
         if session is None:
             import boto3

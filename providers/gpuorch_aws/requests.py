@@ -6,9 +6,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import yaml
-
 from gpuorch.provider import TAG_ATTEMPT, TAG_JOB, TAG_MANAGED, TAG_OWNER, LaunchRequest
+from gpuorch.runners.cloudinit import login_config, user_data
 
 ROOT_VOLUME_TYPE = "gp3"
 # Root volumes carry the attempt's tags too (cost reports, orphan hunts) plus this one, so that
@@ -47,33 +46,6 @@ def attempt_filters(job_id: int, attempt: int, owner: str = "") -> list[dict[str
     if owner:
         filters.append({"Name": f"tag:{TAG_OWNER}", "Values": [owner]})
     return filters
-
-
-def login_config(ssh_public_key: str | None) -> dict[str, Any]:
-    """cloud-config that authorizes one login key on the image's default user."""
-    return {"ssh_authorized_keys": [single_line(ssh_public_key)]} if ssh_public_key else {}
-
-
-def single_line(public_key: str) -> str:
-    key = public_key.strip()
-    if "\n" in key or "\r" in key:  # would smuggle a second line into authorized_keys
-        raise ValueError("an SSH public key must be one OpenSSH public key line")
-    return key
-
-
-def user_data(cloud_config: Mapping[str, Any], max_lifetime_s: float | None = None) -> str | None:
-    """The instance's ``#cloud-config`` (YAML) from ``cloud_config`` settings, plus a lifetime
-    backstop: ``shutdown`` after ``max_lifetime_s``, which with shutdown behaviour ``terminate``
-    ends the bill even if the control host is gone. None when there is nothing to say."""
-    doc = dict(cloud_config)
-    if doc.get("ssh_authorized_keys"):
-        doc["ssh_authorized_keys"] = [single_line(k) for k in doc["ssh_authorized_keys"]]
-    if max_lifetime_s:
-        minutes = max(1, math.ceil(max_lifetime_s / 60))
-        doc["runcmd"] = [*doc.get("runcmd", ()), ["shutdown", "-h", f"+{minutes}"]]
-    if not doc:
-        return None
-    return "#cloud-config\n" + yaml.safe_dump(doc, sort_keys=False, width=1 << 20)
 
 
 def run_instances_kwargs(

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuorch.clock import utcnow
-from gpuorch.errors import AuthError, NotFoundError, PermanentError, ProviderError, UserInputError
+from gpuorch.errors import AuthError, NotFoundError, PermanentError, UserInputError
 from gpuorch.provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider
 from gpuorch.runner import Runner
 
@@ -49,7 +49,7 @@ class GcpProvider(Provider):
         """``home``: where SSH keys live (``$GPUORCH_HOME``; without it, no runner).
         ``credentials``: google-auth credentials (default: the standard chain; anonymous
         against a test ``endpoint``). ``offers``: replaces the catalog's (tests).
-        ``runner_options``: per-instance SSH runner overrides (tests; see gpuorch_aws.ssh.Runners).
+        ``runner_options``: per-instance SSH runner overrides (tests; see gpuorch.runners.pool.Runners).
         ``now``: the wall clock preemption deadlines are compared with."""
         self.options = options
         policy = RetryPolicy(max_attempts=options.max_attempts, max_total_s=options.retry_max_s)
@@ -216,7 +216,7 @@ class GcpProvider(Provider):
 
     def runner(self, instance: Instance) -> Runner:
         """An SSH runner to the VM's external IP as ``ssh_user``, its host key pinned (the AWS
-        adapter's runner, gpuorch_aws.ssh), reading GCE's preemption notice."""
+        runner every SSH-reached adapter uses, gpuorch.runners.pool), reading GCE's preemption notice."""
         return self._runner_pool().get(instance)
 
     def close(self) -> None:
@@ -228,18 +228,18 @@ class GcpProvider(Provider):
     def _runner_pool(self) -> Any:
         if self._runners is None:
             from gpuorch.agent.protocol import NoticeSource
-            from gpuorch_aws.ssh import Runners
+            from gpuorch.runners.pool import Runners
 
             given = self._runner_options
 
             def options(instance: Instance) -> dict[str, Any]:
                 return {"notice": NoticeSource(kind="gcp"), **(dict(given(instance)) if given else {})}
 
-            self._runners = Runners(self.home, self.options.ssh_user, options)
+            self._runners = Runners(self.home, self.options.ssh_user, options, provider="gcp")
         return self._runners
 
     def _cloud_config(self, request: LaunchRequest) -> dict[str, Any]:
-        from gpuorch_aws.ssh import launch_cloud_config
+        from gpuorch.runners.cloudinit import launch_cloud_config
 
         return launch_cloud_config(self.home, request)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from gpuorch.agent.protocol import write_atomic
 from gpuorch.errors import NotFoundError
 from gpuorch.provider import InstanceState
-from gpuorch_local.instances import META_FILE, InstanceDir, Meta
+from gpuorch_local.instances import InstanceDir, Meta
 from gpuorch_local.procs import spawn_detached
 
 from .market import Reclaim, SimClock, SimMarket, SimOptions

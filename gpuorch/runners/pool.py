@@ -1,11 +1,5 @@
-"""How the daemon reaches an EC2 instance: SSH keys in its user data, an ``SshRunner`` to drive it.
-
-The daemon is the trusted source of each instance's host key (docs/ssh.md): at launch it makes
-the attempt's host key and the job's login key (``gpuorch.runners.keys``, under
-``$GPUORCH_HOME/keys``) and hands both to cloud-init in the user data; before connecting it pins
-that host key for the instance's address. No trust-on-first-use, and no key in the database.
-paramiko and cryptography are imported only here, only when used.
-"""
+"""One ``SshRunner`` per cloud instance, made on demand with its host key pinned: the runner
+side of every adapter whose instances the daemon reaches over SSH (AWS, GCP, Azure)."""
 
 from __future__ import annotations
 
@@ -13,26 +7,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from gpuorch.provider import Instance, LaunchRequest
-from gpuorch.runner import Runner, RunnerUnavailable
-
-from .requests import login_config
-
-
-def launch_cloud_config(home: Path | None, request: LaunchRequest) -> dict[str, Any]:
-    """cloud-config SSH settings for a launch: the attempt's host key and the job's login key
-    (plus ``request.ssh_public_key``, if given); only that key without a ``home``."""
-    if home is None:
-        return login_config(request.ssh_public_key)
-    from gpuorch.runners.keys import cloud_config_ssh, ensure_host_key, ensure_job_key
-
-    _, login = ensure_job_key(home, request.job_id)
-    private, public = ensure_host_key(home, request.job_id, request.attempt)
-    config = cloud_config_ssh(private, public, login)
-    if request.ssh_public_key:
-        config["ssh_authorized_keys"] = [*config["ssh_authorized_keys"], request.ssh_public_key]
-    return config
-
+from ..provider import Instance
+from ..runner import Runner, RunnerUnavailable
 
 RunnerOptions = Callable[[Instance], Mapping[str, Any]]
 
@@ -43,23 +19,24 @@ class Runners:
     ``options(instance)``, if given, returns overrides for that instance's runner: ``host`` and
     ``port`` (where its sshd listens instead of ``instance.host``:22) and any ``SshRunner``
     keyword argument (``python``, ``remote_root``, ``notice``, ``agent_env``, retry knobs).
-    Tests use it to stand a local sshd in for each moto instance; the daemon passes none.
+    Tests use it to stand a local sshd in for each cloud instance; the daemon passes none.
     """
 
-    def __init__(self, home: Path | None, user: str, options: RunnerOptions | None = None) -> None:
-        self.home, self.user, self.options = home, user, options
+    def __init__(self, home: Path | None, user: str, options: RunnerOptions | None = None, provider: str = "aws") -> None:
+        self.home, self.user, self.options, self.provider = home, user, options, provider
         self._runners: dict[str, tuple[tuple[str, int], Runner]] = {}
 
     def get(self, instance: Instance) -> Runner:
         """The runner of ``instance``, with its host key pinned. RunnerUnavailable until the
         instance has an address; NotImplementedError without a home or the SSH runner."""
         if self.home is None:
-            raise NotImplementedError("aws: no runner without a home for keys; build the provider with from_config")
+            raise NotImplementedError(f"{self.provider}: no runner without a home for keys; build the provider with from_config")
         try:
-            from gpuorch.runners import hostkeys, keys
-            from gpuorch.runners.ssh import SshRunner
+            from . import hostkeys, keys
+            from .ssh import SshRunner
         except ImportError as e:
-            raise NotImplementedError(f"aws: the SSH runner is not available ({e}); install gpuorch[aws]") from None
+            raise NotImplementedError(f"{self.provider}: the SSH runner is not available ({e}); "
+                                      f"install gpuorch[{self.provider}]") from None
         if instance.job_id is None or instance.attempt is None:
             raise RunnerUnavailable(f"{instance.id} carries no gpuorch job and attempt tags")
         if not instance.host:
@@ -84,7 +61,7 @@ class Runners:
         cached = self._runners.pop(instance_id, None)
         if cached is None:
             return
-        from gpuorch.runners import hostkeys
+        from . import hostkeys
 
         cached[1].close()  # type: ignore[attr-defined]
         if unpin and self.home is not None:
