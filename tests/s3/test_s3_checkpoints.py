@@ -1,107 +1,57 @@
-"""The checkpoint protocol (gpuorch.checkpoint.sync) over S3Store on a local moto S3:
-incremental upload, multipart blobs, restore, pruning, and manifest-last visibility."""
+"""The checkpoint protocol (gpuorch.checkpoint.sync) over S3Store on a local moto S3: the shared
+``CheckpointProtocolContract`` (tests/checkpoint/checkpoint_protocol.py), plus S3's multipart."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 
 import pytest
+from checkpoint_protocol import PREFIX, CheckpointProtocolContract, make_checkpoint
 from moto_s3 import Requests
 
-from gpuorch.checkpoint import (
-    COMPLETE,
-    download,
-    latest,
-    list_manifests,
-    open_store,
-    prune,
-    upload,
-)
+from gpuorch.checkpoint import download, latest, upload
 from gpuorch.checkpoint.s3 import S3Store
 
 pytestmark = pytest.mark.aws
 MB = 1 << 20
-PREFIX = "jobs/ft-1"
 
 
-def make_checkpoint(root: Path, name: str, step: int, **files: bytes) -> Path:
-    d = root / name
-    d.mkdir(parents=True)
-    for rel, data in files.items():
-        (d / rel).parent.mkdir(parents=True, exist_ok=True)
-        (d / rel).write_bytes(data)
-    (d / COMPLETE).write_text(json.dumps({"step": step}))
-    return d
+class S3Writes:
+    def __init__(self, requests: Requests) -> None:
+        self.requests = requests
+
+    def keys(self) -> list[str]:
+        return self.requests.keys("PutObject", "CreateMultipartUpload")
+
+    def clear(self) -> None:
+        self.requests.clear()
 
 
-def blob_puts(requests: Requests) -> list[str]:
-    return [k for k in requests.keys("PutObject", "CreateMultipartUpload") if "/blobs/" in k]
+class TestS3Checkpoints(CheckpointProtocolContract):
+    @pytest.fixture
+    def chunked_store(self, bucket: str) -> S3Store:
+        return S3Store(bucket, part_size_mb=5)
+
+    @pytest.fixture
+    def writes(self, requests: Requests) -> S3Writes:
+        return S3Writes(requests)
+
+    @pytest.fixture
+    def store_url(self, bucket: str) -> str:
+        return f"s3://{bucket}"
 
 
-def test_unchanged_files_are_not_sent_again(store: S3Store, requests: Requests, tmp_path: Path):
-    base = os.urandom(MB)  # frozen weights, the same in every checkpoint
-    base_key = f"{PREFIX}/blobs/{hashlib.sha256(base).hexdigest()}"
-    upload(store, PREFIX, make_checkpoint(tmp_path, "step-1", 1, base=base, adapter=b"a1"), attempt=1)
-    assert len(blob_puts(requests)) == 3 and base_key in blob_puts(requests)  # base, adapter, COMPLETE
-
-    requests.clear()
-    m2 = upload(store, PREFIX, make_checkpoint(tmp_path, "step-2", 2, base=base, adapter=b"a2"), attempt=1)
-    assert len(blob_puts(requests)) == 2 and base_key not in blob_puts(requests)  # adapter, COMPLETE
-    assert requests.keys("PutObject")[-1] == m2.key(PREFIX)  # the manifest goes last
-
-    requests.clear()
-    again = upload(store, PREFIX, tmp_path / "step-2", attempt=1)  # idempotent: nothing written
-    assert again == m2 and requests.keys("PutObject", "CreateMultipartUpload") == []
-
-
-def test_latest_download_prune_round_trip(store: S3Store, tmp_path: Path):
+def test_a_big_blob_moves_in_parts_through_the_protocol(bucket: str, tmp_path: Path):
     weights = os.urandom(12 * MB)
-    multipart = S3Store(store.bucket, part_size_mb=5)  # the 12 MB blob moves in three parts
-    requests = Requests(multipart)
-    for step in (1, 2, 3):
-        files = {"weights.bin": weights, "opt/state.bin": f"opt-{step}".encode()}
-        upload(multipart, PREFIX, make_checkpoint(tmp_path / "local", f"step-{step}", step, **files), attempt=2)
+    store = S3Store(bucket, part_size_mb=5)
+    requests = Requests(store)
+    upload(store, PREFIX, make_checkpoint(tmp_path / "local", "step-1", 1, **{"weights.bin": weights}), attempt=1)
     assert requests.count("UploadPart") == 3 and requests.count("CreateMultipartUpload") == 1
-
+    requests.clear()
     newest = latest(store, PREFIX)
-    assert newest is not None and (newest.name, newest.step, newest.attempt) == ("step-3", 3, 2)
-    restored = download(multipart, PREFIX, newest, tmp_path / "restore")
-    assert (restored / "weights.bin").read_bytes() == weights
-    assert (restored / "opt" / "state.bin").read_bytes() == b"opt-3"
-    assert (restored / COMPLETE).exists()
-
-    deleted = prune(store, PREFIX, keep=1)
-    assert [m.name for m in list_manifests(store, PREFIX)] == ["step-3"]
-    assert sum("/blobs/" in k for k in deleted) == 4  # opt and COMPLETE of steps 1 and 2
-    assert len(store.list(f"{PREFIX}/blobs/")) == 3  # the weights are still needed
-
-
-class CrashBeforeManifest(S3Store):
-    """Dies after sending the blobs, before the manifest: the process killed mid-upload."""
-
-    def put_bytes(self, key: str, data: bytes) -> None:
-        if "/manifests/" in key:
-            raise OSError("simulated crash before the manifest")
-        super().put_bytes(key, data)
-
-
-def test_a_crash_between_blobs_and_manifest_keeps_the_previous_checkpoint(store: S3Store, tmp_path: Path):
-    upload(store, PREFIX, make_checkpoint(tmp_path, "step-1", 1, model=b"one"), attempt=1)
-    crashing = CrashBeforeManifest(store.bucket)
-    with pytest.raises(OSError, match="simulated crash"):
-        upload(crashing, PREFIX, make_checkpoint(tmp_path, "step-2", 2, model=b"two"), attempt=1)
-    assert len(store.list(f"{PREFIX}/blobs/")) == 4  # step-2's orphan blobs are there ...
-    newest = latest(store, PREFIX)
-    assert newest is not None and newest.name == "step-1"  # ... but invisible
-    assert (download(store, PREFIX, newest, tmp_path / "restore") / "model").read_bytes() == b"one"
-    prune(store, PREFIX, keep=5)
-    assert len(store.list(f"{PREFIX}/blobs/")) == 2  # the next prune collects them
-
-
-def test_open_store_url_gives_the_job_prefix(bucket: str, tmp_path: Path):
-    store, prefix = open_store(f"s3://{bucket}/team/ft-7")
-    upload(store, prefix, make_checkpoint(tmp_path, "step-5", 5, model=b"m"), attempt=1)
-    assert store.list("team/ft-7/manifests/") == ["team/ft-7/manifests/000000000001-step-5.json"]
+    assert newest is not None
+    assert (download(store, PREFIX, newest, tmp_path / "restore") / "weights.bin").read_bytes() == weights
+    weights_key = f"{PREFIX}/blobs/{hashlib.sha256(weights).hexdigest()}"
+    assert requests.keys("GetObject").count(weights_key) == 3  # ranged GETs, one per part
