@@ -107,10 +107,10 @@ def test_open_store_rejects_non_local_file_urls(url: str):
         open_store(url)
 
 
-@pytest.mark.parametrize("url, extra, sdk", [("s3://b/p", "aws", "boto3")])
+@pytest.mark.parametrize("url, extra, sdk", [("s3://b/p", "aws", "boto3"), ("gs://b/p", "gcp", "google")])
 def test_cloud_stores_name_the_extra_to_install(url: str, extra: str, sdk: str, monkeypatch: pytest.MonkeyPatch):
     scheme = url.split(":")[0]
-    # The SDK may well be installed here (the S3 tests need boto3): make it look absent.
+    # The SDK may well be installed here (the S3 and GCS tests need it): make it look absent.
     monkeypatch.setitem(sys.modules, sdk, None)  # ``import`` of a None entry raises ModuleNotFoundError
     module = STORES[scheme][0].partition(":")[0]
     if module in sys.modules:
@@ -124,13 +124,13 @@ def test_cloud_stores_name_the_extra_to_install(url: str, extra: str, sdk: str, 
 
 
 def test_unknown_scheme():
-    with pytest.raises(UnsupportedStore, match="use one of file://, s3://$"):
+    with pytest.raises(UnsupportedStore, match="use one of file://, s3://, gs://$"):
         open_store("ftp://host/x")
 
 
-@pytest.mark.parametrize("url", ["gs://b/p", "az://c/p"])
+@pytest.mark.parametrize("url", ["az://c/p"])
 def test_stores_not_shipped_yet_say_so_rather_than_blame_a_missing_extra(url: str):
     scheme = url.split(":")[0]
     with pytest.raises(UnsupportedStore, match=rf"^{scheme}:// checkpoint stores are not implemented in this gpuorch "
-                                               r"yet; use file://, s3://$"):
+                                               r"yet; use file://, s3://, gs://$"):
         open_store(url)
