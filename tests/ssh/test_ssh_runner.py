@@ -1,5 +1,6 @@
 """The SSH runner driving the real agent through a real sshd: start (idempotent, detached),
-status, logs, heartbeat, quoting, and checkpoints restored from and uploaded to S3 (moto)."""
+status, logs, heartbeat, quoting, and checkpoints restored from and uploaded to S3 (moto) and
+GCS (gcp-storage-emulator)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from gcs_emulator import GcsEmulator
 from moto_s3 import MotoS3
 from ssh_harness import config, wait_status
 
 from gpuorch.agent.protocol import NoticeSource
-from gpuorch.checkpoint import COMPLETE, latest, open_store, upload
+from gpuorch.checkpoint import COMPLETE, download, latest, open_store, upload
 from gpuorch.runners.ssh import SshRunner
 
 pytestmark = pytest.mark.aws
@@ -144,6 +146,13 @@ def make_checkpoint(root: Path, name: str, step: int, state: str) -> Path:
     return d
 
 
+# The job resumes from what the agent restored and writes the next checkpoint.
+RESUME_AND_CHECKPOINT = (
+    'test "$GPUORCH_RESUMED_FROM" = step-1; n=$(cat "$GPUORCH_CHECKPOINT_DIR/step-1/state"); '
+    'd="$GPUORCH_CHECKPOINT_DIR/step-2"; mkdir "$d"; echo $((n + 1)) > "$d/state"; '
+    'echo \'{"step": 2}\' > "$d/COMPLETE"')
+
+
 def test_the_agent_restores_from_and_uploads_to_s3(make_runner: Make, moto_s3: MotoS3, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch):
     for name, value in moto_s3.env.items():
@@ -152,15 +161,41 @@ def test_the_agent_restores_from_and_uploads_to_s3(make_runner: Make, moto_s3: M
     store, prefix = open_store(url)
     upload(store, prefix, make_checkpoint(tmp_path / "previous", "step-1", 1, "41"), attempt=1)
 
-    # The job resumes from what the agent restored and writes the next checkpoint.
-    job = ('test "$GPUORCH_RESUMED_FROM" = step-1; n=$(cat "$GPUORCH_CHECKPOINT_DIR/step-1/state"); '
-           'd="$GPUORCH_CHECKPOINT_DIR/step-2"; mkdir "$d"; echo $((n + 1)) > "$d/state"; '
-           'echo \'{"step": 2}\' > "$d/COMPLETE"')
     # The instance would use its instance profile; this test hands the agent moto's fake keys.
     runner = make_runner(agent_env=moto_s3.env)
-    runner.start(config(attempt=2, run=job, checkpoint_url=url, sync_interval_s=0.5))
+    runner.start(config(attempt=2, run=RESUME_AND_CHECKPOINT, checkpoint_url=url, sync_interval_s=0.5))
     status = wait_status(runner, lambda s: s.state in ("exited", "failed"), timeout=20)
     assert (status.state, status.exit_code, status.restored_from) == ("exited", 0, "step-1")
     assert status.uploaded == ["step-2"]
     newest = latest(store, prefix)
     assert newest is not None and (newest.name, newest.step, newest.attempt) == ("step-2", 2, 2)
+
+
+@pytest.fixture(scope="module")
+def gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GcsEmulator]:
+    server = GcsEmulator(tmp_path_factory.mktemp("gcs"))
+    yield server
+    server.stop()
+
+
+@pytest.mark.gcp
+def test_the_agent_restores_from_and_uploads_to_gcs(make_runner: Make, gcs_emulator: GcsEmulator, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch):
+    for name in ("GOOGLE_APPLICATION_CREDENTIALS", "GPUORCH_GCS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in gcs_emulator.env.items():
+        monkeypatch.setenv(name, value)  # for this process's view of the store
+    url = f"gs://{gcs_emulator.new_bucket()}/jobs/ft-1"
+    store, prefix = open_store(url)
+    upload(store, prefix, make_checkpoint(tmp_path / "previous", "step-1", 1, "41"), attempt=1)
+
+    # The VM would use its service account; this test points the agent at the emulator (no credentials).
+    runner = make_runner(agent_env=gcs_emulator.env)
+    runner.start(config(attempt=2, run=RESUME_AND_CHECKPOINT, checkpoint_url=url, sync_interval_s=0.5))
+    status = wait_status(runner, lambda s: s.state in ("exited", "failed"), timeout=20)
+    assert (status.state, status.exit_code, status.restored_from, status.error) == ("exited", 0, "step-1", None)
+    assert status.uploaded == ["step-2"]
+    newest = latest(store, prefix)
+    assert newest is not None and (newest.name, newest.step, newest.attempt) == ("step-2", 2, 2)
+    restored = download(store, prefix, newest, tmp_path / "restore")
+    assert (restored / "state").read_text().strip() == "42"
