@@ -101,7 +101,7 @@ class Resources(Strict):
 
 class Checkpoint(Strict):
     dir: str = "checkpoints"  # on the instance; relative paths are under the job's run dir
-    store: str  # file:///path, s3://bucket/prefix, gs://bucket/prefix, az://container/prefix
+    store: str  # file:///path, s3://bucket/prefix, gs://bucket/prefix, az://container@account/prefix
     interval: Seconds = 60.0  # how often the agent syncs complete checkpoints
     signal: str = "SIGUSR1"  # sent to the job when a preemption notice arrives
     keep: int = Field(default=3, ge=1)  # complete checkpoints kept in the store

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond the virtualenv. Idempotent; quiet when all is present.
 #   - OpenSSH server: the SSH runner's tests drive a real, throwaway sshd on 127.0.0.1.
+#   - Azurite (npm, into .azurite/): the az:// checkpoint store's tests run against it.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 have_sshd() {
   command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ]
@@ -46,6 +48,24 @@ if command -v pg_isready >/dev/null && ! pg_isready -q -h 127.0.0.1 -p 5432; the
     if [ -n "${ver:-}" ]; then
       echo "test-services: starting PostgreSQL cluster $ver/$name on port 5432"
       pg_ctlcluster "$ver" "$name" start || echo "test-services: could not start it; postgres tests use a throwaway cluster or skip"
+    fi
+  fi
+fi
+
+# Azurite, the Azure Blob Storage emulator, for the `azure`-marked az:// store tests (they start
+# it on 127.0.0.1 themselves and skip with the reason when it is missing). Project-local, pinned.
+AZURITE_VERSION=3.35.0
+if [ ! -x .azurite/node_modules/.bin/azurite-blob ]; then
+  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    echo "test-services: node and npm are missing, so Azurite is not installed; the az:// store tests will be skipped" >&2
+  else
+    rm -rf .azurite.partial
+    if npm install --prefix .azurite.partial --no-save --no-audit --no-fund --loglevel=error \
+        "azurite@$AZURITE_VERSION" >/dev/null 2>&1 && [ -x .azurite.partial/node_modules/.bin/azurite-blob ]; then
+      rm -rf .azurite && mv .azurite.partial .azurite  # whole or not at all
+    else
+      rm -rf .azurite.partial
+      echo "test-services: npm could not install azurite@$AZURITE_VERSION; the az:// store tests will be skipped" >&2
     fi
   fi
 fi

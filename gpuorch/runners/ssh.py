@@ -61,7 +61,8 @@ class SshRunner(Runner):
       there before the first connection (``pin_host_key``).
     - ``remote_root``: absolute, or ``~/...`` (relative to the login's home directory).
     - ``python``: the instance's interpreter for the agent (3.8+; boto3 for ``s3://`` stores,
-      google-cloud-storage for ``gs://``).
+      google-cloud-storage for ``gs://``, azure-storage-blob and azure-identity for ``az://``:
+      docs/checkpoints.md).
     - ``notice``: the preemption notice source written into every agent.json (AWS IMDS by
       default); ``shutdown_command`` fills the config's own when it has none.
     - ``agent_env``: extra environment for the agent process (e.g. ``GPUORCH_S3_ENDPOINT_URL``).

@@ -7,6 +7,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from gpuorch.checkpoint import STORES
+from gpuorch.checkpoint.store import not_implemented
 from gpuorch.cli import app
 
 runner = CliRunner()
@@ -120,10 +122,24 @@ def test_a_model_job_restricted_to_a_region_without_offers_is_queued_not_refused
     assert r.exit_code == 0 and "stays queued" in json.loads(r.output)["warning"]
 
 
-def test_submit_refuses_a_checkpoint_store_this_gpuorch_cannot_write(tmp_path):
+def test_submit_accepts_an_az_checkpoint_store(tmp_path):
     p = tmp_path / "az.yaml"
-    p.write_text(GOOD.replace("file:///tmp/ckpt", "az://container/runs"))
+    p.write_text(GOOD.replace("file:///tmp/ckpt", "az://ckpt@myaccount/runs"))
+    r = cli("submit", str(p), "--json")  # nothing is reached at submit: the store is the agent's
+    assert r.exit_code == 0, r.output
+    assert [j["name"] for j in json.loads(cli("status", "--json").output)] == [json.loads(r.output)["name"]]
+
+
+# Schemes the spec accepts whose store has not landed yet (read from STORES: they land one by one).
+UNSHIPPED = [s for s in STORES if not_implemented(s) is not None]
+
+
+@pytest.mark.parametrize("scheme", UNSHIPPED[:1] or [pytest.param("", marks=pytest.mark.skip(
+    reason="every scheme in STORES has its store now"))])
+def test_submit_refuses_a_checkpoint_store_this_gpuorch_cannot_write(tmp_path, scheme):
+    p = tmp_path / "unshipped.yaml"
+    p.write_text(GOOD.replace("file:///tmp/ckpt", f"{scheme}://container/runs"))
     r = cli("submit", str(p))
     assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
-    assert "checkpoint.store: az:// checkpoint stores are not implemented in this gpuorch yet" in r.output
+    assert f"checkpoint.store: {scheme}:// checkpoint stores are not implemented in this gpuorch yet" in r.output
     assert json.loads(cli("status", "--json").output) == []

@@ -13,6 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "s3"))  # the shared moto S3 helper
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gcs"))  # the shared GCS emulator helper
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "azblob"))  # the shared Azurite helper
 
 from ssh_harness import Keys, kill_job
 from sshd import Sshd, SshdUnavailable
