@@ -31,6 +31,8 @@ class NoticeSource:
 
     kind ``file``: a JSON file ``{"deadline": <epoch seconds>}`` appears at ``path`` (local/sim);
     kind ``aws``: IMDSv2 ``spot/instance-action`` at ``url`` (default http://169.254.169.254);
+    kind ``azure``: Scheduled Events at ``url`` (default http://169.254.169.254), a ``Preempt``
+    event's ``NotBefore`` as the deadline;
     kind ``none``: never.
     """
 
