@@ -262,7 +262,7 @@ class AzureProvider(Provider):
         for name in list(self._seen) + list(self._tombstones):
             if name not in present:
                 tomb = self._tombstone(name)
-                if tomb is not None and tomb.id not in {i.id for i in out}:
+                if tomb is not None and tomb.tags.get(TAG_MANAGED) == "true" and tomb.id not in {i.id for i in out}:
                     out.append(tomb)
         return out
 

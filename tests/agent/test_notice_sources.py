@@ -71,8 +71,8 @@ def test_aws_notice_quietly_answers_none_when_unreachable():
 
 
 def test_unknown_notice_kind_is_a_clear_error(tmp_path):
-    with pytest.raises(ValueError, match="notice.kind 'gcp' is not supported"):
-        make_notice_source(NoticeSource(kind="gcp"), tmp_path)
+    with pytest.raises(ValueError, match="notice.kind 'nosuch' is not supported"):
+        make_notice_source(NoticeSource(kind="nosuch"), tmp_path)
 
 
 # -- Azure Scheduled Events -------------------------------------------------------------------

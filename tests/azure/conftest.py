@@ -8,35 +8,16 @@ operation poll waits), and azure-identity's environment is emptied.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from azure_helpers import StaticToken, options
 from fake_arm import FakeArm
 
 from gpuorch_azure import AzureProvider
 from gpuorch_azure.config import parse_options
-
-REGIONS = ["eastus", "westus2"]
-
-
-def subnet(arm: FakeArm, region: str) -> str:
-    return (f"/subscriptions/{arm.subscription}/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/"
-            f"vnet-{region}/subnets/default")
-
-
-class StaticToken:
-    """A TokenCredential that hands out the fake's token (any object with get_token will do)."""
-
-    def __init__(self, token: str) -> None:
-        self.token = token
-
-    def get_token(self, *scopes: str, **kwargs: Any) -> Any:
-        from azure.core.credentials import AccessToken
-
-        return AccessToken(self.token, int(time.time()) + 3600)
 
 
 @pytest.fixture(autouse=True)
@@ -65,12 +46,6 @@ def arm(arm_server: FakeArm) -> FakeArm:
 def sleeps() -> list[float]:
     """Backoff sleeps the provider asked for (none is really slept)."""
     return []
-
-
-def options(arm: FakeArm, **extra: Any) -> dict[str, Any]:
-    return {"subscription_id": arm.subscription, "resource_group": arm.resource_group, "regions": REGIONS,
-            "subnet_id": {r: subnet(arm, r) for r in REGIONS}, "endpoint": arm.url,
-            "connection_verify": str(arm.ca_file), "poll_interval_s": 0, **extra}
 
 
 @pytest.fixture

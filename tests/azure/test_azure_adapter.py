@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REGIONS, options, subnet
+from azure_helpers import REGIONS, StaticToken, options, subnet
 from fake_arm import FakeArm
 
 from gpuorch.errors import (
@@ -130,8 +130,6 @@ def test_a_bad_option_fails_with_one_line_naming_the_field(arm: FakeArm, change:
 
 def test_from_config_checks_the_resource_group_and_the_credential_at_start(arm: FakeArm, tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch):
-    from conftest import StaticToken
-
     import gpuorch_azure.calls as calls
 
     real = calls.Arm.__init__
@@ -384,3 +382,10 @@ def test_the_runner_logs_in_as_the_admin_user_and_reads_scheduled_events(provide
     assert put["linuxConfiguration"]["ssh"]["publicKeys"][0]["keyData"] == login
     cloud_config = yaml.safe_load(base64.b64decode(put["customData"]).decode())
     assert host_public.split()[1] in yaml.safe_dump(cloud_config["ssh_keys"])
+
+
+def test_a_vanished_unmanaged_vm_is_never_listed(provider: AzureProvider, arm: FakeArm):
+    arm.add_vm("theirs", "eastus", "Standard_NC4as_T4_v3", {"team": "x"})
+    assert provider.get("theirs").state == InstanceState.RUNNING  # looked at once, by name
+    del arm.vms["theirs"]
+    assert provider.list_managed() == []
