@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import calendar
+import email.utils
 import json
 import logging
 import time
@@ -136,17 +137,70 @@ class GcpNotice:
         return self._deadline
 
 
+class AzureNotice:
+    """Azure spot eviction notice from Scheduled Events (instance metadata, about 30 s ahead).
+
+    ``GET /metadata/scheduledevents?api-version=2020-07-01`` with ``Metadata: true`` returns
+    ``{"DocumentIncarnation": n, "Events": [{"EventId", "EventType", "EventStatus", "Resources",
+    "NotBefore", ...}]}``. An event of type ``Preempt`` is the eviction; its ``NotBefore`` (an
+    RFC 1123 date, like ``Mon, 19 Sep 2016 18:29:47 GMT``) is the deadline, and an empty one
+    (a started event) means now. Other events (Reboot, Redeploy, Freeze, Terminate) are not
+    evictions. The first deadline seen is kept: the VM is going regardless. The service is
+    reached only from inside the VM; a standalone VM sees only its own events (``Resources``
+    names other VMs only in availability or scale sets, which gpuorch does not use).
+    """
+
+    PATH = "/metadata/scheduledevents?api-version=2020-07-01"
+
+    def __init__(self, url: str | None = None, timeout_s: float = 1.0) -> None:
+        self.base = (url or "http://169.254.169.254").rstrip("/")
+        self.timeout_s = timeout_s
+        self._deadline: float | None = None
+        self._warned = False
+
+    def poll(self) -> float | None:
+        if self._deadline is not None:
+            return self._deadline
+        req = urllib.request.Request(self.base + self.PATH, headers={"Metadata": "true"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                doc = json.loads(resp.read().decode())
+            self._deadline = preempt_deadline(doc)
+        except (OSError, ValueError, TypeError, AttributeError) as e:  # URLError/HTTPError are OSErrors
+            if not self._warned:
+                log.warning("cannot read Azure Scheduled Events from %s: %s", self.base, e)
+                self._warned = True
+            return None
+        return self._deadline
+
+
+def preempt_deadline(doc: dict, now: float | None = None) -> float | None:
+    """The earliest ``Preempt`` event's ``NotBefore`` in a Scheduled Events document (epoch
+    seconds; ``now`` for an event without one), or None when no eviction is announced."""
+    deadlines = []
+    for event in doc.get("Events") or ():
+        if str(event.get("EventType", "")).lower() != "preempt":
+            continue
+        not_before = str(event.get("NotBefore") or "").strip()
+        if not_before:
+            deadlines.append(email.utils.parsedate_to_datetime(not_before).timestamp())
+        else:
+            deadlines.append(time.time() if now is None else now)
+    return min(deadlines, default=None)
+
+
 def parse_aws_time(text: str) -> float:
     """``2017-09-18T08:22:00Z`` -> epoch seconds (UTC)."""
     return float(calendar.timegm(time.strptime(text.strip(), "%Y-%m-%dT%H:%M:%SZ")))
 
 
-# kind -> factory(source, rundir). Azure's notice slots in here.
+# kind -> factory(source, rundir).
 SOURCES: dict[str, Callable[[NoticeSource, Path], NoticePoller]] = {
     "none": lambda s, rundir: NoNotice(),
     "file": lambda s, rundir: FileNotice(rundir / (s.path or "notice.json")),
     "aws": lambda s, rundir: AwsNotice(s.url),
     "gcp": lambda s, rundir: GcpNotice(s.url),
+    "azure": lambda s, rundir: AzureNotice(s.url),
 }
 
 

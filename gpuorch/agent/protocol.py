@@ -33,6 +33,8 @@ class NoticeSource:
     kind ``aws``: IMDSv2 ``spot/instance-action`` at ``url`` (default http://169.254.169.254);
     kind ``gcp``: the metadata server's ``instance/preempted`` at ``url`` (default
     http://metadata.google.internal), deadline 30 s after it first reads TRUE;
+    kind ``azure``: Scheduled Events at ``url`` (default http://169.254.169.254), a ``Preempt``
+    event's ``NotBefore`` as the deadline;
     kind ``none``: never.
     """
 

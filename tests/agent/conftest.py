@@ -57,3 +57,12 @@ def imds() -> Iterator:
     server = FakeImds()
     yield server
     server.close()
+
+
+@pytest.fixture
+def scheduled_events() -> Iterator:
+    from fake_scheduled_events import FakeScheduledEvents
+
+    server = FakeScheduledEvents()
+    yield server
+    server.close()

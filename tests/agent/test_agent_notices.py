@@ -108,3 +108,17 @@ def test_aws_notice_end_to_end(start_agent, store_url, imds):
     assert (status.notice_reason, status.notice_deadline) == ("preemption", when)
     assert status.final_checkpoint == _final_checkpoint_of(run)
     assert imds.unauthorized == 0
+
+
+def test_azure_notice_end_to_end(start_agent, store_url, scheduled_events):
+    from fake_scheduled_events import event
+
+    run = start_agent(run=FAKE_JOB, checkpoint_url=store_url,
+                      notice={"kind": "azure", "url": scheduled_events.url, "poll_s": 0.1})
+    run.wait_job_ready()
+    when = int(time.time()) + 60
+    scheduled_events.announce(event("Preempt", when))
+    status = run.wait_for(lambda s: s.final_done)
+    assert (status.notice_reason, status.notice_deadline) == ("preemption", when)
+    assert status.final_checkpoint == _final_checkpoint_of(run)
+    assert scheduled_events.without_header == 0

@@ -1,4 +1,4 @@
-"""Notice sources on their own: the file source and IMDSv2 against a local fake."""
+"""Notice sources on their own: the file source, IMDSv2, GCE metadata and Azure Scheduled Events against local fakes."""
 
 from __future__ import annotations
 
@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 from fake_imds import ACTION_PATH
 
-from gpuorch.agent.notice import AwsNotice, FileNotice, GcpNotice, make_notice_source, parse_aws_time
+from gpuorch.agent.notice import (
+    AwsNotice,
+    AzureNotice,
+    GcpNotice,
+    FileNotice,
+    make_notice_source,
+    parse_aws_time,
+    preempt_deadline,
+)
 from gpuorch.agent.protocol import NoticeSource
 
 
@@ -67,8 +75,8 @@ def test_aws_notice_quietly_answers_none_when_unreachable():
 
 
 def test_unknown_notice_kind_is_a_clear_error(tmp_path):
-    with pytest.raises(ValueError, match="notice.kind 'azure' is not supported"):
-        make_notice_source(NoticeSource(kind="azure"), tmp_path)
+    with pytest.raises(ValueError, match="notice.kind 'nosuch' is not supported"):
+        make_notice_source(NoticeSource(kind="nosuch"), tmp_path)
 
 
 class FakeGceMetadata:
@@ -138,3 +146,53 @@ def test_gcp_notice_quietly_answers_none_when_unreachable():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     assert GcpNotice(f"http://127.0.0.1:{port}", timeout_s=0.5).poll() is None
+
+
+
+# -- Azure Scheduled Events -------------------------------------------------------------------
+def test_azure_notice_reads_a_preempt_events_not_before_and_keeps_it(scheduled_events, tmp_path):
+    from fake_scheduled_events import event
+
+    source = make_notice_source(NoticeSource(kind="azure", url=scheduled_events.url), tmp_path)
+    assert isinstance(source, AzureNotice)
+    assert source.poll() is None  # no events
+    scheduled_events.announce(event("Reboot", time.time() + 600), event("Freeze", time.time() + 60))
+    assert source.poll() is None  # maintenance is not an eviction
+    when = int(time.time()) + 30
+    scheduled_events.announce(event("Reboot", time.time() + 600), event("Preempt", when))
+    assert source.poll() == when
+    scheduled_events.announce()  # the document moves on; the VM is going regardless
+    assert source.poll() == when
+    assert scheduled_events.without_header == 0
+
+
+def test_azure_notice_of_a_started_preempt_event_is_now(scheduled_events):
+    from fake_scheduled_events import event
+
+    scheduled_events.announce(event("Preempt", None, status="Started"))
+    before = time.time()
+    deadline = AzureNotice(scheduled_events.url).poll()
+    assert deadline is not None and before <= deadline <= time.time()
+
+
+def test_the_fake_scheduled_events_refuses_requests_without_the_metadata_header(scheduled_events):
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(scheduled_events.url + AzureNotice.PATH, timeout=2)
+    assert e.value.code == 400
+
+
+def test_azure_notice_quietly_answers_none_when_unreachable_or_garbled(scheduled_events):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert AzureNotice(f"http://127.0.0.1:{port}", timeout_s=0.5).poll() is None
+    scheduled_events.document = {"Events": [{"EventType": "Preempt", "NotBefore": "not a date"}]}
+    assert AzureNotice(scheduled_events.url).poll() is None
+
+
+def test_preempt_deadline_parses_rfc1123_dates():
+    doc = {"Events": [{"EventType": "Preempt", "NotBefore": "Mon, 19 Sep 2016 18:29:47 GMT"},
+                      {"EventType": "Preempt", "NotBefore": "Mon, 19 Sep 2016 18:29:57 GMT"}]}
+    assert preempt_deadline(doc) == 1474309787.0
+    assert preempt_deadline({"DocumentIncarnation": 1, "Events": []}) is None
+

@@ -1,0 +1,168 @@
+"""The one way the adapter calls ARM: through azure-mgmt-compute, retried, then translated.
+
+azure-core's own retry policy is switched off (``retry_total=0``) so there is exactly one retry
+policy, this one: throttling (429), 5xx and connection errors are retried with exponential
+backoff and full jitter, bounded by attempts and total time, each retry logged; what still fails
+becomes TransientError. Every other error is translated at once (``errors.translate``).
+The SDK is imported here, only when the first client is built.
+
+VMs are read and written as ARM's JSON (the SDK's models are mappings of it), so request
+bodies and parsing stay pure functions over plain dicts.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay
+from tenacity.wait import wait_random_exponential
+
+from gpuorch.errors import NotFoundError, TransientError
+
+from .config import AzureOptions
+from .errors import translate
+
+log = logging.getLogger("gpuorch.azure")
+NETWORK_API_VERSION = "2024-05-01"  # the two Microsoft.Network reads (a VM's NIC and public IP)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 5
+    max_total_s: float = 60.0
+    base_s: float = 0.5  # first backoff is up to this; doubles per attempt (full jitter)
+    max_wait_s: float = 20.0
+
+
+class Arm:
+    """One ``ComputeManagementClient`` for the configured subscription (thread-safe), made on first use."""
+
+    def __init__(self, options: AzureOptions, *, credential: Any = None, policy: RetryPolicy | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.options = options
+        self.credential = credential
+        self.policy = policy or RetryPolicy(max_attempts=options.max_attempts, max_total_s=options.retry_max_s)
+        self.sleep = sleep
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        """The SDK client (tests and tools; the adapter uses the methods below)."""
+        if self._client is None:
+            from azure.mgmt.compute import ComputeManagementClient
+
+            if self.credential is None:
+                from azure.identity import DefaultAzureCredential
+
+                self.credential = DefaultAzureCredential()
+            kwargs: dict[str, Any] = {"retry_total": 0, "polling_interval": self.options.poll_interval_s,
+                                      "user_agent": "gpuorch"}
+            if self.options.endpoint:
+                kwargs["base_url"] = self.options.endpoint
+                kwargs["credential_scopes"] = ["https://management.azure.com/.default"]
+            if self.options.connection_verify:
+                kwargs["connection_verify"] = self.options.connection_verify
+            self._client = ComputeManagementClient(self.credential, self.options.subscription_id, **kwargs)
+        return self._client
+
+    # -- VMs, as ARM JSON ----------------------------------------------------------------------
+    def get_vm(self, name: str) -> dict[str, Any]:
+        """The VM with its instance view. NotFoundError when ARM does not know it."""
+        rg = self.options.resource_group
+        vm = self.call(f"get VM {name}", lambda: self.client.virtual_machines.get(rg, name, expand="instanceView"))
+        return vm.as_dict()  # type: ignore[no-any-return]
+
+    def list_vms(self) -> list[dict[str, Any]]:
+        """Every VM of the resource group, with instance views; a failure restarts the listing."""
+        rg = self.options.resource_group
+        return self.call(f"list VMs of {rg}", lambda: [
+            vm.as_dict() for vm in self.client.virtual_machines.list(rg, expand="instanceView")])  # type: ignore[no-any-return]
+
+    def begin_create(self, name: str, body: dict[str, Any]) -> Any:
+        """Send the create (only if no VM has that name: ``If-None-Match: *``); return the SDK's
+        poller, which follows the long-running operation. Raises ``Exists`` for a VM of that name."""
+        from azure.core import MatchConditions
+
+        rg = self.options.resource_group
+        return self.call(f"create VM {name} in {body.get('location')}", lambda: self.client.virtual_machines
+                         .begin_create_or_update(rg, name, body, match_condition=MatchConditions.IfMissing))
+
+    def begin_delete(self, name: str) -> None:
+        """Ask ARM to delete the VM (its NIC, IP and OS disk go with it); no wait. Quiet if unknown."""
+        rg = self.options.resource_group
+        try:
+            self.call(f"delete VM {name}", lambda: self.client.virtual_machines.begin_delete(rg, name, polling=False))
+        except NotFoundError:
+            return
+
+    def get_resource(self, resource_id: str, api_version: str = NETWORK_API_VERSION) -> dict[str, Any]:
+        """GET one ARM resource by id (the NIC and public IP ARM made for a VM) through the same
+        client, credential and policies: azure-mgmt-compute has no Microsoft.Network operations,
+        and two reads do not justify azure-mgmt-network. NotFoundError for 404."""
+        from azure.core.exceptions import HttpResponseError
+        from azure.core.rest import HttpRequest
+        from azure.mgmt.core.exceptions import ARMErrorFormat
+
+        def get() -> dict[str, Any]:
+            request = HttpRequest("GET", resource_id, params={"api-version": api_version},
+                                  headers={"Accept": "application/json"})
+            response = self.client.send_request(request)
+            if response.status_code >= 400:
+                raise HttpResponseError(response=response, error_format=ARMErrorFormat)
+            return response.json()  # type: ignore[no-any-return]
+
+        return self.call(f"get {resource_id.rsplit('/', 2)[-2]} {resource_id.rsplit('/', 1)[-1]}", get)  # type: ignore[no-any-return]
+
+    # -- the policy ----------------------------------------------------------------------------
+    def call(self, what: str, fn: Callable[[], Any]) -> Any:
+        """``fn()`` with the retry policy; raises gpuorch.errors only (``Exists`` aside)."""
+        p = self.policy
+
+        def attempt() -> Any:
+            try:
+                return fn()
+            except Exception as e:
+                if _is_precondition_failed(e):  # If-None-Match: * on a name that exists
+                    raise Exists(what) from None
+                err = translate(e, what)
+                if err is None:
+                    raise
+                raise err from None
+
+        def log_retry(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            wait = state.next_action.sleep if state.next_action else 0.0
+            log.warning("azure: %s (attempt %d of %d); retrying in %.1fs", exc, state.attempt_number,
+                        p.max_attempts, wait)
+
+        retrying = Retrying(
+            stop=stop_after_attempt(p.max_attempts) | stop_after_delay(p.max_total_s),
+            wait=wait_random_exponential(multiplier=p.base_s, max=p.max_wait_s),
+            retry=retry_if_exception_type(TransientError), before_sleep=log_retry, sleep=self.sleep, reraise=True,
+        )
+        try:
+            return retrying(attempt)
+        except TransientError as e:
+            n = retrying.statistics.get("attempt_number", 1)
+            raise TransientError(f"{e} (gave up after {n} attempt{'s' if n > 1 else ''})", code=e.code,
+                                 retry_after=e.retry_after) from None
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        close = getattr(self.credential, "close", None)
+        if callable(close):
+            close()
+
+
+class Exists(Exception):
+    """A create found a VM of that name already (``If-None-Match: *`` answered 412)."""
+
+
+def _is_precondition_failed(e: BaseException) -> bool:
+    return getattr(e, "status_code", None) == 412

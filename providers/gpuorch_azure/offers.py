@@ -1,0 +1,28 @@
+"""Azure offers: the shipped catalog's Azure rows (or a user's catalog CSV) in the configured
+regions. No API call: Azure's retail prices and SKU availability change rarely enough for the
+snapshot, which ``gpuorch catalog refresh`` (and docs/catalog.md) keep current."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gpuorch.provider import Offer
+
+from .config import AzureOptions
+from .parse import PROVIDER
+
+
+def select_offers(offers: Iterable[Offer], options: AzureOptions) -> list[Offer]:
+    """Azure offers in the configured regions, one per (zone, instance type), sorted."""
+    regions = set(options.regions)
+    seen: dict[tuple[str, str], Offer] = {}
+    for o in offers:
+        if o.provider == PROVIDER and o.region in regions and o.zone == o.region:  # regional VMs only
+            seen.setdefault((o.zone, o.instance_type), o)
+    return sorted(seen.values(), key=lambda o: (o.region, o.instance_type))
+
+
+def catalog_offers(options: AzureOptions) -> list[Offer]:
+    from gpuorch.catalog import load_offers
+
+    return select_offers(load_offers(options.catalog), options)

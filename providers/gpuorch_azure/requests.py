@@ -1,0 +1,106 @@
+"""ARM request bodies, built by pure functions (no SDK, no I/O) so each is unit-tested alone.
+
+One PUT creates everything a VM needs: the VM, its OS disk, and (through the VM's
+``networkInterfaceConfigurations``) its NIC and public IP, each tagged like the VM and each with
+``deleteOption: Delete``, so deleting the VM (or Azure evicting a spot VM with eviction policy
+Delete) removes them too. Nothing per VM is created by a separate call, so a crash can leave
+nothing behind that the VM does not own.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from gpuorch.provider import LaunchRequest
+
+from .names import azure_tags, ip_name, nic_name, os_disk_name
+
+NETWORK_API = "2022-11-01"  # the API the VM uses to create its NIC and IP (2020-11-01 at least)
+SPOT_MAX_PRICE = -1  # pay up to the on-demand price: evicted for capacity, never for price
+
+
+def image_reference(image: str) -> dict[str, str]:
+    """``publisher:offer:sku:version`` or an image resource id -> ``imageReference``."""
+    if image.startswith("/"):
+        return {"id": image}
+    publisher, offer, sku, version = image.split(":")
+    return {"publisher": publisher, "offer": offer, "sku": sku, "version": version}
+
+
+def custom_data(user_data: str | None) -> str | None:
+    """cloud-init user data as ARM wants it (base64); Azure keeps it at most 64 KiB encoded."""
+    if not user_data:
+        return None
+    encoded = base64.b64encode(user_data.encode()).decode()
+    if len(encoded) > 87380:
+        raise ValueError("the VM's cloud-init user data is over Azure's 64 KiB limit")
+    return encoded
+
+
+def vm_body(
+    request: LaunchRequest, *, name: str, subnet_id: str, image: str, admin_user: str, ssh_public_key: str,
+    user_data: str | None = None, public_ip: bool = True, network_security_group_id: str | None = None,
+    os_disk_type: str = "Premium_LRS", eviction_policy: str = "Delete",
+) -> dict[str, Any]:
+    """The PUT body of one launch's VM: regional (no availability zone), tagged, spot or on-demand.
+
+    ``ssh_public_key``: the admin user's login key (Azure requires one once password logins are
+    off); ``user_data``: the ``#cloud-config`` with the attempt's host key.
+    """
+    o = request.offer
+    tags = azure_tags(request.tags)
+    key = ssh_public_key.strip()
+    if not key or "\n" in key or "\r" in key:
+        raise ValueError("the admin user's SSH key must be one OpenSSH public key line")
+    ip_config: dict[str, Any] = {"subnet": {"id": subnet_id}, "primary": True, "privateIPAddressVersion": "IPv4"}
+    if public_ip:
+        ip_config["publicIPAddressConfiguration"] = {
+            "name": ip_name(name), "tags": tags, "sku": {"name": "Standard", "tier": "Regional"},
+            "properties": {"deleteOption": "Delete", "publicIPAllocationMethod": "Static"},
+        }
+    nic: dict[str, Any] = {"primary": True, "deleteOption": "Delete",
+                           "ipConfigurations": [{"name": "ipconfig1", "properties": ip_config}]}
+    if network_security_group_id:
+        nic["networkSecurityGroup"] = {"id": network_security_group_id}
+    os_profile: dict[str, Any] = {
+        "computerName": name,
+        "adminUsername": admin_user,
+        "linuxConfiguration": {
+            "disablePasswordAuthentication": True,
+            "ssh": {"publicKeys": [{"path": f"/home/{admin_user}/.ssh/authorized_keys", "keyData": key}]},
+        },
+    }
+    data = custom_data(user_data)
+    if data:
+        os_profile["customData"] = data
+    properties: dict[str, Any] = {
+        "hardwareProfile": {"vmSize": o.instance_type},
+        "storageProfile": {
+            "imageReference": image_reference(image),
+            "osDisk": {"name": os_disk_name(name), "createOption": "FromImage", "deleteOption": "Delete",
+                       "diskSizeGB": max(30, math.ceil(request.disk_gib)),
+                       "managedDisk": {"storageAccountType": os_disk_type}},
+        },
+        "osProfile": os_profile,
+        "networkProfile": {
+            "networkApiVersion": NETWORK_API,
+            "networkInterfaceConfigurations": [{"name": nic_name(name), "tags": tags, "properties": nic}],
+        },
+    }
+    if request.spot:
+        properties["priority"] = "Spot"
+        properties["evictionPolicy"] = eviction_policy
+        properties["billingProfile"] = {"maxPrice": SPOT_MAX_PRICE}
+    else:
+        properties["priority"] = "Regular"
+    return {"location": o.region, "tags": tags, "properties": properties}
+
+
+def login_key(cloud_config: Mapping[str, Any], fallback: str | None) -> str | None:
+    """The admin user's SSH key: the first ``ssh_authorized_keys`` of the cloud-config (the job's
+    login key), else ``fallback`` (a key from the request)."""
+    keys = cloud_config.get("ssh_authorized_keys") or ()
+    return str(keys[0]) if keys else fallback
