@@ -15,27 +15,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay
-from tenacity.wait import wait_random_exponential
-
-from gpuorch.errors import NotFoundError, TransientError
+from gpuorch.errors import NotFoundError
+from gpuorch.retry import RetryPolicy, call_with_retries
 
 from .config import AzureOptions
 from .errors import translate
 
 log = logging.getLogger("gpuorch.azure")
 NETWORK_API_VERSION = "2024-05-01"  # the two Microsoft.Network reads (a VM's NIC and public IP)
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    max_attempts: int = 5
-    max_total_s: float = 60.0
-    base_s: float = 0.5  # first backoff is up to this; doubles per attempt (full jitter)
-    max_wait_s: float = 20.0
 
 
 class Arm:
@@ -120,36 +109,12 @@ class Arm:
     # -- the policy ----------------------------------------------------------------------------
     def call(self, what: str, fn: Callable[[], Any]) -> Any:
         """``fn()`` with the retry policy; raises gpuorch.errors only (``Exists`` aside)."""
-        p = self.policy
+        def translate_or_exists(e: Exception, what: str) -> Any:
+            if _is_precondition_failed(e):  # If-None-Match: * on a name that exists
+                raise Exists(what) from None
+            return translate(e, what)
 
-        def attempt() -> Any:
-            try:
-                return fn()
-            except Exception as e:
-                if _is_precondition_failed(e):  # If-None-Match: * on a name that exists
-                    raise Exists(what) from None
-                err = translate(e, what)
-                if err is None:
-                    raise
-                raise err from None
-
-        def log_retry(state: RetryCallState) -> None:
-            exc = state.outcome.exception() if state.outcome else None
-            wait = state.next_action.sleep if state.next_action else 0.0
-            log.warning("azure: %s (attempt %d of %d); retrying in %.1fs", exc, state.attempt_number,
-                        p.max_attempts, wait)
-
-        retrying = Retrying(
-            stop=stop_after_attempt(p.max_attempts) | stop_after_delay(p.max_total_s),
-            wait=wait_random_exponential(multiplier=p.base_s, max=p.max_wait_s),
-            retry=retry_if_exception_type(TransientError), before_sleep=log_retry, sleep=self.sleep, reraise=True,
-        )
-        try:
-            return retrying(attempt)
-        except TransientError as e:
-            n = retrying.statistics.get("attempt_number", 1)
-            raise TransientError(f"{e} (gave up after {n} attempt{'s' if n > 1 else ''})", code=e.code,
-                                 retry_after=e.retry_after) from None
+        return call_with_retries(fn, what, translate_or_exists, self.policy, log=log, sleep=self.sleep)
 
     def close(self) -> None:
         if self._client is not None:

@@ -16,25 +16,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay
-from tenacity.wait import wait_random_exponential
-
-from gpuorch.errors import TransientError
+from gpuorch.retry import RetryPolicy, call_with_retries
 
 from .errors import translate
 
 log = logging.getLogger("gpuorch.gcp")
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    max_attempts: int = 5
-    max_total_s: float = 60.0
-    base_s: float = 0.5
-    max_wait_s: float = 20.0
 
 
 def as_dict(message: Any) -> dict[str, Any]:
@@ -71,32 +59,7 @@ class Gce:
     # -- calls -------------------------------------------------------------------------------
     def call(self, what: str, fn: Callable[[], Any]) -> Any:
         """``fn()`` under the retry policy; raises gpuorch.errors only."""
-        p = self.policy
-
-        def attempt() -> Any:
-            try:
-                return fn()
-            except Exception as e:
-                err = translate(e, what)
-                if err is None:
-                    raise
-                raise err from None
-
-        def log_retry(state: RetryCallState) -> None:
-            exc = state.outcome.exception() if state.outcome else None
-            wait = state.next_action.sleep if state.next_action else 0.0
-            log.warning("%s (attempt %d of %d); retrying in %.1fs", exc, state.attempt_number, p.max_attempts, wait)
-
-        retrying = Retrying(
-            stop=stop_after_attempt(p.max_attempts) | stop_after_delay(p.max_total_s),
-            wait=wait_random_exponential(multiplier=p.base_s, max=p.max_wait_s),
-            retry=retry_if_exception_type(TransientError), before_sleep=log_retry, sleep=self.sleep, reraise=True,
-        )
-        try:
-            return retrying(attempt)
-        except TransientError as e:
-            n = retrying.statistics.get("attempt_number", 1)
-            raise TransientError(f"{e} (gave up after {n} attempt{'s' if n > 1 else ''})", code=e.code) from None
+        return call_with_retries(fn, what, translate, self.policy, log=log, sleep=self.sleep)
 
     def insert(self, zone: str, body: dict[str, Any], request_id: str) -> dict[str, Any]:
         resource = self.compute_v1.Instance(body)
