@@ -42,11 +42,16 @@ class SshConnection:
         self, host: str, port: int, user: str, key_path: Path, known_hosts_path: Path, *,
         connect_timeout: float = 10.0, connect_attempts: int = 5, retry_wait_s: float = 1.0,
         retry_wait_max_s: float = 10.0, io_timeout: float = 60.0,
+        before_connect: Callable[[], None] | None = None,
     ) -> None:
         self.host, self.port, self.user = host, int(port), user
         self.key_path, self.known_hosts_path = Path(key_path), Path(known_hosts_path)
         self.connect_timeout, self.connect_attempts = connect_timeout, max(1, connect_attempts)
         self.retry_wait_s, self.retry_wait_max_s, self.io_timeout = retry_wait_s, retry_wait_max_s, io_timeout
+        # Called before each new connection (not each call): pins the host's keys from their
+        # trusted source when that source can change while the instance boots (GCE's guest
+        # attributes); may raise RunnerUnavailable ("not known yet"). None: the pin is made once.
+        self.before_connect = before_connect
         self._client: paramiko.SSHClient | None = None
         self._sftp: paramiko.SFTPClient | None = None
         self._lock = threading.RLock()
@@ -116,6 +121,8 @@ class SshConnection:
         return client, self._sftp
 
     def _connect(self) -> paramiko.SSHClient:
+        if self.before_connect is not None:
+            self.before_connect()
         try:
             pkey = paramiko.PKey.from_path(self.key_path)
         except (OSError, paramiko.SSHException, ValueError) as e:

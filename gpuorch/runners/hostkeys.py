@@ -80,6 +80,38 @@ def pinned_host_key(known_hosts: Path, host: str, port: int) -> str | None:
     return None
 
 
+def pinned_host_keys(known_hosts: Path, host: str, port: int) -> list[str]:
+    """Every ``"<type> <base64>"`` pinned for ``host:port`` (at most one per key type), in file order."""
+    pattern = host_pattern(host, port)
+    return [f"{f[1]} {f[2]}" for f in (line.split() for line in _lines(Path(known_hosts)))
+            if len(f) >= 3 and pattern in f[0].split(",")]
+
+
+def pin_host_keys(known_hosts: Path, host: str, port: int, public_keys: list[str]) -> list[str]:
+    """Pin exactly ``public_keys`` (OpenSSH public key lines, at most one per key type) for
+    ``host:port``, replacing whatever was pinned there; return the keys it replaced.
+
+    For an instance whose trusted source names several host keys (e.g. GCE's guest attributes
+    list one per type): the client accepts the host if it offers any of them, and prefers the
+    first key's type. Same caveats as ``pin_host_key``. ValueError for a malformed key, a
+    repeated key type, or no key at all.
+    """
+    parsed = [parse_public_key(k) for k in public_keys]
+    types = [t for t, _ in parsed]
+    if not parsed or len(set(types)) != len(types):
+        raise ValueError(f"pin_host_keys needs one key per key type, got {types or 'none'}")
+    pattern = host_pattern(host, port)
+    path = Path(known_hosts)
+    wanted = [f"{t} {b}" for t, b in parsed]
+    with _locked(path):
+        previous = pinned_host_keys(path, host, port)
+        if previous == wanted:
+            return previous
+        kept = [line for line in _lines(path) if pattern not in line.split()[0].split(",")]
+        write_atomic(path, "".join(f"{line}\n" for line in [*kept, *(f"{pattern} {k}" for k in wanted)]))
+        return previous
+
+
 def pin_host_key(known_hosts: Path, host: str, port: int, public_key: str) -> str | None:
     """Pin ``public_key`` (an OpenSSH public key line) for ``host:port``; return the key it replaced.
 

@@ -3,14 +3,20 @@ side of every adapter whose instances the daemon reaches over SSH (AWS, GCP, Azu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..provider import Instance
 from ..runner import Runner, RunnerUnavailable
 
+log = logging.getLogger("gpuorch.runners")
 RunnerOptions = Callable[[Instance], Mapping[str, Any]]
+# Host keys the cloud itself reports for an instance over a trusted channel (its authenticated
+# API, not the network path to the instance), as OpenSSH public key lines; None while it has
+# not reported them yet. See ``Runners``.
+HostKeySource = Callable[[Instance], Sequence[str] | None]
 
 
 class Runners:
@@ -20,10 +26,22 @@ class Runners:
     ``port`` (where its sshd listens instead of ``instance.host``:22) and any ``SshRunner``
     keyword argument (``python``, ``remote_root``, ``notice``, ``agent_env``, retry knobs).
     Tests use it to stand a local sshd in for each cloud instance; the daemon passes none.
+
+    Host keys: the runner trusts the host key the daemon made for the attempt and handed to
+    cloud-init (``keys.ensure_host_key``), pinned once, before the first connection. With
+    ``host_keys`` (GCP: the keys the guest agent published in guest attributes, which may have
+    replaced ours at first boot), the pin is made again before every new connection instead:
+    the keys ``host_keys(instance)`` returns, each replacing ours if of the same type (ours
+    stays for any other type; theirs are preferred); while it returns None (not reported yet)
+    the runner is not ready (``RunnerUnavailable``) and connects to nothing. The source decides
+    how long "not yet" may last (it returns [] to fall back to our key alone). Nothing is ever
+    trusted on first use.
     """
 
-    def __init__(self, home: Path | None, user: str, options: RunnerOptions | None = None, provider: str = "aws") -> None:
+    def __init__(self, home: Path | None, user: str, options: RunnerOptions | None = None, provider: str = "aws",
+                 host_keys: HostKeySource | None = None) -> None:
         self.home, self.user, self.options, self.provider = home, user, options, provider
+        self.host_keys = host_keys
         self._runners: dict[str, tuple[tuple[str, int], Runner]] = {}
 
     def get(self, instance: Instance) -> Runner:
@@ -49,11 +67,43 @@ class Runners:
         key_path, _ = keys.ensure_job_key(self.home, instance.job_id)
         _, host_public = keys.ensure_host_key(self.home, instance.job_id, instance.attempt)
         known_hosts = hostkeys.known_hosts_path(self.home)
-        hostkeys.pin_host_key(known_hosts, *address, host_public)
+        if self.host_keys is None:
+            hostkeys.pin_host_key(known_hosts, *address, host_public)
+        else:
+            overrides["before_connect"] = self._pinner(instance, address, host_public, known_hosts)
         runner = SshRunner(*address, self.user, key_path, known_hosts, **overrides)
         self.forget(instance.id, unpin=False)  # an address change: the new pin replaced the old
         self._runners[instance.id] = (address, runner)
         return runner
+
+    def _pinner(self, instance: Instance, address: tuple[str, int], ours: str, known_hosts: Path) -> Callable[[], None]:
+        """Pin ``instance``'s trusted host keys for ``address`` (the rule in the class docstring)."""
+        from . import hostkeys
+
+        source = self.host_keys
+        assert source is not None
+
+        def pin() -> None:
+            reported = source(instance)
+            if reported is None:
+                raise RunnerUnavailable(f"{instance.id}: the cloud has not reported its SSH host keys yet; "
+                                        "not connecting until it has")
+            by_type: dict[str, str] = {}
+            for key in reported:
+                try:
+                    key_type, blob = hostkeys.parse_public_key(key)
+                except ValueError as e:
+                    raise RunnerUnavailable(f"{instance.id}: the cloud reported a host key that is not one: {e}; "
+                                            "not connecting") from None
+                by_type[key_type] = f"{key_type} {blob}"
+            own_type, own_blob = hostkeys.parse_public_key(ours)
+            by_type.setdefault(own_type, f"{own_type} {own_blob}")
+            previous = hostkeys.pin_host_keys(known_hosts, *address, list(by_type.values()))
+            if sorted(previous) != sorted(by_type.values()):
+                log.info("%s: pinned host keys %s for %s", instance.id,
+                         ", ".join(hostkeys.fingerprint(k) for k in by_type.values()), hostkeys.host_pattern(*address))
+
+        return pin
 
     def forget(self, instance_id: str, unpin: bool = True) -> None:
         """Close the instance's runner; unpin its address too when the instance is going (the

@@ -26,7 +26,7 @@ import shlex
 import tarfile
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Self
 
@@ -83,6 +83,7 @@ class SshRunner(Runner):
         shutdown_command: str | None = None, agent_env: Mapping[str, str] | None = None,
         connect_timeout: float = 10.0, connect_attempts: int = 5, retry_wait_s: float = 1.0,
         retry_wait_max_s: float = 10.0, io_timeout: float = 60.0, volume_tools: MountTools | None = None,
+        before_connect: Callable[[], None] | None = None,
     ) -> None:
         if not (remote_root == "~" or remote_root.startswith(("/", "~/"))):
             raise ValueError(f"remote_root {remote_root!r} must be absolute or start with ~/")
@@ -92,7 +93,7 @@ class SshRunner(Runner):
         self.connection = SshConnection(
             host, port, user, key_path, known_hosts_path, connect_timeout=connect_timeout,
             connect_attempts=connect_attempts, retry_wait_s=retry_wait_s, retry_wait_max_s=retry_wait_max_s,
-            io_timeout=io_timeout,
+            io_timeout=io_timeout, before_connect=before_connect,
         )
         self.remote_root, self.python = remote_root, python
         self.notice = notice if notice is not None else NoticeSource(kind="aws")

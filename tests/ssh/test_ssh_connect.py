@@ -12,7 +12,7 @@ from ssh_harness import Keys
 from sshd import Sshd, free_port
 
 from gpuorch.runner import RunnerUnavailable
-from gpuorch.runners.hostkeys import HostKeyRejected, fingerprint, pin_host_key
+from gpuorch.runners.hostkeys import HostKeyRejected, fingerprint, pin_host_key, pin_host_keys
 from gpuorch.runners.keys import ensure_host_key, ensure_job_key
 from gpuorch.runners.ssh import SshRunner
 
@@ -90,3 +90,38 @@ def test_a_key_the_host_does_not_accept_is_unavailable(make_runner: Callable[...
 def test_a_missing_login_key_is_unavailable(make_runner: Callable[..., SshRunner], tmp_path: Path):
     with pytest.raises(RunnerUnavailable, match="cannot read the login key"):
         make_runner(key_path=tmp_path / "nope").status()
+
+
+def _ecdsa_public() -> str:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1()).public_key()
+    return key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+
+
+def test_several_pinned_key_types_accept_the_one_the_host_offers(make_runner: Callable[..., SshRunner], sshd: Sshd,
+                                                                 tmp_path: Path, keys: Keys):
+    # An ecdsa key pinned first, which this host does not have: its ed25519 one is still checked.
+    known = tmp_path / "multi_known_hosts"
+    pin_host_keys(known, "127.0.0.1", sshd.port, [_ecdsa_public(), keys.host_public])
+    assert make_runner(known_hosts_path=known).status() is None
+    # ... and a wrong ed25519 key among several types is a refusal, whatever else is pinned.
+    pin_host_keys(known, "127.0.0.1", sshd.port, [_ecdsa_public(), ensure_host_key(tmp_path, 98, 1)[1]])
+    with pytest.raises(HostKeyRejected, match="host key changed"):
+        make_runner(known_hosts_path=known).status()
+
+
+def test_before_connect_runs_before_each_new_connection(make_runner: Callable[..., SshRunner], tmp_path: Path):
+    calls: list[int] = []
+
+    def not_yet() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RunnerUnavailable("not ready yet")
+
+    runner = make_runner(before_connect=not_yet)
+    with pytest.raises(RunnerUnavailable, match="not ready yet"):
+        runner.status()
+    assert runner.status() is None and runner.status() is None  # the second connection is kept
+    assert len(calls) == 2

@@ -17,7 +17,9 @@ from gpuorch.runners.hostkeys import (
     fingerprint,
     host_pattern,
     pin_host_key,
+    pin_host_keys,
     pinned_host_key,
+    pinned_host_keys,
     unpin_host_key,
 )
 from gpuorch.runners.keys import (
@@ -145,3 +147,23 @@ def test_the_agent_bundle_is_deterministic_and_self_contained(tmp_path: Path):
     out = subprocess.run([sys.executable, "-S", str(bundle)], capture_output=True, text=True, cwd=tmp_path,
                          check=False)
     assert out.returncode == 64 and "usage" in out.stderr
+
+
+def test_several_keys_pinned_for_one_address_replace_all_earlier_pins(tmp_path: Path):
+    known = tmp_path / "known_hosts"
+    a, b = ensure_host_key(tmp_path, 1, 1)[1], ensure_host_key(tmp_path, 1, 2)[1]
+    rsa = paramiko.RSAKey.generate(1024)
+    rsa_line = f"ssh-rsa {rsa.get_base64()}"
+    pin_host_key(known, "10.0.0.1", 22, a)
+    pin_host_key(known, "10.0.0.2", 22, a)
+    assert pin_host_keys(known, "10.0.0.1", 22, [rsa_line, b]) == [" ".join(a.split()[:2])]
+    assert pinned_host_keys(known, "10.0.0.1", 22) == [rsa_line, " ".join(b.split()[:2])]
+    assert pinned_host_keys(known, "10.0.0.2", 22) == [" ".join(a.split()[:2])]  # other addresses kept
+    loaded = paramiko.HostKeys(str(known)).lookup("10.0.0.1")
+    assert loaded is not None and set(loaded.keys()) == {"ssh-rsa", "ssh-ed25519"}
+    with pytest.raises(ValueError, match="one key per key type"):
+        pin_host_keys(known, "10.0.0.1", 22, [a, b])
+    with pytest.raises(ValueError, match="one key per key type"):
+        pin_host_keys(known, "10.0.0.1", 22, [])
+    unpin_host_key(known, "10.0.0.1", 22)
+    assert pinned_host_keys(known, "10.0.0.1", 22) == []
