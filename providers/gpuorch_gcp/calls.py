@@ -72,6 +72,14 @@ class Gce:
         return as_dict(self.call(f"gce instances.get {zone}/{name}", lambda: self.instances.get(
             project=self.project, zone=zone, instance=name, retry=None)))
 
+    def guest_attributes(self, zone: str, name: str, query_path: str) -> dict[str, Any]:
+        """``instances.getGuestAttributes`` under ``query_path`` (e.g. ``hostkeys/``); NotFoundError
+        while nothing is published there (or the VM is gone)."""
+        return as_dict(self.call(f"gce instances.getGuestAttributes {zone}/{name} {query_path}",
+                                 lambda: self.instances.get_guest_attributes(request={
+                                     "project": self.project, "zone": zone, "instance": name,
+                                     "query_path": query_path}, retry=None)))
+
     def delete(self, zone: str, name: str, request_id: str | None = None) -> dict[str, Any]:
         req: dict[str, Any] = {"project": self.project, "zone": zone, "instance": name}
         if request_id:

@@ -46,6 +46,9 @@ class GcpOptions(BaseModel):
     retry_max_s: float = Field(default=60.0, gt=0)
     operation_timeout_s: float = Field(default=120.0, gt=0)  # launch waits this long for its insert
     offers_ttl_s: float = Field(default=600.0, ge=0)
+    # How long after a VM's creation the runner waits for the guest agent to publish its SSH
+    # host keys (guest attributes) before trusting only the key gpuorch supplied (docs/gcp.md).
+    host_keys_wait_s: float = Field(default=300.0, ge=0)
 
     @field_validator("project")
     @classmethod

@@ -38,6 +38,33 @@ _STATES = {
 }
 
 
+HOSTKEYS = "hostkeys"  # the guest attribute namespace where the guest publishes its SSH host keys
+
+
+def host_keys(attributes: Mapping[str, Any]) -> list[str]:
+    """The OpenSSH public key lines in a ``getGuestAttributes(queryPath="hostkeys/")`` answer.
+
+    Each item is one host key: ``key`` its type (``ssh-ed25519``, ``ecdsa-sha2-nistp256``,
+    ``ssh-rsa``), ``value`` its base64 blob (what the guest agent and cloud-init write; a value
+    that repeats the type is accepted too). Items of other namespaces, unknown types and values
+    that are not a key of the named type are skipped.
+    """
+    from gpuorch.runners.hostkeys import parse_public_key
+
+    out: dict[str, str] = {}
+    for item in (attributes.get("query_value") or {}).get("items") or []:
+        key_type, value = str(item.get("key") or ""), str(item.get("value") or "").split()
+        if item.get("namespace") != HOSTKEYS or not value:
+            continue
+        line = " ".join(value[:2]) if value[0] == key_type else f"{key_type} {value[0]}"
+        try:
+            parsed = parse_public_key(line)
+        except ValueError:
+            continue
+        out[parsed[0]] = " ".join(parsed)
+    return list(out.values())
+
+
 def timestamp(text: str | None) -> datetime | None:
     """GCE's RFC 3339 timestamps (``2024-05-01T10:00:00.123-07:00``) -> aware UTC."""
     if not text:

@@ -21,16 +21,16 @@ from pathlib import Path
 from typing import Any
 
 from gpuorch.clock import utcnow
-from gpuorch.errors import AuthError, NotFoundError, PermanentError, UserInputError
+from gpuorch.errors import AuthError, NotFoundError, PermanentError, ProviderError, TransientError, UserInputError
 from gpuorch.provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider
-from gpuorch.runner import Runner
+from gpuorch.runner import Runner, RunnerUnavailable
 
 from .calls import Gce, RetryPolicy
 from .config import DEFAULT_SCOPES, GcpOptions, parse_options
 from .errors import operation_error
 from .names import instance_name, label_filter, label_key, request_id
 from .offers import catalog_offers
-from .parse import PREEMPTED_OP, PROVIDER, gone_preempted, is_spot, preempted_ops, to_instance
+from .parse import HOSTKEYS, PREEMPTED_OP, PROVIDER, gone_preempted, host_keys, is_spot, preempted_ops, to_instance
 from .requests import instance_body
 
 log = logging.getLogger("gpuorch.gcp")
@@ -62,6 +62,7 @@ class GcpProvider(Provider):
         self._seen: dict[str, Instance] = {}  # id -> last seen (fills in for a VM GCE deleted)
         self._runner_options = runner_options
         self._runners: Any = None
+        self._host_keys_asked: dict[str, datetime] = {}  # id -> first look, for a VM without created_at
 
     @classmethod
     def from_config(cls, options: dict[str, Any], home: Path) -> GcpProvider:
@@ -215,8 +216,10 @@ class GcpProvider(Provider):
         log.info("gcp: deleting %s", instance_id)
 
     def runner(self, instance: Instance) -> Runner:
-        """An SSH runner to the VM's external IP as ``ssh_user``, its host key pinned (the AWS
-        runner every SSH-reached adapter uses, gpuorch.runners.pool), reading GCE's preemption notice."""
+        """An SSH runner to the VM's external IP as ``ssh_user`` (the runner every SSH-reached
+        adapter uses, gpuorch.runners.pool), reading GCE's preemption notice. Before each new
+        connection it pins the host keys the guest published in guest attributes, with the key
+        gpuorch supplied (``_published_host_keys``); not ready until they are published."""
         return self._runner_pool().get(instance)
 
     def close(self) -> None:
@@ -235,13 +238,48 @@ class GcpProvider(Provider):
             def options(instance: Instance) -> dict[str, Any]:
                 return {"notice": NoticeSource(kind="gcp"), **(dict(given(instance)) if given else {})}
 
-            self._runners = Runners(self.home, self.options.ssh_user, options, provider="gcp")
+            self._runners = Runners(self.home, self.options.ssh_user, options, provider="gcp",
+                                    host_keys=self._published_host_keys)
         return self._runners
+
+    def _published_host_keys(self, instance: Instance) -> list[str] | None:
+        """The SSH host keys the VM's guest published in its guest attributes (``hostkeys/``),
+        read through the Compute API (a trusted channel: not the network path to the VM), for
+        the runner to pin with the key gpuorch supplied (gpuorch.runners.pool.Runners).
+
+        None while nothing is published and the VM is younger than ``host_keys_wait_s`` (the
+        runner is then not ready); [] after that (only the supplied key is trusted: an image
+        without a guest agent, or guest attributes refused). A transient API failure is
+        RunnerUnavailable: try again on a later pass.
+        """
+        zone, name = self._split(instance.id)
+        try:
+            keys = host_keys(self._gce.guest_attributes(zone, name, f"{HOSTKEYS}/"))
+        except NotFoundError:
+            keys = []
+        except TransientError as e:
+            raise RunnerUnavailable(f"{instance.id}: cannot read its published SSH host keys: {e}") from None
+        except ProviderError as e:  # refused (permissions, guest attributes off): as if none published
+            log.warning("gcp: %s: reading guest attributes failed: %s", instance.id, e)
+            keys = []
+        if keys:
+            self._host_keys_asked.pop(instance.id, None)
+            return keys
+        since = instance.created_at or self._host_keys_asked.setdefault(instance.id, self._now())
+        waited = (self._now() - since).total_seconds()
+        if waited < self.options.host_keys_wait_s:
+            return None
+        log.warning("gcp: %s published no SSH host keys %.0fs after its creation; trusting only the key gpuorch "
+                    "supplied through cloud-init", instance.id, waited)
+        return []
 
     def _cloud_config(self, request: LaunchRequest) -> dict[str, Any]:
         from gpuorch.runners.cloudinit import launch_cloud_config
 
-        return launch_cloud_config(self.home, request)
+        config = launch_cloud_config(self.home, request)
+        if self.home is not None:  # cloud-init publishes the host key it installs to guest attributes
+            config["ssh_publish_hostkeys"] = {"enabled": True}  # cloud-init's default on GCE, said explicitly
+        return config
 
     def _split(self, instance_id: str) -> tuple[str, str]:
         zone, _, name = instance_id.partition("/")

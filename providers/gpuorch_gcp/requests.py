@@ -14,6 +14,7 @@ from gpuorch.provider import LaunchRequest
 
 from .names import instance_name, labels_from_tags
 
+GUEST_ATTRIBUTES = "enable-guest-attributes"  # metadata key; "TRUE" turns guest attributes on
 # Machine families whose GPUs come with the machine type (a2, a3, a4, g2); others (n1) take
 # ``guestAccelerators``.
 BUNDLED = re.compile(r"(a2|a3|a4|a4x|g2|g4)-")
@@ -90,10 +91,11 @@ def instance_body(
         body["service_accounts"] = [{"email": service_account, "scopes": list(scopes)}]
     cfg = cloud_config if cloud_config is not None else (
         {"ssh_authorized_keys": [request.ssh_public_key]} if request.ssh_public_key else {})
-    items = []
+    # The guest agent (and cloud-init) publish the VM's SSH host keys as guest attributes
+    # (namespace ``hostkeys``) only when these are enabled; the runner pins them (docs/gcp.md).
+    items: list[dict[str, str]] = [{"key": GUEST_ATTRIBUTES, "value": "TRUE"}]
     data = user_data(cfg, request.max_lifetime_s)
     if data:
         items.append({"key": "user-data", "value": data})
-    if items:
-        body["metadata"] = {"items": items}
+    body["metadata"] = {"items": items}
     return body

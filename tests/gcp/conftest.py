@@ -49,6 +49,7 @@ def fake(fake_server: FakeGce) -> FakeGce:
         fake_server.requests.clear()
         fake_server._by_request_id.clear()
         fake_server._reclaims.clear()
+        fake_server.guest_attributes.clear()
         fake_server.offset_s = 0.0
         fake_server.boot_s = 0.0
     return fake_server
@@ -64,9 +65,9 @@ def sleeps() -> list[float]:
 def make_provider(fake: FakeGce, sleeps: list[float]) -> Iterator[Callable[..., GcpProvider]]:
     made: list[GcpProvider] = []
 
-    def make(home: Path | None = None, **options: Any) -> GcpProvider:
+    def make(home: Path | None = None, runner_options: Any = None, **options: Any) -> GcpProvider:
         opts = parse_options({"project": fake.project, "zones": ZONES, "endpoint": fake.url, **options})
-        p = GcpProvider(opts, home=home, sleep=sleeps.append, now=fake.now)
+        p = GcpProvider(opts, home=home, sleep=sleeps.append, now=fake.now, runner_options=runner_options)
         made.append(p)
         return p
 

@@ -9,6 +9,9 @@ Just the paths the adapter uses, answering with the JSON shapes GCE uses (camelC
 - ``DELETE /compute/v1/projects/{p}/zones/{z}/instances/{name}``        delete -> Operation
 - ``GET    /compute/v1/projects/{p}/zones/{z}/operations[/{op}]``, ``POST .../{op}/wait``
 - ``GET    /compute/v1/projects/{p}/aggregated/operations[?filter=]``
+- ``GET    /compute/v1/projects/{p}/zones/{z}/instances/{name}/getGuestAttributes?queryPath=``
+  (what the guest published, ``publish``; 404 while nothing is under the path or the VM's
+  metadata lacks ``enable-guest-attributes: TRUE``, as GCE answers)
 
 Filters: ``labels.KEY = "v"`` and ``operationType = "v"`` joined by AND (GCE's syntax, the
 subset the adapter sends). ``requestId`` is honoured like GCE does (a repeat gets the first
@@ -68,6 +71,8 @@ class FakeGce:
     http_failures: list[HttpFailure] = field(default_factory=list)
     requests: list[tuple[str, str]] = field(default_factory=list)  # (method, path) seen
     offset_s: float = 0.0
+    # (zone, name) -> {(namespace, key): value}: what the VM's guest wrote (``publish``)
+    guest_attributes: dict[tuple[str, str], dict[tuple[str, str], str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.lock = threading.RLock()
@@ -136,6 +141,17 @@ class FakeGce:
             inst["status"] = "STOPPING"
             self._operation(zone, "compute.instances.preempted", name, status="RUNNING", user="system")
             self._reclaims.append((self.now() + timedelta(seconds=notice_s), zone, name))
+
+    def publish(self, zone: str, name: str, namespace: str, key: str, value: str) -> None:
+        """The VM's guest writes a guest attribute (e.g. the guest agent its host keys:
+        namespace ``hostkeys``, key the key type, value the base64 blob)."""
+        with self.lock:
+            self.guest_attributes.setdefault((zone, name), {})[(namespace, key)] = value
+
+    def publish_host_key(self, zone: str, name: str, public_key: str) -> None:
+        """``publish`` an OpenSSH public key line the way the guest agent does."""
+        key_type, blob = public_key.split()[:2]
+        self.publish(zone, name, "hostkeys", key_type, blob)
 
     def add_instance(self, zone: str, name: str, labels: dict[str, str] | None = None,
                      machine_type: str = "g2-standard-4") -> None:
@@ -223,6 +239,7 @@ ROUTES = [
     ("GET", re.compile(_ZONE + r"/instances$"), "list"),
     ("GET", re.compile(_ZONE + r"/instances/(?P<n>[^/]+)$"), "get"),
     ("DELETE", re.compile(_ZONE + r"/instances/(?P<n>[^/]+)$"), "delete"),
+    ("GET", re.compile(_ZONE + r"/instances/(?P<n>[^/]+)/getGuestAttributes$"), "guest_attributes"),
     ("GET", re.compile(_ZONE + r"/operations$"), "ops"),
     ("GET", re.compile(_ZONE + r"/operations/(?P<o>[^/]+)$"), "op"),
     ("POST", re.compile(_ZONE + r"/operations/(?P<o>[^/]+)/wait$"), "op"),
@@ -286,6 +303,23 @@ def _handler(fake: FakeGce) -> type:
                 return status, found
             del fake.instances[(p["z"], p["n"])]
             return 200, fake._operation(p["z"], "delete", p["n"])
+
+        def _guest_attributes(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+            status, inst = self._get(p, q, body)
+            if status != 200:
+                return status, inst
+            path = q.get("queryPath", "")
+            namespace = path.split("/", 1)[0]
+            metadata = {i.get("key"): i.get("value") for i in (inst.get("metadata") or {}).get("items") or []}
+            enabled = str(metadata.get("enable-guest-attributes", "")).upper() == "TRUE"
+            items = [{"namespace": ns, "key": k, "value": v}
+                     for (ns, k), v in fake.guest_attributes.get((p["z"], p["n"]), {}).items() if ns == namespace]
+            if not enabled or not items:
+                return 404, _error(404, f"The resource 'projects/{fake.project}/zones/{p['z']}/instances/{p['n']}/"
+                                        f"guestAttributes/{path}' was not found", "notFound")
+            return 200, {"kind": "compute#guestAttributes", "queryPath": path,
+                         "selfLink": f"{BASE}/projects/{fake.project}/zones/{p['z']}/instances/{p['n']}/guestAttributes/{path}",
+                         "queryValue": {"items": items}}
 
         def _op(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
             op = fake.operations.get((p["z"], p["o"]))

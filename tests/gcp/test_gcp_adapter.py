@@ -121,7 +121,8 @@ def test_on_demand_body_and_attached_gpus_for_n1():
 def test_body_carries_cloud_config_and_a_lifetime_backstop():
     body = instance_body(request(ssh_public_key="ssh-ed25519 AAAA me", max_lifetime_s=3600), zone="us-central1-a",
                          image="img")
-    (item,) = body["metadata"]["items"]
+    guest, item = body["metadata"]["items"]
+    assert guest == {"key": "enable-guest-attributes", "value": "TRUE"}  # the guest can publish its host keys
     assert item["key"] == "user-data" and item["value"].startswith("#cloud-config")
     assert "ssh-ed25519 AAAA me" in item["value"] and "+60" in item["value"]
 
