@@ -157,8 +157,8 @@ class Reconciler(Launching, Recording):
             # Only a running instance is worth a (possibly slow) connection; a booting one is not yet.
             if inst is not None and provider is not None and (
                     inst.state == InstanceState.RUNNING or (not inst.state.alive and provider.runner_outlives_instance)):
-                runner = provider.runner(inst)
-                try:
+                try:  # a runner may not exist yet (no address): the instance is just not reachable
+                    runner = provider.runner(inst)
                     agent = runner.status()
                     reachable = True
                 except (RunnerUnavailable, ProviderError):

@@ -277,3 +277,27 @@ def test_one_jobs_trouble_does_not_stall_the_others(store, fake, clock, rec, mon
     monkeypatch.setattr(rec, "_view", view)
     drive(rec, clock, 400)
     assert job_row(store, fine.id).status == JobStatus.SUCCEEDED
+
+
+def test_an_instance_without_a_runner_yet_is_unreachable_not_a_failed_pass(store, fake, clock, rec, caplog):
+    """Cloud adapters have no runner for a running instance without an address yet (its public IP
+    comes later): the job waits, its pass does not fail, and it starts once the runner exists."""
+    from gpuorch.runner import RunnerUnavailable
+
+    real_runner = fake.runner
+    addressed = {"yes": False}
+
+    def runner(instance):
+        if not addressed["yes"]:
+            raise RunnerUnavailable(f"{instance.id} has no address yet")
+        return real_runner(instance)
+
+    fake.runner = runner
+    job = submit(store, clock)
+    with caplog.at_level("ERROR", logger="gpuorch.reconciler"):
+        drive(rec, clock, 60)
+    assert not [r for r in caplog.records if "reconcile failed" in r.getMessage()]
+    assert job_row(store, job.id).status == JobStatus.STARTING
+    addressed["yes"] = True
+    drive(rec, clock, 400)
+    assert job_row(store, job.id).status == JobStatus.SUCCEEDED
