@@ -50,7 +50,7 @@ from azure.core.exceptions import (
 from azure.identity import CredentialUnavailableError, DefaultAzureCredential
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from .store import ObjectNotFound, ObjectStore
+from .store import ObjectNotFound, ObjectStore, env_int
 
 MB = 1 << 20
 DEFAULT_BLOCK_SIZE_MB = 16  # 16 MiB x 50,000 blocks: single files up to ~780 GiB before it grows
@@ -97,11 +97,11 @@ class AzureBlobStore(ObjectStore):
         if emulator_account and self.account != emulator_account:
             raise ValueError(f"az:// account {self.account!r} is not the emulator's ({emulator_account!r}) "
                              f"that {CONNECTION_STRING_ENV} points at; unset it to reach a real account")
-        self.block_size_mb = block_size_mb or _env_int("GPUORCH_AZURE_BLOCK_SIZE_MB", DEFAULT_BLOCK_SIZE_MB)
+        self.block_size_mb = block_size_mb or env_int("GPUORCH_AZURE_BLOCK_SIZE_MB", DEFAULT_BLOCK_SIZE_MB)
         if not 1 <= self.block_size_mb <= MAX_BLOCK_SIZE_MB:
             raise ValueError(f"Azure block size {self.block_size_mb} MB is out of range; set "
                              f"GPUORCH_AZURE_BLOCK_SIZE_MB between 1 and {MAX_BLOCK_SIZE_MB}")
-        self.max_concurrency = max(1, max_concurrency or _env_int("GPUORCH_AZURE_CONCURRENCY", DEFAULT_CONCURRENCY))
+        self.max_concurrency = max(1, max_concurrency or env_int("GPUORCH_AZURE_CONCURRENCY", DEFAULT_CONCURRENCY))
         self.client_options: Dict[str, Any] = dict(client_options or {})
         self._given = container_client
         self._clients: Dict[int, ContainerClient] = {}  # by block size in bytes
@@ -258,13 +258,3 @@ def _code(e: HttpResponseError) -> str:
 def _first_line(e: BaseException) -> str:
     text = str(getattr(e, "message", None) or e).strip()
     return text.splitlines()[0] if text else type(e).__name__
-
-
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not a whole number") from None

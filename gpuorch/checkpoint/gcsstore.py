@@ -30,7 +30,6 @@ import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Iterator, Optional
-from urllib.parse import urlsplit
 
 import google.api_core.exceptions as api_exceptions
 import google.auth.exceptions as auth_exceptions
@@ -39,7 +38,7 @@ from google.cloud import storage
 from google.cloud.storage import transfer_manager
 from google.cloud.storage.retry import DEFAULT_RETRY
 
-from .store import ObjectNotFound, ObjectStore
+from .store import ObjectNotFound, ObjectStore, bucket_and_prefix, env_int
 
 try:  # google-cloud-storage 3.x carries the media layer itself ...
     from google.cloud.storage.exceptions import DataCorruption, InvalidResponse
@@ -77,21 +76,19 @@ class GCSStore(ObjectStore):
             raise ValueError("a GCS store needs a bucket: write gs://bucket/prefix")
         self.bucket_name = bucket
         self.endpoint_url = endpoint_url or os.environ.get("GPUORCH_GCS_ENDPOINT_URL") or None
-        chunk_mb = chunk_size_mb or _env_int("GPUORCH_GCS_CHUNK_SIZE_MB", DEFAULT_CHUNK_SIZE_MB)
+        chunk_mb = chunk_size_mb or env_int("GPUORCH_GCS_CHUNK_SIZE_MB", DEFAULT_CHUNK_SIZE_MB)
         if chunk_mb < 1:
             raise ValueError(f"GCS chunk size {chunk_mb} MB is too small; set GPUORCH_GCS_CHUNK_SIZE_MB to 1 or more")
         self.chunk_size = chunk_mb * MB  # a multiple of 256 KiB, as resumable uploads require
-        self.max_concurrency = max(1, max_concurrency or _env_int("GPUORCH_GCS_CONCURRENCY", DEFAULT_CONCURRENCY))
+        self.max_concurrency = max(1, max_concurrency or env_int("GPUORCH_GCS_CONCURRENCY", DEFAULT_CONCURRENCY))
         self.retry = retry
         self._client = client
         self._lock = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str) -> tuple[GCSStore, str]:
-        parts = urlsplit(url)
-        if parts.scheme != "gs" or not parts.netloc or parts.query or parts.fragment:
-            raise ValueError(f"cannot read store URL {url!r}; write gs://bucket/prefix")
-        return cls(parts.netloc), parts.path.strip("/")
+        bucket, prefix = bucket_and_prefix(url, "gs")
+        return cls(bucket), prefix
 
     def __repr__(self) -> str:
         where = f", endpoint_url={self.endpoint_url!r}" if self.endpoint_url else ""
@@ -192,13 +189,3 @@ class GCSStore(ObjectStore):
 def _names_the_bucket(error: api_exceptions.NotFound) -> bool:
     """Whether a 404 is about the bucket (GCS: "The specified bucket does not exist."), not the object."""
     return "bucket does not exist" in str(error.message).lower()
-
-
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not a whole number") from None

@@ -27,7 +27,6 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import boto3
 import boto3.exceptions
@@ -35,7 +34,7 @@ import botocore.exceptions
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 
-from .store import ObjectNotFound, ObjectStore
+from .store import ObjectNotFound, ObjectStore, bucket_and_prefix, env_int
 
 MB = 1 << 20
 DEFAULT_PART_SIZE_MB = 16  # big enough for S3's 10,000-part limit up to ~160 GB (boto3 grows it beyond)
@@ -67,10 +66,10 @@ class S3Store(ObjectStore):
         self.bucket = bucket
         self.endpoint_url = endpoint_url or os.environ.get("GPUORCH_S3_ENDPOINT_URL") or None
         self.region = region
-        part_mb = part_size_mb or _env_int("GPUORCH_S3_PART_SIZE_MB", DEFAULT_PART_SIZE_MB)
+        part_mb = part_size_mb or env_int("GPUORCH_S3_PART_SIZE_MB", DEFAULT_PART_SIZE_MB)
         if part_mb < MIN_PART_SIZE_MB:
             raise ValueError(f"S3 part size {part_mb} MB is too small; set GPUORCH_S3_PART_SIZE_MB to 5 or more")
-        concurrency = max_concurrency or _env_int("GPUORCH_S3_CONCURRENCY", DEFAULT_CONCURRENCY)
+        concurrency = max_concurrency or env_int("GPUORCH_S3_CONCURRENCY", DEFAULT_CONCURRENCY)
         self.transfer = TransferConfig(
             multipart_threshold=part_mb * MB,
             multipart_chunksize=part_mb * MB,
@@ -82,10 +81,8 @@ class S3Store(ObjectStore):
 
     @classmethod
     def from_url(cls, url: str) -> tuple[S3Store, str]:
-        parts = urlsplit(url)
-        if parts.scheme != "s3" or not parts.netloc or parts.query or parts.fragment:
-            raise ValueError(f"cannot read store URL {url!r}; write s3://bucket/prefix")
-        return cls(parts.netloc), parts.path.strip("/")
+        bucket, prefix = bucket_and_prefix(url, "s3")
+        return cls(bucket), prefix
 
     def __repr__(self) -> str:
         where = f", endpoint_url={self.endpoint_url!r}" if self.endpoint_url else ""
@@ -176,13 +173,3 @@ def _session() -> boto3.session.Session:
     """One session per process: it caches the service models and the resolved credentials,
     which makes every client after the first cheap (a fresh session costs ~0.5 s)."""
     return boto3.session.Session()
-
-
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not a whole number") from None

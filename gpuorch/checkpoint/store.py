@@ -10,6 +10,8 @@ from __future__ import annotations
 import builtins
 import importlib
 import importlib.util
+import os
+from urllib.parse import urlsplit
 from abc import ABC, abstractmethod
 from pathlib import Path
 
@@ -128,3 +130,22 @@ def open_store(url: str) -> tuple[ObjectStore, str]:
             f"{scheme}:// checkpoint stores need the {extra} extra: pip install gpuorch[{extra}]"
         ) from None
     return store_class.from_url(url)
+
+
+def env_int(name: str, default: int) -> int:
+    """A whole-number knob from the environment (the agent reads the stores' knobs there)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a whole number") from None
+
+
+def bucket_and_prefix(url: str, scheme: str) -> tuple[str, str]:
+    """``scheme://bucket/prefix`` -> (bucket, prefix); ValueError naming the form otherwise."""
+    parts = urlsplit(url)
+    if parts.scheme != scheme or not parts.netloc or parts.query or parts.fragment:
+        raise ValueError(f"cannot read store URL {url!r}; write {scheme}://bucket/prefix")
+    return parts.netloc, parts.path.strip("/")
