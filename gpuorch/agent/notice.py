@@ -102,7 +102,41 @@ class AwsNotice:
         return parse_aws_time(str(body["time"]))
 
 
-class GcpNotice:
+class _MetadataNotice:
+    """A notice read from the cloud's instance metadata service: one GET per poll; the first
+    deadline found is kept (the instance is going regardless). An unreachable service is warned
+    about once and reads as "no notice"."""
+
+    DEFAULT_URL = ""
+    PATH = ""
+    HEADERS: dict = {}
+    WHAT = ""  # for the warning
+
+    def __init__(self, url: str | None = None, timeout_s: float = 1.0) -> None:
+        self.base = (url or self.DEFAULT_URL).rstrip("/")
+        self.timeout_s = timeout_s
+        self._deadline: float | None = None
+        self._warned = False
+
+    def _deadline_in(self, body: bytes) -> float | None:
+        raise NotImplementedError
+
+    def poll(self) -> float | None:
+        if self._deadline is not None:
+            return self._deadline
+        req = urllib.request.Request(self.base + self.PATH, headers=self.HEADERS)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                self._deadline = self._deadline_in(resp.read())
+        except (OSError, ValueError, TypeError, AttributeError) as e:  # URLError/HTTPError are OSErrors
+            if not self._warned:
+                log.warning("cannot read %s from %s: %s", self.WHAT, self.base, e)
+                self._warned = True
+            return None
+        return self._deadline
+
+
+class GcpNotice(_MetadataNotice):
     """GCE preemption notice from the metadata server (``instance/preempted``, about 30 s ahead).
 
     The server answers ``TRUE`` once GCE has begun reclaiming the VM (``FALSE`` before); the
@@ -112,32 +146,16 @@ class GcpNotice:
     """
 
     NOTICE_S = 30.0
+    DEFAULT_URL = "http://metadata.google.internal"
     PATH = "/computeMetadata/v1/instance/preempted"
+    HEADERS = {"Metadata-Flavor": "Google"}
+    WHAT = "the GCP preemption notice"
 
-    def __init__(self, url: str | None = None, timeout_s: float = 1.0) -> None:
-        self.base = (url or "http://metadata.google.internal").rstrip("/")
-        self.timeout_s = timeout_s
-        self._deadline: float | None = None
-        self._warned = False
-
-    def poll(self) -> float | None:
-        if self._deadline is not None:
-            return self._deadline
-        req = urllib.request.Request(self.base + self.PATH, headers={"Metadata-Flavor": "Google"})
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                body = resp.read().decode().strip().upper()
-        except (OSError, ValueError) as e:  # URLError/HTTPError are OSErrors
-            if not self._warned:
-                log.warning("cannot read the GCP preemption notice from %s: %s", self.base, e)
-                self._warned = True
-            return None
-        if body == "TRUE":
-            self._deadline = time.time() + self.NOTICE_S
-        return self._deadline
+    def _deadline_in(self, body: bytes) -> float | None:
+        return time.time() + self.NOTICE_S if body.decode().strip().upper() == "TRUE" else None
 
 
-class AzureNotice:
+class AzureNotice(_MetadataNotice):
     """Azure spot eviction notice from Scheduled Events (instance metadata, about 30 s ahead).
 
     ``GET /metadata/scheduledevents?api-version=2020-07-01`` with ``Metadata: true`` returns
@@ -145,33 +163,18 @@ class AzureNotice:
     "NotBefore", ...}]}``. An event of type ``Preempt`` is the eviction; its ``NotBefore`` (an
     RFC 1123 date, like ``Mon, 19 Sep 2016 18:29:47 GMT``) is the deadline, and an empty one
     (a started event) means now. Other events (Reboot, Redeploy, Freeze, Terminate) are not
-    evictions. The first deadline seen is kept: the VM is going regardless. The service is
-    reached only from inside the VM; a standalone VM sees only its own events (``Resources``
-    names other VMs only in availability or scale sets, which gpuorch does not use).
+    evictions. The service is reached only from inside the VM; a standalone VM sees only its own
+    events (``Resources`` names other VMs only in availability or scale sets, which gpuorch does
+    not use).
     """
 
+    DEFAULT_URL = "http://169.254.169.254"
     PATH = "/metadata/scheduledevents?api-version=2020-07-01"
+    HEADERS = {"Metadata": "true"}
+    WHAT = "Azure Scheduled Events"
 
-    def __init__(self, url: str | None = None, timeout_s: float = 1.0) -> None:
-        self.base = (url or "http://169.254.169.254").rstrip("/")
-        self.timeout_s = timeout_s
-        self._deadline: float | None = None
-        self._warned = False
-
-    def poll(self) -> float | None:
-        if self._deadline is not None:
-            return self._deadline
-        req = urllib.request.Request(self.base + self.PATH, headers={"Metadata": "true"})
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                doc = json.loads(resp.read().decode())
-            self._deadline = preempt_deadline(doc)
-        except (OSError, ValueError, TypeError, AttributeError) as e:  # URLError/HTTPError are OSErrors
-            if not self._warned:
-                log.warning("cannot read Azure Scheduled Events from %s: %s", self.base, e)
-                self._warned = True
-            return None
-        return self._deadline
+    def _deadline_in(self, body: bytes) -> float | None:
+        return preempt_deadline(json.loads(body.decode()))
 
 
 def preempt_deadline(doc: dict, now: float | None = None) -> float | None:
