@@ -1,13 +1,13 @@
 """The checkpoint protocol (gpuorch.checkpoint.sync) over a cloud ObjectStore: incremental upload,
 big blobs in parts, restore, pruning, and manifest-last visibility.
 
-``CheckpointProtocolContract`` is shared by the cloud stores' test modules (tests/s3, tests/gcs):
+``CheckpointProtocolContract`` is shared by the cloud stores' test modules (tests/s3, tests/gcs, tests/azblob):
 a subclass provides these fixtures —
 
 - ``store``: an empty store (a fresh bucket);
 - ``chunked_store``: a second store on the same bucket whose big files move in 5 MB parts/chunks;
 - ``writes``: what ``store`` writes over the wire, ``Writes``-shaped (object keys, in order);
-- ``store_url``: the URL of the bucket's root (``s3://bucket``, ``gs://bucket``).
+- ``store_url``: the URL of the bucket's root (``s3://bucket``, ``gs://bucket``, ``az://container@account``).
 """
 
 from __future__ import annotations
