@@ -56,7 +56,6 @@ class AzureOptions(BaseModel):
     poll_interval_s: float = Field(default=5.0, ge=0)  # between polls of a long-running operation
     max_attempts: int = Field(default=5, ge=1, le=20)  # per API call, throttling and 5xx included
     retry_max_s: float = Field(default=60.0, gt=0)
-    offers_ttl_s: float = Field(default=600.0, ge=0)
     tombstone_s: float = Field(default=3600.0, ge=0)  # how long an evicted VM that Azure deleted is still reported
     endpoint: str | None = None  # tests: a local fake ARM (https://127.0.0.1:PORT)
     connection_verify: str | None = None  # tests: the CA bundle (PEM) that endpoint's certificate is signed with

@@ -78,7 +78,6 @@ class AzureProvider(Provider):
         self._monotonic, self._now = monotonic, now
         self.home = home
         self._given_offers = offers
-        self._offers: tuple[float, list[Offer]] | None = None
         self._seen: dict[str, Instance] = {}  # VM name -> as last seen
         self._terminated: set[str] = set()  # VM names this provider asked ARM to delete
         self._tombstones: dict[str, tuple[float, Instance]] = {}  # VM name -> (expiry, ended instance)
@@ -130,14 +129,11 @@ class AzureProvider(Provider):
 
     # -- offers ------------------------------------------------------------------------------
     def offers(self) -> list[Offer]:
-        """See ``Provider.offers``: the catalog's Azure rows in the configured regions, cached
-        ``offers_ttl_s``. No API call."""
-        now = self._monotonic()
-        if self._offers is None or now >= self._offers[0]:
-            found = select_offers(self._given_offers, self.options) if self._given_offers is not None \
-                else catalog_offers(self.options)
-            self._offers = (now + self.options.offers_ttl_s, found)
-        return list(self._offers[1])
+        """See ``Provider.offers``: the catalog's Azure rows in the configured regions. No API
+        call; the catalog is read once per process and the reconciler reuses offers for its TTL."""
+        if self._given_offers is not None:
+            return select_offers(self._given_offers, self.options)
+        return catalog_offers(self.options)
 
     # -- instances ---------------------------------------------------------------------------
     def launch(self, request: LaunchRequest) -> Instance:

@@ -45,7 +45,6 @@ class GcpOptions(BaseModel):
     max_attempts: int = Field(default=5, ge=1, le=20)  # per API call, throttling and 5xx included
     retry_max_s: float = Field(default=60.0, gt=0)
     operation_timeout_s: float = Field(default=120.0, gt=0)  # launch waits this long for its insert
-    offers_ttl_s: float = Field(default=600.0, ge=0)
     # How long after a VM's creation the runner waits for the guest agent to publish its SSH
     # host keys (guest attributes) before trusting only the key gpuorch supplied (docs/gcp.md).
     host_keys_wait_s: float = Field(default=300.0, ge=0)

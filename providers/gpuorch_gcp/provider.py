@@ -58,7 +58,6 @@ class GcpProvider(Provider):
         self._monotonic, self._now = monotonic, now
         self.home = home
         self._given_offers = offers
-        self._offers: tuple[float, list[Offer]] | None = None
         self._seen: dict[str, Instance] = {}  # id -> last seen (fills in for a VM GCE deleted)
         self._runner_options = runner_options
         self._runners: Any = None
@@ -107,16 +106,13 @@ class GcpProvider(Provider):
 
     # -- offers ------------------------------------------------------------------------------
     def offers(self) -> list[Offer]:
-        """See ``Provider.offers``: the catalog's GCP rows in the configured zones/regions, cached
-        ``offers_ttl_s``. No API call."""
-        now = self._monotonic()
-        if self._offers is None or now >= self._offers[0]:
-            from .offers import select_offers
+        """See ``Provider.offers``: the catalog's GCP rows in the configured zones/regions. No API
+        call; the catalog is read once per process and the reconciler reuses offers for its TTL."""
+        from .offers import select_offers
 
-            found = select_offers(self._given_offers, self.options) if self._given_offers is not None \
-                else catalog_offers(self.options)
-            self._offers = (now + self.options.offers_ttl_s, found)
-        return list(self._offers[1])
+        if self._given_offers is not None:
+            return select_offers(self._given_offers, self.options)
+        return catalog_offers(self.options)
 
     # -- instances ---------------------------------------------------------------------------
     def launch(self, request: LaunchRequest) -> Instance:
