@@ -51,12 +51,12 @@ sys.path.insert(0, str(REPO / "providers"))
 import yaml  # noqa: E402
 from sqlmodel import func, select  # noqa: E402
 
-from gpuorch import jobs  # noqa: E402
+from gpuorch.jobs import intent as jobs  # noqa: E402
 from gpuorch.agent.protocol import CONFIG_FILE, STATUS_FILE, AgentStatus, write_atomic  # noqa: E402
 from gpuorch.clock import FakeClock  # noqa: E402
-from gpuorch.fake import FakeJobScript, FakeProvider  # noqa: E402
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider  # noqa: E402
 from gpuorch.reconciler import Reconciler, Settings  # noqa: E402
-from gpuorch.spec import parse_spec  # noqa: E402
+from gpuorch.jobs.spec import parse_spec  # noqa: E402
 from gpuorch.store import Store  # noqa: E402
 from gpuorch.store.models import Attempt, AttemptStatus, Event, TerminationReason  # noqa: E402
 

@@ -14,6 +14,6 @@ LAZY = False
 def main() -> None:
     global LAZY
     LAZY = True
-    from .cli import main as cli_main
+    from gpuorch.cli import main as cli_main
 
     cli_main()

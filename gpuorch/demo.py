@@ -122,7 +122,7 @@ def follow(local, ids: dict[str, int]) -> bool:  # type: ignore[no-untyped-def]
     """Print events as they happen; preempt the first job once it has made some progress."""
     from sqlmodel import select
 
-    from gpuorch import jobs
+    from gpuorch.jobs import intent as jobs
     from gpuorch.store import Event, Job, Store
 
     store = Store(f"sqlite:///{HOME / 'state.db'}")

@@ -11,8 +11,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from .errors import UserInputError
-from .provider import Offer, Provider
+from gpuorch.errors import UserInputError
+from gpuorch.provider.port import Offer, Provider
 
 GROUP = "gpuorch.providers"
 
@@ -41,7 +41,7 @@ def offline_offers(config: dict[str, dict[str, Any]], home: Path) -> list[Offer]
     An adapter may answer with a ``catalog_offers(options, home)`` classmethod; otherwise its
     rows of the shipped catalog are used.
     """
-    from .catalog import load_offers
+    from gpuorch.catalog import load_offers
 
     out: list[Offer] = []
     for name, opts in config.items():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from .units import parse_duration_s
+from gpuorch.units import parse_duration_s
 
 
 def parse_instant(text: str | datetime, now: datetime, *, ago: bool = False) -> datetime:

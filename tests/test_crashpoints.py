@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from gpuorch import crashpoints
-from gpuorch.crashpoints import CrashPlan
+from gpuorch.ops import crashpoints
+from gpuorch.ops.crashpoints import CrashPlan
 
 
 def test_parse_default_patterns_and_exact_names():
@@ -38,7 +38,7 @@ def test_off_without_the_variable(monkeypatch):
 
 def test_a_hit_logs_the_point_and_sigkills_the_process(tmp_path):
     log = tmp_path / "crashes.log"
-    code = ("from gpuorch.crashpoints import crashpoint\n"
+    code = ("from gpuorch.ops.crashpoints import crashpoint\n"
             "crashpoint('pass.done')\nprint('survived pass.done', flush=True)\n"
             "crashpoint('launch.called')\nprint('survived launch.called', flush=True)\n")
     env = {**os.environ, crashpoints.ENV: "seed=1,launch.called=1", crashpoints.LOG_ENV: str(log)}

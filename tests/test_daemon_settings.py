@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuorch.config import DaemonConfig, load_config
-from gpuorch.daemon import build_reconciler
+from gpuorch.ops.config import DaemonConfig, load_config
+from gpuorch.ops.daemon import build_reconciler
 from gpuorch.errors import UserInputError
 
 

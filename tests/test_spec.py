@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from gpuorch.errors import UserInputError
-from gpuorch.spec import GpuRequirement, SpotPolicy, load_spec, parse_spec
+from gpuorch.jobs.spec import GpuRequirement, SpotPolicy, load_spec, parse_spec
 
 BASE = {"name": "ft", "run": "python train.py"}
 

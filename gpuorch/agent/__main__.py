@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from .agent import Agent, log
-from .protocol import AGENT_LOG, CONFIG_FILE, STATUS_FILE, AgentConfig, AgentStatus, write_atomic
+from gpuorch.agent.agent import Agent, log
+from gpuorch.agent.protocol import AGENT_LOG, CONFIG_FILE, STATUS_FILE, AgentConfig, AgentStatus, write_atomic
 
 EXIT_USAGE = 64
 EXIT_AGENT_FAILED = 70  # EX_SOFTWARE

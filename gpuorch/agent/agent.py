@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import (
+from gpuorch.checkpoint import (
     CheckpointError,
     CorruptCheckpoint,
     LocalCheckpoint,
@@ -32,9 +32,9 @@ from ..checkpoint import (
     wait_for_final,
     write_final,
 )
-from .job import RESULT_FILE, job_env, parse_signal, shell_exit_code, signal_group, spawn
-from .notice import FileNotice, make_notice_source
-from .protocol import (
+from gpuorch.agent.job import RESULT_FILE, job_env, parse_signal, shell_exit_code, signal_group, spawn
+from gpuorch.agent.notice import FileNotice, make_notice_source
+from gpuorch.agent.protocol import (
     AGENT_LOG,
     HEARTBEAT_FILE,
     JOB_LOG,
@@ -45,7 +45,7 @@ from .protocol import (
     AgentStatus,
     write_atomic,
 )
-from .syncer import Syncer
+from gpuorch.agent.syncer import Syncer
 
 log = logging.getLogger("gpuorch.agent")
 

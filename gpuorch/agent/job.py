@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Mapping
 
-from .protocol import METRICS_FILE, AgentConfig
+from gpuorch.agent.protocol import METRICS_FILE, AgentConfig
 
 RESULT_FILE = "result.json"  # in the run dir: the JSON result the job may write
 

@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 from typing import Callable, Protocol
 
-from .protocol import NoticeSource
+from gpuorch.agent.protocol import NoticeSource
 
 log = logging.getLogger("gpuorch.agent")
 

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from ..checkpoint import (
+from gpuorch.checkpoint import (
     CheckpointVanished,
     LocalCheckpoint,
     Manifest,

@@ -18,8 +18,8 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from ..errors import GpuorchError, UserInputError
-from . import upload
+from gpuorch.errors import GpuorchError, UserInputError
+from gpuorch.api import upload
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 

@@ -15,7 +15,7 @@ import tarfile
 import uuid
 from pathlib import Path
 
-from ..errors import UserInputError
+from gpuorch.errors import UserInputError
 
 MAX_PACKED = 64 << 20  # bytes of gzipped tar
 MAX_UNPACKED = 512 << 20  # bytes of files once extracted

@@ -11,12 +11,12 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from .. import gpus
-from ..errors import UserInputError
-from .rows import COLUMNS, OfferRow, parse_csv, read_csv, write_csv
+from gpuorch import gpus
+from gpuorch.errors import UserInputError
+from gpuorch.catalog.rows import COLUMNS, OfferRow, parse_csv, read_csv, write_csv
 
 if TYPE_CHECKING:
-    from ..provider import Offer
+    from gpuorch.provider.port import Offer
 
 SNAPSHOT = Path(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) / "data" / "offers.csv"
 Market = Literal["any", "spot", "on-demand"]
@@ -48,7 +48,7 @@ def load_offers(path: str | os.PathLike[str] | None = None) -> list[Offer]:
     """Typed offers from ``path``, or the shipped snapshot when None. Raises UserInputError."""
     key = _key(path)
     if key not in _OFFERS:
-        from ..provider import Offer  # pydantic: only when typed offers are asked for
+        from gpuorch.provider.port import Offer  # pydantic: only when typed offers are asked for
 
         # Rows are validated by the CSV parser already; construct without re-validating.
         _OFFERS[key] = [Offer.model_construct(**row._asdict()) for row in load_rows(path)]

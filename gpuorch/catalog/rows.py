@@ -11,8 +11,9 @@ import math
 from collections.abc import Iterable
 from typing import IO, NamedTuple
 
-from .. import billing, gpus
-from ..errors import UserInputError
+from gpuorch.money import billing
+from gpuorch import gpus
+from gpuorch.errors import UserInputError
 
 COLUMNS = (
     "provider", "region", "zone", "instance_type", "gpu", "gpu_count", "gpu_memory_gib", "vcpus",
@@ -26,7 +27,7 @@ BUCKETS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
 
 
 class OfferRow(NamedTuple):
-    """Field for field the ``gpuorch.provider.Offer`` model."""
+    """Field for field the ``gpuorch.provider.port.Offer`` model."""
 
     provider: str
     region: str

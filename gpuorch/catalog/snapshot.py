@@ -16,9 +16,10 @@ import csv
 import sys
 from pathlib import Path
 
-from .. import billing, gpus
-from .families import family_of, interconnect_for
-from .rows import OfferRow, write_csv
+from gpuorch.money import billing
+from gpuorch import gpus
+from gpuorch.catalog.families import family_of, interconnect_for
+from gpuorch.catalog.rows import OfferRow, write_csv
 
 # GCP bills a GPU VM as host machine + attached GPUs; these machine types come with GPUs.
 GCP_MACHINE_GPUS = {

@@ -3,11 +3,33 @@
 Stdlib only (Python 3.8+): shipped to cloud instances with the agent. See docs/checkpoints.md.
 """
 
-from .handoff import FinalRecord, read_final, wait_for_final, write_final
-from .local import COMPLETE, LocalCheckpoint, Order, complete_checkpoints, newest_checkpoint, read_checkpoint
-from .manifest import CheckpointError, CorruptCheckpoint, FileEntry, Manifest
-from .store import STORES, ObjectNotFound, ObjectStore, UnsupportedStore, join_key, open_store
-from .sync import CheckpointVanished, IncompleteCheckpoint, download, latest, list_manifests, prune, upload
+from gpuorch.checkpoint.handoff import FinalRecord, read_final, wait_for_final, write_final
+from gpuorch.checkpoint.local import (
+    COMPLETE,
+    LocalCheckpoint,
+    Order,
+    complete_checkpoints,
+    newest_checkpoint,
+    read_checkpoint,
+)
+from gpuorch.checkpoint.manifest import CheckpointError, CorruptCheckpoint, FileEntry, Manifest
+from gpuorch.checkpoint.store import (
+    STORES,
+    ObjectNotFound,
+    ObjectStore,
+    UnsupportedStore,
+    join_key,
+    open_store,
+)
+from gpuorch.checkpoint.sync import (
+    CheckpointVanished,
+    IncompleteCheckpoint,
+    download,
+    latest,
+    list_manifests,
+    prune,
+    upload,
+)
 
 __all__ = [
     "COMPLETE",

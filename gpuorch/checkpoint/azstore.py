@@ -50,7 +50,7 @@ from azure.core.exceptions import (
 from azure.identity import CredentialUnavailableError, DefaultAzureCredential
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from .store import ObjectNotFound, ObjectStore, env_int
+from gpuorch.checkpoint.store import ObjectNotFound, ObjectStore, env_int
 
 MB = 1 << 20
 DEFAULT_BLOCK_SIZE_MB = 16  # 16 MiB x 50,000 blocks: single files up to ~780 GiB before it grows

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable
 from urllib.parse import unquote, urlsplit
 
-from .store import ObjectNotFound, ObjectStore
+from gpuorch.checkpoint.store import ObjectNotFound, ObjectStore
 
 _TMP = ".gpuorch-tmp-"
 

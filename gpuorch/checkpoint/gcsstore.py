@@ -38,7 +38,7 @@ from google.cloud import storage
 from google.cloud.storage import transfer_manager
 from google.cloud.storage.retry import DEFAULT_RETRY
 
-from .store import ObjectNotFound, ObjectStore, bucket_and_prefix, env_int
+from gpuorch.checkpoint.store import ObjectNotFound, ObjectStore, bucket_and_prefix, env_int
 
 try:  # google-cloud-storage 3.x carries the media layer itself ...
     from google.cloud.storage.exceptions import DataCorruption, InvalidResponse

@@ -11,8 +11,8 @@ import json
 import time
 from dataclasses import asdict, dataclass
 
-from .manifest import final_key
-from .store import ObjectNotFound, ObjectStore
+from gpuorch.checkpoint.manifest import final_key
+from gpuorch.checkpoint.store import ObjectNotFound, ObjectStore
 
 
 @dataclass(frozen=True)

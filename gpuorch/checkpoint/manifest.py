@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-from .store import join_key
+from gpuorch.checkpoint.store import join_key
 
 FORMAT = 1
 BLOBS = "blobs/"

@@ -34,7 +34,7 @@ import botocore.exceptions
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 
-from .store import ObjectNotFound, ObjectStore, bucket_and_prefix, env_int
+from gpuorch.checkpoint.store import ObjectNotFound, ObjectStore, bucket_and_prefix, env_int
 
 MB = 1 << 20
 DEFAULT_PART_SIZE_MB = 16  # big enough for S3's 10,000-part limit up to ~160 GB (boto3 grows it beyond)

@@ -14,8 +14,8 @@ import tempfile
 import time
 from pathlib import Path, PurePosixPath
 
-from .local import COMPLETE, checkpoint_files, read_checkpoint
-from .manifest import (
+from gpuorch.checkpoint.local import COMPLETE, checkpoint_files, read_checkpoint
+from gpuorch.checkpoint.manifest import (
     MANIFESTS,
     CheckpointError,
     CorruptCheckpoint,
@@ -24,7 +24,7 @@ from .manifest import (
     blob_key,
     parse_manifest_key,
 )
-from .store import ObjectNotFound, ObjectStore, join_key
+from gpuorch.checkpoint.store import ObjectNotFound, ObjectStore, join_key
 
 
 class IncompleteCheckpoint(CheckpointError):

@@ -13,8 +13,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from .. import console
-from .app import app
+from gpuorch import console
+from gpuorch.cli.app import app
 
 COMMAND_MODULES = ("jobs", "ops", "serve", "planning", "simulate", "catalog", "costs", "sweeps")
 

@@ -21,7 +21,7 @@ app = typer.Typer(
 JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON.")
 
 if TYPE_CHECKING:
-    from ..config import DaemonConfig
+    from gpuorch.ops.config import DaemonConfig
 
 _config_path: Path | None = None  # the global --config of this invocation
 
@@ -31,10 +31,10 @@ def config_path() -> Path | None:
 
 
 def cli_config() -> DaemonConfig:
-    """The effective configuration for this command (sources: ``gpuorch.config_sources``);
+    """The effective configuration for this command (sources: ``gpuorch.ops.config_sources``);
     a bad one ends the command with one line and exit code 2."""
-    from ..config import load_config
-    from ..errors import UserInputError
+    from gpuorch.ops.config import load_config
+    from gpuorch.errors import UserInputError
 
     try:
         return load_config(_config_path)
@@ -46,7 +46,7 @@ def cli_store_location() -> tuple[Path, str]:
     """``(home, database URL)`` of this command's configuration. With no configuration file and
     no other ``GPUORCH_*`` variable, read without YAML or pydantic (``store_location``);
     otherwise from ``cli_config()``, which also reports a bad configuration."""
-    from ..config_sources import store_location
+    from gpuorch.ops.config_sources import store_location
 
     quick = store_location(_config_path)
     if quick is not None:

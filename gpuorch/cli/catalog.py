@@ -15,8 +15,8 @@ from typing import Any
 
 import typer
 
-from ..errors import ProviderError, UserInputError
-from .app import JSON_OPTION, app, emit_json, fail
+from gpuorch.errors import ProviderError, UserInputError
+from gpuorch.cli.app import JSON_OPTION, app, emit_json, fail
 
 catalog_app = typer.Typer(help="The offers catalog: refresh it from a provider's API.", no_args_is_help=True)
 app.add_typer(catalog_app, name="catalog")
@@ -30,9 +30,9 @@ def refresh(
     json_out: bool = JSON_OPTION,
 ) -> None:
     """List a provider's offers through its API and write them as a catalog CSV."""
-    from ..catalog import OfferRow, write_csv
-    from ..config import load_config
-    from ..registry import load_provider
+    from gpuorch.catalog import OfferRow, write_csv
+    from gpuorch.ops.config import load_config
+    from gpuorch.registry import load_provider
 
     try:
         cfg = load_config(config)

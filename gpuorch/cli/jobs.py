@@ -16,14 +16,14 @@ from typing import Any
 
 import typer
 
-from ..errors import GpuorchError, UserInputError
-from .app import JSON_OPTION, app, cli_config, cli_store_location, emit_json, fail
+from gpuorch.errors import GpuorchError, UserInputError
+from gpuorch.cli.app import JSON_OPTION, app, cli_config, cli_store_location, emit_json, fail
 
 JOB_ARG = typer.Argument(..., help="Job id, or the name of the newest job with that name.")
 
 
 def _store():  # type: ignore[no-untyped-def]
-    from ..store import Store
+    from gpuorch.store import Store
 
     return Store(cli_config().url)
 
@@ -33,7 +33,7 @@ def _remote(ctx: typer.Context):  # type: ignore[no-untyped-def]
     target = ctx.obj
     if target is None or not target.server:
         return None
-    from ..api.client import Client
+    from gpuorch.api.client import Client
 
     return Client(target.server, target.token)
 
@@ -43,7 +43,7 @@ def _backend(ctx: typer.Context):  # type: ignore[no-untyped-def]
     remote = _remote(ctx)
     if remote is not None:
         return remote
-    from ..jobservice import JobService
+    from gpuorch.jobs.service import JobService
 
     home, url = cli_store_location()
     # opens the store when needed (status reads SQLite lightly); submit checks the spec against
@@ -66,7 +66,7 @@ def _errors() -> Iterator[None]:
 def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Job spec (YAML)."),
            json_out: bool = JSON_OPTION) -> None:
     """Queue a job; the daemon places and launches it."""
-    from ..spec import load_spec
+    from gpuorch.jobs.spec import load_spec
 
     with _errors():
         spec = load_spec(file)  # validated here first, remote or not: nothing is sent for a bad spec
@@ -76,7 +76,7 @@ def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Job spec (
         if remote is not None:  # the server checks the fit and the deadline against its own providers
             import yaml
 
-            from ..placement.explain import no_single_instance
+            from gpuorch.placement.explain import no_single_instance
 
             impossible = no_single_instance(spec)  # the server refuses it too; say so before uploading
             if impossible is not None:
@@ -86,7 +86,7 @@ def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Job spec (
         else:
             if workdir is not None:
                 spec = spec.model_copy(update={"workdir": str(workdir)})
-            job = _backend(ctx).submit(spec, str(file))  # checks as the server does (gpuorch.submitcheck)
+            job = _backend(ctx).submit(spec, str(file))  # checks as the server does (gpuorch.jobs.submitcheck)
     warning = job.get("warning")
     if json_out:
         emit_json({**job, "warning": warning})
@@ -212,8 +212,8 @@ def daemon(once: bool = typer.Option(False, "--once", help="Run one reconcile pa
                                           help="Log lines on stderr: text, or one JSON object per line."),
            verbose: bool = typer.Option(False, "-v", "--verbose", help="Debug logging.")) -> None:
     """Run the reconciler in the foreground (systemd runs this)."""
-    from .. import daemon as d
-    from ..logfmt import configure_logging
+    from gpuorch.ops import daemon as d
+    from gpuorch.ops.logfmt import configure_logging
 
     cfg = cli_config()
     if log_format not in (None, "json", "text"):

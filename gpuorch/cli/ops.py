@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .app import JSON_OPTION, app, config_path, emit_json, fail
+from gpuorch.cli.app import JSON_OPTION, app, config_path, emit_json, fail
 
 _MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 
@@ -15,7 +15,7 @@ _MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 def doctor(json_out: bool = JSON_OPTION) -> None:
     """Check configuration, database, providers and their credentials, checkpoint stores, SSH keys
     and the metrics port; each problem with its fix. Exit code 1 when something is wrong."""
-    from ..doctor import failed, run
+    from gpuorch.doctor import failed, run
 
     findings = run(config_path())
     bad = failed(findings)
@@ -40,7 +40,7 @@ def install_service(
     stdout: bool = typer.Option(False, "--stdout", help="Print the unit instead of writing it."),
 ) -> None:
     """Write the systemd unit for this installation and print the commands that finish the setup."""
-    from ..service import install_commands, render_unit, this_executable
+    from gpuorch.ops.systemd_unit import install_commands, render_unit, this_executable
 
     exec_start = this_executable()
     unit = render_unit(exec_start, user)

@@ -11,8 +11,8 @@ from typing import Any
 
 import typer
 
-from ..errors import UserInputError
-from .app import JSON_OPTION, app, emit_json, fail
+from gpuorch.errors import UserInputError
+from gpuorch.cli.app import JSON_OPTION, app, emit_json, fail
 
 CATALOG_OPTION = typer.Option(None, "--catalog", help="Offers CSV (default: the shipped snapshot).")
 _FLAG = {"params": "--params", "seq_len": "--seq-len", "micro_batch": "--micro-batch", "lora_rank": "--lora-rank",
@@ -22,7 +22,7 @@ _FLAG = {"params": "--params", "seq_len": "--seq-len", "micro_batch": "--micro-b
 def _workload(fields: dict[str, Any]) -> Any:
     from pydantic import ValidationError
 
-    from ..sizing import Workload
+    from gpuorch.sizing import Workload
 
     try:
         return Workload.model_validate({k: v for k, v in fields.items() if v is not None})
@@ -62,7 +62,7 @@ def estimate(
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Estimate GPU memory per GPU, and the smallest GPU configurations that fit."""
-    from ..sizing.report import estimate_report
+    from gpuorch.sizing.report import estimate_report
 
     arch = None
     if layers or hidden or heads:
@@ -111,8 +111,8 @@ def offers(
     json_out: bool = JSON_OPTION,
 ) -> None:
     """List offers, cheapest first."""
-    from .. import catalog as cat
-    from ..units import parse_size_gib
+    from gpuorch import catalog as cat
+    from gpuorch.units import parse_size_gib
 
     if spot and on_demand:
         fail("--spot and --on-demand exclude each other; give one, or neither for both markets")
@@ -159,10 +159,10 @@ def plan(
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Where a job would run and what it would cost: candidates by expected total cost."""
-    from .. import placement
-    from ..catalog import load_offers
-    from ..spec import load_spec
-    from ..submitcheck import no_candidate_message
+    from gpuorch import placement
+    from gpuorch.catalog import load_offers
+    from gpuorch.jobs.spec import load_spec
+    from gpuorch.jobs.submitcheck import no_candidate_message
 
     try:
         spec = load_spec(job)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import typer
 
-from ..errors import UserInputError
-from .app import app, cli_config, fail
+from gpuorch.errors import UserInputError
+from gpuorch.cli.app import app, cli_config, fail
 
 SERVER_EXTRA = "pip install 'gpuorch[server]'"
 
@@ -21,7 +21,7 @@ def serve(host: str = typer.Option(None, "--host", help="Listen address (default
     try:
         cfg = cli_config()  # the global --config and the usual sources; its api section
         try:
-            from ..api import server
+            from gpuorch.api import server
         except ImportError as e:
             fail(f"serve: the HTTP API needs FastAPI and uvicorn ({e.name} is not installed); {SERVER_EXTRA}")
         server.serve(cfg, host, port)

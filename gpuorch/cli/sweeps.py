@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from .app import JSON_OPTION, app, emit_json
+from gpuorch.cli.app import JSON_OPTION, app, emit_json
 
 sweep_app = typer.Typer(help="Cost-capped hyperparameter sweeps: trials, their metrics and what they cost.",
                         no_args_is_help=True)
@@ -24,15 +24,15 @@ NAME_ARG = typer.Argument(..., help="Sweep id, or the name of the newest sweep w
 def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Sweep file (YAML)."),
            json_out: bool = JSON_OPTION) -> None:
     """Queue a sweep's trials; the daemon runs max_parallel at a time within the budget."""
-    from ..clock import utcnow
-    from ..sweeps.spec import load_sweep
-    from .jobs import _backend, _errors, _remote
+    from gpuorch.clock import utcnow
+    from gpuorch.sweeps.spec import load_sweep
+    from gpuorch.cli.jobs import _backend, _errors, _remote
 
     with _errors():
         spec, trials = load_sweep(file, utcnow())  # validated here first, remote or not: nothing is sent for a bad one
         remote = _remote(ctx)
         if remote is not None:  # the server checks the deadline against its own providers
-            from ..sweeps.spec import remote_request
+            from gpuorch.sweeps.spec import remote_request
 
             data, workdir = remote_request(file)
             sweep = remote.sweep_submit_raw(data, str(file), workdir)
@@ -63,7 +63,7 @@ def status(ctx: typer.Context,
            json_out: bool = JSON_OPTION) -> None:
     """Each trial's parameters, latest metrics, cost and state, best first by the objective;
     without NAME, every sweep's state, spend and best trial."""
-    from .jobs import _backend, _errors
+    from gpuorch.cli.jobs import _backend, _errors
 
     with _errors():
         backend = _backend(ctx)
@@ -106,7 +106,7 @@ def status(ctx: typer.Context,
 @sweep_app.command("cancel")
 def cancel(ctx: typer.Context, name: str = NAME_ARG, json_out: bool = JSON_OPTION) -> None:
     """Stop the sweep: unfinished trials are cancelled and their instances terminated."""
-    from .jobs import _backend, _errors
+    from gpuorch.cli.jobs import _backend, _errors
 
     with _errors():
         sweep = _backend(ctx).sweep_cancel(name)

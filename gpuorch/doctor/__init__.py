@@ -5,7 +5,7 @@ leave things in the context for later ones (the configuration, the loaded provid
 that needs something an earlier one could not provide reports nothing. A check that raises is
 reported as a failure of that check, never as a crash of the doctor. Provider-specific checks
 (credentials through the SDK's standard chain, quotas, ...) live in the adapters, behind the
-optional ``doctor()`` capability (``gpuorch.provider.SupportsDoctor``).
+optional ``doctor()`` capability (``gpuorch.provider.port.SupportsDoctor``).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .findings import Finding, Status
+from gpuorch.doctor.findings import Finding, Status
 
 if TYPE_CHECKING:
-    from ..config import DaemonConfig
-    from ..config_sources import Loaded
-    from ..provider import Provider
+    from gpuorch.ops.config import DaemonConfig
+    from gpuorch.ops.config_sources import Loaded
+    from gpuorch.provider.port import Provider
 
 
 @dataclass
@@ -45,9 +45,9 @@ Check = Callable[[Context], Iterable[Finding]]
 
 
 def default_checks() -> list[Check]:
-    from .host import check_metrics_port, check_ssh_keys
-    from .providers import check_credentials, check_providers
-    from .state import check_config, check_database, check_object_stores
+    from gpuorch.doctor.host import check_metrics_port, check_ssh_keys
+    from gpuorch.doctor.providers import check_credentials, check_providers
+    from gpuorch.doctor.state import check_config, check_database, check_object_stores
 
     return [check_config, check_database, check_providers, check_credentials, check_object_stores,
             check_ssh_keys, check_metrics_port]

@@ -1,5 +1,5 @@
 """What a doctor check reports. Kept dependency-free: provider adapters import it for their
-``doctor()`` capability (``gpuorch.provider.SupportsDoctor``)."""
+``doctor()`` capability (``gpuorch.provider.port.SupportsDoctor``)."""
 
 from __future__ import annotations
 

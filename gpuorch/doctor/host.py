@@ -9,7 +9,7 @@ import stat
 import urllib.request
 from collections.abc import Iterator
 
-from . import Context, Finding
+from gpuorch.doctor import Context, Finding
 
 
 def check_ssh_keys(ctx: Context) -> Iterator[Finding]:

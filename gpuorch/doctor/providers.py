@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from importlib.metadata import entry_points
 
-from ..errors import UserInputError
-from ..provider import SupportsDoctor
-from ..registry import GROUP
-from . import Context, Finding
+from gpuorch.errors import UserInputError
+from gpuorch.provider.port import SupportsDoctor
+from gpuorch.registry import GROUP
+from gpuorch.doctor import Context, Finding
 
 
 def check_providers(ctx: Context) -> Iterator[Finding]:

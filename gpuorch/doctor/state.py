@@ -12,8 +12,8 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine, make_url
 
-from ..errors import UserInputError
-from . import Context, Finding
+from gpuorch.errors import UserInputError
+from gpuorch.doctor import Context, Finding
 
 
 def hide_password(url: str) -> str:
@@ -41,7 +41,7 @@ def read_only_engine(url: str) -> Engine:
 
 # -- configuration ---------------------------------------------------------------------------
 def check_config(ctx: Context) -> Iterator[Finding]:
-    from ..config_sources import load, read_file
+    from gpuorch.ops.config_sources import load, read_file
 
     try:
         ctx.loaded = load(ctx.config_path)
@@ -65,7 +65,7 @@ def check_config(ctx: Context) -> Iterator[Finding]:
 
 # -- database --------------------------------------------------------------------------------
 def check_database(ctx: Context) -> Iterator[Finding]:
-    from ..store.migrations import SCHEMA_VERSION
+    from gpuorch.store.migrations import SCHEMA_VERSION
 
     if ctx.config is None:
         return
@@ -140,8 +140,8 @@ def check_object_stores(ctx: Context) -> Iterator[Finding]:
 def _stores_in_use(db_url: str) -> dict[str, list[int]] | None:
     from sqlmodel import Session, select
 
-    from ..spec import JobSpec
-    from ..store.models import Job, JobStatus
+    from gpuorch.jobs.spec import JobSpec
+    from gpuorch.store.models import Job, JobStatus
 
     path = sqlite_path(db_url)
     if path is not None and not path.exists():
@@ -165,7 +165,7 @@ def _stores_in_use(db_url: str) -> dict[str, list[int]] | None:
 
 
 def _probe_store(url: str, jobs: list[int]) -> Finding:
-    from ..checkpoint import UnsupportedStore, join_key, open_store
+    from gpuorch.checkpoint import UnsupportedStore, join_key, open_store
 
     who = f"jobs {', '.join(map(str, jobs))}" if len(jobs) > 1 else f"job {jobs[0]}"
     try:

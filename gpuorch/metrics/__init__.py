@@ -23,11 +23,11 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, Info, ProcessCollector, start_http_server
 
-from ..clock import Clock
-from ..provider import Provider
-from ..store import Store
-from .instrument import InstrumentedProvider
-from .store_collector import StoreCollector
+from gpuorch.clock import Clock
+from gpuorch.provider.port import Provider
+from gpuorch.store import Store
+from gpuorch.metrics.instrument import InstrumentedProvider
+from gpuorch.metrics.store_collector import StoreCollector
 
 log = logging.getLogger("gpuorch.metrics")
 

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from prometheus_client import Counter
 
-from ..errors import (
+from gpuorch.errors import (
     AuthError,
     NoCapacityError,
     NotFoundError,
@@ -22,8 +22,8 @@ from ..errors import (
     QuotaError,
     TransientError,
 )
-from ..provider import Instance, LaunchRequest, Offer, Provider
-from ..runner import Runner
+from gpuorch.provider.port import Instance, LaunchRequest, Offer, Provider
+from gpuorch.runners.port import Runner
 
 T = TypeVar("T")
 

@@ -16,10 +16,10 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func
 from sqlmodel import select
 
-from ..clock import Clock, SystemClock
-from ..cost import attempt_cost
-from ..store import Store
-from ..store.models import Attempt, AttemptStatus, Job, JobStatus, TerminationReason
+from gpuorch.clock import Clock, SystemClock
+from gpuorch.money.cost import attempt_cost
+from gpuorch.store import Store
+from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, TerminationReason
 
 log = logging.getLogger("gpuorch.metrics")
 

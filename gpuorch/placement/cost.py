@@ -6,7 +6,7 @@
                T    = run + k * (restart + lost work)              lost work = interval / 2
                cost = price * billed(T) / 3600 + egress(restore) + k * egress(checkpoint)
 
-``billed`` rounds up to the offer's billing increment and minimum (``gpuorch.billing``).
+``billed`` rounds up to the offer's billing increment and minimum (``gpuorch.money.billing``).
 A job without checkpoints loses on average half its progress per preemption. Interruption
 rates per AWS advisor bucket are calibrated on the public spot traces (docs/catalog.md).
 """
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..billing import BillingRule
-from ..spec import SpotPolicy
+from gpuorch.money.billing import BillingRule
+from gpuorch.jobs.spec import SpotPolicy
 
 # Interruptions per hour: >20% is the pooled rate of the 9-zone p3 spot traces (0.30/h); the
 # other buckets scale with their midpoint (2.5%, 7.5%, ... of a 25% midpoint for >20%).

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..spec import JobSpec
-from .cost import markets
-from .index import OfferIndex
-from .requirements import Refusal
+from gpuorch.jobs.spec import JobSpec
+from gpuorch.placement.cost import markets
+from gpuorch.placement.index import OfferIndex
+from gpuorch.placement.requirements import Refusal
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ MULTI_NODE = "gpuorch places a job on one instance (multi-node placement is not 
 
 def beyond_one_node(spec: JobSpec) -> str | None:
     """Why ``resources.gpu`` asks for more GPUs than any one instance of that model has, or None."""
-    from .. import gpus
+    from gpuorch import gpus
 
     req = spec.resources.gpu
     if req is None:
@@ -115,8 +115,8 @@ def no_single_instance(spec: JobSpec) -> str | None:
     over = beyond_one_node(spec)
     if over is not None or spec.model is None:
         return over
-    from ..sizing.fit import smallest_fits
-    from ..sizing.report import advice
+    from gpuorch.sizing.fit import smallest_fits
+    from gpuorch.sizing.report import advice
 
     fits = smallest_fits(spec.model)
     if any(f.nodes == 1 for f in fits):

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import gpus
-from ..billing import BillingRule
-from ..provider import Offer
+from gpuorch import gpus
+from gpuorch.money.billing import BillingRule
+from gpuorch.provider.port import Offer
 
 BUCKET_CODES = {"<5%": 0, "5-10%": 1, "10-15%": 2, "15-20%": 3, ">20%": 4}
 UNKNOWN_BUCKET = len(BUCKET_CODES)

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
-from .deadline import GpuorchPolicy
-from .model import OD, ON_DEMAND, SPOT, Job, Observation, State
+from gpuorch.policy.deadline import GpuorchPolicy
+from gpuorch.policy.model import OD, ON_DEMAND, SPOT, Job, Observation, State
 
 GAP_S = 60  # live decisions are taken in ticks of one minute
 DAY_S = 86400.0

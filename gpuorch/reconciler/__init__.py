@@ -1,6 +1,6 @@
 """The level-triggered reconciler: decide (pure) and the pass that loads and applies."""
 
-from .decide import Settings, decide
-from .reconciler import Reconciler
+from gpuorch.reconciler.decide import Settings, decide
+from gpuorch.reconciler.reconciler import Reconciler
 
 __all__ = ["Reconciler", "Settings", "decide"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ..agent.protocol import AgentStatus
-from ..placement import Candidate
-from ..provider import Instance
-from ..store.models import JobStatus, TerminationReason
+from gpuorch.agent.protocol import AgentStatus
+from gpuorch.placement import Candidate
+from gpuorch.provider.port import Instance
+from gpuorch.store.models import JobStatus, TerminationReason
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..agent.protocol import AgentConfig
-from ..spec import JobSpec
-from ..store.models import Attempt, Job
+from gpuorch.agent.protocol import AgentConfig
+from gpuorch.jobs.spec import JobSpec
+from gpuorch.store.models import Attempt, Job
 
 
 def checkpoint_url(spec: JobSpec, job: Job) -> str | None:

@@ -12,15 +12,24 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from ..budget import Policy
-from ..placement import Candidate
-from ..policy.live import DAY_S, LiveDecision, Market, Situation, decide_live, progress, startup_estimate, work_estimate
-from ..spec import SpotPolicy
-from ..store.models import AttemptStatus, JobStatus, TerminationReason
-from .actions import Decision, End, Note, SetJob, StopCleanly, Terminate
+from gpuorch.money.caps import Policy
+from gpuorch.placement import Candidate
+from gpuorch.policy.live import (
+    DAY_S,
+    LiveDecision,
+    Market,
+    Situation,
+    decide_live,
+    progress,
+    startup_estimate,
+    work_estimate,
+)
+from gpuorch.jobs.spec import SpotPolicy
+from gpuorch.store.models import AttemptStatus, JobStatus, TerminationReason
+from gpuorch.reconciler.actions import Decision, End, Note, SetJob, StopCleanly, Terminate
 
 if TYPE_CHECKING:
-    from .decide import AttemptView, JobView, Settings
+    from gpuorch.reconciler.decide import AttemptView, JobView, Settings
 
 WAITING = "deadline policy: waits for spot"
 PROBE_MAX_S = 1800.0  # the longest a market without capacity goes unprobed while the job waits

@@ -11,14 +11,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ..agent.protocol import AgentStatus
-from ..budget import Gate
-from ..placement import Candidate, candidates
-from ..provider import Instance, InstanceState, Offer
-from ..recovery import DEFAULT_STRATEGY, RecoveryContext, get_strategy
-from ..spec import JobSpec
-from ..store.models import Attempt, AttemptStatus, Job, JobStatus, TerminationReason
-from .actions import (
+from gpuorch.agent.protocol import AgentStatus
+from gpuorch.money.caps import Gate
+from gpuorch.placement import Candidate, candidates
+from gpuorch.provider.port import Instance, InstanceState, Offer
+from gpuorch.policy.recovery import DEFAULT_STRATEGY, RecoveryContext, get_strategy
+from gpuorch.jobs.spec import JobSpec
+from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, TerminationReason
+from gpuorch.reconciler.actions import (
     Adopt,
     Decision,
     Drain,
@@ -32,8 +32,8 @@ from .actions import (
     StartAgent,
     Terminate,
 )
-from .deadline import deadline_launch, deadline_move
-from .gates import gate_launch, stop_running
+from gpuorch.reconciler.deadline import deadline_launch, deadline_move
+from gpuorch.reconciler.gates import gate_launch, stop_running
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Settings:
     launch_fanout: int = 5  # candidates tried in one pass when offers have no capacity
     avoid_preempted_zone_s: float = 3600.0  # after a preemption, prefer other zones this long
     max_launch_retries: int = 5  # transient failures of one attempt's launch before it moves on
-    recovery_strategy: str = DEFAULT_STRATEGY  # for jobs whose spec names none (gpuorch.recovery)
+    recovery_strategy: str = DEFAULT_STRATEGY  # for jobs whose spec names none (gpuorch.policy.recovery)
     heartbeat_timeout_s: float | None = None  # the agents' dead-man switch (None: off)
     max_lifetime_s: float | None = None  # LaunchRequest.max_lifetime_s: the cloud-side backstop
     volume_wait_s: float = 60.0  # a job volume's device must show up this long after its attach
@@ -65,7 +65,7 @@ class JobView:
     job: Job
     spec: JobSpec
     attempts: Sequence[AttemptView]  # ordered by number
-    gate: Gate | None = None  # caps and sweep limits (gpuorch.budget); None: none apply
+    gate: Gate | None = None  # caps and sweep limits (gpuorch.money.caps); None: none apply
 
 
 def _ts(epoch: float | None, tz_like: datetime) -> datetime | None:

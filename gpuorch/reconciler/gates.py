@@ -1,4 +1,4 @@
-"""How ``decide`` applies a job's ``Gate`` (gpuorch.budget): caps and sweep limits. Pure.
+"""How ``decide`` applies a job's ``Gate`` (gpuorch.money.caps): caps and sweep limits. Pure.
 
 Two hooks: ``stop_running`` for the job's live attempt, ``gate_launch`` before a launch.
 """
@@ -8,13 +8,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from ..budget import Hold
-from ..placement import Candidate
-from ..store.models import AttemptStatus
-from .actions import Decision, End, SetJob, StopCleanly, Terminate
+from gpuorch.money.caps import Hold
+from gpuorch.placement import Candidate
+from gpuorch.store.models import AttemptStatus
+from gpuorch.reconciler.actions import Decision, End, SetJob, StopCleanly, Terminate
 
 if TYPE_CHECKING:
-    from .decide import AttemptView, JobView, Settings
+    from gpuorch.reconciler.decide import AttemptView, JobView, Settings
 
 
 def stop_running(view: JobView, current: AttemptView, now: datetime, d: Decision, s: Settings) -> bool:

@@ -15,17 +15,17 @@ from typing import TYPE_CHECKING
 from sqlalchemy import func
 from sqlmodel import select
 
-from .. import events
-from ..crashpoints import crashpoint
-from ..errors import AuthError, NoCapacityError, PermanentError, ProviderError, QuotaError
-from ..provider import LaunchRequest, Offer
-from ..store.models import Attempt, AttemptStatus, Backoff, JobStatus, TerminationReason
-from ..store.models import Event as EventRow
-from . import actions as A
-from .decide import JobView
+from gpuorch.jobs import events
+from gpuorch.ops.crashpoints import crashpoint
+from gpuorch.errors import AuthError, NoCapacityError, PermanentError, ProviderError, QuotaError
+from gpuorch.provider.port import LaunchRequest, Offer
+from gpuorch.store.models import Attempt, AttemptStatus, Backoff, JobStatus, TerminationReason
+from gpuorch.store.models import Event as EventRow
+from gpuorch.reconciler import actions as A
+from gpuorch.reconciler.decide import JobView
 
 if TYPE_CHECKING:
-    from .reconciler import Reconciler
+    from gpuorch.reconciler.reconciler import Reconciler
 
     _Base = Reconciler
 else:

@@ -26,9 +26,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import and_, or_, update
 from sqlmodel import select
 
-from .. import events
-from ..store import Store
-from ..store.models import Attempt, AttemptStatus, Job, JobStatus
+from gpuorch.jobs import events
+from gpuorch.store import Store
+from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus
 
 TERMINAL = [s.value for s in JobStatus if s.terminal]
 RENEW_WHEN_LEFT = 2 / 3  # a held lease is renewed once less than this share of it is left

@@ -16,9 +16,9 @@ from sqlalchemy import or_
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
-from ..provider import Instance
-from ..store import Store
-from ..store.models import Instance as InstanceRow
+from gpuorch.provider.port import Instance
+from gpuorch.store import Store
+from gpuorch.store.models import Instance as InstanceRow
 
 log = logging.getLogger("gpuorch.reconciler")
 

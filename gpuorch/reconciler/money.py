@@ -1,6 +1,6 @@
 """The reconciler's money and sweep hooks: load the ledger and build each job's gate, admit a
 launch atomically, carry out a clean stop, record spot price moves, collect metrics, finish
-sweeps. The decisions themselves are pure (gpuorch.budget, reconciler.gates).
+sweeps. The decisions themselves are pure (gpuorch.money.caps, reconciler.gates).
 
 Every write on a job goes through the reconciler's ``txn`` (it checks this daemon's lease).
 """
@@ -16,18 +16,18 @@ from datetime import datetime
 from sqlalchemy import and_, exists, func, or_, text
 from sqlmodel import Session, select
 
-from .. import events
-from ..budget import IN_FLIGHT, Gate, Ledger, Policy, SweepState, day_start, gate_for, worst_case
-from ..cost import current_price, with_price_change
-from ..placement import Candidate
-from ..provider import Offer, Provider
-from ..runner import Runner, RunnerUnavailable
-from ..spec import JobSpec
-from ..store import Store
-from ..store.models import Attempt, AttemptStatus, Job, JobStatus, Sweep, SweepStatus
-from ..sweeps.metrics import merge_lines
-from . import actions as A
-from .decide import AttemptView, JobView
+from gpuorch.jobs import events
+from gpuorch.money.caps import IN_FLIGHT, Gate, Ledger, Policy, SweepState, day_start, gate_for, worst_case
+from gpuorch.money.cost import current_price, with_price_change
+from gpuorch.placement import Candidate
+from gpuorch.provider.port import Offer, Provider
+from gpuorch.runners.port import Runner, RunnerUnavailable
+from gpuorch.jobs.spec import JobSpec
+from gpuorch.store import Store
+from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, Sweep, SweepStatus
+from gpuorch.sweeps.metrics import merge_lines
+from gpuorch.reconciler import actions as A
+from gpuorch.reconciler.decide import AttemptView, JobView
 
 log = logging.getLogger("gpuorch.reconciler")
 

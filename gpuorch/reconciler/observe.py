@@ -9,8 +9,8 @@ import logging
 from collections.abc import Mapping
 from datetime import datetime
 
-from ..errors import ProviderError
-from ..provider import Instance, Offer, Provider
+from gpuorch.errors import ProviderError
+from gpuorch.provider.port import Instance, Offer, Provider
 
 log = logging.getLogger("gpuorch.reconciler")
 

@@ -21,13 +21,13 @@ from datetime import datetime
 
 from sqlmodel import select
 
-from .. import events
-from ..crashpoints import crashpoint
-from ..errors import ProviderError
-from ..provider import Instance, Provider
-from ..store import Store
-from ..store.models import Attempt, AttemptStatus
-from .leases import Leases
+from gpuorch.jobs import events
+from gpuorch.ops.crashpoints import crashpoint
+from gpuorch.errors import ProviderError
+from gpuorch.provider.port import Instance, Provider
+from gpuorch.store import Store
+from gpuorch.store.models import Attempt, AttemptStatus
+from gpuorch.reconciler.leases import Leases
 
 log = logging.getLogger("gpuorch.reconciler")
 

@@ -30,29 +30,29 @@ from threading import Event
 
 from sqlmodel import Session, select
 
-from .. import events
-from ..budget import Policy
-from ..clock import Clock, SystemClock
-from ..crashpoints import crashpoint
-from ..errors import ProviderError
-from ..logmirror import LogMirror
-from ..placement import Candidate
-from ..provider import Instance, InstanceState, Offer, Provider
-from ..runner import RunnerUnavailable
-from ..spec import JobSpec
-from ..store import Store
-from ..store.models import Attempt, AttemptStatus, Backoff, Job, JobStatus, TerminationReason
-from . import actions as A
-from .decide import AttemptView, JobView, Settings, decide, volume_failed
-from .launching import Launching, backoff_key
-from .leases import RENEW_WHEN_LEFT, LeaseLost, Leases
-from .mirror import InstanceMirror
-from .money import Money
-from .observe import Key, OfferCache, list_instances
-from .orphans import sweep_orphans
-from .recording import Recording
-from .scheduled import ScheduledStops
-from .volumes import Volumes
+from gpuorch.jobs import events
+from gpuorch.money.caps import Policy
+from gpuorch.clock import Clock, SystemClock
+from gpuorch.ops.crashpoints import crashpoint
+from gpuorch.errors import ProviderError
+from gpuorch.jobs.logmirror import LogMirror
+from gpuorch.placement import Candidate
+from gpuorch.provider.port import Instance, InstanceState, Offer, Provider
+from gpuorch.runners.port import RunnerUnavailable
+from gpuorch.jobs.spec import JobSpec
+from gpuorch.store import Store
+from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Job, JobStatus, TerminationReason
+from gpuorch.reconciler import actions as A
+from gpuorch.reconciler.decide import AttemptView, JobView, Settings, decide, volume_failed
+from gpuorch.reconciler.launching import Launching, backoff_key
+from gpuorch.reconciler.leases import RENEW_WHEN_LEFT, LeaseLost, Leases
+from gpuorch.reconciler.mirror import InstanceMirror
+from gpuorch.reconciler.money import Money
+from gpuorch.reconciler.observe import Key, OfferCache, list_instances
+from gpuorch.reconciler.orphans import sweep_orphans
+from gpuorch.reconciler.recording import Recording
+from gpuorch.reconciler.scheduled import ScheduledStops
+from gpuorch.reconciler.volumes import Volumes
 
 log = logging.getLogger("gpuorch.reconciler")
 

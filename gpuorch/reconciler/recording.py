@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING
 
 from sqlmodel import Session, select
 
-from .. import events
-from ..errors import ProviderError
-from ..runner import RunnerUnavailable, VolumeMountFailed, VolumeNotReady
-from ..store.models import Attempt, AttemptStatus, Checkpoint, JobStatus, TerminationReason
-from . import actions as A
-from .agent_config import agent_config
-from .decide import AttemptView, JobView
+from gpuorch.jobs import events
+from gpuorch.errors import ProviderError
+from gpuorch.runners.port import RunnerUnavailable, VolumeMountFailed, VolumeNotReady
+from gpuorch.store.models import Attempt, AttemptStatus, Checkpoint, JobStatus, TerminationReason
+from gpuorch.reconciler import actions as A
+from gpuorch.reconciler.agent_config import agent_config
+from gpuorch.reconciler.decide import AttemptView, JobView
 
 if TYPE_CHECKING:
-    from .reconciler import Reconciler
+    from gpuorch.reconciler.reconciler import Reconciler
 
     _Base = Reconciler
 else:

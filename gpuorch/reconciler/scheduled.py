@@ -16,10 +16,10 @@ from datetime import datetime
 
 from sqlmodel import select
 
-from .. import events
-from ..provider import Instance
-from ..store import Store
-from ..store.models import Event
+from gpuorch.jobs import events
+from gpuorch.provider.port import Instance
+from gpuorch.store import Store
+from gpuorch.store.models import Event
 
 KIND = "scheduled_stop"
 

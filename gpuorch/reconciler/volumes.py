@@ -31,11 +31,11 @@ from datetime import datetime
 
 from sqlmodel import Session, select
 
-from .. import events
-from ..errors import NotFoundError, PermanentError, ProviderError
-from ..provider import TAG_JOB, TAG_MANAGED, TAG_OWNER, Provider, SupportsVolumes, Volume
-from ..store import Store
-from ..store.models import Attempt, Job
+from gpuorch.jobs import events
+from gpuorch.errors import NotFoundError, PermanentError, ProviderError
+from gpuorch.provider.port import TAG_JOB, TAG_MANAGED, TAG_OWNER, Provider, SupportsVolumes, Volume
+from gpuorch.store import Store
+from gpuorch.store.models import Attempt, Job
 
 log = logging.getLogger("gpuorch.reconciler.volumes")
 

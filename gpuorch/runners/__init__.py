@@ -1,4 +1,4 @@
-"""Runner implementations for remote instances (the port is ``gpuorch.runner``).
+"""Runner implementations for remote instances (the port is ``gpuorch.runners.port``).
 
 - ``ssh``: ``SshRunner`` drives the agent on a VM over SSH/SFTP (paramiko).
 - ``connection``: one cached, host-key-verified SSH connection with boot-time retries.

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from ..provider import LaunchRequest
+from gpuorch.provider.port import LaunchRequest
 
 
 def launch_cloud_config(home: Path | None, request: LaunchRequest) -> dict[str, Any]:
@@ -21,7 +21,7 @@ def launch_cloud_config(home: Path | None, request: LaunchRequest) -> dict[str, 
     (plus ``request.ssh_public_key``, if given); only that key without a ``home``."""
     if home is None:
         return login_config(request.ssh_public_key)
-    from .keys import cloud_config_ssh, ensure_host_key, ensure_job_key
+    from gpuorch.runners.keys import cloud_config_ssh, ensure_host_key, ensure_job_key
 
     _, login = ensure_job_key(home, request.job_id)
     private, public = ensure_host_key(home, request.job_id, request.attempt)

@@ -20,8 +20,8 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..agent.protocol import write_atomic
-from ..runner import RunnerUnavailable
+from gpuorch.agent.protocol import write_atomic
+from gpuorch.runners.port import RunnerUnavailable
 
 KNOWN_HOSTS = "known_hosts"  # under $GPUORCH_HOME
 KEY_TYPES = frozenset({

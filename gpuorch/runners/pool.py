@@ -8,8 +8,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..provider import Instance
-from ..runner import Runner, RunnerUnavailable
+from gpuorch.provider.port import Instance
+from gpuorch.runners.port import Runner, RunnerUnavailable
 
 log = logging.getLogger("gpuorch.runners")
 RunnerOptions = Callable[[Instance], Mapping[str, Any]]
@@ -50,8 +50,8 @@ class Runners:
         if self.home is None:
             raise NotImplementedError(f"{self.provider}: no runner without a home for keys; build the provider with from_config")
         try:
-            from . import hostkeys, keys
-            from .ssh import SshRunner
+            from gpuorch.runners import hostkeys, keys
+            from gpuorch.runners.ssh import SshRunner
         except ImportError as e:
             raise NotImplementedError(f"{self.provider}: the SSH runner is not available ({e}); "
                                       f"install gpuorch[{self.provider}]") from None
@@ -78,7 +78,7 @@ class Runners:
 
     def _pinner(self, instance: Instance, address: tuple[str, int], ours: str, known_hosts: Path) -> Callable[[], None]:
         """Pin ``instance``'s trusted host keys for ``address`` (the rule in the class docstring)."""
-        from . import hostkeys
+        from gpuorch.runners import hostkeys
 
         source = self.host_keys
         assert source is not None
@@ -111,7 +111,7 @@ class Runners:
         cached = self._runners.pop(instance_id, None)
         if cached is None:
             return
-        from . import hostkeys
+        from gpuorch.runners import hostkeys
 
         cached[1].close()  # type: ignore[attr-defined]
         if unpin and self.home is not None:

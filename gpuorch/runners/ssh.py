@@ -32,7 +32,7 @@ from typing import Self
 
 import paramiko
 
-from ..agent.protocol import (
+from gpuorch.agent.protocol import (
     CONFIG_FILE,
     HEARTBEAT_FILE,
     JOB_LOG,
@@ -42,11 +42,11 @@ from ..agent.protocol import (
     AgentStatus,
     NoticeSource,
 )
-from ..runner import Runner, RunnerUnavailable, VolumeMountFailed, VolumeNotReady
-from . import sftp_util
-from .bundle import agent_bundle
-from .connection import SshConnection
-from .volume_mount import NOT_YET, MountTools, mount_script
+from gpuorch.runners.port import Runner, RunnerUnavailable, VolumeMountFailed, VolumeNotReady
+from gpuorch.runners import sftp_util
+from gpuorch.runners.bundle import agent_bundle
+from gpuorch.runners.connection import SshConnection
+from gpuorch.runners.volume_mount import NOT_YET, MountTools, mount_script
 
 log = logging.getLogger("gpuorch.runners.ssh")
 AGENT_OUT = "agent.out"

@@ -4,11 +4,18 @@ Pure functions over ``Workload`` (the ``model:`` block of a job spec) and the GP
 ``gpuorch.gpus``; formulas and sources are in docs/sizing.md.
 """
 
-from .fit import Fit, best_estimate, smallest_fit, smallest_fits, unsupported
-from .memory import GIB, MemoryEstimate, checkpoint_bytes, estimate_memory, sharding_options, weight_bytes
-from .runtime import decode_tokens_per_s, estimate_hours, training_flops
-from .shapes import PRESETS, ModelShape, parse_count, shape_for
-from .workload import Architecture, Workload
+from gpuorch.sizing.fit import Fit, best_estimate, smallest_fit, smallest_fits, unsupported
+from gpuorch.sizing.memory import (
+    GIB,
+    MemoryEstimate,
+    checkpoint_bytes,
+    estimate_memory,
+    sharding_options,
+    weight_bytes,
+)
+from gpuorch.sizing.runtime import decode_tokens_per_s, estimate_hours, training_flops
+from gpuorch.sizing.shapes import PRESETS, ModelShape, parse_count, shape_for
+from gpuorch.sizing.workload import Architecture, Workload
 
 __all__ = [
     "GIB",

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .. import gpus as gpu_table
-from ..gpus import GpuSpec
-from .memory import MemoryEstimate, estimate_memory, sharding_options
-from .workload import Workload
+from gpuorch import gpus as gpu_table
+from gpuorch.gpus import GpuSpec
+from gpuorch.sizing.memory import MemoryEstimate, estimate_memory, sharding_options
+from gpuorch.sizing.workload import Workload
 
 MAX_NODES = 16
 

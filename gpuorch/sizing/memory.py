@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .workload import Workload
+from gpuorch.sizing.workload import Workload
 
 GIB = float(1 << 30)
 OVERHEAD_GIB = 1.0

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import gpus
-from ..errors import UserInputError
-from .fit import MAX_NODES, Fit, best_estimate, smallest_fit, smallest_fits, unsupported
-from .memory import MemoryEstimate, estimate_memory
-from .runtime import estimate_hours
-from .workload import Workload
+from gpuorch import gpus
+from gpuorch.errors import UserInputError
+from gpuorch.sizing.fit import MAX_NODES, Fit, best_estimate, smallest_fit, smallest_fits, unsupported
+from gpuorch.sizing.memory import MemoryEstimate, estimate_memory
+from gpuorch.sizing.runtime import estimate_hours
+from gpuorch.sizing.workload import Workload
 
 
 def advice(w: Workload, more_gpus: bool = True) -> str:

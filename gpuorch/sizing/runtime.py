@@ -15,9 +15,9 @@ batch / step time. Prefill is not modelled.
 
 from __future__ import annotations
 
-from ..gpus import FAST_LINKS, GpuSpec
-from .memory import weight_bytes
-from .workload import Workload
+from gpuorch.gpus import FAST_LINKS, GpuSpec
+from gpuorch.sizing.memory import weight_bytes
+from gpuorch.sizing.workload import Workload
 
 FLOPS_PER_PARAM_TOKEN = {"full": 6.0, "lora": 4.0, "qlora": 4.0}
 RECOMPUTE_FLOPS = 2.0

@@ -10,10 +10,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .db import Store
-    from .models import Attempt, Backoff, Checkpoint, Event, Instance, Job, Meta
-    from .paths import default_home, default_url
-    from .states import AttemptStatus, JobStatus, TerminationReason
+    from gpuorch.store.db import Store
+    from gpuorch.store.models import Attempt, Backoff, Checkpoint, Event, Instance, Job, Meta
+    from gpuorch.store.paths import default_home, default_url
+    from gpuorch.store.states import AttemptStatus, JobStatus, TerminationReason
 
 _WHERE = {
     "Store": "db",

@@ -16,9 +16,9 @@ from sqlalchemy import Engine, event
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, create_engine, select
 
-from .migrations import migrate
-from .models import Meta
-from .paths import default_home, default_url
+from gpuorch.store.migrations import migrate
+from gpuorch.store.models import Meta
+from gpuorch.store.paths import default_home, default_url
 
 BUSY_TIMEOUT_MS = 30_000
 

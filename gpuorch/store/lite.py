@@ -2,7 +2,7 @@
 SQLAlchemy: the cold start of ``gpuorch status`` (importing the ORM takes about a second).
 
 Rows come back as ``Row`` objects whose attributes have the names and Python types the ORM
-models give (aware UTC datetimes, bools, the status enums), so ``gpuorch.jobservice``'s one
+models give (aware UTC datetimes, bools, the status enums), so ``gpuorch.jobs.service``'s one
 summary code reads either. Only a store this gpuorch has created or migrated is read here:
 ``open_lite`` answers None for anything else (no file yet, another schema version, not SQLite),
 and the caller opens the full ``Store``, which creates or migrates it as always.
@@ -17,7 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from .states import AttemptStatus, JobStatus, TerminationReason
+from gpuorch.store.states import AttemptStatus, JobStatus, TerminationReason
 
 # Bump with migrations.MIGRATIONS (tests/store/test_lite.py checks they agree).
 SCHEMA_VERSION = 5
@@ -83,7 +83,7 @@ class LiteReader:
         return self._rows("job", "SELECT * FROM job ORDER BY id")
 
     def find_job(self, ref: str) -> Row | None:
-        """A job by id, or the newest job with that name (as ``gpuorch.jobs.find_job``)."""
+        """A job by id, or the newest job with that name (as ``gpuorch.jobs.intent.find_job``)."""
         if ref.isdigit():
             rows = self._rows("job", "SELECT * FROM job WHERE id = ?", (int(ref),))
         else:

@@ -25,8 +25,8 @@ from sqlalchemy import (
 )
 from sqlmodel import SQLModel
 
-from ..errors import GpuorchError
-from . import models  # noqa: F401  (registers the tables on SQLModel.metadata)
+from gpuorch.errors import GpuorchError
+from gpuorch.store import models  # noqa: F401  (registers the tables on SQLModel.metadata)
 
 Migration = tuple[int, str, Callable[[Connection], None]]
 

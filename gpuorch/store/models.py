@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from sqlalchemy import DateTime, Text, TypeDecorator, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from .states import AttemptStatus, JobStatus, SweepStatus, TerminationReason  # noqa: F401  (re-exported)
+from gpuorch.store.states import AttemptStatus, JobStatus, SweepStatus, TerminationReason  # noqa: F401  (re-exported)
 
 
 class UTCDateTime(TypeDecorator[datetime]):

@@ -1,5 +1,5 @@
 """What the sweep commands write: a sweep and its trials (ordinary jobs), or a cancel request.
-No cloud call happens here; the daemon schedules the trials (gpuorch.budget's gate)."""
+No cloud call happens here; the daemon schedules the trials (gpuorch.money.caps's gate)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from typing import Any
 
 from sqlmodel import Session, select
 
-from .. import events
-from ..errors import UnknownSweep, UserInputError
-from ..spec import JobSpec
-from ..store import Store
-from ..store.models import Job, JobStatus, Sweep, SweepStatus
-from .spec import SweepSpec
+from gpuorch.jobs import events
+from gpuorch.errors import UnknownSweep, UserInputError
+from gpuorch.jobs.spec import JobSpec
+from gpuorch.store import Store
+from gpuorch.store.models import Job, JobStatus, Sweep, SweepStatus
+from gpuorch.sweeps.spec import SweepSpec
 
 
 def submit(store: Store, spec: SweepSpec, trials: list[tuple[dict[str, Any], JobSpec]], now: datetime) -> Sweep:

@@ -10,9 +10,9 @@ from typing import Any
 
 from sqlmodel import Session, select
 
-from ..cost import attempt_cost
-from ..store.models import Attempt, Sweep
-from .intent import trials_of
+from gpuorch.money.cost import attempt_cost
+from gpuorch.store.models import Attempt, Sweep
+from gpuorch.sweeps.intent import trials_of
 
 
 def _order(metric: str | None, mode: str):  # type: ignore[no-untyped-def]

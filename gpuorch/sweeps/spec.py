@@ -30,9 +30,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from ..errors import UserInputError
-from ..spec import Budget, Deadline, JobSpec, Strict, _format_error, parse_spec
-from ..when import parse_instant
+from gpuorch.errors import UserInputError
+from gpuorch.jobs.spec import Budget, Deadline, JobSpec, Strict, _format_error, parse_spec
+from gpuorch.when import parse_instant
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,55}$")  # room for "-<trial>" within a job name
 _VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -1,6 +1,6 @@
 """The provider contract suite: the tests every ``Provider`` adapter passes, the fake included.
 
-Each test checks one sentence of a docstring in ``gpuorch.provider``. An adapter's test module
+Each test checks one sentence of a docstring in ``gpuorch.provider.port``. An adapter's test module
 subclasses ``ProviderContract`` (the name must start with ``Test`` for pytest to collect it),
 provides the ``provider`` fixture, and overrides the hooks for what it can do::
 
@@ -35,7 +35,7 @@ import pytest
 from gpuorch import gpus
 from gpuorch.clock import utcnow
 from gpuorch.errors import NoCapacityError, NotFoundError, ProviderError
-from gpuorch.provider import (
+from gpuorch.provider.port import (
     TAG_MANAGED,
     Instance,
     InstanceState,

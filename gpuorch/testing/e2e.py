@@ -12,10 +12,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import jobs
-from ..store import Store
-from ..store.models import Attempt, Job, JobStatus
-from .contract import wait_until
+from gpuorch.jobs import intent as jobs
+from gpuorch.store import Store
+from gpuorch.store.models import Attempt, Job, JobStatus
+from gpuorch.testing.contract import wait_until
 
 TINY_MLP = Path(__file__).resolve().parents[2] / "configs" / "examples" / "tiny_mlp"
 

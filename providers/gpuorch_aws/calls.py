@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpuorch.retry import RetryPolicy, call_with_retries
+from gpuorch.provider.retry import RetryPolicy, call_with_retries
 
 from .errors import translate
 

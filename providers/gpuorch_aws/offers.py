@@ -15,9 +15,10 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from gpuorch import billing, gpus
+from gpuorch.money import billing
+from gpuorch import gpus
 from gpuorch.catalog.families import interconnect_for
-from gpuorch.provider import Offer
+from gpuorch.provider.port import Offer
 
 from .calls import Ec2
 from .parse import PROVIDER, utc

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from gpuorch.provider import Instance, InstanceState, ScheduledStop, Volume
+from gpuorch.provider.port import Instance, InstanceState, ScheduledStop, Volume
 
 from .requests import tags_of
 

@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 
 from gpuorch.clock import utcnow
 from gpuorch.errors import AuthError, NotFoundError, PermanentError, ProviderError, UserInputError
-from gpuorch.provider import Instance, LaunchRequest, Offer, Provider, ScheduledStop
-from gpuorch.runner import Runner
+from gpuorch.provider.port import Instance, LaunchRequest, Offer, Provider, ScheduledStop
+from gpuorch.runners.port import Runner
 from gpuorch.runners.cloudinit import launch_cloud_config
 from gpuorch.runners.pool import RunnerOptions, Runners
 
@@ -40,7 +40,7 @@ _EPOCH = datetime.min.replace(tzinfo=UTC)
 
 
 class AwsProvider(EbsVolumes, Provider):
-    """Contract: ``gpuorch.provider.Provider``; also ``SupportsVolumes``."""
+    """Contract: ``gpuorch.provider.port.Provider``; also ``SupportsVolumes``."""
 
     name = PROVIDER
 

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpuorch.provider import TAG_ATTEMPT, TAG_JOB, TAG_MANAGED, TAG_OWNER, LaunchRequest
+from gpuorch.provider.port import TAG_ATTEMPT, TAG_JOB, TAG_MANAGED, TAG_OWNER, LaunchRequest
 from gpuorch.runners.cloudinit import login_config, user_data
 
 ROOT_VOLUME_TYPE = "gp3"

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpuorch.errors import NotFoundError, PermanentError
-from gpuorch.provider import Volume
+from gpuorch.provider.port import Volume
 
 from .calls import Ec2
 from .config import AwsOptions
@@ -26,7 +26,7 @@ _ALREADY_DETACHED = ("IncorrectState", "InvalidAttachment.NotFound")
 
 
 class EbsVolumes:
-    """Mixed into ``AwsProvider``; see ``gpuorch.provider.SupportsVolumes``."""
+    """Mixed into ``AwsProvider``; see ``gpuorch.provider.port.SupportsVolumes``."""
 
     # What the mixin uses of AwsProvider.
     options: AwsOptions

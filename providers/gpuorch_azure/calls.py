@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuorch.errors import NotFoundError
-from gpuorch.retry import RetryPolicy, call_with_retries
+from gpuorch.provider.retry import RetryPolicy, call_with_retries
 
 from .config import AzureOptions
 from .errors import translate

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gpuorch.provider import Offer
+from gpuorch.provider.port import Offer
 
 from .config import AzureOptions
 from .parse import PROVIDER

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuorch.provider import Instance, InstanceState
+from gpuorch.provider.port import Instance, InstanceState
 
 from .names import gpuorch_tags
 

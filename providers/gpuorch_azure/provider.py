@@ -36,8 +36,8 @@ from gpuorch.errors import (
     QuotaError,
     UserInputError,
 )
-from gpuorch.provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider
-from gpuorch.runner import Runner
+from gpuorch.provider.port import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider
+from gpuorch.runners.port import Runner
 
 from .calls import Arm, Exists
 from .config import AzureOptions, parse_options
@@ -60,7 +60,7 @@ log = logging.getLogger("gpuorch.azure")
 
 
 class AzureProvider(Provider):
-    """Contract: ``gpuorch.provider.Provider``."""
+    """Contract: ``gpuorch.provider.port.Provider``."""
 
     name = PROVIDER
 

@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from gpuorch.provider import LaunchRequest
+from gpuorch.provider.port import LaunchRequest
 
 from .names import azure_tags, ip_name, nic_name, os_disk_name
 

@@ -16,7 +16,7 @@ import re
 import uuid
 from collections.abc import Mapping
 
-from gpuorch.provider import TAG_ATTEMPT, TAG_JOB, TAG_MANAGED, TAG_OWNER
+from gpuorch.provider.port import TAG_ATTEMPT, TAG_JOB, TAG_MANAGED, TAG_OWNER
 
 NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from gpuorch.provider import Instance, InstanceState
+from gpuorch.provider.port import Instance, InstanceState
 
 from .names import last_segment, region_of, tags_from_labels, tags_from_name
 

@@ -22,8 +22,8 @@ from typing import Any
 
 from gpuorch.clock import utcnow
 from gpuorch.errors import AuthError, NotFoundError, PermanentError, ProviderError, TransientError, UserInputError
-from gpuorch.provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider
-from gpuorch.runner import Runner, RunnerUnavailable
+from gpuorch.provider.port import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider
+from gpuorch.runners.port import Runner, RunnerUnavailable
 
 from .calls import Gce, RetryPolicy
 from .config import DEFAULT_SCOPES, GcpOptions, parse_options
@@ -38,7 +38,7 @@ _PREEMPTED_FILTER = f'operationType = "{PREEMPTED_OP}"'
 
 
 class GcpProvider(Provider):
-    """Contract: ``gpuorch.provider.Provider``."""
+    """Contract: ``gpuorch.provider.port.Provider``."""
 
     name = PROVIDER
 

@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpuorch.provider import LaunchRequest
+from gpuorch.provider.port import LaunchRequest
 
 from .names import instance_name, labels_from_tags
 

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from gpuorch.agent.protocol import read_status, write_atomic
 from gpuorch.clock import utcnow
 from gpuorch.errors import NotFoundError
-from gpuorch.provider import Instance, InstanceState, Offer
+from gpuorch.provider.port import Instance, InstanceState, Offer
 
 from .procs import kill_instance
 

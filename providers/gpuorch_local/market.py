@@ -15,7 +15,7 @@ import zlib
 from dataclasses import dataclass
 
 from gpuorch import gpus
-from gpuorch.provider import Offer
+from gpuorch.provider.port import Offer
 
 PROVIDER = "local"
 HOST_ZONE = "local-host"

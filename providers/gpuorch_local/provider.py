@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from gpuorch.clock import utcnow
 from gpuorch.doctor.findings import Finding
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
-from gpuorch.provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider
-from gpuorch.runner import Runner
+from gpuorch.provider.port import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider
+from gpuorch.runners.port import Runner
 
 from . import capacity
 from .instances import REASON_TERMINATED, InstanceDir, Meta
@@ -54,7 +54,7 @@ class LocalOptions(BaseModel):
 
 
 class LocalProvider(Provider):
-    """Contract: ``gpuorch.provider.Provider``; also ``SupportsPreemptionInjection`` and
+    """Contract: ``gpuorch.provider.port.Provider``; also ``SupportsPreemptionInjection`` and
     ``SupportsDoctor``."""
 
     name = PROVIDER

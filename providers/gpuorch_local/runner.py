@@ -31,8 +31,8 @@ from gpuorch.agent.protocol import (
 )
 from gpuorch.clock import utcnow
 from gpuorch.errors import NotFoundError
-from gpuorch.provider import InstanceState
-from gpuorch.runner import Runner, RunnerUnavailable
+from gpuorch.provider.port import InstanceState
+from gpuorch.runners.port import Runner, RunnerUnavailable
 
 from .instances import InstanceDir
 from .procs import spawn_detached

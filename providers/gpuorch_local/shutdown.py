@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from gpuorch.provider import InstanceState
+from gpuorch.provider.port import InstanceState
 
 from .instances import InstanceDir
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from gpuorch.agent.protocol import write_atomic
 from gpuorch.errors import NotFoundError
-from gpuorch.provider import InstanceState
+from gpuorch.provider.port import InstanceState
 from gpuorch_local.instances import InstanceDir, Meta
 from gpuorch_local.procs import spawn_detached
 

@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuorch.errors import UserInputError
-from gpuorch.provider import Offer
+from gpuorch.provider.port import Offer
 
 from .traces import PriceSeries, Trace, zone_files
 
@@ -62,7 +62,7 @@ class SimOptions(BaseModel):
     # copy here). The agent's default, 5 s, would swallow a compressed notice whole.
     final_checkpoint_grace_s: float = Field(default=0.25, ge=0)
     agents: Literal["real", "external"] = "real"  # external: nothing is started (benchmarks)
-    faults: dict | None = None  # gpuorch.faults.FaultPlan options: rate, seed, kinds, methods
+    faults: dict | None = None  # gpuorch.testing.faults.FaultPlan options: rate, seed, kinds, methods
     cloud_idle_exit_s: float = Field(default=30.0, gt=0)  # the cloud process exits this idle
 
 

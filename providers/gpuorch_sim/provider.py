@@ -25,9 +25,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
-from gpuorch.faults import FaultPlan
-from gpuorch.provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider
-from gpuorch.runner import Runner
+from gpuorch.testing.faults import FaultPlan
+from gpuorch.provider.port import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider
+from gpuorch.runners.port import Runner
 from gpuorch_local import capacity
 from gpuorch_local.instances import REASON_TERMINATED, InstanceDir, Meta
 from gpuorch_local.provider import instance_id_for
@@ -42,7 +42,7 @@ _ID = re.compile(r"sim-[A-Za-z0-9][A-Za-z0-9_.-]{0,120}")
 
 
 class SimProvider(Provider):
-    """Contract: ``gpuorch.provider.Provider``; also ``SupportsPreemptionInjection``."""
+    """Contract: ``gpuorch.provider.port.Provider``; also ``SupportsPreemptionInjection``."""
 
     name = PROVIDER
     runner_outlives_instance = True  # run dirs stay after a reclaim: the agent's last word is readable

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from gpuorch.agent.protocol import CONFIG_FILE, AgentConfig, write_atomic
 from gpuorch.clock import utcnow
-from gpuorch.provider import InstanceState
-from gpuorch.runner import RunnerUnavailable
+from gpuorch.provider.port import InstanceState
+from gpuorch.runners.port import RunnerUnavailable
 from gpuorch_local.runner import LocalRunner
 
 

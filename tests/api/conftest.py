@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuorch.cli import app
-from gpuorch.config import ApiConfig, DaemonConfig
+from gpuorch.ops.config import ApiConfig, DaemonConfig
 from gpuorch.store import Store
 
 pytest.importorskip("fastapi", reason="the server extra is not installed: pip install -e '.[dev]'")

@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 
 from gpuorch.api import auth
-from gpuorch.config import ApiConfig
+from gpuorch.ops.config import ApiConfig
 
 
 def get(url: str, authorization: str | None = None) -> tuple[int, dict, dict]:

@@ -1,4 +1,4 @@
-"""A remote ``submit`` is checked like a local one (``JobService.submit``, gpuorch.submitcheck):
+"""A remote ``submit`` is checked like a local one (``JobService.submit``, gpuorch.jobs.submitcheck):
 a deadline on-demand cannot meet is refused with the same one line and nothing is stored; a
 warning (only on-demand can meet it, or no enabled offer fits today) comes back and is shown.
 A real server on 127.0.0.1 over a real SQLite store; the server and the CLI share this home's

@@ -17,16 +17,16 @@ import urllib.request
 import pytest
 import yaml
 
-from gpuorch import daemon
+from gpuorch.ops import daemon
 from gpuorch.api import upload
 from gpuorch.api.client import Client, RemoteRefused
 from gpuorch.clock import FakeClock
-from gpuorch.config import ApiConfig, DaemonConfig
+from gpuorch.ops.config import ApiConfig, DaemonConfig
 from gpuorch.errors import UserInputError
-from gpuorch.fake import FakeJobScript, FakeProvider
-from gpuorch.logmirror import LogMirror
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
+from gpuorch.jobs.logmirror import LogMirror
 from gpuorch.reconciler import Reconciler, Settings
-from gpuorch.spec import load_spec
+from gpuorch.jobs.spec import load_spec
 from gpuorch.store.models import Job
 from gpuorch.testing import wait_until
 from gpuorch_local.provider import LocalProvider

@@ -16,7 +16,7 @@ from sqlmodel import select
 from gpuorch.api.client import Client, RemoteRefused
 from gpuorch.clock import utcnow
 from gpuorch.errors import UserInputError
-from gpuorch.logmirror import LogMirror
+from gpuorch.jobs.logmirror import LogMirror
 from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.store.models import Job, Sweep
 from gpuorch.sweeps.spec import load_sweep, remote_request

@@ -38,7 +38,7 @@ from moto_helpers import instance_states, interrupt_spot  # noqa: E402
 from sshd import Sshd, free_port  # noqa: E402
 
 from gpuorch.agent.protocol import NoticeSource  # noqa: E402
-from gpuorch.provider import Instance  # noqa: E402
+from gpuorch.provider.port import Instance  # noqa: E402
 
 
 class FakeImds:

@@ -17,7 +17,7 @@ from moto import mock_aws  # imported before any boto3 session exists: moto hook
 from moto_helpers import REGIONS, add_dlami, remove_refusals, static_prices  # noqa: F401
 
 from gpuorch.clock import utcnow
-from gpuorch.provider import Offer
+from gpuorch.provider.port import Offer
 from gpuorch_aws import AwsProvider
 from gpuorch_aws.config import parse_options
 

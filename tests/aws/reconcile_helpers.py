@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpuorch import jobs
+from gpuorch.jobs import intent as jobs
 from gpuorch.agent.protocol import AgentConfig, AgentStatus
 from gpuorch.clock import FakeClock
-from gpuorch.provider import Instance
+from gpuorch.provider.port import Instance
 from gpuorch.reconciler import Reconciler
-from gpuorch.runner import Runner
-from gpuorch.spec import parse_spec
+from gpuorch.runners.port import Runner
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.store import Store
 from gpuorch.store.models import Job
 from gpuorch_aws import AwsProvider

@@ -79,7 +79,7 @@ def test_refused_credentials_fail_at_start(make_provider: Any) -> None:
 
 
 def test_configured_subnets_pick_the_offers_zone(make_provider: Any, moto_offers: list, ec2: Any) -> None:
-    from gpuorch.provider import LaunchRequest
+    from gpuorch.provider.port import LaunchRequest
 
     vpc = ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.9.1.0/24", AvailabilityZone="us-east-1b")["Subnet"]["SubnetId"]

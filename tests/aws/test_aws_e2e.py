@@ -28,10 +28,10 @@ from moto_helpers import REGIONS, static_prices  # noqa: E402
 from moto_s3 import MotoS3  # noqa: E402
 from sshd import SshdUnavailable, find_sshd  # noqa: E402
 
-from gpuorch import jobs  # noqa: E402
-from gpuorch.logmirror import LogMirror  # noqa: E402
+from gpuorch.jobs import intent as jobs  # noqa: E402
+from gpuorch.jobs.logmirror import LogMirror  # noqa: E402
 from gpuorch.reconciler import Reconciler, Settings  # noqa: E402
-from gpuorch.spec import parse_spec  # noqa: E402
+from gpuorch.jobs.spec import parse_spec  # noqa: E402
 from gpuorch.store.models import Attempt, AttemptStatus, Checkpoint, Job, JobStatus, TerminationReason  # noqa: E402
 from gpuorch.testing.e2e import TINY_MLP, tiny_mlp_reference  # noqa: E402
 

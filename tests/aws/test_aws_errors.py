@@ -108,7 +108,7 @@ def test_max_attempts_option_bounds_the_retries(make_provider: Any, sleeps: list
 ])  # fmt: skip
 def test_launch_errors_are_not_retried(provider: AwsProvider, moto_offers: list, sleeps: list[float],
                                        code: str, expected: type) -> None:
-    from gpuorch.provider import LaunchRequest
+    from gpuorch.provider.port import LaunchRequest
 
     hook = Refusals(provider.client("us-east-1"), "RunInstances", code)
     offer = next(o for o in moto_offers if o.region == "us-east-1")

@@ -10,7 +10,7 @@ import pytest
 from moto_helpers import announce_reclaim, interrupt_spot, mark_spot_request
 
 from gpuorch.errors import NotFoundError, PermanentError
-from gpuorch.provider import InstanceState, LaunchRequest, Offer
+from gpuorch.provider.port import InstanceState, LaunchRequest, Offer
 from gpuorch_aws import AwsProvider
 
 pytestmark = pytest.mark.aws

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from gpuorch import jobs
+from gpuorch.jobs import intent as jobs
 from gpuorch.agent.protocol import AgentConfig, AgentStatus
-from gpuorch.provider import Instance
+from gpuorch.provider.port import Instance
 from gpuorch.reconciler import Reconciler
-from gpuorch.runner import Runner
-from gpuorch.spec import parse_spec
+from gpuorch.runners.port import Runner
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.store.models import Job, JobStatus
 from gpuorch_aws import AwsProvider
 from gpuorch_aws.config import parse_options

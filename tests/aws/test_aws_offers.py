@@ -10,7 +10,7 @@ from moto_helpers import REGIONS, static_prices
 from moto_helpers import Refusals
 
 from gpuorch.errors import AuthError
-from gpuorch.provider import Offer
+from gpuorch.provider.port import Offer
 from gpuorch_aws import AwsProvider
 from gpuorch_aws.config import parse_options
 from gpuorch_aws.offers import build_offers, canonical_gpu

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import yaml
 
-from gpuorch.provider import InstanceState, LaunchRequest, Offer
+from gpuorch.provider.port import InstanceState, LaunchRequest, Offer
 from gpuorch_aws.parse import (
     instance_state,
     reclaim_deadline,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuorch.provider import Instance, InstanceState, LaunchRequest, Offer
-from gpuorch.runner import RunnerUnavailable
+from gpuorch.provider.port import Instance, InstanceState, LaunchRequest, Offer
+from gpuorch.runners.port import RunnerUnavailable
 from gpuorch.runners.hostkeys import known_hosts_path, pinned_host_key
 from gpuorch.runners.ssh import SshRunner
 

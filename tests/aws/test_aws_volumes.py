@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from gpuorch.errors import NotFoundError, PermanentError
-from gpuorch.provider import LaunchRequest, Offer, SupportsVolumes, managed_tags
+from gpuorch.provider.port import LaunchRequest, Offer, SupportsVolumes, managed_tags
 from gpuorch_aws import AwsProvider
 
 pytestmark = pytest.mark.aws

@@ -15,7 +15,7 @@ import pytest
 from moto_helpers import Refusals, announce_reclaim, interrupt_spot
 
 from gpuorch.clock import utcnow
-from gpuorch.provider import Offer, Provider
+from gpuorch.provider.port import Offer, Provider
 from gpuorch.testing import ProviderContract
 from gpuorch_aws import AwsProvider
 

@@ -23,7 +23,15 @@ from gpuorch.errors import (
     TransientError,
     UserInputError,
 )
-from gpuorch.provider import TAG_JOB, TAG_MANAGED, InstanceState, LaunchRequest, Offer, client_token, managed_tags
+from gpuorch.provider.port import (
+    TAG_JOB,
+    TAG_MANAGED,
+    InstanceState,
+    LaunchRequest,
+    Offer,
+    client_token,
+    managed_tags,
+)
 from gpuorch_azure import AzureProvider
 from gpuorch_azure.calls import Exists
 from gpuorch_azure.config import parse_options

@@ -13,7 +13,7 @@ from datetime import datetime
 import pytest
 from fake_arm import FakeArm
 
-from gpuorch.provider import InstanceState, Offer, Provider
+from gpuorch.provider.port import InstanceState, Offer, Provider
 from gpuorch.testing import ProviderContract
 from gpuorch_azure import AzureProvider
 

@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuorch import billing, catalog
+from gpuorch.money import billing
+from gpuorch import catalog
 from gpuorch.catalog import COLUMNS, load_offers, load_rows, parse_csv, select, write_csv
 from gpuorch.catalog.families import interconnect_for
 from gpuorch.errors import UserInputError
-from gpuorch.provider import Offer
+from gpuorch.provider.port import Offer
 
 HEADER = ",".join(COLUMNS)
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"

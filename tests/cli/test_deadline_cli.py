@@ -8,10 +8,10 @@ from datetime import timedelta
 import yaml
 from typer.testing import CliRunner
 
-from gpuorch import events
+from gpuorch.jobs import events
 from gpuorch.cli import app
 from gpuorch.clock import utcnow
-from gpuorch.config import load_config
+from gpuorch.ops.config import load_config
 from gpuorch.store import Store
 
 runner = CliRunner()

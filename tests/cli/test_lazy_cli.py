@@ -51,7 +51,7 @@ def _run(*args: str, env_home, extra: dict[str, str] | None = None) -> subproces
             "except SystemExit as e:\n    code = e.code\n"
             "else:\n    code = 0\n"
             "print(sorted(m for m in sys.modules if m.startswith('gpuorch.cli.') or m in ('sqlalchemy', 'sqlmodel')))\n"
-            "print(sorted(m for m in sys.modules if m in ('yaml', 'gpuorch.config', 'gpuorch.provider', 'numpy')))\n"
+            "print(sorted(m for m in sys.modules if m in ('yaml', 'gpuorch.ops.config', 'gpuorch.provider.port', 'numpy')))\n"
             "sys.exit(code)")
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                           env={"GPUORCH_HOME": str(env_home), "PATH": "/usr/bin:/bin", **(extra or {})})
@@ -71,7 +71,7 @@ def test_status_json_reads_the_store_without_yaml_config_model_or_orm(tmp_path):
     assert r.stdout.splitlines()[-3:] == ["[]", "['gpuorch.cli.app', 'gpuorch.cli.jobs']", "[]"]
     (tmp_path / "config.yaml").write_text("poll_s: 1\n")  # a config file: read and validated as before
     r = _run("status", "--json", env_home=tmp_path, extra=env)
-    assert r.returncode == 0 and r.stdout.splitlines()[-1] == "['gpuorch.config', 'yaml']"
+    assert r.returncode == 0 and r.stdout.splitlines()[-1] == "['gpuorch.ops.config', 'yaml']"
 
 
 def test_help_lists_every_command(tmp_path):

@@ -11,13 +11,13 @@ from collections import Counter
 import pytest
 from sqlmodel import select
 
-from gpuorch import jobs
+from gpuorch.jobs import intent as jobs
 from gpuorch.errors import NoCapacityError, QuotaError, TransientError
-from gpuorch.faults import KINDS, FaultPlan
-from gpuorch.fake import FakeJobScript, FakeProvider
-from gpuorch.provider import LaunchRequest
+from gpuorch.testing.faults import KINDS, FaultPlan
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
+from gpuorch.provider.port import LaunchRequest
 from gpuorch.reconciler import Reconciler, Settings
-from gpuorch.spec import parse_spec
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.store.models import Event, Job, JobStatus, TerminationReason
 
 

@@ -6,7 +6,7 @@ from contextlib import contextmanager
 
 from sqlmodel import select
 
-from gpuorch.provider import Instance, InstanceState
+from gpuorch.provider.port import Instance, InstanceState
 from gpuorch.reconciler.mirror import InstanceMirror
 from gpuorch.store import Store
 from gpuorch.store.models import Instance as InstanceRow

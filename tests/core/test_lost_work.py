@@ -8,11 +8,11 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from gpuorch import jobs
+from gpuorch.jobs import intent as jobs
 from gpuorch.cli import app
-from gpuorch.fake import FakeJobScript, FakeProvider
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 from gpuorch.reconciler import Reconciler
-from gpuorch.spec import parse_spec
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.store import Store, default_url
 from gpuorch.store.models import AttemptStatus, TerminationReason
 

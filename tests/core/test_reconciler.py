@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from sqlmodel import select
 
-from gpuorch import jobs
+from gpuorch.jobs import intent as jobs
 from gpuorch.errors import TransientError
-from gpuorch.fake import FakeJobScript, FakeProvider
-from gpuorch.provider import LaunchRequest
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
+from gpuorch.provider.port import LaunchRequest
 from gpuorch.reconciler import Reconciler
-from gpuorch.spec import parse_spec
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.store.models import Attempt, AttemptStatus, Checkpoint, Event, Job, JobStatus, TerminationReason
 
 SPEC = {
@@ -241,7 +241,7 @@ def test_instance_table_mirrors_what_the_provider_reports(store, fake, clock, re
 
 
 def test_a_status_listing_a_checkpoint_twice_records_it_once(store, fake, clock, rec):
-    from gpuorch.fake import FakeRunner
+    from gpuorch.testing.fake_provider import FakeRunner
 
     job = submit(store, clock)
     drive(rec, clock, 130)
@@ -282,7 +282,7 @@ def test_one_jobs_trouble_does_not_stall_the_others(store, fake, clock, rec, mon
 def test_an_instance_without_a_runner_yet_is_unreachable_not_a_failed_pass(store, fake, clock, rec, caplog):
     """Cloud adapters have no runner for a running instance without an address yet (its public IP
     comes later): the job waits, its pass does not fail, and it starts once the runner exists."""
-    from gpuorch.runner import RunnerUnavailable
+    from gpuorch.runners.port import RunnerUnavailable
 
     real_runner = fake.runner
     addressed = {"yes": False}

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from gpuorch import jobs
+from gpuorch.jobs import intent as jobs
 from gpuorch.errors import UserInputError
-from gpuorch.fake import FakeJobScript, FakeProvider
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 from gpuorch.placement import Candidate
-from gpuorch.provider import Offer
+from gpuorch.provider.port import Offer
 from gpuorch.reconciler import Reconciler, Settings
-from gpuorch.recovery import RecoveryContext, get_strategy, strategy_names
-from gpuorch.spec import parse_spec
+from gpuorch.policy.recovery import RecoveryContext, get_strategy, strategy_names
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.store.models import AttemptStatus
 
 

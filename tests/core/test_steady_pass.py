@@ -14,10 +14,10 @@ from datetime import timedelta
 from sqlalchemy import event
 from sqlmodel import select
 
-from gpuorch import jobs
-from gpuorch.fake import FakeJobScript, FakeProvider
+from gpuorch.jobs import intent as jobs
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 from gpuorch.reconciler import Reconciler, Settings
-from gpuorch.spec import parse_spec
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.store.models import Attempt, AttemptStatus, Instance, Job, JobStatus
 
 SPEC = {"run": "python train.py", "resources": {"gpu": "A100:80GB:1"},

@@ -7,13 +7,13 @@ import pytest
 from sqlmodel import select
 
 from gpuorch.errors import PermanentError
-from gpuorch.fake import FakeJobScript, FakeProvider
-from gpuorch.provider import SupportsVolumes
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
+from gpuorch.provider.port import SupportsVolumes
 from gpuorch.reconciler import Reconciler
 from gpuorch.reconciler.actions import Launch
 from gpuorch.reconciler.decide import JobView, Settings, decide
 from gpuorch.reconciler.volumes import volume_tags
-from gpuorch.runner import VolumeMountFailed
+from gpuorch.runners.port import VolumeMountFailed
 from gpuorch.store.models import AttemptStatus, Event, JobStatus, TerminationReason
 
 from test_reconciler import Crash, attempts, drive, job_row, submit
@@ -35,8 +35,8 @@ def test_the_fake_supports_volumes_and_refuses_cross_zone_attach(fake):
     assert isinstance(fake, SupportsVolumes)
     vol = fake.create_volume(region="r1", zone="r1-b", size_gib=10, tags={"gpuorch:job": "1"})
     assert vol.tags["gpuorch:managed"] == "true" and fake.list_volumes() == [vol]
-    from gpuorch.fake import default_offers
-    from gpuorch.provider import LaunchRequest
+    from gpuorch.testing.fake_provider import default_offers
+    from gpuorch.provider.port import LaunchRequest
     inst = fake.launch(LaunchRequest(job_id=1, attempt=1, offer=default_offers()[0], spot=True))  # r1-a
     with pytest.raises(PermanentError) as e:
         fake.attach_volume(vol.id, inst.id)
@@ -74,7 +74,7 @@ def test_volume_created_once_follows_the_job_after_preemption_and_is_deleted_at_
 
 
 def test_cancel_deletes_the_volume(store, fake, clock, rec):
-    from gpuorch import jobs
+    from gpuorch.jobs import intent as jobs
     job = submit(store, clock, volume=VOLUME)
     drive(rec, clock, 30)
     assert len(fake.list_volumes()) == 1
@@ -139,7 +139,7 @@ def test_sweep_deletes_volumes_no_unfinished_job_owns(store, fake, clock, rec):
 
 
 def test_placement_requires_the_volume_zone(store, fake, clock):
-    from gpuorch.spec import parse_spec
+    from gpuorch.jobs.spec import parse_spec
     from test_reconciler import SPEC
     job = submit(store, clock, volume=VOLUME)
     job.volume_zone = "r1-b"

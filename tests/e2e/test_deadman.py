@@ -12,11 +12,11 @@ import pytest
 from gpuorch_local import LocalProvider
 from gpuorch_local.instances import InstanceDir
 
-from gpuorch import jobs
+from gpuorch.jobs import intent as jobs
 from gpuorch.agent.protocol import read_status
-from gpuorch.provider import InstanceState
+from gpuorch.provider.port import InstanceState
 from gpuorch.reconciler import Reconciler, Settings
-from gpuorch.spec import parse_spec
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.store.models import JobStatus, TerminationReason
 from gpuorch.testing import wait_until
 from gpuorch.testing.e2e import attempts as attempts_of

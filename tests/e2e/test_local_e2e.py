@@ -8,10 +8,10 @@ import json
 from gpuorch_local.provider import LocalProvider
 from sqlmodel import select
 
-from gpuorch import jobs
-from gpuorch.logmirror import LogMirror
+from gpuorch.jobs import intent as jobs
+from gpuorch.jobs.logmirror import LogMirror
 from gpuorch.reconciler import Reconciler, Settings
-from gpuorch.spec import parse_spec
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.store.models import AttemptStatus, Checkpoint, Job, JobStatus, TerminationReason
 from gpuorch.testing import e2e
 

@@ -10,12 +10,12 @@ import yaml
 from gpuorch_local.provider import LocalProvider
 from sqlmodel import select
 
-from gpuorch import jobs
-from gpuorch.budget import Policy
-from gpuorch.cost import attempt_cost
-from gpuorch.provider import Offer
+from gpuorch.jobs import intent as jobs
+from gpuorch.money.caps import Policy
+from gpuorch.money.cost import attempt_cost
+from gpuorch.provider.port import Offer
 from gpuorch.reconciler import Reconciler, Settings
-from gpuorch.spec import parse_spec
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.store.models import Checkpoint, Job, JobStatus, Sweep, TerminationReason
 from gpuorch.sweeps import intent
 from gpuorch.sweeps.report import sweep_report

@@ -11,7 +11,7 @@ from datetime import datetime
 import pytest
 from fake_gce import FakeGce
 
-from gpuorch.provider import Offer, Provider
+from gpuorch.provider.port import Offer, Provider
 from gpuorch.testing import ProviderContract
 from gpuorch_gcp import GcpProvider
 

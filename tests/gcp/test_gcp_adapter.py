@@ -19,7 +19,7 @@ from gpuorch.errors import (
     TransientError,
     UserInputError,
 )
-from gpuorch.provider import InstanceState, LaunchRequest, Offer, client_token, managed_tags
+from gpuorch.provider.port import InstanceState, LaunchRequest, Offer, client_token, managed_tags
 from gpuorch_gcp import GcpProvider
 from gpuorch_gcp.config import parse_options
 from gpuorch_gcp.errors import classify, operation_error

@@ -11,13 +11,13 @@ import pytest
 from sqlalchemy.engine import make_url
 from sqlmodel import select
 
-from gpuorch import jobs
+from gpuorch.jobs import intent as jobs
 from gpuorch.clock import FakeClock
-from gpuorch.fake import FakeJobScript, FakeProvider
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 from gpuorch.reconciler import Reconciler
 from gpuorch.reconciler.decide import decide
 from gpuorch.reconciler.leases import LeaseLost, Leases
-from gpuorch.spec import parse_spec
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Event, Job
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from gpuorch import jobs
+from gpuorch.jobs import intent as jobs
 from gpuorch.clock import utcnow
-from gpuorch.spec import parse_spec
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, Event, Job, JobStatus
 from gpuorch.testing import wait_until

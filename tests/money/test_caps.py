@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 import pytest
 from sqlmodel import select
 
-from gpuorch import jobs
-from gpuorch.budget import Policy
-from gpuorch.cost import attempt_cost, price_changes
-from gpuorch.fake import FakeJobScript, FakeProvider
+from gpuorch.jobs import intent as jobs
+from gpuorch.money.caps import Policy
+from gpuorch.money.cost import attempt_cost, price_changes
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 from gpuorch.reconciler import Reconciler
-from gpuorch.spec import parse_spec
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.store.models import AttemptStatus, Checkpoint, Event, Job, JobStatus, TerminationReason
 
 POLICY = Policy(decision_interval_s=30, stop_grace_s=60)  # horizon 2 x 30 + 60 = 120 s
@@ -84,7 +84,7 @@ def test_launch_refused_when_the_worst_case_does_not_fit(store, fake, clock):
 
 
 def test_worst_case_uses_the_billing_minimum_and_increment(store, clock):
-    from gpuorch.fake import default_offers
+    from gpuorch.testing.fake_provider import default_offers
 
     hourly = [o.model_copy(update={"billing_granularity_s": 3600, "min_billing_s": 3600}) for o in default_offers()]
     fake = FakeProvider(clock, offers=hourly, script=FakeJobScript(duration_s=600))

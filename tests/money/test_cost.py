@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gpuorch.cost import (
+from gpuorch.money.cost import (
     attempt_cost,
     billed_seconds,
     charged,

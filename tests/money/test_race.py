@@ -11,12 +11,12 @@ from pathlib import Path
 import yaml
 from sqlmodel import select
 
-from gpuorch import jobs
-from gpuorch.budget import Policy
-from gpuorch.cost import attempt_cost, increment_cost
-from gpuorch.fake import FakeJobScript, FakeProvider, default_offers
+from gpuorch.jobs import intent as jobs
+from gpuorch.money.caps import Policy
+from gpuorch.money.cost import attempt_cost, increment_cost
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider, default_offers
 from gpuorch.reconciler import Reconciler
-from gpuorch.spec import parse_spec
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.store.models import Attempt, Job, JobStatus
 from gpuorch.sweeps import intent
 from gpuorch.sweeps.spec import load_sweep

@@ -9,11 +9,11 @@ from datetime import datetime, timedelta
 import yaml
 from sqlmodel import select
 
-from gpuorch import jobs
-from gpuorch.budget import Policy
-from gpuorch.fake import FakeJobScript, FakeProvider
+from gpuorch.jobs import intent as jobs
+from gpuorch.money.caps import Policy
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 from gpuorch.reconciler import Reconciler
-from gpuorch.spec import JobSpec
+from gpuorch.jobs.spec import JobSpec
 from gpuorch.store.models import Event, JobStatus
 from gpuorch.sweeps import intent
 from gpuorch.sweeps.spec import load_sweep

@@ -10,11 +10,11 @@ import pytest
 import yaml
 from sqlmodel import select
 
-from gpuorch import jobs
-from gpuorch.budget import Policy
-from gpuorch.fake import FakeJobScript, FakeProvider
+from gpuorch.jobs import intent as jobs
+from gpuorch.money.caps import Policy
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 from gpuorch.reconciler import Reconciler
-from gpuorch.spec import JobSpec
+from gpuorch.jobs.spec import JobSpec
 from gpuorch.store.models import AttemptStatus, Checkpoint, Job, JobStatus, Sweep, SweepStatus, TerminationReason
 from gpuorch.sweeps import intent
 from gpuorch.sweeps.report import sweep_report

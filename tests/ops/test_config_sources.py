@@ -11,8 +11,8 @@ import yaml
 from typer.testing import CliRunner
 
 from gpuorch.cli import app
-from gpuorch.config import DaemonConfig, MetricsConfig, load_config
-from gpuorch.config_sources import load
+from gpuorch.ops.config import DaemonConfig, MetricsConfig, load_config
+from gpuorch.ops.config_sources import load
 from gpuorch.errors import UserInputError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -161,7 +161,7 @@ def test_the_global_config_selects_the_database(tmp_path):
 
 # -- the quick store location of read-only commands ---------------------------------------------
 def test_store_location_is_what_load_gives_when_nothing_else_is_configured(_isolated_home, monkeypatch):
-    from gpuorch.config_sources import store_location
+    from gpuorch.ops.config_sources import store_location
 
     c = load().config
     assert store_location() == (c.home, c.url) == (_isolated_home, f"sqlite:///{_isolated_home / 'state.db'}")
@@ -173,14 +173,14 @@ def test_store_location_is_what_load_gives_when_nothing_else_is_configured(_isol
 
 @pytest.mark.parametrize("which", ["system", "user", "state"])
 def test_store_location_defers_to_load_when_a_file_exists(files, which):
-    from gpuorch.config_sources import store_location
+    from gpuorch.ops.config_sources import store_location
 
     files(which, "")
     assert store_location() is None
 
 
 def test_store_location_defers_to_load_for_config_and_other_variables(_isolated_home, monkeypatch, tmp_path):
-    from gpuorch.config_sources import store_location
+    from gpuorch.ops.config_sources import store_location
 
     assert store_location(tmp_path / "c.yaml") is None
     monkeypatch.setenv("GPUORCH_POLL_S", "0")

@@ -8,13 +8,13 @@ import pytest
 from daemon_proc import DaemonProcess, wait_until
 from sqlmodel import select
 
-from gpuorch import jobs
+from gpuorch.jobs import intent as jobs
 from gpuorch.clock import utcnow
-from gpuorch.config import DaemonConfig
-from gpuorch.daemon import Daemon
-from gpuorch.fake import FakeProvider
+from gpuorch.ops.config import DaemonConfig
+from gpuorch.ops.daemon import Daemon
+from gpuorch.testing.fake_provider import FakeProvider
 from gpuorch.reconciler import Reconciler
-from gpuorch.spec import parse_spec
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.store import Store
 from gpuorch.store.models import Event, Job, JobStatus
 from gpuorch_local.provider import LocalProvider

@@ -12,13 +12,13 @@ from daemon_proc import CONFIG, DaemonProcess, wait_until
 from typer.testing import CliRunner
 
 from gpuorch.store.migrations import SCHEMA_VERSION
-from gpuorch import jobs
+from gpuorch.jobs import intent as jobs
 from gpuorch.cli import app
 from gpuorch.clock import utcnow
 from gpuorch.doctor import Context, Finding, run
 from gpuorch.doctor.providers import check_credentials
-from gpuorch.fake import FakeProvider
-from gpuorch.spec import parse_spec
+from gpuorch.testing.fake_provider import FakeProvider
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.store import Store
 
 runner = CliRunner()

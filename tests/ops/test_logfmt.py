@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-from gpuorch import events
+from gpuorch.jobs import events
 from gpuorch.clock import utcnow
-from gpuorch.logfmt import configure_logging
+from gpuorch.ops.logfmt import configure_logging
 
 
 @pytest.fixture

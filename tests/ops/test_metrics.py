@@ -10,15 +10,15 @@ import pytest
 from daemon_proc import CONFIG, DaemonProcess, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuorch import jobs
+from gpuorch.jobs import intent as jobs
 from gpuorch.clock import utcnow
-from gpuorch.cost import attempt_cost
+from gpuorch.money.cost import attempt_cost
 from gpuorch.errors import TransientError
-from gpuorch.fake import FakeJobScript, FakeProvider
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 from gpuorch.metrics import Metrics
-from gpuorch.provider import SupportsPreemptionInjection
+from gpuorch.provider.port import SupportsPreemptionInjection
 from gpuorch.reconciler import Reconciler
-from gpuorch.spec import parse_spec
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.store import Store
 from gpuorch.store.models import Job, JobStatus
 from gpuorch_local.provider import LocalProvider

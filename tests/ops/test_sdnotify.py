@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuorch.sdnotify import Notifier, socket_address, watchdog_interval
+from gpuorch.ops.sdnotify import Notifier, socket_address, watchdog_interval
 
 from notify_socket import NotifySocket
 

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuorch.cli import app
-from gpuorch.service import render_unit, this_executable
+from gpuorch.ops.systemd_unit import render_unit, this_executable
 
 REPO = Path(__file__).resolve().parents[2]
 

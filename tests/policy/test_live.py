@@ -120,7 +120,7 @@ def test_the_replacement_of_a_moved_attempt_runs_on_demand_even_with_spot_and_sl
     (datetime(2026, 11, 28, 8, 0), datetime(2026, 11, 28, 8, 0, tzinfo=UTC)),  # what YAML makes of ...T08:00:00
 ])
 def test_spec_deadline_shapes(written, resolved):
-    from gpuorch.spec import parse_spec
+    from gpuorch.jobs.spec import parse_spec
 
     spec = parse_spec({"name": "x", "run": "y", "deadline": {"at": written, "job_hours": 2}})
     assert spec.deadline.resolve(T0) == resolved

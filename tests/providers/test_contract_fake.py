@@ -7,8 +7,8 @@ from datetime import datetime
 import pytest
 
 from gpuorch.clock import FakeClock
-from gpuorch.fake import FakeProvider
-from gpuorch.provider import Provider
+from gpuorch.testing.fake_provider import FakeProvider
+from gpuorch.provider.port import Provider
 from gpuorch.testing import ProviderContract
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpuorch.clock import utcnow
-from gpuorch.provider import InstanceState, Offer, Provider
+from gpuorch.provider.port import InstanceState, Offer, Provider
 from gpuorch.testing import ProviderContract
 from gpuorch_local import LocalProvider
 from gpuorch_local.instances import InstanceDir, Meta

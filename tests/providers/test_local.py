@@ -19,9 +19,9 @@ import pytest
 from gpuorch.agent.protocol import AgentConfig, AgentStatus
 from gpuorch.clock import utcnow
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
-from gpuorch.provider import Instance, InstanceState, LaunchRequest, Offer
+from gpuorch.provider.port import Instance, InstanceState, LaunchRequest, Offer
 from gpuorch.registry import load_provider
-from gpuorch.runner import RunnerUnavailable
+from gpuorch.runners.port import RunnerUnavailable
 from gpuorch.testing import wait_until
 from gpuorch_local import LocalProvider, LocalRunner
 from gpuorch_local.instances import InstanceDir

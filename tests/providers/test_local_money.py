@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from gpuorch.agent.protocol import STOP_FILE, AgentConfig
-from gpuorch.provider import LaunchRequest
-from gpuorch.runner import RunnerUnavailable
+from gpuorch.provider.port import LaunchRequest
+from gpuorch.runners.port import RunnerUnavailable
 from gpuorch.testing import wait_until
 from gpuorch_local import LocalProvider, LocalRunner
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import PRICES, TRACES
 
 from gpuorch.clock import utcnow
-from gpuorch.provider import InstanceState, Offer, Provider
+from gpuorch.provider.port import InstanceState, Offer, Provider
 from gpuorch.testing import ProviderContract
 from gpuorch_local.instances import InstanceDir, Meta
 from gpuorch_sim.provider import SimProvider

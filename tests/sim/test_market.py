@@ -9,7 +9,7 @@ import pytest
 from conftest import PRICES, TRACES, write_trace
 
 from gpuorch.errors import NoCapacityError, PermanentError, UserInputError
-from gpuorch.provider import InstanceState, LaunchRequest
+from gpuorch.provider.port import InstanceState, LaunchRequest
 from gpuorch.testing import wait_until
 from gpuorch_local.instances import Meta
 from gpuorch_sim.cloud import ensure_cloud

@@ -11,7 +11,7 @@ import pytest
 from ssh_harness import Keys
 from sshd import Sshd, free_port
 
-from gpuorch.runner import RunnerUnavailable
+from gpuorch.runners.port import RunnerUnavailable
 from gpuorch.runners.hostkeys import HostKeyRejected, fingerprint, pin_host_key, pin_host_keys
 from gpuorch.runners.keys import ensure_host_key, ensure_job_key
 from gpuorch.runners.ssh import SshRunner

@@ -123,7 +123,7 @@ def test_names_commands_paths_and_env_are_never_interpreted_by_the_remote_shell(
 
 
 def test_a_missing_interpreter_is_reported_by_start(make_runner: Make):
-    from gpuorch.runner import RunnerUnavailable
+    from gpuorch.runners.port import RunnerUnavailable
 
     runner = make_runner(python="/nonexistent/python3")
     with pytest.raises(RunnerUnavailable, match=r"needs Python 3.8\+ as '/nonexistent/python3'"):

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from ssh_harness import config
 
-from gpuorch.runner import RunnerUnavailable, VolumeMountFailed, VolumeNotReady
+from gpuorch.runners.port import RunnerUnavailable, VolumeMountFailed, VolumeNotReady
 from gpuorch.runners.ssh import SshRunner
 from gpuorch.runners.volume_mount import (
     EBS_BY_ID_PREFIX,
@@ -30,7 +30,7 @@ from gpuorch.runners.volume_mount import (
     MountTools,
     mount_script,
 )
-from gpuorch.spec import VolumeRequest
+from gpuorch.jobs.spec import VolumeRequest
 
 pytestmark = pytest.mark.aws
 Make = Callable[..., SshRunner]

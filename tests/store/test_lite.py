@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpuorch.errors import UnknownJob
-from gpuorch.jobservice import JobService
+from gpuorch.jobs.service import JobService
 from gpuorch.store import Store
 from gpuorch.store import lite
 from gpuorch.store.migrations import SCHEMA_VERSION
@@ -117,7 +117,7 @@ def test_status_json_does_not_import_the_orm(url, tmp_path):
     code = ("import sys; sys.argv = ['gpuorch', 'status', '--json']\n"
             "from gpuorch.console import main\n"
             "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-            "print([m for m in ('sqlalchemy', 'sqlmodel', 'gpuorch.spec', 'rich') if m in sys.modules])")
+            "print([m for m in ('sqlalchemy', 'sqlmodel', 'gpuorch.jobs.spec', 'rich') if m in sys.modules])")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env={"GPUORCH_HOME": str(home), "XDG_CONFIG_HOME": str(tmp_path / "x"),
                             "CONFIGURATION_DIRECTORY": str(tmp_path / "e"), "PATH": "/usr/bin:/bin"})

@@ -11,7 +11,7 @@ from sqlmodel import select
 
 from gpuorch.store import Attempt, AttemptStatus, Job, JobStatus, Meta, Store, TerminationReason
 from gpuorch.store.migrations import MIGRATIONS, SCHEMA_VERSION, migrate
-from gpuorch.jobservice import JobService
+from gpuorch.jobs.service import JobService
 from gpuorch.store.models import Sweep
 
 V1 = Path(__file__).with_name("v1.sql")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    from .placement import Candidate
+    from gpuorch.placement import Candidate
 
 DEFAULT_STRATEGY = "same-region-first"
 

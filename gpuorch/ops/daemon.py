@@ -26,13 +26,13 @@ import threading
 import time
 from typing import Any
 
-from .config import DaemonConfig
-from .errors import UserInputError
-from .logmirror import LogMirror
-from .reconciler import Reconciler, Settings
-from .registry import load_providers
-from .sdnotify import Notifier
-from .store import Store
+from gpuorch.ops.config import DaemonConfig
+from gpuorch.errors import UserInputError
+from gpuorch.jobs.logmirror import LogMirror
+from gpuorch.reconciler import Reconciler, Settings
+from gpuorch.registry import load_providers
+from gpuorch.ops.sdnotify import Notifier
+from gpuorch.store import Store
 
 log = logging.getLogger("gpuorch.daemon")
 
@@ -55,7 +55,7 @@ def build_reconciler(config: DaemonConfig, store: Store | None = None, metrics: 
 def _start_api(config: DaemonConfig, store: Store):  # type: ignore[no-untyped-def]
     """The HTTP API in a thread of this process (``api.enabled``), on the daemon's own store."""
     try:
-        from .api.server import ApiThread
+        from gpuorch.api.server import ApiThread
     except ImportError as e:
         raise UserInputError(f"api.enabled: the HTTP API needs FastAPI and uvicorn ({e.name} is not installed); "
                              "pip install 'gpuorch[server]'") from None
@@ -180,7 +180,7 @@ def run(config: DaemonConfig, *, once: bool = False, stop: threading.Event | Non
     store = Store(config.url)
     metrics = None
     if config.metrics.enabled:
-        from .metrics import Metrics  # prometheus-client: only the daemon imports it
+        from gpuorch.metrics import Metrics  # prometheus-client: only the daemon imports it
 
         metrics = Metrics(store)
     try:

@@ -14,16 +14,16 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from .errors import UserInputError
+from gpuorch.errors import UserInputError
 
 
 def shortfall_message(spec: Any, s: Any) -> str:
     """No instance holds the job's model: the largest configuration tried, what is missing, whether
     several nodes would hold it (not placed), and what to change."""
-    from . import gpus
-    from .placement.explain import MULTI_NODE
-    from .sizing.fit import smallest_fit
-    from .sizing.report import advice
+    from gpuorch import gpus
+    from gpuorch.placement.explain import MULTI_NODE
+    from gpuorch.sizing.fit import smallest_fit
+    from gpuorch.sizing.report import advice
 
     gpu = gpus.lookup(s.gpu) if s.gpu else None
     fit = smallest_fit(spec.model, gpu) if gpu is not None and spec.model is not None else None
@@ -36,7 +36,7 @@ def shortfall_message(spec: Any, s: Any) -> str:
 
 
 def no_candidate_message(spec: Any, p: Any) -> str:
-    from .placement.explain import beyond_one_node
+    from gpuorch.placement.explain import beyond_one_node
 
     over = beyond_one_node(spec)
     if over is not None:
@@ -57,13 +57,13 @@ def fit_check(spec: Any, offers: Sequence[Any], source: str, now: datetime) -> s
     is queued with a warning, since capacity and providers change. So is a deadline that
     on-demand cannot meet (refused), or only on-demand can (a warning): ``deadline_check``.
     """
-    from . import placement
-    from .catalog import load_offers
-    from .placement.explain import beyond_one_node
+    from gpuorch import placement
+    from gpuorch.catalog import load_offers
+    from gpuorch.placement.explain import beyond_one_node
 
     offers = list(offers)
     if spec.checkpoint is not None:  # refuse now what the agent could only fail on, on an instance
-        from .checkpoint.store import not_implemented
+        from gpuorch.checkpoint.store import not_implemented
 
         missing = not_implemented(spec.checkpoint.store.split("://", 1)[0])
         if missing:
@@ -89,7 +89,7 @@ def deadline_check(spec: Any, candidates: Sequence[Any], source: str, now: datet
     """Refuse (UserInputError) a deadline that on-demand cannot meet with the fastest fitting
     offer; a warning when only on-demand can. ``deadline`` (UTC) is a sweep's: the earlier of it
     and the spec's own stands, as for the trials' live policy."""
-    from .policy.live import feasibility
+    from gpuorch.policy.live import feasibility
 
     if spec.deadline is None and deadline is None:
         return None
@@ -117,7 +117,7 @@ def sweep_deadline_check(spec: Any, trials: list[Any], offers: Sequence[Any], so
         return None  # how long a trial runs is not known: nothing to check
     candidates: list[Any] = []
     if job.resources.gpu is not None or job.model is not None:
-        from . import placement
+        from gpuorch import placement
 
         candidates = placement.candidates(job, list(offers))
     return deadline_check(job, candidates, source, now, deadline=spec.deadline)

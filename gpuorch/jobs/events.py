@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from .store.models import Event
+from gpuorch.store.models import Event
 
 log = logging.getLogger("gpuorch.events")
 

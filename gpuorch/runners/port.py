@@ -9,7 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from pathlib import Path
 
-from .agent.protocol import AgentConfig, AgentStatus
+from gpuorch.agent.protocol import AgentConfig, AgentStatus
 
 
 class RunnerUnavailable(Exception):

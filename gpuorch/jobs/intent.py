@@ -6,11 +6,11 @@ from datetime import datetime
 
 from sqlmodel import Session, select
 
-from . import events
-from .errors import UnknownJob
-from .spec import JobSpec
-from .store import Store
-from .store.models import Attempt, Job, JobStatus
+from gpuorch.jobs import events
+from gpuorch.errors import UnknownJob
+from gpuorch.jobs.spec import JobSpec
+from gpuorch.store import Store
+from gpuorch.store.models import Attempt, Job, JobStatus
 
 
 def submit(store: Store, spec: JobSpec, now: datetime) -> Job:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .runner import Runner, RunnerUnavailable
+from gpuorch.runners.port import Runner, RunnerUnavailable
 
 MAX_REMEMBERED = 100_000  # attempts whose mirrored size is kept in memory
 

@@ -10,7 +10,7 @@ in *increments* of ``billing_granularity_s`` seconds (1 for per-second billing, 
 
 So the cost so far never decreases, an attempt that ran D seconds is billed for
 ``billed_seconds(D)``, and each charge lands at a definite instant, which is what splits costs by
-day and what the budget (``gpuorch.budget``) projects forward. The provider catalog's billing
+day and what the budget (``gpuorch.money.caps``) projects forward. The provider catalog's billing
 rules (granularity and minimum per provider/market) feed the two fields on the attempt.
 """
 
@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .store.models import Attempt
+    from gpuorch.store.models import Attempt
 
 
 def _increments(seconds: float, granularity_s: int, minimum_s: int) -> tuple[int, int, int]:

@@ -16,10 +16,10 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from . import gpus
-from .errors import UserInputError
-from .sizing.workload import Workload
-from .units import parse_duration_s, parse_size_gib
+from gpuorch import gpus
+from gpuorch.errors import UserInputError
+from gpuorch.sizing.workload import Workload
+from gpuorch.units import parse_duration_s, parse_size_gib
 
 CHECKPOINT_SCHEMES = ("file", "s3", "gs", "az")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -132,14 +132,14 @@ class Retry(Strict):
 
 
 class Recovery(Strict):
-    """Where the job goes after a preemption: a strategy registered in ``gpuorch.recovery``."""
+    """Where the job goes after a preemption: a strategy registered in ``gpuorch.policy.recovery``."""
 
     strategy: str | None = None  # None: the daemon's recovery_strategy
 
     @field_validator("strategy")
     @classmethod
     def _strategy(cls, v: str | None) -> str | None:
-        from .recovery import get_strategy  # imported late: recovery -> placement -> spec
+        from gpuorch.policy.recovery import get_strategy  # imported late: recovery -> placement -> spec
 
         if v is not None:
             try:
@@ -165,7 +165,7 @@ class VolumeRequest(Strict):
     @field_validator("mount")
     @classmethod
     def _mount(cls, v: str) -> str:
-        from .runners.volume_mount import check_mount_path  # stdlib only
+        from gpuorch.runners.volume_mount import check_mount_path  # stdlib only
 
         return check_mount_path(v)
 
@@ -180,7 +180,7 @@ def _instant(v: Any) -> str:
     if isinstance(v, bool) or not isinstance(v, str | int | float):
         raise ValueError("write a time like 2026-11-28T08:00 (UTC) or a duration from submission like 8h")
     text = str(v).strip()
-    from .when import parse_instant
+    from gpuorch.when import parse_instant
 
     try:
         parse_instant(text, datetime(2000, 1, 1, tzinfo=UTC))
@@ -203,7 +203,7 @@ class Deadline(Strict):
 
     def resolve(self, submitted: datetime) -> datetime:
         """The deadline as an aware UTC time; a duration counts from ``submitted``."""
-        from .when import parse_instant
+        from gpuorch.when import parse_instant
 
         return parse_instant(self.at, submitted)
 

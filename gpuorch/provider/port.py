@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
-    from .doctor.findings import Finding
-    from .runner import Runner
+    from gpuorch.doctor.findings import Finding
+    from gpuorch.runners.port import Runner
 
 TAG_MANAGED = "gpuorch:managed"
 TAG_JOB = "gpuorch:job"

@@ -23,17 +23,17 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .clock import utcnow
-from .cost import attempt_cost
-from .errors import UnknownJob
+from gpuorch.clock import utcnow
+from gpuorch.money.cost import attempt_cost
+from gpuorch.errors import UnknownJob
 
 if TYPE_CHECKING:
-    from .logmirror import LogMirror
-    from .spec import JobSpec
-    from .store import Store
-    from .sweeps.spec import SweepSpec
-    from .store.lite import LiteReader, Row
-    from .store.models import Attempt, Job
+    from gpuorch.jobs.logmirror import LogMirror
+    from gpuorch.jobs.spec import JobSpec
+    from gpuorch.store import Store
+    from gpuorch.sweeps.spec import SweepSpec
+    from gpuorch.store.lite import LiteReader, Row
+    from gpuorch.store.models import Attempt, Job
 
 LOG_CHUNK = 1 << 20  # bytes of job output per read_log call
 
@@ -48,8 +48,8 @@ def deadline_summary(job: Job | Row, attempts: list[Attempt] | list[Row], now: d
     d = spec.get("deadline") if isinstance(spec, dict) else None
     if not d:
         return None
-    from .policy.live import DEFAULT_MARGIN_S, DEFAULT_STARTUP_S, Situation, progress, slack_s
-    from .when import parse_instant
+    from gpuorch.policy.live import DEFAULT_MARGIN_S, DEFAULT_STARTUP_S, Situation, progress, slack_s
+    from gpuorch.when import parse_instant
 
     at = parse_instant(d["at"], job.created_at)
     spans = [(a.started_at, a.last_checkpoint_at, a.ended_at if not a.status.live else None) for a in attempts]
@@ -129,14 +129,14 @@ class JobService:
     @property
     def store(self) -> Store:
         if self._store is None:
-            from .store import Store
+            from gpuorch.store import Store
 
             self._store = Store(self._url)  # type: ignore[arg-type]
         return self._store
 
     @cached_property
     def mirror(self) -> LogMirror:
-        from .logmirror import LogMirror
+        from gpuorch.jobs.logmirror import LogMirror
 
         return LogMirror(self.home)
 
@@ -145,13 +145,13 @@ class JobService:
         """A sqlite3 reader while the store is not open and is a current SQLite one, else None."""
         conn = None
         if self._store is None and self._url is not None:
-            from .store.lite import open_lite
+            from gpuorch.store.lite import open_lite
 
             conn = open_lite(self._url)
         if conn is None:
             yield None
             return
-        from .store.lite import LiteReader
+        from gpuorch.store.lite import LiteReader
 
         try:
             yield LiteReader(conn)
@@ -163,12 +163,12 @@ class JobService:
         any, already an absolute path on this host). ``source`` names the spec in error lines.
 
         Raises UserInputError, and stores nothing, for a job no GPU configuration can hold or a
-        deadline on-demand cannot meet (``gpuorch.submitcheck``); ``warning`` is the line for a job
+        deadline on-demand cannot meet (``gpuorch.jobs.submitcheck``); ``warning`` is the line for a job
         accepted with a caveat (no enabled offer fits today; only on-demand meets the deadline).
         """
-        from . import jobs
-        from .registry import offline_offers
-        from .submitcheck import fit_check
+        from gpuorch.jobs import intent as jobs
+        from gpuorch.registry import offline_offers
+        from gpuorch.jobs.submitcheck import fit_check
 
         if self.providers is None:
             raise ValueError("JobService.submit needs the configuration's providers to check the spec")
@@ -186,8 +186,8 @@ class JobService:
                 return [job_summary(j, by_job.get(j.id, []), now) for j in lite.jobs()]
         from sqlmodel import select
 
-        from . import jobs
-        from .store.models import Job
+        from gpuorch.jobs import intent as jobs
+        from gpuorch.store.models import Job
 
         with self.store.read() as s:
             return [job_summary(j, jobs.attempts_of(s, j.id), now)  # type: ignore[arg-type]
@@ -204,8 +204,8 @@ class JobService:
                 return job_detail(row, lite.attempts_of(row.id), now, lite.last_event(row.id, "deadline"))
         from sqlmodel import select
 
-        from . import jobs
-        from .store.models import Event
+        from gpuorch.jobs import intent as jobs
+        from gpuorch.store.models import Event
 
         with self.store.read() as s:
             j = jobs.find_job(s, ref)
@@ -214,7 +214,7 @@ class JobService:
             return job_detail(j, jobs.attempts_of(s, j.id), now, decision)  # type: ignore[arg-type]
 
     def cancel(self, ref: str) -> dict[str, Any]:
-        from . import jobs
+        from gpuorch.jobs import intent as jobs
 
         j = jobs.cancel(self.store, ref, self.now())
         return {"id": j.id, "name": j.name, "status": j.status.value, "cancel_requested": j.cancel_requested,
@@ -224,8 +224,8 @@ class JobService:
         """The newest ``limit`` events (of one job, with ``ref``), oldest first."""
         from sqlmodel import select
 
-        from . import jobs
-        from .store.models import Event
+        from gpuorch.jobs import intent as jobs
+        from gpuorch.store.models import Event
 
         with self.store.read() as s:
             q = select(Event)
@@ -237,7 +237,7 @@ class JobService:
 
     def log_state(self, ref: str) -> dict[str, Any]:
         """What ``logs`` needs to poll a job: its id, attempt numbers, and whether it is over."""
-        from . import jobs
+        from gpuorch.jobs import intent as jobs
 
         with self.store.read() as s:
             j = jobs.find_job(s, ref)
@@ -263,9 +263,9 @@ class JobService:
         (``submitcheck.sweep_deadline_check``) or a name still active; ``warning`` is the line for
         a sweep accepted with a caveat (only on-demand meets the deadline).
         """
-        from .registry import offline_offers
-        from .submitcheck import sweep_deadline_check
-        from .sweeps import intent
+        from gpuorch.registry import offline_offers
+        from gpuorch.jobs.submitcheck import sweep_deadline_check
+        from gpuorch.sweeps import intent
 
         now = self.now()
         job = trials[0][1] if trials else None
@@ -284,8 +284,8 @@ class JobService:
         """Every sweep's report (``sweep``) without its ``trials``, oldest first."""
         from sqlmodel import select
 
-        from .store.models import Sweep
-        from .sweeps.report import sweep_report
+        from gpuorch.store.models import Sweep
+        from gpuorch.sweeps.report import sweep_report
 
         now = self.now()
         with self.store.read() as s:
@@ -295,15 +295,15 @@ class JobService:
     def sweep(self, ref: str) -> dict[str, Any]:
         """One sweep by id or name (the newest with it): its trials, best first, and its spend.
         Raises UnknownSweep."""
-        from .sweeps.intent import find_sweep
-        from .sweeps.report import sweep_report
+        from gpuorch.sweeps.intent import find_sweep
+        from gpuorch.sweeps.report import sweep_report
 
         with self.store.read() as s:
             return sweep_report(s, find_sweep(s, ref), self.now())
 
     def sweep_cancel(self, ref: str) -> dict[str, Any]:
         """Cancel a sweep's unfinished trials. Raises UnknownSweep."""
-        from .sweeps import intent
+        from gpuorch.sweeps import intent
 
         sweep, hit = intent.cancel(self.store, ref, self.now())
         return {"id": sweep.id, "name": sweep.name, "status": sweep.status.value, "trials_cancelled": hit}

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .errors import NoCapacityError, ProviderError, QuotaError, TransientError
+from gpuorch.errors import NoCapacityError, ProviderError, QuotaError, TransientError
 
 log = logging.getLogger("gpuorch.faults")
 

@@ -29,13 +29,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from .cost import attempt_cost, charged, cost_between, projected_cost
-from .store.states import AttemptStatus, JobStatus, TerminationReason
+from gpuorch.money.cost import attempt_cost, charged, cost_between, projected_cost
+from gpuorch.store.states import AttemptStatus, JobStatus, TerminationReason
 
 if TYPE_CHECKING:
-    from .placement import Candidate
-    from .spec import JobSpec
-    from .store.models import Attempt, Job
+    from gpuorch.placement import Candidate
+    from gpuorch.jobs.spec import JobSpec
+    from gpuorch.store.models import Attempt, Job
 
 EPS = 1e-9  # USD: float noise, not money
 IN_FLIGHT = (JobStatus.STARTING, JobStatus.RUNNING, JobStatus.RECOVERING)

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from .agent.protocol import AgentConfig, AgentStatus
-from .provider import Instance, InstanceState
-from .runner import Runner, RunnerUnavailable, VolumeNotReady
+from gpuorch.agent.protocol import AgentConfig, AgentStatus
+from gpuorch.provider.port import Instance, InstanceState
+from gpuorch.runners.port import Runner, RunnerUnavailable, VolumeNotReady
 
 if TYPE_CHECKING:
-    from .fake import FakeProvider
+    from gpuorch.testing.fake_provider import FakeProvider
 
 
 @dataclass

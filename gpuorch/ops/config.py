@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from .budget import Policy
-from .recovery import DEFAULT_STRATEGY, get_strategy
-from .store.paths import default_home, default_url
+from gpuorch.money.caps import Policy
+from gpuorch.policy.recovery import DEFAULT_STRATEGY, get_strategy
+from gpuorch.store.paths import default_home, default_url
 
 DEFAULT_METRICS_PORT = 9347
 
@@ -63,7 +63,7 @@ class DaemonConfig(BaseModel):
     daily_budget: float | None = Field(default=None, gt=0)  # USD per UTC day, all jobs together
     budget_stop_grace_s: float = Field(default=120.0, gt=0)  # a budget stop's final checkpoint
     api: ApiConfig = Field(default_factory=ApiConfig)
-    # Where a preempted job goes next, unless its spec says (gpuorch.recovery).
+    # Where a preempted job goes next, unless its spec says (gpuorch.policy.recovery).
     recovery_strategy: str = DEFAULT_STRATEGY
     avoid_preempted_zone_s: float = Field(default=3600.0, ge=0)  # a market that preempted a job goes last this long
     # The agents' dead-man switch: an agent that hears nothing from this daemon for this long
@@ -119,6 +119,6 @@ def load_config(path: str | Path | None = None) -> DaemonConfig:
 
     Raises UserInputError with one line naming the source, the field and the fix.
     """
-    from .config_sources import load
+    from gpuorch.ops.config_sources import load
 
     return load(path).config

@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import UserInputError
-from .store.paths import default_home, default_url
+from gpuorch.errors import UserInputError
+from gpuorch.store.paths import default_home, default_url
 
 if TYPE_CHECKING:  # pydantic, YAML and the model load with the first full ``load`` (see store_location)
     from pydantic import BaseModel, ValidationError
 
-    from .config import DaemonConfig
+    from gpuorch.ops.config import DaemonConfig
 
 ENV_PREFIX = "GPUORCH_"
 REPLACED_WHOLE = {"providers"}
@@ -110,7 +110,7 @@ def env_layer(env: Mapping[str, str], model: type[BaseModel] | None = None,
     import yaml
     from pydantic import BaseModel
 
-    from .config import DaemonConfig
+    from gpuorch.ops.config import DaemonConfig
 
     model = model or DaemonConfig
     data: dict[str, Any] = {}
@@ -158,7 +158,7 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
     """Read every source, merge them, validate. Raises UserInputError (one line)."""
     from pydantic import ValidationError
 
-    from .config import DaemonConfig
+    from gpuorch.ops.config import DaemonConfig
 
     env = os.environ if env is None else env
     layers: list[tuple[str, Path | None, dict[str, Any]]] = []
@@ -227,7 +227,7 @@ def describe(e: ValidationError, origins: Origins) -> str:
 def _known(path: tuple[str, ...]) -> list[str]:
     from pydantic import BaseModel
 
-    from .config import DaemonConfig
+    from gpuorch.ops.config import DaemonConfig
 
     model: type[BaseModel] = DaemonConfig
     for part in path:

@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime, timedelta
 
-from .agent.protocol import AgentConfig
-from .clock import FakeClock
-from .errors import NoCapacityError, NotFoundError, PermanentError
-from .faults import FaultPlan
-from .fakejob import FakeJobScript, FakeRunner, _Ckpt, _FakeAgent, _FakeInstance
-from .provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider, Volume
-from .runner import Runner
+from gpuorch.agent.protocol import AgentConfig
+from gpuorch.clock import FakeClock
+from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError
+from gpuorch.testing.faults import FaultPlan
+from gpuorch.testing.fake_job import FakeJobScript, FakeRunner, _Ckpt, _FakeAgent, _FakeInstance
+from gpuorch.provider.port import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider, Volume
+from gpuorch.runners.port import Runner
 
 __all__ = ["FakeJobScript", "FakeProvider", "FakeRunner", "default_offers"]
 

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay
 from tenacity.wait import wait_random_exponential
 
-from .errors import ProviderError, TransientError
+from gpuorch.errors import ProviderError, TransientError
 
 T = TypeVar("T")
 Translate = Callable[[Exception, str], ProviderError | None]

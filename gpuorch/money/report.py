@@ -1,5 +1,5 @@
 """``gpuorch cost``: what was billed since a point in time, grouped by job, sweep, provider or
-UTC day. Costs follow the billing model of ``gpuorch.cost`` (a charge lands when its increment
+UTC day. Costs follow the billing model of ``gpuorch.money.cost`` (a charge lands when its increment
 begins), so the day rows add up to the total. Read-only."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any
 from sqlalchemy import or_
 from sqlmodel import Session, select
 
-from .budget import day_start
-from .cost import cost_between
-from .store.models import Attempt, Job, Sweep
+from gpuorch.money.caps import day_start
+from gpuorch.money.cost import cost_between
+from gpuorch.store.models import Attempt, Job, Sweep
 
 GROUPS = ("job", "sweep", "provider", "day")
 
