@@ -31,7 +31,7 @@ def refresh(
 ) -> None:
     """List a provider's offers through its API and write them as a catalog CSV."""
     from gpuorch.catalog import OfferRow, write_csv
-    from gpuorch.ops.config import load_config
+    from gpuorch.ops.config_sources import load_config
     from gpuorch.registry import load_provider
 
     try:

@@ -10,7 +10,8 @@ from importlib.metadata import entry_points
 from gpuorch.errors import UserInputError
 from gpuorch.provider.port import SupportsDoctor
 from gpuorch.registry import GROUP
-from gpuorch.doctor import Context, Finding
+from gpuorch.doctor.context import Context
+from gpuorch.doctor.findings import Finding
 
 
 def check_providers(ctx: Context) -> Iterator[Finding]:

@@ -13,7 +13,8 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine, make_url
 
 from gpuorch.errors import UserInputError
-from gpuorch.doctor import Context, Finding
+from gpuorch.doctor.context import Context
+from gpuorch.doctor.findings import Finding
 
 
 def hide_password(url: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuorch.ops.config import load_config
+from gpuorch.ops.config_sources import load_config
 from gpuorch.ops.daemon import build_reconciler
 from gpuorch.errors import UserInputError
 

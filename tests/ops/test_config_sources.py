@@ -11,7 +11,8 @@ import yaml
 from typer.testing import CliRunner
 
 from gpuorch.cli import app
-from gpuorch.ops.config import DaemonConfig, MetricsConfig, load_config
+from gpuorch.ops.config import DaemonConfig, MetricsConfig
+from gpuorch.ops.config_sources import load_config
 from gpuorch.ops.config_sources import load
 from gpuorch.errors import UserInputError
 
