@@ -27,7 +27,7 @@ _HOMES = {
     "ProviderContract": "contract", "SupportsCapacityControl": "contract", "wait_until": "contract",
     "RunnerContract": "runner_contract", "VolumeContract": "volume_contract",
 }
-__all__ = sorted(_HOMES)
+__all__ = ["ProviderContract", "RunnerContract", "SupportsCapacityControl", "VolumeContract", "wait_until"]
 
 
 def __getattr__(name: str) -> Any:

@@ -16,10 +16,10 @@ from datetime import datetime, timedelta
 from gpuorch.agent.protocol import AgentConfig
 from gpuorch.clock import FakeClock
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError
-from gpuorch.testing.faults import FaultPlan
-from gpuorch.testing.fake_job import FakeJobScript, FakeRunner, _Ckpt, _FakeAgent, _FakeInstance
 from gpuorch.provider.port import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider, Volume
 from gpuorch.runners.port import Runner
+from gpuorch.testing.fake_job import FakeJobScript, FakeRunner, _Ckpt, _FakeAgent, _FakeInstance
+from gpuorch.testing.faults import FaultPlan
 
 __all__ = ["FakeJobScript", "FakeProvider", "FakeRunner", "default_offers"]
 
