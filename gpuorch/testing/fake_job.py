@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Protocol
 
 from gpuorch.agent.protocol import AgentConfig, AgentStatus
@@ -33,6 +34,7 @@ class FakeHost(Protocol):
     volume_attached_at: dict[tuple[str, str], datetime]
     _instances: dict[str, _FakeInstance]
     _agents: dict[str, _FakeAgent]
+    _vanished: dict[str, _FakeInstance]
 
     def _record(self, method: str, *args: object) -> None: ...
     def _peek(self, instance_id: str) -> Instance: ...
@@ -191,7 +193,7 @@ class FakeRunner(Runner):
         if inst.state != InstanceState.RUNNING:
             raise RunnerUnavailable(f"{self.instance_id} is {inst.state}")
 
-    def start(self, config: AgentConfig, workdir=None) -> None:  # type: ignore[no-untyped-def]
+    def start(self, config: AgentConfig, workdir: Path | None = None) -> None:
         self.provider._record("runner.start", self.instance_id, config.attempt)
         if self.instance_id in self.provider._agents:
             return

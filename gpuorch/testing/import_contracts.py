@@ -19,7 +19,8 @@ import-linter (a dev dependency); nothing but ``lint-imports`` imports this modu
 
 from __future__ import annotations
 
-from importlinter import Contract, ContractCheck, fields, output  # type: ignore[attr-defined]
+import grimp
+from importlinter import Contract, ContractCheck, fields, output
 
 
 def _within(module: str, packages: set[str]) -> bool:
@@ -36,7 +37,7 @@ class AllowListContract(Contract):
     root = fields.ModuleField()
     allowed_modules = fields.ListField(subfield=fields.ModuleField())
 
-    def check(self, graph, verbose: bool) -> ContractCheck:  # type: ignore[no-untyped-def]
+    def check(self, graph: grimp.ImportGraph, verbose: bool) -> ContractCheck:
         sources = {m.name for m in self.source_modules}  # type: ignore[attr-defined]
         allowed = {m.name for m in self.allowed_modules}  # type: ignore[attr-defined]
         root = self.root.name  # type: ignore[attr-defined]

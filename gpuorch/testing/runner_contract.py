@@ -11,8 +11,9 @@ fixture: a runner for one fresh instance that is reachable and has no agent yet:
 
 Jobs: ``short_job`` (``contract-short``) prints ``greeting`` and exits 0; ``long_job``
 (``contract-long``) runs until stopped. Real runners run them as shell commands; a runner that
-plays jobs otherwise (the fake, by job name) sets ``greeting`` and overrides ``advance``. The ``unreachable`` fixture is a runner whose instance cannot
-be reached (skipped by default). Requires pytest; nothing outside tests imports this.
+plays jobs otherwise (the fake, by job name) sets ``greeting`` and overrides ``advance``. The
+``unreachable`` fixture is a runner whose instance cannot be reached (skipped by default).
+Requires pytest; nothing outside tests imports this.
 """
 
 from __future__ import annotations
