@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test bench clean
+.PHONY: venv demo lint test bench clean
 
 venv: $(STAMP)
 
@@ -17,7 +17,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m gpuorch.demo
 
-test: $(STAMP)
+# The rules of DESIGN.md 5-6 (docs/development.md): each tool names the offending import or line.
+lint: $(STAMP)
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/ruff check gpuorch providers tests bench scripts
+	$(VENV)/bin/mypy
+
+test: lint
 	./scripts/test-services.sh
 	$(PY) -m pytest -q -ra
 

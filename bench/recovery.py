@@ -51,14 +51,14 @@ sys.path.insert(0, str(REPO / "providers"))
 import yaml  # noqa: E402
 from sqlmodel import func, select  # noqa: E402
 
-from gpuorch.jobs import intent as jobs  # noqa: E402
 from gpuorch.agent.protocol import CONFIG_FILE, STATUS_FILE, AgentStatus, write_atomic  # noqa: E402
 from gpuorch.clock import FakeClock  # noqa: E402
-from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider  # noqa: E402
-from gpuorch.reconciler import Reconciler, Settings  # noqa: E402
+from gpuorch.jobs import intent as jobs  # noqa: E402
 from gpuorch.jobs.spec import parse_spec  # noqa: E402
+from gpuorch.reconciler import Reconciler, Settings  # noqa: E402
 from gpuorch.store import Store  # noqa: E402
 from gpuorch.store.models import Attempt, AttemptStatus, Event, TerminationReason  # noqa: E402
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider  # noqa: E402
 
 TRACES = REPO / "tests" / "data" / "spot-traces" / "aws-p3-2023"
 POLL_S = 2.0  # the daemon's default (configs/daemon.yaml)

@@ -1,19 +1,18 @@
 """The ``gpuorch`` console script and ``python -m gpuorch``.
 
 Importing ``gpuorch.cli`` registers every command (what tests and library users want). The
-script sets ``LAZY`` first, so that ``gpuorch.cli`` registers nothing on import and its ``main``
-imports only the module of the command named in argv: a cold start of ``gpuorch offers`` does
-not import the job, simulation or sweep commands (``docs/benchmarks.md``).
+script sets ``gpuorch._lazy_cli`` first, so that ``gpuorch.cli`` registers nothing on import and
+its ``main`` imports only the module of the command named in argv: a cold start of ``gpuorch
+offers`` does not import the job, simulation or sweep commands (``docs/benchmarks.md``).
 """
 
 from __future__ import annotations
 
-LAZY = False
+import gpuorch
 
 
 def main() -> None:
-    global LAZY
-    LAZY = True
+    gpuorch._lazy_cli = True
     from gpuorch.cli import main as cli_main
 
     cli_main()

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from gpuorch.ops.config import DaemonConfig, load_config
-from gpuorch.ops.daemon import build_reconciler
 from gpuorch.errors import UserInputError
+from gpuorch.ops.config import DaemonConfig
+from gpuorch.ops.config_sources import load_config
+from gpuorch.ops.daemon import build_reconciler
 
 
 def test_defaults_turn_the_protections_on():

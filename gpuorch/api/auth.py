@@ -10,8 +10,8 @@ from __future__ import annotations
 import hmac
 import os
 
-from gpuorch.ops.config import ApiConfig
 from gpuorch.errors import UserInputError
+from gpuorch.ops.config import ApiConfig
 
 ENV = "GPUORCH_API_TOKEN"
 MIN_LENGTH = 16

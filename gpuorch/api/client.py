@@ -10,7 +10,6 @@ and never into an error message.
 from __future__ import annotations
 
 import json
-import socket
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -18,8 +17,8 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from gpuorch.errors import GpuorchError, UserInputError
 from gpuorch.api import upload
+from gpuorch.errors import GpuorchError, UserInputError
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
@@ -60,7 +59,7 @@ class Client:
             if 400 <= e.code < 500:
                 raise RemoteRefused(message) from None
             raise ServerUnavailable(f"{self.url}: HTTP {e.code}: {message}") from None
-        except (urllib.error.URLError, socket.timeout, ConnectionError) as e:
+        except (TimeoutError, urllib.error.URLError, ConnectionError) as e:
             reason = getattr(e, "reason", e)
             raise ServerUnavailable(f"--server {self.url}: cannot connect ({reason}); check the URL and that "
                                     "`gpuorch serve` (or a daemon with api.enabled) runs there") from None

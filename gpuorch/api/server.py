@@ -27,15 +27,15 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
-from gpuorch.ops.config import DaemonConfig
+from gpuorch.api import auth, upload
 from gpuorch.errors import UnknownSweep, UserInputError
 from gpuorch.jobs.intent import UnknownJob
 from gpuorch.jobs.service import JobService
-from gpuorch.placement.explain import no_single_instance
 from gpuorch.jobs.spec import parse_spec
+from gpuorch.ops.config import DaemonConfig
+from gpuorch.placement.explain import no_single_instance
 from gpuorch.store import Store
 from gpuorch.sweeps.spec import parse_sweep
-from gpuorch.api import auth, upload
 
 log = logging.getLogger("gpuorch.api")
 

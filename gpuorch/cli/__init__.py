@@ -3,7 +3,7 @@ the daemon acts. Command modules register themselves on the shared typer app whe
 
 Importing this package registers every command, so ``from gpuorch.cli import app`` (tests,
 library users) gets them all. The console script (``gpuorch.console``) imports it with
-``console.LAZY`` set instead: ``main`` then imports only the module that defines the command
+``gpuorch._lazy_cli`` set instead: ``main`` then imports only the module that defines the command
 named in argv (``COMMANDS``), so a cold start pays for that module alone.
 """
 
@@ -13,7 +13,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from gpuorch import console
+import gpuorch
 from gpuorch.cli.app import app
 
 COMMAND_MODULES = ("jobs", "ops", "serve", "planning", "simulate", "catalog", "costs", "sweeps")
@@ -74,5 +74,5 @@ def main() -> None:
     app()
 
 
-if not console.LAZY:
+if not gpuorch._lazy_cli:
     _register()

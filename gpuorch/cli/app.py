@@ -33,8 +33,8 @@ def config_path() -> Path | None:
 def cli_config() -> DaemonConfig:
     """The effective configuration for this command (sources: ``gpuorch.ops.config_sources``);
     a bad one ends the command with one line and exit code 2."""
-    from gpuorch.ops.config import load_config
     from gpuorch.errors import UserInputError
+    from gpuorch.ops.config_sources import load_config
 
     try:
         return load_config(_config_path)

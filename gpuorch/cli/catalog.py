@@ -15,8 +15,8 @@ from typing import Any
 
 import typer
 
-from gpuorch.errors import ProviderError, UserInputError
 from gpuorch.cli.app import JSON_OPTION, app, emit_json, fail
+from gpuorch.errors import ProviderError, UserInputError
 
 catalog_app = typer.Typer(help="The offers catalog: refresh it from a provider's API.", no_args_is_help=True)
 app.add_typer(catalog_app, name="catalog")
@@ -31,7 +31,7 @@ def refresh(
 ) -> None:
     """List a provider's offers through its API and write them as a catalog CSV."""
     from gpuorch.catalog import OfferRow, write_csv
-    from gpuorch.ops.config import load_config
+    from gpuorch.ops.config_sources import load_config
     from gpuorch.registry import load_provider
 
     try:

@@ -12,10 +12,10 @@ def cost(since: str = typer.Option(None, "--since", help="From: 2026-11-28, 2026
          by: str = typer.Option("job", "--by", help="Group by job, sweep, provider or day."),
          json_out: bool = JSON_OPTION) -> None:
     """Costs billed so far (running attempts included), per the providers' billing rules."""
+    from gpuorch.cli.jobs import _store
     from gpuorch.clock import utcnow
     from gpuorch.money.report import GROUPS, cost_report
     from gpuorch.when import parse_instant
-    from gpuorch.cli.jobs import _store
 
     if by not in GROUPS:
         fail(f"--by: {by!r} is not a grouping; use one of {', '.join(GROUPS)}")

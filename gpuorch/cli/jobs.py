@@ -16,8 +16,8 @@ from typing import Any
 
 import typer
 
-from gpuorch.errors import GpuorchError, UserInputError
 from gpuorch.cli.app import JSON_OPTION, app, cli_config, cli_store_location, emit_json, fail
+from gpuorch.errors import GpuorchError, UserInputError
 
 JOB_ARG = typer.Argument(..., help="Job id, or the name of the newest job with that name.")
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import typer
 
-from gpuorch.errors import UserInputError
 from gpuorch.cli.app import JSON_OPTION, app, emit_json, fail
+from gpuorch.errors import UserInputError
 
 CATALOG_OPTION = typer.Option(None, "--catalog", help="Offers CSV (default: the shipped snapshot).")
 _FLAG = {"params": "--params", "seq_len": "--seq-len", "micro_batch": "--micro-batch", "lora_rank": "--lora-rank",

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+
 import typer
 
-from gpuorch.errors import UserInputError
 from gpuorch.cli.app import app, cli_config, fail
+from gpuorch.errors import UserInputError
 
 SERVER_EXTRA = "pip install 'gpuorch[server]'"
 

@@ -24,9 +24,9 @@ NAME_ARG = typer.Argument(..., help="Sweep id, or the name of the newest sweep w
 def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Sweep file (YAML)."),
            json_out: bool = JSON_OPTION) -> None:
     """Queue a sweep's trials; the daemon runs max_parallel at a time within the budget."""
+    from gpuorch.cli.jobs import _backend, _errors, _remote
     from gpuorch.clock import utcnow
     from gpuorch.sweeps.spec import load_sweep
-    from gpuorch.cli.jobs import _backend, _errors, _remote
 
     with _errors():
         spec, trials = load_sweep(file, utcnow())  # validated here first, remote or not: nothing is sent for a bad one

@@ -10,38 +10,11 @@ optional ``doctor()`` capability (``gpuorch.provider.port.SupportsDoctor``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from gpuorch.doctor.context import Check, Context
 from gpuorch.doctor.findings import Finding, Status
-
-if TYPE_CHECKING:
-    from gpuorch.ops.config import DaemonConfig
-    from gpuorch.ops.config_sources import Loaded
-    from gpuorch.provider.port import Provider
-
-
-@dataclass
-class Context:
-    config_path: Path | None = None
-    loaded: Loaded | None = None  # set by check_config
-    providers: dict[str, Provider] = field(default_factory=dict)  # set by check_providers
-
-    @property
-    def config(self) -> DaemonConfig | None:
-        return self.loaded.config if self.loaded else None
-
-    def close(self) -> None:
-        for p in self.providers.values():
-            try:
-                p.close()
-            except Exception:  # noqa: BLE001 - closing is best effort
-                pass
-
-
-Check = Callable[[Context], Iterable[Finding]]
 
 
 def default_checks() -> list[Check]:

@@ -9,7 +9,8 @@ import stat
 import urllib.request
 from collections.abc import Iterator
 
-from gpuorch.doctor import Context, Finding
+from gpuorch.doctor.context import Context
+from gpuorch.doctor.findings import Finding
 
 
 def check_ssh_keys(ctx: Context) -> Iterator[Finding]:

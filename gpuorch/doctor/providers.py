@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from importlib.metadata import entry_points
 
+from gpuorch.doctor.context import Context
+from gpuorch.doctor.findings import Finding
 from gpuorch.errors import UserInputError
 from gpuorch.provider.port import SupportsDoctor
 from gpuorch.registry import GROUP
-from gpuorch.doctor import Context, Finding
 
 
 def check_providers(ctx: Context) -> Iterator[Finding]:

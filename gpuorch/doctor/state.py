@@ -12,8 +12,9 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine, make_url
 
+from gpuorch.doctor.context import Context
+from gpuorch.doctor.findings import Finding
 from gpuorch.errors import UserInputError
-from gpuorch.doctor import Context, Finding
 
 
 def hide_password(url: str) -> str:

@@ -6,8 +6,8 @@ from datetime import datetime
 
 from sqlmodel import Session, select
 
-from gpuorch.jobs import events
 from gpuorch.errors import UnknownJob
+from gpuorch.jobs import events
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, Job, JobStatus

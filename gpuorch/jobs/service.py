@@ -24,16 +24,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuorch.clock import utcnow
-from gpuorch.money.cost import attempt_cost
 from gpuorch.errors import UnknownJob
+from gpuorch.money.cost import attempt_cost
 
 if TYPE_CHECKING:
     from gpuorch.jobs.logmirror import LogMirror
     from gpuorch.jobs.spec import JobSpec
     from gpuorch.store import Store
-    from gpuorch.sweeps.spec import SweepSpec
     from gpuorch.store.lite import LiteReader, Row
     from gpuorch.store.models import Attempt, Job
+    from gpuorch.sweeps.spec import SweepSpec
 
 LOG_CHUNK = 1 << 20  # bytes of job output per read_log call
 
@@ -167,8 +167,8 @@ class JobService:
         accepted with a caveat (no enabled offer fits today; only on-demand meets the deadline).
         """
         from gpuorch.jobs import intent as jobs
-        from gpuorch.registry import offline_offers
         from gpuorch.jobs.submitcheck import fit_check
+        from gpuorch.registry import offline_offers
 
         if self.providers is None:
             raise ValueError("JobService.submit needs the configuration's providers to check the spec")
@@ -263,8 +263,8 @@ class JobService:
         (``submitcheck.sweep_deadline_check``) or a name still active; ``warning`` is the line for
         a sweep accepted with a caveat (only on-demand meets the deadline).
         """
-        from gpuorch.registry import offline_offers
         from gpuorch.jobs.submitcheck import sweep_deadline_check
+        from gpuorch.registry import offline_offers
         from gpuorch.sweeps import intent
 
         now = self.now()

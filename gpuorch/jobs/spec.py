@@ -18,6 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from gpuorch import gpus
 from gpuorch.errors import UserInputError
+from gpuorch.policy.recovery import get_strategy
 from gpuorch.sizing.workload import Workload
 from gpuorch.units import parse_duration_s, parse_size_gib
 
@@ -139,8 +140,6 @@ class Recovery(Strict):
     @field_validator("strategy")
     @classmethod
     def _strategy(cls, v: str | None) -> str | None:
-        from gpuorch.policy.recovery import get_strategy  # imported late: recovery -> placement -> spec
-
         if v is not None:
             try:
                 get_strategy(v)

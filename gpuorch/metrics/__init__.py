@@ -24,10 +24,10 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, Counter, Histogram, Info, ProcessCollector, start_http_server
 
 from gpuorch.clock import Clock
-from gpuorch.provider.port import Provider
-from gpuorch.store import Store
 from gpuorch.metrics.instrument import InstrumentedProvider
 from gpuorch.metrics.store_collector import StoreCollector
+from gpuorch.provider.port import Provider
+from gpuorch.store import Store
 
 log = logging.getLogger("gpuorch.metrics")
 

@@ -33,8 +33,8 @@ from gpuorch.money.cost import attempt_cost, charged, cost_between, projected_co
 from gpuorch.store.states import AttemptStatus, JobStatus, TerminationReason
 
 if TYPE_CHECKING:
-    from gpuorch.placement import Candidate
     from gpuorch.jobs.spec import JobSpec
+    from gpuorch.placement import Candidate
     from gpuorch.store.models import Attempt, Job
 
 EPS = 1e-9  # USD: float noise, not money

@@ -2,7 +2,8 @@
 
 Every option has a default, so no file is needed (the embedded default is the ``local``
 provider, SQLite under ``$GPUORCH_HOME`` and a 2 s poll). Where the values come from, and in
-which order they override each other, is ``config_sources``; ``load_config`` is the entry point.
+which order they override each other, is ``config_sources``; its ``load_config`` is the entry
+point (it depends on this module, never the reverse).
 """
 
 from __future__ import annotations
@@ -112,13 +113,3 @@ class DaemonConfig(BaseModel):
     @property
     def url(self) -> str:
         return self.database_url or default_url(self.home)
-
-
-def load_config(path: str | Path | None = None) -> DaemonConfig:
-    """The effective configuration: files, then ``--config`` (``path``), then ``GPUORCH_*``.
-
-    Raises UserInputError with one line naming the source, the field and the fix.
-    """
-    from gpuorch.ops.config_sources import load
-
-    return load(path).config

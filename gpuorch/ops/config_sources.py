@@ -154,6 +154,14 @@ def merge(base: dict[str, Any], over: Mapping[str, Any], origins: Origins, sourc
     return out
 
 
+def load_config(path: str | Path | None = None) -> DaemonConfig:
+    """The effective configuration: files, then ``--config`` (``path``), then ``GPUORCH_*``.
+
+    Raises UserInputError with one line naming the source, the field and the fix.
+    """
+    return load(path).config
+
+
 def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Loaded:
     """Read every source, merge them, validate. Raises UserInputError (one line)."""
     from pydantic import ValidationError

@@ -26,12 +26,12 @@ import threading
 import time
 from typing import Any
 
-from gpuorch.ops.config import DaemonConfig
 from gpuorch.errors import UserInputError
 from gpuorch.jobs.logmirror import LogMirror
+from gpuorch.ops.config import DaemonConfig
+from gpuorch.ops.sdnotify import Notifier
 from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.registry import load_providers
-from gpuorch.ops.sdnotify import Notifier
 from gpuorch.store import Store
 
 log = logging.getLogger("gpuorch.daemon")

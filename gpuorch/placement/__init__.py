@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from gpuorch.provider.port import Offer
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.placement.cost import INTERRUPTIONS_PER_HOUR, PlacementOptions
 from gpuorch.placement.explain import Rejection, Shortfall
 from gpuorch.placement.index import OfferIndex, index_for
 from gpuorch.placement.rank import Candidate, Plan, plan
+from gpuorch.provider.port import Offer
 
 __all__ = [
     "INTERRUPTIONS_PER_HOUR",

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gpuorch.money.billing import BillingRule
 from gpuorch.jobs.spec import SpotPolicy
+from gpuorch.money.billing import BillingRule
 
 # Interruptions per hour: >20% is the pooled rate of the 9-zone p3 spot traces (0.30/h); the
 # other buckets scale with their midpoint (2.5%, 7.5%, ... of a 25% midpoint for >20%).

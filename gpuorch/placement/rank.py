@@ -16,12 +16,12 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from gpuorch.provider.port import Offer
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.placement.cost import STORE_PROVIDERS, PlacementOptions, Scenario, linear, markets
 from gpuorch.placement.explain import Rejection, Shortfall, rejections, shortfall
 from gpuorch.placement.index import BUCKET_CODES, OfferClass, OfferIndex, PriceOrder, index_for, price_orders
 from gpuorch.placement.requirements import ClassFit, Needs, Refusal, evaluate_classes
+from gpuorch.provider.port import Offer
 
 FILTER_CACHE = 20_000  # filtered price orders kept per index
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuorch import gpus
-from gpuorch.sizing import GIB, best_estimate, checkpoint_bytes, estimate_hours, unsupported
-from gpuorch.sizing.workload import Workload
 from gpuorch.jobs.spec import GpuRequirement, JobSpec
 from gpuorch.placement.index import OfferClass, OfferIndex
+from gpuorch.sizing import GIB, best_estimate, checkpoint_bytes, estimate_hours, unsupported
+from gpuorch.sizing.workload import Workload
 
 
 @dataclass(frozen=True)

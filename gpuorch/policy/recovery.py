@@ -22,12 +22,27 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from gpuorch.placement import Candidate
+    from gpuorch.provider.port import Offer
 
 DEFAULT_STRATEGY = "same-region-first"
+
+
+class Choice(Protocol):
+    """What a strategy reads of a placement candidate (``gpuorch.placement.Candidate``): its
+    offer and market kind. Structural, so that this module needs nothing of placement, which
+    depends on the job spec, which validates strategy names here."""
+
+    @property
+    def offer(self) -> Offer: ...
+
+    @property
+    def spot(self) -> bool: ...
+
+
+C = TypeVar("C", bound=Choice)
 
 
 @dataclass(frozen=True)
@@ -45,13 +60,13 @@ class RecoveryContext:
     recent: frozenset[tuple[str, str, bool]] = frozenset()
     avoid_s: float = 3600.0
 
-    def is_recent(self, c: Candidate) -> bool:
+    def is_recent(self, c: Choice) -> bool:
         return (c.offer.provider, c.offer.zone, c.spot) in self.recent
 
-    def in_preempted_region(self, c: Candidate) -> bool:
+    def in_preempted_region(self, c: Choice) -> bool:
         return (c.offer.provider, c.offer.region) == self.preempted_region
 
-    def other_market(self, c: Candidate) -> bool:
+    def other_market(self, c: Choice) -> bool:
         """Spot after a spot attempt, on-demand after an on-demand one, come first: a job on
         spot stays on spot while spot can be had somewhere (on-demand costs ~3x)."""
         return self.preempted_spot is not None and c.spot != self.preempted_spot
@@ -63,7 +78,7 @@ class RecoveryStrategy(ABC):
     name: ClassVar[str]
 
     @abstractmethod
-    def rank(self, candidates: Sequence[Candidate], ctx: RecoveryContext) -> list[Candidate]:
+    def rank(self, candidates: Sequence[C], ctx: RecoveryContext) -> list[C]:
         """The candidates in the order to try; never adds any. ``candidates`` come cheapest first
         and sorting is stable, so price order holds within each group a strategy forms."""
 
@@ -114,7 +129,7 @@ class SameRegionFirst(RecoveryStrategy):
 
     name = "same-region-first"
 
-    def rank(self, candidates: Sequence[Candidate], ctx: RecoveryContext) -> list[Candidate]:
+    def rank(self, candidates: Sequence[C], ctx: RecoveryContext) -> list[C]:
         near = ctx.preempted_region is not None
         return sorted(candidates, key=lambda c: (ctx.is_recent(c), ctx.other_market(c),
                                                  near and not ctx.in_preempted_region(c)))
@@ -140,7 +155,7 @@ class NextRegionEagerly(RecoveryStrategy):
 
     name = "next-region-eagerly"
 
-    def rank(self, candidates: Sequence[Candidate], ctx: RecoveryContext) -> list[Candidate]:
+    def rank(self, candidates: Sequence[C], ctx: RecoveryContext) -> list[C]:
         return sorted(candidates, key=lambda c: (ctx.is_recent(c), ctx.other_market(c), ctx.in_preempted_region(c)))
 
 
@@ -155,5 +170,5 @@ class CheapestFirst(RecoveryStrategy):
 
     name = "cheapest-first"
 
-    def rank(self, candidates: Sequence[Candidate], ctx: RecoveryContext) -> list[Candidate]:
+    def rank(self, candidates: Sequence[C], ctx: RecoveryContext) -> list[C]:
         return sorted(candidates, key=lambda c: (ctx.is_recent(c), ctx.other_market(c)))

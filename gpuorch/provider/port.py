@@ -244,13 +244,30 @@ class Provider(ABC):
 
 @runtime_checkable
 class SupportsVolumes(Protocol):
-    """Persistent volumes that follow a job within a zone."""
+    """Persistent volumes that follow a job within a zone (tested by ``gpuorch.testing.volume_contract``)."""
 
-    def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str]) -> Volume: ...
-    def attach_volume(self, volume_id: str, instance_id: str) -> None: ...
-    def detach_volume(self, volume_id: str, instance_id: str) -> None: ...
-    def delete_volume(self, volume_id: str) -> None: ...
-    def list_volumes(self) -> list[Volume]: ...
+    def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str]) -> Volume:
+        """A new, detached volume in ``zone`` of at least ``size_gib``, carrying ``tags`` and
+        listed by ``list_volumes`` from then on. Not idempotent: each call creates one."""
+        ...
+
+    def attach_volume(self, volume_id: str, instance_id: str) -> None:
+        """Attach to ``instance_id``; quiet if already attached there. PermanentError with code
+        ``InvalidVolume.ZoneMismatch`` across zones, ``VolumeInUse`` while another instance holds
+        it (nothing changes then); NotFoundError for an unknown volume."""
+        ...
+
+    def detach_volume(self, volume_id: str, instance_id: str) -> None:
+        """Detach from ``instance_id``; quiet if not attached there or the volume is gone."""
+        ...
+
+    def delete_volume(self, volume_id: str) -> None:
+        """Delete; quiet if already gone. PermanentError ``VolumeInUse`` while attached."""
+        ...
+
+    def list_volumes(self) -> list[Volume]:
+        """The volumes this provider created, with their ``attached_to``."""
+        ...
 
 
 @runtime_checkable

@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from gpuorch.units import parse_duration_s
 from gpuorch.sizing.shapes import PRESETS, ModelShape, parse_count, shape_for
+from gpuorch.units import parse_duration_s
 
 Method = Literal["full", "lora", "qlora", "inference"]
 Precision = Literal["bf16", "fp16", "fp8", "int8", "int4"]

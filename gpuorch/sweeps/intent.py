@@ -9,8 +9,8 @@ from typing import Any
 
 from sqlmodel import Session, select
 
-from gpuorch.jobs import events
 from gpuorch.errors import UnknownSweep, UserInputError
+from gpuorch.jobs import events
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.store import Store
 from gpuorch.store.models import Job, JobStatus, Sweep, SweepStatus

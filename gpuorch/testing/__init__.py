@@ -2,6 +2,9 @@
 
 - ``contract``: the shared provider contract suite, ``ProviderContract`` (subclass it in a
   test module; requires pytest), and ``wait_until``.
+- ``runner_contract``: ``RunnerContract``, the runner port's suite (local, SSH, fake runners).
+- ``volume_contract``: ``VolumeContract``, the suite of the ``SupportsVolumes`` capability.
+- ``import_contracts``: the ``allowlist`` import-linter contract (the adapter kit rule).
 - ``fake_provider``: ``FakeProvider``, a deterministic in-memory cloud (fake clock).
 - ``fake_job``: the FakeProvider's jobs and the fake agent that runs them.
 - ``faults``: seeded fault injection into a provider's port calls (the sim provider uses it).
@@ -17,11 +20,17 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gpuorch.testing.contract import ProviderContract, SupportsCapacityControl, wait_until
+    from gpuorch.testing.runner_contract import RunnerContract
+    from gpuorch.testing.volume_contract import VolumeContract
 
-__all__ = ["ProviderContract", "SupportsCapacityControl", "wait_until"]
+_HOMES = {
+    "ProviderContract": "contract", "SupportsCapacityControl": "contract", "wait_until": "contract",
+    "RunnerContract": "runner_contract", "VolumeContract": "volume_contract",
+}
+__all__ = ["ProviderContract", "RunnerContract", "SupportsCapacityControl", "VolumeContract", "wait_until"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return getattr(importlib.import_module("gpuorch.testing.contract"), name)
+    if name in _HOMES:
+        return getattr(importlib.import_module(f"gpuorch.testing.{_HOMES[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,14 +14,32 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
 from gpuorch.agent.protocol import AgentConfig, AgentStatus
+from gpuorch.clock import FakeClock
 from gpuorch.provider.port import Instance, InstanceState
 from gpuorch.runners.port import Runner, RunnerUnavailable, VolumeNotReady
 
-if TYPE_CHECKING:
-    from gpuorch.testing.fake_provider import FakeProvider
+
+class FakeHost(Protocol):
+    """What the fake agent and runner use of their provider (``FakeProvider``): a structural
+    type, so that this module does not import the provider that imports it."""
+
+    clock: FakeClock
+    script: FakeJobScript
+    scripts: dict[str, FakeJobScript]
+    volume_device_delay_s: float
+    volume_attached_at: dict[tuple[str, str], datetime]
+    _instances: dict[str, _FakeInstance]
+    _agents: dict[str, _FakeAgent]
+    _vanished: dict[str, _FakeInstance]
+
+    def _record(self, method: str, *args: object) -> None: ...
+    def _peek(self, instance_id: str) -> Instance: ...
+    def _agent_of(self, job_id: int, attempt: int) -> _FakeAgent | None: ...
+    def _latest_checkpoint(self, config: AgentConfig, at: datetime, exclude: _FakeAgent) -> _Ckpt | None: ...
 
 
 @dataclass
@@ -56,7 +74,7 @@ class _Ckpt:
 
 @dataclass
 class _FakeAgent:
-    provider: FakeProvider
+    provider: FakeHost
     instance_id: str
     config: AgentConfig
     started: datetime
@@ -167,7 +185,7 @@ class _FakeAgent:
 
 
 class FakeRunner(Runner):
-    def __init__(self, provider: FakeProvider, instance_id: str) -> None:
+    def __init__(self, provider: FakeHost, instance_id: str) -> None:
         self.provider, self.instance_id = provider, instance_id
 
     def _check(self) -> None:
@@ -175,7 +193,7 @@ class FakeRunner(Runner):
         if inst.state != InstanceState.RUNNING:
             raise RunnerUnavailable(f"{self.instance_id} is {inst.state}")
 
-    def start(self, config: AgentConfig, workdir=None) -> None:  # type: ignore[no-untyped-def]
+    def start(self, config: AgentConfig, workdir: Path | None = None) -> None:
         self.provider._record("runner.start", self.instance_id, config.attempt)
         if self.instance_id in self.provider._agents:
             return

@@ -11,15 +11,19 @@ whose progress is a function of the clock (``FakeJobScript``).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from gpuorch.agent.protocol import AgentConfig
 from gpuorch.clock import FakeClock
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError
-from gpuorch.testing.faults import FaultPlan
-from gpuorch.testing.fake_job import FakeJobScript, FakeRunner, _Ckpt, _FakeAgent, _FakeInstance
 from gpuorch.provider.port import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider, Volume
 from gpuorch.runners.port import Runner
+from gpuorch.testing.fake_job import FakeJobScript, FakeRunner, _Ckpt, _FakeAgent, _FakeInstance
+from gpuorch.testing.faults import FaultPlan
+
+T = TypeVar("T")
 
 __all__ = ["FakeJobScript", "FakeProvider", "FakeRunner", "default_offers"]
 
@@ -102,7 +106,7 @@ class FakeProvider(Provider):
         if self._errors.get(method):
             raise self._errors[method].pop(0)
 
-    def _faulty(self, method: str, fn, *args):  # type: ignore[no-untyped-def]
+    def _faulty(self, method: str, fn: Callable[..., T], *args: object) -> T:
         return self.faults.call(method, fn, *args) if self.faults else fn(*args)
 
     def offers(self) -> list[Offer]:
@@ -238,6 +242,7 @@ class FakeProvider(Provider):
     def _latest_checkpoint(self, config: AgentConfig, at: datetime, exclude: _FakeAgent) -> _Ckpt | None:
         if not config.checkpoint_url:
             return None
-        found = [c for a in self._agents.values() if a is not exclude and a.config.checkpoint_url == config.checkpoint_url
+        url = config.checkpoint_url
+        found = [c for a in self._agents.values() if a is not exclude and a.config.checkpoint_url == url
                  and a.started <= at for c in a.checkpoints() if c.at <= at]
         return max(found, key=lambda c: (c.at, c.progress)) if found else None

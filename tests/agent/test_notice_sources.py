@@ -17,8 +17,8 @@ from fake_imds import ACTION_PATH
 from gpuorch.agent.notice import (
     AwsNotice,
     AzureNotice,
-    GcpNotice,
     FileNotice,
+    GcpNotice,
     make_notice_source,
     parse_aws_time,
     preempt_deadline,

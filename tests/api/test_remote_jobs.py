@@ -17,18 +17,18 @@ import urllib.request
 import pytest
 import yaml
 
-from gpuorch.ops import daemon
 from gpuorch.api import upload
 from gpuorch.api.client import Client, RemoteRefused
 from gpuorch.clock import FakeClock
-from gpuorch.ops.config import ApiConfig, DaemonConfig
 from gpuorch.errors import UserInputError
-from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 from gpuorch.jobs.logmirror import LogMirror
-from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.jobs.spec import load_spec
+from gpuorch.ops import daemon
+from gpuorch.ops.config import ApiConfig, DaemonConfig
+from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.store.models import Job
 from gpuorch.testing import wait_until
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 from gpuorch_local.provider import LocalProvider
 
 GOOD = "name: tiny\nrun: python3 hello.py\nresources: {gpu: \"A100:80GB:1\"}\n"

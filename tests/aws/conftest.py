@@ -21,6 +21,7 @@ from gpuorch.provider.port import Offer
 from gpuorch_aws import AwsProvider
 from gpuorch_aws.config import parse_options
 
+
 @pytest.fixture(autouse=True)
 def _aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     empty = tmp_path_factory.mktemp("aws") / "empty"

@@ -6,18 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpuorch.jobs import intent as jobs
+from moto_helpers import REGIONS, static_prices
+
 from gpuorch.agent.protocol import AgentConfig, AgentStatus
 from gpuorch.clock import FakeClock
+from gpuorch.jobs import intent as jobs
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.provider.port import Instance
 from gpuorch.reconciler import Reconciler
 from gpuorch.runners.port import Runner
-from gpuorch.jobs.spec import parse_spec
 from gpuorch.store import Store
 from gpuorch.store.models import Job
 from gpuorch_aws import AwsProvider
 from gpuorch_aws.config import parse_options
-from moto_helpers import REGIONS, static_prices
 
 
 class Agent(Runner):

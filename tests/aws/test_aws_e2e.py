@@ -22,18 +22,18 @@ from sqlmodel import select
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "s3"))  # the shared moto S3 server
 
 from aws_e2e_harness import FakeImds, FakeInstances  # noqa: E402
-from gpuorch_aws import AwsProvider  # noqa: E402
-from gpuorch_aws.config import parse_options  # noqa: E402
 from moto_helpers import REGIONS, static_prices  # noqa: E402
 from moto_s3 import MotoS3  # noqa: E402
 from sshd import SshdUnavailable, find_sshd  # noqa: E402
 
 from gpuorch.jobs import intent as jobs  # noqa: E402
 from gpuorch.jobs.logmirror import LogMirror  # noqa: E402
-from gpuorch.reconciler import Reconciler, Settings  # noqa: E402
 from gpuorch.jobs.spec import parse_spec  # noqa: E402
+from gpuorch.reconciler import Reconciler, Settings  # noqa: E402
 from gpuorch.store.models import Attempt, AttemptStatus, Checkpoint, Job, JobStatus, TerminationReason  # noqa: E402
 from gpuorch.testing.e2e import TINY_MLP, tiny_mlp_reference  # noqa: E402
+from gpuorch_aws import AwsProvider  # noqa: E402
+from gpuorch_aws.config import parse_options  # noqa: E402
 
 pytestmark = pytest.mark.aws
 

@@ -11,18 +11,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from moto_helpers import REGIONS, static_prices
 
-from gpuorch.jobs import intent as jobs
 from gpuorch.agent.protocol import AgentConfig, AgentStatus
+from gpuorch.jobs import intent as jobs
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.provider.port import Instance
 from gpuorch.reconciler import Reconciler
 from gpuorch.runners.port import Runner
-from gpuorch.jobs.spec import parse_spec
 from gpuorch.store.models import Job, JobStatus
 from gpuorch_aws import AwsProvider
 from gpuorch_aws.config import parse_options
 from gpuorch_aws.requests import is_root_volume
-from moto_helpers import REGIONS, static_prices
 
 pytestmark = pytest.mark.aws
 

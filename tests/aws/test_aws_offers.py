@@ -6,8 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from moto_helpers import REGIONS, static_prices
-from moto_helpers import Refusals
+from moto_helpers import REGIONS, Refusals, static_prices
 
 from gpuorch.errors import AuthError
 from gpuorch.provider.port import Offer

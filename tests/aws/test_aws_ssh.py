@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from gpuorch.provider.port import Instance, InstanceState, LaunchRequest, Offer
-from gpuorch.runners.port import RunnerUnavailable
 from gpuorch.runners.hostkeys import known_hosts_path, pinned_host_key
+from gpuorch.runners.port import RunnerUnavailable
 from gpuorch.runners.ssh import SshRunner
 
 pytestmark = pytest.mark.aws
@@ -66,9 +66,10 @@ def test_no_runner_before_the_instance_has_an_address_or_without_a_home(make_pro
 def test_runner_options_override_the_address_and_runner_settings_per_instance(
     moto: None, moto_offers: list[Offer], tmp_path: Path, session: Any
 ) -> None:
+    from moto_helpers import REGIONS, static_prices
+
     from gpuorch_aws import AwsProvider
     from gpuorch_aws.config import parse_options
-    from moto_helpers import REGIONS, static_prices
 
     seen: list[str] = []
 

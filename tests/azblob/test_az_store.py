@@ -12,8 +12,7 @@ from azure.storage.blob import ContainerClient
 from azurite import ACCOUNT, Azurite, Requests
 from test_checkpoint_store import ObjectStoreContract
 
-from gpuorch.checkpoint import ObjectNotFound, open_store
-from gpuorch.checkpoint import azstore
+from gpuorch.checkpoint import ObjectNotFound, azstore, open_store
 from gpuorch.checkpoint.azstore import AzureBlobStore
 
 pytestmark = pytest.mark.azure

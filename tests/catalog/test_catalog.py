@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuorch.money import billing
 from gpuorch import catalog
 from gpuorch.catalog import COLUMNS, load_offers, load_rows, parse_csv, select, write_csv
 from gpuorch.catalog.families import interconnect_for
 from gpuorch.errors import UserInputError
+from gpuorch.money import billing
 from gpuorch.provider.port import Offer
 
 HEADER = ",".join(COLUMNS)

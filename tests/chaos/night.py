@@ -23,12 +23,12 @@ from pathlib import Path
 
 import yaml
 
-from gpuorch.jobs import intent as jobs
 from gpuorch.agent.protocol import read_status
 from gpuorch.checkpoint import list_manifests, open_store
+from gpuorch.jobs import intent as jobs
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.ops.crashpoints import ENV as CRASH_ENV
 from gpuorch.ops.crashpoints import LOG_ENV as CRASH_LOG_ENV
-from gpuorch.jobs.spec import parse_spec
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Job
 from gpuorch_local.instances import Meta
@@ -227,9 +227,9 @@ class Night:
 
     def cleanup(self) -> None:
         """Whatever happened: no daemon, no instance process, no cloud process left behind."""
-        from gpuorch_sim.cloud import stop_cloud
-        from gpuorch_local.instances import InstanceDir
         from gpuorch.provider.port import InstanceState
+        from gpuorch_local.instances import InstanceDir
+        from gpuorch_sim.cloud import stop_cloud
 
         if self.daemon is not None and self.daemon.poll() is None:
             self.daemon.kill()

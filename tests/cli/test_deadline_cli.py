@@ -8,10 +8,10 @@ from datetime import timedelta
 import yaml
 from typer.testing import CliRunner
 
-from gpuorch.jobs import events
 from gpuorch.cli import app
 from gpuorch.clock import utcnow
-from gpuorch.ops.config import load_config
+from gpuorch.jobs import events
+from gpuorch.ops.config_sources import load_config
 from gpuorch.store import Store
 
 runner = CliRunner()

@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from gpuorch.cli import app
-from gpuorch.ops.config import load_config
+from gpuorch.ops.config_sources import load_config
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, TerminationReason
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from gpuorch.testing.fake_provider import default_offers
 from gpuorch.provider.port import CLIENT_TOKEN_MAX, LaunchRequest, client_token
+from gpuorch.testing.fake_provider import default_offers
 
 
 def test_the_token_names_the_owner_job_and_attempt() -> None:

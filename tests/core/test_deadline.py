@@ -9,12 +9,12 @@ from datetime import timedelta
 from sqlmodel import select
 
 from gpuorch.jobs import intent as jobs
-from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 from gpuorch.jobs.service import JobService
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.reconciler import Reconciler
 from gpuorch.reconciler.deadline import PROBE_MAX_S
-from gpuorch.jobs.spec import parse_spec
 from gpuorch.store.models import Attempt, AttemptStatus, Event, Job, JobStatus, TerminationReason
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 
 ZONES = ("r1-a", "r1-b", "r2-a")
 
@@ -187,10 +187,10 @@ def test_spot_capacity_that_comes_back_during_a_long_wait_is_found(store, clock)
 def test_a_moved_job_stays_bound_for_on_demand_after_a_launch_that_found_no_capacity(clock):
     """Moved off spot, then the on-demand launch found no capacity: the next launch is still
     on-demand (the policy must not take the failed launch for a fresh start and pick spot)."""
-    from gpuorch.testing.fake_provider import default_offers
     from gpuorch.placement import candidates
-    from gpuorch.reconciler.decide import AttemptView, JobView, Settings
     from gpuorch.reconciler.deadline import situation
+    from gpuorch.reconciler.decide import AttemptView, JobView, Settings
+    from gpuorch.testing.fake_provider import default_offers
 
     s = spec("4h")
     job = Job(id=1, name="train", spec=s.model_dump_json(), status=JobStatus.QUEUED, created_at=clock.now())

@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 from gpuorch.agent.protocol import AgentStatus
-from gpuorch.testing.fake_provider import default_offers
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.provider.port import Instance, InstanceState
 from gpuorch.reconciler.actions import End, Launch, SetJob, Terminate
 from gpuorch.reconciler.decide import AttemptView, JobView, decide
-from gpuorch.jobs.spec import parse_spec
 from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, TerminationReason
+from gpuorch.testing.fake_provider import default_offers
 
 SPEC = parse_spec({"name": "t", "run": "x", "resources": {"gpu": "A100:80GB:1"}, "spot_policy": "spot"})
 

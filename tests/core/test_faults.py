@@ -11,14 +11,14 @@ from collections import Counter
 import pytest
 from sqlmodel import select
 
-from gpuorch.jobs import intent as jobs
 from gpuorch.errors import NoCapacityError, QuotaError, TransientError
-from gpuorch.testing.faults import KINDS, FaultPlan
-from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
+from gpuorch.jobs import intent as jobs
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.provider.port import LaunchRequest
 from gpuorch.reconciler import Reconciler, Settings
-from gpuorch.jobs.spec import parse_spec
 from gpuorch.store.models import Event, Job, JobStatus, TerminationReason
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
+from gpuorch.testing.faults import KINDS, FaultPlan
 
 
 def test_fault_plan_is_seeded_and_respects_kinds_and_methods():

@@ -8,13 +8,13 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from gpuorch.jobs import intent as jobs
 from gpuorch.cli import app
-from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
-from gpuorch.reconciler import Reconciler
+from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
+from gpuorch.reconciler import Reconciler
 from gpuorch.store import Store, default_url
 from gpuorch.store.models import AttemptStatus, TerminationReason
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 
 SPEC = {"name": "train", "run": "x", "resources": {"gpu": "A100:80GB:1"}, "spot_policy": "spot",
         "checkpoint": {"store": "file:///tmp/ckpt"}}

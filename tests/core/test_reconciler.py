@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from sqlmodel import select
 
-from gpuorch.jobs import intent as jobs
 from gpuorch.errors import TransientError
-from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
+from gpuorch.jobs import intent as jobs
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.provider.port import LaunchRequest
 from gpuorch.reconciler import Reconciler
-from gpuorch.jobs.spec import parse_spec
 from gpuorch.store.models import Attempt, AttemptStatus, Checkpoint, Event, Job, JobStatus, TerminationReason
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 
 SPEC = {
     "name": "train",

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from gpuorch.jobs import intent as jobs
 from gpuorch.errors import UserInputError
-from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
+from gpuorch.jobs import intent as jobs
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.placement import Candidate
+from gpuorch.policy.recovery import RecoveryContext, get_strategy, strategy_names
 from gpuorch.provider.port import Offer
 from gpuorch.reconciler import Reconciler, Settings
-from gpuorch.policy.recovery import RecoveryContext, get_strategy, strategy_names
-from gpuorch.jobs.spec import parse_spec
 from gpuorch.store.models import AttemptStatus
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 
 
 def offer(region: str, zone: str, spot: float) -> Offer:

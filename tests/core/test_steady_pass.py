@@ -15,10 +15,10 @@ from sqlalchemy import event
 from sqlmodel import select
 
 from gpuorch.jobs import intent as jobs
-from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
-from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.jobs.spec import parse_spec
+from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.store.models import Attempt, AttemptStatus, Instance, Job, JobStatus
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 
 SPEC = {"run": "python train.py", "resources": {"gpu": "A100:80GB:1"},
         "checkpoint": {"store": "file:///tmp/ckpt", "interval": "1h"}}

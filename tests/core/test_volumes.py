@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 from sqlmodel import select
+from test_reconciler import Crash, attempts, drive, job_row, submit
 
 from gpuorch.errors import PermanentError
-from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 from gpuorch.provider.port import SupportsVolumes
 from gpuorch.reconciler import Reconciler
 from gpuorch.reconciler.actions import Launch
@@ -15,8 +15,7 @@ from gpuorch.reconciler.decide import JobView, Settings, decide
 from gpuorch.reconciler.volumes import volume_tags
 from gpuorch.runners.port import VolumeMountFailed
 from gpuorch.store.models import AttemptStatus, Event, JobStatus, TerminationReason
-
-from test_reconciler import Crash, attempts, drive, job_row, submit
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 
 VOLUME = {"size": "100GB", "mount": "/data"}
 
@@ -35,8 +34,8 @@ def test_the_fake_supports_volumes_and_refuses_cross_zone_attach(fake):
     assert isinstance(fake, SupportsVolumes)
     vol = fake.create_volume(region="r1", zone="r1-b", size_gib=10, tags={"gpuorch:job": "1"})
     assert vol.tags["gpuorch:managed"] == "true" and fake.list_volumes() == [vol]
-    from gpuorch.testing.fake_provider import default_offers
     from gpuorch.provider.port import LaunchRequest
+    from gpuorch.testing.fake_provider import default_offers
     inst = fake.launch(LaunchRequest(job_id=1, attempt=1, offer=default_offers()[0], spot=True))  # r1-a
     with pytest.raises(PermanentError) as e:
         fake.attach_volume(vol.id, inst.id)
@@ -139,8 +138,9 @@ def test_sweep_deletes_volumes_no_unfinished_job_owns(store, fake, clock, rec):
 
 
 def test_placement_requires_the_volume_zone(store, fake, clock):
-    from gpuorch.jobs.spec import parse_spec
     from test_reconciler import SPEC
+
+    from gpuorch.jobs.spec import parse_spec
     job = submit(store, clock, volume=VOLUME)
     job.volume_zone = "r1-b"
     spec = parse_spec({**SPEC, "volume": VOLUME})

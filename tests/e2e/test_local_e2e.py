@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import json
 
-from gpuorch_local.provider import LocalProvider
 from sqlmodel import select
 
 from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.logmirror import LogMirror
-from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.jobs.spec import parse_spec
+from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.store.models import AttemptStatus, Checkpoint, Job, JobStatus, TerminationReason
 from gpuorch.testing import e2e
+from gpuorch_local.provider import LocalProvider
 
 EXAMPLE = e2e.TINY_MLP
 ENV = {"STEPS": "300", "CKPT_EVERY": "40", "STEP_SLEEP": "0.03", "SEED": "7"}

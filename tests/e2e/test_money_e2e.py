@@ -7,20 +7,20 @@ from __future__ import annotations
 import json
 
 import yaml
-from gpuorch_local.provider import LocalProvider
 from sqlmodel import select
 
 from gpuorch.jobs import intent as jobs
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.money.caps import Policy
 from gpuorch.money.cost import attempt_cost
 from gpuorch.provider.port import Offer
 from gpuorch.reconciler import Reconciler, Settings
-from gpuorch.jobs.spec import parse_spec
 from gpuorch.store.models import Checkpoint, Job, JobStatus, Sweep, TerminationReason
 from gpuorch.sweeps import intent
 from gpuorch.sweeps.report import sweep_report
 from gpuorch.sweeps.spec import load_sweep
 from gpuorch.testing import e2e
+from gpuorch_local.provider import LocalProvider
 
 EXAMPLE = e2e.TINY_MLP
 ENV = {"STEPS": "150", "CKPT_EVERY": "50", "STEP_SLEEP": "0.01", "LOG_EVERY": "25", "SEED": "3"}

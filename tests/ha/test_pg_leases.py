@@ -11,15 +11,15 @@ import pytest
 from sqlalchemy.engine import make_url
 from sqlmodel import select
 
-from gpuorch.jobs import intent as jobs
 from gpuorch.clock import FakeClock
-from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
+from gpuorch.jobs import intent as jobs
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.reconciler import Reconciler
 from gpuorch.reconciler.decide import decide
 from gpuorch.reconciler.leases import LeaseLost, Leases
-from gpuorch.jobs.spec import parse_spec
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Event, Job
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 
 pytestmark = pytest.mark.postgres
 psycopg = pytest.importorskip("psycopg", reason="pip install -e '.[dev]' (psycopg is in it)")

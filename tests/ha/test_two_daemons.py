@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from gpuorch.jobs import intent as jobs
 from gpuorch.clock import utcnow
+from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, Event, Job, JobStatus

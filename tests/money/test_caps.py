@@ -9,12 +9,12 @@ import pytest
 from sqlmodel import select
 
 from gpuorch.jobs import intent as jobs
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.money.caps import Policy
 from gpuorch.money.cost import attempt_cost, price_changes
-from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 from gpuorch.reconciler import Reconciler
-from gpuorch.jobs.spec import parse_spec
 from gpuorch.store.models import AttemptStatus, Checkpoint, Event, Job, JobStatus, TerminationReason
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 
 POLICY = Policy(decision_interval_s=30, stop_grace_s=60)  # horizon 2 x 30 + 60 = 120 s
 SPEC = {"name": "train", "run": "python train.py", "resources": {"gpu": "A100:80GB:1"}, "spot_policy": "spot",

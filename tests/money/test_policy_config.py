@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpuorch.ops.config import load_config
-from gpuorch.ops.daemon import build_reconciler
 from gpuorch.errors import UserInputError
+from gpuorch.ops.config_sources import load_config
+from gpuorch.ops.daemon import build_reconciler
 
 
 def test_daily_budget_and_stop_grace_reach_the_reconciler(tmp_path):

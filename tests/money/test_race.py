@@ -12,14 +12,14 @@ import yaml
 from sqlmodel import select
 
 from gpuorch.jobs import intent as jobs
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.money.caps import Policy
 from gpuorch.money.cost import attempt_cost, increment_cost
-from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider, default_offers
 from gpuorch.reconciler import Reconciler
-from gpuorch.jobs.spec import parse_spec
 from gpuorch.store.models import Attempt, Job, JobStatus
 from gpuorch.sweeps import intent
 from gpuorch.sweeps.spec import load_sweep
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider, default_offers
 
 TEMPLATE = {"run": "python train.py --lr {LR}", "resources": {"gpu": "A100:80GB:1"},
             "checkpoint": {"store": "file:///tmp/ckpt", "interval": "60s"}, "retry": {"max_preemptions": 50}}

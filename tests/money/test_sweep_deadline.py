@@ -10,13 +10,13 @@ import yaml
 from sqlmodel import select
 
 from gpuorch.jobs import intent as jobs
-from gpuorch.money.caps import Policy
-from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
-from gpuorch.reconciler import Reconciler
 from gpuorch.jobs.spec import JobSpec
+from gpuorch.money.caps import Policy
+from gpuorch.reconciler import Reconciler
 from gpuorch.store.models import Event, JobStatus
 from gpuorch.sweeps import intent
 from gpuorch.sweeps.spec import load_sweep
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 
 JOB = {"run": "python train.py --lr {LR}", "resources": {"gpu": "A100:80GB:1"},
        "checkpoint": {"store": "file:///tmp/ckpt", "interval": "10m"}}

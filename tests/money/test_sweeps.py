@@ -11,14 +11,14 @@ import yaml
 from sqlmodel import select
 
 from gpuorch.jobs import intent as jobs
-from gpuorch.money.caps import Policy
-from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
-from gpuorch.reconciler import Reconciler
 from gpuorch.jobs.spec import JobSpec
+from gpuorch.money.caps import Policy
+from gpuorch.reconciler import Reconciler
 from gpuorch.store.models import AttemptStatus, Checkpoint, Job, JobStatus, Sweep, SweepStatus, TerminationReason
 from gpuorch.sweeps import intent
 from gpuorch.sweeps.report import sweep_report
 from gpuorch.sweeps.spec import load_sweep
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 
 JOB = {"run": "python train.py --lr {LR}", "resources": {"gpu": "A100:80GB:1"}, "spot_policy": "spot",
        "checkpoint": {"store": "file:///tmp/ckpt", "interval": "60s"}}

@@ -11,9 +11,9 @@ import yaml
 from typer.testing import CliRunner
 
 from gpuorch.cli import app
-from gpuorch.ops.config import DaemonConfig, MetricsConfig, load_config
-from gpuorch.ops.config_sources import load
 from gpuorch.errors import UserInputError
+from gpuorch.ops.config import DaemonConfig, MetricsConfig
+from gpuorch.ops.config_sources import load, load_config
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,15 +8,15 @@ import pytest
 from daemon_proc import DaemonProcess, wait_until
 from sqlmodel import select
 
-from gpuorch.jobs import intent as jobs
 from gpuorch.clock import utcnow
+from gpuorch.jobs import intent as jobs
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.ops.config import DaemonConfig
 from gpuorch.ops.daemon import Daemon
-from gpuorch.testing.fake_provider import FakeProvider
 from gpuorch.reconciler import Reconciler
-from gpuorch.jobs.spec import parse_spec
 from gpuorch.store import Store
 from gpuorch.store.models import Event, Job, JobStatus
+from gpuorch.testing.fake_provider import FakeProvider
 from gpuorch_local.provider import LocalProvider
 
 

@@ -11,15 +11,15 @@ import pytest
 from daemon_proc import CONFIG, DaemonProcess, wait_until
 from typer.testing import CliRunner
 
-from gpuorch.store.migrations import SCHEMA_VERSION
-from gpuorch.jobs import intent as jobs
 from gpuorch.cli import app
 from gpuorch.clock import utcnow
 from gpuorch.doctor import Context, Finding, run
 from gpuorch.doctor.providers import check_credentials
-from gpuorch.testing.fake_provider import FakeProvider
+from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
 from gpuorch.store import Store
+from gpuorch.store.migrations import SCHEMA_VERSION
+from gpuorch.testing.fake_provider import FakeProvider
 
 runner = CliRunner()
 

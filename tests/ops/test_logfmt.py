@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from gpuorch.jobs import events
 from gpuorch.clock import utcnow
+from gpuorch.jobs import events
 from gpuorch.ops.logfmt import configure_logging
 
 

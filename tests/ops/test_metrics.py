@@ -10,17 +10,17 @@ import pytest
 from daemon_proc import CONFIG, DaemonProcess, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuorch.jobs import intent as jobs
 from gpuorch.clock import utcnow
-from gpuorch.money.cost import attempt_cost
 from gpuorch.errors import TransientError
-from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
+from gpuorch.jobs import intent as jobs
+from gpuorch.jobs.spec import parse_spec
 from gpuorch.metrics import Metrics
+from gpuorch.money.cost import attempt_cost
 from gpuorch.provider.port import SupportsPreemptionInjection
 from gpuorch.reconciler import Reconciler
-from gpuorch.jobs.spec import parse_spec
 from gpuorch.store import Store
 from gpuorch.store.models import Job, JobStatus
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 from gpuorch_local.provider import LocalProvider
 
 SPEC = {"name": "train", "run": "python train.py", "resources": {"gpu": "A100:80GB:1"},

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from notify_socket import NotifySocket
 
 from gpuorch.ops.sdnotify import Notifier, socket_address, watchdog_interval
-
-from notify_socket import NotifySocket
 
 
 @pytest.fixture(params=["path", "abstract"])

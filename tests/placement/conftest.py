@@ -5,8 +5,8 @@ from typing import Any
 import pytest
 
 from gpuorch import gpus
-from gpuorch.provider.port import Offer
 from gpuorch.jobs.spec import JobSpec, parse_spec
+from gpuorch.provider.port import Offer
 
 
 def make_offer(instance: str, gpu: str | None, price: float, *, count: int = 1, spot: float | None = None,

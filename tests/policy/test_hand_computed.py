@@ -121,4 +121,4 @@ def test_on_demand_zone_is_irrelevant() -> None:
 
     outcome = simulate(Wandering(), hourly_job(), trace("00000000", "00000000"))
     assert (outcome.cost, outcome.changeovers) == (15, 1)
-    assert OD == Placement("on-demand", 0)
+    assert Placement("on-demand", 0) == OD

@@ -7,9 +7,9 @@ from datetime import datetime
 import pytest
 
 from gpuorch.clock import FakeClock
-from gpuorch.testing.fake_provider import FakeProvider
 from gpuorch.provider.port import Provider
 from gpuorch.testing import ProviderContract
+from gpuorch.testing.fake_provider import FakeProvider
 
 
 class TestFakeProviderContract(ProviderContract):

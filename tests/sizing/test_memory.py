@@ -56,7 +56,7 @@ def test_qlora_weights_are_nf4_with_16bit_embeddings():
     w = Workload(preset="llama-3-70b", method="qlora")
     n, e = PRESETS["llama-3-70b"].param_count(), PRESETS["llama-3-70b"].embedding_params
     assert weight_bytes(w) == pytest.approx((n - e) * NF4_BYTES + 2 * e)
-    assert NF4_BYTES == pytest.approx(0.5159, abs=1e-4)  # 4 bits + 0.127 bits of constants
+    assert pytest.approx(0.5159, abs=1e-4) == NF4_BYTES  # 4 bits + 0.127 bits of constants
 
 
 def test_qlora_fits_a_70b_model_on_one_80gb_card_and_a_48gb_card_at_short_context():

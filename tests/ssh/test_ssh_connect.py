@@ -11,9 +11,9 @@ import pytest
 from ssh_harness import Keys
 from sshd import Sshd, free_port
 
-from gpuorch.runners.port import RunnerUnavailable
 from gpuorch.runners.hostkeys import HostKeyRejected, fingerprint, pin_host_key, pin_host_keys
 from gpuorch.runners.keys import ensure_host_key, ensure_job_key
+from gpuorch.runners.port import RunnerUnavailable
 from gpuorch.runners.ssh import SshRunner
 
 pytestmark = pytest.mark.aws

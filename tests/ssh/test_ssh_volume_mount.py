@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from ssh_harness import config
 
+from gpuorch.jobs.spec import VolumeRequest
 from gpuorch.runners.port import RunnerUnavailable, VolumeMountFailed, VolumeNotReady
 from gpuorch.runners.ssh import SshRunner
 from gpuorch.runners.volume_mount import (
@@ -30,7 +31,6 @@ from gpuorch.runners.volume_mount import (
     MountTools,
     mount_script,
 )
-from gpuorch.jobs.spec import VolumeRequest
 
 pytestmark = pytest.mark.aws
 Make = Callable[..., SshRunner]

@@ -13,8 +13,7 @@ import pytest
 
 from gpuorch.errors import UnknownJob
 from gpuorch.jobs.service import JobService
-from gpuorch.store import Store
-from gpuorch.store import lite
+from gpuorch.store import Store, lite
 from gpuorch.store.migrations import SCHEMA_VERSION
 from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, TerminationReason
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from sqlalchemy import create_engine, inspect
 from sqlmodel import select
 
+from gpuorch.jobs.service import JobService
 from gpuorch.store import Attempt, AttemptStatus, Job, JobStatus, Meta, Store, TerminationReason
 from gpuorch.store.migrations import MIGRATIONS, SCHEMA_VERSION, migrate
-from gpuorch.jobs.service import JobService
 from gpuorch.store.models import Sweep
 
 V1 = Path(__file__).with_name("v1.sql")

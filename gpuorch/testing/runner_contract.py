@@ -1,0 +1,151 @@
+"""The runner contract suite: the tests every ``Runner`` passes (local, SSH, the fake's).
+
+Each test checks one sentence of a docstring in ``gpuorch.runners.port``. A test module
+subclasses ``RunnerContract`` (its name starting with ``Test``) and provides the ``runner``
+fixture: a runner for one fresh instance that is reachable and has no agent yet::
+
+    class TestMyRunnerContract(RunnerContract):
+        @pytest.fixture
+        def runner(self, tmp_path):
+            return MyRunner(...)
+
+Jobs: ``short_job`` (``contract-short``) prints ``greeting`` and exits 0; ``long_job``
+(``contract-long``) runs until stopped. Real runners run them as shell commands; a runner that
+plays jobs otherwise (the fake, by job name) sets ``greeting`` and overrides ``advance``. The
+``unreachable`` fixture is a runner whose instance cannot be reached (skipped by default).
+Requires pytest; nothing outside tests imports this.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import ClassVar, TypeVar
+
+import pytest
+
+from gpuorch.agent.protocol import AgentConfig, AgentStatus
+from gpuorch.runners.port import Runner, RunnerUnavailable
+from gpuorch.testing.contract import wait_until
+
+T = TypeVar("T")
+GREETING = b"hello from the runner contract\n"
+ENDED = ("exited", "failed")
+
+
+class RunnerContract:
+    """Base class of every runner's contract tests. Override fixtures, hooks and timings."""
+
+    greeting: ClassVar[bytes] = GREETING  # what ``short_job`` writes to its output
+    timeout_s: ClassVar[float] = 30.0  # for anything the agent does, in the runner's clock
+    poll_s: ClassVar[float] = 0.1
+
+    # -- fixtures and hooks a subclass provides or overrides ----------------------------------
+    @pytest.fixture
+    def runner(self) -> Runner:
+        raise NotImplementedError("a RunnerContract subclass must provide the `runner` fixture")
+
+    def short_job(self, attempt: int = 1) -> AgentConfig:
+        """A job that writes ``GREETING`` to its output and exits 0."""
+        return AgentConfig(job_id=1, attempt=attempt, job_name="contract-short",
+                           run="printf 'hello from the runner contract\\n'")
+
+    def long_job(self, attempt: int = 1) -> AgentConfig:
+        """A job that runs until it is stopped (longer than any test)."""
+        return AgentConfig(job_id=1, attempt=attempt, job_name="contract-long",
+                           run="echo started; exec sleep 300")
+
+    def advance(self, runner: Runner, seconds: float) -> None:
+        """Let ``seconds`` pass for the runner's agent. Fake clocks override this."""
+        time.sleep(seconds)
+
+    def now(self, runner: Runner) -> float:
+        """The agent's clock (epoch seconds), for ``request_stop`` deadlines."""
+        return time.time()
+
+    @pytest.fixture
+    def unreachable(self) -> Runner:
+        """A runner whose instance cannot be reached (booting, gone, no network), or skip."""
+        pytest.skip("no way to make this runner's instance unreachable in tests")
+
+    # -- helpers ---------------------------------------------------------------------------
+    def wait(self, runner: Runner, check: Callable[[], T | None], what: str) -> T:
+        return wait_until(check, timeout_s=self.timeout_s, step_s=self.poll_s,
+                          advance=lambda s: self.advance(runner, s), what=what)
+
+    def wait_status(self, runner: Runner, condition: Callable[[AgentStatus], bool], what: str) -> AgentStatus:
+        def check() -> AgentStatus | None:
+            status = runner.status()
+            return status if status is not None and condition(status) else None
+
+        return self.wait(runner, check, what)
+
+    def wait_log(self, runner: Runner) -> bytes:
+        return self.wait(runner, lambda: runner.read_log()[0] or None, "job output")
+
+    # -- status and logs before start --------------------------------------------------------
+    def test_status_is_none_before_the_agent_wrote_one(self, runner: Runner) -> None:
+        assert runner.status() is None
+
+    def test_logs_and_metrics_are_empty_before_start(self, runner: Runner) -> None:
+        assert runner.read_log() == (b"", 0)
+        assert runner.read_metrics() == (b"", 0)
+
+    # -- start -------------------------------------------------------------------------------
+    def test_start_runs_the_job_detached_and_status_reports_it(self, runner: Runner) -> None:
+        runner.start(self.short_job())  # returns at once: the job runs on its own
+        status = self.wait_status(runner, lambda s: s.state in ENDED, "the job to end")
+        assert (status.state, status.exit_code) == ("exited", 0)
+        assert self.greeting in self.wait_log(runner)
+
+    def test_start_is_idempotent_for_an_attempt(self, runner: Runner) -> None:
+        runner.start(self.long_job())
+        first = self.wait_status(runner, lambda s: s.started_at is not None, "the agent to start")
+        runner.start(self.long_job())
+        again = self.wait_status(runner, lambda s: s.started_at is not None, "the agent's status")
+        assert (again.started_at, again.pid) == (first.started_at, first.pid), "a second start started another agent"
+
+    # -- logs --------------------------------------------------------------------------------
+    def test_read_log_pages_from_an_offset(self, runner: Runner) -> None:
+        runner.start(self.short_job())
+        self.wait_status(runner, lambda s: s.state in ENDED, "the job to end")
+        data, end = runner.read_log()
+        assert data and end == len(data)
+        assert runner.read_log(3) == (data[3:], end)
+        assert runner.read_log(0, limit=4) == (data[:4], 4)
+        assert runner.read_log(end) == (b"", end), "nothing new: empty, and the offset stays"
+
+    def test_read_metrics_of_a_job_that_writes_none_is_empty(self, runner: Runner) -> None:
+        runner.start(self.short_job())
+        self.wait_status(runner, lambda s: s.state in ENDED, "the job to end")
+        assert runner.read_metrics() == (b"", 0)
+        assert runner.read_metrics(7) == (b"", 7)
+
+    # -- heartbeat and stop ------------------------------------------------------------------
+    def test_heartbeat_reaches_a_started_agent(self, runner: Runner) -> None:
+        runner.start(self.long_job())
+        self.wait_status(runner, lambda s: s.state == "running", "the job to run")
+        runner.heartbeat()
+        runner.heartbeat()  # any number of times
+
+    def test_request_stop_is_handled_like_a_notice_and_is_idempotent(self, runner: Runner) -> None:
+        runner.start(self.long_job())
+        self.wait_status(runner, lambda s: s.state == "running", "the job to run")
+        try:
+            runner.request_stop(self.now(runner) + 60)
+        except NotImplementedError:
+            pytest.skip(f"{type(runner).__name__} cannot request a clean stop (allowed by the port)")
+        noticed = self.wait_status(runner, lambda s: s.notice_at is not None, "the agent to take the stop")
+        runner.request_stop(self.now(runner) + 120)  # again, later: the first request stands
+        later = self.wait_status(runner, lambda s: s.notice_at is not None, "the agent's status")
+        assert later.notice_at == noticed.notice_at
+        if noticed.notice_deadline is not None:
+            assert later.notice_deadline == noticed.notice_deadline
+
+    # -- an unreachable instance ---------------------------------------------------------------
+    def test_an_unreachable_instance_raises_runner_unavailable(self, unreachable: Runner) -> None:
+        runner = unreachable
+        with pytest.raises(RunnerUnavailable):
+            runner.start(self.short_job())
+        with pytest.raises(RunnerUnavailable):
+            runner.status()
