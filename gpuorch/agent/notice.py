@@ -2,31 +2,43 @@
 
 ``poll()`` never raises and never blocks for long: a source that cannot be read right now
 (metadata service hiccup, half-written file) answers None and is asked again next time.
+
+Pollers are found by ``NoticeSource.kind`` in the ``gpuorch.notices`` registry (entry points;
+the bundled table on an instance): ``none`` and ``file`` live here with the shared
+``MetadataNotice`` base; each cloud's poller lives in its adapter (``gpuorch_aws.notice``...).
+Stdlib only (Python 3.8+): shipped to instances.
 """
 
 from __future__ import annotations
 
-import calendar
 import email.utils
 import json
 import logging
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Dict, Protocol, Type
 
 from gpuorch.agent.protocol import NoticeSource
+from gpuorch.checkpoint.registry import NOTICE_PLUGINS
 
 log = logging.getLogger("gpuorch.agent")
 
 
 class NoticePoller(Protocol):
+    """What a ``gpuorch.notices`` entry point names: a class with ``from_source`` and ``poll``."""
+
     def poll(self) -> float | None:
         """The epoch deadline of an announced preemption, or None if none is announced."""
 
 
 class NoNotice:
+    """kind ``none``: never a notice."""
+
+    @classmethod
+    def from_source(cls, source: NoticeSource, rundir: Path) -> NoNotice:
+        return cls()
+
     def poll(self) -> float | None:
         return None
 
@@ -40,6 +52,11 @@ class FileNotice:
     def __init__(self, path: Path) -> None:
         self.path = path
 
+    @classmethod
+    def from_source(cls, source: NoticeSource, rundir: Path) -> FileNotice:
+        """``source.path``, relative to the run dir (default ``notice.json``)."""
+        return cls(rundir / (source.path or "notice.json"))
+
     def poll(self) -> float | None:
         try:
             data = json.loads(self.path.read_text())
@@ -51,65 +68,18 @@ class FileNotice:
         return time.time()
 
 
-class AwsNotice:
-    """EC2 spot interruption notice via IMDSv2 (``spot/instance-action``, about 2 minutes ahead).
-
-    A session token (PUT ``/latest/api/token``) is fetched once and renewed before it expires
-    or when the service rejects it (401). 404 on ``instance-action`` means no notice.
-    """
-
-    TOKEN_TTL_S = 21600
-
-    def __init__(self, url: str | None = None, timeout_s: float = 1.0) -> None:
-        self.base = (url or "http://169.254.169.254").rstrip("/")
-        self.timeout_s = timeout_s
-        self._token: str | None = None
-        self._token_expires = 0.0
-        self._warned = False
-
-    def poll(self) -> float | None:
-        try:
-            return self._instance_action()
-        except (OSError, ValueError, KeyError) as e:  # URLError/HTTPError are OSErrors
-            if not self._warned:  # the metadata service being down is not worth a log line a second
-                log.warning("cannot read the AWS spot notice from %s: %s", self.base, e)
-                self._warned = True
-            return None
-
-    def _token_header(self) -> dict[str, str]:
-        if self._token is None or time.time() > self._token_expires:
-            req = urllib.request.Request(
-                self.base + "/latest/api/token",
-                method="PUT",
-                headers={"X-aws-ec2-metadata-token-ttl-seconds": str(self.TOKEN_TTL_S)},
-            )
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                self._token = resp.read().decode().strip()
-            self._token_expires = time.time() + self.TOKEN_TTL_S - 60
-        return {"X-aws-ec2-metadata-token": self._token}
-
-    def _instance_action(self) -> float | None:
-        req = urllib.request.Request(self.base + "/latest/meta-data/spot/instance-action", headers=self._token_header())
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                body = json.loads(resp.read().decode())
-        except urllib.error.HTTPError as e:
-            if e.code == 404:
-                return None
-            if e.code == 401:
-                self._token = None  # expired or revoked: get a new one next poll
-            raise
-        return parse_aws_time(str(body["time"]))
-
-
-class _MetadataNotice:
+class MetadataNotice:
     """A notice read from the cloud's instance metadata service: one GET per poll; the first
     deadline found is kept (the instance is going regardless). An unreachable service is warned
-    about once and reads as "no notice"."""
+    about once and reads as "no notice".
+
+    A cloud's poller subclasses it with its ``DEFAULT_URL``, ``PATH``, ``HEADERS`` and ``WHAT``
+    and says how to read the answer (``_deadline_in``); ``source.url`` replaces the default.
+    """
 
     DEFAULT_URL = ""
     PATH = ""
-    HEADERS: dict = {}
+    HEADERS: Dict[str, str] = {}
     WHAT = ""  # for the warning
 
     def __init__(self, url: str | None = None, timeout_s: float = 1.0) -> None:
@@ -118,7 +88,12 @@ class _MetadataNotice:
         self._deadline: float | None = None
         self._warned = False
 
+    @classmethod
+    def from_source(cls, source: NoticeSource, rundir: Path) -> MetadataNotice:
+        return cls(source.url)
+
     def _deadline_in(self, body: bytes) -> float | None:
+        """The deadline an answer announces, or None; may raise ValueError for a garbled one."""
         raise NotImplementedError
 
     def poll(self) -> float | None:
@@ -136,47 +111,6 @@ class _MetadataNotice:
         return self._deadline
 
 
-class GcpNotice(_MetadataNotice):
-    """GCE preemption notice from the metadata server (``instance/preempted``, about 30 s ahead).
-
-    The server answers ``TRUE`` once GCE has begun reclaiming the VM (``FALSE`` before); the
-    request must carry ``Metadata-Flavor: Google``. The notice carries no time: the deadline is
-    when TRUE was first seen plus GCE's 30 s, remembered so later polls keep the same deadline.
-    (``?wait_for_change=true`` would block; the agent's loop polls instead, every ``poll_s``.)
-    """
-
-    NOTICE_S = 30.0
-    DEFAULT_URL = "http://metadata.google.internal"
-    PATH = "/computeMetadata/v1/instance/preempted"
-    HEADERS = {"Metadata-Flavor": "Google"}
-    WHAT = "the GCP preemption notice"
-
-    def _deadline_in(self, body: bytes) -> float | None:
-        return time.time() + self.NOTICE_S if body.decode().strip().upper() == "TRUE" else None
-
-
-class AzureNotice(_MetadataNotice):
-    """Azure spot eviction notice from Scheduled Events (instance metadata, about 30 s ahead).
-
-    ``GET /metadata/scheduledevents?api-version=2020-07-01`` with ``Metadata: true`` returns
-    ``{"DocumentIncarnation": n, "Events": [{"EventId", "EventType", "EventStatus", "Resources",
-    "NotBefore", ...}]}``. An event of type ``Preempt`` is the eviction; its ``NotBefore`` (an
-    RFC 1123 date, like ``Mon, 19 Sep 2016 18:29:47 GMT``) is the deadline, and an empty one
-    (a started event) means now. Other events (Reboot, Redeploy, Freeze, Terminate) are not
-    evictions. The service is reached only from inside the VM; a standalone VM sees only its own
-    events (``Resources`` names other VMs only in availability or scale sets, which gpuorch does
-    not use).
-    """
-
-    DEFAULT_URL = "http://169.254.169.254"
-    PATH = "/metadata/scheduledevents?api-version=2020-07-01"
-    HEADERS = {"Metadata": "true"}
-    WHAT = "Azure Scheduled Events"
-
-    def _deadline_in(self, body: bytes) -> float | None:
-        return preempt_deadline(json.loads(body.decode()))
-
-
 def preempt_deadline(doc: dict, now: float | None = None) -> float | None:
     """The earliest ``Preempt`` event's ``NotBefore`` in a Scheduled Events document (epoch
     seconds; ``now`` for an event without one), or None when no eviction is announced."""
@@ -192,24 +126,20 @@ def preempt_deadline(doc: dict, now: float | None = None) -> float | None:
     return min(deadlines, default=None)
 
 
-def parse_aws_time(text: str) -> float:
-    """``2017-09-18T08:22:00Z`` -> epoch seconds (UTC)."""
-    return float(calendar.timegm(time.strptime(text.strip(), "%Y-%m-%dT%H:%M:%SZ")))
-
-
-# kind -> factory(source, rundir).
-SOURCES: dict[str, Callable[[NoticeSource, Path], NoticePoller]] = {
-    "none": lambda s, rundir: NoNotice(),
-    "file": lambda s, rundir: FileNotice(rundir / (s.path or "notice.json")),
-    "aws": lambda s, rundir: AwsNotice(s.url),
-    "gcp": lambda s, rundir: GcpNotice(s.url),
-    "azure": lambda s, rundir: AzureNotice(s.url),
-}
+def notice_kinds() -> list[str]:
+    """The notice kinds this installation has a poller for."""
+    return [k for k in NOTICE_PLUGINS.names() if NOTICE_PLUGINS.findable(k)]
 
 
 def make_notice_source(source: NoticeSource, rundir: Path) -> NoticePoller:
-    """The poller for ``source``; a relative file path is relative to the run dir."""
-    factory = SOURCES.get(source.kind)
-    if factory is None:
-        raise ValueError(f"notice.kind {source.kind!r} is not supported; use one of {', '.join(SOURCES)}")
-    return factory(source, rundir)
+    """The poller for ``source`` (its class from the ``gpuorch.notices`` registry); a relative
+    file path is relative to the run dir. ValueError naming the known kinds for another."""
+    if source.kind not in NOTICE_PLUGINS.table or not NOTICE_PLUGINS.findable(source.kind):
+        raise ValueError(f"notice.kind {source.kind!r} is not supported; use one of {', '.join(notice_kinds())}")
+    poller: Type[_FromSource] = NOTICE_PLUGINS.load(source.kind)
+    return poller.from_source(source, rundir)
+
+
+class _FromSource(Protocol):
+    @classmethod
+    def from_source(cls, source: NoticeSource, rundir: Path) -> NoticePoller: ...

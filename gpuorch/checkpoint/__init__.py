@@ -1,4 +1,5 @@
-"""Checkpoint storage for gpuorch: the ObjectStore port and the checkpoint sync protocol.
+"""Checkpoint storage for gpuorch: the ObjectStore port, the store registry (``gpuorch.stores``
+entry points), the typed store URL and the checkpoint sync protocol.
 
 Stdlib only (Python 3.8+): shipped to cloud instances with the agent. See docs/checkpoints.md.
 """
@@ -13,14 +14,18 @@ from gpuorch.checkpoint.local import (
     read_checkpoint,
 )
 from gpuorch.checkpoint.manifest import CheckpointError, CorruptCheckpoint, FileEntry, Manifest
+from gpuorch.checkpoint.registry import STORE_PLUGINS
 from gpuorch.checkpoint.store import (
-    STORES,
     ObjectNotFound,
     ObjectStore,
     UnsupportedStore,
     join_key,
     open_store,
+    schemes,
+    store_class,
+    store_provider,
 )
+from gpuorch.checkpoint.url import StoreUrl
 from gpuorch.checkpoint.sync import (
     CheckpointVanished,
     IncompleteCheckpoint,
@@ -33,7 +38,7 @@ from gpuorch.checkpoint.sync import (
 
 __all__ = [
     "COMPLETE",
-    "STORES",
+    "STORE_PLUGINS",
     "CheckpointError",
     "CheckpointVanished",
     "CorruptCheckpoint",
@@ -43,6 +48,7 @@ __all__ = [
     "LocalCheckpoint",
     "Manifest",
     "Order",
+    "StoreUrl",
     "ObjectNotFound",
     "ObjectStore",
     "UnsupportedStore",
@@ -56,6 +62,9 @@ __all__ = [
     "prune",
     "read_checkpoint",
     "read_final",
+    "schemes",
+    "store_class",
+    "store_provider",
     "upload",
     "wait_for_final",
     "write_final",

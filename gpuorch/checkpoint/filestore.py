@@ -14,9 +14,9 @@ import shutil
 import tempfile
 from pathlib import Path
 from typing import BinaryIO, Callable
-from urllib.parse import unquote, urlsplit
 
 from gpuorch.checkpoint.store import ObjectNotFound, ObjectStore
+from gpuorch.checkpoint.url import StoreUrl
 
 _TMP = ".gpuorch-tmp-"
 
@@ -26,12 +26,10 @@ class FileStore(ObjectStore):
         self.root = Path(root)
 
     @classmethod
-    def from_url(cls, url: str) -> tuple[FileStore, str]:
-        parts = urlsplit(url)
-        path = unquote(parts.path)
-        if parts.scheme != "file" or parts.netloc not in ("", "localhost") or not path.startswith("/"):
-            raise ValueError(f"cannot read store URL {url!r}; write file:///absolute/path")
-        return cls(Path(path)), ""
+    def from_url(cls, url: StoreUrl) -> tuple[FileStore, str]:
+        if url.scheme != "file" or url.host not in ("", "localhost") or not url.path.startswith("/"):
+            raise ValueError(f"cannot read store URL {url.raw!r}; write file:///absolute/path")
+        return cls(Path(url.path)), ""
 
     def __repr__(self) -> str:
         return f"FileStore({str(self.root)!r})"

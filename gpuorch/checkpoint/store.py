@@ -1,19 +1,21 @@
 """The object-store port: a flat blob store addressed by string keys, and ``open_store``.
 
-Stdlib only: this package is shipped to cloud instances as-is (Python 3.8+). Cloud stores
-(s3, gs, az) are extra ``ObjectStore`` implementations imported lazily by URL scheme through
-``STORES``, so the agent never imports an SDK it does not need.
+Stdlib only: this package is shipped to cloud instances as-is (Python 3.8+). Stores are found by
+URL scheme in the ``gpuorch.stores`` registry (``gpuorch.checkpoint.registry``): the file://
+store lives here, the cloud ones in their adapters (``gpuorch_aws.store``...), which import
+their SDK only when a store is built, so the agent never imports an SDK it does not need.
 """
 
 from __future__ import annotations
 
 import builtins
-import importlib
-import importlib.util
 import os
-from urllib.parse import urlsplit
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import ClassVar, Optional, Union
+
+from gpuorch.checkpoint.registry import STORE_PLUGINS
+from gpuorch.checkpoint.url import StoreUrl, store_url
 
 
 class ObjectNotFound(KeyError):
@@ -40,10 +42,21 @@ class ObjectStore(ABC):
     - Errors other than ``ObjectNotFound`` (network, permissions) propagate as ``OSError``.
     """
 
+    #: The provider whose cloud holds this store's data (placement charges egress from the
+    #: others), or None for a store of no cloud (file://).
+    provider: ClassVar[Optional[str]] = None
+    #: The gpuorch pip extra that installs the store's SDK ("" for none): named in the one-line
+    #: error when the SDK is missing, so a store's module must import without its SDK.
+    extra: ClassVar[str] = ""
+
     @classmethod
     @abstractmethod
-    def from_url(cls, url: str) -> tuple[ObjectStore, str]:
-        """Open the store a URL names; return it and the key prefix the URL points at."""
+    def from_url(cls, url: StoreUrl) -> tuple[ObjectStore, str]:
+        """Open the store a URL names; return it and the key prefix the URL points at.
+
+        ValueError naming the accepted form for a URL of this scheme that it cannot read;
+        ModuleNotFoundError when the store's SDK is missing (``open_store`` names ``extra``).
+        """
 
     @abstractmethod
     def put_file(self, key: str, path: Path) -> None:
@@ -83,53 +96,73 @@ def join_key(*parts: str) -> str:
     return key + "/" if key and parts and parts[-1].endswith("/") else key
 
 
-# scheme -> ("module:Class", pip extra). The class implements ``ObjectStore.from_url``.
-# Cloud modules may import their SDK at module level: they are only imported for their scheme.
-STORES: dict[str, tuple[str, str]] = {
-    "file": ("gpuorch.checkpoint.filestore:FileStore", ""),
-    "s3": ("gpuorch.checkpoint.s3:S3Store", "aws"),
-    "gs": ("gpuorch.checkpoint.gcsstore:GCSStore", "gcp"),
-    "az": ("gpuorch.checkpoint.azstore:AzureBlobStore", "azure"),
-}
-
-
-def _shipped(scheme: str) -> bool:
-    return importlib.util.find_spec(STORES[scheme][0].partition(":")[0]) is not None
+def schemes() -> builtins.list[str]:
+    """The URL schemes with a store in this installation (registered and its module present)."""
+    return [s for s in STORE_PLUGINS.names() if STORE_PLUGINS.findable(s)]
 
 
 def not_implemented(scheme: str) -> str | None:
-    """Why a known scheme's store cannot be used by this gpuorch (its module is not part of it
-    yet), or None. Cheap: looks the module up without importing it or its SDK."""
-    if scheme not in STORES or _shipped(scheme):
+    """Why a registered scheme's store cannot be used by this gpuorch (its module is not part of
+    it), or None. Cheap: looks the module up without importing it or its SDK."""
+    if scheme not in STORE_PLUGINS.table or STORE_PLUGINS.findable(scheme):
         return None
-    usable = ", ".join(f"{s}://" for s in STORES if _shipped(s))
+    usable = ", ".join(f"{s}://" for s in schemes())
     return f"{scheme}:// checkpoint stores are not implemented in this gpuorch yet; use {usable}"
 
 
-def open_store(url: str) -> tuple[ObjectStore, str]:
+def unsupported(scheme: str, url: str) -> str | None:
+    """The one-line refusal of ``url`` when no installed store serves its ``scheme``, or None."""
+    if scheme in STORE_PLUGINS.table:
+        return not_implemented(scheme)
+    known = ", ".join(f"{s}://" for s in schemes())
+    return f"unsupported checkpoint store {url!r}; use one of {known}"
+
+
+def store_class(scheme: str) -> type[ObjectStore]:
+    """The ``ObjectStore`` class registered for ``scheme`` (imported; its SDK is not).
+    Raises ``UnsupportedStore`` (one line) for an unknown or unshipped scheme."""
+    why = unsupported(scheme, f"{scheme}://")
+    if why:
+        raise UnsupportedStore(why)
+    try:
+        cls: type[ObjectStore] = STORE_PLUGINS.load(scheme)
+    except ModuleNotFoundError as e:  # a third-party store whose module imports a missing package
+        raise UnsupportedStore(f"{scheme}:// checkpoint stores cannot load: {e}") from None
+    return cls
+
+
+def store_provider(scheme: str) -> str | None:
+    """The provider whose cloud a scheme's store lives in (placement's egress reasoning), or
+    None (file://, or a scheme this installation has no store for)."""
+    try:
+        return store_class(scheme).provider
+    except UnsupportedStore:
+        return None
+
+
+def open_store(url: Union[str, StoreUrl]) -> tuple[ObjectStore, str]:
     """Open the store for ``url`` (``file:///abs/path``, ``s3://bucket/prefix``, ...).
 
     Returns ``(store, prefix)``: keys for this URL live under ``prefix`` (``join_key``).
-    Raises ``UnsupportedStore`` with a one-line fix for unknown schemes or a missing extra.
+    Raises ``UnsupportedStore`` with a one-line fix for unknown schemes or a missing extra, and
+    ValueError naming the form for a URL its store cannot read.
     """
-    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-    if scheme not in STORES:
-        known = ", ".join(f"{s}://" for s in STORES if _shipped(s))
-        raise UnsupportedStore(f"unsupported checkpoint store {url!r}; use one of {known}")
-    missing = not_implemented(scheme)
-    if missing:
-        raise UnsupportedStore(missing)
-    target, extra = STORES[scheme]
-    module_name, _, class_name = target.partition(":")
     try:
-        store_class: type[ObjectStore] = getattr(importlib.import_module(module_name), class_name)
-    except ModuleNotFoundError:  # the adapter or its SDK is not installed
-        if not extra:
+        parsed = store_url(url)
+    except ValueError:  # no scheme at all
+        raise UnsupportedStore(unsupported("", str(url))) from None
+    why = unsupported(parsed.scheme, parsed.raw)
+    if why:
+        raise UnsupportedStore(why)
+    cls = store_class(parsed.scheme)
+    try:
+        return cls.from_url(parsed)
+    except ModuleNotFoundError:  # the store's SDK is not installed
+        if not cls.extra:
             raise
         raise UnsupportedStore(
-            f"{scheme}:// checkpoint stores need the {extra} extra: pip install gpuorch[{extra}]"
+            f"{parsed.scheme}:// checkpoint stores need the {cls.extra} extra: pip install gpuorch[{cls.extra}]"
         ) from None
-    return store_class.from_url(url)
 
 
 def env_int(name: str, default: int) -> int:
@@ -143,9 +176,13 @@ def env_int(name: str, default: int) -> int:
         raise ValueError(f"{name}={raw!r} is not a whole number") from None
 
 
-def bucket_and_prefix(url: str, scheme: str) -> tuple[str, str]:
+def bucket_and_prefix(url: Union[str, StoreUrl], scheme: str) -> tuple[str, str]:
     """``scheme://bucket/prefix`` -> (bucket, prefix); ValueError naming the form otherwise."""
-    parts = urlsplit(url)
-    if parts.scheme != scheme or not parts.netloc or parts.query or parts.fragment:
-        raise ValueError(f"cannot read store URL {url!r}; write {scheme}://bucket/prefix")
-    return parts.netloc, parts.path.strip("/")
+    form = f"{scheme}://bucket/prefix"
+    try:
+        parsed = store_url(url)
+    except ValueError:
+        raise ValueError(f"cannot read store URL {str(url)!r}; write {form}") from None
+    if parsed.scheme != scheme:
+        raise ValueError(f"cannot read store URL {parsed.raw!r}; write {form}")
+    return parsed.bucket_only(form), parsed.prefix

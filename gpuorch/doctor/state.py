@@ -8,6 +8,7 @@ import sqlite3
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine, make_url
@@ -15,6 +16,9 @@ from sqlalchemy.engine import Engine, make_url
 from gpuorch.doctor.context import Context
 from gpuorch.doctor.findings import Finding
 from gpuorch.errors import UserInputError
+
+if TYPE_CHECKING:
+    from gpuorch.checkpoint.url import StoreUrl
 
 
 def hide_password(url: str) -> str:
@@ -134,11 +138,11 @@ def check_object_stores(ctx: Context) -> Iterator[Finding]:
     if not urls:
         yield Finding.ok("object stores", "no queued or running job uses a checkpoint store")
         return
-    for url, jobs in sorted(urls.items()):
+    for url, jobs in sorted(urls.items(), key=lambda item: item[0].raw):
         yield _probe_store(url, jobs)
 
 
-def _stores_in_use(db_url: str) -> dict[str, list[int]] | None:
+def _stores_in_use(db_url: str) -> dict[StoreUrl, list[int]] | None:
     from sqlmodel import Session, select
 
     from gpuorch.jobs.spec import JobSpec
@@ -157,15 +161,15 @@ def _stores_in_use(db_url: str) -> dict[str, list[int]] | None:
     finally:
         if engine is not None:
             engine.dispose()
-    found: dict[str, list[int]] = {}
+    found: dict[StoreUrl, list[int]] = {}
     for job in rows:
         spec = JobSpec.model_validate_json(job.spec)
         if spec.checkpoint is not None:
-            found.setdefault(spec.checkpoint.store, []).append(job.id or 0)
+            found.setdefault(spec.checkpoint.url, []).append(job.id or 0)
     return found
 
 
-def _probe_store(url: str, jobs: list[int]) -> Finding:
+def _probe_store(url: StoreUrl, jobs: list[int]) -> Finding:
     from gpuorch.checkpoint import UnsupportedStore, join_key, open_store
 
     who = f"jobs {', '.join(map(str, jobs))}" if len(jobs) > 1 else f"job {jobs[0]}"

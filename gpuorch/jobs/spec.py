@@ -11,7 +11,7 @@ import signal
 from datetime import UTC, date, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -22,7 +22,9 @@ from gpuorch.policy.recovery import get_strategy
 from gpuorch.sizing.workload import Workload
 from gpuorch.units import parse_duration_s, parse_size_gib
 
-CHECKPOINT_SCHEMES = ("file", "s3", "gs", "az")
+if TYPE_CHECKING:
+    from gpuorch.checkpoint.url import StoreUrl
+
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 Gib = Annotated[float, BeforeValidator(parse_size_gib)]
@@ -110,13 +112,25 @@ class Checkpoint(Strict):
     @field_validator("store")
     @classmethod
     def _store(cls, v: str) -> str:
-        scheme = v.split("://", 1)[0] if "://" in v else ""
-        if scheme not in CHECKPOINT_SCHEMES:
-            raise ValueError(
-                f"unsupported checkpoint store {v!r}; use one of "
-                + ", ".join(f"{s}://" for s in CHECKPOINT_SCHEMES)
-            )
+        """A scheme some installed store registers (``gpuorch.stores``); its shape is the store's
+        to check, when the agent opens it."""
+        from gpuorch.checkpoint.store import STORE_PLUGINS, unsupported
+        from gpuorch.checkpoint.url import StoreUrl
+
+        try:
+            scheme = StoreUrl.parse(v).scheme
+        except ValueError:
+            scheme = ""
+        if scheme not in STORE_PLUGINS.table:  # registered, shipped or not (fit_check says which)
+            raise ValueError(unsupported(scheme, v))
         return v
+
+    @property
+    def url(self) -> StoreUrl:
+        """``store``, parsed."""
+        from gpuorch.checkpoint.url import StoreUrl
+
+        return StoreUrl.parse(self.store)
 
     @field_validator("signal")
     @classmethod

@@ -65,7 +65,7 @@ def fit_check(spec: Any, offers: Sequence[Any], source: str, now: datetime) -> s
     if spec.checkpoint is not None:  # refuse now what the agent could only fail on, on an instance
         from gpuorch.checkpoint.store import not_implemented
 
-        missing = not_implemented(spec.checkpoint.store.split("://", 1)[0])
+        missing = not_implemented(spec.checkpoint.url.scheme)
         if missing:
             raise UserInputError(f"{source}: checkpoint.store: {missing}")
     if spec.resources.gpu is None and spec.model is None:

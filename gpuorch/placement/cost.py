@@ -22,7 +22,6 @@ from gpuorch.money.billing import BillingRule
 # Interruptions per hour: >20% is the pooled rate of the 9-zone p3 spot traces (0.30/h); the
 # other buckets scale with their midpoint (2.5%, 7.5%, ... of a 25% midpoint for >20%).
 INTERRUPTIONS_PER_HOUR = {"<5%": 0.03, "5-10%": 0.09, "10-15%": 0.15, "15-20%": 0.21, ">20%": 0.30}
-STORE_PROVIDERS = {"s3": "aws", "gs": "gcp", "az": "azure"}
 
 
 def markets(policy: SpotPolicy) -> tuple[bool, ...]:

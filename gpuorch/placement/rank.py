@@ -16,8 +16,9 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from gpuorch.checkpoint.store import store_provider
 from gpuorch.jobs.spec import JobSpec
-from gpuorch.placement.cost import STORE_PROVIDERS, PlacementOptions, Scenario, linear, markets
+from gpuorch.placement.cost import PlacementOptions, Scenario, linear, markets
 from gpuorch.placement.explain import Rejection, Shortfall, rejections, shortfall
 from gpuorch.placement.index import BUCKET_CODES, OfferClass, OfferIndex, PriceOrder, index_for, price_orders
 from gpuorch.placement.requirements import ClassFit, Needs, Refusal, evaluate_classes
@@ -132,7 +133,7 @@ def plan(
     cap = spec.max_price_per_hour if spec.max_price_per_hour is not None else math.inf
     providers = set(spec.providers) if spec.providers else None
     allowed_markets = markets(spec.spot_policy)
-    store = STORE_PROVIDERS.get(spec.checkpoint.store.split("://", 1)[0]) if spec.checkpoint else None
+    store = store_provider(spec.checkpoint.url.scheme) if spec.checkpoint else None  # whose cloud holds it
     refused: dict[int, Refusal] = {}
     fits: dict[int, ClassFit] = {}
     groups: list[tuple[PriceOrder, float, float, int, bool]] = []  # prices, USD per $/h, fixed USD, class, spot

@@ -2,8 +2,20 @@
 
 Registered as entry point ``aws`` in group ``gpuorch.providers``; boto3 is imported only when
 the provider is built.
+
+Kept light (no imports): the agent bundle ships this file with the instance-side modules
+(``store``, ``notice``), which must import on the instance's bare Python. ``AwsProvider`` is
+imported on first use.
 """
 
-from .provider import AwsProvider
+from typing import Any
 
 __all__ = ["AwsProvider"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AwsProvider":
+        from .provider import AwsProvider
+
+        return AwsProvider
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

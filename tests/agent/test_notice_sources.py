@@ -1,4 +1,5 @@
-"""Notice sources on their own: the file source, IMDSv2, GCE metadata and Azure Scheduled Events against local fakes."""
+"""Notice sources on their own: the file source, IMDSv2, GCE metadata and Azure Scheduled Events against local
+fakes, each found by its kind in the ``gpuorch.notices`` registry."""
 
 from __future__ import annotations
 
@@ -14,16 +15,11 @@ from pathlib import Path
 import pytest
 from fake_imds import ACTION_PATH
 
-from gpuorch.agent.notice import (
-    AwsNotice,
-    AzureNotice,
-    FileNotice,
-    GcpNotice,
-    make_notice_source,
-    parse_aws_time,
-    preempt_deadline,
-)
+from gpuorch.agent.notice import FileNotice, MetadataNotice, make_notice_source, notice_kinds, preempt_deadline
 from gpuorch.agent.protocol import NoticeSource
+from gpuorch_aws.notice import AwsNotice, parse_aws_time
+from gpuorch_azure.notice import AzureNotice
+from gpuorch_gcp.notice import GcpNotice
 
 
 def _iso(epoch: float) -> str:
@@ -196,3 +192,17 @@ def test_preempt_deadline_parses_rfc1123_dates():
     assert preempt_deadline(doc) == 1474309787.0
     assert preempt_deadline({"DocumentIncarnation": 1, "Events": []}) is None
 
+
+
+def test_the_registry_finds_each_kind_in_its_home():
+    assert set(notice_kinds()) >= {"none", "file", "aws", "gcp", "azure"}
+    homes = {k: type(make_notice_source(NoticeSource(kind=k, url="http://127.0.0.1:9"), Path("/run"))).__module__
+             for k in ("none", "file", "aws", "gcp", "azure")}
+    assert homes == {"none": "gpuorch.agent.notice", "file": "gpuorch.agent.notice", "aws": "gpuorch_aws.notice",
+                     "gcp": "gpuorch_gcp.notice", "azure": "gpuorch_azure.notice"}
+    assert issubclass(GcpNotice, MetadataNotice) and issubclass(AzureNotice, MetadataNotice)
+
+
+def test_an_unknown_kind_names_the_known_ones():
+    with pytest.raises(ValueError, match=r"notice.kind 'ibm' is not supported; use one of .*\baws\b"):
+        make_notice_source(NoticeSource(kind="ibm"), Path("/run"))

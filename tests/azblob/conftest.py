@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from azurite import Azurite, AzuriteUnavailable, Requests
 
-from gpuorch.checkpoint.azstore import AzureBlobStore
+from gpuorch_azure.store import AzureBlobStore
 
-# The shared ObjectStore contract lives with the FileStore tests (tests/checkpoint).
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checkpoint"))
 
 
 @pytest.fixture(scope="session")

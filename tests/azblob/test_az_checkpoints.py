@@ -1,5 +1,5 @@
 """The checkpoint protocol (gpuorch.checkpoint.sync) over AzureBlobStore on a local Azurite: the
-shared ``CheckpointProtocolContract`` (tests/checkpoint/checkpoint_protocol.py), plus how big
+shared ``CheckpointProtocolContract`` (gpuorch.testing.store_contract), plus how big
 files travel as staged blocks."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from azurite import Requests
-from checkpoint_protocol import PREFIX, CheckpointProtocolContract, make_checkpoint
 
 from gpuorch.checkpoint import upload
-from gpuorch.checkpoint.azstore import AzureBlobStore
+from gpuorch.testing.store_contract import PREFIX, CheckpointProtocolContract, make_checkpoint
+from gpuorch_azure.store import AzureBlobStore
 
 pytestmark = pytest.mark.azure
 MB = 1 << 20

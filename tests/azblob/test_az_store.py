@@ -10,10 +10,11 @@ import pytest
 from azure.identity import CredentialUnavailableError, DefaultAzureCredential
 from azure.storage.blob import ContainerClient
 from azurite import ACCOUNT, Azurite, Requests
-from test_checkpoint_store import ObjectStoreContract
 
-from gpuorch.checkpoint import ObjectNotFound, azstore, open_store
-from gpuorch.checkpoint.azstore import AzureBlobStore
+from gpuorch.checkpoint import ObjectNotFound, open_store
+from gpuorch.testing.store_contract import ObjectStoreContract
+from gpuorch_azure import store as azstore
+from gpuorch_azure.store import AzureBlobStore
 
 pytestmark = pytest.mark.azure
 MB = 1 << 20

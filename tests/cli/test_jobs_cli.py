@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from gpuorch.checkpoint import STORES
+from gpuorch.checkpoint import STORE_PLUGINS
 from gpuorch.cli import app
 
 runner = CliRunner()
@@ -132,7 +132,7 @@ def test_submit_accepts_an_az_checkpoint_store(tmp_path):
 def test_submit_refuses_a_checkpoint_store_whose_module_is_missing(tmp_path, monkeypatch):
     """A scheme the spec knows but this installation cannot write (its store module is absent) is
     refused at submit, not discovered by the agent on a paid instance."""
-    monkeypatch.setitem(STORES, "az", ("gpuorch.checkpoint.not_here:Store", "azure"))
+    monkeypatch.setitem(STORE_PLUGINS.table, "az", "gpuorch_azure.not_here:AzureBlobStore")
     p = tmp_path / "unshipped.yaml"
     p.write_text(GOOD.replace("file:///tmp/ckpt", "az://container@acct/runs"))
     r = cli("submit", str(p))

@@ -6,17 +6,14 @@ credentials), and google-auth's environment is emptied so nothing could find rea
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from gcs_emulator import EmulatorUnavailable, GcsEmulator, Requests
 
-from gpuorch.checkpoint.gcsstore import GCSStore
+from gpuorch_gcp.store import GCSStore
 
-# The shared ObjectStore contract and checkpoint protocol suites live in tests/checkpoint.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checkpoint"))
 
 
 @pytest.fixture(scope="session")

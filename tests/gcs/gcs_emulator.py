@@ -21,7 +21,7 @@ from urllib.parse import unquote
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
-from gpuorch.checkpoint.gcsstore import GCSStore
+from gpuorch_gcp.store import GCSStore
 
 _buckets = itertools.count(1)
 START_TIMEOUT_S = 30.0

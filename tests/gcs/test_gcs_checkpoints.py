@@ -1,13 +1,13 @@
 """The checkpoint protocol (gpuorch.checkpoint.sync) over GCSStore on a local gcp-storage-emulator:
-the shared ``CheckpointProtocolContract`` (tests/checkpoint/checkpoint_protocol.py)."""
+the shared ``CheckpointProtocolContract`` (gpuorch.testing.store_contract)."""
 
 from __future__ import annotations
 
 import pytest
-from checkpoint_protocol import CheckpointProtocolContract
 from gcs_emulator import Requests
 
-from gpuorch.checkpoint.gcsstore import GCSStore
+from gpuorch.testing.store_contract import CheckpointProtocolContract
+from gpuorch_gcp.store import GCSStore
 
 pytestmark = pytest.mark.gcp
 

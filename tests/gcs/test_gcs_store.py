@@ -12,10 +12,10 @@ from gcs_emulator import GcsEmulator, Requests
 from google.api_core.retry import Retry
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
-from test_checkpoint_store import ObjectStoreContract
 
 from gpuorch.checkpoint import ObjectNotFound, open_store
-from gpuorch.checkpoint.gcsstore import GCSStore
+from gpuorch.testing.store_contract import ObjectStoreContract
+from gpuorch_gcp.store import GCSStore
 
 pytestmark = pytest.mark.gcp
 MB = 1 << 20

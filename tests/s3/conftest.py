@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from moto_s3 import MotoS3, Requests
 
-from gpuorch.checkpoint.s3 import S3Store
+from gpuorch_aws.store import S3Store
 
-# The shared ObjectStore contract lives with the FileStore tests (tests/checkpoint).
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checkpoint"))
 
 
 @pytest.fixture(scope="session")

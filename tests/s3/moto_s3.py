@@ -15,7 +15,7 @@ import boto3
 from botocore.config import Config
 from moto.server import ThreadedMotoServer
 
-from gpuorch.checkpoint.s3 import S3Store
+from gpuorch_aws.store import S3Store
 
 # Fake credentials for moto only; real ones from the developer's environment must never be used.
 FAKE_AWS_ENV = {

@@ -1,5 +1,5 @@
 """The checkpoint protocol (gpuorch.checkpoint.sync) over S3Store on a local moto S3: the shared
-``CheckpointProtocolContract`` (tests/checkpoint/checkpoint_protocol.py), plus S3's multipart."""
+``CheckpointProtocolContract`` (gpuorch.testing.store_contract), plus S3's multipart."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import os
 from pathlib import Path
 
 import pytest
-from checkpoint_protocol import PREFIX, CheckpointProtocolContract, make_checkpoint
 from moto_s3 import Requests
 
 from gpuorch.checkpoint import download, latest, upload
-from gpuorch.checkpoint.s3 import S3Store
+from gpuorch.testing.store_contract import PREFIX, CheckpointProtocolContract, make_checkpoint
+from gpuorch_aws.store import S3Store
 
 pytestmark = pytest.mark.aws
 MB = 1 << 20

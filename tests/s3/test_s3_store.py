@@ -10,10 +10,10 @@ import boto3
 import pytest
 from botocore.config import Config
 from moto_s3 import Requests
-from test_checkpoint_store import ObjectStoreContract
 
 from gpuorch.checkpoint import ObjectNotFound, open_store
-from gpuorch.checkpoint.s3 import S3Store
+from gpuorch.testing.store_contract import ObjectStoreContract
+from gpuorch_aws.store import S3Store
 
 pytestmark = pytest.mark.aws
 MB = 1 << 20

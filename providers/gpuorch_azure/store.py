@@ -1,8 +1,10 @@
 """``AzureBlobStore``: the ObjectStore on Azure Blob Storage, ``az://container@account/prefix``.
 
-Imported only for the ``az`` scheme (``STORES``), so it may import the Azure SDK at module
-level: a missing ``azure-storage-blob``/``azure-identity`` surfaces from ``open_store`` as
-"install the azure extra". This module is the only one that imports the storage SDK.
+Registered for the ``az`` scheme (entry point group ``gpuorch.stores``) and shipped to
+instances in the agent bundle. The module imports without the Azure SDK (the registry reads the
+class's ``provider`` and ``extra``); ``azure-storage-blob`` and ``azure-identity`` are imported
+when a store is built, so a missing one surfaces from ``open_store`` as "install the azure
+extra". This module is the only one that imports the storage SDK.
 
 **Where the account comes from.** ``az://container@account/prefix`` names it in the URL (the
 ``abfs://``/``wasbs://`` convention), which is what a job spec should use: the agent on an
@@ -38,19 +40,21 @@ import os
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Mapping, Optional, Tuple, Union
 from urllib.parse import urlsplit
 
-from azure.core.exceptions import (
-    AzureError,
-    ClientAuthenticationError,
-    HttpResponseError,
-    ResourceNotFoundError,
-)
-from azure.identity import CredentialUnavailableError, DefaultAzureCredential
-from azure.storage.blob import BlobServiceClient, ContainerClient
-
 from gpuorch.checkpoint.store import ObjectNotFound, ObjectStore, env_int
+from gpuorch.checkpoint.url import StoreUrl, store_url
+
+if TYPE_CHECKING:
+    from azure.core.exceptions import (
+        AzureError,
+        ClientAuthenticationError,
+        HttpResponseError,
+        ResourceNotFoundError,
+    )
+    from azure.identity import CredentialUnavailableError, DefaultAzureCredential
+    from azure.storage.blob import BlobServiceClient, ContainerClient
 
 MB = 1 << 20
 DEFAULT_BLOCK_SIZE_MB = 16  # 16 MiB x 50,000 blocks: single files up to ~780 GiB before it grows
@@ -61,6 +65,21 @@ CONNECTION_STRING_ENV = "GPUORCH_AZURE_STORAGE_CONNECTION_STRING"
 ACCOUNT_ENV = "GPUORCH_AZURE_STORAGE_ACCOUNT"
 _AZURE_HOST_SUFFIXES = (".windows.net", ".chinacloudapi.cn", ".usgovcloudapi.net", ".cloudapi.de")
 _URL_FORM = "write az://container@account/prefix (or az://container/prefix with GPUORCH_AZURE_STORAGE_ACCOUNT set)"
+
+
+
+def _import_sdk() -> None:
+    """Bind the SDK's names as this module's globals (ModuleNotFoundError without the azure extra)."""
+    global AzureError, ClientAuthenticationError, HttpResponseError, ResourceNotFoundError
+    global CredentialUnavailableError, DefaultAzureCredential, BlobServiceClient, ContainerClient
+    from azure.core.exceptions import (
+        AzureError,
+        ClientAuthenticationError,
+        HttpResponseError,
+        ResourceNotFoundError,
+    )
+    from azure.identity import CredentialUnavailableError, DefaultAzureCredential
+    from azure.storage.blob import BlobServiceClient, ContainerClient
 
 
 class AzureBlobStore(ObjectStore):
@@ -76,6 +95,9 @@ class AzureBlobStore(ObjectStore):
     no network round trip and no credential lookup.
     """
 
+    provider = "azure"
+    extra = "azure"
+
     def __init__(
         self,
         container: str,
@@ -88,6 +110,7 @@ class AzureBlobStore(ObjectStore):
     ) -> None:
         if not container:
             raise ValueError(f"an Azure store needs a container: {_URL_FORM}")
+        _import_sdk()
         self.container_name = container
         self.connection_string = os.environ.get(CONNECTION_STRING_ENV, "").strip() or None
         emulator_account = _check_emulator(self.connection_string) if self.connection_string else None
@@ -109,16 +132,18 @@ class AzureBlobStore(ObjectStore):
         self._lock = threading.Lock()
 
     @classmethod
-    def from_url(cls, url: str) -> Tuple[AzureBlobStore, str]:
-        parts = urlsplit(url)
-        if parts.scheme != "az" or not parts.netloc or parts.query or parts.fragment or parts.password:
-            raise ValueError(f"cannot read store URL {url!r}; {_URL_FORM}")
-        if "@" in parts.netloc:
-            container, _, account = parts.netloc.partition("@")
-            if not container or not account:
-                raise ValueError(f"cannot read store URL {url!r}; {_URL_FORM}")
-            return cls(container, account=account.lower()), parts.path.strip("/")
-        return cls(parts.netloc), parts.path.strip("/")
+    def from_url(cls, url: Union[StoreUrl, str]) -> Tuple[AzureBlobStore, str]:
+        try:
+            parsed = store_url(url)
+        except ValueError:
+            raise ValueError(f"cannot read store URL {str(url)!r}; {_URL_FORM}") from None
+        if parsed.scheme != "az" or not parsed.host or parsed.extras:
+            raise ValueError(f"cannot read store URL {parsed.raw!r}; {_URL_FORM}")
+        if "@" in parsed.host:
+            if not parsed.bucket or not parsed.account:
+                raise ValueError(f"cannot read store URL {parsed.raw!r}; {_URL_FORM}")
+            return cls(parsed.bucket, account=parsed.account), parsed.prefix
+        return cls(parsed.bucket), parsed.prefix
 
     def __repr__(self) -> str:
         where = "emulator" if self.connection_string else "account"

@@ -1,8 +1,10 @@
 """``S3Store``: the ObjectStore on Amazon S3 (or any S3-compatible service), ``s3://bucket/prefix``.
 
-Imported only for the ``s3`` scheme (``STORES``), so it may import boto3 at module level: a
-missing boto3 surfaces from ``open_store`` as "install the aws extra". Credentials come from
-boto3's standard chain — on an instance, its instance profile; never copied keys.
+Registered for the ``s3`` scheme (entry point group ``gpuorch.stores``) and shipped to
+instances in the agent bundle. The module imports without boto3 (the registry reads the class's
+``provider`` and ``extra``); boto3 is imported when a store is built, so a missing one surfaces
+from ``open_store`` as "install the aws extra". Credentials come from boto3's standard chain —
+on an instance, its instance profile; never copied keys.
 
 Atomicity is S3's own: an object appears only when its PutObject or CompleteMultipartUpload
 succeeds, and a failed multipart upload is aborted by boto3's transfer manager. Large files move
@@ -26,15 +28,17 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-
-import boto3
-import boto3.exceptions
-import botocore.exceptions
-from boto3.s3.transfer import TransferConfig
-from botocore.config import Config
+from typing import TYPE_CHECKING, Any
 
 from gpuorch.checkpoint.store import ObjectNotFound, ObjectStore, bucket_and_prefix, env_int
+from gpuorch.checkpoint.url import StoreUrl
+
+if TYPE_CHECKING:
+    import boto3
+    import boto3.exceptions
+    import botocore.exceptions
+    from boto3.s3.transfer import TransferConfig
+    from botocore.config import Config
 
 MB = 1 << 20
 DEFAULT_PART_SIZE_MB = 16  # big enough for S3's 10,000-part limit up to ~160 GB (boto3 grows it beyond)
@@ -44,12 +48,26 @@ _MISSING = {"404", "NoSuchKey", "NotFound"}
 _DENIED = {"403", "AccessDenied", "Forbidden", "InvalidAccessKeyId", "SignatureDoesNotMatch"}
 
 
+def _import_sdk() -> None:
+    """Bind boto3's modules as this module's globals (ModuleNotFoundError without the aws extra)."""
+    global boto3, botocore, TransferConfig, Config
+    import boto3
+    import boto3.exceptions
+    import boto3.session
+    import botocore.exceptions
+    from boto3.s3.transfer import TransferConfig
+    from botocore.config import Config
+
+
 class S3Store(ObjectStore):
     """One bucket. Keys are object keys in it; ``from_url`` returns the URL's path as the prefix.
 
     The boto3 client is created on first use (thread-safe; boto3 clients may be shared by
     threads), so opening a store costs no network round trip.
     """
+
+    provider = "aws"
+    extra = "aws"
 
     def __init__(
         self,
@@ -63,6 +81,7 @@ class S3Store(ObjectStore):
     ) -> None:
         if not bucket:
             raise ValueError("an S3 store needs a bucket: write s3://bucket/prefix")
+        _import_sdk()
         self.bucket = bucket
         self.endpoint_url = endpoint_url or os.environ.get("GPUORCH_S3_ENDPOINT_URL") or None
         self.region = region
@@ -80,7 +99,7 @@ class S3Store(ObjectStore):
         self._lock = threading.Lock()
 
     @classmethod
-    def from_url(cls, url: str) -> tuple[S3Store, str]:
+    def from_url(cls, url: StoreUrl | str) -> tuple[S3Store, str]:
         bucket, prefix = bucket_and_prefix(url, "s3")
         return cls(bucket), prefix
 

@@ -1,8 +1,10 @@
 """``GCSStore``: the ObjectStore on Google Cloud Storage, ``gs://bucket/prefix``.
 
-Imported only for the ``gs`` scheme (``STORES``), so it may import google-cloud-storage at
-module level: a missing SDK surfaces from ``open_store`` as "install the gcp extra". Credentials
-come only from google-auth's default chain — on a VM, its service account; never copied keys.
+Registered for the ``gs`` scheme (entry point group ``gpuorch.stores``) and shipped to
+instances in the agent bundle. The module imports without google-cloud-storage (the registry
+reads the class's ``provider`` and ``extra``); the SDK is imported when a store is built, so a
+missing one surfaces from ``open_store`` as "install the gcp extra". Credentials come only from
+google-auth's default chain — on a VM, its service account; never copied keys.
 
 Atomicity is GCS's own: an object appears only when its upload (single request, or the last
 chunk of a resumable session) completes; an abandoned resumable session leaves nothing visible.
@@ -29,28 +31,42 @@ import os
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Iterator, Optional
-
-import google.api_core.exceptions as api_exceptions
-import google.auth.exceptions as auth_exceptions
-import requests.exceptions
-from google.cloud import storage
-from google.cloud.storage import transfer_manager
-from google.cloud.storage.retry import DEFAULT_RETRY
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Tuple, Union
 
 from gpuorch.checkpoint.store import ObjectNotFound, ObjectStore, bucket_and_prefix, env_int
+from gpuorch.checkpoint.url import StoreUrl
 
-try:  # google-cloud-storage 3.x carries the media layer itself ...
-    from google.cloud.storage.exceptions import DataCorruption, InvalidResponse
-except ImportError:  # pragma: no cover - ... 2.x uses google-resumable-media
-    from google.resumable_media.common import DataCorruption, InvalidResponse
+if TYPE_CHECKING:
+    import google.api_core.exceptions as api_exceptions
+    import google.auth.exceptions as auth_exceptions
+    from google.cloud import storage
+    from google.cloud.storage import transfer_manager
 
 MB = 1 << 20
 DEFAULT_CHUNK_SIZE_MB = 16
 DEFAULT_CONCURRENCY = 8
-# The SDK's own errors at the boundary: API answers, auth, transport, the media layer.
-_SDK_ERRORS = (api_exceptions.GoogleAPIError, auth_exceptions.GoogleAuthError,
-               requests.exceptions.RequestException, InvalidResponse, DataCorruption)
+SDK_RETRY: Any = "the SDK's DEFAULT_RETRY"  # the constructor's default: the SDK is not imported yet
+# The SDK's own errors at the boundary: API answers, auth, transport, the media layer (bound by
+# ``_import_sdk``).
+_SDK_ERRORS: Tuple[type, ...] = ()
+
+
+def _import_sdk() -> None:
+    """Bind the SDK's modules as this module's globals (ModuleNotFoundError without the gcp extra)."""
+    global api_exceptions, auth_exceptions, storage, transfer_manager, _SDK_ERRORS, _DEFAULT_RETRY
+    import google.api_core.exceptions as api_exceptions
+    import google.auth.exceptions as auth_exceptions
+    import requests.exceptions
+    from google.cloud import storage
+    from google.cloud.storage import transfer_manager
+    from google.cloud.storage.retry import DEFAULT_RETRY as _DEFAULT_RETRY
+
+    try:  # google-cloud-storage 3.x carries the media layer itself ...
+        from google.cloud.storage.exceptions import DataCorruption, InvalidResponse
+    except ImportError:  # pragma: no cover - ... 2.x uses google-resumable-media
+        from google.resumable_media.common import DataCorruption, InvalidResponse
+    _SDK_ERRORS = (api_exceptions.GoogleAPIError, auth_exceptions.GoogleAuthError,
+                   requests.exceptions.RequestException, InvalidResponse, DataCorruption)
 
 
 class GCSStore(ObjectStore):
@@ -62,6 +78,9 @@ class GCSStore(ObjectStore):
     every request, uploads included: a repeated put writes the same bytes to the same key.
     """
 
+    provider = "gcp"
+    extra = "gcp"
+
     def __init__(
         self,
         bucket: str,
@@ -69,11 +88,12 @@ class GCSStore(ObjectStore):
         endpoint_url: Optional[str] = None,
         chunk_size_mb: Optional[int] = None,
         max_concurrency: Optional[int] = None,
-        retry: Any = DEFAULT_RETRY,
+        retry: Any = SDK_RETRY,
         client: Any = None,
     ) -> None:
         if not bucket:
             raise ValueError("a GCS store needs a bucket: write gs://bucket/prefix")
+        _import_sdk()
         self.bucket_name = bucket
         self.endpoint_url = endpoint_url or os.environ.get("GPUORCH_GCS_ENDPOINT_URL") or None
         chunk_mb = chunk_size_mb or env_int("GPUORCH_GCS_CHUNK_SIZE_MB", DEFAULT_CHUNK_SIZE_MB)
@@ -81,12 +101,12 @@ class GCSStore(ObjectStore):
             raise ValueError(f"GCS chunk size {chunk_mb} MB is too small; set GPUORCH_GCS_CHUNK_SIZE_MB to 1 or more")
         self.chunk_size = chunk_mb * MB  # a multiple of 256 KiB, as resumable uploads require
         self.max_concurrency = max(1, max_concurrency or env_int("GPUORCH_GCS_CONCURRENCY", DEFAULT_CONCURRENCY))
-        self.retry = retry
+        self.retry = _DEFAULT_RETRY if retry is SDK_RETRY else retry
         self._client = client
         self._lock = threading.Lock()
 
     @classmethod
-    def from_url(cls, url: str) -> tuple[GCSStore, str]:
+    def from_url(cls, url: Union[StoreUrl, str]) -> tuple[GCSStore, str]:
         bucket, prefix = bucket_and_prefix(url, "gs")
         return cls(bucket), prefix
 
