@@ -4,6 +4,21 @@ Registered as entry point ``aws`` in group ``gpuorch.providers``; boto3 is impor
 the provider is built.
 """
 
-from .provider import AwsProvider
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .provider import AwsProvider as AwsProvider
 
 __all__ = ["AwsProvider"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: the stdlib-only ``catalog`` module (entry point gpuorch.catalogs) is imported
+    # through this package, and must not pull in the provider, pydantic or the SDK.
+    if name == "AwsProvider":
+        from .provider import AwsProvider
+
+        return AwsProvider
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

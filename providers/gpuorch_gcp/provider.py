@@ -20,10 +20,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gpuorch.clock import utcnow
 from gpuorch.errors import AuthError, NotFoundError, PermanentError, ProviderError, TransientError, UserInputError
-from gpuorch.provider.port import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider
-from gpuorch.runners.port import Runner, RunnerUnavailable
+from gpuorch.provider import (
+    TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider, Runner, RunnerUnavailable, utcnow,
+)
 
 from .calls import Gce, RetryPolicy
 from .config import DEFAULT_SCOPES, GcpOptions, parse_options
@@ -120,8 +120,7 @@ class GcpProvider(Provider):
         waits (at most ``operation_timeout_s``) for the insert to finish, because capacity and
         quota refusals arrive in the operation. 409 (the name exists): that VM is returned."""
         o = request.offer
-        if o.provider != self.name:
-            raise PermanentError(f"offer of provider {o.provider!r} sent to gcp", code="InvalidOffer")
+        self.check_offer(o)
         if not self.options.allows(o.zone):
             raise PermanentError(f"gcp zone {o.zone} is not in providers.gcp zones/regions", code="ZoneNotConfigured")
         name = instance_name(request.client_token)
@@ -227,7 +226,7 @@ class GcpProvider(Provider):
     def _runner_pool(self) -> Any:
         if self._runners is None:
             from gpuorch.agent.protocol import NoticeSource
-            from gpuorch.runners.pool import Runners
+            from gpuorch.provider import Runners
 
             given = self._runner_options
 
@@ -270,7 +269,7 @@ class GcpProvider(Provider):
         return []
 
     def _cloud_config(self, request: LaunchRequest) -> dict[str, Any]:
-        from gpuorch.runners.cloudinit import launch_cloud_config
+        from gpuorch.provider import launch_cloud_config
 
         config = launch_cloud_config(self.home, request)
         if self.home is not None:  # cloud-init publishes the host key it installs to guest attributes

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from gpuorch_local import LocalProvider
-from gpuorch_local.instances import InstanceDir
+from gpuorch.provider.localdir.instances import InstanceDir
 
 from gpuorch.jobs import intent as jobs
 from gpuorch.agent.protocol import read_status

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import write_trace
-from gpuorch_local.procs import process_alive
+from gpuorch.provider.localdir.procs import process_alive
 from sqlmodel import select
 
 from gpuorch.jobs import intent as jobs
