@@ -19,7 +19,8 @@ from typing import Any, TypeVar
 
 from gpuorch.errors import AuthError, NotFoundError, PermanentError, ProviderError, UserInputError
 from gpuorch.provider import (
-    Instance, LaunchRequest, Offer, Provider, Runner, RunnerOptions, Runners, ScheduledStop, launch_cloud_config, utcnow,
+    Finding, Instance, LaunchRequest, Offer, Provider, Runner, RunnerOptions, Runners, ScheduledStop,
+    launch_cloud_config, utcnow,
 )
 
 from .calls import Ec2, RetryPolicy
@@ -187,6 +188,13 @@ class AwsProvider(EbsVolumes, Provider):
         """An SSH runner to ``instance`` as ``ssh_user``, its host key pinned (see ``ssh.py``).
         Raises RunnerUnavailable while the instance has no address."""
         return self._runners.get(instance)
+
+    def doctor(self) -> list[Finding]:
+        """``SupportsDoctor``: credentials through the SDK's standard chain and each permission the
+        adapter needs, one cheap call apiece (``doctor.py``); never prints a secret."""
+        from .doctor import doctor
+
+        return doctor(self)
 
     def close(self) -> None:
         self._runners.close()

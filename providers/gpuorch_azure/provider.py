@@ -35,7 +35,9 @@ from gpuorch.errors import (
     QuotaError,
     UserInputError,
 )
-from gpuorch.provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider, Runner, utcnow
+from gpuorch.provider import (
+    TAG_MANAGED, Finding, Instance, InstanceState, LaunchRequest, Offer, Provider, Runner, utcnow,
+)
 
 from .calls import Arm, Exists
 from .config import AzureOptions, parse_options
@@ -274,6 +276,13 @@ class AzureProvider(Provider):
         """An SSH runner to the VM's address as ``admin_user``, its host key pinned (the AWS
         runner every SSH-reached adapter uses, gpuorch.runners.pool), reading Azure's Scheduled Events for the notice."""
         return self._runner_pool().get(instance)
+
+    def doctor(self) -> list[Finding]:
+        """``SupportsDoctor``: credentials through the SDK's standard chain and each permission the
+        adapter needs, one cheap call apiece (``doctor.py``); never prints a secret."""
+        from .doctor import doctor
+
+        return doctor(self)
 
     def close(self) -> None:
         if self._runners is not None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from gpuorch.errors import AuthError, NotFoundError, PermanentError, ProviderError, TransientError, UserInputError
 from gpuorch.provider import (
-    TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider, Runner, RunnerUnavailable, utcnow,
+    TAG_MANAGED, Finding, Instance, InstanceState, LaunchRequest, Offer, Provider, Runner, RunnerUnavailable, utcnow,
 )
 
 from .calls import Gce, RetryPolicy
@@ -216,6 +216,13 @@ class GcpProvider(Provider):
         connection it pins the host keys the guest published in guest attributes, with the key
         gpuorch supplied (``_published_host_keys``); not ready until they are published."""
         return self._runner_pool().get(instance)
+
+    def doctor(self) -> list[Finding]:
+        """``SupportsDoctor``: credentials through the SDK's standard chain and each permission the
+        adapter needs, one cheap call apiece (``doctor.py``); never prints a secret."""
+        from .doctor import doctor
+
+        return doctor(self)
 
     def close(self) -> None:
         if self._runners is not None:
