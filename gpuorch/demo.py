@@ -18,9 +18,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, cast
 
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from gpuorch.provider.port import Offer
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "configs" / "examples" / "tiny_mlp"
@@ -84,13 +88,22 @@ def write_spec(name: str, env: dict[str, str], gpu: str) -> Path:
     return path
 
 
+class _LocalMarket(Protocol):
+    """What the demo asks of the local provider: its market, its capacity knob, reclaims."""
+
+    def offers(self) -> list[Offer]: ...
+    def set_capacity(self, zone: str, instance_type: str, spot: bool, available: bool) -> None: ...
+    def inject_preemption(self, instance_id: str, notice_s: float) -> None: ...
+
+
 def main() -> int:
-    from gpuorch_local.provider import LocalProvider
+    from gpuorch.registry import load_provider
 
     shutil.rmtree(HOME, ignore_errors=True)
     HOME.mkdir(parents=True)
     (HOME / "config.yaml").write_text("providers: {local: {}}\npoll_s: 0.5\nmax_sleep_s: 0.5\n")
-    local = LocalProvider(HOME / "local")
+    # Through the registry, as the daemon finds it: state in HOME/local, the daemon's own.
+    local = cast(_LocalMarket, load_provider("local", {}, HOME))
     console.rule("[bold]gpuorch demo[/]: local provider, simulated spot market, state in " + str(HOME))
 
     refs = {name: start_reference(name, env) for name, (env, _) in JOBS.items()}
@@ -118,7 +131,7 @@ def main() -> int:
     return 0 if ok else 1
 
 
-def follow(local, ids: dict[str, int]) -> bool:  # type: ignore[no-untyped-def]
+def follow(local: _LocalMarket, ids: dict[str, int]) -> bool:
     """Print events as they happen; preempt the first job once it has made some progress."""
     from sqlmodel import select
 

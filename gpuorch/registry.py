@@ -1,20 +1,28 @@
-"""Providers are found through the entry-point group ``gpuorch.providers``.
+"""Providers are found through entry points: the provider classes in ``gpuorch.providers``, and
+each adapter's catalog (``gpuorch.provider.catalog.AdapterCatalog``: shipped rows, families,
+billing rule) in ``gpuorch.catalogs``.
 
-An entry point names a Provider class with a ``from_config(options: dict, home: Path)``
-classmethod; third parties register their own adapters the same way. Adapters are imported only
-when enabled, so an unused cloud SDK is never imported.
+A provider entry point names a ``Provider`` class (``from_config(options, home)`` builds it);
+third parties register their own adapters the same way. Adapters are imported only when
+enabled, so an unused cloud SDK is never imported; a catalog entry point names a stdlib-only
+module, so reading catalogs (``gpuorch offers``) imports no SDK and no pydantic.
 """
 
 from __future__ import annotations
 
+from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuorch.errors import UserInputError
-from gpuorch.provider.port import Offer, Provider
+
+if TYPE_CHECKING:
+    from gpuorch.provider.catalog import AdapterCatalog
+    from gpuorch.provider.port import Offer, Provider
 
 GROUP = "gpuorch.providers"
+CATALOG_GROUP = "gpuorch.catalogs"
 
 
 def available() -> list[str]:
@@ -31,23 +39,35 @@ def provider_class(name: str) -> type[Provider]:
         raise UserInputError(f"providers.{name}: cannot import its SDK ({e}); install gpuorch[{name}]") from None
 
 
+@cache
+def catalogs() -> dict[str, AdapterCatalog]:
+    """Every installed adapter's catalog, by provider name (sorted). Read once per process.
+
+    An entry point that cannot be loaded is left out: a broken adapter must not take
+    ``gpuorch offers`` down for the others (``gpuorch doctor`` reports it)."""
+    out: dict[str, AdapterCatalog] = {}
+    for ep in sorted(entry_points(group=CATALOG_GROUP), key=lambda e: e.name):
+        try:
+            out[ep.name] = ep.load()
+        except ImportError:
+            continue
+    return out
+
+
+def catalog_of(name: str) -> AdapterCatalog | None:
+    return catalogs().get(name.lower())
+
+
 def load_provider(name: str, options: dict[str, Any], home: Path) -> Provider:
-    return provider_class(name).from_config(options, home)  # type: ignore[attr-defined,no-any-return]
+    return provider_class(name).from_config(options, home)
 
 
 def offline_offers(config: dict[str, dict[str, Any]], home: Path) -> list[Offer]:
-    """What the enabled providers sell, without calling any cloud (for `submit`'s fit check).
-
-    An adapter may answer with a ``catalog_offers(options, home)`` classmethod; otherwise its
-    rows of the shipped catalog are used.
-    """
-    from gpuorch.catalog import load_offers
-
+    """What the enabled providers sell, without calling any cloud (for `submit`'s fit check):
+    each class's ``catalog_offers`` (by default its rows of the shipped catalog)."""
     out: list[Offer] = []
     for name, opts in config.items():
-        cls = provider_class(name)
-        own = getattr(cls, "catalog_offers", None)
-        out.extend(own(opts or {}, home) if own else [o for o in load_offers() if o.provider == name])
+        out.extend(provider_class(name).catalog_offers(opts or {}, home))
     return out
 
 

@@ -1,8 +1,10 @@
-"""The offers catalog: a shipped offline snapshot, or a user's CSV (``--catalog FILE``).
+"""The offers catalog: the shipped offline snapshot, or a user's CSV (``--catalog FILE``).
 
-``load_offers`` is what the daemon calls; results are cached per process (per path, size and
-modification time), and each call returns a fresh list of the same frozen ``Offer`` objects.
-Provenance of the snapshot and the billing rules: docs/catalog.md.
+The snapshot is the union of the installed adapters' shipped rows (each adapter's
+``data/offers.csv``, named by its ``AdapterCatalog`` in ``gpuorch.catalogs``); the core holds
+no cloud's rows. ``load_offers`` is what the daemon calls; results are cached per process (per
+path, size and modification time), and each call returns a fresh list of the same frozen
+``Offer`` objects. Provenance of the snapshot and the billing rules: docs/catalog.md.
 """
 
 from __future__ import annotations
@@ -18,17 +20,23 @@ from gpuorch.catalog.rows import COLUMNS, OfferRow, parse_csv, read_csv, write_c
 if TYPE_CHECKING:
     from gpuorch.provider.port import Offer
 
-SNAPSHOT = Path(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) / "data" / "offers.csv"
 Market = Literal["any", "spot", "on-demand"]
 
 _ROWS: dict[tuple[str, int, int], list[OfferRow]] = {}
 _OFFERS: dict[tuple[str, int, int], list[Offer]] = {}
 
-__all__ = ["COLUMNS", "SNAPSHOT", "OfferRow", "load_offers", "load_rows", "parse_csv", "read_csv", "select", "write_csv"]
+__all__ = ["COLUMNS", "OfferRow", "load_offers", "load_rows", "parse_csv", "read_csv", "select", "snapshot_files", "write_csv"]
 
 
-def _key(path: str | os.PathLike[str] | None) -> tuple[str, int, int]:
-    p = str(path) if path is not None else str(SNAPSHOT)
+def snapshot_files() -> list[Path]:
+    """The shipped catalog: each installed adapter's rows file, in provider order."""
+    from gpuorch.registry import catalogs
+
+    return [c.rows for c in catalogs().values() if c.rows is not None]
+
+
+def _key(path: str | os.PathLike[str]) -> tuple[str, int, int]:
+    p = str(path)
     try:
         st = os.stat(p)
     except OSError as e:
@@ -38,6 +46,8 @@ def _key(path: str | os.PathLike[str] | None) -> tuple[str, int, int]:
 
 def load_rows(path: str | os.PathLike[str] | None = None) -> list[OfferRow]:
     """Catalog rows from ``path``, or the shipped snapshot when None. Raises UserInputError."""
+    if path is None:
+        return [r for f in snapshot_files() for r in load_rows(f)]
     key = _key(path)
     if key not in _ROWS:
         _ROWS[key] = read_csv(key[0])
@@ -46,6 +56,8 @@ def load_rows(path: str | os.PathLike[str] | None = None) -> list[OfferRow]:
 
 def load_offers(path: str | os.PathLike[str] | None = None) -> list[Offer]:
     """Typed offers from ``path``, or the shipped snapshot when None. Raises UserInputError."""
+    if path is None:
+        return [o for f in snapshot_files() for o in load_offers(f)]
     key = _key(path)
     if key not in _OFFERS:
         from gpuorch.provider.port import Offer  # pydantic: only when typed offers are asked for

@@ -93,11 +93,13 @@ def parse_row(raw: dict[str, str]) -> OfferRow:
     bucket = (raw.get("interruption_bucket") or "").strip() or None
     if bucket is not None and bucket not in BUCKETS:
         raise _BadValue("interruption_bucket", f"{bucket!r} is not one of {', '.join(BUCKETS)}")
-    rule = billing.rule_for(provider)
     increment = _number(raw, "billing_granularity_s", integer=True)
     if increment == 0:
         raise _BadValue("billing_granularity_s", "must be at least 1 second")
     minimum = _number(raw, "min_billing_s", integer=True)
+    # An empty billing column takes the provider's rule (its adapter's catalog, through the
+    # registry); the shipped rows fill both, so `gpuorch offers` never reads entry points here.
+    rule = billing.rule_for(provider) if increment is None or minimum is None else billing.DEFAULT_RULE
     return OfferRow(
         provider=provider,
         region=region,

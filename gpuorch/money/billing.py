@@ -1,14 +1,10 @@
 """Billing rules: how a provider turns seconds of running time into billed seconds.
 
 Each rule is an increment (billed time is rounded up to a multiple of it) and a minimum charge
-per start. Sources and their uncertainty are in docs/catalog.md ("Billing rules"):
-
-- AWS EC2, Linux (on-demand, spot, reserved): per second, 60 s minimum (AWS, 2017-10-02).
-- GCP Compute Engine (VMs, GPUs, spot VMs): per second, 1 minute minimum.
-- Azure VMs: per second (the global pricing pages); from 2025-06-01 a VM stopped within its
-  first 300 s is billed 300 s (Microsoft's notice, quoted on Microsoft Q&A 2259765), so a 300 s
-  minimum. Medium confidence; the older per-minute text is Azure China's (docs.azure.cn).
-- Unknown providers: per hour, 1 hour minimum -- an overestimate rather than a surprise.
+per start. The core holds the rule type and its arithmetic; each adapter declares its own rule
+in its catalog (``gpuorch_<cloud>/catalog.py``, found through ``gpuorch.registry.catalogs``),
+with its sources (docs/catalog.md, "Billing rules"). A provider no installed adapter declares
+bills per hour with a 1 hour minimum: an overestimate rather than a surprise.
 
 Pure functions; later cost accounting (attempt costs, budgets) reuses ``billed_seconds`` and
 ``cost`` so estimates and bills round the same way.
@@ -39,25 +35,21 @@ class BillingRule:
         return billed * (seconds > 0)
 
 
-RULES: dict[str, BillingRule] = {
-    "aws": BillingRule(1, 60),
-    "gcp": BillingRule(1, 60),
-    "azure": BillingRule(1, 300),
-    "local": BillingRule(1, 0),
-    "fake": BillingRule(1, 0),
-    "sim": BillingRule(1, 0),
-}
 DEFAULT_RULE = BillingRule(3600, 3600)
 
 T = TypeVar("T")
 
 
 def rule_for(provider_or_offer: str | BillingRule | _Billable) -> BillingRule:
-    """The rule of a provider name, or the one an offer carries (its catalog row wins)."""
+    """The rule of a provider name (its adapter's catalog), or the one an offer carries (its
+    catalog row wins)."""
     if isinstance(provider_or_offer, BillingRule):
         return provider_or_offer
     if isinstance(provider_or_offer, str):
-        return RULES.get(provider_or_offer.lower(), DEFAULT_RULE)
+        from gpuorch.registry import catalog_of  # entry points: only when a name must be resolved
+
+        found = catalog_of(provider_or_offer)
+        return found.billing if found is not None else DEFAULT_RULE
     return BillingRule(int(provider_or_offer.billing_granularity_s), int(provider_or_offer.min_billing_s))
 
 

@@ -15,11 +15,13 @@ import re
 from abc import ABC, abstractmethod
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from gpuorch.doctor.findings import Finding
     from gpuorch.runners.port import Runner
 
@@ -237,6 +239,37 @@ class Provider(ABC):
     def runner(self, instance: Instance) -> Runner:
         """The Runner that drives the agent on ``instance`` (local processes, SSH, ...)."""
         raise NotImplementedError(f"{self.name} provides no runner")
+
+    @classmethod
+    def from_config(cls, options: dict[str, Any], home: Path) -> Provider:
+        """Build from the daemon config's ``providers.<name>`` options, state under ``home``.
+
+        The default suits an adapter without options: it is built with no arguments, and any
+        option given is a UserInputError naming it. Adapters with options override this,
+        validating them and raising UserInputError naming the option and the fix.
+        """
+        if options:
+            from gpuorch.errors import UserInputError
+
+            name = getattr(cls, "name", cls.__name__)
+            raise UserInputError(f"providers.{name}.{sorted(options)[0]}: unknown option; {name} takes none")
+        return cls()
+
+    @classmethod
+    def catalog_offers(cls, options: dict[str, Any], home: Path) -> list[Offer]:
+        """What ``providers.<name>`` with ``options`` would sell, without the SDK or a cloud call
+        (``submit``'s fit check). Default: the provider's rows of the shipped catalog."""
+        from gpuorch.catalog import load_offers
+
+        name = getattr(cls, "name", None)
+        return [o for o in load_offers() if o.provider == name]
+
+    def check_offer(self, offer: Offer) -> None:
+        """``launch``'s first check: PermanentError (code InvalidOffer) for another provider's offer."""
+        if offer.provider != self.name:
+            from gpuorch.errors import PermanentError
+
+            raise PermanentError(f"offer of provider {offer.provider!r} sent to {self.name}", code="InvalidOffer")
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release clients and threads."""

@@ -15,12 +15,11 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from gpuorch.money import billing
-from gpuorch import gpus
-from gpuorch.catalog.families import interconnect_for
-from gpuorch.provider.port import Offer
+from gpuorch.provider import Offer, gpus
+from gpuorch.provider.catalog import load_rows
 
 from .calls import Ec2
+from .catalog import CATALOG
 from .parse import PROVIDER, utc
 
 # region -> {instance type: on-demand USD per hour}
@@ -32,7 +31,7 @@ _MATCH = 0.10  # reported GPU memory within 10% of a model's usable memory is th
 
 
 class CatalogPrices:
-    """On-demand prices and interruption buckets from a catalog CSV (default: the snapshot)."""
+    """On-demand prices and interruption buckets from a catalog CSV (default: AWS's shipped rows)."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = path
@@ -40,10 +39,8 @@ class CatalogPrices:
 
     def _table(self) -> dict[str, dict[str, tuple[float, str | None]]]:
         if self._by_region is None:
-            from gpuorch.catalog import load_rows
-
             table: dict[str, dict[str, tuple[float, str | None]]] = {}
-            for r in load_rows(self.path):
+            for r in load_rows(self.path if self.path is not None else CATALOG.rows):
                 if r.provider == PROVIDER:  # on-demand is one price per region; keep the highest seen
                     old = table.setdefault(r.region, {}).get(r.instance_type)
                     if old is None or r.price_per_hour > old[0]:
@@ -96,7 +93,7 @@ def build_offers(
     """One offer per (zone, instance type) EC2 sells in ``region``, that has a GPU gpuorch knows
     and an on-demand price; spot where the type supports it and the zone has a spot price.
     ``zones`` limits offers to zones the configuration can launch into (configured subnets)."""
-    rule = billing.RULES[PROVIDER]
+    rule = CATALOG.billing
     spot = latest_spot_prices(spot_history)
     by_type = {t["InstanceType"]: t for t in types}
     out: list[Offer] = []
@@ -122,7 +119,7 @@ def build_offers(
             memory_gib=float(t["MemoryInfo"]["SizeInMiB"]) / 1024, price_per_hour=float(price),
             spot_price_per_hour=spot_price if spot_price and spot_price > 0 else None,
             billing_granularity_s=rule.increment_s, min_billing_s=rule.minimum_s,
-            interconnect=interconnect_for(PROVIDER, name, count),
+            interconnect=CATALOG.interconnect_for(name, count),
             interruption_bucket=bucket(region, name) if bucket else None,
         ))  # fmt: skip
     return sorted(out, key=lambda x: (x.zone, x.instance_type))

@@ -17,12 +17,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from gpuorch.clock import utcnow
 from gpuorch.errors import AuthError, NotFoundError, PermanentError, ProviderError, UserInputError
-from gpuorch.provider.port import Instance, LaunchRequest, Offer, Provider, ScheduledStop
-from gpuorch.runners.port import Runner
-from gpuorch.runners.cloudinit import launch_cloud_config
-from gpuorch.runners.pool import RunnerOptions, Runners
+from gpuorch.provider import (
+    Finding, Instance, LaunchRequest, Offer, Provider, Runner, RunnerOptions, Runners, ScheduledStop,
+    launch_cloud_config, utcnow,
+)
 
 from .calls import Ec2, RetryPolicy
 from .config import AwsOptions, parse_options
@@ -134,8 +133,7 @@ class AwsProvider(EbsVolumes, Provider):
         """See ``Provider.launch``. Looks for the attempt's tagged instance first (moto ignores
         ClientToken; EC2 honours it, which covers a crash between create and tag visibility)."""
         o = request.offer
-        if o.provider != self.name:
-            raise PermanentError(f"offer of provider {o.provider!r} sent to aws", code="InvalidOffer")
+        self.check_offer(o)
         self._check_region(o.region)
         found = self._find_attempt(request)
         if found is not None:
@@ -190,6 +188,13 @@ class AwsProvider(EbsVolumes, Provider):
         """An SSH runner to ``instance`` as ``ssh_user``, its host key pinned (see ``ssh.py``).
         Raises RunnerUnavailable while the instance has no address."""
         return self._runners.get(instance)
+
+    def doctor(self) -> list[Finding]:
+        """``SupportsDoctor``: credentials through the SDK's standard chain and each permission the
+        adapter needs, one cheap call apiece (``doctor.py``); never prints a secret."""
+        from .doctor import doctor
+
+        return doctor(self)
 
     def close(self) -> None:
         self._runners.close()

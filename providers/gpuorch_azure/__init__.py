@@ -8,12 +8,19 @@ Kept light (no imports): the agent bundle ships this file with the instance-side
 imported on first use.
 """
 
-from typing import Any
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .provider import AzureProvider as AzureProvider
 
 __all__ = ["AzureProvider"]
 
 
 def __getattr__(name: str) -> Any:
+    # Lazy: the stdlib-only ``catalog`` module (entry point gpuorch.catalogs) is imported
+    # through this package, and must not pull in the provider, pydantic or the SDK.
     if name == "AzureProvider":
         from .provider import AzureProvider
 

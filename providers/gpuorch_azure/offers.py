@@ -1,4 +1,4 @@
-"""Azure offers: the shipped catalog's Azure rows (or a user's catalog CSV) in the configured
+"""Azure offers: Azure's shipped rows (``data/offers.csv``) (or a user's catalog CSV) in the configured
 regions. No API call: Azure's retail prices and SKU availability change rarely enough for the
 snapshot, which ``gpuorch catalog refresh`` (and docs/catalog.md) keep current."""
 
@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gpuorch.provider.port import Offer
+from gpuorch.provider import Offer
+from gpuorch.provider.catalog import load_offers
 
+from .catalog import CATALOG
 from .config import AzureOptions
 from .parse import PROVIDER
 
@@ -23,6 +25,4 @@ def select_offers(offers: Iterable[Offer], options: AzureOptions) -> list[Offer]
 
 
 def catalog_offers(options: AzureOptions) -> list[Offer]:
-    from gpuorch.catalog import load_offers
-
-    return select_offers(load_offers(options.catalog), options)
+    return select_offers(load_offers(options.catalog if options.catalog is not None else CATALOG.rows), options)

@@ -26,7 +26,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gpuorch.clock import utcnow
 from gpuorch.errors import (
     AuthError,
     NoCapacityError,
@@ -36,8 +35,9 @@ from gpuorch.errors import (
     QuotaError,
     UserInputError,
 )
-from gpuorch.provider.port import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider
-from gpuorch.runners.port import Runner
+from gpuorch.provider import (
+    TAG_MANAGED, Finding, Instance, InstanceState, LaunchRequest, Offer, Provider, Runner, utcnow,
+)
 
 from .calls import Arm, Exists
 from .config import AzureOptions, parse_options
@@ -142,8 +142,7 @@ class AzureProvider(Provider):
         (``AllocationFailed``) arrive while it runs. A VM such a refusal leaves behind is deleted
         before NoCapacityError/QuotaError is raised. Still running after the wait: PENDING."""
         o = request.offer
-        if o.provider != self.name:
-            raise PermanentError(f"offer of provider {o.provider!r} sent to azure", code="InvalidOffer")
+        self.check_offer(o)
         if o.region not in self.options.regions:
             raise PermanentError(f"azure region {o.region} is not in providers.azure.regions {self.options.regions}",
                                  code="RegionNotConfigured")
@@ -200,7 +199,7 @@ class AzureProvider(Provider):
             log.warning("azure: cannot delete %s left by a failed create: %s", name, e)
 
     def _body(self, request: LaunchRequest, name: str) -> dict[str, Any]:
-        from gpuorch.runners.cloudinit import launch_cloud_config, user_data
+        from gpuorch.provider import launch_cloud_config, user_data
 
         cloud_config = launch_cloud_config(self.home, request)
         key = login_key(cloud_config, request.ssh_public_key)
@@ -278,6 +277,13 @@ class AzureProvider(Provider):
         runner every SSH-reached adapter uses, gpuorch.runners.pool), reading Azure's Scheduled Events for the notice."""
         return self._runner_pool().get(instance)
 
+    def doctor(self) -> list[Finding]:
+        """``SupportsDoctor``: credentials through the SDK's standard chain and each permission the
+        adapter needs, one cheap call apiece (``doctor.py``); never prints a secret."""
+        from .doctor import doctor
+
+        return doctor(self)
+
     def close(self) -> None:
         if self._runners is not None:
             self._runners.close()
@@ -344,7 +350,7 @@ class AzureProvider(Provider):
     def _runner_pool(self) -> Any:
         if self._runners is None:
             from gpuorch.agent.protocol import NoticeSource
-            from gpuorch.runners.pool import Runners
+            from gpuorch.provider import Runners
 
             given = self._runner_options
 

@@ -52,6 +52,7 @@ class Gce:
                 credentials = AnonymousCredentials()
         if credentials is not None:
             kwargs["credentials"] = credentials
+        self.credentials = credentials  # None: google-auth's standard chain, resolved by the clients
         self.instances = compute_v1.InstancesClient(**kwargs)
         self.zone_operations = compute_v1.ZoneOperationsClient(**kwargs)
         self.global_operations = compute_v1.GlobalOperationsClient(**kwargs)

@@ -1,4 +1,4 @@
-"""GCP offers: the catalog's GCP rows (shipped snapshot or ``catalog``) in the configured
+"""GCP offers: GCP's rows (its shipped ``data/offers.csv`` or ``catalog``) in the configured
 zones and regions. No API call: GCE's ``acceleratorTypes``/``machineTypes`` say what a zone
 sells but not its prices, and the snapshot already has both (``gpuorch catalog``; a live
 refresh for GCP is not implemented yet, docs/gcp.md)."""
@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gpuorch.provider.port import Offer
+from gpuorch.provider import Offer
+from gpuorch.provider.catalog import load_offers
 
+from .catalog import CATALOG
 from .config import GcpOptions
 from .parse import PROVIDER
 
@@ -27,6 +29,4 @@ def select_offers(offers: Iterable[Offer], options: GcpOptions) -> list[Offer]:
 
 
 def catalog_offers(options: GcpOptions) -> list[Offer]:
-    from gpuorch.catalog import load_offers
-
-    return select_offers(load_offers(options.catalog), options)
+    return select_offers(load_offers(options.catalog if options.catalog is not None else CATALOG.rows), options)

@@ -49,7 +49,7 @@ def host_keys(attributes: Mapping[str, Any]) -> list[str]:
     that repeats the type is accepted too). Items of other namespaces, unknown types and values
     that are not a key of the named type are skipped.
     """
-    from gpuorch.runners.hostkeys import parse_public_key
+    from gpuorch.provider import parse_public_key
 
     out: dict[str, str] = {}
     for item in (attributes.get("query_value") or {}).get("items") or []:

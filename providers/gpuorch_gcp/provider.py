@@ -20,10 +20,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gpuorch.clock import utcnow
 from gpuorch.errors import AuthError, NotFoundError, PermanentError, ProviderError, TransientError, UserInputError
-from gpuorch.provider.port import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider
-from gpuorch.runners.port import Runner, RunnerUnavailable
+from gpuorch.provider import (
+    TAG_MANAGED, Finding, Instance, InstanceState, LaunchRequest, Offer, Provider, Runner, RunnerUnavailable, utcnow,
+)
 
 from .calls import Gce, RetryPolicy
 from .config import DEFAULT_SCOPES, GcpOptions, parse_options
@@ -120,8 +120,7 @@ class GcpProvider(Provider):
         waits (at most ``operation_timeout_s``) for the insert to finish, because capacity and
         quota refusals arrive in the operation. 409 (the name exists): that VM is returned."""
         o = request.offer
-        if o.provider != self.name:
-            raise PermanentError(f"offer of provider {o.provider!r} sent to gcp", code="InvalidOffer")
+        self.check_offer(o)
         if not self.options.allows(o.zone):
             raise PermanentError(f"gcp zone {o.zone} is not in providers.gcp zones/regions", code="ZoneNotConfigured")
         name = instance_name(request.client_token)
@@ -218,6 +217,13 @@ class GcpProvider(Provider):
         gpuorch supplied (``_published_host_keys``); not ready until they are published."""
         return self._runner_pool().get(instance)
 
+    def doctor(self) -> list[Finding]:
+        """``SupportsDoctor``: credentials through the SDK's standard chain and each permission the
+        adapter needs, one cheap call apiece (``doctor.py``); never prints a secret."""
+        from .doctor import doctor
+
+        return doctor(self)
+
     def close(self) -> None:
         if self._runners is not None:
             self._runners.close()
@@ -227,7 +233,7 @@ class GcpProvider(Provider):
     def _runner_pool(self) -> Any:
         if self._runners is None:
             from gpuorch.agent.protocol import NoticeSource
-            from gpuorch.runners.pool import Runners
+            from gpuorch.provider import Runners
 
             given = self._runner_options
 
@@ -270,7 +276,7 @@ class GcpProvider(Provider):
         return []
 
     def _cloud_config(self, request: LaunchRequest) -> dict[str, Any]:
-        from gpuorch.runners.cloudinit import launch_cloud_config
+        from gpuorch.provider import launch_cloud_config
 
         config = launch_cloud_config(self.home, request)
         if self.home is not None:  # cloud-init publishes the host key it installs to guest attributes

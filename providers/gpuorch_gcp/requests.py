@@ -38,7 +38,7 @@ def guest_accelerators(zone: str, machine_type: str, gpu: str | None, count: int
 
 def user_data(cloud_config: Mapping[str, Any], max_lifetime_s: float | None) -> str | None:
     """``#cloud-config`` for the ``user-data`` metadata key (the same document as on EC2)."""
-    from gpuorch.runners.cloudinit import user_data as cloud_init
+    from gpuorch.provider import user_data as cloud_init
 
     return cloud_init(cloud_config, max_lifetime_s)
 

@@ -14,8 +14,8 @@ import subprocess
 import zlib
 from dataclasses import dataclass
 
-from gpuorch import gpus
-from gpuorch.provider.port import Offer
+from gpuorch.provider import gpus
+from gpuorch.provider import Offer
 
 PROVIDER = "local"
 HOST_ZONE = "local-host"

@@ -1,15 +1,14 @@
 """``LocalProvider``: the embedded default provider; "instances" are directories on this host.
 
-Each instance is ``<home>/instances/<id>/`` (layout in ``instances.py``) whose agent and job run
+Each instance is ``<home>/instances/<id>/`` (``gpuorch.provider.localdir``, shared with ``sim``) whose agent and job run
 as process groups of their own. No cloud account is needed, so ``make demo`` and the core's
 end-to-end tests run anywhere; the simulated market (``market.py``) gives placement real choices,
-the capacity knob (``capacity.py``) makes markets run out, and ``inject_preemption`` reclaims an
+the capacity knob (``localdir.capacity``) makes markets run out, and ``inject_preemption`` reclaims an
 instance after a notice the way a spot market does.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 import sys
 from datetime import timedelta
@@ -18,33 +17,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gpuorch.clock import utcnow
-from gpuorch.doctor.findings import Finding
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
-from gpuorch.provider.port import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider
-from gpuorch.runners.port import Runner
+from gpuorch.provider import TAG_MANAGED, Finding, Instance, InstanceState, LaunchRequest, Offer, Provider, Runner, utcnow
+from gpuorch.provider.localdir import REASON_TERMINATED, InstanceDir, LocalRunner, Meta, capacity, instance_id_for
+from gpuorch.provider.localdir import spawn_detached
 
-from . import capacity
-from .instances import REASON_TERMINATED, InstanceDir, Meta
 from .market import PROVIDER, default_offers, host_offers
-from .procs import spawn_detached
-from .runner import LocalRunner
 
 _ID = re.compile(r"local-[A-Za-z0-9][A-Za-z0-9_.-]{0,120}")
-_TOKEN_BODY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,100}")
 
 
-def instance_id_for(client_token: str, prefix: str = "local") -> str:
-    """The instance id a launch with ``client_token`` gets: ``gpuorch-7-2`` -> ``local-7-2``.
-
-    Deriving the id from the token is what makes launch idempotent: the second launch finds the
-    first one's directory. Tokens that are not path-safe are hashed. Providers built on these
-    instances (``sim``) use their own ``prefix``.
-    """
-    body = client_token.removeprefix("gpuorch-")
-    if not _TOKEN_BODY.fullmatch(body):
-        body = hashlib.sha256(client_token.encode()).hexdigest()[:16]
-    return f"{prefix}-{body}"
 
 
 class LocalOptions(BaseModel):
@@ -123,8 +105,7 @@ class LocalProvider(Provider):
 
     def _validate(self, request: LaunchRequest) -> Offer:
         o = request.offer
-        if o.provider != self.name:
-            raise PermanentError(f"offer of provider {o.provider!r} sent to {self.name!r}", code="InvalidOffer")
+        self.check_offer(o)
         if not any(x.zone == o.zone and x.instance_type == o.instance_type for x in self.offers()):
             raise PermanentError(f"{o.instance_type} is not sold in {o.zone}", code="InvalidInstanceType")
         if request.spot and o.spot_price_per_hour is None:
@@ -185,7 +166,7 @@ class LocalProvider(Provider):
         if not meta.state.alive or meta.preemption_deadline is None:
             return
         spawn_detached([sys.executable, "-m", "gpuorch_local.reaper", str(inst.path)],
-                       cwd=inst.path, log=inst.path / "reaper.log")
+                       cwd=inst.path, log=inst.path / "reaper.log", packages=("gpuorch_local",))
 
     def doctor(self) -> list[Finding]:
         """``SupportsDoctor``: the local provider needs no credentials, only its state directory."""

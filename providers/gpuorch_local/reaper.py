@@ -13,10 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-from gpuorch.clock import utcnow
+from gpuorch.provider import utcnow
 from gpuorch.errors import NotFoundError
 
-from .instances import InstanceDir
+from gpuorch.provider.localdir import InstanceDir
 
 # Re-read the record at least this often: a later notice may move the deadline earlier.
 _MAX_NAP_S = 1.0

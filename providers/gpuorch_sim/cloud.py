@@ -24,9 +24,8 @@ from pathlib import Path
 
 from gpuorch.agent.protocol import write_atomic
 from gpuorch.errors import NotFoundError
-from gpuorch.provider.port import InstanceState
-from gpuorch_local.instances import InstanceDir, Meta
-from gpuorch_local.procs import spawn_detached
+from gpuorch.provider import InstanceState
+from gpuorch.provider.localdir import InstanceDir, Meta, spawn_detached
 
 from .market import Reclaim, SimClock, SimMarket, SimOptions
 
@@ -180,7 +179,8 @@ def cloud_running(home: Path) -> bool:
 def ensure_cloud(home: Path) -> None:
     """Start the cloud process for ``home`` unless one runs (a second one would exit at once)."""
     if not cloud_running(home):
-        spawn_detached([sys.executable, "-m", "gpuorch_sim.cloud", str(home)], cwd=home, log=home / "cloud.log")
+        spawn_detached([sys.executable, "-m", "gpuorch_sim.cloud", str(home)], cwd=home, log=home / "cloud.log",
+                       packages=("gpuorch_sim",))
 
 
 def stop_cloud(home: Path) -> None:

@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuorch.errors import UserInputError
-from gpuorch.provider.port import Offer
+from gpuorch.provider import Offer
 
 from .traces import PriceSeries, Trace, zone_files
 

@@ -7,7 +7,7 @@ reclaimed at its zone's next drop, after a notice of the zone's flavour (AWS 120
 Azure 30 s, or none). The market runs ``time_scale`` times faster than the wall clock, so a
 night of traces replays in a minute (``market.py``).
 
-Instances are local instances (``gpuorch_local.instances``: a directory and process groups
+Instances are local instances (``gpuorch.provider.localdir``: a directory and process groups
 under ``<home>/sim/instances``) run by the local runner, so each one runs the real agent and the
 real job; a reclaim really kills them. The cloud process (``cloud.py``) carries reclaims out on
 time whether or not a daemon runs. ``faults`` makes a seeded share of the port's calls fail.
@@ -26,12 +26,8 @@ from pydantic import ValidationError
 
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
 from gpuorch.testing.faults import FaultPlan
-from gpuorch.provider.port import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider
-from gpuorch.runners.port import Runner
-from gpuorch_local import capacity
-from gpuorch_local.instances import REASON_TERMINATED, InstanceDir, Meta
-from gpuorch_local.provider import instance_id_for
-from gpuorch_local.runner import LocalRunner
+from gpuorch.provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider, Runner
+from gpuorch.provider.localdir import REASON_TERMINATED, InstanceDir, LocalRunner, Meta, capacity, instance_id_for
 
 from .cloud import TAG_LIFETIME, Instances, ensure_cloud, open_market, stop_cloud
 from .market import PROVIDER, SimMarket, SimOptions, resolve

@@ -11,10 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpuorch.agent.protocol import CONFIG_FILE, AgentConfig, write_atomic
-from gpuorch.clock import utcnow
-from gpuorch.provider.port import InstanceState
-from gpuorch.runners.port import RunnerUnavailable
-from gpuorch_local.runner import LocalRunner
+from gpuorch.provider import InstanceState, RunnerUnavailable, utcnow
+from gpuorch.provider.localdir import LocalRunner
 
 
 class ExternalAgentRunner(LocalRunner):

@@ -73,7 +73,7 @@ def test_snapshot_has_azure_gpu_families_with_sane_prices():
 def test_azure_rows_trace_to_the_committed_source():
     import csv
 
-    from gpuorch.catalog.snapshot import AZURE_SLICE, azure_rows
+    from gpuorch_azure.snapshot import AZURE_SLICE, azure_rows
 
     with AZURE_SLICE.open(newline="") as f:
         source = {(r["InstanceType"], r["Region"]): r for r in csv.DictReader(f)}
@@ -88,11 +88,34 @@ def test_azure_rows_trace_to_the_committed_source():
 
 @pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="the public data slice is not checked out next to the repo")
 def test_snapshot_is_reproducible_from_the_public_data():
-    from gpuorch.catalog.snapshot import build
+    from gpuorch.catalog.snapshot import build_one, buildable, main
 
-    out = io.StringIO()
-    write_csv(build(SHARED_DATA), out)
-    assert out.getvalue() == catalog.SNAPSHOT.read_text()
+    built = {c.provider: c for c in buildable()}
+    assert set(built) == {"aws", "gcp", "azure"}
+    for c in built.values():
+        assert c.rows is not None and build_one(c, SHARED_DATA) == c.rows.read_text(), c.provider
+    assert main([str(SHARED_DATA), "--check"]) == 0
+
+
+def test_the_snapshot_is_the_union_of_the_adapters_rows_found_through_the_registry():
+    from gpuorch.registry import catalogs
+
+    found = catalogs()
+    assert set(found) >= {"aws", "gcp", "azure", "local", "sim"}
+    assert catalog.snapshot_files() == [c.rows for c in found.values() if c.rows is not None]
+    per_file = [load_rows(f) for f in catalog.snapshot_files()]
+    assert load_rows() == [r for rows in per_file for r in rows]
+    for rows in per_file:  # each adapter ships its own cloud's rows only
+        assert len({r.provider for r in rows}) == 1
+
+
+def test_the_core_holds_no_cloud_rows():
+    from gpuorch.money import billing as core_billing
+
+    assert not hasattr(core_billing, "RULES")
+    core = Path(catalog.__file__).resolve().parents[1]
+    assert not (core / "data" / "offers.csv").exists()
+    assert not list((core / "catalog").glob("**/*.csv"))
 
 
 def test_csv_with_extra_columns_empty_spot_and_defaults():
@@ -166,6 +189,7 @@ def test_select_filters_and_sorts_cheapest_first():
 
 
 def test_families():
+    assert interconnect_for("nimbus", "p5.48xlarge", 8) is None  # no adapter declares it
     assert interconnect_for("aws", "p5.48xlarge", 8) == "nvlink"
     assert interconnect_for("aws", "g6e.48xlarge", 8) == "pcie"
     assert interconnect_for("gcp", "a3-megagpu-8g", 8) == "nvlink"

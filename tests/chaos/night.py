@@ -29,10 +29,10 @@ from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
 from gpuorch.ops.crashpoints import ENV as CRASH_ENV
 from gpuorch.ops.crashpoints import LOG_ENV as CRASH_LOG_ENV
+from gpuorch.provider.localdir.instances import Meta
+from gpuorch.provider.localdir.procs import marked_pids
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Job
-from gpuorch_local.instances import Meta
-from gpuorch_local.procs import marked_pids
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CHAIN_JOB = Path(__file__).with_name("chain_job.py")
@@ -227,8 +227,8 @@ class Night:
 
     def cleanup(self) -> None:
         """Whatever happened: no daemon, no instance process, no cloud process left behind."""
+        from gpuorch.provider.localdir.instances import InstanceDir
         from gpuorch.provider.port import InstanceState
-        from gpuorch_local.instances import InstanceDir
         from gpuorch_sim.cloud import stop_cloud
 
         if self.daemon is not None and self.daemon.poll() is None:

@@ -13,6 +13,7 @@ import pytest
 from gpuorch.agent.protocol import read_status
 from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
+from gpuorch.provider.localdir.instances import InstanceDir
 from gpuorch.provider.port import InstanceState
 from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.store.models import JobStatus, TerminationReason
@@ -20,7 +21,6 @@ from gpuorch.testing import wait_until
 from gpuorch.testing.e2e import attempts as attempts_of
 from gpuorch.testing.e2e import job_status, passes_until
 from gpuorch_local import LocalProvider
-from gpuorch_local.instances import InstanceDir
 
 FAKE_JOB = f"{shlex.quote(sys.executable)} {shlex.quote(str(Path(__file__).parents[1] / 'agent' / 'fake_job.py'))}"
 

@@ -11,7 +11,7 @@ from gpuorch.clock import utcnow
 from gpuorch.provider.port import InstanceState, Offer, Provider
 from gpuorch.testing import ProviderContract
 from gpuorch_local import LocalProvider
-from gpuorch_local.instances import InstanceDir, Meta
+from gpuorch.provider.localdir.instances import InstanceDir, Meta
 
 
 class TestLocalProviderContract(ProviderContract):

@@ -12,7 +12,7 @@ from conftest import PRICES, TRACES
 from gpuorch.clock import utcnow
 from gpuorch.provider.port import InstanceState, Offer, Provider
 from gpuorch.testing import ProviderContract
-from gpuorch_local.instances import InstanceDir, Meta
+from gpuorch.provider.localdir.instances import InstanceDir, Meta
 from gpuorch_sim.provider import SimProvider
 
 

@@ -17,12 +17,12 @@ from gpuorch.checkpoint import list_manifests, open_store
 from gpuorch.errors import TransientError
 from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
+from gpuorch.provider.localdir.procs import process_alive
 from gpuorch.provider.port import InstanceState, LaunchRequest
 from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.store.models import Checkpoint, Event, JobStatus, TerminationReason
 from gpuorch.testing import wait_until
 from gpuorch.testing.e2e import job_status
-from gpuorch_local.procs import process_alive
 
 FAKE_JOB = f"{shlex.quote(sys.executable)} {shlex.quote(str(Path(__file__).parents[1] / 'agent' / 'fake_job.py'))}"
 

@@ -1,4 +1,4 @@
-"""``python -m gpuorch_local.shutdown INSTANCE_DIR``: a local instance shuts itself down.
+"""``python -m gpuorch.provider.localdir.shutdown INSTANCE_DIR``: a local instance shuts itself down.
 
 The runner makes this the agent's ``shutdown_command`` when the dead-man switch is on: once the
 agent has heard nothing from the daemon for ``heartbeat_timeout_s`` and has handed off its final
@@ -21,7 +21,7 @@ REASON_SHUTDOWN = "shutdown-by-agent"
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m gpuorch_local.shutdown INSTANCE_DIR", file=sys.stderr)
+        print("usage: python -m gpuorch.provider.localdir.shutdown INSTANCE_DIR", file=sys.stderr)
         return 2
     try:
         os.setsid()  # leave the agent's process group, which the shutdown kills

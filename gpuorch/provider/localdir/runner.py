@@ -96,7 +96,7 @@ class LocalRunner(Runner):
                 config = dataclasses.replace(config, final_checkpoint_grace_s=self.final_checkpoint_grace_s)
             if config.heartbeat_timeout_s is not None and not config.shutdown_command:
                 # The dead-man switch's "shut the machine down": this instance terminates itself.
-                shutdown = [sys.executable, "-m", "gpuorch_local.shutdown", str(self.instance.path)]
+                shutdown = [sys.executable, "-m", "gpuorch.provider.localdir.shutdown", str(self.instance.path)]
                 config = dataclasses.replace(config, shutdown_command=shlex.join(shutdown))
             write_atomic(self.rundir / CONFIG_FILE, config.to_json())
             pid = spawn_detached(

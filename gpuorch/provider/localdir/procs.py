@@ -112,17 +112,19 @@ def _kill_groups(pgids: Iterable[int]) -> None:
             os.killpg(pgid, signal.SIGKILL)
 
 
-def spawn_detached(argv: list[str], *, cwd: Path, log: Path, instance_dir: Path | None = None) -> int:
+def spawn_detached(argv: list[str], *, cwd: Path, log: Path, instance_dir: Path | None = None,
+                   packages: Iterable[str] = ()) -> int:
     """Start ``argv`` in a session of its own that outlives the caller; returns its pid.
 
     Output goes to ``log``; with ``instance_dir`` the process (and what it starts) carries the
-    instance's marker. PYTHONPATH gains the directories gpuorch and gpuorch_local were imported
-    from, so ``python -m`` finds them even when they are not installed in the interpreter.
+    instance's marker. PYTHONPATH gains the directories gpuorch and the top-level ``packages``
+    (the adapter whose module ``argv`` runs, e.g. ``gpuorch_sim``) were imported from, so
+    ``python -m`` finds them even when they are not installed in the interpreter.
     """
-    import gpuorch
-    import gpuorch_local
+    import importlib
 
-    roots = {str(Path(m.__file__).resolve().parent.parent) for m in (gpuorch, gpuorch_local)}  # type: ignore[arg-type]
+    modules = [importlib.import_module(name) for name in ("gpuorch", *packages)]
+    roots = {str(Path(str(m.__file__)).resolve().parent.parent) for m in modules}
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([*sorted(roots), *filter(None, [env.get("PYTHONPATH")])])
     if instance_dir is not None:

@@ -1,0 +1,49 @@
+"""Azure's ``doctor()`` self-check: a token for ARM from the credential chain
+(``DefaultAzureCredential``: environment, workload or managed identity, Azure CLI login), then
+each ARM permission the adapter needs that a read can show (docs/azure.md, "Permissions").
+
+ARM has no dry run for VM writes: create and delete (``virtualMachines/write``/``delete``)
+are left to the first launch. Only the credential's class is printed, never the token.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gpuorch.errors import NotFoundError
+from gpuorch.provider import Finding
+from gpuorch.provider.selfcheck import Probe, permission_findings
+
+if TYPE_CHECKING:
+    from .provider import AzureProvider
+
+ARM_SCOPE = "https://management.azure.com/.default"
+FIX = ("give the identity the chain finds the Virtual Machine Contributor and Network Contributor roles on "
+       "providers.azure.resource_group (docs/azure.md)")
+
+
+def probes(p: AzureProvider) -> list[Probe]:
+    arm, rg = p._arm, p.options.resource_group
+
+    def read_one() -> None:
+        try:  # a name no VM has: "not found" means the read was allowed
+            arm.get_vm("gpuorch-doctor-probe")
+        except NotFoundError:
+            pass
+
+    return [(f"Microsoft.Compute/virtualMachines/read in {rg} (list)", arm.list_vms),
+            (f"Microsoft.Compute/virtualMachines/read in {rg} (get)", read_one)]
+
+
+def doctor(p: AzureProvider) -> list[Finding]:
+    check = f"provider {p.name}"
+    arm = p._arm
+    credential = arm.credential if arm.credential is not None else (arm.client and arm.credential)
+    kind = type(credential).__name__
+    try:
+        credential.get_token(ARM_SCOPE)
+    except Exception as e:  # noqa: BLE001 - azure-identity raises several kinds; the name tells which
+        return [Finding.fail(check, f"{kind} got no token for ARM ({type(e).__name__})",
+                             "run `az login`, set AZURE_CLIENT_ID/AZURE_TENANT_ID with a secret or certificate, "
+                             "or give the daemon's VM a managed identity")]
+    return permission_findings(check, kind, probes(p), FIX)
