@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpuorch.catalog import load_offers  # noqa: E402
 from gpuorch.jobs.spec import parse_spec  # noqa: E402
 from gpuorch.placement import OfferIndex, candidates  # noqa: E402
+from gpuorch.provider.catalog import load_offers  # noqa: E402
 from gpuorch.provider.port import Offer  # noqa: E402
 
 TARGET_OFFERS = 50_000

@@ -1,6 +1,5 @@
-"""Providers are found through entry points: the provider classes in ``gpuorch.providers``, and
-each adapter's catalog (``gpuorch.provider.catalog.AdapterCatalog``: shipped rows, families,
-billing rule) in ``gpuorch.catalogs``.
+"""Providers are found through entry points: the provider classes in ``gpuorch.providers``
+(each adapter's catalog is found the same way, by ``gpuorch.catalog.registry``).
 
 A provider entry point names a ``Provider`` class (``from_config(options, home)`` builds it);
 third parties register their own adapters the same way. Adapters are imported only when
@@ -10,7 +9,6 @@ module, so reading catalogs (``gpuorch offers``) imports no SDK and no pydantic.
 
 from __future__ import annotations
 
-from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,11 +16,9 @@ from typing import TYPE_CHECKING, Any
 from gpuorch.errors import UserInputError
 
 if TYPE_CHECKING:
-    from gpuorch.provider.catalog import AdapterCatalog
     from gpuorch.provider.port import Offer, Provider
 
 GROUP = "gpuorch.providers"
-CATALOG_GROUP = "gpuorch.catalogs"
 
 
 def available() -> list[str]:
@@ -39,23 +35,6 @@ def provider_class(name: str) -> type[Provider]:
         raise UserInputError(f"providers.{name}: cannot import its SDK ({e}); install gpuorch[{name}]") from None
 
 
-@cache
-def catalogs() -> dict[str, AdapterCatalog]:
-    """Every installed adapter's catalog, by provider name (sorted). Read once per process.
-
-    An entry point that cannot be loaded is left out: a broken adapter must not take
-    ``gpuorch offers`` down for the others (``gpuorch doctor`` reports it)."""
-    out: dict[str, AdapterCatalog] = {}
-    for ep in sorted(entry_points(group=CATALOG_GROUP), key=lambda e: e.name):
-        try:
-            out[ep.name] = ep.load()
-        except ImportError:
-            continue
-    return out
-
-
-def catalog_of(name: str) -> AdapterCatalog | None:
-    return catalogs().get(name.lower())
 
 
 def load_provider(name: str, options: dict[str, Any], home: Path) -> Provider:

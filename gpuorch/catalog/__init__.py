@@ -11,31 +11,27 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from gpuorch import gpus
-from gpuorch.errors import UserInputError
 from gpuorch.catalog.rows import COLUMNS, OfferRow, parse_csv, read_csv, write_csv
-
-if TYPE_CHECKING:
-    from gpuorch.provider.port import Offer
+from gpuorch.errors import UserInputError
 
 Market = Literal["any", "spot", "on-demand"]
 
 _ROWS: dict[tuple[str, int, int], list[OfferRow]] = {}
-_OFFERS: dict[tuple[str, int, int], list[Offer]] = {}
 
-__all__ = ["COLUMNS", "OfferRow", "load_offers", "load_rows", "parse_csv", "read_csv", "select", "snapshot_files", "write_csv"]
+__all__ = ["COLUMNS", "OfferRow", "load_rows", "parse_csv", "read_csv", "select", "snapshot_files", "write_csv"]
 
 
 def snapshot_files() -> list[Path]:
     """The shipped catalog: each installed adapter's rows file, in provider order."""
-    from gpuorch.registry import catalogs
+    from gpuorch.catalog.registry import catalogs
 
     return [c.rows for c in catalogs().values() if c.rows is not None]
 
 
-def _key(path: str | os.PathLike[str]) -> tuple[str, int, int]:
+def catalog_key(path: str | os.PathLike[str]) -> tuple[str, int, int]:
     p = str(path)
     try:
         st = os.stat(p)
@@ -48,23 +44,11 @@ def load_rows(path: str | os.PathLike[str] | None = None) -> list[OfferRow]:
     """Catalog rows from ``path``, or the shipped snapshot when None. Raises UserInputError."""
     if path is None:
         return [r for f in snapshot_files() for r in load_rows(f)]
-    key = _key(path)
+    key = catalog_key(path)
     if key not in _ROWS:
         _ROWS[key] = read_csv(key[0])
     return list(_ROWS[key])
 
-
-def load_offers(path: str | os.PathLike[str] | None = None) -> list[Offer]:
-    """Typed offers from ``path``, or the shipped snapshot when None. Raises UserInputError."""
-    if path is None:
-        return [o for f in snapshot_files() for o in load_offers(f)]
-    key = _key(path)
-    if key not in _OFFERS:
-        from gpuorch.provider.port import Offer  # pydantic: only when typed offers are asked for
-
-        # Rows are validated by the CSV parser already; construct without re-validating.
-        _OFFERS[key] = [Offer.model_construct(**row._asdict()) for row in load_rows(path)]
-    return list(_OFFERS[key])
 
 
 def gpu_matcher(name: str) -> set[str]:

@@ -7,13 +7,13 @@ registry, for code that holds only an offer's provider and instance type.
 
 from __future__ import annotations
 
-from gpuorch.provider.catalog import Family
+from gpuorch.catalog.adapter import Family
 
 __all__ = ["Family", "family_of", "interconnect_for"]
 
 
 def family_of(provider: str, instance_type: str) -> Family | None:
-    from gpuorch.registry import catalog_of
+    from gpuorch.catalog.registry import catalog_of
 
     found = catalog_of(provider)
     return found.family_of(instance_type) if found is not None else None
@@ -21,7 +21,7 @@ def family_of(provider: str, instance_type: str) -> Family | None:
 
 def interconnect_for(provider: str, instance_type: str, gpu_count: int) -> str | None:
     """The GPU-to-GPU link of a multi-GPU instance; None for one GPU or an unknown family."""
-    from gpuorch.registry import catalog_of
+    from gpuorch.catalog.registry import catalog_of
 
     found = catalog_of(provider)
     return found.interconnect_for(instance_type, gpu_count) if found is not None else None

@@ -11,9 +11,10 @@ import math
 from collections.abc import Iterable
 from typing import IO, NamedTuple
 
-from gpuorch.money import billing
 from gpuorch import gpus
+from gpuorch.catalog.registry import billing_rule
 from gpuorch.errors import UserInputError
+from gpuorch.money import billing
 
 COLUMNS = (
     "provider", "region", "zone", "instance_type", "gpu", "gpu_count", "gpu_memory_gib", "vcpus",
@@ -99,7 +100,7 @@ def parse_row(raw: dict[str, str]) -> OfferRow:
     minimum = _number(raw, "min_billing_s", integer=True)
     # An empty billing column takes the provider's rule (its adapter's catalog, through the
     # registry); the shipped rows fill both, so `gpuorch offers` never reads entry points here.
-    rule = billing.rule_for(provider) if increment is None or minimum is None else billing.DEFAULT_RULE
+    rule = billing_rule(provider) if increment is None or minimum is None else billing.DEFAULT_RULE
     return OfferRow(
         provider=provider,
         region=region,

@@ -16,8 +16,8 @@ import io
 import sys
 from pathlib import Path
 
+from gpuorch.catalog.adapter import AdapterCatalog
 from gpuorch.catalog.rows import OfferRow, write_csv
-from gpuorch.provider.catalog import AdapterCatalog
 
 
 def build_one(catalog: AdapterCatalog, data_dir: Path) -> str:
@@ -31,7 +31,7 @@ def build_one(catalog: AdapterCatalog, data_dir: Path) -> str:
 
 
 def buildable() -> list[AdapterCatalog]:
-    from gpuorch.registry import catalogs
+    from gpuorch.catalog.registry import catalogs
 
     return [c for c in catalogs().values() if c.builder is not None and c.rows is not None]
 

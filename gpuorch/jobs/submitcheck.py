@@ -58,7 +58,7 @@ def fit_check(spec: Any, offers: Sequence[Any], source: str, now: datetime) -> s
     on-demand cannot meet (refused), or only on-demand can (a warning): ``deadline_check``.
     """
     from gpuorch import placement
-    from gpuorch.catalog import load_offers
+    from gpuorch.provider.catalog import load_offers
     from gpuorch.placement.explain import beyond_one_node
 
     offers = list(offers)

@@ -2,7 +2,7 @@
 
 Each rule is an increment (billed time is rounded up to a multiple of it) and a minimum charge
 per start. The core holds the rule type and its arithmetic; each adapter declares its own rule
-in its catalog (``gpuorch_<cloud>/catalog.py``, found through ``gpuorch.registry.catalogs``),
+in its catalog (``gpuorch_<cloud>/catalog.py``, found through ``gpuorch.catalog.registry.catalogs``),
 with its sources (docs/catalog.md, "Billing rules"). A provider no installed adapter declares
 bills per hour with a 1 hour minimum: an overestimate rather than a surprise.
 
@@ -40,23 +40,18 @@ DEFAULT_RULE = BillingRule(3600, 3600)
 T = TypeVar("T")
 
 
-def rule_for(provider_or_offer: str | BillingRule | _Billable) -> BillingRule:
-    """The rule of a provider name (its adapter's catalog), or the one an offer carries (its
-    catalog row wins)."""
-    if isinstance(provider_or_offer, BillingRule):
-        return provider_or_offer
-    if isinstance(provider_or_offer, str):
-        from gpuorch.registry import catalog_of  # entry points: only when a name must be resolved
-
-        found = catalog_of(provider_or_offer)
-        return found.billing if found is not None else DEFAULT_RULE
-    return BillingRule(int(provider_or_offer.billing_granularity_s), int(provider_or_offer.min_billing_s))
+def rule_for(rule_or_offer: BillingRule | _Billable) -> BillingRule:
+    """The rule itself, or the one an offer carries (its catalog row). A provider's rule by name:
+    ``gpuorch.catalog.registry.billing_rule``."""
+    if isinstance(rule_or_offer, BillingRule):
+        return rule_or_offer
+    return BillingRule(int(rule_or_offer.billing_granularity_s), int(rule_or_offer.min_billing_s))
 
 
-def billed_seconds(provider_or_offer: str | BillingRule | _Billable, seconds: T) -> T:
+def billed_seconds(provider_or_offer: BillingRule | _Billable, seconds: T) -> T:
     return rule_for(provider_or_offer).billed(seconds)
 
 
-def cost(provider_or_offer: str | BillingRule | _Billable, seconds: float, price_per_hour: float) -> float:
+def cost(provider_or_offer: BillingRule | _Billable, seconds: float, price_per_hour: float) -> float:
     """USD for ``seconds`` of running time at ``price_per_hour``, rounded as the provider bills."""
     return price_per_hour * billed_seconds(provider_or_offer, seconds) / 3600.0

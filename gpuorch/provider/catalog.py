@@ -1,67 +1,35 @@
-"""What an adapter declares about its catalog: its shipped rows, instance families and billing rule.
+"""The adapter kit's catalog names: what an adapter declares about its catalog
+(``AdapterCatalog``, ``Family``, ``BillingRule``, from ``gpuorch.catalog.adapter``), the row type
+and reader for its CSV, and ``load_offers``, the catalog as typed ``Offer`` objects.
 
-Each adapter has a stdlib-only ``catalog`` module holding one ``AdapterCatalog`` and registers it
-under the entry-point group ``gpuorch.catalogs`` (``aws = "gpuorch_aws.catalog:CATALOG"``); the
-core reads those (``gpuorch.registry.catalogs``) to list offers, pick interconnects and bill,
-without importing the adapter's SDK, pydantic or its provider class (``gpuorch offers`` starts
-fast). Kept free of pydantic for the same reason.
+Importing this module stays free of pydantic: ``load_offers`` imports the port only when called.
 """
 
 from __future__ import annotations
 
-import ast
-import re
-from dataclasses import dataclass
-from pathlib import Path
+import os
+from typing import TYPE_CHECKING
 
-from gpuorch.catalog import OfferRow, load_offers, load_rows
-from gpuorch.money.billing import BillingRule
+from gpuorch.catalog import OfferRow, catalog_key, load_rows, snapshot_files
+from gpuorch.catalog.adapter import AdapterCatalog, BillingRule, Family, gpu_memory_mib, price_or_none
+
+if TYPE_CHECKING:
+    from gpuorch.provider.offer import Offer
 
 __all__ = ["AdapterCatalog", "BillingRule", "Family", "OfferRow", "gpu_memory_mib", "load_offers", "load_rows",
            "price_or_none"]
 
-
-@dataclass(frozen=True)
-class Family:
-    """An instance family carrying GPUs. ``link`` is the GPU-to-GPU path inside the node (none in
-    use for one GPU); ``network_gbps`` the instance's network for multi-node jobs."""
-
-    provider: str
-    pattern: str  # regular expression on the instance type
-    gpu: str
-    max_gpus: int
-    link: str  # nvlink | pcie | infinity-fabric
-    network_gbps: float
+_OFFERS: dict[tuple[str, int, int], list[Offer]] = {}
 
 
-@dataclass(frozen=True)
-class AdapterCatalog:
-    """One adapter's catalog. ``rows``: its shipped catalog CSV (None: it builds its offers
-    itself, as local and sim do). ``builder``: ``"module:function"`` rebuilding ``rows`` from
-    the public data (``python -m gpuorch.catalog.snapshot``), taking the data folder."""
+def load_offers(path: str | os.PathLike[str] | None = None) -> list[Offer]:
+    """Typed offers from ``path``, or the shipped snapshot when None. Raises UserInputError."""
+    if path is None:
+        return [o for f in snapshot_files() for o in load_offers(f)]
+    key = catalog_key(path)
+    if key not in _OFFERS:
+        from gpuorch.provider.offer import Offer  # pydantic: only when typed offers are asked for
 
-    provider: str
-    billing: BillingRule
-    families: tuple[Family, ...] = ()
-    rows: Path | None = None
-    builder: str | None = None
-
-    def family_of(self, instance_type: str) -> Family | None:
-        return next((f for f in self.families if re.match(f.pattern, instance_type)), None)
-
-    def interconnect_for(self, instance_type: str, gpu_count: int) -> str | None:
-        """The GPU-to-GPU link of a multi-GPU instance; None for one GPU or an unknown family."""
-        if gpu_count <= 1:
-            return None
-        f = self.family_of(instance_type)
-        return f.link if f else None
-
-
-def price_or_none(text: str) -> float | None:
-    """A price column of the public data: empty means "not published"."""
-    return float(text) if text.strip() else None
-
-
-def gpu_memory_mib(info: str) -> float:
-    """Memory per GPU from the public data's ``GpuInfo`` column (a Python literal)."""
-    return float(ast.literal_eval(info)["Gpus"][0]["MemoryInfo"]["SizeInMiB"])
+        # Rows are validated by the CSV parser already; construct without re-validating.
+        _OFFERS[key] = [Offer.model_construct(**row._asdict()) for row in load_rows(path)]
+    return list(_OFFERS[key])

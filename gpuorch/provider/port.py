@@ -17,7 +17,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from gpuorch.provider.offer import Model, Offer
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -60,37 +62,6 @@ def client_token(job_id: int, attempt: int, owner: str = "") -> str:
     if len(token) > CLIENT_TOKEN_MAX:  # absurd job or attempt numbers: still unique, still short
         token = f"gpuorch-{hashlib.sha256(token.encode()).hexdigest()[:48]}"
     return token
-
-
-class Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Offer(Model):
-    """One purchasable configuration: an instance type in a zone, on-demand and maybe spot."""
-
-    provider: str
-    region: str
-    zone: str
-    instance_type: str
-    gpu: str | None  # canonical name from gpuorch.gpus; None for CPU-only
-    gpu_count: int = 0
-    gpu_memory_gib: float = 0.0  # per GPU
-    vcpus: float = 0
-    memory_gib: float = 0
-    price_per_hour: float  # on-demand, USD
-    spot_price_per_hour: float | None = None  # None: no spot offering
-    billing_granularity_s: int = 1
-    min_billing_s: int = 60
-    interconnect: str | None = None  # "nvlink", "pcie", ...
-    interruption_bucket: str | None = None  # AWS advisor style: "<5%", ..., ">20%"
-
-    def price(self, spot: bool) -> float:
-        if spot:
-            if self.spot_price_per_hour is None:
-                raise ValueError(f"{self.instance_type} in {self.zone} has no spot offering")
-            return self.spot_price_per_hour
-        return self.price_per_hour
 
 
 class VolumeSpec(Model):
@@ -259,7 +230,7 @@ class Provider(ABC):
     def catalog_offers(cls, options: dict[str, Any], home: Path) -> list[Offer]:
         """What ``providers.<name>`` with ``options`` would sell, without the SDK or a cloud call
         (``submit``'s fit check). Default: the provider's rows of the shipped catalog."""
-        from gpuorch.catalog import load_offers
+        from gpuorch.provider.catalog import load_offers
 
         name = getattr(cls, "name", None)
         return [o for o in load_offers() if o.provider == name]

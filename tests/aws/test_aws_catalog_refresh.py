@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 import gpuorch.cli  # noqa: F401 - registers the commands
-from gpuorch.catalog import load_offers
+from gpuorch.provider.catalog import load_offers
 from gpuorch.cli.app import app
 
 pytestmark = pytest.mark.aws

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import gpuorch.provider as kit
-from gpuorch.catalog import load_offers
+from gpuorch.provider.catalog import load_offers
 from gpuorch.errors import PermanentError, UserInputError
 from gpuorch.provider import Instance, LaunchRequest, Offer, Provider
 
@@ -65,7 +65,7 @@ def test_every_kit_name_resolves():
 
 
 def test_the_catalog_submodule_is_light():
-    code = ("import sys, gpuorch.provider.catalog, gpuorch.registry as r; r.catalogs()\n"
+    code = ("import sys, gpuorch.provider.catalog, gpuorch.catalog.registry as r; r.catalogs()\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'tenacity', 'paramiko', 'boto3')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
