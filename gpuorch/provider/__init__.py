@@ -3,7 +3,7 @@
 An adapter (``providers/gpuorch_<cloud>/``) imports only from here (and these submodules),
 ``gpuorch.errors``, the instance-side base classes of ``gpuorch.agent`` and
 ``gpuorch.checkpoint.store``, its own SDK, and ``gpuorch.testing`` in its tests; never another
-adapter. docs/providers-kit.md walks through adding one.
+adapter. docs/providers.md walks through adding one.
 
 Names are resolved on first use (PEP 562), so importing a light submodule such as
 ``gpuorch.provider.catalog`` (an adapter's stdlib-only catalog declaration) does not import
