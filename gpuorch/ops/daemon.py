@@ -49,7 +49,7 @@ def build_reconciler(config: DaemonConfig, store: Store | None = None, metrics: 
                         avoid_preempted_zone_s=config.avoid_preempted_zone_s,
                         heartbeat_timeout_s=config.heartbeat_timeout_s, max_lifetime_s=config.max_instance_lifetime_s)
     return Reconciler(store, providers, settings=settings, lease_s=config.lease_s, backoff_s=config.backoff_s,
-                      logs=LogMirror(config.home), budget=config.budget_policy())
+                      logs=LogMirror(config.home), budget=config.budget_policy(), home=config.home)
 
 
 def _start_api(config: DaemonConfig, store: Store):  # type: ignore[no-untyped-def]
@@ -162,6 +162,7 @@ class Daemon:
             log.exception("could not release leases (they expire after lease_s)")
         if self.metrics is not None:
             self.metrics.stop()
+        self.rec.pool.close()  # a launch still out is left behind: idempotent by client token
         for p in self.rec.providers.values():
             p.close()
         self.rec.store.close()

@@ -119,6 +119,23 @@ Action = (Launch | Relaunch | Adopt | StartAgent | Progress | Drain | End | Term
           | Note)
 
 
+@dataclass(frozen=True)
+class Step:
+    """What one sub-step of ``decide`` concluded: its actions, how soon it wants the job looked at
+    again (None: no opinion) and whether ``decide`` stops after it (``done``)."""
+
+    actions: tuple[Action, ...] = ()
+    requeue_after: float | None = None
+    done: bool = False
+
+
+GO_ON = Step()  # nothing to add; the next sub-step decides
+
+
+def done(*actions: Action, requeue_after: float | None = None) -> Step:
+    return Step(actions, requeue_after, True)
+
+
 @dataclass
 class Decision:
     actions: list[Action] = field(default_factory=list)
@@ -129,3 +146,10 @@ class Decision:
 
     def soon(self, seconds: float) -> None:
         self.requeue_after = min(self.requeue_after, seconds)
+
+    def take(self, step: Step) -> bool:
+        """Add a sub-step's actions and requeue time; True if ``decide`` stops here."""
+        self.actions.extend(step.actions)
+        if step.requeue_after is not None:
+            self.soon(step.requeue_after)
+        return step.done

@@ -105,3 +105,11 @@ def _ensure_key(path: Path, comment: str) -> str:
     if not pub_path.exists() or pub_path.read_text().strip() != public:
         pub_path.write_text(public + "\n")
     return public
+
+
+def key_job_ids(home: Path) -> list[int]:
+    """The jobs that have a key directory under ``home`` (for the sweep of keys nobody needs)."""
+    root = Path(home) / KEYS_DIR
+    if not root.is_dir():
+        return []
+    return sorted(int(p.name[4:]) for p in root.iterdir() if p.name.startswith("job-") and p.name[4:].isdigit())
