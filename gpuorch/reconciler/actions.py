@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
 from gpuorch.agent.protocol import AgentStatus
 from gpuorch.placement import Candidate
@@ -119,8 +120,7 @@ Action = (Launch | Relaunch | Adopt | StartAgent | Progress | Drain | End | Term
           | Note)
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):  # a tuple: made several times per job per pass, so cheap to make
     """What one sub-step of ``decide`` concluded: its actions, how soon it wants the job looked at
     again (None: no opinion) and whether ``decide`` stops after it (``done``)."""
 

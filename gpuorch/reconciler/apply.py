@@ -56,12 +56,13 @@ class Applier:
             pass
 
     def apply(self, view: JobView, d: A.Decision, now: datetime) -> None:
-        for action in d.actions:
-            self._one(view, action, now)
-
-    def _one(self, view: JobView, action: A.Action, now: datetime) -> None:  # noqa: C901 - one case per action
         job_id = view.job.id or 0
-        a = next((x for x in view.attempts if x.row.number == getattr(action, "attempt", -1)), None)
+        by_number = {a.row.number: a for a in view.attempts}
+        for action in d.actions:
+            self._one(view, job_id, action, by_number.get(getattr(action, "attempt", -1)), now)
+
+    def _one(self, view: JobView, job_id: int, action: A.Action, a: AttemptView | None, now: datetime) -> None:  # noqa: C901
+        """One action; ``a``: the attempt it is about (None for job-wide ones)."""
         match action:
             case A.Launch():
                 self.pool.run(job_id, lambda: self.launching.launch(view, action, now))

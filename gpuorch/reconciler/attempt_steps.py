@@ -107,7 +107,7 @@ def _gone(a: AttemptView, now: datetime) -> End:
 
 def live(a: AttemptView, now: datetime, s: Settings) -> tuple[Step, End | None]:
     """The job's current attempt, observed: what to do about it, and its End when it is over
-    (a notice: the step holds a Drain and there is no End)."""
+    (a notice: the step ends with a Drain, and there is no End)."""
     row, inst, agent = a.row, a.instance, a.agent
     if row.status == AttemptStatus.REQUESTED:
         if inst is not None:

@@ -19,8 +19,8 @@ whether to stop there) and none mutates a shared decision:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from gpuorch.placement import Candidate, candidates
 from gpuorch.policy.recovery import RecoveryContext, get_strategy
@@ -37,8 +37,7 @@ __all__ = ["AttemptView", "JobView", "Settings", "decide", "lost_work_s", "recov
 Avoid = Callable[[Candidate], bool] | None
 
 
-@dataclass(frozen=True)
-class Replacing:
+class Replacing(NamedTuple):
     """Why the job needs a new attempt, as the current attempt's sub-step left it."""
 
     preemptions: int
@@ -99,7 +98,7 @@ def _current(view: JobView, current: AttemptView, now: datetime, offers: Sequenc
              s: Settings) -> tuple[Step, Replacing]:
     """The job's live attempt: a done step while it goes on, else why it needs replacing."""
     job = view.job
-    keep = Replacing(job.preemptions, job.failures)
+    keep = Replacing(job.preemptions, job.failures)  # a tuple: cheap
     if not current.observed:
         return done(requeue_after=s.poll_s), keep
     if job.cancel_requested:
@@ -107,12 +106,13 @@ def _current(view: JobView, current: AttemptView, now: datetime, offers: Sequenc
                     End(current.row.number, TerminationReason.CANCELLED, "cancelled by user", status=current.agent),
                     SetJob(JobStatus.CANCELLED, "cancelled by user", finished=True)), keep
     step, end = live(current, now, s)
-    drain = next((x for x in step.actions if isinstance(x, Drain)), None)
+    drain = step.actions[-1] if step.actions and isinstance(step.actions[-1], Drain) else None  # live puts it last
     if end is None and drain is None:  # it goes on, unless the caps or the deadline stop it
-        for stop in (stop_running(view, current, now, s),
-                     deadline_move(view, current, now, s, lambda: _ranked(view, now, offers, avoid, s, None))):
-            if stop.done:
-                return Step(step.actions + stop.actions, _min(step.requeue_after, stop.requeue_after), True), keep
+        stop = stop_running(view, current, now, s)
+        if not stop.done:
+            stop = deadline_move(view, current, now, s, lambda: _ranked(view, now, offers, avoid, s, None))
+        if stop.done:
+            return Step(step.actions + stop.actions, _min(step.requeue_after, stop.requeue_after), True), keep
         running = current.agent is not None and current.agent.state not in ("starting",)
         want = JobStatus.RUNNING if running else (
             JobStatus.RECOVERING if job.preemptions and job.status == JobStatus.RECOVERING else JobStatus.STARTING)
@@ -188,11 +188,12 @@ def decide(view: JobView, now: datetime, offers: Sequence[Offer], *, avoid: Avoi
     current = view.attempts[-1] if view.attempts and view.attempts[-1].row.status.live else None
     if d.take(_finished_by_drain(view, d.actions, current, s)):
         return d
-    replacing = Replacing(view.job.preemptions, view.job.failures)
     if current is not None:
         step, replacing = _current(view, current, now, offers, avoid, s)
         if d.take(step):
             return d
+    else:
+        replacing = Replacing(view.job.preemptions, view.job.failures)
     if d.take(_limits(view, replacing, now)):
         return d
     d.take(_launch(view, replacing, now, offers, avoid, s))

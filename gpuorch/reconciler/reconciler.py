@@ -114,7 +114,7 @@ class Reconciler:
         self.applier = Applier(self.providers, self._txn, self.leases, self.clock, self.money, self.volumes,
                                launching, recording, self.pool, lambda: heartbeat_every_s(self.settings), home)
         self._keys_swept_at: datetime | None = None
-        self._runners: dict[tuple[int, int], Runner] = {}  # this job's runners that answered (observe -> record)
+        self._runners: list[tuple[Attempt, Runner]] = []  # the job's runners that answered (observe -> record)
         self._attempts: dict[int, list[Attempt]] = {}  # this pass's attempts, by job id
         self._attempt_cache: dict[int, list[Attempt]] = {}  # kept across passes: see _held_attempts
         self._job_cache: dict[int, Job] = {}  # job rows kept across passes: see Leases.claim(known=)
@@ -172,6 +172,7 @@ class Reconciler:
     def _view(self, job: Job, observed: dict[Key, Instance], ok: set[str]) -> JobView:
         """The observe stage for one job: a snapshot, with no write to the store or to files. The
         runners that answered are kept for ``_record_observed`` (its log and metrics)."""
+        self._runners = []
         rows = self._attempts.get(job.id or 0)
         if rows is None:  # not loaded with this pass's batch
             rows = self._load_attempts([job.id or 0])[job.id or 0]
@@ -191,7 +192,7 @@ class Reconciler:
                     agent = runner.status()
                     reachable = True
                     if agent is not None:
-                        self._runners[(job.id or 0, row.number)] = runner
+                        self._runners.append((row, runner))
                 except RUNNER_ERRORS as e:
                     log.debug("job %s attempt %s: runner not reachable: %s", job.id, row.number, e)
             views.append(AttemptView(row, observed=row.provider in ok, instance=inst, agent=agent, reachable=reachable))
@@ -201,17 +202,14 @@ class Reconciler:
         """Apply's first step: record what observe saw (spot price moves, the log and the metrics
         of each attempt whose agent answered), before the money gate is read."""
         self.money.track_prices(view, offers, self.offers.seen_at)
-        job_id = view.job.id or 0
-        for a in view.attempts:
-            runner = self._runners.pop((job_id, a.row.number), None)
-            if runner is None:
-                continue
+        job_id, seen, self._runners = view.job.id or 0, self._runners, []
+        for row, runner in seen:
             try:
                 if self.logs is not None:
-                    self.logs.pull(job_id, a.row.number, runner)
+                    self.logs.pull(job_id, row.number, runner)
             except RUNNER_ERRORS as e:
-                log.info("job %s attempt %s: log not read this pass: %s", job_id, a.row.number, e)
-            self.money.collect_metrics(job_id, a.row, runner, self.clock.now())
+                log.info("job %s attempt %s: log not read this pass: %s", job_id, row.number, e)
+            self.money.collect_metrics(job_id, row, runner, self.clock.now())
 
     def _avoid(self, now: datetime):  # type: ignore[no-untyped-def]
         with self.store.read() as s:
@@ -284,7 +282,7 @@ class Reconciler:
                     requeue = min(requeue, self.settings.poll_s)
         finally:
             self._attempts = {}
-            self._runners = {}
+            self._runners = []
         self._forget(claimed, live)
         self.money.finish_sweeps(now)
         terminated = self.applier.terminated
