@@ -29,8 +29,7 @@ class LaunchPool:
         self._settled: set[int] = set()  # jobs whose background launch ended since ``settled()``
 
     def busy(self, job_id: int) -> bool:
-        with self._lock:
-            return job_id in self._busy
+        return job_id in self._busy  # one dict read, atomic under the GIL: no lock per job per pass
 
     def run(self, job_id: int, launch: Callable[[], None]) -> bool:
         """Run ``launch`` for the job; True if it finished within ``wait_s`` (its errors raised

@@ -198,10 +198,10 @@ class Reconciler:
             views.append(AttemptView(row, observed=row.provider in ok, instance=inst, agent=agent, reachable=reachable))
         return JobView(job, self._spec(job), views)
 
-    def _record_observed(self, view: JobView, offers: list[Offer]) -> None:
+    def _record_observed(self, view: JobView, offers: list[Offer], seen_at: datetime | None) -> None:
         """Apply's first step: record what observe saw (spot price moves, the log and the metrics
         of each attempt whose agent answered), before the money gate is read."""
-        self.money.track_prices(view, offers, self.offers.seen_at)
+        self.money.track_prices(view, offers, seen_at)
         job_id, seen, self._runners = view.job.id or 0, self._runners, []
         for row, runner in seen:
             try:
@@ -251,6 +251,7 @@ class Reconciler:
         if not self.offers.complete:  # a catalog is missing: "no offer" may be a blip
             settings = dataclasses.replace(settings, no_offer_retry_s=settings.poll_s)
         avoid = self._avoid(now)
+        seen_at = self.offers.seen_at  # when the catalog was last read (spot price moves)
         requeue = self.settings.no_offer_retry_s
         self.applier.terminated = set()  # this pass's terminations; `observed` predates them
         self.money.begin_pass()
@@ -269,8 +270,9 @@ class Reconciler:
                     continue
                 try:
                     view = self._view(job, observed, ok)
-                    self._record_observed(view, offers)
-                    view = dataclasses.replace(view, gate=self.money.gate(view, now))
+                    self._record_observed(view, offers, seen_at)
+                    if (gate := self.money.gate(view, now)) is not None:
+                        view = dataclasses.replace(view, gate=gate)
                     decision = decide(view, now, offers, avoid=avoid, settings=settings)
                     self.applier.apply(view, decision, now)
                     self.money.after(decision)
