@@ -11,7 +11,8 @@ stop request is seen at once, even mid-pass:
 3. it releases its leases, so a restarted (or another) daemon takes the jobs over at once.
 
 Jobs keep running in the cloud (and, for the local provider, on this host) and are re-adopted
-by the next daemon. Between passes the daemon sleeps at most ``max_sleep_s`` and, under a
+by the next daemon. A launch still out on the reconciler's launch pool is left behind: its
+attempt was recorded first, so the next daemon repeats the call with the same client token. Between passes the daemon sleeps at most ``max_sleep_s`` and, under a
 systemd watchdog, at most half of ``WatchdogSec``; it pings the watchdog only after a pass that
 completed, so a wedged or failing daemon is restarted by systemd.
 """
