@@ -11,7 +11,8 @@ stop request is seen at once, even mid-pass:
 3. it releases its leases, so a restarted (or another) daemon takes the jobs over at once.
 
 Jobs keep running in the cloud (and, for the local provider, on this host) and are re-adopted
-by the next daemon. Between passes the daemon sleeps at most ``max_sleep_s`` and, under a
+by the next daemon. A launch still out on the reconciler's launch pool is left behind: its
+attempt was recorded first, so the next daemon repeats the call with the same client token. Between passes the daemon sleeps at most ``max_sleep_s`` and, under a
 systemd watchdog, at most half of ``WatchdogSec``; it pings the watchdog only after a pass that
 completed, so a wedged or failing daemon is restarted by systemd.
 """
@@ -49,7 +50,7 @@ def build_reconciler(config: DaemonConfig, store: Store | None = None, metrics: 
                         avoid_preempted_zone_s=config.avoid_preempted_zone_s,
                         heartbeat_timeout_s=config.heartbeat_timeout_s, max_lifetime_s=config.max_instance_lifetime_s)
     return Reconciler(store, providers, settings=settings, lease_s=config.lease_s, backoff_s=config.backoff_s,
-                      logs=LogMirror(config.home), budget=config.budget_policy())
+                      logs=LogMirror(config.home), budget=config.budget_policy(), home=config.home)
 
 
 def _start_api(config: DaemonConfig, store: Store):  # type: ignore[no-untyped-def]
@@ -162,6 +163,7 @@ class Daemon:
             log.exception("could not release leases (they expire after lease_s)")
         if self.metrics is not None:
             self.metrics.stop()
+        self.rec.pool.close()  # a launch still out is left behind: idempotent by client token
         for p in self.rec.providers.values():
             p.close()
         self.rec.store.close()

@@ -183,6 +183,11 @@ class Provider(ABC):
         and attempt numbers gets its own instance, tagged with its own ``gpuorch:owner``.
         May return a PENDING instance whose address is not known yet.
         Raises NoCapacityError, QuotaError, TransientError, PermanentError.
+
+        Return quickly, or raise a "not yet" error (TransientError) to be called again with the
+        same token on a later pass: do not wait minutes for a cloud operation. The daemon runs
+        launches on a bounded pool and leaves a job whose launch is still out alone meanwhile,
+        but a worker held by a hung call is one fewer for every other job's launch.
         """
 
     @abstractmethod

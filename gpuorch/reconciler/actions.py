@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
 from gpuorch.agent.protocol import AgentStatus
 from gpuorch.placement import Candidate
@@ -119,6 +120,22 @@ Action = (Launch | Relaunch | Adopt | StartAgent | Progress | Drain | End | Term
           | Note)
 
 
+class Step(NamedTuple):  # a tuple: made several times per job per pass, so cheap to make
+    """What one sub-step of ``decide`` concluded: its actions, how soon it wants the job looked at
+    again (None: no opinion) and whether ``decide`` stops after it (``done``)."""
+
+    actions: tuple[Action, ...] = ()
+    requeue_after: float | None = None
+    done: bool = False
+
+
+GO_ON = Step()  # nothing to add; the next sub-step decides
+
+
+def done(*actions: Action, requeue_after: float | None = None) -> Step:
+    return Step(actions, requeue_after, True)
+
+
 @dataclass
 class Decision:
     actions: list[Action] = field(default_factory=list)
@@ -129,3 +146,10 @@ class Decision:
 
     def soon(self, seconds: float) -> None:
         self.requeue_after = min(self.requeue_after, seconds)
+
+    def take(self, step: Step) -> bool:
+        """Add a sub-step's actions and requeue time; True if ``decide`` stops here."""
+        self.actions.extend(step.actions)
+        if step.requeue_after is not None:
+            self.soon(step.requeue_after)
+        return step.done

@@ -1,6 +1,6 @@
 """How ``decide`` applies a job's ``deadline`` (gpuorch.policy.live). Pure.
 
-Two hooks, like gates.py: ``deadline_launch`` narrows the candidates of a launch to what the
+Two sub-steps of ``decide``, like gates.py (each returns a ``Step``, mutating nothing): ``deadline_launch`` narrows the candidates of a launch to what the
 policy chose (spot in one market first, on-demand) or holds the job (waiting for spot);
 ``deadline_move`` stops a running spot attempt cleanly when the deadline needs on-demand.
 Each decision that changes something is recorded as a ``deadline`` event.
@@ -26,10 +26,10 @@ from gpuorch.policy.live import (
 )
 from gpuorch.jobs.spec import SpotPolicy
 from gpuorch.store.models import AttemptStatus, JobStatus, TerminationReason
-from gpuorch.reconciler.actions import Decision, End, Note, SetJob, StopCleanly, Terminate
+from gpuorch.reconciler.actions import GO_ON, End, Note, SetJob, Step, StopCleanly, Terminate, done
 
 if TYPE_CHECKING:
-    from gpuorch.reconciler.decide import AttemptView, JobView, Settings
+    from gpuorch.reconciler.views import AttemptView, JobView, Settings
 
 WAITING = "deadline policy: waits for spot"
 PROBE_MAX_S = 1800.0  # the longest a market without capacity goes unprobed while the job waits
@@ -140,22 +140,23 @@ def situation(view: JobView, ranked: Sequence[Candidate], now: datetime, s: Sett
     return sit, max_hours
 
 
-def _note(d: Decision, decision: LiveDecision, sit: Situation, attempt: int | None = None) -> None:
-    d.add(Note("deadline", f"deadline policy {decision.reason}", attempt=attempt, data={
+def _note(decision: LiveDecision, sit: Situation, attempt: int | None = None) -> Note:
+    return Note("deadline", f"deadline policy {decision.reason}", attempt=attempt, data={
         "decision": decision.kind, "market": decision.market, "slack_h": round(decision.slack_s / 3600, 3),
         "reserve_h": round(decision.reserve_s / 3600, 3), "done_h": round(sit.done_s / 3600, 3),
-        "work_h": round(sit.work_s / 3600, 3), "deadline": sit.deadline.isoformat()}))
+        "work_h": round(sit.work_s / 3600, 3), "deadline": sit.deadline.isoformat()})
 
 
-def deadline_launch(view: JobView, ranked: list[Candidate], now: datetime, d: Decision, s: Settings) -> list[Candidate] | None:
-    """The candidates to launch on, in order, or None after adding why the job waits."""
+def deadline_launch(view: JobView, ranked: list[Candidate], now: datetime, s: Settings) -> tuple[list[Candidate], Step]:
+    """The candidates to launch on, in order, with the step recording the choice; or a done step
+    saying why the job waits."""
     if not applies(view) or not ranked:
-        return ranked
+        return ranked, GO_ON
     held = probe_held(view, now)
     if held:  # as if backed off: "no spot" there, so the policy waits or goes on-demand
         ranked = [c for c in ranked if not c.spot or _key(c) not in held]
         if not ranked:
-            return ranked
+            return ranked, GO_ON
     sit, max_hours = situation(view, ranked, now, s)
     fast = [c for c in ranked if max_hours is None or c.est_hours <= max_hours * (1 + 1e-9)]
     if fast != ranked:
@@ -163,40 +164,35 @@ def deadline_launch(view: JobView, ranked: list[Candidate], now: datetime, d: De
     decision = decide_live(sit)
     if decision.kind == "wait":
         message = f"{WAITING} capacity; slack {decision.slack_s / 3600:.1f} h, reserve {decision.reserve_s / 3600:.1f} h"
-        if not (view.job.message or "").startswith(WAITING):
-            _note(d, decision, sit)
-        d.add(SetJob(JobStatus.QUEUED, message, not_before=now + timedelta(seconds=decision.recheck_s)))
-        d.soon(decision.recheck_s)
-        return None
-    _note(d, decision, sit)
+        notes = () if (view.job.message or "").startswith(WAITING) else (_note(decision, sit),)
+        return [], done(*notes, SetJob(JobStatus.QUEUED, message, not_before=now + timedelta(seconds=decision.recheck_s)),
+                        requeue_after=decision.recheck_s)
+    chose = Step((_note(decision, sit),))
     if decision.kind == "spot":
         key = decision.market
         same = [c for c in fast if c.spot and market_key(c.offer.provider, c.offer.region, c.offer.zone) == key]
-        return same + [c for c in fast if c.spot and c not in same]
+        return same + [c for c in fast if c.spot and c not in same], chose
     on_demand = [c for c in fast if not c.spot]
-    return on_demand or fast
+    return on_demand or fast, chose
 
 
-def deadline_move(view: JobView, current: AttemptView, now: datetime, d: Decision, s: Settings,
-                  ranked: Callable[[], list[Candidate]]) -> bool:
-    """Stop a running spot attempt (final checkpoint first) when the deadline needs on-demand;
-    True if it did. The next pass launches the on-demand replacement."""
+def deadline_move(view: JobView, current: AttemptView, now: datetime, s: Settings,
+                  ranked: Callable[[], list[Candidate]]) -> Step:
+    """Stop a running spot attempt (final checkpoint first) when the deadline needs on-demand
+    (a done step), else GO_ON. The next pass launches the on-demand replacement."""
     inst, row = current.instance, current.row
     if not applies(view) or not row.spot or row.status == AttemptStatus.REQUESTED or inst is None or not inst.state.alive:
-        return False
+        return GO_ON
     sit, _ = situation(view, ranked(), now, s, current)
     decision = decide_live(sit)
     if not decision.move:
-        return False
-    _note(d, decision, sit, attempt=row.number)
+        return GO_ON
+    note = _note(decision, sit, attempt=row.number)
     message = f"deadline policy {decision.reason}"
     if view.spec.checkpoint is not None and current.agent is not None:
         grace = (view.gate.policy if view.gate is not None else Policy()).stop_grace_s
         until = now + timedelta(seconds=grace)
-        d.add(StopCleanly(row.number, until, TerminationReason.MOVED, JobStatus.RECOVERING, message))
-    else:
-        d.add(Terminate(row.number, inst.id))
-        d.add(End(row.number, TerminationReason.MOVED, message, status=current.agent))
-        d.add(SetJob(JobStatus.RECOVERING, message))
-    d.soon(s.poll_s)
-    return True
+        return done(note, StopCleanly(row.number, until, TerminationReason.MOVED, JobStatus.RECOVERING, message),
+                    requeue_after=s.poll_s)
+    return done(note, Terminate(row.number, inst.id), End(row.number, TerminationReason.MOVED, message, status=current.agent),
+                SetJob(JobStatus.RECOVERING, message), requeue_after=s.poll_s)

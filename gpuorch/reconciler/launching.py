@@ -1,16 +1,18 @@
 """Launching an attempt: intent first (the attempt row, in the same transaction as the budget
-check that admits it), then the provider call, idempotent by the attempt's client token.
+check that admits it, with the full offer as JSON), then the provider call, idempotent by the
+attempt's client token.
 
-A mixin of ``Reconciler``: it uses the reconciler's ``_txn`` (lease-checked writes), providers,
-settings, money and back-off. A launch the provider refuses closes the attempt and backs off
-its offer class; a transient failure leaves it requested, and the next pass repeats the same
-call, at most ``Settings.max_launch_retries`` times.
+A collaborator of the apply stage: it gets the lease-checked ``txn``, the providers, settings,
+money and back-off it needs. A launch the provider refuses closes the attempt and backs off its
+offer class; a transient failure leaves it requested, and the next pass repeats the same call
+(with the same offer), at most ``Settings.max_launch_retries`` times. The launch calls run on
+``LaunchPool`` (launch_pool.py), so a hung cloud call holds only its own job.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from sqlalchemy import func
 from sqlmodel import select
@@ -22,14 +24,9 @@ from gpuorch.provider.port import LaunchRequest, Offer
 from gpuorch.store.models import Attempt, AttemptStatus, Backoff, JobStatus, TerminationReason
 from gpuorch.store.models import Event as EventRow
 from gpuorch.reconciler import actions as A
-from gpuorch.reconciler.decide import JobView
-
-if TYPE_CHECKING:
-    from gpuorch.reconciler.reconciler import Reconciler
-
-    _Base = Reconciler
-else:
-    _Base = object
+from gpuorch.provider.port import Provider
+from gpuorch.reconciler.money import Money, Txn
+from gpuorch.reconciler.views import JobView, Settings
 
 
 def backoff_key(provider: str, region: str = "", instance_type: str = "", spot: bool | None = None) -> str:
@@ -37,8 +34,24 @@ def backoff_key(provider: str, region: str = "", instance_type: str = "", spot: 
     return "/".join(p for p in parts if p)
 
 
-class Launching(_Base):
-    def _launch(self, view: JobView, action: A.Launch, now: datetime) -> None:
+def attempt_offer(row: Attempt) -> Offer:
+    """The offer the attempt was launched on: stored whole since schema 6; an older row's is
+    rebuilt from its columns (which lack the offer's size and network fields)."""
+    if row.offer:
+        return Offer.model_validate_json(row.offer)
+    return Offer(provider=row.provider, region=row.region, zone=row.zone, instance_type=row.instance_type,
+                 gpu=row.gpu, gpu_count=row.gpu_count, price_per_hour=row.price_per_hour,
+                 spot_price_per_hour=row.price_per_hour if row.spot else None,
+                 billing_granularity_s=row.billing_granularity_s, min_billing_s=row.min_billing_s)
+
+
+class Launching:
+    def __init__(self, providers: Mapping[str, Provider], txn: Txn, money: Money, settings: Settings,
+                 installation_id: str, backoff_s: float) -> None:
+        self.providers, self._txn, self.money, self.settings = providers, txn, money, settings
+        self.installation_id, self.backoff_s = installation_id, backoff_s
+
+    def launch(self, view: JobView, action: A.Launch, now: datetime) -> None:
         job_id = view.job.id or 0
         refused: str | None = None
         for cand in action.candidates:
@@ -52,7 +65,8 @@ class Launching(_Base):
                 row = Attempt(job_id=job_id, number=(last or 0) + 1, provider=o.provider, region=o.region, zone=o.zone,
                               instance_type=o.instance_type, gpu=o.gpu, gpu_count=o.gpu_count, spot=cand.spot,
                               price_per_hour=cand.price_per_hour, billing_granularity_s=o.billing_granularity_s,
-                              min_billing_s=o.min_billing_s, predecessor=action.predecessor, requested_at=now)
+                              min_billing_s=o.min_billing_s, predecessor=action.predecessor, requested_at=now,
+                              offer=o.model_dump_json())
                 s.add(row)
                 job.status = JobStatus.RECOVERING if job.preemptions and job.status == JobStatus.RECOVERING else JobStatus.STARTING
                 market = "spot" if cand.spot else "on-demand"
@@ -60,24 +74,20 @@ class Launching(_Base):
                               f"{o.provider} {o.zone} {o.instance_type} {market} at ${cand.price_per_hour:.3f}/h",
                               job_id=job_id, attempt=row.number)
             crashpoint("launch.intent")
-            if self._launch_attempt(view, row, now, offer=o):
+            if self.launch_attempt(view, row, now):
                 return
         with self._txn(job_id) as (s, job):
             job.status, job.message = JobStatus.QUEUED, refused or "no capacity on the candidate offers; will try again"
 
-    def _launch_attempt(self, view: JobView, row: Attempt, now: datetime, offer: Offer | None = None) -> bool:
+    def launch_attempt(self, view: JobView, row: Attempt, now: datetime) -> bool:
         """Call launch for a recorded attempt (idempotent by client token). True if it has an instance."""
         job_id = view.job.id or 0
         provider = self.providers.get(row.provider)
         if provider is None:
             self._close_attempt(job_id, row, TerminationReason.LAUNCH_FAILED, f"provider {row.provider} is not enabled", now)
             return False
-        offer = offer or Offer(provider=row.provider, region=row.region, zone=row.zone, instance_type=row.instance_type,
-                               gpu=row.gpu, gpu_count=row.gpu_count, price_per_hour=row.price_per_hour,
-                               spot_price_per_hour=row.price_per_hour if row.spot else None,
-                               billing_granularity_s=row.billing_granularity_s, min_billing_s=row.min_billing_s)
-        req = LaunchRequest(job_id=job_id, attempt=row.number, offer=offer, spot=row.spot,
-                            disk_gib=view.spec.resources.disk, owner=self.store.installation_id,
+        req = LaunchRequest(job_id=job_id, attempt=row.number, offer=attempt_offer(row), spot=row.spot,
+                            disk_gib=view.spec.resources.disk, owner=self.installation_id,
                             max_lifetime_s=self.settings.max_lifetime_s)
         try:
             inst = provider.launch(req)
@@ -96,7 +106,9 @@ class Launching(_Base):
         crashpoint("launch.called")  # the instance exists and nothing says so yet: tags find it again
         with self._txn(job_id) as (s, _):
             r = s.get(Attempt, row.id)
-            r.status, r.instance_id, r.launched_at = AttemptStatus.LAUNCHED, inst.id, now  # type: ignore[union-attr]
+            if r is None or r.status != AttemptStatus.REQUESTED:  # adopted meanwhile, or ended: the orphan sweep
+                return True                                       # takes an instance nobody owns
+            r.status, r.instance_id, r.launched_at = AttemptStatus.LAUNCHED, inst.id, now
             events.record(s, now, "launched", f"instance {inst.id} ({inst.state.value})", job_id=job_id,
                           attempt=row.number)
         crashpoint("launch.recorded")

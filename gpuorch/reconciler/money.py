@@ -27,7 +27,7 @@ from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, Sweep, SweepStatus
 from gpuorch.sweeps.metrics import merge_lines
 from gpuorch.reconciler import actions as A
-from gpuorch.reconciler.decide import AttemptView, JobView
+from gpuorch.reconciler.views import AttemptView, JobView
 
 log = logging.getLogger("gpuorch.reconciler")
 

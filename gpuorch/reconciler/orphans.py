@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from datetime import datetime
+from pathlib import Path
 
 from sqlmodel import select
 
@@ -28,6 +29,7 @@ from gpuorch.provider.port import Instance, Provider
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus
 from gpuorch.reconciler.leases import Leases
+from gpuorch.runners import keys
 
 log = logging.getLogger("gpuorch.reconciler")
 
@@ -58,3 +60,21 @@ def sweep_orphans(store: Store, providers: Mapping[str, Provider], leases: Lease
         with store.write() as ws:
             events.record(ws, now, "orphan_terminated", f"{key[0]} instance {inst.id} had no live attempt",
                           job_id=key[1], attempt=key[2])
+
+
+def sweep_keys(home: Path, store: Store) -> None:
+    """Delete the SSH keys (``runners.keys``) of jobs with no live attempt: finished jobs whose
+    keys a crash kept, and jobs between attempts (the next launch makes new ones).
+
+    Safe for the same reason as the instance sweep: the key directories are listed before the
+    attempts are read, and an attempt row is committed before its launch makes the keys.
+    """
+    ids = keys.key_job_ids(home)
+    if not ids:
+        return
+    with store.read() as s:
+        live = set(s.exec(select(Attempt.job_id).where(Attempt.status != AttemptStatus.ENDED)
+                          .where(Attempt.job_id.in_(ids))))  # type: ignore[attr-defined]
+    for job_id in ids:
+        if job_id not in live:
+            keys.delete_job_keys(home, job_id)

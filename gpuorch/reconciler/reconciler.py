@@ -1,4 +1,13 @@
-"""One reconcile pass: load (store + providers) -> decide (pure) -> apply (side effects).
+"""One reconcile pass, in stages: observe (a pure snapshot) -> decide (pure) -> apply (side effects).
+
+Per job: ``_view`` builds the job's ``JobView`` (views.py) from the store's rows, this pass's
+instance listing and the runner's answer, writing nothing; a runner that is missing, not
+implemented or unreachable is only "not reachable", so decide still runs (the boot timeout
+fires). Then the observations are recorded (spot price moves, the job's log and metrics), the
+money gate is read, ``decide`` (decide.py) returns the actions and ``Applier`` (apply.py) carries
+them out, never calling decide again: what fails is decided on the next pass. Launches run on a
+bounded pool (launch_pool.py): a hung cloud call holds only its own job, which later passes
+leave alone until its launch is over.
 
 Intent is recorded before every side effect (an attempt row exists before its launch call), and
 every write checks, with the job's row locked, that this daemon still holds the job's unexpired
@@ -12,8 +21,9 @@ kept, like the job rows, while the job is held and unwritten: ``_held_attempts``
 are cached by job (and spec text), agent heartbeats go out every ``heartbeat_every_s`` rather
 than every pass, and the apply, mirror and orphan steps write (or even read) only what changed.
 
-The pass's parts: ``observe.py`` (offers, listing), ``launching.py``, ``recording.py`` (agent
-progress, checkpoints, ends), ``orphans.py``, ``mirror.py``, ``money.py``, ``volumes.py``.
+The pass's parts, collaborators given what they need: ``observe.py`` (offers, listing),
+``apply.py`` with ``launching.py`` and ``recording.py`` (agent progress, checkpoints, ends),
+``orphans.py`` (instances and SSH keys nobody owns), ``mirror.py``, ``money.py``, ``volumes.py``.
 """
 
 from __future__ import annotations
@@ -26,11 +36,11 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from pathlib import Path
 from threading import Event
 
 from sqlmodel import Session, select
 
-from gpuorch.jobs import events
 from gpuorch.money.caps import Policy
 from gpuorch.clock import Clock, SystemClock
 from gpuorch.ops.crashpoints import crashpoint
@@ -38,20 +48,22 @@ from gpuorch.errors import ProviderError
 from gpuorch.jobs.logmirror import LogMirror
 from gpuorch.placement import Candidate
 from gpuorch.provider.port import Instance, InstanceState, Offer, Provider
-from gpuorch.runners.port import RunnerUnavailable
+from gpuorch.runners.port import Runner, RunnerUnavailable
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.store import Store
-from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Job, JobStatus, TerminationReason
-from gpuorch.reconciler import actions as A
-from gpuorch.reconciler.decide import AttemptView, JobView, Settings, decide, volume_failed
+from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Job
+from gpuorch.reconciler.apply import Applier
+from gpuorch.reconciler.decide import decide
+from gpuorch.reconciler.launch_pool import LaunchPool
 from gpuorch.reconciler.launching import Launching, backoff_key
 from gpuorch.reconciler.leases import RENEW_WHEN_LEFT, LeaseLost, Leases
 from gpuorch.reconciler.mirror import InstanceMirror
 from gpuorch.reconciler.money import Money
 from gpuorch.reconciler.observe import Key, OfferCache, list_instances
-from gpuorch.reconciler.orphans import sweep_orphans
+from gpuorch.reconciler.orphans import sweep_keys, sweep_orphans
 from gpuorch.reconciler.recording import Recording
 from gpuorch.reconciler.scheduled import ScheduledStops
+from gpuorch.reconciler.views import AttemptView, JobView, Settings
 from gpuorch.reconciler.volumes import Volumes
 
 log = logging.getLogger("gpuorch.reconciler")
@@ -60,6 +72,10 @@ __all__ = ["LeaseLost", "Reconciler", "backoff_key"]
 
 HEARTBEAT_EVERY_S = 30.0  # at most; and at least four heartbeats per dead-man timeout
 IN_CHUNK = 500  # ids per IN (...) list: well under every database's parameter limit
+KEY_SWEEP_EVERY_S = 60.0
+# What a runner call may raise when the instance cannot be reached, or the runner cannot do it:
+# "not reachable" for decide, never a failed pass.
+RUNNER_ERRORS = (RunnerUnavailable, ProviderError, NotImplementedError, OSError)
 
 
 def heartbeat_every_s(settings: Settings) -> float:
@@ -67,11 +83,16 @@ def heartbeat_every_s(settings: Settings) -> float:
     return min(HEARTBEAT_EVERY_S, timeout / 4) if timeout else HEARTBEAT_EVERY_S
 
 
-class Reconciler(Launching, Recording):
+class Reconciler:
     def __init__(self, store: Store, providers: Mapping[str, Provider], *, clock: Clock | None = None,
                  settings: Settings | None = None, owner: str | None = None, lease_s: float = 60.0,
                  backoff_s: float = 300.0, offers_ttl_s: float = 300.0, logs: LogMirror | None = None,
-                 budget: Policy | None = None) -> None:
+                 budget: Policy | None = None, home: Path | None = None, launch_workers: int = 8,
+                 launch_wait_s: float = 5.0) -> None:
+        """``home``: where the providers keep the jobs' SSH keys (``runners.keys``), deleted when
+        a job finishes and swept when no live attempt owns them (None: not looked after).
+        ``launch_workers`` / ``launch_wait_s``: the LaunchPool's size and how long a pass waits
+        for one job's launch before going on without it."""
         self.store, self.providers = store, dict(providers)
         self.clock = clock or SystemClock()
         self.settings = settings or Settings()
@@ -79,7 +100,7 @@ class Reconciler(Launching, Recording):
         self.owner = owner or f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:6]}"
         self.lease_s, self.backoff_s, self.offers_ttl_s = lease_s, backoff_s, offers_ttl_s
         self.logs = logs
-        self._terminated: set[str] = set()
+        self.home = home
         self.offers = OfferCache(self.providers, offers_ttl_s)
         self.leases = Leases(store, self.owner, lease_s)
         self._last_pass_at: datetime | None = None
@@ -87,11 +108,17 @@ class Reconciler(Launching, Recording):
         self.volumes = Volumes(store, self.providers, self._txn)  # spec volume: (docs/aws.md)
         self.mirror = InstanceMirror(store)
         self.scheduled_stops = ScheduledStops(store)  # warnings of stops announced far ahead
+        self.pool = LaunchPool(launch_workers, launch_wait_s)
+        launching = Launching(self.providers, self._txn, self.money, self.settings, store.installation_id, backoff_s)
+        recording = Recording(self.providers, self._txn, self.settings, self.volumes)
+        self.applier = Applier(self.providers, self._txn, self.leases, self.clock, self.money, self.volumes,
+                               launching, recording, self.pool, lambda: heartbeat_every_s(self.settings), home)
+        self._keys_swept_at: datetime | None = None
+        self._runners: list[tuple[Attempt, Runner]] = []  # the job's runners that answered (observe -> record)
         self._attempts: dict[int, list[Attempt]] = {}  # this pass's attempts, by job id
         self._attempt_cache: dict[int, list[Attempt]] = {}  # kept across passes: see _held_attempts
         self._job_cache: dict[int, Job] = {}  # job rows kept across passes: see Leases.claim(known=)
         self._specs: dict[int, tuple[str, JobSpec]] = {}  # parsed specs by job id, with their text
-        self._heartbeats: dict[tuple[int, int], datetime] = {}  # (job, attempt) -> last heartbeat sent
 
     # -- load ------------------------------------------------------------------------------
     def _current_offers(self, now: datetime) -> list[Offer]:
@@ -143,6 +170,9 @@ class Reconciler(Launching, Recording):
         return spec
 
     def _view(self, job: Job, observed: dict[Key, Instance], ok: set[str]) -> JobView:
+        """The observe stage for one job: a snapshot, with no write to the store or to files. The
+        runners that answered are kept for ``_record_observed`` (its log and metrics)."""
+        self._runners = []
         rows = self._attempts.get(job.id or 0)
         if rows is None:  # not loaded with this pass's batch
             rows = self._load_attempts([job.id or 0])[job.id or 0]
@@ -157,18 +187,29 @@ class Reconciler(Launching, Recording):
             # Only a running instance is worth a (possibly slow) connection; a booting one is not yet.
             if inst is not None and provider is not None and (
                     inst.state == InstanceState.RUNNING or (not inst.state.alive and provider.runner_outlives_instance)):
-                try:  # a runner may not exist yet (no address): the instance is just not reachable
+                try:  # no runner (yet, or at all), or no answer: the instance is just not reachable
                     runner = provider.runner(inst)
                     agent = runner.status()
                     reachable = True
-                except (RunnerUnavailable, ProviderError):
-                    pass
-                if self.logs is not None and agent is not None:
-                    self.logs.pull(job.id or 0, row.number, runner)
-                if agent is not None:
-                    self.money.collect_metrics(job.id or 0, row, runner, self.clock.now())
+                    if agent is not None:
+                        self._runners.append((row, runner))
+                except RUNNER_ERRORS as e:
+                    log.debug("job %s attempt %s: runner not reachable: %s", job.id, row.number, e)
             views.append(AttemptView(row, observed=row.provider in ok, instance=inst, agent=agent, reachable=reachable))
         return JobView(job, self._spec(job), views)
+
+    def _record_observed(self, view: JobView, offers: list[Offer], seen_at: datetime | None) -> None:
+        """Apply's first step: record what observe saw (spot price moves, the log and the metrics
+        of each attempt whose agent answered), before the money gate is read."""
+        self.money.track_prices(view, offers, seen_at)
+        job_id, seen, self._runners = view.job.id or 0, self._runners, []
+        for row, runner in seen:
+            try:
+                if self.logs is not None:
+                    self.logs.pull(job_id, row.number, runner)
+            except RUNNER_ERRORS as e:
+                log.info("job %s attempt %s: log not read this pass: %s", job_id, row.number, e)
+            self.money.collect_metrics(job_id, row, runner, self.clock.now())
 
     def _avoid(self, now: datetime):  # type: ignore[no-untyped-def]
         with self.store.read() as s:
@@ -191,6 +232,9 @@ class Reconciler(Launching, Recording):
         if stop is not None and stop.is_set():
             return 0.0
         now = self.clock.now()
+        for job_id in self.pool.stale():  # a background launch wrote these: read them afresh
+            self._attempt_cache.pop(job_id, None)
+            self._job_cache.pop(job_id, None)
         # Claim, then observe: observations then postdate every write of a daemon whose lease
         # this pass took over (its writes need an unexpired lease; we took an expired one).
         claimed = self.leases.claim(now, self._last_pass_at, known=self._job_cache)
@@ -207,8 +251,9 @@ class Reconciler(Launching, Recording):
         if not self.offers.complete:  # a catalog is missing: "no offer" may be a blip
             settings = dataclasses.replace(settings, no_offer_retry_s=settings.poll_s)
         avoid = self._avoid(now)
+        seen_at = self.offers.seen_at  # when the catalog was last read (spot price moves)
         requeue = self.settings.no_offer_retry_s
-        self._terminated: set[str] = set()  # this pass's terminations; `observed` predates them
+        self.applier.terminated = set()  # this pass's terminations; `observed` predates them
         self.money.begin_pass()
         # Leases are renewed (in bulk) once less than RENEW_WHEN_LEFT of them is left.
         renew_at = min((j.lease_expires for j in claimed if j.lease_expires is not None), default=now) \
@@ -220,12 +265,16 @@ class Reconciler(Launching, Recording):
                 if (t := self.clock.now()) >= renew_at:
                     self.leases.renew(t)
                     renew_at = t + timedelta(seconds=self.lease_s * (1 - RENEW_WHEN_LEFT))
+                if self.pool.busy(job.id or 0):  # its launch is still out: leave the job alone
+                    requeue = min(requeue, self.settings.poll_s)
+                    continue
                 try:
                     view = self._view(job, observed, ok)
-                    self.money.track_prices(view, offers, self.offers.seen_at)
-                    view = dataclasses.replace(view, gate=self.money.gate(view, now))
+                    self._record_observed(view, offers, seen_at)
+                    if (gate := self.money.gate(view, now)) is not None:
+                        view = dataclasses.replace(view, gate=gate)
                     decision = decide(view, now, offers, avoid=avoid, settings=settings)
-                    self._apply(view, decision, observed, now)
+                    self.applier.apply(view, decision, now)
                     self.money.after(decision)
                     requeue = min(requeue, decision.requeue_after)
                 except LeaseLost:
@@ -235,11 +284,14 @@ class Reconciler(Launching, Recording):
                     requeue = min(requeue, self.settings.poll_s)
         finally:
             self._attempts = {}
+            self._runners = []
         self._forget(claimed, live)
         self.money.finish_sweeps(now)
-        sweep_orphans(self.store, self.providers, self.leases, observed, ok, now, live, self._terminated)
+        terminated = self.applier.terminated
+        sweep_orphans(self.store, self.providers, self.leases, observed, ok, now, live, terminated)
         self.volumes.sweep(ok, now)
-        self.mirror.update(observed, ok, self._terminated, now)
+        self._sweep_keys(now)
+        self.mirror.update(observed, ok, terminated, now)
         crashpoint("pass.done")
         return max(0.0, requeue)
 
@@ -248,7 +300,14 @@ class Reconciler(Launching, Recording):
         held = {j.id for j in claimed}
         self._specs = {k: v for k, v in self._specs.items() if k in held}
         alive = {(k[1], k[2]) for k in live}
-        self._heartbeats = {k: v for k, v in self._heartbeats.items() if k in alive}
+        self.applier.heartbeats = {k: v for k, v in self.applier.heartbeats.items() if k in alive}
+
+    def _sweep_keys(self, now: datetime) -> None:
+        if self.home is None or (self._keys_swept_at is not None
+                                 and (now - self._keys_swept_at).total_seconds() < KEY_SWEEP_EVERY_S):
+            return
+        self._keys_swept_at = now
+        sweep_keys(self.home, self.store)
 
     # -- apply -------------------------------------------------------------------------------
     @contextmanager
@@ -267,89 +326,3 @@ class Reconciler(Launching, Recording):
                 raise LeaseLost(job_id)
             yield s, job  # type: ignore[misc]
             job.updated_at = self.clock.now()  # type: ignore[union-attr]
-
-    def _heartbeat(self, job_id: int, a: AttemptView) -> None:
-        """Tell the agent the control host is alive (its dead-man switch), every
-        ``heartbeat_every_s``: often enough for the switch, not a file write per job per pass."""
-        key, t = (job_id, a.row.number), self.clock.now()
-        last = self._heartbeats.get(key)
-        if last is not None and (t - last).total_seconds() < heartbeat_every_s(self.settings):
-            return
-        try:
-            self.providers[a.row.provider].runner(a.instance).heartbeat()  # type: ignore[arg-type]
-            self._heartbeats[key] = t
-        except (RunnerUnavailable, ProviderError):
-            pass
-
-    def _apply(self, view: JobView, d: A.Decision, observed: dict[tuple[str, int, int], Instance], now: datetime) -> None:
-        job_id = view.job.id or 0
-        by_number = {a.row.number: a for a in view.attempts}
-        for action in d.actions:
-            a = by_number.get(getattr(action, "attempt", -1))
-            match action:
-                case A.Launch():
-                    self._launch(view, action, now)
-                case A.Relaunch():
-                    self.leases.check(job_id, self.clock.now())
-                    self._launch_attempt(view, a.row, now)  # type: ignore[union-attr]
-                case A.Adopt():
-                    with self._txn(job_id) as (s, _):
-                        row = s.get(Attempt, a.row.id)  # type: ignore[union-attr]
-                        row.status, row.instance_id, row.launched_at = AttemptStatus.LAUNCHED, action.instance.id, now
-                        events.record(s, now, "adopted", f"found instance {action.instance.id} already launched",
-                                      job_id=job_id, attempt=row.number)
-                case A.StartAgent():
-                    self.leases.check(job_id, self.clock.now())
-                    vol = view.spec.volume
-                    volume_id = "" if vol is None else self.volumes.attach(job_id, vol.size, a.row, a.instance.id, now)  # type: ignore[union-attr]
-                    failed = None if volume_id is None else self._start_agent(view, a, now, volume_id or None)  # type: ignore[arg-type]
-                    crashpoint("agent.started")
-                    if failed is not None:  # the volume cannot be mounted there: end the attempt
-                        follow = volume_failed(a, failed)  # type: ignore[arg-type]
-                        self._apply(view, follow, observed, now)
-                        self.money.after(follow)
-                case A.Progress():
-                    self._progress(job_id, a, action.status, now)  # type: ignore[arg-type]
-                    crashpoint("progress.recorded")
-                case A.Drain():
-                    with self._txn(job_id) as (s, job):
-                        row = s.get(Attempt, a.row.id)  # type: ignore[union-attr]
-                        row.status, row.reason = AttemptStatus.DRAINING, TerminationReason.PREEMPTED
-                        row.notice_at, row.drain_until = action.notice_at, action.until
-                        job.preemptions += 1
-                        job.status, job.message = JobStatus.RECOVERING, f"preemption notice on attempt {row.number}"
-                        left = (action.until - now).total_seconds()
-                        events.record(s, now, "notice", f"preemption notice: {row.instance_id} reclaimed in {left:.0f}s; "
-                                      "final checkpoint requested, replacement requested now", job_id=job_id,
-                                      attempt=row.number)
-                    crashpoint("drain.recorded")
-                case A.End():
-                    self._end(view, a, action, now)  # type: ignore[arg-type]
-                    crashpoint("end.recorded")
-                case A.Terminate():
-                    self.leases.check(job_id, self.clock.now())
-                    try:
-                        self.providers[a.row.provider].terminate(action.instance_id)  # type: ignore[union-attr]
-                        self._terminated.add(action.instance_id)
-                        crashpoint("terminate.called")
-                    except ProviderError as e:
-                        log.warning("terminate %s failed (the orphan sweep retries): %s", action.instance_id, e)
-                case A.SetJob():
-                    with self._txn(job_id) as (s, job):
-                        if job.status != action.status or job.message != action.message:
-                            if action.status != job.status:
-                                events.record(s, now, action.status.value, action.message or action.status.value,
-                                              job_id=job_id)
-                            job.status, job.message = action.status, action.message
-                        job.not_before = action.not_before
-                        if action.finished:
-                            job.finished_at = now
-                    if action.finished and view.spec.volume is not None:
-                        self.volumes.release(job_id, now)
-                case A.Note():
-                    with self._txn(job_id) as (s, _):
-                        events.record(s, now, action.kind, action.message, job_id=job_id, attempt=action.attempt, **action.data)
-                case A.StopCleanly():
-                    self.money.stop_cleanly(self.providers[a.row.provider], view, a, action, now)  # type: ignore[union-attr,arg-type]
-                case A.Heartbeat():
-                    self._heartbeat(job_id, a)  # type: ignore[arg-type]

@@ -1,8 +1,10 @@
 """Recording what the agents report and how attempts end: the agent's start, progress
 (running, restored, new durable checkpoints), and the end of an attempt with its lost work.
 
-A mixin of ``Reconciler``. Every write goes through the reconciler's ``_txn`` (lease-checked)
-and only what changed is written: most polls of a running job write nothing.
+A collaborator of the apply stage, given the providers, the lease-checked ``txn``, the settings
+and the volumes. Only what changed is written: most polls of a running job write nothing. An
+agent that cannot start for good (its volume) is recorded as the attempt's ``start_error``; the
+next pass's decide ends the attempt (``attempt_steps.volume_failed``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 import logging
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 from sqlmodel import Session, select
 
@@ -21,23 +23,31 @@ from gpuorch.runners.port import RunnerUnavailable, VolumeMountFailed, VolumeNot
 from gpuorch.store.models import Attempt, AttemptStatus, Checkpoint, JobStatus, TerminationReason
 from gpuorch.reconciler import actions as A
 from gpuorch.reconciler.agent_config import agent_config
-from gpuorch.reconciler.decide import AttemptView, JobView
-
-if TYPE_CHECKING:
-    from gpuorch.reconciler.reconciler import Reconciler
-
-    _Base = Reconciler
-else:
-    _Base = object
+from gpuorch.provider.port import Provider
+from gpuorch.reconciler.money import Txn
+from gpuorch.reconciler.views import AttemptView, JobView, Settings
+from gpuorch.reconciler.volumes import Volumes
 
 log = logging.getLogger("gpuorch.reconciler")
 
 
-class Recording(_Base):
-    def _start_agent(self, view: JobView, a: AttemptView, now: datetime, volume_id: str | None = None) -> str | None:
-        """Start the agent (idempotent; retried next pass while the runner is not ready). Returns
-        why the attempt cannot go on when its volume cannot be mounted (``decide.volume_failed``):
-        the runner said so, or its device is still not there ``volume_wait_s`` after the attach."""
+class Recording:
+    def __init__(self, providers: Mapping[str, Provider], txn: Txn, settings: Settings, volumes: Volumes) -> None:
+        self.providers, self._txn, self.settings, self.volumes = providers, txn, settings, volumes
+
+    def start_agent(self, view: JobView, a: AttemptView, now: datetime, volume_id: str | None = None) -> None:
+        """Start the agent (idempotent; retried next pass while the runner is not ready). When the
+        attempt cannot go on because its volume cannot be mounted (the runner said so, or its
+        device is still not there ``volume_wait_s`` after the attach), record why as its
+        ``start_error``: the next pass's decide ends it."""
+        failed = self._start(view, a, now, volume_id)
+        if failed is not None:
+            with self._txn(view.job.id or 0) as (s, _):
+                r = s.get(Attempt, a.row.id)
+                if r is not None and r.start_error is None:
+                    r.start_error = failed
+
+    def _start(self, view: JobView, a: AttemptView, now: datetime, volume_id: str | None) -> str | None:
         pred_deadline = None
         if a.row.predecessor is not None:
             pred = next((p.row for p in view.attempts if p.row.number == a.row.predecessor), None)
@@ -56,11 +66,11 @@ class Recording(_Base):
                 return f"{e} (still none {waited:.0f}s after the attach; volume_wait_s is {self.settings.volume_wait_s:g})"
             log.info("job %s attempt %s: volume not ready %.0fs after the attach: %s", view.job.id, a.row.number,
                      waited, e)
-        except (RunnerUnavailable, ProviderError) as e:
+        except (RunnerUnavailable, ProviderError, NotImplementedError, OSError) as e:
             log.info("job %s attempt %s: runner not ready: %s", view.job.id, a.row.number, e)
         return None
 
-    def _progress(self, job_id: int, a: AttemptView, st, now: datetime) -> None:  # type: ignore[no-untyped-def]
+    def progress(self, job_id: int, a: AttemptView, st, now: datetime) -> None:  # type: ignore[no-untyped-def]
         """Write only what changed: most polls of a running job change nothing."""
         row = a.row
         became_running = row.status == AttemptStatus.LAUNCHED and st.state != "starting"
@@ -101,7 +111,7 @@ class Recording(_Base):
             if st.last_checkpoint_at:
                 r.last_checkpoint_at = datetime.fromtimestamp(st.last_checkpoint_at, now.tzinfo)
 
-    def _end(self, view: JobView, a: AttemptView, end: A.End, now: datetime) -> None:
+    def end(self, view: JobView, a: AttemptView, end: A.End, now: datetime) -> None:
         job_id = view.job.id or 0
         with self._txn(job_id) as (s, job):
             r = s.get(Attempt, a.row.id)

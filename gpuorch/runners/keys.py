@@ -10,8 +10,9 @@ Per job, in ``keys/job-<id>/`` (directory 0700, private files 0600, never in the
   there is no trust-on-first-use window. See docs/ssh.md.
 
 Both are OpenSSH-format ed25519 keys made with ``cryptography`` (paramiko cannot generate them).
-Creation is race-free: a key is written to a private temp file and hard-linked into place, so two
-processes asking at once end up with the same key.
+``cryptography`` is imported only to make or read a key: the daemon, which only deletes them,
+does not load OpenSSL for that. Creation is race-free: a key is written to a private temp file
+and hard-linked into place, so two processes asking at once end up with the same key.
 """
 
 from __future__ import annotations
@@ -21,9 +22,6 @@ import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
-
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 KEYS_DIR = "keys"
 
@@ -75,12 +73,17 @@ def cloud_config_ssh(host_private: str, host_public: str, authorized_key: str) -
 
 def public_key_line(private_path: Path, comment: str = "") -> str:
     """The OpenSSH public key line of an (unencrypted) OpenSSH private key file."""
+    from cryptography.hazmat.primitives import serialization
+
     key = serialization.load_ssh_private_key(Path(private_path).read_bytes(), password=None)
     line = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
     return f"{line.decode()} {comment}".strip()
 
 
 def _ensure_key(path: Path, comment: str) -> str:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         os.chmod(path.parent, 0o700)
@@ -105,3 +108,11 @@ def _ensure_key(path: Path, comment: str) -> str:
     if not pub_path.exists() or pub_path.read_text().strip() != public:
         pub_path.write_text(public + "\n")
     return public
+
+
+def key_job_ids(home: Path) -> list[int]:
+    """The jobs that have a key directory under ``home`` (for the sweep of keys nobody needs)."""
+    root = Path(home) / KEYS_DIR
+    if not root.is_dir():
+        return []
+    return sorted(int(p.name[4:]) for p in root.iterdir() if p.name.startswith("job-") and p.name[4:].isdigit())

@@ -95,12 +95,22 @@ def _v5_volume_attached_at(conn: Connection) -> None:
     conn.execute(text(f"ALTER TABLE attempt ADD COLUMN volume_attached_at {ts}"))
 
 
+def _v6_attempt_offer(conn: Connection) -> None:
+    """The attempt's full offer as JSON (``Attempt.offer``) and why its agent cannot start
+    (``Attempt.start_error``). Old rows keep None: a relaunch rebuilds their offer from the columns."""
+    have = {c["name"] for c in inspect(conn).get_columns("attempt")}
+    for col in ("offer", "start_error"):
+        if col not in have:
+            conn.execute(text(f"ALTER TABLE attempt ADD COLUMN {col} TEXT"))
+
+
 MIGRATIONS: list[Migration] = [
     # (1, "initial schema", ...) is the create_all of a fresh database; later ones go here.
     (2, "sweeps, trial metrics, spot price changes, budget_exhausted", _v2_money_and_sweeps),
     (3, "job volumes", _v3_job_volumes),
     (4, "termination reason moved", _v4_moved_reason),
     (5, "attempt volume_attached_at", _v5_volume_attached_at),
+    (6, "attempt offer and start_error", _v6_attempt_offer),
 ]
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 

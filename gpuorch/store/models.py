@@ -100,6 +100,11 @@ class Attempt(SQLModel, table=True):
     # Schema 5: when the job's volume was first attached to this attempt's instance (the wait
     # for its device is counted from here; see reconciler/volumes.py).
     volume_attached_at: datetime | None = _ts()  # type: ignore[assignment]
+    # Schema 6: the full offer the attempt was launched on (``Offer`` as JSON; a relaunch sends
+    # the same request), and why its agent cannot start, recorded by apply for the next pass's
+    # decide (the job's volume cannot be mounted: ``decide.volume_failed``). None on older rows.
+    offer: str | None = Field(default=None, sa_type=Text)
+    start_error: str | None = Field(default=None, sa_type=Text)
 
 
 class Instance(SQLModel, table=True):

@@ -122,7 +122,7 @@ def test_a_replacement_asked_for_after_a_restart_still_waits_for_the_draining_at
     def die(*args):
         raise Crash()
 
-    monkeypatch.setattr(d1, "_launch", die)  # SIGKILL after the notice is recorded, before the launch
+    monkeypatch.setattr(d1.applier.launching, "launch", die)  # SIGKILL after the notice is recorded, before the launch
     with pytest.raises(Crash):
         d1.run_pass()
     clock.advance(2)  # the final checkpoint (5 s after the notice) is not durable yet

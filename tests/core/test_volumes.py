@@ -204,8 +204,9 @@ def test_a_final_mount_failure_ends_the_attempt_with_an_event_and_the_retry_poli
     why = "/dev/nvme1n1 holds data but no filesystem blkid knows: not formatting it; mount it yourself (exit 5)"
     fake.fail_next("runner.mount", VolumeMountFailed("vol-0123456789abcdef0", "/data", why))
     rec.run_pass()
-    rec.run_pass()  # the start fails for good: not retried on this instance
-    [a1] = attempts(store, job.id)
+    rec.run_pass()  # the start fails for good: not retried on this instance; apply records why
+    rec.run_pass()  # ... and the next pass's decide ends the attempt (and asks for its replacement)
+    a1 = attempts(store, job.id)[0]
     expected = f"volume vol-0123456789abcdef0 at /data: {why}"
     assert (a1.status, a1.reason, a1.message) == (AttemptStatus.ENDED, TerminationReason.FAILED, expected)
     assert ("terminate", a1.instance_id) in fake.calls and a1.instance_id not in fake._agents
@@ -241,7 +242,8 @@ def test_a_device_that_never_shows_up_fails_the_attempt_volume_wait_s_after_the_
     [a] = attempts(store, job.id)
     assert a.status == AttemptStatus.LAUNCHED and _events(store, job.id, "volume_failed") == []
     clock.advance(5)
-    rec.run_pass()
+    rec.run_pass()  # apply records why the agent cannot start ...
+    rec.run_pass()  # ... and the next pass's decide ends the attempt
     [a] = attempts(store, job.id)
     assert (a.status, a.reason) == (AttemptStatus.ENDED, TerminationReason.FAILED)
     assert a.message.startswith(f"volume {job_row(store, job.id).volume_id} at /data: no device yet")

@@ -127,7 +127,7 @@ def test_a_deposed_daemon_drops_its_work(pg_url, store, clock, fake):
     clock.advance(61)
     d2.run_pass()  # takes the job over and does the same work
     with pytest.raises(LeaseLost):
-        d1._apply(view, decision, observed, clock.now())
+        d1.applier.apply(view, decision, clock.now())
     with store.read() as s:
         numbers = [(a.number, a.status) for a in jobs.attempts_of(s, job_id)]
     assert numbers == [(1, AttemptStatus.ENDED), (2, AttemptStatus.LAUNCHED)]  # one replacement, d2's

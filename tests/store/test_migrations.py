@@ -32,7 +32,7 @@ def test_v1_database_upgrades_to_the_fresh_schema_keeping_its_rows(tmp_path):
         jobs = {j.name: j for j in s.exec(select(Job))}
         [a] = s.exec(select(Attempt)).all()
         version = s.get(Meta, "schema_version").value
-    assert version == str(SCHEMA_VERSION) == "5"
+    assert version == str(SCHEMA_VERSION) == "6"
     assert jobs["old-job"].status == JobStatus.SUCCEEDED and jobs["old-job"].sweep_id is None
     assert jobs["queued-job"].status == JobStatus.QUEUED
     assert (a.price_per_hour, a.instance_id, a.metrics_offset, a.price_changes) == (1.2, "fake-1", 0, None)
@@ -123,10 +123,31 @@ def test_v4_database_upgrades_to_v5_with_volume_attached_at_on_attempt(tmp_path)
         a.volume_attached_at = attached
     with store.read() as s:
         assert s.exec(select(Attempt)).one().volume_attached_at == attached
-        assert s.get(Meta, "schema_version").value == str(SCHEMA_VERSION) == "5"
+        assert s.get(Meta, "schema_version").value == str(SCHEMA_VERSION) == "6"
     store.close()
     with sqlite3.connect(old) as db:  # running the step again (a half-applied migration) is harmless
         db.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     Store(url).close()
     job = JobService(None, tmp_path, lambda: attached, url=url).job(str(a.job_id))  # the light reader too
     assert job["attempt_list"][0]["instance_id"] == "fake-1"
+
+
+def test_v5_database_upgrades_to_v6_and_its_attempts_load_without_an_offer(tmp_path):
+    old = tmp_path / "v5.db"
+    with sqlite3.connect(old) as db:
+        db.executescript(V1.read_text())
+    engine = create_engine(f"sqlite:///{old}")
+    with engine.begin() as conn:
+        assert migrate(conn, MIGRATIONS[:4]) == 5  # a database as schema 5 left it
+    engine.dispose()
+    url = f"sqlite:///{old}"
+    assert "offer" not in _columns(url)["attempt"]
+    store = Store(url)
+    with store.write() as s:
+        a = s.exec(select(Attempt)).one()
+        assert a.offer is None and a.start_error is None  # an old row loads; a relaunch rebuilds its offer
+        a.offer = '{"provider": "fake"}'
+    with store.read() as s:
+        assert s.exec(select(Attempt)).one().offer == '{"provider": "fake"}'
+        assert s.get(Meta, "schema_version").value == str(SCHEMA_VERSION) == "6"
+    store.close()

@@ -1,0 +1,73 @@
+"""Launches off the pass: a hung cloud call holds only its own job.
+
+A GCP or Azure launch may wait minutes for its operation. The apply stage hands each job's
+launch (its attempt rows are already committed: intent first) to a bounded pool and waits for
+it at most ``wait_s``; a launch still running then goes on in the background, and the passes
+leave that job alone until it is over (its lease is renewed in bulk meanwhile, and its every
+write still checks the lease). A fast launch, the usual case, completes within the pass as
+before. The provider port's rule (``Provider.launch``): return quickly, or raise a "not yet"
+error (a TransientError) and be called again with the same client token.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+
+log = logging.getLogger("gpuorch.reconciler")
+
+
+class LaunchPool:
+    def __init__(self, workers: int = 8, wait_s: float = 5.0) -> None:
+        self.wait_s = wait_s
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuorch-launch")
+        self._lock = threading.Lock()
+        self._busy: dict[int, Future[None]] = {}  # job id -> its launch in flight
+        self._settled: set[int] = set()  # jobs whose background launch ended since ``settled()``
+
+    def busy(self, job_id: int) -> bool:
+        return job_id in self._busy  # one dict read, atomic under the GIL: no lock per job per pass
+
+    def run(self, job_id: int, launch: Callable[[], None]) -> bool:
+        """Run ``launch`` for the job; True if it finished within ``wait_s`` (its errors raised
+        here), False if it goes on in the background (its errors are logged)."""
+        with self._lock:
+            if job_id in self._busy:
+                return False
+            future = self._pool.submit(launch)
+            self._busy[job_id] = future
+        try:
+            future.result(timeout=self.wait_s)
+        except FutureTimeout:
+            log.warning("job %s: launch still running after %.1fs; the pass goes on without it", job_id, self.wait_s)
+            future.add_done_callback(lambda f: self._done(job_id, f))
+            return False
+        except BaseException:
+            self._forget(job_id)
+            raise
+        self._forget(job_id)
+        return True
+
+    def _forget(self, job_id: int) -> None:
+        with self._lock:
+            self._busy.pop(job_id, None)
+
+    def _done(self, job_id: int, f: Future[None]) -> None:
+        if (e := f.exception()) is not None:
+            log.error("job %s: background launch failed: %s", job_id, e, exc_info=e)
+        with self._lock:
+            self._busy.pop(job_id, None)
+            self._settled.add(job_id)
+
+    def stale(self) -> set[int]:
+        """Jobs a background launch wrote (or may be writing) since the last call: their cached
+        rows must be read again."""
+        with self._lock:
+            out, self._settled = self._settled | set(self._busy), set()
+            return out
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

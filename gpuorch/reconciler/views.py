@@ -1,0 +1,49 @@
+"""What ``decide`` sees: the observe stage's snapshot of one job, and the daemon's settings. Pure data.
+
+A ``JobView`` is built by ``observe.Observer`` from the store's rows, the providers' listing and
+the runners' answers, with no write to the store or to files; ``decide`` reads nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpuorch.agent.protocol import AgentStatus
+from gpuorch.jobs.spec import JobSpec
+from gpuorch.money.caps import Gate
+from gpuorch.policy.recovery import DEFAULT_STRATEGY
+from gpuorch.provider.port import Instance
+from gpuorch.store.models import Attempt, Job
+
+
+@dataclass(frozen=True)
+class Settings:
+    poll_s: float = 2.0  # how often a running attempt is looked at
+    boot_timeout_s: float = 900.0  # an instance whose agent cannot be reached this long is lost
+    no_offer_retry_s: float = 30.0
+    default_notice_s: float = 30.0
+    launch_fanout: int = 5  # candidates tried in one pass when offers have no capacity
+    avoid_preempted_zone_s: float = 3600.0  # after a preemption, prefer other zones this long
+    max_launch_retries: int = 5  # transient failures of one attempt's launch before it moves on
+    recovery_strategy: str = DEFAULT_STRATEGY  # for jobs whose spec names none (gpuorch.policy.recovery)
+    heartbeat_timeout_s: float | None = None  # the agents' dead-man switch (None: off)
+    max_lifetime_s: float | None = None  # LaunchRequest.max_lifetime_s: the cloud-side backstop
+    volume_wait_s: float = 60.0  # a job volume's device must show up this long after its attach
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    row: Attempt
+    observed: bool  # False: the provider could not be listed this pass; conclude nothing
+    instance: Instance | None = None  # None: the provider does not report it
+    agent: AgentStatus | None = None
+    reachable: bool = False  # the runner answered (even if the agent has not started yet)
+
+
+@dataclass(frozen=True)
+class JobView:
+    job: Job
+    spec: JobSpec
+    attempts: Sequence[AttemptView]  # ordered by number
+    gate: Gate | None = None  # caps and sweep limits (gpuorch.money.caps); None: none apply

@@ -1,0 +1,73 @@
+"""A hung cloud call holds only its own job: another job's preemption notice is handled in the
+same pass while a launch blocks (a real blocking fake provider; the reconciler never sleeps)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from gpuorch.jobs import intent as jobs
+from gpuorch.jobs.spec import parse_spec
+from gpuorch.provider.port import Instance, LaunchRequest, client_token
+from gpuorch.reconciler import Reconciler
+from gpuorch.store.models import AttemptStatus
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
+
+SPEC = {"run": "python train.py", "resources": {"gpu": "A100:80GB:1"}, "spot_policy": "spot",
+        "checkpoint": {"store": "file:///tmp/ckpt", "interval": "60s"}}
+
+
+class HangingLaunch(FakeProvider):
+    """Launches for ``hang_job`` block until ``release`` is set (at most 120 s), as a GCP or Azure
+    launch waiting on its operation may."""
+
+    def __init__(self, clock) -> None:
+        super().__init__(clock, script=FakeJobScript(duration_s=3600, checkpoint_every_s=60))
+        self.hang_job: int | None = None
+        self.release, self.entered = threading.Event(), threading.Event()
+
+    def launch(self, request: LaunchRequest) -> Instance:
+        if request.job_id == self.hang_job:
+            self.entered.set()
+            self.release.wait(120)
+        return super().launch(request)
+
+
+def test_a_notice_is_handled_within_one_pass_while_another_jobs_launch_hangs(store, clock):
+    fake = HangingLaunch(clock)
+    rec = Reconciler(store, {"fake": fake}, clock=clock, launch_wait_s=0.2)
+    running = jobs.submit(store, parse_spec({**SPEC, "name": "running"}), clock.now())
+    for _ in range(5):
+        rec.run_pass()
+        clock.advance(5)
+    with store.read() as s:
+        [a1] = jobs.attempts_of(s, running.id)
+    assert a1.status == AttemptStatus.RUNNING
+    hung = jobs.submit(store, parse_spec({**SPEC, "name": "hung"}), clock.now())
+    fake.hang_job = hung.id
+    try:
+        rec.run_pass()  # the hung job's launch starts and does not return
+        assert fake.entered.is_set()
+        fake.inject_preemption(a1.instance_id, notice_s=30)
+        clock.advance(2)
+        started = time.monotonic()
+        rec.run_pass()  # the next pass: the other job's notice, while the launch still hangs
+        took = time.monotonic() - started
+        with store.read() as s:
+            a1, a2 = jobs.attempts_of(s, running.id)
+            [h] = jobs.attempts_of(s, hung.id)
+        assert took < 30  # not the launch's 120 s
+        assert a1.status == AttemptStatus.DRAINING and a2.status == AttemptStatus.LAUNCHED  # replacement asked for
+        assert h.status == AttemptStatus.REQUESTED  # intent recorded; its launch is still out
+    finally:
+        fake.release.set()
+    deadline = time.monotonic() + 30
+    while rec.pool.busy(hung.id) and time.monotonic() < deadline:  # the test waits, not the reconciler
+        time.sleep(0.01)
+    clock.advance(2)
+    rec.run_pass()  # the launch is over: the next pass sees the instance it recorded
+    with store.read() as s:
+        [h] = jobs.attempts_of(s, hung.id)
+        assert h.status in (AttemptStatus.LAUNCHED, AttemptStatus.RUNNING) and h.instance_id is not None
+    token = client_token(hung.id, 1, store.installation_id)
+    assert fake.calls.count(("launch", token)) == 1  # no second launch while the first was out
