@@ -13,17 +13,6 @@ from collections import deque
 import grimp
 import pytest
 
-# Cycles known when this test was written, each owned by a change in flight: delete a line when
-# its cycle is gone (the test says so). Never add one.
-KNOWN: dict[frozenset[str], str] = {
-    # The reconciler's mixins type themselves as their host class; replaced by collaborators (issue 11).
-    frozenset({"gpuorch.reconciler.launching", "gpuorch.reconciler.reconciler", "gpuorch.reconciler.recording"}):
-        "reconciler mixins",
-    # decide's helpers import its view types; the views move to their own module (issue 11).
-    frozenset({"gpuorch.reconciler.decide", "gpuorch.reconciler.deadline", "gpuorch.reconciler.gates"}):
-        "decide's view types",
-}
-
 
 def strongly_connected(graph: grimp.ImportGraph, package: str) -> list[frozenset[str]]:
     """The groups of ``package``'s modules that import each other, directly or not (Tarjan)."""
@@ -94,15 +83,8 @@ def graph() -> grimp.ImportGraph:
 
 
 def test_no_import_cycle_between_gpuorch_modules(graph: grimp.ImportGraph) -> None:
-    new = [g for g in strongly_connected(graph, "gpuorch") if g not in KNOWN]
+    new = strongly_connected(graph, "gpuorch")
     assert not new, "import cycles in gpuorch:\n" + "\n".join(one_cycle(graph, g) for g in new)
-
-
-def test_the_known_cycles_are_still_there(graph: grimp.ImportGraph) -> None:
-    """So that KNOWN only shrinks: a broken cycle must leave the list."""
-    groups = set(strongly_connected(graph, "gpuorch"))
-    gone = [why for group, why in KNOWN.items() if group not in groups]
-    assert not gone, f"these cycles are gone (or changed shape): delete them from KNOWN: {gone}"
 
 
 def test_the_check_finds_a_cycle_hidden_in_a_function(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
