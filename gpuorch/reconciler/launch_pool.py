@@ -2,7 +2,8 @@
 
 A GCP or Azure launch may wait minutes for its operation. The apply stage hands each job's
 launch (its attempt rows are already committed: intent first) to a bounded pool and waits for
-it at most ``wait_s``; a launch still running then goes on in the background, and the passes
+it; all of one pass's launches together wait at most ``wait_s`` (``new_pass``), so ten hung
+launches cost a pass no more than one does. A launch still running then goes on in the background, and the passes
 leave that job alone until it is over (its lease is renewed in bulk meanwhile, and its every
 write still checks the lease). A fast launch, the usual case, completes within the pass as
 before. The provider port's rule (``Provider.launch``): return quickly, or raise a "not yet"
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -27,22 +29,28 @@ class LaunchPool:
         self._lock = threading.Lock()
         self._busy: dict[int, Future[None]] = {}  # job id -> its launch in flight
         self._settled: set[int] = set()  # jobs whose background launch ended since ``settled()``
+        self._pass_deadline: float | None = None  # monotonic; None: each launch waits wait_s
+
+    def new_pass(self) -> None:
+        """A pass begins: its launches share one wait of at most ``wait_s``."""
+        self._pass_deadline = time.monotonic() + self.wait_s
 
     def busy(self, job_id: int) -> bool:
         return job_id in self._busy  # one dict read, atomic under the GIL: no lock per job per pass
 
     def run(self, job_id: int, launch: Callable[[], None]) -> bool:
-        """Run ``launch`` for the job; True if it finished within ``wait_s`` (its errors raised
-        here), False if it goes on in the background (its errors are logged)."""
+        """Run ``launch`` for the job; True if it finished within what is left of the pass's wait
+        (its errors raised here), False if it goes on in the background (its errors are logged)."""
         with self._lock:
             if job_id in self._busy:
                 return False
             future = self._pool.submit(launch)
             self._busy[job_id] = future
+        left = self.wait_s if self._pass_deadline is None else max(0.0, self._pass_deadline - time.monotonic())
         try:
-            future.result(timeout=self.wait_s)
+            future.result(timeout=left)
         except FutureTimeout:
-            log.warning("job %s: launch still running after %.1fs; the pass goes on without it", job_id, self.wait_s)
+            log.warning("job %s: launch still running after %.1fs; the pass goes on without it", job_id, left)
             future.add_done_callback(lambda f: self._done(job_id, f))
             return False
         except BaseException:

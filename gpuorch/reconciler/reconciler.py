@@ -232,6 +232,7 @@ class Reconciler:
         if stop is not None and stop.is_set():
             return 0.0
         now = self.clock.now()
+        self.pool.new_pass()
         for job_id in self.pool.stale():  # a background launch wrote these: read them afresh
             self._attempt_cache.pop(job_id, None)
             self._job_cache.pop(job_id, None)

@@ -71,3 +71,22 @@ def test_a_notice_is_handled_within_one_pass_while_another_jobs_launch_hangs(sto
         assert h.status in (AttemptStatus.LAUNCHED, AttemptStatus.RUNNING) and h.instance_id is not None
     token = client_token(hung.id, 1, store.installation_id)
     assert fake.calls.count(("launch", token)) == 1  # no second launch while the first was out
+
+
+def test_the_launches_of_one_pass_share_one_wait():
+    """Three hung launches in one pass hold it for one ``wait_s``, not three; each still runs."""
+    from gpuorch.reconciler.launch_pool import LaunchPool
+
+    pool = LaunchPool(workers=4, wait_s=1.0)
+    release, entered = threading.Event(), []
+    try:
+        pool.new_pass()
+        started = time.monotonic()
+        finished = [pool.run(job, lambda job=job: (entered.append(job), release.wait(30)) and None) for job in (1, 2, 3)]
+        took = time.monotonic() - started
+        assert finished == [False, False, False] and all(pool.busy(j) for j in (1, 2, 3))
+        assert took < 2.0  # one shared second (each waiting its own would take three)
+    finally:
+        release.set()
+        pool.close()
+    assert sorted(entered) == [1, 2, 3]
