@@ -164,6 +164,7 @@ class Daemon:
         if self.metrics is not None:
             self.metrics.stop()
         self.rec.pool.close()  # a launch still out is left behind: idempotent by client token
+        self.rec.reads.close()
         for p in self.rec.providers.values():
             p.close()
         self.rec.store.close()

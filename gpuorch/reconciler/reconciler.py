@@ -29,11 +29,12 @@ The pass's parts, collaborators given what they need: ``observe.py`` (offers, li
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import socket
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -41,17 +42,13 @@ from threading import Event
 
 from sqlmodel import Session, select
 
-from gpuorch.money.caps import Policy
 from gpuorch.clock import Clock, SystemClock
-from gpuorch.ops.crashpoints import crashpoint
-from gpuorch.errors import ProviderError
 from gpuorch.jobs.logmirror import LogMirror
+from gpuorch.jobs.spec import JobSpec
+from gpuorch.money.caps import Policy
+from gpuorch.ops.crashpoints import crashpoint
 from gpuorch.placement import Candidate
 from gpuorch.provider.port import Instance, InstanceState, Offer, Provider
-from gpuorch.runners.port import Runner, RunnerUnavailable
-from gpuorch.jobs.spec import JobSpec
-from gpuorch.store import Store
-from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Job
 from gpuorch.reconciler.apply import Applier
 from gpuorch.reconciler.decide import decide
 from gpuorch.reconciler.launch_pool import LaunchPool
@@ -63,8 +60,12 @@ from gpuorch.reconciler.observe import Key, OfferCache, list_instances
 from gpuorch.reconciler.orphans import sweep_keys, sweep_orphans
 from gpuorch.reconciler.recording import Recording
 from gpuorch.reconciler.scheduled import ScheduledStops
+from gpuorch.reconciler.status_reads import RUNNER_ERRORS, StatusReads, read_status
 from gpuorch.reconciler.views import AttemptView, JobView, Settings
 from gpuorch.reconciler.volumes import Volumes
+from gpuorch.runners.port import Runner
+from gpuorch.store import Store
+from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Job
 
 log = logging.getLogger("gpuorch.reconciler")
 
@@ -73,9 +74,6 @@ __all__ = ["LeaseLost", "Reconciler", "backoff_key"]
 HEARTBEAT_EVERY_S = 30.0  # at most; and at least four heartbeats per dead-man timeout
 IN_CHUNK = 500  # ids per IN (...) list: well under every database's parameter limit
 KEY_SWEEP_EVERY_S = 60.0
-# What a runner call may raise when the instance cannot be reached, or the runner cannot do it:
-# "not reachable" for decide, never a failed pass.
-RUNNER_ERRORS = (RunnerUnavailable, ProviderError, NotImplementedError, OSError)
 
 
 def heartbeat_every_s(settings: Settings) -> float:
@@ -88,11 +86,12 @@ class Reconciler:
                  settings: Settings | None = None, owner: str | None = None, lease_s: float = 60.0,
                  backoff_s: float = 300.0, offers_ttl_s: float = 300.0, logs: LogMirror | None = None,
                  budget: Policy | None = None, home: Path | None = None, launch_workers: int = 8,
-                 launch_wait_s: float = 5.0) -> None:
+                 launch_wait_s: float = 5.0, observe_workers: int = 16, observe_wait_s: float = 5.0) -> None:
         """``home``: where the providers keep the jobs' SSH keys (``runners.keys``), deleted when
         a job finishes and swept when no live attempt owns them (None: not looked after).
         ``launch_workers`` / ``launch_wait_s``: the LaunchPool's size and how long a pass waits
-        for one job's launch before going on without it."""
+        for one job's launch before going on without it. ``observe_workers`` / ``observe_wait_s``:
+        the same for the agents' status reads (``StatusReads``)."""
         self.store, self.providers = store, dict(providers)
         self.clock = clock or SystemClock()
         self.settings = settings or Settings()
@@ -109,6 +108,7 @@ class Reconciler:
         self.mirror = InstanceMirror(store)
         self.scheduled_stops = ScheduledStops(store)  # warnings of stops announced far ahead
         self.pool = LaunchPool(launch_workers, launch_wait_s)
+        self.reads = StatusReads(observe_workers, observe_wait_s)
         launching = Launching(self.providers, self._txn, self.money, self.settings, store.installation_id, backoff_s)
         recording = Recording(self.providers, self._txn, self.settings, self.volumes)
         self.applier = Applier(self.providers, self._txn, self.leases, self.clock, self.money, self.volumes,
@@ -183,20 +183,37 @@ class Reconciler:
                 continue
             inst = observed.get((row.provider, job.id or 0, row.number))
             agent, reachable = None, False
-            provider = self.providers.get(row.provider)
-            # Only a running instance is worth a (possibly slow) connection; a booting one is not yet.
-            if inst is not None and provider is not None and (
-                    inst.state == InstanceState.RUNNING or (not inst.state.alive and provider.runner_outlives_instance)):
-                try:  # no runner (yet, or at all), or no answer: the instance is just not reachable
-                    runner = provider.runner(inst)
-                    agent = runner.status()
-                    reachable = True
-                    if agent is not None:
-                        self._runners.append((row, runner))
-                except RUNNER_ERRORS as e:
-                    log.debug("job %s attempt %s: runner not reachable: %s", job.id, row.number, e)
+            if (make := self._runner_of(row, inst)) is not None:
+                assert inst is not None
+                # read off the pass (status_reads.py); a job not in this pass's batch reads here
+                read = self.reads.take((row.provider, row.job_id, row.number, inst.id)) or read_status(make)
+                agent, reachable = read.agent, read.reachable
+                if agent is not None and read.runner is not None:
+                    self._runners.append((row, read.runner))
             views.append(AttemptView(row, observed=row.provider in ok, instance=inst, agent=agent, reachable=reachable))
         return JobView(job, self._spec(job), views)
+
+    def _runner_of(self, row: Attempt, inst: Instance | None) -> Callable[[], Runner] | None:
+        """How to reach the attempt's runner, if its agent is worth asking: only a running
+        instance is worth a (possibly slow) connection, a booting one is not yet."""
+        provider = self.providers.get(row.provider)
+        if inst is None or provider is None or not (
+                inst.state == InstanceState.RUNNING or (not inst.state.alive and provider.runner_outlives_instance)):
+            return None
+        return functools.partial(provider.runner, inst)
+
+    def _read_agents(self, claimed: list[Job], observed: dict[Key, Instance]) -> set[int]:
+        """Start this pass's agent status reads, all at once, and wait for them together (at most
+        ``observe_wait_s``); the ids of the jobs whose read is still out, left alone this pass."""
+        wanted = []
+        for job in claimed:
+            for row in self._attempts.get(job.id or 0, ()):
+                inst = observed.get((row.provider, row.job_id, row.number))
+                if row.status != AttemptStatus.ENDED and (make := self._runner_of(row, inst)) is not None:
+                    assert inst is not None
+                    wanted.append(((row.provider, row.job_id, row.number, inst.id), make))
+        self.reads.read(wanted)
+        return self.reads.pending_jobs()
 
     def _record_observed(self, view: JobView, offers: list[Offer], seen_at: datetime | None) -> None:
         """Apply's first step: record what observe saw (spot price moves, the log and the metrics
@@ -247,6 +264,7 @@ class Reconciler:
         self._attempts = self._held_attempts(claimed)
         live = {(r.provider, r.job_id, r.number) for rows in self._attempts.values() for r in rows
                 if r.status != AttemptStatus.ENDED}
+        reading = self._read_agents([j for j in claimed if not self.pool.busy(j.id or 0)], observed)
         offers = self._current_offers(now)
         settings = self.settings
         if not self.offers.complete:  # a catalog is missing: "no offer" may be a blip
@@ -266,7 +284,7 @@ class Reconciler:
                 if (t := self.clock.now()) >= renew_at:
                     self.leases.renew(t)
                     renew_at = t + timedelta(seconds=self.lease_s * (1 - RENEW_WHEN_LEFT))
-                if self.pool.busy(job.id or 0):  # its launch is still out: leave the job alone
+                if self.pool.busy(job.id or 0) or job.id in reading:  # a launch or a read still out: leave it
                     requeue = min(requeue, self.settings.poll_s)
                     continue
                 try:

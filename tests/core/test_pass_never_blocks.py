@@ -9,6 +9,7 @@ import time
 from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
 from gpuorch.provider.port import Instance, LaunchRequest, client_token
+from gpuorch.runners.port import Runner
 from gpuorch.reconciler import Reconciler
 from gpuorch.store.models import AttemptStatus
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
@@ -90,3 +91,66 @@ def test_the_launches_of_one_pass_share_one_wait():
         release.set()
         pool.close()
     assert sorted(entered) == [1, 2, 3]
+
+
+class HangingStatus(FakeProvider):
+    """The agent status of ``hang_instance`` blocks until ``release`` is set (at most 120 s), as an
+    SSH read from a hung host waits out its connection retries and I/O timeout."""
+
+    def __init__(self, clock) -> None:
+        super().__init__(clock, script=FakeJobScript(duration_s=3600, checkpoint_every_s=60))
+        self.hang_instance: str | None = None
+        self.release, self.entered = threading.Event(), threading.Event()
+
+    def runner(self, instance: Instance) -> Runner:
+        runner = super().runner(instance)
+        if instance.id != self.hang_instance:
+            return runner
+        plain = runner.status
+
+        def status():  # type: ignore[no-untyped-def]
+            self.entered.set()
+            self.release.wait(120)
+            return plain()
+
+        runner.status = status  # type: ignore[method-assign]
+        return runner
+
+
+def test_a_notice_is_handled_within_one_pass_while_another_jobs_status_read_hangs(store, clock):
+    fake = HangingStatus(clock)
+    rec = Reconciler(store, {"fake": fake}, clock=clock, observe_wait_s=0.2)
+    noticed = jobs.submit(store, parse_spec({**SPEC, "name": "noticed"}), clock.now())
+    hung = jobs.submit(store, parse_spec({**SPEC, "name": "hung"}), clock.now())
+    for _ in range(5):
+        rec.run_pass()
+        clock.advance(5)
+    with store.read() as s:
+        [a1], [h1] = jobs.attempts_of(s, noticed.id), jobs.attempts_of(s, hung.id)
+    assert a1.status == h1.status == AttemptStatus.RUNNING
+    fake.hang_instance = h1.instance_id
+    try:
+        fake.inject_preemption(a1.instance_id, notice_s=30)
+        clock.advance(2)
+        started = time.monotonic()
+        rec.run_pass()  # the hung host's read starts and does not return; the notice is handled
+        took = time.monotonic() - started
+        assert fake.entered.is_set() and took < 30  # not the read's 120 s
+        with store.read() as s:
+            a1, a2 = jobs.attempts_of(s, noticed.id)
+            [h1] = jobs.attempts_of(s, hung.id)
+        assert a1.status == AttemptStatus.DRAINING and a2.status == AttemptStatus.LAUNCHED
+        assert h1.status == AttemptStatus.RUNNING  # left alone, not declared lost
+        clock.advance(2)
+        rec.run_pass()  # still out: no second read of that host piles up
+        assert fake.calls.count(("terminate", h1.instance_id)) == 0
+    finally:
+        fake.release.set()
+    deadline = time.monotonic() + 30
+    while rec.reads.pending_jobs() and time.monotonic() < deadline:  # the test waits, not the reconciler
+        time.sleep(0.01)
+    clock.advance(2)
+    rec.run_pass()  # the read is in: the job is observed again
+    with store.read() as s:
+        [h1] = jobs.attempts_of(s, hung.id)
+    assert h1.status == AttemptStatus.RUNNING and h1.instance_id == fake.hang_instance

@@ -1,0 +1,91 @@
+"""Agent status reads off the pass: a hung host holds only its own job.
+
+Observing a job means asking its runner for the agent's status, which over SSH may take a
+connection's retries or an I/O timeout (a minute) when a host hangs. The pass hands every read
+it needs to a bounded pool at once (``read``), waits for them together at most ``wait_s``, and
+goes on: a job whose read is still out is left alone this pass (``pending``), and the read goes on
+in the background. Its answer, once in, is what a later pass observes (at most a pass old; a new
+read is not started while one is out, so a slow host never piles reads up).
+
+A runner that raises is just not reachable (``RUNNER_ERRORS``): decide still runs for its job,
+so the boot timeout still ends an instance whose runner never answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+
+from gpuorch.agent.protocol import AgentStatus
+from gpuorch.errors import ProviderError
+from gpuorch.runners.port import Runner, RunnerUnavailable
+
+log = logging.getLogger("gpuorch.reconciler")
+
+# What a runner call may raise when the instance cannot be reached, or the runner cannot do it:
+# "not reachable" for decide, never a failed pass.
+RUNNER_ERRORS = (RunnerUnavailable, ProviderError, NotImplementedError, OSError)
+
+
+ReadKey = tuple[str, int, int, str]  # provider, job id, attempt number, instance id
+
+
+@dataclass(frozen=True)
+class Read:
+    """A finished read: the runner (None if none could be made) and the agent's status."""
+
+    runner: Runner | None
+    agent: AgentStatus | None
+    reachable: bool
+
+
+def read_status(make_runner: Callable[[], Runner]) -> Read:
+    try:
+        runner = make_runner()
+        return Read(runner, runner.status(), True)
+    except RUNNER_ERRORS as e:
+        log.debug("runner not reachable: %s", e)
+        return Read(None, None, False)
+
+
+class StatusReads:
+    def __init__(self, workers: int = 16, wait_s: float = 5.0) -> None:
+        self.wait_s = wait_s
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuorch-observe")
+        self._lock = threading.Lock()
+        self._out: dict[ReadKey, Future[Read]] = {}
+
+    def read(self, wanted: Iterable[tuple[ReadKey, Callable[[], Runner]]]) -> None:
+        """Start a read for each key that has none out, then wait for all of them together, at
+        most ``wait_s``. Keys not wanted any more are forgotten (their reads finish unheard)."""
+        wanted = list(wanted)
+        with self._lock:
+            keep = {k for k, _ in wanted}
+            self._out = {k: f for k, f in self._out.items() if k in keep}
+            for key, make_runner in wanted:
+                if key not in self._out:
+                    self._out[key] = self._pool.submit(read_status, make_runner)
+            futures = list(self._out.values())
+        if futures:
+            wait(futures, timeout=self.wait_s)
+
+    def pending_jobs(self) -> set[int]:
+        """The jobs with a read still out."""
+        with self._lock:
+            return {key[1] for key, f in self._out.items() if not f.done()}
+
+    def take(self, key: ReadKey) -> Read | None:
+        """The finished read for ``key`` (and forget it: the next pass reads afresh), or None if
+        none was asked for or it is still out."""
+        with self._lock:
+            f = self._out.get(key)
+            if f is None or not f.done():
+                return None
+            del self._out[key]
+        return f.result()  # an error read_status does not expect fails this job's pass, as inline
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
