@@ -165,6 +165,9 @@ class Provider(ABC):
     # True when the runner can still read an ended instance's agent status and logs (local
     # processes leave their files behind); a cloud VM's are gone with it.
     runner_outlives_instance: bool = False
+    # True when a runner call may wait on the network (SSH to a VM): the daemon then reads agent
+    # statuses off the pass. Runners that read local files or memory answer inline.
+    runners_may_block: bool = True
 
     @abstractmethod
     def offers(self) -> list[Offer]:

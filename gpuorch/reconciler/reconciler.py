@@ -203,13 +203,15 @@ class Reconciler:
         return functools.partial(provider.runner, inst)
 
     def _read_agents(self, claimed: list[Job], observed: dict[Key, Instance]) -> set[int]:
-        """Start this pass's agent status reads, all at once, and wait for them together (at most
-        ``observe_wait_s``); the ids of the jobs whose read is still out, left alone this pass."""
+        """Start this pass's agent status reads from runners that may block (SSH), all at once, and
+        wait for them together (at most ``observe_wait_s``); the ids of the jobs whose read is still
+        out, left alone this pass."""
         wanted = []
         for job in claimed:
             for row in self._attempts.get(job.id or 0, ()):
                 inst = observed.get((row.provider, row.job_id, row.number))
-                if row.status != AttemptStatus.ENDED and (make := self._runner_of(row, inst)) is not None:
+                if row.status != AttemptStatus.ENDED and (make := self._runner_of(row, inst)) is not None \
+                        and self.providers[row.provider].runners_may_block:  # the others answer inline
                     assert inst is not None
                     wanted.append(((row.provider, row.job_id, row.number, inst.id), make))
         self.reads.read(wanted)

@@ -1,7 +1,8 @@
 """Agent status reads off the pass: a hung host holds only its own job.
 
 Observing a job means asking its runner for the agent's status, which over SSH may take a
-connection's retries or an I/O timeout (a minute) when a host hangs. The pass hands every read
+connection's retries or an I/O timeout (a minute) when a host hangs (``Provider.runners_may_block``;
+the local, sim and fake runners read files or memory and answer inline). The pass hands every read
 it needs to a bounded pool at once (``read``), waits for them together at most ``wait_s``, and
 goes on: a job whose read is still out is left alone this pass (``pending``), and the read goes on
 in the background. Its answer, once in, is what a later pass observes (at most a pass old; a new

@@ -44,6 +44,7 @@ def default_offers(provider: str = "fake") -> list[Offer]:
 
 class FakeProvider(Provider):
     runner_outlives_instance = True  # its fake agents answer from memory
+    runners_may_block = False
 
     def __init__(self, clock: FakeClock | None = None, offers: list[Offer] | None = None, *, name: str = "fake",
                  boot_s: float = 0.0, script: FakeJobScript | None = None, faults: FaultPlan | None = None) -> None:

@@ -41,6 +41,7 @@ class LocalProvider(Provider):
 
     name = PROVIDER
     runner_outlives_instance = True  # the run dir stays after the process groups are killed
+    runners_may_block = False  # its runner reads and writes local files
 
     def __init__(self, home: Path, offers: list[Offer] | None = None, boot_s: float = 0.0) -> None:
         self.home = Path(home).expanduser().resolve()
