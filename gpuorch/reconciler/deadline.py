@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from gpuorch.jobs.spec import SpotPolicy
 from gpuorch.money.caps import Policy
 from gpuorch.placement import Candidate
 from gpuorch.policy.live import (
@@ -24,9 +25,8 @@ from gpuorch.policy.live import (
     startup_estimate,
     work_estimate,
 )
-from gpuorch.jobs.spec import SpotPolicy
-from gpuorch.store.models import AttemptStatus, JobStatus, TerminationReason
 from gpuorch.reconciler.actions import GO_ON, End, Note, SetJob, Step, StopCleanly, Terminate, done
+from gpuorch.store.models import AttemptStatus, JobStatus, TerminationReason
 
 if TYPE_CHECKING:
     from gpuorch.reconciler.views import AttemptView, JobView, Settings

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from gpuorch.money.caps import Hold
 from gpuorch.placement import Candidate
-from gpuorch.store.models import AttemptStatus
 from gpuorch.reconciler.actions import GO_ON, End, SetJob, Step, StopCleanly, Terminate, done
+from gpuorch.store.models import AttemptStatus
 
 if TYPE_CHECKING:
     from gpuorch.reconciler.views import AttemptView, JobView, Settings

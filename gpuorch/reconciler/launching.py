@@ -17,16 +17,15 @@ from datetime import datetime, timedelta
 from sqlalchemy import func
 from sqlmodel import select
 
+from gpuorch.errors import AuthError, NoCapacityError, PermanentError, ProviderError, QuotaError
 from gpuorch.jobs import events
 from gpuorch.ops.crashpoints import crashpoint
-from gpuorch.errors import AuthError, NoCapacityError, PermanentError, ProviderError, QuotaError
-from gpuorch.provider.port import LaunchRequest, Offer
-from gpuorch.store.models import Attempt, AttemptStatus, Backoff, JobStatus, TerminationReason
-from gpuorch.store.models import Event as EventRow
+from gpuorch.provider.port import LaunchRequest, Offer, Provider
 from gpuorch.reconciler import actions as A
-from gpuorch.provider.port import Provider
 from gpuorch.reconciler.money import Money, Txn
 from gpuorch.reconciler.views import JobView, Settings
+from gpuorch.store.models import Attempt, AttemptStatus, Backoff, JobStatus, TerminationReason
+from gpuorch.store.models import Event as EventRow
 
 
 def backoff_key(provider: str, region: str = "", instance_type: str = "", spot: bool | None = None) -> str:

@@ -17,17 +17,17 @@ from sqlalchemy import and_, exists, func, or_, text
 from sqlmodel import Session, select
 
 from gpuorch.jobs import events
+from gpuorch.jobs.spec import JobSpec
 from gpuorch.money.caps import IN_FLIGHT, Gate, Ledger, Policy, SweepState, day_start, gate_for, worst_case
 from gpuorch.money.cost import current_price, with_price_change
 from gpuorch.placement import Candidate
 from gpuorch.provider.port import Offer, Provider
+from gpuorch.reconciler import actions as A
+from gpuorch.reconciler.views import AttemptView, JobView
 from gpuorch.runners.port import Runner, RunnerUnavailable
-from gpuorch.jobs.spec import JobSpec
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, Sweep, SweepStatus
 from gpuorch.sweeps.metrics import merge_lines
-from gpuorch.reconciler import actions as A
-from gpuorch.reconciler.views import AttemptView, JobView
 
 log = logging.getLogger("gpuorch.reconciler")
 

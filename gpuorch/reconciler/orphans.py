@@ -22,14 +22,14 @@ from pathlib import Path
 
 from sqlmodel import select
 
+from gpuorch.errors import ProviderError
 from gpuorch.jobs import events
 from gpuorch.ops.crashpoints import crashpoint
-from gpuorch.errors import ProviderError
 from gpuorch.provider.port import Instance, Provider
-from gpuorch.store import Store
-from gpuorch.store.models import Attempt, AttemptStatus
 from gpuorch.reconciler.leases import Leases
 from gpuorch.runners import keys
+from gpuorch.store import Store
+from gpuorch.store.models import Attempt, AttemptStatus
 
 log = logging.getLogger("gpuorch.reconciler")
 

@@ -11,22 +11,22 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from collections.abc import Mapping
 
 from sqlmodel import Session, select
 
-from gpuorch.jobs import events
 from gpuorch.errors import ProviderError
-from gpuorch.runners.port import RunnerUnavailable, VolumeMountFailed, VolumeNotReady
-from gpuorch.store.models import Attempt, AttemptStatus, Checkpoint, JobStatus, TerminationReason
+from gpuorch.jobs import events
+from gpuorch.provider.port import Provider
 from gpuorch.reconciler import actions as A
 from gpuorch.reconciler.agent_config import agent_config
-from gpuorch.provider.port import Provider
 from gpuorch.reconciler.money import Txn
 from gpuorch.reconciler.views import AttemptView, JobView, Settings
 from gpuorch.reconciler.volumes import Volumes
+from gpuorch.runners.port import RunnerUnavailable, VolumeMountFailed, VolumeNotReady
+from gpuorch.store.models import Attempt, AttemptStatus, Checkpoint, JobStatus, TerminationReason
 
 log = logging.getLogger("gpuorch.reconciler")
 

@@ -31,8 +31,8 @@ from datetime import datetime
 
 from sqlmodel import Session, select
 
-from gpuorch.jobs import events
 from gpuorch.errors import NotFoundError, PermanentError, ProviderError
+from gpuorch.jobs import events
 from gpuorch.provider.port import TAG_JOB, TAG_MANAGED, TAG_OWNER, Provider, SupportsVolumes, Volume
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, Job

@@ -9,8 +9,8 @@ import time
 from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
 from gpuorch.provider.port import Instance, LaunchRequest, client_token
-from gpuorch.runners.port import Runner
 from gpuorch.reconciler import Reconciler
+from gpuorch.runners.port import Runner
 from gpuorch.store.models import AttemptStatus
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 
