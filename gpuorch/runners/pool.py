@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gpuorch.agent.protocol import NoticeSource
 from gpuorch.provider.port import Instance
 from gpuorch.runners.port import Runner, RunnerUnavailable
 
@@ -38,9 +39,10 @@ class Runners:
     trusted on first use.
     """
 
-    def __init__(self, home: Path | None, user: str, options: RunnerOptions | None = None, provider: str = "aws",
-                 host_keys: HostKeySource | None = None) -> None:
+    def __init__(self, home: Path | None, user: str, options: RunnerOptions | None = None, *, provider: str,
+                 notice: NoticeSource | None = None, host_keys: HostKeySource | None = None) -> None:
         self.home, self.user, self.options, self.provider = home, user, options, provider
+        self.notice = notice  # where the agent hears of a preemption (the adapter's notice kind)
         self.host_keys = host_keys
         self._runners: dict[str, tuple[tuple[str, int], Runner]] = {}
 
@@ -48,7 +50,8 @@ class Runners:
         """The runner of ``instance``, with its host key pinned. RunnerUnavailable until the
         instance has an address; NotImplementedError without a home or the SSH runner."""
         if self.home is None:
-            raise NotImplementedError(f"{self.provider}: no runner without a home for keys; build the provider with from_config")
+            raise NotImplementedError(f"{self.provider}: no runner without a home for keys; "
+                                      "build the provider with from_config")
         try:
             from gpuorch.runners import hostkeys, keys
             from gpuorch.runners.ssh import SshRunner
@@ -71,6 +74,8 @@ class Runners:
             hostkeys.pin_host_key(known_hosts, *address, host_public)
         else:
             overrides["before_connect"] = self._pinner(instance, address, host_public, known_hosts)
+        if self.notice is not None:
+            overrides.setdefault("notice", self.notice)
         runner = SshRunner(*address, self.user, key_path, known_hosts, **overrides)
         self.forget(instance.id, unpin=False)  # an address change: the new pin replaced the old
         self._runners[instance.id] = (address, runner)

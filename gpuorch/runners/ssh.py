@@ -42,10 +42,10 @@ from gpuorch.agent.protocol import (
     AgentStatus,
     NoticeSource,
 )
-from gpuorch.runners.port import Runner, RunnerUnavailable, VolumeMountFailed, VolumeNotReady
 from gpuorch.runners import sftp_util
 from gpuorch.runners.bundle import agent_bundle
 from gpuorch.runners.connection import SshConnection
+from gpuorch.runners.port import Runner, RunnerUnavailable, VolumeMountFailed, VolumeNotReady
 from gpuorch.runners.volume_mount import NOT_YET, MountTools, mount_script
 
 log = logging.getLogger("gpuorch.runners.ssh")
@@ -63,8 +63,9 @@ class SshRunner(Runner):
     - ``python``: the instance's interpreter for the agent (3.8+; boto3 for ``s3://`` stores,
       google-cloud-storage for ``gs://``, azure-storage-blob and azure-identity for ``az://``:
       docs/checkpoints.md).
-    - ``notice``: the preemption notice source written into every agent.json (AWS IMDS by
-      default); ``shutdown_command`` fills the config's own when it has none.
+    - ``notice``: the preemption notice source written into every agent.json (none by
+      default: each adapter names its own cloud's, through ``Runners(notice=...)``);
+      ``shutdown_command`` fills the config's own when it has none.
     - ``agent_env``: extra environment for the agent process (e.g. ``GPUORCH_S3_ENDPOINT_URL``).
       Instances get cloud credentials from their own identity: never put keys here outside tests.
     - ``connect_attempts``, ``retry_wait_s``, ``retry_wait_max_s``: the bounded, jittered
@@ -96,7 +97,7 @@ class SshRunner(Runner):
             io_timeout=io_timeout, before_connect=before_connect,
         )
         self.remote_root, self.python = remote_root, python
-        self.notice = notice if notice is not None else NoticeSource(kind="aws")
+        self.notice = notice if notice is not None else NoticeSource(kind="none")
         self.shutdown_command = shutdown_command
         self.agent_env = dict(agent_env or {})
         self.volume_tools = volume_tools

@@ -19,8 +19,18 @@ from typing import Any, TypeVar
 
 from gpuorch.errors import AuthError, NotFoundError, PermanentError, ProviderError, UserInputError
 from gpuorch.provider import (
-    Finding, Instance, LaunchRequest, Offer, Provider, Runner, RunnerOptions, Runners, ScheduledStop,
-    launch_cloud_config, utcnow,
+    Finding,
+    Instance,
+    LaunchRequest,
+    NoticeSource,
+    Offer,
+    Provider,
+    Runner,
+    RunnerOptions,
+    Runners,
+    ScheduledStop,
+    launch_cloud_config,
+    utcnow,
 )
 
 from .calls import Ec2, RetryPolicy
@@ -65,7 +75,7 @@ class AwsProvider(EbsVolumes, Provider):
         self._ec2 = Ec2(session, endpoint_url=options.endpoint_url, policy=policy, sleep=sleep)
         self._monotonic, self._now = monotonic, now
         self.home = home
-        self._runners = Runners(home, options.ssh_user, runner_options)
+        self._runners = Runners(home, options.ssh_user, runner_options, provider="aws", notice=NoticeSource(kind="aws"))
         self._where: dict[str, str] = {}  # instance or volume id -> region
         self._images: dict[str, Image] = {}
         self._subnets: dict[str, dict[str, str]] = {}  # region -> zone -> subnet

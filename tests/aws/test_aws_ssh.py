@@ -47,6 +47,7 @@ def test_launch_hands_the_host_key_and_login_keys_to_cloud_init_and_the_runner_p
     assert isinstance(runner, SshRunner) and provider.runner(running) is runner  # kept between passes
     assert (runner.connection.host, runner.connection.port, runner.connection.user) == (running.host, 22, "ubuntu")
     assert runner.connection.key_path == job_key
+    assert runner.notice.kind == "aws"  # the agent polls IMDS for the spot notice
     pinned = pinned_host_key(known_hosts_path(tmp_path), running.host, 22)
     assert pinned is not None and host_public.startswith(pinned)
 

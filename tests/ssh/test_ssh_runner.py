@@ -60,11 +60,12 @@ def test_start_runs_the_job_and_status_log_heartbeat_work(make_runner: Make, tmp
     assert (remote / "heartbeat").stat().st_mtime >= before - 1
 
 
-def test_the_notice_source_defaults_to_aws(make_runner: Make):
+def test_the_notice_source_defaults_to_none(make_runner: Make):
+    """The core names no cloud: each adapter hands its runners its own notice kind."""
     runner = make_runner(notice=None, shutdown_command="sudo -n shutdown -h now")
     runner.start(config(run="true", heartbeat_timeout_s=600))
     written = json.loads((rundir(runner) / "agent.json").read_text())
-    assert written["notice"]["kind"] == "aws" and written["shutdown_command"] == "sudo -n shutdown -h now"
+    assert written["notice"]["kind"] == "none" and written["shutdown_command"] == "sudo -n shutdown -h now"
     wait_status(runner, lambda s: s.state != "starting", timeout=20)
 
 
