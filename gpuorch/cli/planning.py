@@ -160,9 +160,9 @@ def plan(
 ) -> None:
     """Where a job would run and what it would cost: candidates by expected total cost."""
     from gpuorch import placement
-    from gpuorch.provider.catalog import load_offers
     from gpuorch.jobs.spec import load_spec
     from gpuorch.jobs.submitcheck import no_candidate_message
+    from gpuorch.provider.catalog import load_offers
 
     try:
         spec = load_spec(job)

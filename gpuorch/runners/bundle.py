@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 
 import gpuorch
-from gpuorch.checkpoint.registry import NOTICE_PLUGINS, PLUGINS_FILE, PluginTable, STORE_PLUGINS
+from gpuorch.checkpoint.registry import NOTICE_PLUGINS, PLUGINS_FILE, STORE_PLUGINS, PluginTable
 
 PACKAGES = ("agent", "checkpoint")  # under gpuorch/; everything the agent imports from the core
 PLUGIN_TABLES = (STORE_PLUGINS, NOTICE_PLUGINS)

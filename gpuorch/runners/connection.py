@@ -24,8 +24,8 @@ from tenacity import (
     wait_random,
 )
 
-from gpuorch.runners.port import RunnerUnavailable
 from gpuorch.runners.hostkeys import HostKeyRejected, fingerprint, host_pattern
+from gpuorch.runners.port import RunnerUnavailable
 
 T = TypeVar("T")
 Op = Callable[[paramiko.SSHClient, paramiko.SFTPClient], T]

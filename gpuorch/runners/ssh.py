@@ -42,10 +42,10 @@ from gpuorch.agent.protocol import (
     AgentStatus,
     NoticeSource,
 )
-from gpuorch.runners.port import Runner, RunnerUnavailable, VolumeMountFailed, VolumeNotReady
 from gpuorch.runners import sftp_util
 from gpuorch.runners.bundle import agent_bundle
 from gpuorch.runners.connection import SshConnection
+from gpuorch.runners.port import Runner, RunnerUnavailable, VolumeMountFailed, VolumeNotReady
 from gpuorch.runners.volume_mount import NOT_YET, MountTools, mount_script
 
 log = logging.getLogger("gpuorch.runners.ssh")

@@ -45,6 +45,7 @@ from gpuorch.checkpoint import (
 )
 from gpuorch.checkpoint.url import StoreUrl
 
+
 class ObjectStoreContract:
     """The ``ObjectStore`` port's contract; fixture ``store``: an empty store."""
 

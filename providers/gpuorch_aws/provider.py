@@ -19,8 +19,17 @@ from typing import Any, TypeVar
 
 from gpuorch.errors import AuthError, NotFoundError, PermanentError, ProviderError, UserInputError
 from gpuorch.provider import (
-    Finding, Instance, LaunchRequest, Offer, Provider, Runner, RunnerOptions, Runners, ScheduledStop,
-    launch_cloud_config, utcnow,
+    Finding,
+    Instance,
+    LaunchRequest,
+    Offer,
+    Provider,
+    Runner,
+    RunnerOptions,
+    Runners,
+    ScheduledStop,
+    launch_cloud_config,
+    utcnow,
 )
 
 from .calls import Ec2, RetryPolicy

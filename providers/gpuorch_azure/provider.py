@@ -36,7 +36,15 @@ from gpuorch.errors import (
     UserInputError,
 )
 from gpuorch.provider import (
-    TAG_MANAGED, Finding, Instance, InstanceState, LaunchRequest, Offer, Provider, Runner, utcnow,
+    TAG_MANAGED,
+    Finding,
+    Instance,
+    InstanceState,
+    LaunchRequest,
+    Offer,
+    Provider,
+    Runner,
+    utcnow,
 )
 
 from .calls import Arm, Exists

@@ -25,9 +25,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
-from gpuorch.testing.faults import FaultPlan
 from gpuorch.provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider, Runner
 from gpuorch.provider.localdir import REASON_TERMINATED, InstanceDir, LocalRunner, Meta, capacity, instance_id_for
+from gpuorch.testing.faults import FaultPlan
 
 from .cloud import TAG_LIFETIME, Instances, ensure_cloud, open_market, stop_cloud
 from .market import PROVIDER, SimMarket, SimOptions, resolve

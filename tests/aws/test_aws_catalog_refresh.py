@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 import gpuorch.cli  # noqa: F401 - registers the commands
-from gpuorch.provider.catalog import load_offers
 from gpuorch.cli.app import app
+from gpuorch.provider.catalog import load_offers
 
 pytestmark = pytest.mark.aws
 

@@ -9,9 +9,9 @@ import pytest
 from conftest import PRICES, TRACES, write_trace
 
 from gpuorch.errors import NoCapacityError, PermanentError, UserInputError
+from gpuorch.provider.localdir.instances import Meta
 from gpuorch.provider.port import InstanceState, LaunchRequest
 from gpuorch.testing import wait_until
-from gpuorch.provider.localdir.instances import Meta
 from gpuorch_sim.cloud import ensure_cloud
 from gpuorch_sim.market import region_of
 from gpuorch_sim.provider import SimProvider
