@@ -150,7 +150,9 @@ def follow(local: _LocalMarket, ids: dict[str, int]) -> bool:
             states = [j.status for j in s.exec(select(Job))]
         # Preempt once the job has a durable checkpoint: the notice's final checkpoint is what it resumes from.
         if not preempted and current is not None and current.last_checkpoint is not None and current.ended_at is None:
-            console.print(f"[red]>>> the cloud announces: {current.instance_id} will be reclaimed in {NOTICE_S:.0f}s[/]")
+            console.print(
+                f"[red]>>> the cloud announces: {current.instance_id} will be reclaimed in {NOTICE_S:.0f}s[/]"
+            )
             local.inject_preemption(current.instance_id, NOTICE_S)
             preempted = True
         if all(st.terminal for st in states):
@@ -172,7 +174,8 @@ def report(ids: dict[str, int], refs: dict[str, float]) -> None:
         for a in d["attempt_list"]:
             lost = f"{a['lost_work_s']:.1f}s" if a["lost_work_s"] is not None else "-"
             resumed = a["resumed_from"] or ("fresh" if a["instance_id"] else "-")
-            attempts.add_row(name, str(a["number"]), a["zone"], a["instance_type"], "spot" if a["spot"] else "on-demand",
+            market = "spot" if a["spot"] else "on-demand"
+            attempts.add_row(name, str(a["number"]), a["zone"], a["instance_type"], market,
                              a["reason"] or a["status"], resumed, lost, f"${a['cost']:.4f}")
         loss = (d["result"] or {}).get("final_loss")
         same = "[green]yes[/]" if loss == refs[name] else "[red]NO[/]"

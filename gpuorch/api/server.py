@@ -170,7 +170,9 @@ def _bind(host: str, port: int) -> socket.socket:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         return socket.create_server((host, port), family=family)
     except OSError as e:
-        raise UserInputError(f"api: cannot listen on {host}:{port} ({e.strerror or e}); pick another api.host/api.port") from None
+        raise UserInputError(
+            f"api: cannot listen on {host}:{port} ({e.strerror or e}); pick another api.host/api.port"
+        ) from None
 
 
 def _server(config: DaemonConfig, store: Store, host: str) -> uvicorn.Server:

@@ -116,9 +116,9 @@ def status(ctx: typer.Context, job: str = typer.Argument(None, help="Show one jo
     if job is None:
         t = Table("ID", "NAME", "STATUS", "ATT", "PREEMPT", "WHERE", "CHECKPOINT", "COST", "DEADLINE", "NOTE")
         for d in data:
-            t.add_row(str(d["id"]), d["name"], d["status"], str(d["attempts"]), str(d["preemptions"]), d["where"] or "-",
-                      d["last_checkpoint"] or "-", f"${d['cost']:.4f}", _deadline_cell(d.get("deadline")),
-                      d["message"] or "")
+            t.add_row(str(d["id"]), d["name"], d["status"], str(d["attempts"]), str(d["preemptions"]),
+                      d["where"] or "-", d["last_checkpoint"] or "-", f"${d['cost']:.4f}",
+                      _deadline_cell(d.get("deadline")), d["message"] or "")
         console.print(t)
         return
     console.print(f"[bold]job {detail['id']} {detail['name']}[/]: {detail['status']}"

@@ -1,7 +1,8 @@
 """What the CLI and the HTTP API both do with jobs, on the store of this host.
 
 ``JobService`` is the one implementation of submit, status, cancel, events and logs, and of the
-sweep commands (``sweep_submit``, ``sweeps``, ``sweep``, ``sweep_cancel``); the CLI calls it directly (no ``--server``) and the API's endpoints are thin wrappers around it, so a command
+sweep commands (``sweep_submit``, ``sweeps``, ``sweep``, ``sweep_cancel``); the CLI calls it
+directly (no ``--server``) and the API's endpoints are thin wrappers around it, so a command
 gives the same answer and the same one-line errors either way. ``gpuorch.api.client.Client`` has
 the same methods over HTTP. Every method returns plain JSON-able data (datetimes stay datetimes;
 callers encode them with ``str``) and raises ``UserInputError`` for anything a user can fix.
@@ -65,6 +66,10 @@ def deadline_summary(job: Job | Row, attempts: list[Attempt] | list[Row], now: d
             "work_h": round(work_s / 3600, 2) if work_s else None, "slack_h": slack}
 
 
+def _where(a: Attempt | Row) -> str:
+    return f"{a.provider}/{a.zone}/{a.instance_type}/{'spot' if a.spot else 'on-demand'}"
+
+
 def job_summary(job: Job | Row, attempts: list[Attempt] | list[Row], now: datetime) -> dict[str, Any]:
     cur = attempts[-1] if attempts else None
     return {
@@ -75,7 +80,7 @@ def job_summary(job: Job | Row, attempts: list[Attempt] | list[Row], now: dateti
         "attempts": len(attempts),
         "preemptions": job.preemptions,
         "failures": job.failures,
-        "where": f"{cur.provider}/{cur.zone}/{cur.instance_type}/{'spot' if cur.spot else 'on-demand'}" if cur else None,
+        "where": _where(cur) if cur else None,
         "last_checkpoint": next((a.last_checkpoint for a in reversed(attempts) if a.last_checkpoint), None),
         "cost": round(sum(attempt_cost(a, now) for a in attempts), 4),
         "lost_work_s": round(sum(a.lost_work_s or 0.0 for a in attempts), 1),

@@ -48,7 +48,9 @@ class Runners:
         """The runner of ``instance``, with its host key pinned. RunnerUnavailable until the
         instance has an address; NotImplementedError without a home or the SSH runner."""
         if self.home is None:
-            raise NotImplementedError(f"{self.provider}: no runner without a home for keys; build the provider with from_config")
+            raise NotImplementedError(
+                f"{self.provider}: no runner without a home for keys; build the provider with from_config"
+            )
         try:
             from gpuorch.runners import hostkeys, keys
             from gpuorch.runners.ssh import SshRunner

@@ -22,8 +22,9 @@ def submit(store: Store, spec: SweepSpec, trials: list[tuple[dict[str, Any], Job
     with store.write() as s:
         if s.exec(select(Sweep).where(Sweep.name == spec.name, Sweep.status == SweepStatus.ACTIVE)).first():
             raise UserInputError(f"name: sweep {spec.name!r} is still active; cancel it or choose another name")
-        sweep = Sweep(name=spec.name, spec=spec.model_dump_json(), max_cost=spec.budget.max_cost if spec.budget else None,
-                      deadline=spec.deadline, max_parallel=spec.max_parallel, created_at=now,
+        sweep = Sweep(name=spec.name, spec=spec.model_dump_json(),
+                      max_cost=spec.budget.max_cost if spec.budget else None, deadline=spec.deadline,
+                      max_parallel=spec.max_parallel, created_at=now,
                       objective_metric=spec.objective.metric if spec.objective else None,
                       objective_mode=spec.objective.mode if spec.objective else "min")
         s.add(sweep)

@@ -282,7 +282,8 @@ class AzureProvider(Provider):
 
     def runner(self, instance: Instance) -> Runner:
         """An SSH runner to the VM's address as ``admin_user``, its host key pinned (the AWS
-        runner every SSH-reached adapter uses, gpuorch.runners.pool), reading Azure's Scheduled Events for the notice."""
+        runner every SSH-reached adapter uses, gpuorch.runners.pool), reading Azure's Scheduled
+        Events for the notice."""
         return self._runner_pool().get(instance)
 
     def doctor(self) -> list[Finding]:
