@@ -17,7 +17,7 @@ implementation of what a job's status says. PostgreSQL, and every write, go thro
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from functools import cached_property
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 LOG_CHUNK = 1 << 20  # bytes of job output per read_log call
 
 
-def deadline_summary(job: Job | Row, attempts: list[Attempt] | list[Row], now: datetime) -> dict[str, Any] | None:
+def deadline_summary(job: Job | Row, attempts: Sequence[Attempt | Row], now: datetime) -> dict[str, Any] | None:
     """A job's deadline as ``status`` shows it: when, hours left, work saved, and the slack (hours
     the job may still lose and finish on on-demand) when its work is known from the spec."""
     try:
@@ -70,7 +70,7 @@ def _where(a: Attempt | Row) -> str:
     return f"{a.provider}/{a.zone}/{a.instance_type}/{'spot' if a.spot else 'on-demand'}"
 
 
-def job_summary(job: Job | Row, attempts: list[Attempt] | list[Row], now: datetime) -> dict[str, Any]:
+def job_summary(job: Job | Row, attempts: Sequence[Attempt | Row], now: datetime) -> dict[str, Any]:
     cur = attempts[-1] if attempts else None
     return {
         "id": job.id,
@@ -105,7 +105,7 @@ def attempt_dict(a: Attempt | Row, now: datetime) -> dict[str, Any]:
     }
 
 
-def job_detail(job: Job | Row, attempts: list[Attempt] | list[Row], now: datetime,
+def job_detail(job: Job | Row, attempts: Sequence[Attempt | Row], now: datetime,
                decision: Any = None) -> dict[str, Any]:
     """``job_summary`` with ``attempt_list``; with a deadline, the policy's latest decision
     (``decision``: the newest ``deadline`` event)."""

@@ -107,7 +107,7 @@ class SweepSpec(Strict):
                 raise ValueError(
                     f"parameters.{dist}: a distribution needs search.method random; give a list for a grid"
                 )
-            size = math.prod(len(d) for d in self.parameters.values())  # type: ignore[arg-type]
+            size = math.prod(len(d) for d in self.parameters.values())
             if size > MAX_TRIALS:
                 raise ValueError(f"parameters: the grid has {size} trials, more than {MAX_TRIALS}; use fewer values")
         elif (self.search.count or 0) > MAX_TRIALS:
@@ -119,8 +119,7 @@ def points(spec: SweepSpec) -> list[dict[str, Scalar]]:
     """The trials' parameters: the grid in order, or ``count`` seeded random draws."""
     names = list(spec.parameters)
     if spec.search.method == "grid":
-        combos = itertools.product(*spec.parameters.values())  # type: ignore[arg-type]
-        return [dict(zip(names, combo, strict=True)) for combo in combos]
+        return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*spec.parameters.values())]
     rng = random.Random(spec.search.seed)
     return [{n: _draw(rng, spec.parameters[n]) for n in names} for _ in range(spec.search.count or 0)]
 
@@ -193,6 +192,7 @@ _ELSEWHERE = "a path on the submitting machine means nothing to the server"
 def _template(spec: SweepSpec, base: Path | None) -> dict[str, Any]:
     """The template job as a mapping, its workdir made absolute. ``base`` None: the sweep came
     over the HTTP API, whose template must be inline and without a workdir (it is uploaded)."""
+    where: Path | None  # what a relative workdir is relative to
     if isinstance(spec.job, str):
         if base is None:
             raise UserInputError(f"job: {_ELSEWHERE}; send the template job inline "

@@ -343,6 +343,7 @@ class AzureProvider(Provider):
         last = self._seen.pop(name, None)
         if last is None:
             return None
+        reason: str | None
         if name in self._terminated:
             state, reason = InstanceState.TERMINATED, "terminated-by-request"
         elif last.state == InstanceState.PREEMPTED:  # deallocated by an eviction, then deleted
