@@ -189,14 +189,14 @@ class JobService:
             if lite is not None:
                 by_job = lite.attempts()
                 return [job_summary(j, by_job.get(j.id, []), now) for j in lite.jobs()]
-        from sqlmodel import select
+        from sqlmodel import col, select
 
         from gpuorch.jobs import intent as jobs
         from gpuorch.store.models import Job
 
         with self.store.read() as s:
             return [job_summary(j, jobs.attempts_of(s, j.id), now)  # type: ignore[arg-type]
-                    for j in s.exec(select(Job).order_by(Job.id))]  # type: ignore[arg-type]
+                    for j in s.exec(select(Job).order_by(col(Job.id)))]
 
     def job(self, ref: str) -> dict[str, Any]:
         """One job by id or name, with ``attempt_list``. Raises UnknownJob."""
@@ -207,7 +207,7 @@ class JobService:
                 if row is None:
                     raise UnknownJob.ref(ref)
                 return job_detail(row, lite.attempts_of(row.id), now, lite.last_event(row.id, "deadline"))
-        from sqlmodel import select
+        from sqlmodel import col, select
 
         from gpuorch.jobs import intent as jobs
         from gpuorch.store.models import Event
@@ -215,7 +215,7 @@ class JobService:
         with self.store.read() as s:
             j = jobs.find_job(s, ref)
             decision = s.exec(select(Event).where(Event.job_id == j.id, Event.kind == "deadline")
-                              .order_by(Event.id.desc()).limit(1)).first()  # type: ignore[union-attr]
+                              .order_by(col(Event.id).desc()).limit(1)).first()
             return job_detail(j, jobs.attempts_of(s, j.id), now, decision)  # type: ignore[arg-type]
 
     def cancel(self, ref: str) -> dict[str, Any]:
@@ -227,7 +227,7 @@ class JobService:
 
     def events(self, ref: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
         """The newest ``limit`` events (of one job, with ``ref``), oldest first."""
-        from sqlmodel import select
+        from sqlmodel import col, select
 
         from gpuorch.jobs import intent as jobs
         from gpuorch.store.models import Event
@@ -236,7 +236,7 @@ class JobService:
             q = select(Event)
             if ref is not None:
                 q = q.where(Event.job_id == jobs.find_job(s, ref).id)
-            rows = list(s.exec(q.order_by(Event.id.desc()).limit(limit)))[::-1]  # type: ignore[union-attr]
+            rows = list(s.exec(q.order_by(col(Event.id).desc()).limit(limit)))[::-1]
         return [{"ts": e.ts, "job_id": e.job_id, "attempt": e.attempt, "kind": e.kind, "message": e.message,
                  "data": json.loads(e.data) if e.data else None} for e in rows]
 
@@ -287,7 +287,7 @@ class JobService:
 
     def sweeps(self) -> list[dict[str, Any]]:
         """Every sweep's report (``sweep``) without its ``trials``, oldest first."""
-        from sqlmodel import select
+        from sqlmodel import col, select
 
         from gpuorch.store.models import Sweep
         from gpuorch.sweeps.report import sweep_report
@@ -295,7 +295,7 @@ class JobService:
         now = self.now()
         with self.store.read() as s:
             return [{k: v for k, v in sweep_report(s, w, now).items() if k != "trials"}
-                    for w in s.exec(select(Sweep).order_by(Sweep.id))]  # type: ignore[arg-type]
+                    for w in s.exec(select(Sweep).order_by(col(Sweep.id)))]
 
     def sweep(self, ref: str) -> dict[str, Any]:
         """One sweep by id or name (the newest with it): its trials, best first, and its spend.

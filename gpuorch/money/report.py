@@ -20,12 +20,15 @@ GROUPS = ("job", "sweep", "provider", "day")
 
 def _days(a: Attempt, since: datetime | None, now: datetime) -> list[tuple[str, float]]:
     """The attempt's cost per UTC day, from ``since`` (or its launch) to its end (or now)."""
-    start = max(a.launched_at, since) if since else a.launched_at  # type: ignore[type-var]
+    if a.launched_at is None:  # not billed yet (cost_report reads launched attempts only)
+        return []
+    start = max(a.launched_at, since) if since else a.launched_at
     end = min(a.ended_at or now, now)
-    out, day = [], day_start(start)  # type: ignore[arg-type]
+    out: list[tuple[str, float]] = []
+    day = day_start(start)
     while day <= end:
         nxt = day + timedelta(days=1)
-        out.append((f"{day:%Y-%m-%d}", cost_between(a, max(day, start), nxt, now)))  # type: ignore[type-var]
+        out.append((f"{day:%Y-%m-%d}", cost_between(a, max(day, start), nxt, now)))
         day = nxt
     return out
 

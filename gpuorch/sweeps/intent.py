@@ -7,7 +7,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from gpuorch.errors import UnknownSweep, UserInputError
 from gpuorch.jobs import events
@@ -41,14 +41,14 @@ def submit(store: Store, spec: SweepSpec, trials: list[tuple[dict[str, Any], Job
 def find_sweep(s: Session, ref: str) -> Sweep:
     """A sweep by id, or the newest sweep with that name."""
     sweep = s.get(Sweep, int(ref)) if ref.isdigit() else s.exec(
-        select(Sweep).where(Sweep.name == ref).order_by(Sweep.id.desc())).first()  # type: ignore[union-attr]
+        select(Sweep).where(Sweep.name == ref).order_by(col(Sweep.id).desc())).first()
     if sweep is None:
         raise UnknownSweep.ref(ref)
     return sweep
 
 
 def trials_of(s: Session, sweep_id: int) -> list[Job]:
-    return list(s.exec(select(Job).where(Job.sweep_id == sweep_id).order_by(Job.id)))  # type: ignore[arg-type]
+    return list(s.exec(select(Job).where(Job.sweep_id == sweep_id).order_by(col(Job.id))))
 
 
 def cancel(store: Store, ref: str, now: datetime) -> tuple[Sweep, int]:
