@@ -21,11 +21,11 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO))  # runs from a checkout without an install: the imports below follow it (noqa: E402)
 
-from gpuorch.policy.evaluate import Report, evaluate
-from gpuorch.policy.model import Job
-from gpuorch.policy.traces import load_trace, trace_files
+from gpuorch.policy.evaluate import Report, evaluate  # noqa: E402
+from gpuorch.policy.model import Job  # noqa: E402
+from gpuorch.policy.traces import load_trace, trace_files  # noqa: E402
 
 DEFAULT_TRACES = REPO / "tests" / "data" / "spot-traces" / "aws-p3-2023"
 SETTINGS = ((52.0, 0.1), (52.0, 0.2), (70.0, 0.2))

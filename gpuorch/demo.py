@@ -110,7 +110,7 @@ def main() -> int:
 
     # The cheapest H100 spot zone has no capacity: the fallback job must try the next offer.
     h100 = sorted((o for o in local.offers() if o.gpu == "H100" and o.spot_price_per_hour),
-                  key=lambda o: o.spot_price_per_hour)[0]
+                  key=lambda o: o.spot_price_per_hour or 0.0)[0]  # all have a spot price
     local.set_capacity(h100.zone, h100.instance_type, spot=True, available=False)
     console.print(f"Market: [yellow]{h100.zone} {h100.instance_type} spot has no capacity[/]")
 
@@ -133,7 +133,7 @@ def main() -> int:
 
 def follow(local: _LocalMarket, ids: dict[str, int]) -> bool:
     """Print events as they happen; preempt the first job once it has made some progress."""
-    from sqlmodel import select
+    from sqlmodel import col, select
 
     from gpuorch.jobs import intent as jobs
     from gpuorch.store import Event, Job, Store
@@ -142,16 +142,18 @@ def follow(local: _LocalMarket, ids: dict[str, int]) -> bool:
     last_event, preempted, start = 0, False, time.monotonic()
     while time.monotonic() - start < TIMEOUT_S:
         with store.read() as s:
-            for e in s.exec(select(Event).where(Event.id > last_event).order_by(Event.id)):  # type: ignore[arg-type]
+            for e in s.exec(select(Event).where(col(Event.id) > last_event).order_by(col(Event.id))):
                 where = f"job {e.job_id}/{e.attempt}" if e.attempt else f"job {e.job_id}"
                 console.print(f"  [dim]{e.ts:%H:%M:%S}[/] {where:<10} [bold]{e.kind:<17}[/] {e.message}")
                 last_event = e.id or last_event
-            current = (jobs.attempts_of(s, ids["mlp-preempted"]) or [None])[-1]
+            attempts = jobs.attempts_of(s, ids["mlp-preempted"])
+            current = attempts[-1] if attempts else None
             states = [j.status for j in s.exec(select(Job))]
         # Preempt once the job has a durable checkpoint: the notice's final checkpoint is what it resumes from.
-        if not preempted and current is not None and current.last_checkpoint is not None and current.ended_at is None:
-            console.print(f"[red]>>> the cloud announces: {current.instance_id} will be reclaimed in {NOTICE_S:.0f}s[/]")
-            local.inject_preemption(current.instance_id, NOTICE_S)
+        live = current if current is not None and current.ended_at is None else None
+        if not preempted and live is not None and live.instance_id and live.last_checkpoint is not None:
+            console.print(f"[red]>>> the cloud announces: {live.instance_id} will be reclaimed in {NOTICE_S:.0f}s[/]")
+            local.inject_preemption(live.instance_id, NOTICE_S)
             preempted = True
         if all(st.terminal for st in states):
             return all(st.value == "succeeded" for st in states)
@@ -172,7 +174,8 @@ def report(ids: dict[str, int], refs: dict[str, float]) -> None:
         for a in d["attempt_list"]:
             lost = f"{a['lost_work_s']:.1f}s" if a["lost_work_s"] is not None else "-"
             resumed = a["resumed_from"] or ("fresh" if a["instance_id"] else "-")
-            attempts.add_row(name, str(a["number"]), a["zone"], a["instance_type"], "spot" if a["spot"] else "on-demand",
+            market = "spot" if a["spot"] else "on-demand"
+            attempts.add_row(name, str(a["number"]), a["zone"], a["instance_type"], market,
                              a["reason"] or a["status"], resumed, lost, f"${a['cost']:.4f}")
         loss = (d["result"] or {}).get("final_loss")
         same = "[green]yes[/]" if loss == refs[name] else "[red]NO[/]"

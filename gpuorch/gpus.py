@@ -63,6 +63,7 @@ class GpuSpec:
 
 _HBM, _GDDR = 0.40, 0.30  # default MFU by class (docs/sizing.md, "Runtime")
 
+# One GPU per row, columns aligned: rows run past 120 characters (noqa: E501) so the table reads across.
 # fmt: off
 GPUS: tuple[GpuSpec, ...] = (
     GpuSpec("T4", 16, (), "turing", "GDDR6", 320, 0, 65, 0, 130, "int4", "pcie", 32, 15.0, 8, _GDDR),
@@ -73,15 +74,15 @@ GPUS: tuple[GpuSpec, ...] = (
     GpuSpec("L4", 24, (), "ada", "GDDR6", 300, 121, 121, 242, 242, "int4", "pcie", 64, 22.35, 8, _GDDR),
     GpuSpec("L40", 48, (), "ada", "GDDR6", 864, 181, 181, 362, 362, "int4", "pcie", 64, 44.7, 8, _GDDR),
     GpuSpec("L40S", 48, (), "ada", "GDDR6", 864, 362, 362, 733, 733, "int4", "pcie", 64, 44.7, 8, _GDDR),
-    GpuSpec("A100", 40, ("A100-40GB",), "ampere", "HBM2", 1555, 312, 312, 0, 624, "int4", "nvlink", 600, 40.0, 16, _HBM),
-    GpuSpec("A100-80GB", 80, ("A100-80GB-SXM",), "ampere", "HBM2e", 2039, 312, 312, 0, 624, "int4", "nvlink", 600, 80.0, 8, _HBM),
-    GpuSpec("H100", 80, ("H100-SXM", "H100-80GB", "H100-MEGA"), "hopper", "HBM3", 3350, 989, 989, 1979, 1979, None, "nvlink", 900, 79.6, 8, _HBM),
-    GpuSpec("H100-PCIE", 80, ("H100-PCIe",), "hopper", "HBM2e", 2000, 756, 756, 1513, 1513, None, "pcie", 128, 79.6, 8, _HBM),
-    GpuSpec("H200", 141, ("H200-SXM",), "hopper", "HBM3e", 4800, 989, 989, 1979, 1979, None, "nvlink", 900, 140.4, 8, _HBM),
+    GpuSpec("A100", 40, ("A100-40GB",), "ampere", "HBM2", 1555, 312, 312, 0, 624, "int4", "nvlink", 600, 40.0, 16, _HBM),  # noqa: E501
+    GpuSpec("A100-80GB", 80, ("A100-80GB-SXM",), "ampere", "HBM2e", 2039, 312, 312, 0, 624, "int4", "nvlink", 600, 80.0, 8, _HBM),  # noqa: E501
+    GpuSpec("H100", 80, ("H100-SXM", "H100-80GB", "H100-MEGA"), "hopper", "HBM3", 3350, 989, 989, 1979, 1979, None, "nvlink", 900, 79.6, 8, _HBM),  # noqa: E501
+    GpuSpec("H100-PCIE", 80, ("H100-PCIe",), "hopper", "HBM2e", 2000, 756, 756, 1513, 1513, None, "pcie", 128, 79.6, 8, _HBM),  # noqa: E501
+    GpuSpec("H200", 141, ("H200-SXM",), "hopper", "HBM3e", 4800, 989, 989, 1979, 1979, None, "nvlink", 900, 140.4, 8, _HBM),  # noqa: E501
     GpuSpec("B200", 180, (), "blackwell", "HBM3e", 8000, 2250, 2250, 4500, 4500, "fp4", "nvlink", 1800, 179.0, 8, _HBM),
-    GpuSpec("RTXA6000", 48, ("RTX-A6000", "A6000"), "ampere", "GDDR6", 768, 155, 155, 0, 310, "int4", "pcie", 64, 47.5, 8, _GDDR),
-    GpuSpec("RTX6000ADA", 48, ("RTX-6000-ADA", "RTX6000-Ada"), "ada", "GDDR6", 960, 364, 364, 728, 728, "int4", "pcie", 64, 47.5, 8, _GDDR),
-    GpuSpec("MI300X", 192, (), "cdna3", "HBM3", 5300, 1307, 1307, 2615, 2615, None, "infinity-fabric", 896, 191.5, 8, 0.30),
+    GpuSpec("RTXA6000", 48, ("RTX-A6000", "A6000"), "ampere", "GDDR6", 768, 155, 155, 0, 310, "int4", "pcie", 64, 47.5, 8, _GDDR),  # noqa: E501
+    GpuSpec("RTX6000ADA", 48, ("RTX-6000-ADA", "RTX6000-Ada"), "ada", "GDDR6", 960, 364, 364, 728, 728, "int4", "pcie", 64, 47.5, 8, _GDDR),  # noqa: E501
+    GpuSpec("MI300X", 192, (), "cdna3", "HBM3", 5300, 1307, 1307, 2615, 2615, None, "infinity-fabric", 896, 191.5, 8, 0.30),  # noqa: E501
 )
 # fmt: on
 

@@ -30,7 +30,7 @@ def provider_class(name: str) -> type[Provider]:
     if name not in eps:
         raise UserInputError(f"providers.{name}: unknown provider; installed: {', '.join(sorted(eps)) or 'none'}")
     try:
-        return eps[name].load()  # type: ignore[no-any-return]
+        return eps[name].load()
     except ImportError as e:
         raise UserInputError(f"providers.{name}: cannot import its SDK ({e}); install gpuorch[{name}]") from None
 

@@ -12,7 +12,8 @@ from gpuorch.store import Store
 def _isolated_home(tmp_path_factory, monkeypatch):
     """No test touches the user's real state directory or cloud credentials."""
     home = tmp_path_factory.mktemp("gpuorch-home")
-    for var in [v for v in os.environ if v.startswith("GPUORCH_")] + ["NOTIFY_SOCKET", "WATCHDOG_USEC", "JOURNAL_STREAM"]:
+    systemd = ["NOTIFY_SOCKET", "WATCHDOG_USEC", "JOURNAL_STREAM"]
+    for var in [v for v in os.environ if v.startswith("GPUORCH_")] + systemd:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("GPUORCH_HOME", str(home))
     # No config file of this machine or user applies: /etc/gpuorch and ~/.config/gpuorch are elsewhere.

@@ -17,6 +17,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuorch.agent.job import RESULT_FILE, job_env, parse_signal, shell_exit_code, signal_group, spawn
+from gpuorch.agent.notice import FileNotice, make_notice_source
+from gpuorch.agent.protocol import (
+    AGENT_LOG,
+    HEARTBEAT_FILE,
+    JOB_LOG,
+    STATUS_FILE,
+    STOP_FILE,
+    WORK_DIR,
+    AgentConfig,
+    AgentStatus,
+    write_atomic,
+)
+from gpuorch.agent.syncer import Syncer
 from gpuorch.checkpoint import (
     CheckpointError,
     CorruptCheckpoint,
@@ -32,20 +46,6 @@ from gpuorch.checkpoint import (
     wait_for_final,
     write_final,
 )
-from gpuorch.agent.job import RESULT_FILE, job_env, parse_signal, shell_exit_code, signal_group, spawn
-from gpuorch.agent.notice import FileNotice, make_notice_source
-from gpuorch.agent.protocol import (
-    AGENT_LOG,
-    HEARTBEAT_FILE,
-    JOB_LOG,
-    STATUS_FILE,
-    STOP_FILE,
-    WORK_DIR,
-    AgentConfig,
-    AgentStatus,
-    write_atomic,
-)
-from gpuorch.agent.syncer import Syncer
 
 log = logging.getLogger("gpuorch.agent")
 

@@ -75,11 +75,11 @@ def create_app(service: JobService, token: str, uploads: Path) -> FastAPI:
         if why is not None:
             raise _Refused(401, why)
 
-    app.add_exception_handler(_Refused, lambda _r, e: _error(e.status, str(e)))  # type: ignore[arg-type,attr-defined]
+    app.add_exception_handler(_Refused, lambda _r, e: _error(e.status, str(e)))
     app.add_exception_handler(UnknownJob, lambda _r, e: _error(404, str(e)))
     app.add_exception_handler(UnknownSweep, lambda _r, e: _error(404, str(e)))
     app.add_exception_handler(UserInputError, lambda _r, e: _error(422, str(e)))
-    app.add_exception_handler(HTTPException, lambda _r, e: _error(e.status_code, str(e.detail)))  # type: ignore[attr-defined]
+    app.add_exception_handler(HTTPException, lambda _r, e: _error(e.status_code, str(e.detail)))
 
     def _invalid(_r: Request, e: Exception) -> JSONResponse:
         err = e.errors()[0]  # type: ignore[attr-defined]
@@ -170,7 +170,9 @@ def _bind(host: str, port: int) -> socket.socket:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         return socket.create_server((host, port), family=family)
     except OSError as e:
-        raise UserInputError(f"api: cannot listen on {host}:{port} ({e.strerror or e}); pick another api.host/api.port") from None
+        raise UserInputError(
+            f"api: cannot listen on {host}:{port} ({e.strerror or e}); pick another api.host/api.port"
+        ) from None
 
 
 def _server(config: DaemonConfig, store: Store, host: str) -> uvicorn.Server:

@@ -22,7 +22,8 @@ COLUMNS = (
 )  # fmt: skip
 OPTIONAL_COLUMNS = ("min_billing_s", "interruption_bucket")
 INTERCONNECTS = {  # accepted spellings -> the canonical name
-    "nvlink": "nvlink", "nvswitch": "nvlink", "pcie": "pcie", "infinity-fabric": "infinity-fabric", "xgmi": "infinity-fabric",
+    "nvlink": "nvlink", "nvswitch": "nvlink", "pcie": "pcie",
+    "infinity-fabric": "infinity-fabric", "xgmi": "infinity-fabric",
 }  # fmt: skip
 BUCKETS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
 

@@ -25,7 +25,6 @@ from gpuorch.checkpoint.store import (
     store_class,
     store_provider,
 )
-from gpuorch.checkpoint.url import StoreUrl
 from gpuorch.checkpoint.sync import (
     CheckpointVanished,
     IncompleteCheckpoint,
@@ -35,6 +34,7 @@ from gpuorch.checkpoint.sync import (
     prune,
     upload,
 )
+from gpuorch.checkpoint.url import StoreUrl
 
 __all__ = [
     "COMPLETE",

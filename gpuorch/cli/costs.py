@@ -38,7 +38,7 @@ def cost(since: str = typer.Option(None, "--since", help="From: 2026-11-28, 2026
     for r in report["rows"]:
         cells = [r.get(e) for e in extra]
         t.add_row(str(r["key"]), *["-" if c is None else (f"${c:.2f}" if e == "max_cost" else str(c))
-                                   for e, c in zip(extra, cells)], str(r["attempts"]), f"${r['cost']:.4f}")
+                                   for e, c in zip(extra, cells, strict=True)], str(r["attempts"]), f"${r['cost']:.4f}")
     period = f"since {start:%Y-%m-%d %H:%M} UTC" if start else "all time"
     Console().print(t)
     typer.echo(f"total ${report['total']:.4f} ({period})")

@@ -12,23 +12,28 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from gpuorch.cli.app import JSON_OPTION, app, cli_config, cli_store_location, emit_json, fail
 from gpuorch.errors import GpuorchError, UserInputError
 
+if TYPE_CHECKING:  # the CLI imports these when a command needs them
+    from gpuorch.api.client import Client
+    from gpuorch.jobs.service import JobService
+    from gpuorch.store import Store
+
 JOB_ARG = typer.Argument(..., help="Job id, or the name of the newest job with that name.")
 
 
-def _store():  # type: ignore[no-untyped-def]
+def _store() -> Store:
     from gpuorch.store import Store
 
     return Store(cli_config().url)
 
 
-def _remote(ctx: typer.Context):  # type: ignore[no-untyped-def]
+def _remote(ctx: typer.Context) -> Client | None:
     """The API client when ``--server`` was given, else None."""
     target = ctx.obj
     if target is None or not target.server:
@@ -38,11 +43,14 @@ def _remote(ctx: typer.Context):  # type: ignore[no-untyped-def]
     return Client(target.server, target.token)
 
 
-def _backend(ctx: typer.Context):  # type: ignore[no-untyped-def]
+def _backend(ctx: typer.Context) -> JobService | Client:
     """JobService on this host's store, or its HTTP twin for ``--server``."""
     remote = _remote(ctx)
-    if remote is not None:
-        return remote
+    return remote if remote is not None else _local()
+
+
+def _local() -> JobService:
+    """JobService on this host's store."""
     from gpuorch.jobs.service import JobService
 
     home, url = cli_store_location()
@@ -86,7 +94,7 @@ def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Job spec (
         else:
             if workdir is not None:
                 spec = spec.model_copy(update={"workdir": str(workdir)})
-            job = _backend(ctx).submit(spec, str(file))  # checks as the server does (gpuorch.jobs.submitcheck)
+            job = _local().submit(spec, str(file))  # checks as the server does (gpuorch.jobs.submitcheck)
     warning = job.get("warning")
     if json_out:
         emit_json({**job, "warning": warning})
@@ -116,9 +124,9 @@ def status(ctx: typer.Context, job: str = typer.Argument(None, help="Show one jo
     if job is None:
         t = Table("ID", "NAME", "STATUS", "ATT", "PREEMPT", "WHERE", "CHECKPOINT", "COST", "DEADLINE", "NOTE")
         for d in data:
-            t.add_row(str(d["id"]), d["name"], d["status"], str(d["attempts"]), str(d["preemptions"]), d["where"] or "-",
-                      d["last_checkpoint"] or "-", f"${d['cost']:.4f}", _deadline_cell(d.get("deadline")),
-                      d["message"] or "")
+            t.add_row(str(d["id"]), d["name"], d["status"], str(d["attempts"]), str(d["preemptions"]),
+                      d["where"] or "-", d["last_checkpoint"] or "-", f"${d['cost']:.4f}",
+                      _deadline_cell(d.get("deadline")), d["message"] or "")
         console.print(t)
         return
     console.print(f"[bold]job {detail['id']} {detail['name']}[/]: {detail['status']}"

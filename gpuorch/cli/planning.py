@@ -129,7 +129,8 @@ def offers(
         emit_json({"offers": [{**r._asdict(), "listed_price": p} for r, p in rows], "count": len(rows)})
         return
     w = max([16, *(len(r.instance_type) for r, _ in rows)])  # Azure sizes run to 25 characters
-    typer.echo(f"{'provider':<8} {'region':<16} {'zone':<18} {'instance':<{w}} {'gpu':<14} {'on-demand':>10} {'spot':>9}")
+    typer.echo(f"{'provider':<8} {'region':<16} {'zone':<18} {'instance':<{w}} {'gpu':<14} "
+               f"{'on-demand':>10} {'spot':>9}")
     for r, _ in rows:
         gpu_s = f"{r.gpu_count}x{r.gpu}" if r.gpu else "-"
         spot_s = f"{r.spot_price_per_hour:.3f}" if r.spot_price_per_hour is not None else "-"
@@ -160,9 +161,9 @@ def plan(
 ) -> None:
     """Where a job would run and what it would cost: candidates by expected total cost."""
     from gpuorch import placement
-    from gpuorch.provider.catalog import load_offers
     from gpuorch.jobs.spec import load_spec
     from gpuorch.jobs.submitcheck import no_candidate_message
+    from gpuorch.provider.catalog import load_offers
 
     try:
         spec = load_spec(job)
@@ -174,14 +175,17 @@ def plan(
     rejected = [{"provider": r.provider, "instance_type": r.instance_type, "gpu": r.gpu, "gpu_count": r.gpu_count,
                  "offers": r.offers, "reason": r.reason} for r in result.rejected]  # fmt: skip
     if json_out:
-        emit_json({"job": spec.name, "candidates": [_candidate_dict(c) for c in result.candidates], "rejected": rejected})
+        candidates = [_candidate_dict(c) for c in result.candidates]
+        emit_json({"job": spec.name, "candidates": candidates, "rejected": rejected})
         return
     w = max([16, *(len(c.offer.instance_type) for c in result.candidates)])
-    typer.echo(f"{'provider':<8} {'zone':<18} {'instance':<{w}} {'gpu':<13} {'market':<9} {'$/h':>8} {'hours':>7} {'est. $':>9}")
+    typer.echo(f"{'provider':<8} {'zone':<18} {'instance':<{w}} {'gpu':<13} {'market':<9} "
+               f"{'$/h':>8} {'hours':>7} {'est. $':>9}")
     for c in result.candidates:
         o = c.offer
         gpu_s = f"{o.gpu_count}x{o.gpu}" if o.gpu else "-"
-        typer.echo(f"{o.provider:<8} {o.zone:<18} {o.instance_type:<{w}} {gpu_s:<13} {'spot' if c.spot else 'on-demand':<9} "
+        market = "spot" if c.spot else "on-demand"
+        typer.echo(f"{o.provider:<8} {o.zone:<18} {o.instance_type:<{w}} {gpu_s:<13} {market:<9} "
                    f"{c.price_per_hour:>8.3f} {c.est_finish_hours:>7.2f} {c.est_cost:>9.2f}")  # fmt: skip
     for r in rejected:
         typer.echo(f"rejected {r['provider']} {r['instance_type']} ({r['offers']} offer(s)): {r['reason']}")

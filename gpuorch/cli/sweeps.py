@@ -24,7 +24,7 @@ NAME_ARG = typer.Argument(..., help="Sweep id, or the name of the newest sweep w
 def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Sweep file (YAML)."),
            json_out: bool = JSON_OPTION) -> None:
     """Queue a sweep's trials; the daemon runs max_parallel at a time within the budget."""
-    from gpuorch.cli.jobs import _backend, _errors, _remote
+    from gpuorch.cli.jobs import _errors, _local, _remote
     from gpuorch.clock import utcnow
     from gpuorch.sweeps.spec import load_sweep
 
@@ -37,7 +37,7 @@ def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Sweep file
             data, workdir = remote_request(file)
             sweep = remote.sweep_submit_raw(data, str(file), workdir)
         else:
-            sweep = _backend(ctx).sweep_submit(spec, trials, str(file))  # checks as the server does
+            sweep = _local().sweep_submit(spec, trials, str(file))  # checks as the server does
     warning = sweep.get("warning")
     if warning:
         typer.echo(f"warning: {warning}", err=True)

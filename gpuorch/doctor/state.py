@@ -143,7 +143,7 @@ def check_object_stores(ctx: Context) -> Iterator[Finding]:
 
 
 def _stores_in_use(db_url: str) -> dict[StoreUrl, list[int]] | None:
-    from sqlmodel import Session, select
+    from sqlmodel import Session, col, select
 
     from gpuorch.jobs.spec import JobSpec
     from gpuorch.store.models import Job, JobStatus
@@ -155,7 +155,8 @@ def _stores_in_use(db_url: str) -> dict[StoreUrl, list[int]] | None:
     try:
         engine = read_only_engine(db_url)
         with Session(engine) as s:
-            rows = list(s.exec(select(Job).where(Job.status.not_in([st.value for st in JobStatus if st.terminal]))))  # type: ignore[attr-defined]
+            live = col(Job.status).not_in([st.value for st in JobStatus if st.terminal])
+            rows = list(s.exec(select(Job).where(live)))
     except Exception:  # noqa: BLE001 - the database check reports why
         return None
     finally:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from gpuorch.errors import UnknownJob
 from gpuorch.jobs import events
@@ -25,7 +25,7 @@ def submit(store: Store, spec: JobSpec, now: datetime) -> Job:
 def find_job(s: Session, ref: str) -> Job:
     """A job by id, or the newest job with that name. Raises UnknownJob."""
     job = s.get(Job, int(ref)) if ref.isdigit() else s.exec(
-        select(Job).where(Job.name == ref).order_by(Job.id.desc())).first()  # type: ignore[union-attr]
+        select(Job).where(Job.name == ref).order_by(col(Job.id).desc())).first()
     if job is None:
         raise UnknownJob.ref(ref)
     return job
@@ -41,4 +41,4 @@ def cancel(store: Store, ref: str, now: datetime) -> Job:
 
 
 def attempts_of(s: Session, job_id: int) -> list[Attempt]:
-    return list(s.exec(select(Attempt).where(Attempt.job_id == job_id).order_by(Attempt.number)))  # type: ignore[arg-type]
+    return list(s.exec(select(Attempt).where(Attempt.job_id == job_id).order_by(col(Attempt.number))))

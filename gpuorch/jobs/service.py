@@ -1,7 +1,8 @@
 """What the CLI and the HTTP API both do with jobs, on the store of this host.
 
 ``JobService`` is the one implementation of submit, status, cancel, events and logs, and of the
-sweep commands (``sweep_submit``, ``sweeps``, ``sweep``, ``sweep_cancel``); the CLI calls it directly (no ``--server``) and the API's endpoints are thin wrappers around it, so a command
+sweep commands (``sweep_submit``, ``sweeps``, ``sweep``, ``sweep_cancel``); the CLI calls it
+directly (no ``--server``) and the API's endpoints are thin wrappers around it, so a command
 gives the same answer and the same one-line errors either way. ``gpuorch.api.client.Client`` has
 the same methods over HTTP. Every method returns plain JSON-able data (datetimes stay datetimes;
 callers encode them with ``str``) and raises ``UserInputError`` for anything a user can fix.
@@ -16,7 +17,7 @@ implementation of what a job's status says. PostgreSQL, and every write, go thro
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from functools import cached_property
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 LOG_CHUNK = 1 << 20  # bytes of job output per read_log call
 
 
-def deadline_summary(job: Job | Row, attempts: list[Attempt] | list[Row], now: datetime) -> dict[str, Any] | None:
+def deadline_summary(job: Job | Row, attempts: Sequence[Attempt | Row], now: datetime) -> dict[str, Any] | None:
     """A job's deadline as ``status`` shows it: when, hours left, work saved, and the slack (hours
     the job may still lose and finish on on-demand) when its work is known from the spec."""
     try:
@@ -65,7 +66,11 @@ def deadline_summary(job: Job | Row, attempts: list[Attempt] | list[Row], now: d
             "work_h": round(work_s / 3600, 2) if work_s else None, "slack_h": slack}
 
 
-def job_summary(job: Job | Row, attempts: list[Attempt] | list[Row], now: datetime) -> dict[str, Any]:
+def _where(a: Attempt | Row) -> str:
+    return f"{a.provider}/{a.zone}/{a.instance_type}/{'spot' if a.spot else 'on-demand'}"
+
+
+def job_summary(job: Job | Row, attempts: Sequence[Attempt | Row], now: datetime) -> dict[str, Any]:
     cur = attempts[-1] if attempts else None
     return {
         "id": job.id,
@@ -75,7 +80,7 @@ def job_summary(job: Job | Row, attempts: list[Attempt] | list[Row], now: dateti
         "attempts": len(attempts),
         "preemptions": job.preemptions,
         "failures": job.failures,
-        "where": f"{cur.provider}/{cur.zone}/{cur.instance_type}/{'spot' if cur.spot else 'on-demand'}" if cur else None,
+        "where": _where(cur) if cur else None,
         "last_checkpoint": next((a.last_checkpoint for a in reversed(attempts) if a.last_checkpoint), None),
         "cost": round(sum(attempt_cost(a, now) for a in attempts), 4),
         "lost_work_s": round(sum(a.lost_work_s or 0.0 for a in attempts), 1),
@@ -100,7 +105,7 @@ def attempt_dict(a: Attempt | Row, now: datetime) -> dict[str, Any]:
     }
 
 
-def job_detail(job: Job | Row, attempts: list[Attempt] | list[Row], now: datetime,
+def job_detail(job: Job | Row, attempts: Sequence[Attempt | Row], now: datetime,
                decision: Any = None) -> dict[str, Any]:
     """``job_summary`` with ``attempt_list``; with a deadline, the policy's latest decision
     (``decision``: the newest ``deadline`` event)."""
@@ -184,14 +189,14 @@ class JobService:
             if lite is not None:
                 by_job = lite.attempts()
                 return [job_summary(j, by_job.get(j.id, []), now) for j in lite.jobs()]
-        from sqlmodel import select
+        from sqlmodel import col, select
 
         from gpuorch.jobs import intent as jobs
         from gpuorch.store.models import Job
 
         with self.store.read() as s:
             return [job_summary(j, jobs.attempts_of(s, j.id), now)  # type: ignore[arg-type]
-                    for j in s.exec(select(Job).order_by(Job.id))]  # type: ignore[arg-type]
+                    for j in s.exec(select(Job).order_by(col(Job.id)))]
 
     def job(self, ref: str) -> dict[str, Any]:
         """One job by id or name, with ``attempt_list``. Raises UnknownJob."""
@@ -202,7 +207,7 @@ class JobService:
                 if row is None:
                     raise UnknownJob.ref(ref)
                 return job_detail(row, lite.attempts_of(row.id), now, lite.last_event(row.id, "deadline"))
-        from sqlmodel import select
+        from sqlmodel import col, select
 
         from gpuorch.jobs import intent as jobs
         from gpuorch.store.models import Event
@@ -210,7 +215,7 @@ class JobService:
         with self.store.read() as s:
             j = jobs.find_job(s, ref)
             decision = s.exec(select(Event).where(Event.job_id == j.id, Event.kind == "deadline")
-                              .order_by(Event.id.desc()).limit(1)).first()  # type: ignore[union-attr]
+                              .order_by(col(Event.id).desc()).limit(1)).first()
             return job_detail(j, jobs.attempts_of(s, j.id), now, decision)  # type: ignore[arg-type]
 
     def cancel(self, ref: str) -> dict[str, Any]:
@@ -222,7 +227,7 @@ class JobService:
 
     def events(self, ref: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
         """The newest ``limit`` events (of one job, with ``ref``), oldest first."""
-        from sqlmodel import select
+        from sqlmodel import col, select
 
         from gpuorch.jobs import intent as jobs
         from gpuorch.store.models import Event
@@ -231,7 +236,7 @@ class JobService:
             q = select(Event)
             if ref is not None:
                 q = q.where(Event.job_id == jobs.find_job(s, ref).id)
-            rows = list(s.exec(q.order_by(Event.id.desc()).limit(limit)))[::-1]  # type: ignore[union-attr]
+            rows = list(s.exec(q.order_by(col(Event.id).desc()).limit(limit)))[::-1]
         return [{"ts": e.ts, "job_id": e.job_id, "attempt": e.attempt, "kind": e.kind, "message": e.message,
                  "data": json.loads(e.data) if e.data else None} for e in rows]
 
@@ -282,7 +287,7 @@ class JobService:
 
     def sweeps(self) -> list[dict[str, Any]]:
         """Every sweep's report (``sweep``) without its ``trials``, oldest first."""
-        from sqlmodel import select
+        from sqlmodel import col, select
 
         from gpuorch.store.models import Sweep
         from gpuorch.sweeps.report import sweep_report
@@ -290,7 +295,7 @@ class JobService:
         now = self.now()
         with self.store.read() as s:
             return [{k: v for k, v in sweep_report(s, w, now).items() if k != "trials"}
-                    for w in s.exec(select(Sweep).order_by(Sweep.id))]  # type: ignore[arg-type]
+                    for w in s.exec(select(Sweep).order_by(col(Sweep.id)))]
 
     def sweep(self, ref: str) -> dict[str, Any]:
         """One sweep by id or name (the newest with it): its trials, best first, and its spend.

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from gpuorch import gpus
 from gpuorch.errors import UserInputError
@@ -282,7 +283,7 @@ _FIX_HINTS = {
 }
 
 
-def _format_error(err: dict[str, Any], source: str) -> str:
+def _format_error(err: ErrorDetails, source: str) -> str:
     loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
     if not err["loc"] and str(err["msg"]).startswith("Value error, "):  # a model-level check names its field
         return f"{source}: {str(err['msg']).removeprefix('Value error, ')}"

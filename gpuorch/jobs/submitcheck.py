@@ -58,8 +58,8 @@ def fit_check(spec: Any, offers: Sequence[Any], source: str, now: datetime) -> s
     on-demand cannot meet (refused), or only on-demand can (a warning): ``deadline_check``.
     """
     from gpuorch import placement
-    from gpuorch.provider.catalog import load_offers
     from gpuorch.placement.explain import beyond_one_node
+    from gpuorch.provider.catalog import load_offers
 
     offers = list(offers)
     if spec.checkpoint is not None:  # refuse now what the agent could only fail on, on an instance

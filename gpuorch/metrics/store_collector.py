@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter as Tally
+from collections import defaultdict
 from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -44,7 +45,7 @@ class StoreCollector(Collector):
     def _read(self) -> list[Metric]:
         now = self.clock.now()
         with self.store.read() as s:
-            by_state = dict(s.exec(select(Job.status, func.count()).group_by(Job.status)).all())  # type: ignore[call-overload]
+            by_state = dict(s.exec(select(Job.status, func.count()).group_by(Job.status)).all())
             preemptions = s.exec(select(func.coalesce(func.sum(Job.preemptions), 0))).one()
             attempts = list(s.exec(select(Attempt)))
         jobs = GaugeMetricFamily("gpuorch_jobs", "Jobs by state.", labels=["state"])
@@ -61,7 +62,7 @@ class StoreCollector(Collector):
                 live_f.add_metric([status.value], live.get(status.value, 0))
         pre = CounterMetricFamily("gpuorch_preemptions", "Preemptions of all jobs (with or without notice).")
         pre.add_metric([], int(preemptions))
-        spend: Tally[str] = Tally()
+        spend: dict[str, float] = defaultdict(float)
         for a in attempts:
             spend[a.provider] += attempt_cost(a, now)
         spend_f = CounterMetricFamily("gpuorch_spend_usd", "Money spent on instances (billed so far), by provider.",

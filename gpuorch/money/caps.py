@@ -233,7 +233,8 @@ def gate_for(job: Job, spec: JobSpec, sweep: SweepState | None, ledger: Ledger, 
             stop = Stop(TerminationReason.BUDGET_EXHAUSTED, JobStatus.BUDGET_EXHAUSTED, msg)
     if sweep is not None and sweep.deadline is not None and now >= sweep.deadline:
         when = f"{sweep.deadline:%Y-%m-%d %H:%M} UTC"
-        stop = stop or Stop(TerminationReason.CANCELLED, JobStatus.CANCELLED, f"stopped cleanly at the sweep deadline {when}")
+        stop = stop or Stop(TerminationReason.CANCELLED, JobStatus.CANCELLED,
+                            f"stopped cleanly at the sweep deadline {when}")
         hold = Hold(JobStatus.CANCELLED, f"not started by the sweep deadline {when}")
     elif sweep is not None and job.status not in IN_FLIGHT and sweep.in_flight >= sweep.max_parallel:
         hold = Hold(JobStatus.QUEUED, f"waiting for a slot: sweep {sweep.name} runs {sweep.max_parallel} at a time")

@@ -20,10 +20,18 @@ import json
 import math
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from gpuorch.store.models import Attempt
+
+class Billed(Protocol):
+    """What billing reads of an attempt: a ``store.models.Attempt``, or a ``store.lite.Row`` of one."""
+
+    launched_at: datetime | None
+    ended_at: datetime | None
+    price_per_hour: float
+    billing_granularity_s: int
+    min_billing_s: int
+    price_changes: str | None
 
 
 def _increments(seconds: float, granularity_s: int, minimum_s: int) -> tuple[int, int, int]:
@@ -39,26 +47,26 @@ def billed_seconds(seconds: float, granularity_s: int, minimum_s: int) -> float:
     return float(n * g)
 
 
-def increment_cost(a: Attempt) -> float:
+def increment_cost(a: Billed) -> float:
     """USD of one billing increment at the attempt's current price."""
     return current_price(a) * max(1, a.billing_granularity_s) / 3600.0
 
 
-def price_changes(a: Attempt) -> list[tuple[float, float]]:
+def price_changes(a: Billed) -> list[tuple[float, float]]:
     """Recorded price changes as (epoch seconds, USD per hour), oldest first."""
     if not a.price_changes:
         return []
     return [(float(t), float(p)) for t, p in json.loads(a.price_changes)]
 
 
-def with_price_change(a: Attempt, at: datetime, price: float) -> str:
+def with_price_change(a: Billed, at: datetime, price: float) -> str:
     """The ``price_changes`` JSON with one more change appended (never before the launch)."""
     start = a.launched_at.timestamp() if a.launched_at else at.timestamp()
     changes = price_changes(a) + [(max(at.timestamp(), start), price)]
     return json.dumps(changes)
 
 
-def current_price(a: Attempt) -> float:
+def current_price(a: Billed) -> float:
     changes = price_changes(a)
     return changes[-1][1] if changes else a.price_per_hour
 
@@ -83,7 +91,7 @@ def charged(price_per_hour: float, granularity_s: int, minimum_s: int, seconds: 
     return total / 3600.0
 
 
-def _cost(a: Attempt, seconds: float) -> float:
+def _cost(a: Billed, seconds: float) -> float:
     if a.launched_at is None:
         return 0.0
     launch = a.launched_at.timestamp()
@@ -91,7 +99,7 @@ def _cost(a: Attempt, seconds: float) -> float:
     return charged(a.price_per_hour, a.billing_granularity_s, a.min_billing_s, seconds, changes)
 
 
-def cost_until(a: Attempt, t: datetime, now: datetime | None = None) -> float:
+def cost_until(a: Billed, t: datetime, now: datetime | None = None) -> float:
     """USD charged by time ``t``: as if the attempt had stopped at ``t`` (if it ran that long)."""
     if a.launched_at is None:
         return 0.0
@@ -100,18 +108,18 @@ def cost_until(a: Attempt, t: datetime, now: datetime | None = None) -> float:
     return _cost(a, (stop - a.launched_at).total_seconds())
 
 
-def attempt_cost(a: Attempt, now: datetime) -> float:
+def attempt_cost(a: Billed, now: datetime) -> float:
     """Billing runs from the launch to the end (or now, while it runs)."""
     return cost_until(a, a.ended_at or now, now)
 
 
-def cost_between(a: Attempt, start: datetime | None, end: datetime, now: datetime) -> float:
+def cost_between(a: Billed, start: datetime | None, end: datetime, now: datetime) -> float:
     """USD charged in [start, end): what the attempt added to a day, or since ``--since``."""
     before = cost_until(a, start, now) if start is not None else 0.0
     return max(0.0, cost_until(a, end, now) - before)
 
 
-def projected_cost(a: Attempt, until: datetime, now: datetime) -> float:
+def projected_cost(a: Billed, until: datetime, now: datetime) -> float:
     """USD charged by ``until`` if the attempt runs (at its current price) until then.
 
     An attempt not launched yet is projected as if launched ``now``.

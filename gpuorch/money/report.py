@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import or_
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from gpuorch.money.caps import day_start
 from gpuorch.money.cost import cost_between
@@ -20,21 +20,24 @@ GROUPS = ("job", "sweep", "provider", "day")
 
 def _days(a: Attempt, since: datetime | None, now: datetime) -> list[tuple[str, float]]:
     """The attempt's cost per UTC day, from ``since`` (or its launch) to its end (or now)."""
-    start = max(a.launched_at, since) if since else a.launched_at  # type: ignore[type-var]
+    if a.launched_at is None:  # not billed yet (cost_report reads launched attempts only)
+        return []
+    start = max(a.launched_at, since) if since else a.launched_at
     end = min(a.ended_at or now, now)
-    out, day = [], day_start(start)  # type: ignore[arg-type]
+    out: list[tuple[str, float]] = []
+    day = day_start(start)
     while day <= end:
         nxt = day + timedelta(days=1)
-        out.append((f"{day:%Y-%m-%d}", cost_between(a, max(day, start), nxt, now)))  # type: ignore[type-var]
+        out.append((f"{day:%Y-%m-%d}", cost_between(a, max(day, start), nxt, now)))
         day = nxt
     return out
 
 
 def cost_report(s: Session, since: datetime | None, now: datetime, by: str) -> dict[str, Any]:
     """``{"since", "until", "by", "total", "rows": [{"key", "cost", "attempts", ...}]}``."""
-    q = select(Attempt, Job).join(Job, Job.id == Attempt.job_id).where(Attempt.launched_at.is_not(None))  # type: ignore[union-attr]
+    q = select(Attempt, Job).join(Job, col(Job.id) == col(Attempt.job_id)).where(col(Attempt.launched_at).is_not(None))
     if since is not None:
-        q = q.where(or_(Attempt.ended_at.is_(None), Attempt.ended_at >= since))  # type: ignore[union-attr,operator]
+        q = q.where(or_(col(Attempt.ended_at).is_(None), col(Attempt.ended_at) >= since))
     sweeps = {w.id: w for w in s.exec(select(Sweep))}
     rows: dict[Any, dict[str, Any]] = {}
     counted: dict[Any, set[tuple[int, int]]] = defaultdict(set)
@@ -42,12 +45,13 @@ def cost_report(s: Session, since: datetime | None, now: datetime, by: str) -> d
         parts = _days(a, since, now) if by == "day" else [(None, cost_between(a, since, now, now))]
         for day, c in parts:
             sweep = sweeps.get(job.sweep_id)
-            key, extra = {
+            groups: dict[str, tuple[Any, dict[str, Any]]] = {
                 "job": (job.id, {"job": job.name, "sweep": sweep.name if sweep else None, "status": job.status.value}),
                 "sweep": (sweep.name if sweep else "(no sweep)", {"max_cost": sweep.max_cost if sweep else None}),
                 "provider": (a.provider, {}),
                 "day": (day, {}),
-            }[by]
+            }
+            key, extra = groups[by]
             row = rows.setdefault(key, {"key": key, "cost": 0.0, "attempts": 0, **extra})
             row["cost"] += c
             if (a.job_id, a.number) not in counted[key]:

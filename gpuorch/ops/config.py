@@ -53,7 +53,7 @@ class DaemonConfig(BaseModel):
     home: Path = Field(default_factory=default_home)
     database_url: str | None = None  # default: sqlite:///$GPUORCH_HOME/state.db
     # provider name (entry point in group gpuorch.providers) -> its options
-    providers: dict[str, dict[str, Any]] = Field(default_factory=lambda: {"local": {}})
+    providers: dict[str, dict[str, Any]] = Field(default_factory=lambda: {"local": dict[str, Any]()})
     poll_s: float = Field(default=2.0, gt=0)
     lease_s: float = Field(default=60.0, gt=0)
     max_sleep_s: float = Field(default=5.0, gt=0)  # the daemon looks at least this often

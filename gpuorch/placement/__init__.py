@@ -47,7 +47,8 @@ def candidates(
     limit: int | None = None,
 ) -> list[Candidate]:
     """Every pair that holds ``spec`` (at most ``limit``), cheapest expected total first."""
-    return plan(spec, offers, avoid=avoid, volume_zone=volume_zone, options=options, limit=limit, explain=False).candidates
+    result = plan(spec, offers, avoid=avoid, volume_zone=volume_zone, options=options, limit=limit, explain=False)
+    return result.candidates
 
 
 def fits(spec: JobSpec, offer: Offer) -> bool:

@@ -43,7 +43,8 @@ def _row_filters(spec: JobSpec, idx: OfferIndex, volume_zone: str | None) -> lis
     filters: list[tuple[str, Callable[[int], bool]]] = []
     if spec.providers:
         names = set(spec.providers)
-        filters.append((f"provider not in providers ({', '.join(spec.providers)})", lambda r: idx.offers[r].provider in names))
+        filters.append((f"provider not in providers ({', '.join(spec.providers)})",
+                        lambda r: idx.offers[r].provider in names))
     if spec.regions:
         codes = {idx.regions[r] for r in spec.regions if r in idx.regions}
         filters.append((f"region not in regions ({', '.join(spec.regions)})", lambda r: idx.region[r] in codes))
@@ -71,7 +72,8 @@ def rejections(spec: JobSpec, idx: OfferIndex, volume_zone: str | None, refused:
                 reason = why
                 break
         if reason is None:
-            prices = [p for r in alive for spot in market if (p := (idx.spot_price if spot else idx.price)[r]) is not None]
+            prices = [p for r in alive for spot in market
+                      if (p := (idx.spot_price if spot else idx.price)[r]) is not None]
             if not prices:
                 reason = "no spot offering (spot_policy: spot)"
             elif min(prices) > cap:

@@ -51,7 +51,11 @@ class OfferClass:
         return f"{self.provider} {self.instance_type} ({gpu})"
 
 
-def _class_key(o: Offer) -> tuple[Any, ...]:
+# OfferClass's fields before start/stop: what makes offers interchangeable but for place and price.
+ClassKey = tuple[str, str, str | None, int, float, float, float, str | None, BillingRule]
+
+
+def _class_key(o: Offer) -> ClassKey:
     return (o.provider, o.instance_type, o.gpu, o.gpu_count, o.gpu_memory_gib, o.vcpus, o.memory_gib,
             o.interconnect, BillingRule(o.billing_granularity_s, o.min_billing_s))  # fmt: skip
 
@@ -87,7 +91,7 @@ class OfferIndex:
     and spot (per interruption bucket) offers in price order, and rows by region and zone."""
 
     def __init__(self, offers: Sequence[Offer]) -> None:
-        groups: dict[tuple[Any, ...], list[Offer]] = {}
+        groups: dict[ClassKey, list[Offer]] = {}
         for o in offers:
             groups.setdefault(_class_key(o), []).append(o)
         self.offers: list[Offer] = [o for members in groups.values() for o in members]

@@ -60,7 +60,9 @@ def _allowed_rows(spec: JobSpec, idx: OfferIndex, volume_zone: str | None) -> li
     return sorted(rows) if rows is not None else None
 
 
-def _egress_per_gib(store: str | None, opts: PlacementOptions, idx: OfferIndex, provider: str) -> tuple[float, int | None]:
+def _egress_per_gib(
+    store: str | None, opts: PlacementOptions, idx: OfferIndex, provider: str
+) -> tuple[float, int | None]:
     """USD per GiB restored from a checkpoint store in cloud ``store`` onto this provider's
     offers, or (0, region code) when only offers outside the checkpoint's region pay the
     same-cloud rate. ``store`` None: no checkpoint, or ``file://`` uploaded from the control
@@ -80,7 +82,8 @@ def _scenario(spec: JobSpec, opts: PlacementOptions, c: OfferClass, fit: ClassFi
     ready = opts.boot(c.provider) + opts.setup_s
     ckpt = opts.checkpoint_gib if opts.checkpoint_gib is not None else fit.checkpoint_gib
     lost = spec.checkpoint.interval / 2 if spec.checkpoint else work_s / 2
-    return Scenario(c.billing, work_s, ready + opts.restore_s(opts.restore_gib), ready + opts.restore_s(ckpt), lost), ckpt
+    first, later = ready + opts.restore_s(opts.restore_gib), ready + opts.restore_s(ckpt)
+    return Scenario(c.billing, work_s, first, later, lost), ckpt
 
 
 def _groups(idx: OfferIndex, ci: int, spot: bool, where: tuple[object, ...] | None,
@@ -95,12 +98,14 @@ def _groups(idx: OfferIndex, ci: int, spot: bool, where: tuple[object, ...] | No
     parts = idx.filtered.get(key)
     if parts is None:
         c, rows = idx.classes[ci], allowed()
-        in_class = range(c.start, c.stop) if rows is None else rows[bisect_left(rows, c.start) : bisect_left(rows, c.stop)]
+        in_class = (range(c.start, c.stop) if rows is None
+                    else rows[bisect_left(rows, c.start) : bisect_left(rows, c.stop)])
 
         def group(r: int) -> int:  # bucket, and whether a restore pays the same-cloud rate
             return (idx.bucket[r] if spot else -1) * 2 + (home is not None and idx.region[r] != home)
 
-        parts = [(k // 2, bool(k % 2), po) for k, po in price_orders(in_class, idx.spot_price if spot else idx.price, group)]
+        prices = idx.spot_price if spot else idx.price
+        parts = [(k // 2, bool(k % 2), po) for k, po in price_orders(in_class, prices, group)]
         if len(idx.filtered) > FILTER_CACHE:
             idx.filtered.clear()
         idx.filtered[key] = parts
@@ -148,8 +153,10 @@ def plan(
         scen, ckpt = _scenario(spec, opts, c, fit)
         egress = _egress_per_gib(store, opts, idx, c.provider)
         for spot in allowed_markets:
-            for bucket, per_gib, order in _groups(idx, ci, spot, where, allowed, egress, opts.egress_same_cloud_usd_per_gib):
-                a, b, finish = linear(scen, spot, rates[bucket] if spot else 0.0, opts.restore_gib * per_gib, ckpt * per_gib)
+            same_cloud = opts.egress_same_cloud_usd_per_gib
+            for bucket, per_gib, order in _groups(idx, ci, spot, where, allowed, egress, same_cloud):
+                rate = rates[bucket] if spot else 0.0
+                a, b, finish = linear(scen, spot, rate, opts.restore_gib * per_gib, ckpt * per_gib)
                 if order.prices[0] <= cap:
                     heap.append((order.prices[0] * a + b, finish, order.rows[0], len(groups), 0))
                 groups.append((order, a, b, ci, spot))

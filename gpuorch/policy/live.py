@@ -260,7 +260,8 @@ def feasibility(deadline: datetime, now: datetime, job_hours: float | None, star
     startup = startup_estimate(startup_given, candidates)
     if job_hours is None and candidates:
         fastest = min(candidates, key=lambda c: c.est_hours)
-        need, what = fastest.est_hours * 3600 + startup, f"{fastest.est_hours:.1f} h of work on the fastest fitting offer"
+        need = fastest.est_hours * 3600 + startup
+        what = f"{fastest.est_hours:.1f} h of work on the fastest fitting offer"
         fix = "a later deadline, fewer model.tokens, or deadline.job_hours if the estimate is off"
     elif job_hours is not None:
         need, what = job_hours * 3600 + startup, f"deadline.job_hours {job_hours:g} h"

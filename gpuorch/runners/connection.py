@@ -12,7 +12,7 @@ import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 import paramiko
 from paramiko.ssh_exception import NoValidConnectionsError
@@ -115,7 +115,9 @@ class SshConnection:
             except (paramiko.SSHException, OSError, EOFError) as e:
                 client.close()
                 raise RunnerUnavailable(f"{self!r}: SFTP is not available: {e}") from e
-            sftp.get_channel().settimeout(self.io_timeout)  # a hung host fails a call, not the daemon
+            channel = sftp.get_channel()
+            assert channel is not None  # open_sftp's client always has its channel
+            channel.settimeout(self.io_timeout)  # a hung host fails a call, not the daemon
             self._client, self._sftp = client, sftp
         assert self._sftp is not None
         return client, self._sftp
@@ -185,7 +187,7 @@ class _Unpinned(paramiko.SSHException):
 class _RefuseUnpinned(paramiko.RejectPolicy):
     """RejectPolicy with a typed error carrying the offered key, for a clear message."""
 
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> NoReturn:
         raise _Unpinned(hostname, key)
 
 

@@ -114,7 +114,8 @@ def mount_script(volume_id: str, path: str, *, tools: MountTools | None = None) 
         'case "$probe" in',
         '  0) say "$dev has a filesystem: mounting it as it is" ;;',
         f"  2) if [ \"$(as_root head -c {BLANK_CHECK_BYTES} \"$dev\" | tr -d '\\000' | wc -c)\" -ne 0 ]; then",
-        f'       fail {NOT_BLANK} "$dev holds data but no filesystem blkid knows: not formatting it; mount it yourself"',
+        f'       fail {NOT_BLANK} "$dev holds data but no filesystem blkid knows:'
+        ' not formatting it; mount it yourself"',
         "     fi",
         '     say "$dev is blank: formatting it (ext4)"',
         f'     as_root {j(t.mkfs)} "$dev" ;;',

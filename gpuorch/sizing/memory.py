@@ -114,7 +114,8 @@ def estimate_memory(w: Workload, gpus: int = 1, sharding: str | None = None) -> 
         weights, adapters = weights / gpus + gathered, adapters / gpus
     elif mode == "tp":
         weights, kv, act = weights / gpus, kv / gpus, act / gpus
-    parts = {"weights": weights, "gradients": grads, "optimizer": opt, "activations": act, "kv_cache": kv, "adapters": adapters}
+    parts = {"weights": weights, "gradients": grads, "optimizer": opt, "activations": act, "kv_cache": kv,
+             "adapters": adapters}
     out = {k: v / GIB for k, v in parts.items()}
     out["overhead"] = OVERHEAD_GIB
     out["headroom"] = HEADROOM * sum(out.values())

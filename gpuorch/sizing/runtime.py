@@ -37,18 +37,24 @@ def scaling(gpus: int, link: str | None, sharding: str, nodes: int = 1) -> float
         return 1.0
     if link in FAST_LINKS:
         s = SCALE_FAST
+    elif sharding in ("zero3", "tp"):
+        s = SCALE_PCIE_SHARDED
     else:
-        s = SCALE_PCIE_SHARDED if sharding in ("zero3", "tp") else SCALE_PCIE
+        s = SCALE_PCIE
     return s * (SCALE_NODES if nodes > 1 else 1.0)
 
 
-def training_tflops(w: Workload, gpu: GpuSpec, gpus: int, link: str | None, sharding: str, nodes: int = 1) -> float:
+def training_tflops(
+    w: Workload, gpu: GpuSpec, gpus: int, link: str | None, sharding: str, nodes: int = 1
+) -> float:
     eff = w.efficiency or gpu.efficiency
     speed = QLORA_SPEED if w.method == "qlora" else 1.0
     return gpus * gpu.tflops(w.compute_precision) * eff * scaling(gpus, link, sharding, nodes) * speed
 
 
-def decode_tokens_per_s(w: Workload, gpu: GpuSpec, gpus: int = 1, link: str | None = None, sharding: str = "none") -> float:
+def decode_tokens_per_s(
+    w: Workload, gpu: GpuSpec, gpus: int = 1, link: str | None = None, sharding: str = "none"
+) -> float:
     shape = w.shape
     kv_bytes = 1.0 if w.precision == "fp8" else 2.0
     kv = 2 * shape.layers * shape.kv_dim * w.seq_len * w.micro_batch * kv_bytes / 2  # half-full on average

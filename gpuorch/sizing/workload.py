@@ -21,7 +21,9 @@ Optimizer = Literal["adamw", "adamw-8bit", "sgd"]
 Sharding = Literal["auto", "none", "zero2", "zero3", "fsdp"]
 
 LORA_MODULES = ("q", "k", "v", "o", "gate", "up", "down")
-_TARGET_GROUPS = {"all-linear": LORA_MODULES, "all": LORA_MODULES, "attention": LORA_MODULES[:4], "mlp": LORA_MODULES[4:]}
+_TARGET_GROUPS = {
+    "all-linear": LORA_MODULES, "all": LORA_MODULES, "attention": LORA_MODULES[:4], "mlp": LORA_MODULES[4:],
+}  # fmt: skip
 
 Params = Annotated[float, BeforeValidator(lambda v: parse_count(v, "params"))]
 Tokens = Annotated[float, BeforeValidator(lambda v: parse_count(v, "tokens"))]
@@ -90,7 +92,9 @@ class Workload(_Frozen):
             key = item.lower().removesuffix("_proj")
             found = _TARGET_GROUPS.get(key) or ((key,) if key in LORA_MODULES else None)
             if not found:
-                raise ValueError(f"unknown LoRA target {item!r}; use {', '.join(LORA_MODULES)}, attention, mlp or all-linear")
+                raise ValueError(
+                    f"unknown LoRA target {item!r}; use {', '.join(LORA_MODULES)}, attention, mlp or all-linear"
+                )
             out += [t for t in found if t not in out]
         if not out:
             raise ValueError("give at least one LoRA target module")

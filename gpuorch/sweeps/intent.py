@@ -7,7 +7,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from gpuorch.errors import UnknownSweep, UserInputError
 from gpuorch.jobs import events
@@ -22,8 +22,9 @@ def submit(store: Store, spec: SweepSpec, trials: list[tuple[dict[str, Any], Job
     with store.write() as s:
         if s.exec(select(Sweep).where(Sweep.name == spec.name, Sweep.status == SweepStatus.ACTIVE)).first():
             raise UserInputError(f"name: sweep {spec.name!r} is still active; cancel it or choose another name")
-        sweep = Sweep(name=spec.name, spec=spec.model_dump_json(), max_cost=spec.budget.max_cost if spec.budget else None,
-                      deadline=spec.deadline, max_parallel=spec.max_parallel, created_at=now,
+        sweep = Sweep(name=spec.name, spec=spec.model_dump_json(),
+                      max_cost=spec.budget.max_cost if spec.budget else None, deadline=spec.deadline,
+                      max_parallel=spec.max_parallel, created_at=now,
                       objective_metric=spec.objective.metric if spec.objective else None,
                       objective_mode=spec.objective.mode if spec.objective else "min")
         s.add(sweep)
@@ -40,14 +41,14 @@ def submit(store: Store, spec: SweepSpec, trials: list[tuple[dict[str, Any], Job
 def find_sweep(s: Session, ref: str) -> Sweep:
     """A sweep by id, or the newest sweep with that name."""
     sweep = s.get(Sweep, int(ref)) if ref.isdigit() else s.exec(
-        select(Sweep).where(Sweep.name == ref).order_by(Sweep.id.desc())).first()  # type: ignore[union-attr]
+        select(Sweep).where(Sweep.name == ref).order_by(col(Sweep.id).desc())).first()
     if sweep is None:
         raise UnknownSweep.ref(ref)
     return sweep
 
 
 def trials_of(s: Session, sweep_id: int) -> list[Job]:
-    return list(s.exec(select(Job).where(Job.sweep_id == sweep_id).order_by(Job.id)))  # type: ignore[arg-type]
+    return list(s.exec(select(Job).where(Job.sweep_id == sweep_id).order_by(col(Job.id))))
 
 
 def cancel(store: Store, ref: str, now: datetime) -> tuple[Sweep, int]:

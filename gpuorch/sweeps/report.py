@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from gpuorch.money.cost import attempt_cost
 from gpuorch.store.models import Attempt, Sweep
 from gpuorch.sweeps.intent import trials_of
 
 
-def _order(metric: str | None, mode: str):  # type: ignore[no-untyped-def]
+def _order(metric: str | None, mode: str) -> Callable[[dict[str, Any]], tuple[int, float, int]]:
     """Trials with a numeric objective first, best first; then the rest by id."""
     def key(t: dict[str, Any]) -> tuple[int, float, int]:
         v = t["metrics"].get(metric) if metric else None
@@ -28,13 +29,13 @@ def _order(metric: str | None, mode: str):  # type: ignore[no-untyped-def]
 
 def sweep_report(s: Session, sweep: Sweep, now: datetime) -> dict[str, Any]:
     jobs = trials_of(s, sweep.id or 0)
-    cost: Counter[int] = Counter()
-    for a in s.exec(select(Attempt).where(Attempt.job_id.in_([j.id for j in jobs]))):  # type: ignore[union-attr]
-        cost[a.job_id] += attempt_cost(a, now)
+    cost: dict[int, float] = {}  # by job id
+    for a in s.exec(select(Attempt).where(col(Attempt.job_id).in_([j.id for j in jobs]))):
+        cost[a.job_id] = cost.get(a.job_id, 0) + attempt_cost(a, now)
     trials = [{
         "id": j.id, "name": j.name, "status": j.status.value, "message": j.message,
         "params": json.loads(j.params) if j.params else {}, "metrics": json.loads(j.metrics) if j.metrics else {},
-        "cost": round(cost[j.id or 0], 6),
+        "cost": round(cost.get(j.id or 0, 0), 6),
     } for j in jobs]
     trials.sort(key=_order(sweep.objective_metric, sweep.objective_mode))
     metric = sweep.objective_metric

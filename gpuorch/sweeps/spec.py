@@ -88,7 +88,9 @@ class SweepSpec(Strict):
                 raise ValueError(f"{name}: no values; give a list of at least one value")
             if isinstance(dom, dict):
                 if len(dom) != 1 or next(iter(dom)) not in DISTRIBUTIONS:
-                    raise ValueError(f"{name}: write a list of values, or one of {', '.join(DISTRIBUTIONS)}: [low, high]")
+                    raise ValueError(
+                        f"{name}: write a list of values, or one of {', '.join(DISTRIBUTIONS)}: [low, high]"
+                    )
                 kind, bounds = next(iter(dom.items()))
                 if len(bounds) != 2 or bounds[0] > bounds[1] or (kind == "loguniform" and bounds[0] <= 0):
                     positive = " and low > 0" if kind == "loguniform" else ""
@@ -102,8 +104,10 @@ class SweepSpec(Strict):
         if self.search.method == "grid":
             dist = next((k for k, d in self.parameters.items() if isinstance(d, dict)), None)
             if dist is not None:
-                raise ValueError(f"parameters.{dist}: a distribution needs search.method random; give a list for a grid")
-            size = math.prod(len(d) for d in self.parameters.values())  # type: ignore[arg-type]
+                raise ValueError(
+                    f"parameters.{dist}: a distribution needs search.method random; give a list for a grid"
+                )
+            size = math.prod(len(d) for d in self.parameters.values())
             if size > MAX_TRIALS:
                 raise ValueError(f"parameters: the grid has {size} trials, more than {MAX_TRIALS}; use fewer values")
         elif (self.search.count or 0) > MAX_TRIALS:
@@ -115,7 +119,7 @@ def points(spec: SweepSpec) -> list[dict[str, Scalar]]:
     """The trials' parameters: the grid in order, or ``count`` seeded random draws."""
     names = list(spec.parameters)
     if spec.search.method == "grid":
-        return [dict(zip(names, combo)) for combo in itertools.product(*spec.parameters.values())]  # type: ignore[arg-type]
+        return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*spec.parameters.values())]
     rng = random.Random(spec.search.seed)
     return [{n: _draw(rng, spec.parameters[n]) for n in names} for _ in range(spec.search.count or 0)]
 
@@ -188,6 +192,7 @@ _ELSEWHERE = "a path on the submitting machine means nothing to the server"
 def _template(spec: SweepSpec, base: Path | None) -> dict[str, Any]:
     """The template job as a mapping, its workdir made absolute. ``base`` None: the sweep came
     over the HTTP API, whose template must be inline and without a workdir (it is uploaded)."""
+    where: Path | None  # what a relative workdir is relative to
     if isinstance(spec.job, str):
         if base is None:
             raise UserInputError(f"job: {_ELSEWHERE}; send the template job inline "
@@ -202,7 +207,9 @@ def _template(spec: SweepSpec, base: Path | None) -> dict[str, Any]:
                                  "(`gpuorch --server URL sweep submit` does)")
         workdir = (where / str(data["workdir"])).expanduser().resolve()
         if not workdir.is_dir():
-            raise UserInputError(f"job.workdir: {str(workdir)!r} is not a directory; give a path relative to the job spec")
+            raise UserInputError(
+                f"job.workdir: {str(workdir)!r} is not a directory; give a path relative to the job spec"
+            )
         data["workdir"] = str(workdir)
     return data
 

@@ -45,6 +45,7 @@ from gpuorch.checkpoint import (
 )
 from gpuorch.checkpoint.url import StoreUrl
 
+
 class ObjectStoreContract:
     """The ``ObjectStore`` port's contract; fixture ``store``: an empty store."""
 
@@ -194,14 +195,16 @@ class CheckpointProtocolContract:
         base = os.urandom(MB)  # frozen weights, the same in every checkpoint
         base_key = f"{PREFIX}/blobs/{hashlib.sha256(base).hexdigest()}"
         upload(store, PREFIX, make_checkpoint(tmp_path, "step-1", 1, base=base, adapter=b"a1"), attempt=1)
-        blobs = [k for k in writes.keys() if "/blobs/" in k]
+        written = writes.keys()  # a list in write order (``Writes``), not a dict view
+        blobs = [k for k in written if "/blobs/" in k]
         assert len(blobs) == 3 and base_key in blobs  # base, adapter, COMPLETE
 
         writes.clear()
         m2 = upload(store, PREFIX, make_checkpoint(tmp_path, "step-2", 2, base=base, adapter=b"a2"), attempt=1)
-        blobs = [k for k in writes.keys() if "/blobs/" in k]
+        written = writes.keys()
+        blobs = [k for k in written if "/blobs/" in k]
         assert len(blobs) == 2 and base_key not in blobs  # adapter, COMPLETE
-        assert writes.keys()[-1] == m2.key(PREFIX)  # the manifest goes last
+        assert written[-1] == m2.key(PREFIX)  # the manifest goes last
 
         writes.clear()
         again = upload(store, PREFIX, tmp_path / "step-2", attempt=1)  # idempotent: nothing written

@@ -40,7 +40,7 @@ def resolve_image(ec2: Ec2, region: str, ami: str | None, name_filter: str) -> I
     else:
         filters = [{"Name": "name", "Values": [name_filter]}, {"Name": "state", "Values": ["available"]}]
         images = ec2.pages(region, "describe_images", "Images", Owners=["amazon"], Filters=filters)
-        image = newest(images)  # type: ignore[assignment]
+        image = newest(images)
         if image is None:
             raise UserInputError(f"providers.aws.ami.{region}: no Amazon AMI named like {name_filter!r} in {region}; "
                                  f"set providers.aws.ami.{region} to an AMI id (or providers.aws.ami_name)")

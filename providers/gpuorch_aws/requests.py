@@ -6,8 +6,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpuorch.provider.port import TAG_ATTEMPT, TAG_JOB, TAG_MANAGED, TAG_OWNER, LaunchRequest
 from gpuorch.provider import login_config, user_data
+from gpuorch.provider.port import TAG_ATTEMPT, TAG_JOB, TAG_MANAGED, TAG_OWNER, LaunchRequest
 
 ROOT_VOLUME_TYPE = "gp3"
 # Root volumes carry the attempt's tags too (cost reports, orphan hunts) plus this one, so that

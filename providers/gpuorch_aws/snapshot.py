@@ -20,7 +20,8 @@ from .catalog import CATALOG
 
 def advisor_buckets(path: Path) -> dict[tuple[str, str], str]:
     with path.open(newline="") as f:
-        return {(r["region"], r["instance_type"]): r["interruption_bucket"] for r in csv.DictReader(f) if r["os"] == "Linux"}
+        return {(r["region"], r["instance_type"]): r["interruption_bucket"]
+                for r in csv.DictReader(f) if r["os"] == "Linux"}
 
 
 def aws_rows(path: Path, buckets: dict[tuple[str, str], str]) -> list[OfferRow]:

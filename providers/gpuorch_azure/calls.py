@@ -38,16 +38,21 @@ class Arm:
         self.sleep = sleep
         self._client: Any = None
 
+    def token_credential(self) -> Any:
+        """The credential ARM calls use: the one given, else ``DefaultAzureCredential`` (made once)."""
+        if self.credential is None:
+            from azure.identity import DefaultAzureCredential
+
+            self.credential = DefaultAzureCredential()
+        return self.credential
+
     @property
     def client(self) -> Any:
         """The SDK client (tests and tools; the adapter uses the methods below)."""
         if self._client is None:
             from azure.mgmt.compute import ComputeManagementClient
 
-            if self.credential is None:
-                from azure.identity import DefaultAzureCredential
-
-                self.credential = DefaultAzureCredential()
+            credential = self.token_credential()
             kwargs: dict[str, Any] = {"retry_total": 0, "polling_interval": self.options.poll_interval_s,
                                       "user_agent": "gpuorch"}
             if self.options.endpoint:
@@ -55,7 +60,7 @@ class Arm:
                 kwargs["credential_scopes"] = ["https://management.azure.com/.default"]
             if self.options.connection_verify:
                 kwargs["connection_verify"] = self.options.connection_verify
-            self._client = ComputeManagementClient(self.credential, self.options.subscription_id, **kwargs)
+            self._client = ComputeManagementClient(credential, self.options.subscription_id, **kwargs)
         return self._client
 
     # -- VMs, as ARM JSON ----------------------------------------------------------------------
@@ -63,13 +68,13 @@ class Arm:
         """The VM with its instance view. NotFoundError when ARM does not know it."""
         rg = self.options.resource_group
         vm = self.call(f"get VM {name}", lambda: self.client.virtual_machines.get(rg, name, expand="instanceView"))
-        return vm.as_dict()  # type: ignore[no-any-return]
+        return vm.as_dict()
 
     def list_vms(self) -> list[dict[str, Any]]:
         """Every VM of the resource group, with instance views; a failure restarts the listing."""
         rg = self.options.resource_group
         return self.call(f"list VMs of {rg}", lambda: [
-            vm.as_dict() for vm in self.client.virtual_machines.list(rg, expand="instanceView")])  # type: ignore[no-any-return]
+            vm.as_dict() for vm in self.client.virtual_machines.list(rg, expand="instanceView")])
 
     def begin_create(self, name: str, body: dict[str, Any]) -> Any:
         """Send the create (only if no VM has that name: ``If-None-Match: *``); return the SDK's
@@ -102,9 +107,9 @@ class Arm:
             response = self.client.send_request(request)
             if response.status_code >= 400:
                 raise HttpResponseError(response=response, error_format=ARMErrorFormat)
-            return response.json()  # type: ignore[no-any-return]
+            return response.json()
 
-        return self.call(f"get {resource_id.rsplit('/', 2)[-2]} {resource_id.rsplit('/', 1)[-1]}", get)  # type: ignore[no-any-return]
+        return self.call(f"get {resource_id.rsplit('/', 2)[-2]} {resource_id.rsplit('/', 1)[-1]}", get)
 
     # -- the policy ----------------------------------------------------------------------------
     def call(self, what: str, fn: Callable[[], Any]) -> Any:

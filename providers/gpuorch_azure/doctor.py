@@ -38,7 +38,7 @@ def probes(p: AzureProvider) -> list[Probe]:
 def doctor(p: AzureProvider) -> list[Finding]:
     check = f"provider {p.name}"
     arm = p._arm
-    credential = arm.credential if arm.credential is not None else (arm.client and arm.credential)
+    credential = arm.token_credential()
     kind = type(credential).__name__
     try:
         credential.get_token(ARM_SCOPE)

@@ -36,7 +36,15 @@ from gpuorch.errors import (
     UserInputError,
 )
 from gpuorch.provider import (
-    TAG_MANAGED, Finding, Instance, InstanceState, LaunchRequest, Offer, Provider, Runner, utcnow,
+    TAG_MANAGED,
+    Finding,
+    Instance,
+    InstanceState,
+    LaunchRequest,
+    Offer,
+    Provider,
+    Runner,
+    utcnow,
 )
 
 from .calls import Arm, Exists
@@ -274,7 +282,8 @@ class AzureProvider(Provider):
 
     def runner(self, instance: Instance) -> Runner:
         """An SSH runner to the VM's address as ``admin_user``, its host key pinned (the AWS
-        runner every SSH-reached adapter uses, gpuorch.runners.pool), reading Azure's Scheduled Events for the notice."""
+        runner every SSH-reached adapter uses, gpuorch.runners.pool), reading Azure's Scheduled
+        Events for the notice."""
         return self._runner_pool().get(instance)
 
     def doctor(self) -> list[Finding]:
@@ -334,6 +343,7 @@ class AzureProvider(Provider):
         last = self._seen.pop(name, None)
         if last is None:
             return None
+        reason: str | None
         if name in self._terminated:
             state, reason = InstanceState.TERMINATED, "terminated-by-request"
         elif last.state == InstanceState.PREEMPTED:  # deallocated by an eviction, then deleted

@@ -114,9 +114,10 @@ class AzureBlobStore(ObjectStore):
         self.container_name = container
         self.connection_string = os.environ.get(CONNECTION_STRING_ENV, "").strip() or None
         emulator_account = _check_emulator(self.connection_string) if self.connection_string else None
-        self.account = account or os.environ.get(ACCOUNT_ENV, "").strip() or emulator_account
-        if not self.account:
+        account = account or os.environ.get(ACCOUNT_ENV, "").strip() or emulator_account
+        if not account:
             raise ValueError(f"no storage account for az://{container}: {_URL_FORM}")
+        self.account: str = account
         if emulator_account and self.account != emulator_account:
             raise ValueError(f"az:// account {self.account!r} is not the emulator's ({emulator_account!r}) "
                              f"that {CONNECTION_STRING_ENV} points at; unset it to reach a real account")
@@ -166,7 +167,7 @@ class AzureBlobStore(ObjectStore):
         with self._lock:
             client = self._clients.get(block_size)
             if client is None:
-                options = dict(
+                options: Dict[str, Any] = dict(
                     max_single_put_size=block_size, max_block_size=block_size,
                     max_single_get_size=block_size, max_chunk_get_size=block_size,
                 )
@@ -186,7 +187,7 @@ class AzureBlobStore(ObjectStore):
         try:
             yield
         except ResourceNotFoundError as e:
-            if e.error_code == "ContainerNotFound":
+            if _code(e) == "ContainerNotFound":
                 raise OSError(f"{self!r}: container {self.container_name!r} does not exist; create it "
                               "or fix the store URL") from e
             raise ObjectNotFound(f"no object {key!r} in {self!r}") from None
@@ -277,7 +278,9 @@ def _check_emulator(connection_string: str) -> str:
 
 
 def _code(e: HttpResponseError) -> str:
-    return str(getattr(e.error_code, "value", e.error_code))
+    """The storage error code, which the blob SDK sets on its errors (azure-core's own lack it)."""
+    code = getattr(e, "error_code", None)
+    return str(getattr(code, "value", code))
 
 
 def _first_line(e: BaseException) -> str:

@@ -13,6 +13,7 @@ configured endpoint.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -125,9 +126,9 @@ class Gce:
         deadline = self.monotonic() + timeout_s
         while op.get("status") != "DONE" and self.monotonic() < deadline:
             name = op["name"]
-            op = as_dict(self.call(f"gce zoneOperations.wait {name}", lambda: self.zone_operations.wait(
-                project=self.project, zone=zone, operation=name, retry=None,
-                timeout=150.0)))  # GCE answers within ~2 min, done or not
+            wait = functools.partial(self.zone_operations.wait, project=self.project, zone=zone, operation=name,
+                                     retry=None, timeout=150.0)  # GCE answers within ~2 min, done or not
+            op = as_dict(self.call(f"gce zoneOperations.wait {name}", wait))
         return op
 
     def close(self) -> None:

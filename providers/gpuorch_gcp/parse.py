@@ -14,7 +14,7 @@ Preemption, as GCE shows it (spot VMs run with ``instanceTerminationAction: DELE
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -77,7 +77,7 @@ def is_spot(d: Mapping[str, Any]) -> bool:
     return s.get("provisioning_model") == "SPOT" or bool(s.get("preemptible"))
 
 
-def preempted_ops(ops: list[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+def preempted_ops(ops: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
     """(zone/name) -> its latest ``compute.instances.preempted`` operation."""
     out: dict[str, Mapping[str, Any]] = {}
     for op in ops:

@@ -22,7 +22,16 @@ from typing import Any
 
 from gpuorch.errors import AuthError, NotFoundError, PermanentError, ProviderError, TransientError, UserInputError
 from gpuorch.provider import (
-    TAG_MANAGED, Finding, Instance, InstanceState, LaunchRequest, Offer, Provider, Runner, RunnerUnavailable, utcnow,
+    TAG_MANAGED,
+    Finding,
+    Instance,
+    InstanceState,
+    LaunchRequest,
+    Offer,
+    Provider,
+    Runner,
+    RunnerUnavailable,
+    utcnow,
 )
 
 from .calls import Gce, RetryPolicy

@@ -33,7 +33,8 @@ def gcp_rows(path: Path) -> list[OfferRow]:
     with path.open(newline="") as f:
         raw = list(csv.DictReader(f))
     gpu_prices = {
-        (r["AvailabilityZone"], r["AcceleratorName"], int(r["AcceleratorCount"])): r for r in raw if not r["InstanceType"]
+        (r["AvailabilityZone"], r["AcceleratorName"], int(r["AcceleratorCount"])): r
+        for r in raw if not r["InstanceType"]
     }
     out = []
     for host in (r for r in raw if r["InstanceType"] in GCP_MACHINE_GPUS):

@@ -31,7 +31,7 @@ import os
 import tempfile
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Tuple, Type, Union
 
 from gpuorch.checkpoint.store import ObjectNotFound, ObjectStore, bucket_and_prefix, env_int
 from gpuorch.checkpoint.url import StoreUrl
@@ -48,7 +48,8 @@ DEFAULT_CONCURRENCY = 8
 SDK_RETRY: Any = "the SDK's DEFAULT_RETRY"  # the constructor's default: the SDK is not imported yet
 # The SDK's own errors at the boundary: API answers, auth, transport, the media layer (bound by
 # ``_import_sdk``).
-_SDK_ERRORS: Tuple[type, ...] = ()
+_SDK_ERRORS: Tuple[Type[BaseException], ...] = ()
+_DEFAULT_RETRY: Any = None  # the SDK's DEFAULT_RETRY, once bound
 
 
 def _import_sdk() -> None:

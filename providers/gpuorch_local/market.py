@@ -14,8 +14,7 @@ import subprocess
 import zlib
 from dataclasses import dataclass
 
-from gpuorch.provider import gpus
-from gpuorch.provider import Offer
+from gpuorch.provider import Offer, gpus
 
 PROVIDER = "local"
 HOST_ZONE = "local-host"

@@ -18,9 +18,26 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
-from gpuorch.provider import TAG_MANAGED, Finding, Instance, InstanceState, LaunchRequest, Offer, Provider, Runner, utcnow
-from gpuorch.provider.localdir import REASON_TERMINATED, InstanceDir, LocalRunner, Meta, capacity, instance_id_for
-from gpuorch.provider.localdir import spawn_detached
+from gpuorch.provider import (
+    TAG_MANAGED,
+    Finding,
+    Instance,
+    InstanceState,
+    LaunchRequest,
+    Offer,
+    Provider,
+    Runner,
+    utcnow,
+)
+from gpuorch.provider.localdir import (
+    REASON_TERMINATED,
+    InstanceDir,
+    LocalRunner,
+    Meta,
+    capacity,
+    instance_id_for,
+    spawn_detached,
+)
 
 from .market import PROVIDER, default_offers, host_offers
 

@@ -13,9 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from gpuorch.provider import utcnow
 from gpuorch.errors import NotFoundError
-
+from gpuorch.provider import utcnow
 from gpuorch.provider.localdir import InstanceDir
 
 # Re-read the record at least this often: a later notice may move the deadline earlier.

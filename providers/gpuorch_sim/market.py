@@ -113,7 +113,9 @@ class SimMarket:
         prices = zone_files(options.prices, "providers.sim.prices") if options.prices else {}
         unknown = sorted(set(options.zones) - set(traces))
         if unknown:
-            raise UserInputError(f"providers.sim.zones.{unknown[0]}: no trace for this zone; traces: {', '.join(traces)}")
+            raise UserInputError(
+                f"providers.sim.zones.{unknown[0]}: no trace for this zone; traces: {', '.join(traces)}"
+            )
         notices = {**NOTICE_S, **options.notice_s}
         self.zones: dict[str, Zone] = {}
         for name, path in sorted(traces.items()):

@@ -18,20 +18,23 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
-from gpuorch.testing.faults import FaultPlan
 from gpuorch.provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider, Runner
 from gpuorch.provider.localdir import REASON_TERMINATED, InstanceDir, LocalRunner, Meta, capacity, instance_id_for
+from gpuorch.testing.faults import FaultPlan
 
 from .cloud import TAG_LIFETIME, Instances, ensure_cloud, open_market, stop_cloud
 from .market import PROVIDER, SimMarket, SimOptions, resolve
 from .runner import ExternalAgentRunner
+
+T = TypeVar("T")
 
 MAX_RUNNERS = 100_000  # runners kept; the cache starts over beyond
 _ID = re.compile(r"sim-[A-Za-z0-9][A-Za-z0-9_.-]{0,120}")
@@ -74,7 +77,7 @@ class SimProvider(Provider):
         return cls(Path(home) / "sim", opts)
 
     # -- helpers -----------------------------------------------------------------------------
-    def _faulty(self, method: str, fn, *args):  # type: ignore[no-untyped-def]
+    def _faulty(self, method: str, fn: Callable[..., T], *args: Any) -> T:
         return self.faults.call(method, fn, *args) if self.faults else fn(*args)
 
     def _dir(self, instance_id: str) -> InstanceDir:

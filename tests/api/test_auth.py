@@ -58,7 +58,8 @@ def test_the_token_comes_from_env_then_config_then_file(tmp_path, monkeypatch):
     f = tmp_path / "token"
     f.write_text("from-the-file-0123456789\n")
     assert auth.server_token(ApiConfig(token_file=f)) == "from-the-file-0123456789"
-    assert auth.server_token(ApiConfig(token="from-the-config-0123456789", token_file=f)) == "from-the-config-0123456789"
+    token = "from-the-config-0123456789"
+    assert auth.server_token(ApiConfig(token=token, token_file=f)) == token
     monkeypatch.setenv(auth.ENV, "from-the-environment-0123")
     assert auth.server_token(ApiConfig(token="from-the-config-0123456789")) == "from-the-environment-0123"
     assert "from-the-config" not in repr(ApiConfig(token="from-the-config-0123456789"))  # SecretStr

@@ -97,8 +97,8 @@ def test_schema_errors_from_the_server_are_the_local_one_liners(api, token, loca
 
 @pytest.mark.parametrize("cmd", ["status", "cancel", "events", "logs"])
 def test_unknown_jobs_give_the_same_line_remote_and_local(remote, local, cmd):
-    r, l = remote(cmd, "42"), local(cmd, "42")
-    assert r.exit_code == l.exit_code == 2 and r.output == l.output and "no job '42'" in r.output
+    r, here = remote(cmd, "42"), local(cmd, "42")
+    assert r.exit_code == here.exit_code == 2 and r.output == here.output and "no job '42'" in r.output
 
 
 def test_bad_requests_are_one_line_errors(api, token):

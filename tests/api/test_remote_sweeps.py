@@ -107,7 +107,8 @@ def test_a_remote_sweep_lands_in_the_servers_store_and_its_trials_run_the_upload
 def test_remote_status_and_cancel_match_the_local_commands(api, remote, on_server, laptop, server_store, tmp_path):
     p = sweep_file(tmp_path, {**SWEEP, "job": INLINE})  # an inline template, no workdir
     out = remote("sweep", "submit", str(p))
-    assert out.exit_code == 0 and out.output == "sweep 1 (lr): 2 trials queued; follow it with `gpuorch sweep status lr`\n"
+    assert out.exit_code == 0
+    assert out.output == "sweep 1 (lr): 2 trials queued; follow it with `gpuorch sweep status lr`\n"
     text = remote("sweep", "status", "lr")
     assert text.exit_code == 0 and "sweep 1 lr: active; spent $0.0000 of $5.00; deadline" in text.output
     assert text.output == on_server("sweep", "status", "lr").output
@@ -117,7 +118,8 @@ def test_remote_status_and_cancel_match_the_local_commands(api, remote, on_serve
     _, jobs = stored(server_store)
     assert all(j.cancel_requested for j in jobs)
     again = remote("sweep", "cancel", "lr")
-    assert again.output == on_server("sweep", "cancel", "lr").output == "sweep 1 (lr): cancelled; 0 unfinished trials to stop\n"
+    expected = "sweep 1 (lr): cancelled; 0 unfinished trials to stop\n"
+    assert again.output == on_server("sweep", "cancel", "lr").output == expected
     assert not (laptop / "state.db").exists()
 
 

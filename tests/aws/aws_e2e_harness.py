@@ -114,7 +114,9 @@ class Machine:
 class FakeInstances:
     """The machines behind moto's instances; ``sync()`` before each reconciler pass."""
 
-    def __init__(self, root: Path, ec2_client: Any, regions: list[str], imds: FakeImds, agent_env: dict[str, str]) -> None:
+    def __init__(
+        self, root: Path, ec2_client: Any, regions: list[str], imds: FakeImds, agent_env: dict[str, str]
+    ) -> None:
         self.root, self.client, self.regions = root, ec2_client, regions
         self.imds, self.agent_env = imds, agent_env
         self.machines: dict[str, Machine] = {}

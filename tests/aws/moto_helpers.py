@@ -106,7 +106,8 @@ class Refusals:
         from botocore.awsrequest import AWSResponse
 
         self.calls += 1
-        if (self.times is not None and self.failed >= self.times) or (self.when and not self.when(params.get("body") or {})):
+        spent = self.times is not None and self.failed >= self.times
+        if spent or (self.when and not self.when(params.get("body") or {})):
             return None  # let the call through to moto
         self.failed += 1
         if self.raise_ is not None:

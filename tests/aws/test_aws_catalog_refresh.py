@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 import gpuorch.cli  # noqa: F401 - registers the commands
-from gpuorch.provider.catalog import load_offers
 from gpuorch.cli.app import app
+from gpuorch.provider.catalog import load_offers
 
 pytestmark = pytest.mark.aws
 
@@ -27,7 +27,8 @@ def test_refresh_writes_the_providers_offers_as_a_catalog(moto: None, _isolated_
     offers = load_offers(path)
     assert len(offers) == summary["offers"] > 0
     g5 = next(o for o in offers if (o.zone, o.instance_type) == ("us-east-1a", "g5.xlarge"))
-    assert (g5.provider, g5.gpu, g5.price_per_hour, g5.billing_granularity_s, g5.min_billing_s) == ("aws", "A10G", 1.006, 1, 60)
+    got = (g5.provider, g5.gpu, g5.price_per_hour, g5.billing_granularity_s, g5.min_billing_s)
+    assert got == ("aws", "A10G", 1.006, 1, 60)
     assert g5.interruption_bucket == ">20%"
     listed = runner.invoke(app, ["offers", "--catalog", str(path), "--gpu", "H100", "--json"])
     assert listed.exit_code == 0, listed.output

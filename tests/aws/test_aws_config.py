@@ -27,9 +27,11 @@ pytestmark = pytest.mark.aws
     ({"regions": ["us-east-1"], "ami": {"eu-west-1": "ami-0123456789abcdef0"}},
      "ami.eu-west-1: eu-west-1 is not in regions ['us-east-1']; add it there or drop this entry"),
     ({"regions": ["us-east-1"], "ami": {"us-east-1": "ubuntu"}}, "ami.us-east-1: 'ubuntu' is not an id like ami-"),
-    ({"regions": ["us-east-1"], "subnet_id": {"us-east-1": "sub-1"}}, "subnet_id.us-east-1: 'sub-1' is not an id like subnet-"),
+    ({"regions": ["us-east-1"], "subnet_id": {"us-east-1": "sub-1"}},
+     "subnet_id.us-east-1: 'sub-1' is not an id like subnet-"),
     ({"regions": ["us-east-1"], "security_group_ids": {"us-east-1": ["default"]}}, "is not an id like sg-"),
-    ({"regions": ["us-east-1"], "max_attempts": 0}, "providers.aws.max_attempts: Input should be greater than or equal to 1"),
+    ({"regions": ["us-east-1"], "max_attempts": 0},
+     "providers.aws.max_attempts: Input should be greater than or equal to 1"),
 ])  # fmt: skip
 def test_static_mistakes(options: dict[str, Any], message: str) -> None:
     with pytest.raises(UserInputError, match=None) as e:
@@ -40,7 +42,8 @@ def test_static_mistakes(options: dict[str, Any], message: str) -> None:
 def test_single_subnet_and_group_may_be_given_as_strings() -> None:
     opts = parse_options({"regions": ["us-east-1"], "subnet_id": {"us-east-1": "subnet-0abc0abc"},
                           "security_group_ids": {"us-east-1": "sg-0abc0abc"}})
-    assert (opts.subnet_id, opts.security_group_ids) == ({"us-east-1": ["subnet-0abc0abc"]}, {"us-east-1": ["sg-0abc0abc"]})
+    assert opts.subnet_id == {"us-east-1": ["subnet-0abc0abc"]}
+    assert opts.security_group_ids == {"us-east-1": ["sg-0abc0abc"]}
 
 
 def test_from_config_through_the_registry_finds_the_deep_learning_ami(moto: None, tmp_path: Path) -> None:
@@ -50,12 +53,14 @@ def test_from_config_through_the_registry_finds_the_deep_learning_ami(moto: None
 
 
 def test_a_missing_ami_fails_at_start(moto: None, tmp_path: Path) -> None:
-    with pytest.raises(UserInputError, match=r"providers.aws.ami.us-west-2: ami-0123456789abcdef0 does not exist in us-west-2"):
+    missing = r"providers.aws.ami.us-west-2: ami-0123456789abcdef0 does not exist in us-west-2"
+    with pytest.raises(UserInputError, match=missing):
         AwsProvider.from_config({"regions": ["us-west-2"], "ami": {"us-west-2": "ami-0123456789abcdef0"}}, tmp_path)
 
 
 def test_no_deep_learning_ami_found_fails_at_start(moto: None, tmp_path: Path) -> None:
-    with pytest.raises(UserInputError, match=r"no Amazon AMI named like 'Nothing\*' in us-east-1; set providers.aws.ami.us-east-1"):
+    none_found = r"no Amazon AMI named like 'Nothing\*' in us-east-1; set providers.aws.ami.us-east-1"
+    with pytest.raises(UserInputError, match=none_found):
         AwsProvider.from_config({"regions": ["us-east-1"], "ami_name": "Nothing*"}, tmp_path)
 
 
@@ -63,7 +68,8 @@ def test_missing_subnets_and_groups_fail_at_start(moto: None, tmp_path: Path) ->
     with pytest.raises(UserInputError, match=r"InvalidSubnetID.NotFound"):
         AwsProvider.from_config({"regions": ["us-east-1"], "subnet_id": {"us-east-1": "subnet-0abc0abc"}}, tmp_path)
     with pytest.raises(UserInputError, match=r"InvalidGroup.NotFound"):
-        AwsProvider.from_config({"regions": ["us-east-1"], "security_group_ids": {"us-east-1": "sg-0abc0abc"}}, tmp_path)
+        AwsProvider.from_config({"regions": ["us-east-1"], "security_group_ids": {"us-east-1": "sg-0abc0abc"}},
+                                tmp_path)
 
 
 def test_an_unknown_profile_fails_at_start(tmp_path: Path) -> None:
@@ -93,5 +99,6 @@ def test_configured_subnets_pick_the_offers_zone(make_provider: Any, moto_offers
 
 
 def test_the_core_does_not_import_boto3() -> None:
-    code = "import gpuorch.cli, gpuorch.reconciler, gpuorch.registry, gpuorch_aws, sys; assert 'boto3' not in sys.modules"
+    code = ("import gpuorch.cli, gpuorch.reconciler, gpuorch.registry, gpuorch_aws, sys; "
+            "assert 'boto3' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

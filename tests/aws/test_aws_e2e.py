@@ -95,7 +95,9 @@ def world(moto: None, session: Any, store: Any, tmp_path: Path) -> Iterator[Worl
     w.close()
 
 
-def test_spot_interruptions_relaunch_elsewhere_and_resume_from_s3_with_same_result(world: World, tmp_path: Path) -> None:
+def test_spot_interruptions_relaunch_elsewhere_and_resume_from_s3_with_same_result(
+    world: World, tmp_path: Path
+) -> None:
     spec = parse_spec({"name": "mlp", "run": f"{sys.executable} train.py", "workdir": str(EXAMPLE), "env": ENV,
                        "resources": {"gpu": "A10G:1"}, "spot_policy": "spot",
                        "checkpoint": {"store": f"s3://{world.bucket}/ckpt", "interval": "1s"}})
@@ -145,7 +147,8 @@ def test_spot_interruptions_relaunch_elsewhere_and_resume_from_s3_with_same_resu
     assert world.imds.polls.get(a3.instance_id)  # each instance polls its own notice
     done = job_of(world, job.id)
     assert done.status == JobStatus.SUCCEEDED and done.exit_code == 0 and done.preemptions == 2
-    assert json.loads(done.result)["final_loss"] == tiny_mlp_reference(tmp_path, ENV)  # bitwise: nothing lost, nothing repeated
+    # bitwise: nothing lost, nothing repeated
+    assert json.loads(done.result)["final_loss"] == tiny_mlp_reference(tmp_path, ENV)
     assert "resuming from" in world.logs.path(job.id, 3).read_text()
     world.step()
     assert [i for i in world.provider.list_managed() if i.state.alive] == []

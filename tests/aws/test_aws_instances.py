@@ -31,10 +31,13 @@ def describe(ec2: Any, instance_id: str) -> dict[str, Any]:
     return ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0]
 
 
-def test_moto_ignores_client_tokens_so_launch_looks_before_creating(provider: AwsProvider, offer: Offer, ec2: Any) -> None:
+def test_moto_ignores_client_tokens_so_launch_looks_before_creating(
+    provider: AwsProvider, offer: Offer, ec2: Any
+) -> None:
     # The premise: moto creates a second instance for a repeated ClientToken (EC2 would not).
-    a = ec2.run_instances(ImageId="ami-0d1a0000000000001", InstanceType="g5.xlarge", MinCount=1, MaxCount=1, ClientToken="t")
-    b = ec2.run_instances(ImageId="ami-0d1a0000000000001", InstanceType="g5.xlarge", MinCount=1, MaxCount=1, ClientToken="t")
+    request = dict(ImageId="ami-0d1a0000000000001", InstanceType="g5.xlarge", MinCount=1, MaxCount=1, ClientToken="t")
+    a = ec2.run_instances(**request)
+    b = ec2.run_instances(**request)
     assert a["Instances"][0]["InstanceId"] != b["Instances"][0]["InstanceId"]
     # The adapter: the same attempt twice is one instance, found by its tags.
     first = provider.launch(req(offer))
@@ -83,7 +86,8 @@ def test_instance_and_its_root_volume_carry_the_attempt_tags(provider: AwsProvid
 
 
 def test_zone_ids_from_the_catalog_are_accepted(provider: AwsProvider, offer: Offer, ec2: Any) -> None:
-    zone_id = next(z["ZoneId"] for z in ec2.describe_availability_zones()["AvailabilityZones"] if z["ZoneName"] == "us-east-1b")
+    zones = ec2.describe_availability_zones()["AvailabilityZones"]
+    zone_id = next(z["ZoneId"] for z in zones if z["ZoneName"] == "us-east-1b")
     inst = provider.launch(req(offer.model_copy(update={"zone": zone_id})))
     assert inst.zone == "us-east-1b"
 

@@ -36,7 +36,8 @@ class ScriptedRunner(Runner):
 
     def start(self, config: AgentConfig, workdir: Any = None) -> None:
         ec2 = self.provider.client(self.instance.region)
-        vols = ec2.describe_volumes(Filters=[{"Name": "attachment.instance-id", "Values": [self.instance.id]}])["Volumes"]
+        attached = {"Name": "attachment.instance-id", "Values": [self.instance.id]}
+        vols = ec2.describe_volumes(Filters=[attached])["Volumes"]
         self.seen.append((self.instance, config.env.get("GPUORCH_VOLUME_DIR"),
                           [v for v in vols if not is_root_volume(v)], (config.volume_id, config.volume_dir)))
         self.started = config

@@ -34,7 +34,8 @@ def test_canonical_gpu(name: str, mib: int, expected: str | None) -> None:
 
 def test_offers_come_from_gpu_info_priced_by_the_price_source(moto_offers: list[Offer]) -> None:
     g5 = by(moto_offers, "us-east-1a", "g5.xlarge")
-    assert (g5.provider, g5.region, g5.gpu, g5.gpu_count, g5.vcpus, g5.memory_gib) == ("aws", "us-east-1", "A10G", 1, 4, 16)
+    got = (g5.provider, g5.region, g5.gpu, g5.gpu_count, g5.vcpus, g5.memory_gib)
+    assert got == ("aws", "us-east-1", "A10G", 1, 4, 16)
     assert g5.gpu_memory_gib == pytest.approx(22888 / 1024)
     assert (g5.price_per_hour, g5.billing_granularity_s, g5.min_billing_s) == (1.006, 1, 60)
     assert g5.interconnect is None  # one GPU: no link in use
@@ -42,7 +43,8 @@ def test_offers_come_from_gpu_info_priced_by_the_price_source(moto_offers: list[
     assert (p4de.gpu, p4de.gpu_count, p4de.interconnect) == ("A100-80GB", 8, "nvlink")
     assert {o.instance_type for o in moto_offers if o.region == "us-west-2"} <= set(static_prices("us-west-2"))
     assert "t3.micro" not in {o.instance_type for o in moto_offers}  # priced, but no GPU
-    assert {o.zone for o in moto_offers if o.instance_type == "g5.xlarge" and o.region == "us-east-1"} >= {"us-east-1a", "us-east-1b"}
+    zones = {o.zone for o in moto_offers if o.instance_type == "g5.xlarge" and o.region == "us-east-1"}
+    assert zones >= {"us-east-1a", "us-east-1b"}
     assert all(o.spot_price_per_hour == 0.00001 for o in moto_offers)  # moto's only spot price
 
 
@@ -94,13 +96,14 @@ def test_a_failing_region_is_left_out_unless_all_fail(make_provider: Any) -> Non
 def test_build_offers_keeps_configured_zones_and_sellable_types() -> None:
     gpu = {"Gpus": [{"Name": "L4", "Count": 1, "MemoryInfo": {"SizeInMiB": 22888}}]}
     types = [
-        {"InstanceType": "g6.xlarge", "GpuInfo": gpu, "VCpuInfo": {"DefaultVCpus": 4}, "MemoryInfo": {"SizeInMiB": 16384},
-         "SupportedUsageClasses": ["on-demand"]},
-        {"InstanceType": "g6.blocks", "GpuInfo": gpu, "VCpuInfo": {"DefaultVCpus": 4}, "MemoryInfo": {"SizeInMiB": 16384},
-         "SupportedUsageClasses": ["capacity-block"]},
+        {"InstanceType": "g6.xlarge", "GpuInfo": gpu, "VCpuInfo": {"DefaultVCpus": 4},
+         "MemoryInfo": {"SizeInMiB": 16384}, "SupportedUsageClasses": ["on-demand"]},
+        {"InstanceType": "g6.blocks", "GpuInfo": gpu, "VCpuInfo": {"DefaultVCpus": 4},
+         "MemoryInfo": {"SizeInMiB": 16384}, "SupportedUsageClasses": ["capacity-block"]},
     ]  # fmt: skip
     offerings = [{"InstanceType": t, "Location": z} for t in ("g6.xlarge", "g6.blocks") for z in ("r-1a", "r-1b")]
     spot = [{"AvailabilityZone": "r-1a", "InstanceType": "g6.xlarge", "SpotPrice": "0.3",
              "Timestamp": datetime(2026, 1, 1, tzinfo=UTC)}]
     offers = build_offers("r-1", types, offerings, spot, {"g6.xlarge": 0.8, "g6.blocks": 0.8}, zones={"r-1a"})
-    assert [(o.zone, o.instance_type, o.gpu, o.spot_price_per_hour) for o in offers] == [("r-1a", "g6.xlarge", "L4", None)]
+    got = [(o.zone, o.instance_type, o.gpu, o.spot_price_per_hour) for o in offers]
+    assert got == [("r-1a", "g6.xlarge", "L4", None)]

@@ -45,7 +45,8 @@ def body(req: LaunchRequest, **kw: object) -> dict:
 
 def test_on_demand_body_is_one_tagged_idempotent_instance_that_terminates_on_shutdown() -> None:
     b = body(request(owner="inst-1", disk_gib=99.5))
-    assert (b["MinCount"], b["MaxCount"], b["InstanceType"], b["ImageId"]) == (1, 1, "g5.xlarge", "ami-0d1a0000000000001")
+    got = (b["MinCount"], b["MaxCount"], b["InstanceType"], b["ImageId"])
+    assert got == (1, 1, "g5.xlarge", "ami-0d1a0000000000001")
     assert b["InstanceInitiatedShutdownBehavior"] == "terminate"
     assert b["Placement"] == {"AvailabilityZone": "us-east-1b"}
     assert b["ClientToken"] == request(owner="inst-1").client_token and b["ClientToken"].endswith("-7-2")

@@ -43,7 +43,8 @@ def test_a_retirement_days_ahead_warns_at_once_and_drains_only_within_the_horizo
     assert [r.status for r in attempts(a, job)] == [AttemptStatus.RUNNING]
     [told] = events_of(a, job, "scheduled_stop")
     assert told.attempt == first.number
-    assert f"scheduled instance-retirement of {first.instance_id} not before {retire_at:%Y-%m-%d %H:%M} UTC" in told.message
+    when = f"{retire_at:%Y-%m-%d %H:%M} UTC"
+    assert f"scheduled instance-retirement of {first.instance_id} not before {when}" in told.message
     assert "degraded hardware" in told.message
     assert f"moves the job off it from {retire_at - timedelta(hours=2):%Y-%m-%d %H:%M} UTC" in told.message
     assert json.loads(told.data or "{}")["code"] == "instance-retirement"

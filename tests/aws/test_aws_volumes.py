@@ -27,7 +27,8 @@ def test_aws_provider_supports_volumes(provider: AwsProvider) -> None:
 
 
 def test_create_makes_a_tagged_gp3_volume(provider: AwsProvider, ec2: Any) -> None:
-    vol = provider.create_volume(region="us-east-1", zone="us-east-1b", size_gib=99.5, tags=managed_tags(7, 1, "inst-a"))
+    vol = provider.create_volume(region="us-east-1", zone="us-east-1b", size_gib=99.5,
+                                 tags=managed_tags(7, 1, "inst-a"))
     assert (vol.zone, vol.size_gib, vol.attached_to) == ("us-east-1b", 100.0, None)
     d = ec2.describe_volumes(VolumeIds=[vol.id])["Volumes"][0]
     assert d["VolumeType"] == "gp3"

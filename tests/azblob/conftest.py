@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from azurite import Azurite, AzuriteUnavailable, Requests
 
 from gpuorch_azure.store import AzureBlobStore
-
 
 
 @pytest.fixture(scope="session")

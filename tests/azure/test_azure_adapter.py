@@ -116,12 +116,14 @@ def test_body_tags_everything_it_creates_and_deletes_it_with_the_vm():
 
 
 # -- options ----------------------------------------------------------------------------------
+SUBNET = "/subscriptions/x/resourceGroups/r/providers/Microsoft.Network/virtualNetworks/v/subnets/s"
+
+
 @pytest.mark.parametrize("change, field", [
     ({"subscription_id": None}, "providers.azure.subscription_id: is required"),
     ({"subscription_id": "my-sub"}, "providers.azure.subscription_id: 'my-sub' is not a subscription id"),
     ({"regions": ["East US"]}, "providers.azure.regions"),
-    ({"subnet_id": {"eastus": "/subscriptions/x/resourceGroups/r/providers/Microsoft.Network/virtualNetworks/v/subnets/s"}},
-     "providers.azure.subnet_id.westus2: no subnet for region westus2"),
+    ({"subnet_id": {"eastus": SUBNET}}, "providers.azure.subnet_id.westus2: no subnet for region westus2"),
     ({"subnet_id": {"eastus": "subnet-1", "westus2": "subnet-2"}}, "providers.azure.subnet_id.eastus: 'subnet-1'"),
     ({"admin_user": "root"}, "providers.azure.admin_user"),
     ({"image": "ubuntu"}, "providers.azure.image"),
@@ -182,7 +184,8 @@ def test_launch_creates_one_tagged_vm_only_if_missing(provider: AzureProvider, a
     assert provider.launch(req()).id == inst.id
     creates = arm.creates()
     assert len(creates) == 1 and creates[0]["headers"].get("if-none-match") == "*"
-    assert arm.nics[f"{inst.id}-nic"]["tags"][TAG_JOB] == "7" and arm.ips[f"{inst.id}-ip"]["tags"][TAG_MANAGED] == "true"
+    assert arm.nics[f"{inst.id}-nic"]["tags"][TAG_JOB] == "7"
+    assert arm.ips[f"{inst.id}-ip"]["tags"][TAG_MANAGED] == "true"
     assert inst.host == arm.ips[f"{inst.id}-ip"]["properties"]["ipAddress"] and inst.port == 22
 
 

@@ -84,7 +84,8 @@ def test_azure_rows_trace_to_the_committed_source():
     assert {(r.instance_type, r.region) for r in shipped} == set(source)
     for r in shipped:
         raw = source[(r.instance_type, r.region)]
-        assert r.price_per_hour == float(raw["Price"]) and (r.vcpus, r.memory_gib) == (float(raw["vCPUs"]), float(raw["MemoryGiB"]))
+        assert r.price_per_hour == float(raw["Price"])
+        assert (r.vcpus, r.memory_gib) == (float(raw["vCPUs"]), float(raw["MemoryGiB"]))
         assert r.spot_price_per_hour in (None, float(raw["SpotPrice"]))
 
 
@@ -202,7 +203,8 @@ def test_families():
 @pytest.mark.parametrize(
     "provider, seconds, billed",
     [("aws", 0, 0), ("aws", 30, 60), ("aws", 60.2, 61), ("gcp", 59, 60), ("gcp", 3601, 3601),
-     ("azure", 61, 300), ("azure", 300.5, 301), ("azure", 3601, 3601), ("nimbus", 10, 3600), ("nimbus", 3601, 7200), ("local", 5, 5)],
+     ("azure", 61, 300), ("azure", 300.5, 301), ("azure", 3601, 3601),
+     ("nimbus", 10, 3600), ("nimbus", 3601, 7200), ("local", 5, 5)],
 )  # fmt: skip
 def test_billed_seconds(provider, seconds, billed):
     assert billing.billed_seconds(billing_rule(provider), seconds) == billed

@@ -51,7 +51,8 @@ def _run(*args: str, env_home, extra: dict[str, str] | None = None) -> subproces
             "except SystemExit as e:\n    code = e.code\n"
             "else:\n    code = 0\n"
             "print(sorted(m for m in sys.modules if m.startswith('gpuorch.cli.') or m in ('sqlalchemy', 'sqlmodel')))\n"
-            "print(sorted(m for m in sys.modules if m in ('yaml', 'gpuorch.ops.config', 'gpuorch.provider.port', 'numpy')))\n"
+            "print(sorted(m for m in sys.modules\n"
+            "             if m in ('yaml', 'gpuorch.ops.config', 'gpuorch.provider.port', 'numpy')))\n"
             "sys.exit(code)")
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                           env={"GPUORCH_HOME": str(env_home), "PATH": "/usr/bin:/bin", **(extra or {})})

@@ -107,7 +107,8 @@ def test_offers_json_cheapest_first(catalog):
     data = json.loads(r.stdout)
     prices = [o["listed_price"] for o in data["offers"]]
     assert prices == sorted(prices) and data["count"] == 4
-    fields = {"provider", "region", "zone", "instance_type", "gpu", "gpu_count", "price_per_hour", "spot_price_per_hour"}
+    fields = {"provider", "region", "zone", "instance_type", "gpu", "gpu_count", "price_per_hour",
+              "spot_price_per_hour"}
     assert fields <= set(data["offers"][0])
     spot = json.loads(cli("offers", "--catalog", catalog, "--spot", "--json").stdout)["offers"]
     assert [o["spot_price_per_hour"] for o in spot] == [0.25, 0.30, 20.0]
@@ -165,7 +166,8 @@ def test_offers_errors(args, message):
 def test_bad_catalog_names_the_line(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text(CATALOG + "aws,us-east-1,x,g5.xlarge,A10G,1,22,4,16,free,,,1\n")
-    assert "line 6, column price_per_hour: 'free' is not a number" in one_line_error(cli("offers", "--catalog", str(bad)))
+    error = one_line_error(cli("offers", "--catalog", str(bad)))
+    assert "line 6, column price_per_hour: 'free' is not a number" in error
     missing = tmp_path / "missing.csv"
     missing.write_text("provider,region\naws,us-east-1\n")
     assert "line 1: missing columns zone, instance_type" in one_line_error(cli("offers", "--catalog", str(missing)))
@@ -176,7 +178,8 @@ def test_plan_json(catalog, job_file):
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
     assert len(data["candidates"]) == 3 and data["job"] == "ft-8b"
-    keys = {"provider", "region", "zone", "instance_type", "gpu", "gpu_count", "spot", "price_per_hour", "est_hours", "est_cost"}
+    keys = {"provider", "region", "zone", "instance_type", "gpu", "gpu_count", "spot", "price_per_hour",
+            "est_hours", "est_cost"}
     assert all(keys <= set(c) for c in data["candidates"])
     costs = [c["est_cost"] for c in data["candidates"]]
     assert costs == sorted(costs)

@@ -42,7 +42,8 @@ def test_a_silent_daemon_makes_the_agent_checkpoint_and_terminate_its_instance(s
     assert (inst.run_dir / "heartbeat").exists()  # the daemon's heartbeats
 
     # The daemon goes silent. After 3 s the agent checkpoints, hands off and shuts the instance down.
-    gone = wait_until(lambda: (m := inst.observe()).state != InstanceState.RUNNING and m, timeout_s=30, what="the shutdown")
+    gone = wait_until(lambda: (m := inst.observe()).state != InstanceState.RUNNING and m,
+                      timeout_s=30, what="the shutdown")
     assert (gone.state, gone.state_reason) == (InstanceState.TERMINATED, "shutdown-by-agent")
     st = read_status(inst.run_dir)
     assert st.notice_reason == "heartbeat" and st.final_done and st.final_checkpoint == st.last_checkpoint

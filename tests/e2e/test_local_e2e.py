@@ -46,7 +46,8 @@ def test_preempted_job_resumes_from_final_checkpoint_with_same_result(store, tmp
     assert a2.resumed_from == final.name  # resumed from the checkpoint taken on the notice
     assert a1.lost_work_s is not None and a1.lost_work_s < 5
     assert done.status == JobStatus.SUCCEEDED and done.exit_code == 0
-    assert json.loads(done.result)["final_loss"] == e2e.tiny_mlp_reference(tmp_path, ENV)  # bitwise: nothing lost, nothing repeated
+    # bitwise: nothing lost, nothing repeated
+    assert json.loads(done.result)["final_loss"] == e2e.tiny_mlp_reference(tmp_path, ENV)
     assert [i for i in local.list_managed() if i.state.alive] == []
     assert "resuming from" in LogMirror(tmp_path).path(job.id, 2).read_text()
 

@@ -28,7 +28,8 @@ ENV = {"STEPS": "150", "CKPT_EVERY": "50", "STEP_SLEEP": "0.01", "LOG_EVERY": "2
 
 def test_sweep_of_tiny_mlp_runs_its_trials_and_ranks_them_by_loss(store, tmp_path):
     rec = Reconciler(store, {"local": LocalProvider(tmp_path / "local")}, settings=Settings(poll_s=0.2))
-    doc = {"name": "mlp", "max_parallel": 2, "budget": {"max_cost": 1.0}, "objective": {"metric": "loss", "mode": "min"},
+    doc = {"name": "mlp", "max_parallel": 2, "budget": {"max_cost": 1.0},
+           "objective": {"metric": "loss", "mode": "min"},
            "parameters": {"LR": [0.0001, 0.01, 0.001]},
            "job": {"run": "python3 train.py", "workdir": str(EXAMPLE), "env": ENV, "spot_policy": "spot",
                    "resources": {"gpu": "A100:80GB:1"},
@@ -51,7 +52,8 @@ def test_sweep_of_tiny_mlp_runs_its_trials_and_ranks_them_by_loss(store, tmp_pat
     with store.read() as s:
         trial = s.exec(select(Job).where(Job.name == "mlp-1")).one()
     assert json.loads(trial.params) == {"LR": 0.01}
-    assert json.loads(trial.result)["final_loss"] == e2e.tiny_mlp_reference(tmp_path, {**ENV, "LR": "0.01"})  # LR reached the job
+    # LR reached the job
+    assert json.loads(trial.result)["final_loss"] == e2e.tiny_mlp_reference(tmp_path, {**ENV, "LR": "0.01"})
 
 
 def test_job_is_stopped_cleanly_before_its_budget_is_crossed(store, tmp_path):

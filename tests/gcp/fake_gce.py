@@ -205,8 +205,8 @@ class FakeGce:
                                     "already exists", "alreadyExists")
         refusal = next((r for r in self.refusals if r.when(zone, body)), None)
         if refusal is not None:
-            op = self._operation(zone, "insert", name, error={"errors": [
-                {"code": refusal.code, "message": f"{refusal.message}: {refusal.code}"}]}, http_status=refusal.http_status)
+            error = {"errors": [{"code": refusal.code, "message": f"{refusal.message}: {refusal.code}"}]}
+            op = self._operation(zone, "insert", name, error=error, http_status=refusal.http_status)
         else:
             self._create(zone, body)
             op = self._operation(zone, "insert", name)
@@ -294,7 +294,8 @@ def _handler(fake: FakeGce) -> type:
             return 200, fake.public(inst)
 
         def _list(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
-            items = [fake.public(i) for (z, _), i in fake.instances.items() if z == p["z"] and matches(i, q.get("filter", ""))]
+            items = [fake.public(i) for (z, _), i in fake.instances.items()
+                     if z == p["z"] and matches(i, q.get("filter", ""))]
             return 200, {"kind": "compute#instanceList", "items": items}
 
         def _delete(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
@@ -318,7 +319,8 @@ def _handler(fake: FakeGce) -> type:
                 return 404, _error(404, f"The resource 'projects/{fake.project}/zones/{p['z']}/instances/{p['n']}/"
                                         f"guestAttributes/{path}' was not found", "notFound")
             return 200, {"kind": "compute#guestAttributes", "queryPath": path,
-                         "selfLink": f"{BASE}/projects/{fake.project}/zones/{p['z']}/instances/{p['n']}/guestAttributes/{path}",
+                         "selfLink": f"{BASE}/projects/{fake.project}/zones/{p['z']}/instances/{p['n']}"
+                                     f"/guestAttributes/{path}",
                          "queryValue": {"items": items}}
 
         def _op(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:

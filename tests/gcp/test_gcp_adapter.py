@@ -150,7 +150,8 @@ def test_bad_config_is_one_line_naming_the_field(options, field):
 
 def test_from_config_rejects_zones_without_offers(fake: FakeGce, tmp_path):
     with pytest.raises(UserInputError, match="providers.gcp.zones: the catalog has no GCP offer"):
-        GcpProvider.from_config({"project": fake.project, "zones": ["antarctica-south1-a"], "endpoint": fake.url}, tmp_path)
+        GcpProvider.from_config({"project": fake.project, "zones": ["antarctica-south1-a"], "endpoint": fake.url},
+                                tmp_path)
 
 
 def test_from_config_checks_the_project_answers(fake: FakeGce, tmp_path):
@@ -196,8 +197,8 @@ def test_classify(codes, status, cls):
 
 
 def test_operation_error_names_the_code():
-    err = operation_error({"error": {"errors": [{"code": "QUOTA_EXCEEDED", "message": "Quota 'GPUS_ALL_REGIONS' exceeded"}]},
-                           "http_error_status_code": 403}, "insert x")
+    quota = {"code": "QUOTA_EXCEEDED", "message": "Quota 'GPUS_ALL_REGIONS' exceeded"}
+    err = operation_error({"error": {"errors": [quota]}, "http_error_status_code": 403}, "insert x")
     assert isinstance(err, QuotaError) and err.code == "QUOTA_EXCEEDED" and "GPUS_ALL_REGIONS" in str(err)
     assert operation_error({"status": "DONE"}, "insert x") is None
     # A server error in a finished insert replays for the same requestId: the next attempt retries.
@@ -276,7 +277,8 @@ def test_state_of_a_reclaim_in_progress_then_done():
     from datetime import UTC, datetime
 
     now = datetime(2024, 5, 1, 10, 0, 10, tzinfo=UTC)
-    op = {"operation_type": "compute.instances.preempted", "status": "RUNNING", "insert_time": "2024-05-01T03:00:00.000-07:00"}
+    op = {"operation_type": "compute.instances.preempted", "status": "RUNNING",
+          "insert_time": "2024-05-01T03:00:00.000-07:00"}
     assert state_of("STOPPING", op, now) == (InstanceState.RUNNING, datetime(2024, 5, 1, 10, 0, 30, tzinfo=UTC))
     assert state_of("TERMINATED", {**op, "status": "DONE"}, now) == (InstanceState.PREEMPTED, None)
     assert state_of("STOPPING", None, now) == (InstanceState.STOPPING, None)

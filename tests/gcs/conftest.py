@@ -7,13 +7,11 @@ credentials), and google-auth's environment is emptied so nothing could find rea
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from gcs_emulator import EmulatorUnavailable, GcsEmulator, Requests
 
 from gpuorch_gcp.store import GCSStore
-
 
 
 @pytest.fixture(scope="session")

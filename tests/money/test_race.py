@@ -88,7 +88,7 @@ def test_total_spend_never_crosses_any_cap(store, clock, tmp_path):
     # ... and the race was real: the money ran out, and every cap turned jobs away or stopped them.
     assert total > daily - 0.1
     with store.read() as s:
-        statuses, messages = zip(*((j.status, j.message) for j in s.exec(select(Job))))
+        statuses, messages = zip(*((j.status, j.message) for j in s.exec(select(Job))), strict=True)
     assert statuses.count(JobStatus.BUDGET_EXHAUSTED) >= 3
     for scope in ("sweep alpha budget", "sweep beta budget", "job budget", "daily budget"):
         assert any(scope in (m or "") for m in messages), scope  # every kind of cap was hit

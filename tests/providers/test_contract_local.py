@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from gpuorch.clock import utcnow
+from gpuorch.provider.localdir.instances import InstanceDir, Meta
 from gpuorch.provider.port import InstanceState, Offer, Provider
 from gpuorch.testing import ProviderContract
 from gpuorch_local import LocalProvider
-from gpuorch.provider.localdir.instances import InstanceDir, Meta
 
 
 class TestLocalProviderContract(ProviderContract):

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import gpuorch.provider as kit
-from gpuorch.provider.catalog import load_offers
 from gpuorch.errors import PermanentError, UserInputError
 from gpuorch.provider import Instance, LaunchRequest, Offer, Provider
+from gpuorch.provider.catalog import load_offers
 
 PROVIDERS = Path(__file__).resolve().parents[2] / "providers"
 
@@ -91,7 +91,6 @@ def test_no_adapter_imports_another(adapter):
 def test_local_and_sim_share_the_instance_directory_kit():
     import gpuorch_local.provider as local
     import gpuorch_sim.provider as sim
-
     from gpuorch.provider import localdir
 
     assert local.InstanceDir is sim.InstanceDir is localdir.InstanceDir

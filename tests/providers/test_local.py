@@ -19,14 +19,14 @@ import pytest
 from gpuorch.agent.protocol import AgentConfig, AgentStatus
 from gpuorch.clock import utcnow
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
+from gpuorch.provider.localdir.instances import InstanceDir
+from gpuorch.provider.localdir.procs import kill_instance, marked_pids, process_alive
 from gpuorch.provider.port import Instance, InstanceState, LaunchRequest, Offer
 from gpuorch.registry import load_provider
 from gpuorch.runners.port import RunnerUnavailable
 from gpuorch.testing import wait_until
 from gpuorch_local import LocalProvider, LocalRunner
-from gpuorch.provider.localdir.instances import InstanceDir
 from gpuorch_local.market import canonical_gpu, default_offers, host_offers
-from gpuorch.provider.localdir.procs import kill_instance, marked_pids, process_alive
 
 T4 = "local.t4.1"
 

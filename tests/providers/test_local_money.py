@@ -48,7 +48,8 @@ def test_request_stop_stops_the_job_by_its_deadline(provider):
     _, runner = launched(provider)
     with pytest.raises(RunnerUnavailable):  # no agent to ask yet
         runner.request_stop(time.time() + 10)
-    runner.start(AgentConfig(job_id=1, attempt=1, job_name="t", run="trap '' USR1; sleep 60", final_checkpoint_grace_s=1.0))
+    runner.start(AgentConfig(job_id=1, attempt=1, job_name="t", run="trap '' USR1; sleep 60",
+                             final_checkpoint_grace_s=1.0))
     wait_until(lambda: (s := runner.status()) is not None and s.state == "running", timeout_s=10, what="the job")
     deadline = time.time() + 3
     runner.request_stop(deadline)

@@ -10,7 +10,6 @@ from moto_s3 import MotoS3, Requests
 from gpuorch_aws.store import S3Store
 
 
-
 @pytest.fixture(scope="session")
 def moto_s3() -> Iterator[MotoS3]:
     server = MotoS3()

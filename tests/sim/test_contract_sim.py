@@ -10,9 +10,9 @@ import pytest
 from conftest import PRICES, TRACES
 
 from gpuorch.clock import utcnow
+from gpuorch.provider.localdir.instances import InstanceDir, Meta
 from gpuorch.provider.port import InstanceState, Offer, Provider
 from gpuorch.testing import ProviderContract
-from gpuorch.provider.localdir.instances import InstanceDir, Meta
 from gpuorch_sim.provider import SimProvider
 
 

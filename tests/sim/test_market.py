@@ -9,9 +9,9 @@ import pytest
 from conftest import PRICES, TRACES, write_trace
 
 from gpuorch.errors import NoCapacityError, PermanentError, UserInputError
+from gpuorch.provider.localdir.instances import Meta
 from gpuorch.provider.port import InstanceState, LaunchRequest
 from gpuorch.testing import wait_until
-from gpuorch.provider.localdir.instances import Meta
 from gpuorch_sim.cloud import ensure_cloud
 from gpuorch_sim.market import region_of
 from gpuorch_sim.provider import SimProvider
@@ -107,7 +107,8 @@ def test_boot_and_changeover_are_market_seconds(make_sim, tmp_path):
     later = sim.launch(LaunchRequest(job_id=1, attempt=2, offer=offer, spot=False))
     meta1 = (sim.instances_dir / first.id / "meta.json").read_text()
     assert first.state == later.state == InstanceState.PENDING
-    m1, m2 = Meta.model_validate_json(meta1), Meta.model_validate_json((sim.instances_dir / later.id / "meta.json").read_text())
+    meta2 = (sim.instances_dir / later.id / "meta.json").read_text()
+    m1, m2 = Meta.model_validate_json(meta1), Meta.model_validate_json(meta2)
     assert (m1.ready_at - m1.created_at).total_seconds() == pytest.approx(1.0)
     assert (m2.ready_at - m2.created_at).total_seconds() == pytest.approx(5.0)
 

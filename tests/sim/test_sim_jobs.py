@@ -64,7 +64,8 @@ def test_the_replacement_is_requested_on_the_notice_and_resumes_from_the_final_c
     sim = two_zones
     rec = Reconciler(store, {"sim": sim}, settings=Settings(poll_s=0.1))
     spec = parse_spec({"name": "t", "run": FAKE_JOB, "env": {"STEPS": "400", "EVERY": "100", "STEP_S": "0.02"},
-                       "spot_policy": "spot", "checkpoint": {"store": (tmp_path / "ckpt").as_uri(), "interval": "0.3s"}})
+                       "spot_policy": "spot",
+                       "checkpoint": {"store": (tmp_path / "ckpt").as_uri(), "interval": "0.3s"}})
     job = jobs.submit(store, spec, rec.clock.now())
 
     def attempts():
@@ -91,7 +92,8 @@ def test_the_replacement_is_requested_on_the_notice_and_resumes_from_the_final_c
 def test_gc_terminates_instances_no_live_attempt_owns(two_zones, store):
     sim = two_zones
     rec = Reconciler(store, {"sim": sim}, settings=Settings(poll_s=0.1))
-    stray = sim.launch(LaunchRequest(job_id=999, attempt=1, offer=sim.offers()[0], spot=False, owner=store.installation_id))
+    stray = sim.launch(LaunchRequest(job_id=999, attempt=1, offer=sim.offers()[0], spot=False,
+                                     owner=store.installation_id))
     foreign = sim.launch(LaunchRequest(job_id=998, attempt=1, offer=sim.offers()[0], spot=False, owner="someone-else"))
     rec.run_pass()
     assert sim.get(stray.id).state == InstanceState.TERMINATED

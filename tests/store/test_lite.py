@@ -26,9 +26,9 @@ def _populate(url: str) -> None:
     t = NOW - timedelta(hours=5)
     with store.write() as s:
         queued = Job(name="queued", spec="{}", created_at=t)
-        done = Job(name="train", spec="{}", status=JobStatus.SUCCEEDED, created_at=t, finished_at=NOW - timedelta(hours=1),
-                   exit_code=0, result=json.dumps({"loss": 0.25}), preemptions=1, lease_owner="host/1/ab",
-                   cancel_requested=True)
+        done = Job(name="train", spec="{}", status=JobStatus.SUCCEEDED, created_at=t,
+                   finished_at=NOW - timedelta(hours=1), exit_code=0, result=json.dumps({"loss": 0.25}),
+                   preemptions=1, lease_owner="host/1/ab", cancel_requested=True)
         running = Job(name="train", spec="{}", status=JobStatus.RUNNING, created_at=t + timedelta(seconds=1.25))
         s.add_all([queued, done, running])
         s.flush()
@@ -44,8 +44,8 @@ def _populate(url: str) -> None:
                     launched_at=t + timedelta(hours=1), ended_at=NOW - timedelta(hours=1), resumed_from="s3://b/ck1",
                     exit_code=0),
             Attempt(job_id=running.id, number=1, status=AttemptStatus.RUNNING, provider="local", region="r",
-                    zone="z", instance_type="i", price_per_hour=0.5, launched_at=t + timedelta(minutes=7, microseconds=3),
-                    instance_id="i-1"),
+                    zone="z", instance_type="i", price_per_hour=0.5,
+                    launched_at=t + timedelta(minutes=7, microseconds=3), instance_id="i-1"),
         ])
     store.close()
 
