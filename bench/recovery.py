@@ -22,9 +22,9 @@ Three measurements, all with the real reconciler on a real SQLite store:
 3. **Lost work**, with a fake clock (hours of work in seconds): ``--trials`` jobs on the
    FakeProvider, whose scripted jobs checkpoint every 10 minutes of work and take a final
    checkpoint 21.3 s after a notice (off the 2 s poll grid), are each preempted once at a
-   random time between 10 minutes and 2 hours into their run; half with a 120 s notice (AWS), half without. Passes run every
-   2 s of fake time. Lost work is what the daemon records on the attempt: from the last durable
-   checkpoint to the kill.
+   random time between 10 minutes and 2 hours into their run; half with a 120 s notice (AWS),
+   half without. Passes run every 2 s of fake time. Lost work is what the daemon records on the
+   attempt: from the last durable checkpoint to the kill.
 
 Prints human lines, then one JSON object on its last line.
 """
@@ -120,7 +120,8 @@ def daemon_bench(n: int, window: float, notices: int, rng: random.Random) -> dic
     env = {**os.environ, "GPUORCH_HOME": str(home)}
     env.pop("GPUORCH_DATABASE_URL", None)
     log = open(home / "daemon.log", "wb")  # noqa: SIM115
-    daemon = subprocess.Popen([sys.executable, "-m", "gpuorch", "daemon"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    daemon = subprocess.Popen([sys.executable, "-m", "gpuorch", "daemon"], env=env, stdout=log,
+                              stderr=subprocess.STDOUT)
     agents = Agents(home / "sim" / "instances")
     out: dict = {}
     try:
@@ -220,7 +221,8 @@ def latencies(store: Store, home: Path, sim: dict, agents: Agents, notices: int,
 def lost_work_bench(trials: int, rng: random.Random) -> dict:
     home = Path(tempfile.mkdtemp(prefix="gpuorch-bench-lostwork-"))
     store, clock = Store(f"sqlite:///{home / 'state.db'}"), FakeClock()
-    fake = FakeProvider(clock, script=FakeJobScript(duration_s=6 * 3600, checkpoint_every_s=600, final_checkpoint_s=21.3))
+    script = FakeJobScript(duration_s=6 * 3600, checkpoint_every_s=600, final_checkpoint_s=21.3)
+    fake = FakeProvider(clock, script=script)
     rec = Reconciler(store, {"fake": fake}, clock=clock, settings=Settings(poll_s=POLL_S))
     spec = {"run": "python train.py", "resources": {"gpu": "A100:80GB:1"},
             "checkpoint": {"store": f"file://{home / 'ckpt'}", "interval": "10m"}}

@@ -12,9 +12,10 @@ stop request is seen at once, even mid-pass:
 
 Jobs keep running in the cloud (and, for the local provider, on this host) and are re-adopted
 by the next daemon. A launch still out on the reconciler's launch pool is left behind: its
-attempt was recorded first, so the next daemon repeats the call with the same client token. Between passes the daemon sleeps at most ``max_sleep_s`` and, under a
-systemd watchdog, at most half of ``WatchdogSec``; it pings the watchdog only after a pass that
-completed, so a wedged or failing daemon is restarted by systemd.
+attempt was recorded first, so the next daemon repeats the call with the same client token.
+Between passes the daemon sleeps at most ``max_sleep_s`` and, under a systemd watchdog, at most
+half of ``WatchdogSec``; it pings the watchdog only after a pass that completed, so a wedged or
+failing daemon is restarted by systemd.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import select
 import signal
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuorch.errors import UserInputError
 from gpuorch.jobs.logmirror import LogMirror
@@ -34,6 +35,9 @@ from gpuorch.ops.sdnotify import Notifier
 from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.registry import load_providers
 from gpuorch.store import Store
+
+if TYPE_CHECKING:  # the API is an optional extra: imported at run time only when enabled
+    from gpuorch.api.server import ApiThread
 
 log = logging.getLogger("gpuorch.daemon")
 
@@ -53,7 +57,7 @@ def build_reconciler(config: DaemonConfig, store: Store | None = None, metrics: 
                       logs=LogMirror(config.home), budget=config.budget_policy(), home=config.home)
 
 
-def _start_api(config: DaemonConfig, store: Store):  # type: ignore[no-untyped-def]
+def _start_api(config: DaemonConfig, store: Store) -> ApiThread:
     """The HTTP API in a thread of this process (``api.enabled``), on the daemon's own store."""
     try:
         from gpuorch.api.server import ApiThread
@@ -201,7 +205,11 @@ def run(config: DaemonConfig, *, once: bool = False, stop: threading.Event | Non
     api = _start_api(config, store) if config.api.enabled and not once else None
     daemon = Daemon(rec, config, notifier=notifier, metrics=metrics)
     if stop is not None:
-        threading.Thread(target=lambda: (stop.wait(), daemon.request_stop()), name="stop-watch", daemon=True).start()
+        def watch_stop() -> None:
+            stop.wait()
+            daemon.request_stop()
+
+        threading.Thread(target=watch_stop, name="stop-watch", daemon=True).start()
     previous = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -69,7 +69,7 @@ class Applier:
             case A.Relaunch():
                 self.leases.check(job_id, self.clock.now())
                 row = a.row  # type: ignore[union-attr]
-                self.pool.run(job_id, lambda: self.launching.launch_attempt(view, row, now) and None)
+                self.pool.run(job_id, lambda: self.launching.launch_attempt(view, row, now))
             case A.Adopt():
                 with self._txn(job_id) as (s, _):
                     row = s.get(Attempt, a.row.id)  # type: ignore[union-attr]
@@ -104,7 +104,8 @@ class Applier:
                 self._set_job(view, action, now)
             case A.Note():
                 with self._txn(job_id) as (s, _):
-                    events.record(s, now, action.kind, action.message, job_id=job_id, attempt=action.attempt, **action.data)
+                    events.record(s, now, action.kind, action.message, job_id=job_id, attempt=action.attempt,
+                                  **action.data)
             case A.StopCleanly():
                 self.money.stop_cleanly(self.providers[a.row.provider], view, a, action, now)  # type: ignore[union-attr,arg-type]
             case A.Heartbeat():

@@ -24,8 +24,13 @@ from gpuorch.reconciler.views import AttemptView, Settings
 from gpuorch.store.models import AttemptStatus, TerminationReason
 
 
+def from_epoch(epoch: float, tz_like: datetime) -> datetime:
+    """The agent's epoch seconds as a datetime in ``tz_like``'s zone."""
+    return datetime.fromtimestamp(epoch, tz_like.tzinfo)
+
+
 def ts(epoch: float | None, tz_like: datetime) -> datetime | None:
-    return datetime.fromtimestamp(epoch, tz_like.tzinfo) if epoch is not None else None
+    return from_epoch(epoch, tz_like) if epoch is not None else None
 
 
 def lost_work_s(a: AttemptView, stopped_at: datetime) -> float:
@@ -34,13 +39,13 @@ def lost_work_s(a: AttemptView, stopped_at: datetime) -> float:
     downtime, not work) to ``stopped_at``. 0 when the job never ran."""
     agent, row = a.agent, a.row
     if agent is not None and agent.running_since is not None:
-        start, ckpt = ts(agent.running_since, stopped_at), ts(agent.last_checkpoint_at, stopped_at)
+        start, ckpt = from_epoch(agent.running_since, stopped_at), ts(agent.last_checkpoint_at, stopped_at)
     elif row.started_at is not None:  # no word from the agent: what the daemon saw of it
         start, ckpt = row.started_at, row.last_checkpoint_at
     else:
         return 0.0
-    since = max(start, ckpt) if ckpt is not None else start  # type: ignore[type-var]
-    return max(0.0, (stopped_at - since).total_seconds())  # type: ignore[operator]
+    since = max(start, ckpt) if ckpt is not None else start
+    return max(0.0, (stopped_at - since).total_seconds())
 
 
 def stopped(inst: Instance | None, now: datetime) -> datetime:
@@ -54,7 +59,7 @@ def notice(a: AttemptView, now: datetime, s: Settings) -> tuple[datetime, dateti
     deadline = inst.preemption_deadline if inst else None
     seen = now
     if agent and agent.notice_at is not None:
-        seen = min(seen, ts(agent.notice_at, now))  # type: ignore[type-var]
+        seen = min(seen, from_epoch(agent.notice_at, now))
         deadline = deadline or ts(agent.notice_deadline, now)
     if deadline is None and not (agent and agent.notice_at is not None):
         return None
@@ -97,7 +102,8 @@ def _gone(a: AttemptView, now: datetime) -> End:
     at = stopped(inst, now)
     if inst is not None and inst.state == InstanceState.PREEMPTED:
         how = "after a notice the daemon missed" if agent is not None and agent.notice_at else "without notice"
-        return End(row.number, TerminationReason.PREEMPTED, f"preempted {how} ({inst.state_reason or 'no reason given'})",
+        why = inst.state_reason or "no reason given"
+        return End(row.number, TerminationReason.PREEMPTED, f"preempted {how} ({why})",
                    lost_work_s=lost_work_s(a, at), status=agent)
     what = "disappeared" if inst is None else f"is {inst.state.value}" + (
         f" ({inst.state_reason})" if inst.state_reason else "")
@@ -126,7 +132,8 @@ def live(a: AttemptView, now: datetime, s: Settings) -> tuple[Step, End | None]:
     noticed = notice(a, now, s)
     if noticed is not None:
         progress = (Progress(row.number, agent),) if agent is not None else ()
-        return Step(progress + (Drain(row.number, notice_at=noticed[0], until=noticed[1]),), requeue_after=s.poll_s), None
+        drain = Drain(row.number, notice_at=noticed[0], until=noticed[1])
+        return Step(progress + (drain,), requeue_after=s.poll_s), None
     if agent is None:
         launched = row.launched_at or row.requested_at or now
         if (now - launched).total_seconds() > s.boot_timeout_s:

@@ -1,7 +1,8 @@
 """How ``decide`` applies a job's ``deadline`` (gpuorch.policy.live). Pure.
 
-Two sub-steps of ``decide``, like gates.py (each returns a ``Step``, mutating nothing): ``deadline_launch`` narrows the candidates of a launch to what the
-policy chose (spot in one market first, on-demand) or holds the job (waiting for spot);
+Two sub-steps of ``decide``, like gates.py (each returns a ``Step``, mutating nothing):
+``deadline_launch`` narrows the candidates of a launch to what the policy chose (spot in one
+market first, on-demand) or holds the job (waiting for spot);
 ``deadline_move`` stops a running spot attempt cleanly when the deadline needs on-demand.
 Each decision that changes something is recorded as a ``deadline`` event.
 """
@@ -163,10 +164,11 @@ def deadline_launch(view: JobView, ranked: list[Candidate], now: datetime, s: Se
         sit, _ = situation(view, fast, now, s)
     decision = decide_live(sit)
     if decision.kind == "wait":
-        message = f"{WAITING} capacity; slack {decision.slack_s / 3600:.1f} h, reserve {decision.reserve_s / 3600:.1f} h"
+        message = (f"{WAITING} capacity; slack {decision.slack_s / 3600:.1f} h, "
+                   f"reserve {decision.reserve_s / 3600:.1f} h")
         notes = () if (view.job.message or "").startswith(WAITING) else (_note(decision, sit),)
-        return [], done(*notes, SetJob(JobStatus.QUEUED, message, not_before=now + timedelta(seconds=decision.recheck_s)),
-                        requeue_after=decision.recheck_s)
+        hold = SetJob(JobStatus.QUEUED, message, not_before=now + timedelta(seconds=decision.recheck_s))
+        return [], done(*notes, hold, requeue_after=decision.recheck_s)
     chose = Step((_note(decision, sit),))
     if decision.kind == "spot":
         key = decision.market
@@ -181,7 +183,8 @@ def deadline_move(view: JobView, current: AttemptView, now: datetime, s: Setting
     """Stop a running spot attempt (final checkpoint first) when the deadline needs on-demand
     (a done step), else GO_ON. The next pass launches the on-demand replacement."""
     inst, row = current.instance, current.row
-    if not applies(view) or not row.spot or row.status == AttemptStatus.REQUESTED or inst is None or not inst.state.alive:
+    if (not applies(view) or not row.spot or row.status == AttemptStatus.REQUESTED
+            or inst is None or not inst.state.alive):
         return GO_ON
     sit, _ = situation(view, ranked(), now, s, current)
     decision = decide_live(sit)
@@ -194,5 +197,6 @@ def deadline_move(view: JobView, current: AttemptView, now: datetime, s: Setting
         until = now + timedelta(seconds=grace)
         return done(note, StopCleanly(row.number, until, TerminationReason.MOVED, JobStatus.RECOVERING, message),
                     requeue_after=s.poll_s)
-    return done(note, Terminate(row.number, inst.id), End(row.number, TerminationReason.MOVED, message, status=current.agent),
+    return done(note, Terminate(row.number, inst.id),
+                End(row.number, TerminationReason.MOVED, message, status=current.agent),
                 SetJob(JobStatus.RECOVERING, message), requeue_after=s.poll_s)

@@ -30,7 +30,7 @@ from gpuorch.reconciler.attempt_steps import draining, live, lost_work_s, termin
 from gpuorch.reconciler.deadline import deadline_launch, deadline_move
 from gpuorch.reconciler.gates import gate_launch, stop_running
 from gpuorch.reconciler.views import AttemptView, JobView, Settings
-from gpuorch.store.models import AttemptStatus, JobStatus, TerminationReason
+from gpuorch.store.models import Attempt, AttemptStatus, JobStatus, TerminationReason
 
 __all__ = ["AttemptView", "JobView", "Settings", "decide", "lost_work_s", "recovery_context"]
 
@@ -51,7 +51,8 @@ def recovery_context(view: JobView, now: datetime, s: Settings, preempting: Atte
     """The job's recent preemptions, for the recovery strategy: the newest one's region, and every
     market that preempted or lost the job within ``avoid_preempted_zone_s``."""
     hit = [a.row for a in view.attempts
-           if a.row.reason in (TerminationReason.PREEMPTED, TerminationReason.LOST) or a.row.status == AttemptStatus.DRAINING]
+           if a.row.reason in (TerminationReason.PREEMPTED, TerminationReason.LOST)
+           or a.row.status == AttemptStatus.DRAINING]
     if preempting is not None and all(r.number != preempting.row.number for r in hit):
         hit.append(preempting.row)  # noticed this pass: not yet recorded as draining
     window = s.avoid_preempted_zone_s
@@ -73,7 +74,7 @@ def _ranked(view: JobView, now: datetime, offers: Sequence[Offer], avoid: Avoid,
     return strategy.rank(ranked, recovery_context(view, now, s, preempting))
 
 
-def _won(view: JobView):  # type: ignore[no-untyped-def]
+def _won(view: JobView) -> Attempt | None:
     return next((a.row for a in view.attempts if a.row.reason == TerminationReason.SUCCEEDED), None)
 
 
@@ -82,15 +83,17 @@ def _finished_by_drain(view: JobView, so_far: Sequence[object], current: Attempt
     job): stop the current attempt, which is not needed, and mark the job succeeded."""
     ended = next((x for x in so_far if isinstance(x, End) and x.reason == TerminationReason.SUCCEEDED), None)
     won = _won(view)
-    if ended is None and (won is None or current is None):
+    if ended is not None:
+        by, message = ended.attempt, ended.message
+    elif won is not None and current is not None:
+        by, message = won.number, won.message or "succeeded"
+    else:
         return GO_ON
-    by = ended.attempt if ended is not None else won.number  # type: ignore[union-attr]
     if current is not None and not current.observed:  # stop it once we can see its instance
         return done(requeue_after=s.poll_s)
     stop = () if current is None else terminate_if_alive(current) + (End(
         current.row.number, TerminationReason.CANCELLED, f"not needed: attempt {by} finished the job during its notice",
         status=current.agent),)
-    message = ended.message if ended is not None else (won.message or "succeeded")  # type: ignore[union-attr]
     return done(*stop, SetJob(JobStatus.SUCCEEDED, message, finished=True))
 
 

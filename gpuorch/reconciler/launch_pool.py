@@ -27,7 +27,7 @@ class LaunchPool:
         self.wait_s = wait_s
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuorch-launch")
         self._lock = threading.Lock()
-        self._busy: dict[int, Future[None]] = {}  # job id -> its launch in flight
+        self._busy: dict[int, Future[object]] = {}  # job id -> its launch in flight
         self._settled: set[int] = set()  # jobs whose background launch ended since ``settled()``
         self._pass_deadline: float | None = None  # monotonic; None: each launch waits wait_s
 
@@ -38,9 +38,10 @@ class LaunchPool:
     def busy(self, job_id: int) -> bool:
         return job_id in self._busy  # one dict read, atomic under the GIL: no lock per job per pass
 
-    def run(self, job_id: int, launch: Callable[[], None]) -> bool:
+    def run(self, job_id: int, launch: Callable[[], object]) -> bool:
         """Run ``launch`` for the job; True if it finished within what is left of the pass's wait
-        (its errors raised here), False if it goes on in the background (its errors are logged)."""
+        (its errors raised here), False if it goes on in the background (its errors are logged).
+        What ``launch`` returns is ignored."""
         with self._lock:
             if job_id in self._busy:
                 return False
@@ -63,7 +64,7 @@ class LaunchPool:
         with self._lock:
             self._busy.pop(job_id, None)
 
-    def _done(self, job_id: int, f: Future[None]) -> None:
+    def _done(self, job_id: int, f: Future[object]) -> None:
         if (e := f.exception()) is not None:
             log.error("job %s: background launch failed: %s", job_id, e, exc_info=e)
         with self._lock:

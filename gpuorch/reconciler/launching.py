@@ -67,7 +67,8 @@ class Launching:
                               min_billing_s=o.min_billing_s, predecessor=action.predecessor, requested_at=now,
                               offer=o.model_dump_json())
                 s.add(row)
-                job.status = JobStatus.RECOVERING if job.preemptions and job.status == JobStatus.RECOVERING else JobStatus.STARTING
+                recovering = job.preemptions and job.status == JobStatus.RECOVERING
+                job.status = JobStatus.RECOVERING if recovering else JobStatus.STARTING
                 market = "spot" if cand.spot else "on-demand"
                 events.record(s, now, "launch_requested",
                               f"{o.provider} {o.zone} {o.instance_type} {market} at ${cand.price_per_hour:.3f}/h",
@@ -83,7 +84,8 @@ class Launching:
         job_id = view.job.id or 0
         provider = self.providers.get(row.provider)
         if provider is None:
-            self._close_attempt(job_id, row, TerminationReason.LAUNCH_FAILED, f"provider {row.provider} is not enabled", now)
+            self._close_attempt(job_id, row, TerminationReason.LAUNCH_FAILED,
+                                f"provider {row.provider} is not enabled", now)
             return False
         req = LaunchRequest(job_id=job_id, attempt=row.number, offer=attempt_offer(row), spot=row.spot,
                             disk_gib=view.spec.resources.disk, owner=self.installation_id,
@@ -96,7 +98,8 @@ class Launching:
                                 backoff=backoff_key(row.provider, row.region, row.instance_type, row.spot))
             return False
         except PermanentError as e:
-            key = row.provider if isinstance(e, AuthError) else backoff_key(row.provider, row.region, row.instance_type, row.spot)
+            key = (row.provider if isinstance(e, AuthError)
+                   else backoff_key(row.provider, row.region, row.instance_type, row.spot))
             self._close_attempt(job_id, row, TerminationReason.LAUNCH_FAILED, f"launch refused: {e}", now,
                                 backoff=key, backoff_s=3600)
             return False

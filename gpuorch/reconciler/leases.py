@@ -22,9 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import cast
 
 from sqlalchemy import and_, or_, update
-from sqlmodel import select
+from sqlalchemy.orm import Mapped
+from sqlmodel import col, select
+from sqlmodel.sql.expression import Select
 
 from gpuorch.jobs import events
 from gpuorch.store import Store
@@ -65,41 +68,43 @@ class Leases:
         this daemon held throughout and nobody asked to cancel are returned as they are (with
         their lease expiry brought up to date) instead of read again.
         """
+        # A row read back always has its primary key: ids selected here are ``int``, never None.
+        job_id, owner, expires = cast(Mapped[int], col(Job.id)), col(Job.lease_owner), col(Job.lease_expires)
         busy = select(Attempt.job_id).where(Attempt.status != AttemptStatus.ENDED)
-        wanted = or_(Job.status.not_in(TERMINAL), Job.id.in_(busy))  # type: ignore[attr-defined,union-attr]
+        wanted = or_(col(Job.status).not_in(TERMINAL), job_id.in_(busy))
         due = now + timedelta(seconds=self.lease_s * RENEW_WHEN_LEFT)
-        free = or_(Job.lease_owner.is_(None), Job.lease_expires < now,  # type: ignore[union-attr,operator]
-                   and_(Job.lease_owner == self.owner, Job.lease_expires < due))  # type: ignore[operator]
+        free = or_(owner.is_(None), expires < now, and_(owner == self.owner, expires < due))
         self.taken = set()
         with self.store.read() as s:  # the usual pass: nothing to take or renew, no write lock
-            due_any = s.exec(select(Job.id).where(wanted).where(free).limit(1)).first()  # type: ignore[call-overload]
+            due_any = s.exec(select(job_id).where(wanted).where(free).limit(1)).first()
         if due_any is not None:
-            self._take(select(Job.id, Job.lease_owner, Job.lease_expires).where(wanted).where(free),  # type: ignore[call-overload]
-                       now, last_pass_at)
-        mine = (Job.lease_owner == self.owner, Job.lease_expires > now, wanted)  # type: ignore[operator]
+            self._take(select(job_id, owner, expires).where(wanted).where(free), now, last_pass_at)
+        mine = (owner == self.owner, expires > now, wanted)
         with self.store.read() as s:  # also ours: rows we hold that someone had locked just now
             if known is None:
-                return list(s.exec(select(Job).where(*mine).order_by(Job.id)))  # type: ignore[arg-type]
+                return list(s.exec(select(Job).where(*mine).order_by(job_id)))
             # Rows known from an earlier read are reused unless taken anew or cancelled since
             # (a user's cancel request is the one write to a held job not made by its holder).
-            light = s.exec(select(Job.id, Job.cancel_requested, Job.lease_expires).where(*mine)  # type: ignore[call-overload]
-                           .order_by(Job.id)).all()
+            light = s.exec(select(job_id, col(Job.cancel_requested), expires).where(*mine).order_by(job_id)).all()
             stale = [i for i, cancel, _ in light
                      if i in self.taken or (j := known.get(i)) is None or j.cancel_requested != cancel]
             read = {j.id: j for k in range(0, len(stale), 500)
-                    for j in s.exec(select(Job).where(Job.id.in_(stale[k:k + 500])))}  # type: ignore[union-attr]
+                    for j in s.exec(select(Job).where(job_id.in_(stale[k:k + 500])))}
         jobs = []
-        for i, _, expires in light:
+        for i, _, lease_expires in light:
             job = read.get(i) or known[i]
-            job.lease_expires = expires
+            job.lease_expires = lease_expires
             jobs.append(job)
         return jobs
 
-    def _take(self, candidates, now: datetime, last_pass_at: datetime | None) -> None:  # type: ignore[no-untyped-def]
+    def _take(self, candidates: Select[int, str | None, datetime | None], now: datetime,
+              last_pass_at: datetime | None) -> None:
+        """Lease the ``(id, lease_owner, lease_expires)`` rows ``candidates`` selects that no other
+        writer holds locked right now, noting in ``taken`` those that were not already ours."""
         with self.store.write() as s:
-            rows = s.exec(candidates.order_by(Job.id).with_for_update(skip_locked=True, of=Job)).all()
+            rows = s.exec(candidates.order_by(col(Job.id)).with_for_update(skip_locked=True, of=Job)).all()
             if rows:
-                s.exec(update(Job).where(Job.id.in_([r[0] for r in rows]))  # type: ignore[union-attr]
+                s.exec(update(Job).where(col(Job.id).in_([r[0] for r in rows]))
                        .values(lease_owner=self.owner, lease_expires=now + timedelta(seconds=self.lease_s)))
             self.taken = {job_id for job_id, previous, expired in rows
                           if not (previous == self.owner and expired is not None and expired > now)}
@@ -116,7 +121,7 @@ class Leases:
         gets it back if nobody did.
         """
         with self.store.write() as s:
-            s.exec(update(Job).where(Job.lease_owner == self.owner).where(Job.lease_expires > now)  # type: ignore[operator]
+            s.exec(update(Job).where(col(Job.lease_owner) == self.owner).where(col(Job.lease_expires) > now)
                    .values(lease_expires=now + timedelta(seconds=self.lease_s)))
 
     def check(self, job_id: int, now: datetime) -> None:
@@ -129,10 +134,10 @@ class Leases:
     def others(self, now: datetime) -> set[int]:
         """Ids of jobs another daemon holds an unexpired lease on."""
         with self.store.read() as s:
-            return set(s.exec(select(Job.id).where(Job.lease_owner.is_not(None))  # type: ignore[union-attr]
-                              .where(Job.lease_owner != self.owner).where(Job.lease_expires > now)))  # type: ignore[operator]
+            return set(s.exec(select(cast(Mapped[int], col(Job.id))).where(col(Job.lease_owner).is_not(None))
+                              .where(col(Job.lease_owner) != self.owner).where(col(Job.lease_expires) > now)))
 
     def release(self) -> None:
         """Give up every lease (clean shutdown): another daemon may take the jobs at once."""
         with self.store.write() as s:
-            s.exec(update(Job).where(Job.lease_owner == self.owner).values(lease_owner=None, lease_expires=None))
+            s.exec(update(Job).where(col(Job.lease_owner) == self.owner).values(lease_owner=None, lease_expires=None))

@@ -45,7 +45,8 @@ class InstanceMirror:
             suspects = set(seen)
         else:
             suspects = {key for key, state in want.items() if self._known.get(key, ("", False))[0] != state}
-            suspects |= {key for key, (_, ended) in self._known.items() if not ended and key[0] in ok and key not in seen}
+            suspects |= {key for key, (_, ended) in self._known.items()
+                         if not ended and key[0] in ok and key not in seen}
             if not suspects:
                 return
             where = InstanceRow.instance_id.in_([i for _, i in suspects])  # type: ignore[attr-defined]
@@ -59,7 +60,8 @@ class InstanceMirror:
             row = rows.get(key)
             if row is None:
                 row = InstanceRow(provider=k[0], instance_id=inst.id, job_id=k[1], attempt=k[2], region=inst.region,
-                                  zone=inst.zone, instance_type=inst.instance_type, spot=inst.spot, state="", first_seen=now)
+                                  zone=inst.zone, instance_type=inst.instance_type, spot=inst.spot, state="",
+                                  first_seen=now)
             if row.state != want[key]:
                 row.state, row.last_seen = want[key], now
                 if not inst.state.alive:

@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 
 from sqlalchemy import and_, exists, func, or_, text
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from gpuorch.jobs import events
 from gpuorch.jobs.spec import JobSpec
@@ -50,14 +50,14 @@ class Money:
     def _load(self, s: Session, now: datetime) -> tuple[Ledger, dict[int, SweepState]]:
         active = list(s.exec(select(Sweep).where(Sweep.status == SweepStatus.ACTIVE)))
         ids = [w.id for w in active]
-        rows = s.exec(select(Attempt, Job.sweep_id).join(Job, Job.id == Attempt.job_id).where(or_(  # type: ignore[arg-type]
-            Attempt.status != AttemptStatus.ENDED, Attempt.ended_at >= day_start(now),  # type: ignore[operator]
-            Job.status.not_in(TERMINAL), Job.sweep_id.in_(ids))))  # type: ignore[attr-defined,union-attr]
+        rows = s.exec(select(Attempt, Job.sweep_id).join(Job, col(Job.id) == col(Attempt.job_id)).where(or_(
+            col(Attempt.status) != AttemptStatus.ENDED, col(Attempt.ended_at) >= day_start(now),
+            col(Job.status).not_in(TERMINAL), col(Job.sweep_id).in_(ids))))
         ledger = Ledger.build(list(rows), now, self.policy)
         if not ids:
             return ledger, {}
-        flying = dict(s.exec(select(Job.sweep_id, func.count()).where(  # type: ignore[call-overload]
-            Job.sweep_id.in_(ids), Job.status.in_(IN_FLIGHT)).group_by(Job.sweep_id)).all())  # type: ignore[union-attr,attr-defined]
+        flying = dict(s.exec(select(Job.sweep_id, func.count()).where(
+            col(Job.sweep_id).in_(ids), col(Job.status).in_(IN_FLIGHT)).group_by(col(Job.sweep_id))).all())
         sweeps = {w.id: SweepState(w.id, w.name, w.max_cost, w.deadline, w.max_parallel, flying.get(w.id, 0))
                   for w in active if w.id is not None}
         return ledger, sweeps
@@ -98,7 +98,8 @@ class Money:
         return None
 
     # -- a clean stop ---------------------------------------------------------------------------
-    def stop_cleanly(self, provider: Provider, view: JobView, a: AttemptView, action: A.StopCleanly, now: datetime) -> None:
+    def stop_cleanly(self, provider: Provider, view: JobView, a: AttemptView, action: A.StopCleanly,
+                     now: datetime) -> None:
         """Record the stop (intent first), then ask the agent for its final checkpoint."""
         job_id, until = view.job.id or 0, action.until
         with self.txn(job_id) as (s, job):
@@ -161,15 +162,15 @@ class Money:
     # -- sweeps ------------------------------------------------------------------------------------
     def finish_sweeps(self, now: datetime) -> None:
         """Mark active sweeps whose trials have all finished as done."""
-        unfinished = exists().where(and_(Job.sweep_id == Sweep.id, Job.status.not_in(TERMINAL)))  # type: ignore[attr-defined]
+        unfinished = exists().where(and_(col(Job.sweep_id) == col(Sweep.id), col(Job.status).not_in(TERMINAL)))
         done = select(Sweep).where(Sweep.status == SweepStatus.ACTIVE, ~unfinished)
         with self.store.read() as s:
             if s.exec(done).first() is None:  # the usual case: no write lock taken
                 return
         with self.store.write() as s:
             for sw in s.exec(done):
-                counts = dict(s.exec(select(Job.status, func.count()).where(  # type: ignore[call-overload]
-                    Job.sweep_id == sw.id).group_by(Job.status)).all())
+                counts = dict(s.exec(select(col(Job.status), func.count()).where(
+                    Job.sweep_id == sw.id).group_by(col(Job.status))).all())
                 sw.status, sw.finished_at = SweepStatus.DONE, now
                 sw.message = ", ".join(f"{n} {st.value}" for st, n in sorted(counts.items()))
                 events.record(s, now, "sweep_done", f"sweep {sw.name} done: {sw.message}")

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
-from sqlmodel import select
+from sqlmodel import col, select
 
 from gpuorch.errors import ProviderError
 from gpuorch.jobs import events
@@ -45,7 +45,7 @@ def sweep_orphans(store: Store, providers: Mapping[str, Provider], leases: Lease
     if not suspects:
         return
     with store.read() as s:
-        owned = {tuple(r) for r in s.exec(select(Attempt.provider, Attempt.job_id, Attempt.number)  # type: ignore[call-overload]
+        owned = {tuple(r) for r in s.exec(select(Attempt.provider, Attempt.job_id, Attempt.number)
                                           .where(Attempt.status != AttemptStatus.ENDED))}
     theirs = leases.others(now)
     for key, inst in suspects.items():
@@ -74,7 +74,7 @@ def sweep_keys(home: Path, store: Store) -> None:
         return
     with store.read() as s:
         live = set(s.exec(select(Attempt.job_id).where(Attempt.status != AttemptStatus.ENDED)
-                          .where(Attempt.job_id.in_(ids))))  # type: ignore[attr-defined]
+                          .where(col(Attempt.job_id).in_(ids))))
     for job_id in ids:
         if job_id not in live:
             keys.delete_job_keys(home, job_id)

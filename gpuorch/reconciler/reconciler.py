@@ -230,7 +230,7 @@ class Reconciler:
                 log.info("job %s attempt %s: log not read this pass: %s", job_id, row.number, e)
             self.money.collect_metrics(job_id, row, runner, self.clock.now())
 
-    def _avoid(self, now: datetime):  # type: ignore[no-untyped-def]
+    def _avoid(self, now: datetime) -> Callable[[Candidate], bool]:
         with self.store.read() as s:
             keys = {b.key for b in s.exec(select(Backoff).where(Backoff.until > now))}
 

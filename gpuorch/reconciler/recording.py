@@ -17,6 +17,7 @@ from pathlib import Path
 
 from sqlmodel import Session, select
 
+from gpuorch.agent.protocol import AgentStatus
 from gpuorch.errors import ProviderError
 from gpuorch.jobs import events
 from gpuorch.provider.port import Provider
@@ -63,14 +64,15 @@ class Recording:
         except VolumeNotReady as e:
             waited = (now - (a.row.volume_attached_at or now)).total_seconds()
             if waited >= self.settings.volume_wait_s:
-                return f"{e} (still none {waited:.0f}s after the attach; volume_wait_s is {self.settings.volume_wait_s:g})"
+                return (f"{e} (still none {waited:.0f}s after the attach; "
+                        f"volume_wait_s is {self.settings.volume_wait_s:g})")
             log.info("job %s attempt %s: volume not ready %.0fs after the attach: %s", view.job.id, a.row.number,
                      waited, e)
         except (RunnerUnavailable, ProviderError, NotImplementedError, OSError) as e:
             log.info("job %s attempt %s: runner not ready: %s", view.job.id, a.row.number, e)
         return None
 
-    def progress(self, job_id: int, a: AttemptView, st, now: datetime) -> None:  # type: ignore[no-untyped-def]
+    def progress(self, job_id: int, a: AttemptView, st: AgentStatus, now: datetime) -> None:
         """Write only what changed: most polls of a running job change nothing."""
         row = a.row
         became_running = row.status == AttemptStatus.LAUNCHED and st.state != "starting"
@@ -81,31 +83,33 @@ class Recording:
             return
         with self._txn(job_id) as (s, job):
             r = s.get(Attempt, row.id)
+            assert r is not None  # the lease is ours: nobody deletes attempt rows
             if restored:
-                r.resumed_from = st.restored_from  # type: ignore[union-attr]
+                r.resumed_from = st.restored_from
                 events.record(s, now, "restored", f"resumed from checkpoint {st.restored_from}", job_id=job_id,
                               attempt=row.number)
             if became_running:
-                r.status, r.started_at, r.resumed_from = AttemptStatus.RUNNING, now, st.restored_from  # type: ignore[union-attr]
+                r.status, r.started_at, r.resumed_from = AttemptStatus.RUNNING, now, st.restored_from
                 job.status, job.message = JobStatus.RUNNING, None
                 how = f"resumed from checkpoint {st.restored_from}" if st.restored_from else "started fresh"
-                events.record(s, now, "running", f"agent up on {r.instance_id}, {how}", job_id=job_id,  # type: ignore[union-attr]
+                events.record(s, now, "running", f"agent up on {r.instance_id}, {how}", job_id=job_id,
                               attempt=row.number)
             if new_ckpt:
-                self._record_checkpoints(s, job_id, r, st, now)  # type: ignore[arg-type]
+                self._record_checkpoints(s, job_id, r, st, now)
 
-    def _record_checkpoints(self, s: Session, job_id: int, r: Attempt, st, now: datetime) -> None:  # type: ignore[no-untyped-def]
+    def _record_checkpoints(self, s: Session, job_id: int, r: Attempt, st: AgentStatus, now: datetime) -> None:
         known = set(s.exec(select(Checkpoint.name).where(Checkpoint.job_id == job_id)))
         for name in st.uploaded:
             if name in known:
                 continue
             known.add(name)  # an agent may list a name twice (a checkpoint whose COMPLETE changed)
             last = name == st.last_checkpoint
-            completed = datetime.fromtimestamp(st.last_checkpoint_at, now.tzinfo) if last and st.last_checkpoint_at else None
+            completed = (datetime.fromtimestamp(st.last_checkpoint_at, now.tzinfo)
+                         if last and st.last_checkpoint_at else None)
             s.add(Checkpoint(job_id=job_id, attempt=r.number, name=name, recorded_at=now, completed_at=completed,
                              step=st.last_checkpoint_step if last else None, final=name == st.final_checkpoint))
-            events.record(s, now, "checkpoint", f"checkpoint {name} durable" + (" (final, on notice)" if name == st.final_checkpoint else ""),
-                          job_id=job_id, attempt=r.number)
+            final = " (final, on notice)" if name == st.final_checkpoint else ""
+            events.record(s, now, "checkpoint", f"checkpoint {name} durable{final}", job_id=job_id, attempt=r.number)
         if st.last_checkpoint:
             r.last_checkpoint = st.last_checkpoint
             if st.last_checkpoint_at:

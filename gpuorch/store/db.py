@@ -7,12 +7,13 @@ lock up front and waits ``busy_timeout`` for it instead.
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import Engine, event
+from sqlalchemy import Connection, Engine, event
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, create_engine, select
 
@@ -27,7 +28,7 @@ def _sqlite_engine(url: str, immediate: bool) -> Engine:
     engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False})
 
     @event.listens_for(engine, "connect")
-    def _connect(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+    def _connect(dbapi_conn: sqlite3.Connection, _record: object) -> None:
         dbapi_conn.isolation_level = None  # pysqlite must not BEGIN on its own; we do below
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
@@ -37,7 +38,7 @@ def _sqlite_engine(url: str, immediate: bool) -> Engine:
         cur.close()
 
     @event.listens_for(engine, "begin")
-    def _begin(conn):  # type: ignore[no-untyped-def]
+    def _begin(conn: Connection) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     return engine
@@ -86,9 +87,12 @@ class Store:
                     row = Meta(key="installation_id", value=uuid.uuid4().hex[:12])
                     s.add(row)
                 return row.value
-        except IntegrityError:  # PostgreSQL: another process's first open inserted it just now
+        except IntegrityError as e:  # PostgreSQL: another process's first open inserted it just now
             with self.read() as s:
-                return s.get(Meta, "installation_id").value  # type: ignore[union-attr]
+                row = s.get(Meta, "installation_id")
+                if row is None:  # the other insert rolled back after all
+                    raise RuntimeError("meta.installation_id: missing after a concurrent first open; open again") from e
+                return row.value
 
     def close(self) -> None:
         self._read.dispose()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import DateTime, Text, TypeDecorator, UniqueConstraint
 from sqlmodel import Field, SQLModel
@@ -27,8 +28,10 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value
 
 
-def _ts(**kw: object) -> object:
-    return Field(default=None, sa_type=UTCDateTime, **kw)  # type: ignore[arg-type]
+def _ts(*, index: bool = False) -> Any:
+    """A UTC timestamp column, NULL until set. Typed ``Any`` like ``Field`` itself, so each column keeps its
+    declared type (``datetime`` or ``datetime | None``)."""
+    return Field(default=None, sa_type=UTCDateTime, index=index)
 
 
 class Job(SQLModel, table=True):
@@ -42,17 +45,17 @@ class Job(SQLModel, table=True):
     failures: int = 0
     exit_code: int | None = None
     result: str | None = Field(default=None, sa_type=Text)  # JSON the job reported
-    created_at: datetime = _ts()  # type: ignore[assignment]
-    updated_at: datetime | None = _ts()  # type: ignore[assignment]
-    finished_at: datetime | None = _ts()  # type: ignore[assignment]
+    created_at: datetime = _ts()
+    updated_at: datetime | None = _ts()
+    finished_at: datetime | None = _ts()
     not_before: datetime | None = _ts()  # back-off before the next launch attempt
     lease_owner: str | None = None
-    lease_expires: datetime | None = _ts()  # type: ignore[assignment]
+    lease_expires: datetime | None = _ts()
     # Sweeps (schema 2): a trial is an ordinary job linked to its sweep.
     sweep_id: int | None = Field(default=None, foreign_key="sweep.id", index=True)
     params: str | None = Field(default=None, sa_type=Text)  # the trial's parameters as JSON
     metrics: str | None = Field(default=None, sa_type=Text)  # latest value of each metric, JSON
-    metrics_at: datetime | None = _ts()  # type: ignore[assignment]
+    metrics_at: datetime | None = _ts()
     # Schema 3: the job's volume (spec ``volume:``). Provider, region and zone are the intent,
     # recorded before the create call; volume_id once created (or found again by its tags).
     volume_provider: str | None = None
@@ -82,15 +85,15 @@ class Attempt(SQLModel, table=True):
     min_billing_s: int = 0
     instance_id: str | None = Field(default=None, index=True)
     predecessor: int | None = None  # attempt number whose final checkpoint this one waits for
-    requested_at: datetime | None = _ts()  # type: ignore[assignment]
-    launched_at: datetime | None = _ts()  # type: ignore[assignment]
-    started_at: datetime | None = _ts()  # type: ignore[assignment]
-    notice_at: datetime | None = _ts()  # type: ignore[assignment]
-    drain_until: datetime | None = _ts()  # type: ignore[assignment]
-    ended_at: datetime | None = _ts()  # type: ignore[assignment]
+    requested_at: datetime | None = _ts()
+    launched_at: datetime | None = _ts()
+    started_at: datetime | None = _ts()
+    notice_at: datetime | None = _ts()
+    drain_until: datetime | None = _ts()
+    ended_at: datetime | None = _ts()
     resumed_from: str | None = None
     last_checkpoint: str | None = None
-    last_checkpoint_at: datetime | None = _ts()  # type: ignore[assignment]
+    last_checkpoint_at: datetime | None = _ts()
     exit_code: int | None = None
     lost_work_s: float | None = None
     # Schema 2: spot price moves as JSON [[epoch, usd_per_hour], ...] (price_per_hour is the
@@ -99,7 +102,7 @@ class Attempt(SQLModel, table=True):
     metrics_offset: int = 0
     # Schema 5: when the job's volume was first attached to this attempt's instance (the wait
     # for its device is counted from here; see reconciler/volumes.py).
-    volume_attached_at: datetime | None = _ts()  # type: ignore[assignment]
+    volume_attached_at: datetime | None = _ts()
     # Schema 6: the full offer the attempt was launched on (``Offer`` as JSON; a relaunch sends
     # the same request), and why its agent cannot start, recorded by apply for the next pass's
     # decide (the job's volume cannot be mounted: ``decide.volume_failed``). None on older rows.
@@ -122,9 +125,9 @@ class Instance(SQLModel, table=True):
     instance_type: str = ""
     spot: bool = False
     state: str = ""
-    first_seen: datetime | None = _ts()  # type: ignore[assignment]
-    last_seen: datetime | None = _ts()  # type: ignore[assignment]
-    terminated_at: datetime | None = _ts()  # type: ignore[assignment]
+    first_seen: datetime | None = _ts()
+    last_seen: datetime | None = _ts()
+    terminated_at: datetime | None = _ts()
 
 
 class Checkpoint(SQLModel, table=True):
@@ -135,14 +138,14 @@ class Checkpoint(SQLModel, table=True):
     attempt: int
     name: str
     step: int | None = None
-    completed_at: datetime | None = _ts()  # type: ignore[assignment]  # when the job finished writing it
-    recorded_at: datetime | None = _ts()  # type: ignore[assignment]  # when the daemon saw it durable
+    completed_at: datetime | None = _ts()  # when the job finished writing it
+    recorded_at: datetime | None = _ts()  # when the daemon saw it durable
     final: bool = False  # taken on a preemption notice
 
 
 class Event(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
-    ts: datetime = _ts(index=True)  # type: ignore[assignment]
+    ts: datetime = _ts(index=True)
     job_id: int | None = Field(default=None, index=True)
     attempt: int | None = None
     kind: str
@@ -154,7 +157,7 @@ class Backoff(SQLModel, table=True):
     """An offer class (provider/region/instance type/market) not to try again before ``until``."""
 
     key: str = Field(primary_key=True)
-    until: datetime = _ts()  # type: ignore[assignment]
+    until: datetime = _ts()
     reason: str = ""
 
 
@@ -167,13 +170,13 @@ class Sweep(SQLModel, table=True):
     status: SweepStatus = Field(default=SweepStatus.ACTIVE, index=True)
     message: str | None = None
     max_cost: float | None = None  # USD for all trials together
-    deadline: datetime | None = _ts()  # type: ignore[assignment]
+    deadline: datetime | None = _ts()
     max_parallel: int = 1
     objective_metric: str | None = None
     objective_mode: str = "min"
     cancel_requested: bool = False
-    created_at: datetime = _ts()  # type: ignore[assignment]
-    finished_at: datetime | None = _ts()  # type: ignore[assignment]
+    created_at: datetime = _ts()
+    finished_at: datetime | None = _ts()
 
 
 class Meta(SQLModel, table=True):

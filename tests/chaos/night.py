@@ -168,7 +168,8 @@ class Night:
         for job_id, rows in self.attempts().items():
             live = [a.number for a in rows if a.status.live]
             assert len(live) <= 1, f"job {job_id} has live attempts {live}"
-        per_attempt = Counter((m.tags.get("gpuorch:job"), m.tags.get("gpuorch:attempt")) for _, m in self.live_instances())
+        per_attempt = Counter((m.tags.get("gpuorch:job"), m.tags.get("gpuorch:attempt"))
+                              for _, m in self.live_instances())
         doubled = [k for k, n in per_attempt.items() if n > 1]
         assert not doubled, f"two live instances for attempts {doubled}"
 

@@ -28,8 +28,8 @@ def view(clock, agent: AgentStatus) -> JobView:
 
 def test_a_job_killed_by_its_notice_signal_was_preempted_not_failed(clock):
     t = clock.now().timestamp()
-    agent = AgentStatus(state="exited", exit_code=138, running_since=t - 30, notice_at=t - 2, notice_reason="preemption",
-                        ended_at=t - 1, final_done=True)
+    agent = AgentStatus(state="exited", exit_code=138, running_since=t - 30, notice_at=t - 2,
+                        notice_reason="preemption", ended_at=t - 1, final_done=True)
     d = decide(view(clock, agent), clock.now(), default_offers())
     [end] = [a for a in d.actions if isinstance(a, End)]
     assert end.reason == TerminationReason.PREEMPTED and "code 138 after a preemption notice" in end.message
@@ -89,8 +89,10 @@ def test_a_job_that_finishes_within_its_notice_succeeded_and_its_replacement_is_
 def test_a_success_recorded_by_a_pass_that_died_still_stops_the_replacement(clock):
     v = draining_with_replacement(clock, AgentStatus(state="exited", exit_code=0))
     first = v.attempts[0].row
-    first.status, first.reason, first.message = AttemptStatus.ENDED, TerminationReason.SUCCEEDED, "job exited with code 0"
-    d = decide(JobView(v.job, v.spec, [AttemptView(first, observed=True), v.attempts[1]]), clock.now(), default_offers())
+    first.status, first.reason = AttemptStatus.ENDED, TerminationReason.SUCCEEDED
+    first.message = "job exited with code 0"
+    view = JobView(v.job, v.spec, [AttemptView(first, observed=True), v.attempts[1]])
+    d = decide(view, clock.now(), default_offers())
     [end] = [a for a in d.actions if isinstance(a, End)]
     assert end.attempt == 2 and end.reason == TerminationReason.CANCELLED
     assert [a.instance_id for a in d.actions if isinstance(a, Terminate)] == ["fake-2"]

@@ -83,7 +83,7 @@ def test_the_launches_of_one_pass_share_one_wait():
     try:
         pool.new_pass()
         started = time.monotonic()
-        finished = [pool.run(job, lambda job=job: (entered.append(job), release.wait(30)) and None) for job in (1, 2, 3)]
+        finished = [pool.run(job, lambda job=job: (entered.append(job), release.wait(30))) for job in (1, 2, 3)]
         took = time.monotonic() - started
         assert finished == [False, False, False] and all(pool.busy(j) for j in (1, 2, 3))
         assert took < 2.0  # one shared second (each waiting its own would take three)

@@ -111,7 +111,8 @@ class Recording(FakeProvider):
 
 def test_a_relaunch_sends_the_full_offer_again(store, clock):
     fake = Recording(clock)
-    fake._offers = [o.model_copy(update={"interconnect": "nvlink", "interruption_bucket": "<5%"})  # no column holds these
+    # No attempt column holds these two: a relaunch must keep them all the same.
+    fake._offers = [o.model_copy(update={"interconnect": "nvlink", "interruption_bucket": "<5%"})
                     for o in fake._offers]
     rec = Reconciler(store, {"fake": fake}, clock=clock)
     fake.fail_next("launch", TransientError("throttled"))
@@ -142,5 +143,6 @@ def test_an_old_attempt_without_a_stored_offer_is_relaunched_from_its_columns(st
     rec.run_pass()
     again = fake.requests[-1]
     offer = default_offers()[0]
-    assert (again.offer.zone, again.offer.instance_type, again.offer.gpu) == (offer.zone, offer.instance_type, offer.gpu)
+    assert ((again.offer.zone, again.offer.instance_type, again.offer.gpu)
+            == (offer.zone, offer.instance_type, offer.gpu))
     assert attempts(store, job.id)[0].status == AttemptStatus.LAUNCHED

@@ -23,6 +23,7 @@ def offer(region: str, zone: str, spot: float) -> Offer:
 # r1-a is cheapest, then r2-a (another region), then r1-b (the preempted zone's neighbour).
 OFFERS = [offer("r1", "r1-a", 1.0), offer("r2", "r2-a", 1.1), offer("r1", "r1-b", 1.2), offer("r2", "r2-b", 1.3)]
 SPOT = [Candidate(o, True) for o in OFFERS]
+RECENT_R1A = frozenset({("fake", "r1-a", True)})  # a spot preemption in r1-a, just now
 
 
 def zones(ranked: list[Candidate]) -> list[str]:
@@ -42,7 +43,7 @@ def test_the_three_strategies_are_registered_and_same_region_first_is_the_defaul
     ("cheapest-first", ["r2-a", "r1-b", "r2-b", "r1-a"]),
 ])
 def test_rank_after_a_preemption_in_r1_a(name, expected):
-    ctx = RecoveryContext(preempted_region=("fake", "r1"), preempted_spot=True, recent=frozenset({("fake", "r1-a", True)}))
+    ctx = RecoveryContext(preempted_region=("fake", "r1"), preempted_spot=True, recent=RECENT_R1A)
     assert zones(get_strategy(name).rank(SPOT, ctx)) == expected
 
 
@@ -53,7 +54,7 @@ def test_without_a_preemption_every_strategy_is_cheapest_first():
 
 def test_a_spot_reclaim_does_not_penalise_on_demand_in_that_zone():
     od = Candidate(OFFERS[0], False)
-    ctx = RecoveryContext(preempted_region=("fake", "r1"), preempted_spot=True, recent=frozenset({("fake", "r1-a", True)}))
+    ctx = RecoveryContext(preempted_region=("fake", "r1"), preempted_spot=True, recent=RECENT_R1A)
     ranked = get_strategy("same-region-first").rank([SPOT[0], od], ctx)
     assert ranked == [od, SPOT[0]]
 
@@ -61,7 +62,7 @@ def test_a_spot_reclaim_does_not_penalise_on_demand_in_that_zone():
 @pytest.mark.parametrize("name", ["same-region-first", "next-region-eagerly", "cheapest-first"])
 def test_a_job_on_spot_stays_on_spot_before_on_demand_even_in_its_region(name):
     od_r1b = Candidate(OFFERS[2], False)  # r1-b on-demand: same region, but 3x the price
-    ctx = RecoveryContext(preempted_region=("fake", "r1"), preempted_spot=True, recent=frozenset({("fake", "r1-a", True)}))
+    ctx = RecoveryContext(preempted_region=("fake", "r1"), preempted_spot=True, recent=RECENT_R1A)
     ranked = get_strategy(name).rank(sorted([od_r1b, SPOT[1], SPOT[3]], key=lambda c: c.price_per_hour), ctx)
     assert ranked[-1] == od_r1b and {c.offer.zone for c in ranked[:2]} == {"r2-a", "r2-b"}
 

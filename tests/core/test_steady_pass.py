@@ -147,8 +147,8 @@ def test_a_daemon_whose_lease_was_taken_over_acts_on_nothing_it_had_cached(store
     launches = fake.count("launch")
     with statements(store) as seen:
         d1.run_pass()  # its spec cache and heartbeat memory are of no use: it holds no lease
-    job_writes = [w for w in writes(seen) if w.upper().startswith(("UPDATE JOB", "INSERT INTO ATTEMPT", "UPDATE ATTEMPT",
-                                                                    "INSERT INTO EVENT"))]
+    job_tables = ("UPDATE JOB", "INSERT INTO ATTEMPT", "UPDATE ATTEMPT", "INSERT INTO EVENT")
+    job_writes = [w for w in writes(seen) if w.upper().startswith(job_tables)]
     assert job_writes == [] and fake.count("launch") == launches  # (it may mirror the instance table)
     d2.run_pass()
     with store.read() as s:

@@ -75,7 +75,8 @@ class _Cluster:
     def start(self) -> None:
         self._run(f"{self.bindir}/initdb", "-D", self.data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8")
         opts = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} -c fsync=off -c max_connections=200"
-        self._run(f"{self.bindir}/pg_ctl", "-D", self.data, "-l", os.path.join(self.dir, "log"), "-o", opts, "-w", "start")
+        self._run(f"{self.bindir}/pg_ctl", "-D", self.data, "-l", os.path.join(self.dir, "log"), "-o", opts,
+                  "-w", "start")
 
     def stop(self) -> None:
         try:

@@ -52,7 +52,7 @@ def test_concurrent_claims_never_share_a_job(pg_url, store, clock):
     for round_ in range(6):
         go, got = threading.Barrier(len(daemons)), {}
 
-        def claim(d: Leases) -> None:
+        def claim(d: Leases, go: threading.Barrier = go, got: dict[str, set[int]] = got) -> None:
             go.wait()
             got[d.owner] = {j.id for j in d.claim(clock.now())}
 

@@ -60,7 +60,8 @@ def test_two_daemons_share_jobs_and_take_over_from_a_killed_one(pg_url, tmp_path
         for _ in range(N_JOBS):  # one at a time, each claimed before the next: both daemons get work
             job_id = jobs.submit(store, spec, utcnow()).id
             ids.add(job_id)
-            wait_until(lambda: _rows(store, Job, Job.id == job_id)[0].lease_owner, timeout_s=60, what="a claim")
+            wait_until(lambda job_id=job_id: _rows(store, Job, Job.id == job_id)[0].lease_owner, timeout_s=60,
+                       what="a claim")
 
         def started() -> bool:
             return runs.exists() and len(runs.read_text().splitlines()) >= N_JOBS
@@ -74,7 +75,8 @@ def test_two_daemons_share_jobs_and_take_over_from_a_killed_one(pg_url, tmp_path
         killed_at = utcnow()
         victim.send_signal(signal.SIGKILL)
         victim.wait(30)
-        victim_jobs = {j.id for j in _rows(store, Job) if j.lease_owner and int(j.lease_owner.split("/")[1]) == victim_pid}
+        victim_jobs = {j.id for j in _rows(store, Job)
+                       if j.lease_owner and int(j.lease_owner.split("/")[1]) == victim_pid}
         assert victim_jobs, "the victim held no job"
 
         def taken_over():
