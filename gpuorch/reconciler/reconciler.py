@@ -29,7 +29,6 @@ The pass's parts, collaborators given what they need: ``observe.py`` (offers, li
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import os
 import socket
@@ -183,37 +182,42 @@ class Reconciler:
                 continue
             inst = observed.get((row.provider, job.id or 0, row.number))
             agent, reachable = None, False
-            if (make := self._runner_of(row, inst)) is not None:
+            if (provider := self._worth_asking(row, inst)) is not None:
                 assert inst is not None
-                # read off the pass (status_reads.py); a job not in this pass's batch reads here
-                read = self.reads.take((row.provider, row.job_id, row.number, inst.id)) or read_status(make)
+                # read off the pass (status_reads.py) if it may block; else, or not in this pass's batch, here
+                read = self.reads.take((row.provider, row.job_id, row.number, inst.id)) \
+                    if provider.runners_may_block else None
+                read = read or read_status(provider.runner, inst)
                 agent, reachable = read.agent, read.reachable
                 if agent is not None and read.runner is not None:
                     self._runners.append((row, read.runner))
             views.append(AttemptView(row, observed=row.provider in ok, instance=inst, agent=agent, reachable=reachable))
         return JobView(job, self._spec(job), views)
 
-    def _runner_of(self, row: Attempt, inst: Instance | None) -> Callable[[], Runner] | None:
-        """How to reach the attempt's runner, if its agent is worth asking: only a running
-        instance is worth a (possibly slow) connection, a booting one is not yet."""
+    def _worth_asking(self, row: Attempt, inst: Instance | None) -> Provider | None:
+        """The provider whose runner to ask for the attempt's agent, if it is worth asking: only a
+        running instance is worth a (possibly slow) connection, a booting one is not yet."""
         provider = self.providers.get(row.provider)
         if inst is None or provider is None or not (
                 inst.state == InstanceState.RUNNING or (not inst.state.alive and provider.runner_outlives_instance)):
             return None
-        return functools.partial(provider.runner, inst)
+        return provider
 
     def _read_agents(self, claimed: list[Job], observed: dict[Key, Instance]) -> set[int]:
         """Start this pass's agent status reads from runners that may block (SSH), all at once, and
         wait for them together (at most ``observe_wait_s``); the ids of the jobs whose read is still
         out, left alone this pass."""
         wanted = []
-        for job in claimed:
-            for row in self._attempts.get(job.id or 0, ()):
-                inst = observed.get((row.provider, row.job_id, row.number))
-                if row.status != AttemptStatus.ENDED and (make := self._runner_of(row, inst)) is not None \
-                        and self.providers[row.provider].runners_may_block:  # the others answer inline
-                    assert inst is not None
-                    wanted.append(((row.provider, row.job_id, row.number, inst.id), make))
+        blocking = {name for name, p in self.providers.items() if p.runners_may_block}  # others answer inline
+        if blocking:
+            for job in claimed:
+                for row in self._attempts.get(job.id or 0, ()):
+                    if row.provider not in blocking or row.status == AttemptStatus.ENDED:
+                        continue
+                    inst = observed.get((row.provider, row.job_id, row.number))
+                    if (provider := self._worth_asking(row, inst)) is not None:
+                        assert inst is not None
+                        wanted.append(((row.provider, row.job_id, row.number, inst.id), provider.runner, inst))
         self.reads.read(wanted)
         return self.reads.pending_jobs()
 

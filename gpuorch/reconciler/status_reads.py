@@ -18,10 +18,11 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from gpuorch.agent.protocol import AgentStatus
 from gpuorch.errors import ProviderError
+from gpuorch.provider.port import Instance
 from gpuorch.runners.port import Runner, RunnerUnavailable
 
 log = logging.getLogger("gpuorch.reconciler")
@@ -34,8 +35,7 @@ RUNNER_ERRORS = (RunnerUnavailable, ProviderError, NotImplementedError, OSError)
 ReadKey = tuple[str, int, int, str]  # provider, job id, attempt number, instance id
 
 
-@dataclass(frozen=True)
-class Read:
+class Read(NamedTuple):
     """A finished read: the runner (None if none could be made) and the agent's status."""
 
     runner: Runner | None
@@ -43,9 +43,10 @@ class Read:
     reachable: bool
 
 
-def read_status(make_runner: Callable[[], Runner]) -> Read:
+def read_status(runner_of: Callable[[Instance], Runner], instance: Instance) -> Read:
+    """Ask ``runner_of(instance)`` for its agent's status (``Provider.runner``)."""
     try:
-        runner = make_runner()
+        runner = runner_of(instance)
         return Read(runner, runner.status(), True)
     except RUNNER_ERRORS as e:
         log.debug("runner not reachable: %s", e)
@@ -59,28 +60,34 @@ class StatusReads:
         self._lock = threading.Lock()
         self._out: dict[ReadKey, Future[Read]] = {}
 
-    def read(self, wanted: Iterable[tuple[ReadKey, Callable[[], Runner]]]) -> None:
+    def read(self, wanted: Iterable[tuple[ReadKey, Callable[[Instance], Runner], Instance]]) -> None:
         """Start a read for each key that has none out, then wait for all of them together, at
         most ``wait_s``. Keys not wanted any more are forgotten (their reads finish unheard)."""
         wanted = list(wanted)
+        if not wanted and not self._out:
+            return  # nothing to read: no lock, no pool (local, sim and fake providers)
         with self._lock:
-            keep = {k for k, _ in wanted}
+            keep = {k for k, _, _ in wanted}
             self._out = {k: f for k, f in self._out.items() if k in keep}
-            for key, make_runner in wanted:
+            for key, runner_of, instance in wanted:
                 if key not in self._out:
-                    self._out[key] = self._pool.submit(read_status, make_runner)
+                    self._out[key] = self._pool.submit(read_status, runner_of, instance)
             futures = list(self._out.values())
         if futures:
             wait(futures, timeout=self.wait_s)
 
     def pending_jobs(self) -> set[int]:
         """The jobs with a read still out."""
+        if not self._out:
+            return set()
         with self._lock:
             return {key[1] for key, f in self._out.items() if not f.done()}
 
     def take(self, key: ReadKey) -> Read | None:
         """The finished read for ``key`` (and forget it: the next pass reads afresh), or None if
         none was asked for or it is still out."""
+        if key not in self._out:  # one dict read (atomic): most runners read inline
+            return None
         with self._lock:
             f = self._out.get(key)
             if f is None or not f.done():
