@@ -22,6 +22,18 @@ def _columns(url: str) -> dict[str, set[str]]:
     return {t: {c["name"] for c in insp.get_columns(t)} for t in insp.get_table_names()}
 
 
+
+def _database_at(tmp_path, version: int):
+    """A SQLite file as schema ``version`` left it: schema 1, then the migrations up to ``version``."""
+    old = tmp_path / f"v{version}.db"
+    with sqlite3.connect(old) as db:
+        db.executescript(V1.read_text())
+    engine = create_engine(f"sqlite:///{old}")
+    with engine.begin() as conn:
+        assert migrate(conn, MIGRATIONS[:version - 1]) == version
+    engine.dispose()
+    return old
+
 def test_v1_database_upgrades_to_the_fresh_schema_keeping_its_rows(tmp_path):
     old = tmp_path / "old.db"
     with sqlite3.connect(old) as db:
@@ -55,13 +67,7 @@ def test_v1_database_upgrades_to_the_fresh_schema_keeping_its_rows(tmp_path):
 
 
 def test_v2_database_upgrades_to_v3_with_volume_columns_on_job(tmp_path):
-    old = tmp_path / "v2.db"
-    with sqlite3.connect(old) as db:
-        db.executescript(V1.read_text())
-    engine = create_engine(f"sqlite:///{old}")
-    with engine.begin() as conn:
-        assert migrate(conn, MIGRATIONS[:1]) == 2  # a database as schema 2 left it
-    engine.dispose()
+    old = _database_at(tmp_path, 2)
     assert "volume_id" not in _columns(f"sqlite:///{old}")["job"]
     store = Store(f"sqlite:///{old}")
     with store.write() as s:
@@ -74,13 +80,7 @@ def test_v2_database_upgrades_to_v3_with_volume_columns_on_job(tmp_path):
 
 
 def test_v3_database_upgrades_to_v4_and_takes_the_moved_reason(tmp_path):
-    old = tmp_path / "v3.db"
-    with sqlite3.connect(old) as db:
-        db.executescript(V1.read_text())
-    engine = create_engine(f"sqlite:///{old}")
-    with engine.begin() as conn:
-        assert migrate(conn, MIGRATIONS[:2]) == 3  # a database as schema 3 left it
-    engine.dispose()
+    old = _database_at(tmp_path, 3)
     url = f"sqlite:///{old}"
     lazy = JobService(None, tmp_path, lambda: datetime(2026, 2, 1, tzinfo=UTC), url=url)
     with lazy._lite() as lite:
@@ -106,13 +106,7 @@ def test_v3_database_upgrades_to_v4_and_takes_the_moved_reason(tmp_path):
 
 
 def test_v4_database_upgrades_to_v5_with_volume_attached_at_on_attempt(tmp_path):
-    old = tmp_path / "v4.db"
-    with sqlite3.connect(old) as db:
-        db.executescript(V1.read_text())
-    engine = create_engine(f"sqlite:///{old}")
-    with engine.begin() as conn:
-        assert migrate(conn, MIGRATIONS[:3]) == 4  # a database as schema 4 left it
-    engine.dispose()
+    old = _database_at(tmp_path, 4)
     url = f"sqlite:///{old}"
     assert "volume_attached_at" not in _columns(url)["attempt"]
     attached = datetime(2026, 2, 1, 12, 30, tzinfo=UTC)
@@ -133,13 +127,7 @@ def test_v4_database_upgrades_to_v5_with_volume_attached_at_on_attempt(tmp_path)
 
 
 def test_v5_database_upgrades_to_v6_and_its_attempts_load_without_an_offer(tmp_path):
-    old = tmp_path / "v5.db"
-    with sqlite3.connect(old) as db:
-        db.executescript(V1.read_text())
-    engine = create_engine(f"sqlite:///{old}")
-    with engine.begin() as conn:
-        assert migrate(conn, MIGRATIONS[:4]) == 5  # a database as schema 5 left it
-    engine.dispose()
+    old = _database_at(tmp_path, 5)
     url = f"sqlite:///{old}"
     assert "offer" not in _columns(url)["attempt"]
     store = Store(url)
