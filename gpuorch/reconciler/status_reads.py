@@ -15,7 +15,6 @@ so the boot timeout still ends an instance whose runner never answers.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import NamedTuple
@@ -57,42 +56,32 @@ class StatusReads:
     def __init__(self, workers: int = 16, wait_s: float = 5.0) -> None:
         self.wait_s = wait_s
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuorch-observe")
-        self._lock = threading.Lock()
+        # Only the pass's thread touches this (the workers run read_status alone): no lock.
         self._out: dict[ReadKey, Future[Read]] = {}
 
     def read(self, wanted: Iterable[tuple[ReadKey, Callable[[Instance], Runner], Instance]]) -> None:
         """Start a read for each key that has none out, then wait for all of them together, at
         most ``wait_s``. Keys not wanted any more are forgotten (their reads finish unheard)."""
         wanted = list(wanted)
-        if not wanted and not self._out:
-            return  # nothing to read: no lock, no pool (local, sim and fake providers)
-        with self._lock:
-            keep = {k for k, _, _ in wanted}
-            self._out = {k: f for k, f in self._out.items() if k in keep}
-            for key, runner_of, instance in wanted:
-                if key not in self._out:
-                    self._out[key] = self._pool.submit(read_status, runner_of, instance)
-            futures = list(self._out.values())
-        if futures:
-            wait(futures, timeout=self.wait_s)
+        keep = {k for k, _, _ in wanted}
+        self._out = {k: f for k, f in self._out.items() if k in keep}
+        for key, runner_of, instance in wanted:
+            if key not in self._out:
+                self._out[key] = self._pool.submit(read_status, runner_of, instance)
+        if self._out:
+            wait(self._out.values(), timeout=self.wait_s)
 
     def pending_jobs(self) -> set[int]:
         """The jobs with a read still out."""
-        if not self._out:
-            return set()
-        with self._lock:
-            return {key[1] for key, f in self._out.items() if not f.done()}
+        return {key[1] for key, f in self._out.items() if not f.done()}
 
     def take(self, key: ReadKey) -> Read | None:
         """The finished read for ``key`` (and forget it: the next pass reads afresh), or None if
         none was asked for or it is still out."""
-        if key not in self._out:  # one dict read (atomic): most runners read inline
+        f = self._out.get(key)
+        if f is None or not f.done():
             return None
-        with self._lock:
-            f = self._out.get(key)
-            if f is None or not f.done():
-                return None
-            del self._out[key]
+        del self._out[key]
         return f.result()  # an error read_status does not expect fails this job's pass, as inline
 
     def close(self) -> None:

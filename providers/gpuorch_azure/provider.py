@@ -362,10 +362,6 @@ class AzureProvider(Provider):
             from gpuorch.agent.protocol import NoticeSource
             from gpuorch.provider import Runners
 
-            given = self._runner_options
-
-            def options(instance: Instance) -> dict[str, Any]:
-                return {"notice": NoticeSource(kind="azure"), **(dict(given(instance)) if given else {})}
-
-            self._runners = Runners(self.home, self.options.admin_user, options, provider="azure")
+            self._runners = Runners(self.home, self.options.admin_user, self._runner_options, provider="azure",
+                                    notice=NoticeSource(kind="azure"))
         return self._runners

@@ -244,13 +244,8 @@ class GcpProvider(Provider):
             from gpuorch.agent.protocol import NoticeSource
             from gpuorch.provider import Runners
 
-            given = self._runner_options
-
-            def options(instance: Instance) -> dict[str, Any]:
-                return {"notice": NoticeSource(kind="gcp"), **(dict(given(instance)) if given else {})}
-
-            self._runners = Runners(self.home, self.options.ssh_user, options, provider="gcp",
-                                    host_keys=self._published_host_keys)
+            self._runners = Runners(self.home, self.options.ssh_user, self._runner_options, provider="gcp",
+                                    notice=NoticeSource(kind="gcp"), host_keys=self._published_host_keys)
         return self._runners
 
     def _published_host_keys(self, instance: Instance) -> list[str] | None:
