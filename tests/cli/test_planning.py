@@ -88,7 +88,7 @@ def test_estimate_text_output():
         (["--params", "7B", "--gpu", "Z900"], "unknown GPU 'Z900'"),
         (["--params", "70B", "--method", "qlora", "--gpu", "T4"], "T4 has no bf16 tensor cores"),
         (["--params", "70B", "--method", "qlora", "--gpu", "L4"], "1xL4 is too small: needs 48.2 GiB per GPU"),
-        (["--params", "5T", "--method", "full"], "no configuration fits: the largest, 16 nodes of 8xMI300X"),
+        (["--params", "5T", "--method", "full"], "no configuration fits: the largest, 16 nodes of 8xB300"),
         (["--params", "7B", "--layers", "32"], "--layers, --hidden and --heads go together"),
         (["--params", "7B", "--method", "full", "--precision", "int4"], "use precision bf16, fp16 or fp8"),
     ],
