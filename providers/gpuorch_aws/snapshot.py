@@ -13,7 +13,7 @@ import csv
 from pathlib import Path
 
 from gpuorch.provider import gpus
-from gpuorch.provider.catalog import OfferRow, gpu_memory_mib, price_or_none
+from gpuorch.provider.catalog import MIN_SPOT_FRACTION, OfferRow, gpu_memory_mib, price_or_none
 
 from .catalog import CATALOG
 
@@ -22,6 +22,16 @@ def advisor_buckets(path: Path) -> dict[tuple[str, str], str]:
     with path.open(newline="") as f:
         return {(r["region"], r["instance_type"]): r["interruption_bucket"]
                 for r in csv.DictReader(f) if r["os"] == "Linux"}
+
+
+def plausible_spot(on_demand: float, spot: float | None) -> float | None:
+    """The slice's spot price, or None (no spot offering) where it cannot be one: at or above
+    the on-demand price (EC2 caps spot at on-demand, so a price at the cap saves nothing and
+    marks a pool without spare capacity), or below 10% of on-demand (``audit.MIN_SPOT_FRACTION``:
+    no source shows an EC2 GPU pool that cheap; the row audit would flag it)."""
+    if spot is None or spot >= on_demand or spot < MIN_SPOT_FRACTION * on_demand:
+        return None
+    return spot
 
 
 def aws_rows(path: Path, buckets: dict[tuple[str, str], str]) -> list[OfferRow]:
@@ -35,7 +45,8 @@ def aws_rows(path: Path, buckets: dict[tuple[str, str], str]) -> list[OfferRow]:
             out.append(OfferRow(
                 "aws", r["Region"], r["AvailabilityZone"], r["InstanceType"], spec.name, count,
                 gpu_memory_mib(r["GpuInfo"]) / 1024, float(r["vCPUs"]), float(r["MemoryGiB"]),
-                float(r["Price"]), price_or_none(r["SpotPrice"]), rule.increment_s, rule.minimum_s,
+                float(r["Price"]), plausible_spot(float(r["Price"]), price_or_none(r["SpotPrice"])),
+                rule.increment_s, rule.minimum_s,
                 CATALOG.interconnect_for(r["InstanceType"], count), buckets.get((r["Region"], r["InstanceType"])),
             ))  # fmt: skip
     return out

@@ -131,7 +131,7 @@ def test_offers_provider_azure_lists_the_snapshot_azure_rows():
     assert data["offers"][-1]["instance_type"] == "Standard_ND96isr_H100_v5"
     assert all(o["min_billing_s"] == 300 for o in data["offers"])
     text = cli("offers", "--provider", "azure", "--gpu", "A100", "--region", "westus3", "--top", "1")
-    assert text.exit_code == 0 and "Standard_NC24ads_A100_v4 1xA100-80GB" in text.stdout
+    assert text.exit_code == 0 and "Standard_NC24ads_A100_v4 1xA100-PCIE-80GB" in text.stdout
 
 
 def test_plan_picks_azure_when_it_is_cheapest(tmp_path):
