@@ -3,7 +3,8 @@
     python -m gpuorch.catalog.snapshot DATA_DIR
 
 ``DATA_DIR`` holds ``catalog-sample/aws-gpu-offers.csv`` (public on-demand and spot prices per
-zone) and ``spot-advisor/gpu_accel_pools.csv`` (interruption buckets). Provenance, choices and
+zone) and ``spot-advisor/gpu_accel_pools.csv`` (interruption buckets); the H200 rows come from
+``data/sources/aws-vms-h200.csv``, committed with the adapter. Provenance, choices and
 gaps: docs/catalog.md. The daemon never runs this.
 """
 
@@ -52,6 +53,11 @@ def aws_rows(path: Path, buckets: dict[tuple[str, str], str]) -> list[OfferRow]:
     return out
 
 
+# H200 offers (p5en.48xlarge), not in the shared slice: rows copied unchanged from a public price
+# catalog, committed with the adapter (provenance in data/sources/README.md).
+H200_SLICE = Path(__file__).resolve().parent / "data" / "sources" / "aws-vms-h200.csv"
+
+
 def build(data_dir: Path) -> list[OfferRow]:
     buckets = advisor_buckets(data_dir / "spot-advisor" / "gpu_accel_pools.csv")
-    return aws_rows(data_dir / "catalog-sample" / "aws-gpu-offers.csv", buckets)
+    return aws_rows(data_dir / "catalog-sample" / "aws-gpu-offers.csv", buckets) + aws_rows(H200_SLICE, buckets)

@@ -116,3 +116,25 @@ def test_catalog_import_refuses_a_bad_row_by_its_line_and_flags_cheap_spot(tmp_p
 def test_errors_keeps_only_errors():
     found = audit_rows(rows_of("aws,us-east-1,use1-az1,g5.xlarge,A10G,1,22.35,4,16,1.0,0.05,,1"))
     assert found and errors(found) == []
+
+
+def test_the_snapshot_sells_h200_from_the_committed_aws_slice():
+    import csv
+
+    from gpuorch_aws.snapshot import H200_SLICE
+
+    with H200_SLICE.open(newline="") as f:
+        source = {r["AvailabilityZone"]: r for r in csv.DictReader(f)}
+    p5en = [r for r in load_rows() if r.instance_type == "p5en.48xlarge"]
+    assert {r.zone for r in p5en} == set(source) and len(p5en) == 14
+    for r in p5en:
+        raw = source[r.zone]
+        assert (r.gpu, r.gpu_count, r.interconnect) == ("H200", 8, "nvlink")
+        assert r.price_per_hour == float(raw["Price"])
+        assert r.spot_price_per_hour == (float(raw["SpotPrice"]) if raw["SpotPrice"] else None)
+    from gpuorch.jobs.spec import parse_spec
+    from gpuorch.placement import candidates
+    from gpuorch.provider.catalog import load_offers
+
+    spec = parse_spec({"name": "h200", "run": "x", "resources": {"gpu": "H200:8"}, "spot_policy": "on-demand"})
+    assert {c.offer.instance_type for c in candidates(spec, load_offers())} == {"p5en.48xlarge"}
