@@ -1,7 +1,8 @@
 """Known GPU models: the names users may write in a job spec, and what each card can do.
 
 Sizing and placement read this table. Sources for every number are in docs/sizing.md
-("GPU spec table"): vendor datasheets for memory, bandwidth and dense tensor throughput
+("GPU spec table"; the rows added for issues 13 and 19 -- H100-NVL, A100-PCIE-80GB, GH200,
+A40, B300, MI325X -- in docs/catalog.md, "GPU variants and families"): vendor datasheets for memory, bandwidth and dense tensor throughput
 (no 2:4 sparsity), cloud instance pages for usable memory and the link inside a node.
 
 - ``memory_gib`` is the marketed size; ``usable_gib`` is what the cloud API / nvidia-smi
@@ -10,6 +11,8 @@ Sizing and placement read this table. Sources for every number are in docs/sizin
   (T4 and V100 have no BF16; only Hopper, Ada, Blackwell and MI300X have FP8).
 - ``efficiency`` is the default model-FLOPs utilisation the runtime estimator assumes for
   the GPU's class (HBM datacenter vs GDDR); callers may override it.
+- ``family`` names the model a job's bare name selects: ``A100`` matches A100, A100-80GB and
+  A100-PCIE-80GB; ``variant_for(name, memory)`` resolves a price list's name plus memory.
 """
 
 from __future__ import annotations

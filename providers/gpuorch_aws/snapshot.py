@@ -27,10 +27,11 @@ def advisor_buckets(path: Path) -> dict[tuple[str, str], str]:
 
 def plausible_spot(on_demand: float, spot: float | None) -> float | None:
     """The slice's spot price, or None (no spot offering) where it cannot be one: at or above
-    the on-demand price (EC2 caps spot at on-demand, so a price at the cap saves nothing and
-    marks a pool without spare capacity), or below 10% of on-demand (``audit.MIN_SPOT_FRACTION``:
+    the on-demand price, to the slice's 4 decimals (EC2 caps spot at on-demand, so a price at the
+    cap saves nothing and marks a pool without spare capacity), or below 10% of on-demand (``audit.MIN_SPOT_FRACTION``:
     no source shows an EC2 GPU pool that cheap; the row audit would flag it)."""
-    if spot is None or spot >= on_demand or spot < MIN_SPOT_FRACTION * on_demand:
+    # The slice rounds spot to 4 decimals: a price equal to on-demand at that precision is at the cap.
+    if spot is None or round(spot, 4) >= round(on_demand, 4) or spot < MIN_SPOT_FRACTION * on_demand:
         return None
     return spot
 
