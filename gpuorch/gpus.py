@@ -2,8 +2,9 @@
 
 Sizing and placement read this table. Sources for every number are in docs/sizing.md
 ("GPU spec table"; the rows added for issues 13 and 19 -- H100-NVL, A100-PCIE-80GB, GH200,
-A40, B300, MI325X -- in docs/catalog.md, "GPU variants and families"): vendor datasheets for memory, bandwidth and dense tensor throughput
-(no 2:4 sparsity), cloud instance pages for usable memory and the link inside a node.
+A40, B300, MI325X -- in docs/catalog.md, "GPU variants and families"): vendor datasheets for
+memory, bandwidth and dense tensor throughput (no 2:4 sparsity), cloud instance pages for usable
+memory and the link inside a node.
 
 - ``memory_gib`` is the marketed size; ``usable_gib`` is what the cloud API / nvidia-smi
   report (AWS lists the A10G at 22,888 MiB), which is what a job can actually allocate.

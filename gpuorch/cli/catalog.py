@@ -51,6 +51,7 @@ def refresh(
     if not offers:
         fail(f"{provider} listed no offers (no priced GPU instance types in its regions); catalog left as it was",
              code=1)
+    offers = _audited(provider, offers)
     path = output or cfg.home / "catalog" / f"{provider}.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -69,3 +70,17 @@ def refresh(
     else:
         typer.echo(f"wrote {len(offers)} {provider} offers ({len(summary['instance_types'])} instance types in "
                    f"{len(summary['regions'])} regions) to {path}")
+
+
+def _audited(provider: str, offers: list[Any]) -> list[Any]:
+    """The row audit (``gpuorch.catalog.audit``) over what the provider listed: a row that fails
+    a check is left out and named on stderr, one line each; a flagged spot price is kept and named."""
+    from gpuorch.catalog import OfferRow
+    from gpuorch.catalog.audit import audit_rows
+
+    findings = audit_rows([OfferRow(**o.model_dump()) for o in offers])
+    for f in findings:
+        typer.echo(f"{'left out' if f.severity == 'error' else 'flagged'}: {f.line(provider)}", err=True)
+    bad = {f.index for f in findings if f.severity == "error"}
+    return [o for i, o in enumerate(offers) if i not in bad]
+

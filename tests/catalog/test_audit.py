@@ -138,3 +138,16 @@ def test_the_snapshot_sells_h200_from_the_committed_aws_slice():
 
     spec = parse_spec({"name": "h200", "run": "x", "resources": {"gpu": "H200:8"}, "spot_policy": "on-demand"})
     assert {c.offer.instance_type for c in candidates(spec, load_offers())} == {"p5en.48xlarge"}
+
+
+def test_refresh_leaves_out_failing_rows_and_names_them(capsys):
+    from gpuorch.cli.catalog import _audited
+    from gpuorch.provider.port import Offer
+
+    good, bad = (Offer.model_construct(**r._asdict()) for r in rows_of(
+        "aws,us-east-1,use1-az1,g5.xlarge,A10G,1,22.35,4,16,1.0,0.4,,1",
+        "aws,us-east-1,use1-az2,g5.xlarge,A10G,1,22.35,4,16,1.0,1.4,,1"))
+    assert _audited("aws", [good, bad]) == [good]
+    assert capsys.readouterr().err.strip() == (
+        "left out: aws row 2: g5.xlarge in use1-az2: spot_price_per_hour 1.4 is above price_per_hour 1; "
+        "fix the prices, or leave spot_price_per_hour empty")
