@@ -78,13 +78,13 @@ def flagged(path: str | os.PathLike[str]) -> list[str]:
 
 def gpu_matcher(name: str) -> set[str]:
     """Canonical GPU names a user's ``--gpu NAME`` selects: a family name (A100, H100, V100)
-    selects every memory/form variant, a variant name (A100-80GB) only itself."""
+    selects every memory/form variant, a variant name (A100-80GB, A100-40GB) only itself."""
     spec = gpus.lookup(name)
     if spec is None:
         raise UserInputError(f"unknown GPU {name!r}; known: {', '.join(gpus.known_names())}")
-    if spec.name != gpus.family(spec.name):
+    if not gpus.is_family_name(name):
         return {spec.name}
-    return {g.name for g in gpus.GPUS if gpus.family(g.name) == spec.name}
+    return {g.name for g in gpus.variants(spec.name)}
 
 
 def select(

@@ -125,6 +125,7 @@ def offers(
                           market="spot" if spot else "on-demand" if on_demand else "any")[:limit]  # fmt: skip
     except UserInputError as e:
         fail(str(e))
+    _warn_flagged(catalog)
     if json_out:
         emit_json({"offers": [{**r._asdict(), "listed_price": p} for r, p in rows], "count": len(rows)})
         return
@@ -137,6 +138,15 @@ def offers(
         typer.echo(f"{r.provider:<8} {r.region:<16} {r.zone:<18} {r.instance_type:<{w}} {gpu_s:<14} "
                    f"{r.price_per_hour:>10.3f} {spot_s:>9}")
     typer.echo(f"{len(rows)} offer(s), USD per hour")
+
+
+def _warn_flagged(catalog: Path | None) -> None:
+    """The row audit's warnings for a ``--catalog`` file (implausible spot prices), one line each."""
+    if catalog is not None:
+        from gpuorch.catalog import flagged
+
+        for line in flagged(catalog):
+            typer.echo(f"warning: {line}", err=True)
 
 
 def _candidate_dict(c: Any) -> dict[str, Any]:
@@ -172,6 +182,7 @@ def plan(
         result = placement.plan(spec, offers, limit=top)
     except UserInputError as e:
         fail(str(e))
+    _warn_flagged(catalog)
     if not result.candidates:
         fail(no_candidate_message(spec, result, offers))
     rejected = [{"provider": r.provider, "instance_type": r.instance_type, "gpu": r.gpu, "gpu_count": r.gpu_count,

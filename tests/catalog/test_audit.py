@@ -111,6 +111,8 @@ def test_catalog_import_refuses_a_bad_row_by_its_line_and_flags_cheap_spot(tmp_p
     cheap.write_text("\n".join([HEADER, "aws,us-east-1,use1-az1,g5.xlarge,A10G,1,22.35,4,16,1.0,0.05,,1"]) + "\n")
     assert len(load_rows(cheap)) == 1
     assert [line.split(": ", 1)[0] for line in flagged(cheap)] == [f"{cheap} line 2"]
+    listed = CliRunner().invoke(app, ["offers", "--catalog", str(cheap), "--json"])
+    assert listed.exit_code == 0 and f"warning: {cheap} line 2: g5.xlarge in use1-az1" in listed.stderr
 
 
 def test_errors_keeps_only_errors():

@@ -185,6 +185,8 @@ def test_select_filters_and_sorts_cheapest_first():
     )
     assert [r.instance_type for r, _ in select(rows, gpu="A100")] == ["p4d.24xlarge", "p4de.24xlarge"]
     assert [r.instance_type for r, _ in select(rows, gpu="A100-80GB")] == ["p4de.24xlarge"]
+    assert [r.instance_type for r, _ in select(rows, gpu="A100-40GB")] == ["p4d.24xlarge"]  # a variant alias
+    assert [r.instance_type for r, _ in select(rows, gpu="H100")] == ["a3-highgpu-1g"]  # the family, PCIe included
     assert [p for _, p in select(rows, market="on-demand")] == [0.7, 11, 32, 40]
     assert [p for _, p in select(rows, market="spot")] == [2.2, 12, 16]
     assert [r.gpu for r, _ in select(rows, min_vram_gib=24)] == ["L4", "H100-PCIE", "A100", "A100-80GB"]
