@@ -53,6 +53,17 @@ def test_gpu_names_are_families_and_variants_narrow():
     assert memory.matches("H100-NVL") and memory.matches("H100-PCIE") and memory.memory_floor_gib() == 94
 
 
+def test_the_mapping_form_and_a_stored_spec_read_back_keep_their_meaning():
+    for text in ("A100:1", "A100-80GB:2", "H100:94GB:1..2", "24GB+:4+", "A100-40GB"):
+        spec = parse_spec({**BASE, "resources": {"gpu": text}})
+        again = parse_spec(spec.model_dump(mode="json"))
+        assert again.resources.gpu == spec.resources.gpu, text
+    old = parse_spec({**BASE, "resources": {"gpu": {"name": "A100-80GB", "min_memory_gib": 80, "count": 1}}})
+    assert old.resources.gpu.variant and old.resources.gpu.matches("A100-80GB")  # stored before families
+    mapped = parse_spec({**BASE, "resources": {"gpu": {"name": "h100", "count": 8}}}).resources.gpu
+    assert (mapped.name, mapped.variant, mapped.matches("H100-NVL")) == ("H100", False, True)
+
+
 @pytest.mark.parametrize(
     "gpu, hint",
     [

@@ -62,6 +62,28 @@ class GpuRequirement(Strict):
     max_count: int | None = Field(default=None, ge=1)
     variant: bool = False
 
+    @model_validator(mode="before")
+    @classmethod
+    def _canonical(cls, data: Any) -> Any:
+        """The mapping form (``gpu: {name: A100-80GB, count: 2}``, and a stored spec read back)
+        names its GPU as the text form does: a family name is the family, anything else one
+        variant; a spec stored before ``variant`` existed reads its name that way too."""
+        if isinstance(data, dict) and data.get("name"):
+            written = str(data["name"])
+            spec = gpus.lookup(written)
+            if spec is None:
+                raise ValueError(f"unknown GPU {written!r}; known: {', '.join(gpus.known_names())}")
+            family = gpus.is_family_name(written) and not data.get("variant", False)
+            data = {**data, "name": spec.model if family else spec.name, "variant": not family}
+        return data
+
+    @model_validator(mode="after")
+    def _range(self) -> GpuRequirement:
+        if self.max_count is not None and self.max_count < self.count:
+            raise ValueError(f"max_count {self.max_count} is below count {self.count}; "
+                             f"write {self.max_count}..{self.count}")
+        return self
+
     @classmethod
     def parse(cls, text: str) -> GpuRequirement:
         parts = [p.strip() for p in str(text).split(":") if p.strip()]
