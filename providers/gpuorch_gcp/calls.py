@@ -55,6 +55,7 @@ class Gce:
             kwargs["credentials"] = credentials
         self.credentials = credentials  # None: google-auth's standard chain, resolved by the clients
         self.instances = compute_v1.InstancesClient(**kwargs)
+        self.disks = compute_v1.DisksClient(**kwargs)
         self.zone_operations = compute_v1.ZoneOperationsClient(**kwargs)
         self.global_operations = compute_v1.GlobalOperationsClient(**kwargs)
 
@@ -119,6 +120,42 @@ class Gce:
 
         return self.call("gce operations.aggregatedList", listing)
 
+    # -- persistent disks (volumes.py) --------------------------------------------------------
+    def insert_disk(self, zone: str, body: dict[str, Any], request_id: str) -> dict[str, Any]:
+        resource = self.compute_v1.Disk(body)
+        return as_dict(self.call(f"gce disks.insert {body.get('name')} in {zone}", lambda: self.disks.insert_unary(
+            request={"project": self.project, "zone": zone, "disk_resource": resource, "request_id": request_id},
+            retry=None)))
+
+    def get_disk(self, zone: str, name: str) -> dict[str, Any]:
+        return as_dict(self.call(f"gce disks.get {zone}/{name}", lambda: self.disks.get(
+            project=self.project, zone=zone, disk=name, retry=None)))
+
+    def delete_disk(self, zone: str, name: str) -> dict[str, Any]:
+        return as_dict(self.call(f"gce disks.delete {zone}/{name}", lambda: self.disks.delete_unary(
+            project=self.project, zone=zone, disk=name, retry=None)))
+
+    def list_disks(self, filter_: str) -> list[dict[str, Any]]:
+        """Every disk of the project, in every zone, matching ``filter_`` (aggregated, all pages)."""
+        request = self.compute_v1.AggregatedListDisksRequest(project=self.project, filter=filter_)
+
+        def listing() -> list[dict[str, Any]]:
+            pager = self.disks.aggregated_list(request=request, retry=None)
+            return [as_dict(d) for _, scoped in pager for d in scoped.disks]
+
+        return self.call("gce disks.aggregatedList", listing)
+
+    def attach_disk(self, zone: str, instance: str, body: dict[str, Any]) -> dict[str, Any]:
+        resource = self.compute_v1.AttachedDisk(body)
+        return as_dict(self.call(f"gce instances.attachDisk {zone}/{instance}", lambda: self.instances
+                                 .attach_disk_unary(project=self.project, zone=zone, instance=instance,
+                                                    attached_disk_resource=resource, retry=None)))
+
+    def detach_disk(self, zone: str, instance: str, device_name: str) -> dict[str, Any]:
+        return as_dict(self.call(f"gce instances.detachDisk {zone}/{instance} {device_name}", lambda: self.instances
+                                 .detach_disk_unary(project=self.project, zone=zone, instance=instance,
+                                                    device_name=device_name, retry=None)))
+
     def wait(self, zone: str, op: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """Poll a zone operation with ``wait`` until DONE or ``timeout_s`` has passed; returns
         its last state (done or not). Each ``wait`` call returns when the operation is done or
@@ -132,7 +169,7 @@ class Gce:
         return op
 
     def close(self) -> None:
-        for client in (self.instances, self.zone_operations, self.global_operations):
+        for client in (self.instances, self.disks, self.zone_operations, self.global_operations):
             transport = getattr(client, "transport", None)
             if transport is not None:
                 transport.close()

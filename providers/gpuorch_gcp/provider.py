@@ -41,13 +41,14 @@ from .names import instance_name, label_filter, label_key, request_id
 from .offers import catalog_offers
 from .parse import HOSTKEYS, PREEMPTED_OP, PROVIDER, gone_preempted, host_keys, is_spot, preempted_ops, to_instance
 from .requests import instance_body
+from .volumes import PersistentDisks
 
 log = logging.getLogger("gpuorch.gcp")
 _PREEMPTED_FILTER = f'operationType = "{PREEMPTED_OP}"'
 
 
-class GcpProvider(Provider):
-    """Contract: ``gpuorch.provider.port.Provider``."""
+class GcpProvider(PersistentDisks, Provider):
+    """Contract: ``gpuorch.provider.port.Provider``; volumes: ``SupportsVolumes`` (volumes.py)."""
 
     name = PROVIDER
 
