@@ -284,6 +284,19 @@ class SupportsVolumes(Protocol):
 
 
 @runtime_checkable
+class SupportsPriceRefresh(Protocol):
+    """Offers read live from the cloud's price and SKU APIs (``gpuorch catalog refresh``, and the
+    daemon's scheduled refresh), where ``offers()`` itself reads a catalog."""
+
+    def refresh_offers(self) -> list[Offer]:
+        """Every offer in the configured zones/regions with today's list prices. Slow (paged
+        listings of a whole price catalog): never called inside a reconcile pass. Raises
+        ``AuthError`` (missing permission, API not enabled: the message names which),
+        ``TransientError``, ``PermanentError`` (an answer that does not parse)."""
+        ...
+
+
+@runtime_checkable
 class SupportsPreemptionInjection(Protocol):
     """Test and demo hook: reclaim an instance the way the cloud would, after a notice."""
 

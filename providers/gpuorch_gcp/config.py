@@ -43,6 +43,7 @@ class GcpOptions(BaseModel):
     volume_type: str = "pd-balanced"
     ssh_user: str = "gpuorch"
     endpoint: str | None = None  # tests: a local fake GCE (anonymous credentials then)
+    billing_endpoint: str | None = None  # tests: a local fake Cloud Billing Catalog (anonymous credentials then)
     catalog: Path | None = None  # offers CSV; default: the shipped snapshot
     max_attempts: int = Field(default=5, ge=1, le=20)  # per API call, throttling and 5xx included
     retry_max_s: float = Field(default=60.0, gt=0)

@@ -44,6 +44,7 @@ def fake(fake_server: FakeGce) -> FakeGce:
     with fake_server.lock:
         fake_server.instances.clear()
         fake_server.disks.clear()
+        fake_server.machine_types.clear()
         fake_server.operations.clear()
         fake_server.refusals.clear()
         fake_server.http_failures.clear()

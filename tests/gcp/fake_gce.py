@@ -15,6 +15,7 @@ Just the paths the adapter uses, answering with the JSON shapes GCE uses (camelC
   with their ``users``, refused as GCE refuses them (400 ``resourceInUseByAnotherResource``
   for a disk another VM holds or a delete of an attached disk, 400 ``invalid`` across zones);
   a deleted VM lets go of its disks
+- ``GET    /compute/v1/projects/{p}/aggregated/machineTypes`` (``machine_types``, the API's JSON)
 - ``GET    /compute/v1/projects/{p}/zones/{z}/instances/{name}/getGuestAttributes?queryPath=``
   (what the guest published, ``publish``; 404 while nothing is under the path or the VM's
   metadata lacks ``enable-guest-attributes: TRUE``, as GCE answers)
@@ -78,6 +79,8 @@ class FakeGce:
     requests: list[tuple[str, str]] = field(default_factory=list)  # (method, path) seen
     offset_s: float = 0.0
     disks: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    # machineTypes.aggregatedList answers these (the API's JSON: name, zone, guestCpus, memoryMb, accelerators)
+    machine_types: list[dict[str, Any]] = field(default_factory=list)
     # (zone, name) -> {(namespace, key): value}: what the VM's guest wrote (``publish``)
     guest_attributes: dict[tuple[str, str], dict[tuple[str, str], str]] = field(default_factory=dict)
 
@@ -323,6 +326,7 @@ ROUTES = [
     ("GET", re.compile(_ZONE + r"/disks/(?P<d>[^/]+)$"), "get_disk"),
     ("DELETE", re.compile(_ZONE + r"/disks/(?P<d>[^/]+)$"), "delete_disk"),
     ("GET", re.compile(r"/compute/v1/projects/(?P<p>[^/]+)/aggregated/disks$"), "agg_disks"),
+    ("GET", re.compile(r"/compute/v1/projects/(?P<p>[^/]+)/aggregated/machineTypes$"), "agg_machine_types"),
     ("GET", re.compile(_ZONE + r"/operations$"), "ops"),
     ("GET", re.compile(_ZONE + r"/operations/(?P<o>[^/]+)$"), "op"),
     ("POST", re.compile(_ZONE + r"/operations/(?P<o>[^/]+)/wait$"), "op"),
@@ -413,6 +417,12 @@ def _handler(fake: FakeGce) -> type:
                                         f"'{disk['users'][0]}'", "resourceInUseByAnotherResource")
             del fake.disks[(p["z"], p["d"])]
             return 200, fake._operation(p["z"], "delete", p["d"], target=disk["selfLink"])
+
+        def _agg_machine_types(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+            scoped: dict[str, dict[str, Any]] = {}
+            for mt in fake.machine_types:
+                scoped.setdefault(f"zones/{mt['zone']}", {"machineTypes": []})["machineTypes"].append(mt)
+            return 200, {"kind": "compute#machineTypeAggregatedList", "items": scoped}
 
         def _agg_disks(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
             scoped: dict[str, dict[str, Any]] = {}
