@@ -179,6 +179,12 @@ def plan(
     try:
         spec = load_spec(job)
         offers = load_offers(catalog)
+        if spec.volume is not None:  # placed only where volumes are (as the daemon does); refused if nowhere
+            from gpuorch.jobs.submitcheck import volume_scope
+            from gpuorch.registry import with_volumes
+
+            named = sorted({o.provider for o in offers})
+            spec = volume_scope(spec, named, with_volumes(named), str(job))
         result = placement.plan(spec, offers, limit=top)
     except UserInputError as e:
         fail(str(e))

@@ -60,6 +60,22 @@ def no_candidate_message(spec: Any, p: Any, offers: Any = None) -> str:
     return f"{spec.name}: no offer satisfies the job: " + "; ".join(f"{n} offer(s): {why}" for why, n in top)
 
 
+def volume_scope(spec: Any, providers: Sequence[str], with_volumes: Sequence[str], source: str) -> Any:
+    """A job with ``volume:`` runs only where volumes are: ``spec`` with ``providers`` narrowed to
+    those of the job's allowed ones (its own ``providers:``, else ``providers``, the enabled ones)
+    that have volumes (``with_volumes``). UserInputError, one line naming ``volume`` and the
+    providers that would do, when none of them has volumes. Pure."""
+    if spec.volume is None:
+        return spec
+    allowed = list(spec.providers or providers)
+    keep = [p for p in allowed if p in with_volumes]
+    if keep:
+        return spec if keep == allowed and spec.providers else spec.model_copy(update={"providers": keep})
+    would = ", ".join(with_volumes) or "none is installed"
+    raise UserInputError(f"{source}: volume: none of the providers this job may use ({', '.join(allowed) or 'none'}) "
+                         f"has volumes; allow one that does (providers: [...]): {would}")
+
+
 def fit_check(spec: Any, offers: Sequence[Any], source: str, now: datetime) -> str | None:
     """The planner `gpuorch plan` uses, over ``offers`` (what the enabled providers sell).
 
