@@ -130,12 +130,13 @@ def offers(
         emit_json({"offers": [{**r._asdict(), "listed_price": p} for r, p in rows], "count": len(rows)})
         return
     w = max([16, *(len(r.instance_type) for r, _ in rows)])  # Azure sizes run to 25 characters
-    typer.echo(f"{'provider':<8} {'region':<16} {'zone':<18} {'instance':<{w}} {'gpu':<14} "
+    g = max([14, *(len(f"{r.gpu_count}x{r.gpu}") for r, _ in rows if r.gpu)])  # 1xA100-PCIE-80GB
+    typer.echo(f"{'provider':<8} {'region':<16} {'zone':<18} {'instance':<{w}} {'gpu':<{g}} "
                f"{'on-demand':>10} {'spot':>9}")
     for r, _ in rows:
         gpu_s = f"{r.gpu_count}x{r.gpu}" if r.gpu else "-"
         spot_s = f"{r.spot_price_per_hour:.3f}" if r.spot_price_per_hour is not None else "-"
-        typer.echo(f"{r.provider:<8} {r.region:<16} {r.zone:<18} {r.instance_type:<{w}} {gpu_s:<14} "
+        typer.echo(f"{r.provider:<8} {r.region:<16} {r.zone:<18} {r.instance_type:<{w}} {gpu_s:<{g}} "
                    f"{r.price_per_hour:>10.3f} {spot_s:>9}")
     typer.echo(f"{len(rows)} offer(s), USD per hour")
 
@@ -198,7 +199,8 @@ def plan(
         emit_json({"job": spec.name, "candidates": candidates, "rejected": rejected})
         return
     w = max([16, *(len(c.offer.instance_type) for c in result.candidates)])
-    typer.echo(f"{'provider':<8} {'zone':<18} {'instance':<{w}} {'gpu':<13} {'market':<9} "
+    g = max([13, *(len(f"{c.offer.gpu_count}x{c.offer.gpu}") for c in result.candidates if c.offer.gpu)])
+    typer.echo(f"{'provider':<8} {'zone':<18} {'instance':<{w}} {'gpu':<{g}} {'market':<9} "
                f"{'$/h':>8} {'hours':>7} {'est. $':>9}")
     for c in result.candidates:
         o = c.offer
@@ -207,7 +209,7 @@ def plan(
         notes = [f"{o.gpu_count} GPUs, the job uses {c.gpus_used}"] if c.larger else []
         if c.ranked_price_per_hour is not None:  # a zone far below its siblings: ranked at their median
             notes.append(f"listed ${c.price_per_hour:.3f}/h, ranked at ${c.ranked_price_per_hour:.3f}/h")
-        typer.echo(f"{o.provider:<8} {o.zone:<18} {o.instance_type:<{w}} {gpu_s:<13} {market:<9} "
+        typer.echo(f"{o.provider:<8} {o.zone:<18} {o.instance_type:<{w}} {gpu_s:<{g}} {market:<9} "
                    f"{c.price_per_hour:>8.3f} {c.est_finish_hours:>7.2f} {c.est_cost:>9.2f}"
                    + (f"  ({'; '.join(notes)})" if notes else ""))  # fmt: skip
     best = result.candidates[0]
