@@ -70,9 +70,11 @@ class Launching:
                 recovering = job.preemptions and job.status == JobStatus.RECOVERING
                 job.status = JobStatus.RECOVERING if recovering else JobStatus.STARTING
                 market = "spot" if cand.spot else "on-demand"
+                # A larger instance than the job asked for is never silent (resources.allow_larger).
+                larger = f" ({o.gpu_count} GPUs, the job uses {cand.gpus_used})" if cand.larger else ""
                 events.record(s, now, "launch_requested",
-                              f"{o.provider} {o.zone} {o.instance_type} {market} at ${cand.price_per_hour:.3f}/h",
-                              job_id=job_id, attempt=row.number)
+                              f"{o.provider} {o.zone} {o.instance_type} {market} at ${cand.price_per_hour:.3f}/h"
+                              f"{larger}", job_id=job_id, attempt=row.number)
             crashpoint("launch.intent")
             if self.launch_attempt(view, row, now):
                 return
