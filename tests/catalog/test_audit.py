@@ -4,6 +4,7 @@ the row it names, and ``--catalog`` import refuses a bad row by its line."""
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from typer.testing import CliRunner
@@ -153,3 +154,15 @@ def test_refresh_leaves_out_failing_rows_and_names_them(capsys):
     assert capsys.readouterr().err.strip() == (
         "left out: aws row 2: g5.xlarge in use1-az2: spot_price_per_hour 1.4 is above price_per_hour 1; "
         "fix the prices, or leave spot_price_per_hour empty")
+
+
+def test_a_price_lists_model_and_memory_satisfy_a_job_asking_for_the_variant(tmp_path):
+    cat = tmp_path / "other-tool.csv"
+    cat.write_text("\n".join([HEADER, "nimbus,r1,z1,box-a100,A100,1,80,8,64,2.0,,,1",
+                              "nimbus,r1,z2,box-h100,H100,1,94,8,64,3.0,,,1"]) + "\n")
+    job = tmp_path / "job.yaml"
+    for gpu, chosen in (("A100:80GB:1", "box-a100"), ("A100-80GB", "box-a100"), ("H100-NVL", "box-h100")):
+        job.write_text(f"name: j\nrun: x\nresources: {{gpu: '{gpu}'}}\nspot_policy: on-demand\n")
+        r = CliRunner().invoke(app, ["plan", str(job), "--catalog", str(cat), "--json"])
+        assert r.exit_code == 0, r.output
+        assert [c["instance_type"] for c in json.loads(r.stdout)["candidates"]] == [chosen], gpu
