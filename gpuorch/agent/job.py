@@ -4,13 +4,14 @@ in their own session (process group), so a signal reaches the whole tree the job
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 from pathlib import Path
-from typing import Mapping
+from typing import List, Mapping
 
-from gpuorch.agent.protocol import METRICS_FILE, AgentConfig
+from gpuorch.agent.protocol import CONTAINERS_FILE, METRICS_FILE, AgentConfig
 
 RESULT_FILE = "result.json"  # in the run dir: the JSON result the job may write
 
@@ -55,6 +56,11 @@ def spawn(
     argv = ["/bin/bash", "-c", command]
     if survive is not None:
         argv[2] = f"trap : {survive.name}\n{command}"  # survive.name is one of signal.Signals
+    return spawn_argv(argv, cwd, env, log_path)
+
+
+def spawn_argv(argv: List[str], cwd: Path, env: Mapping[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in a new session (process group), output appended to ``log_path``."""
     with open(log_path, "ab") as log:
         return subprocess.Popen(
             argv,
@@ -76,3 +82,27 @@ def signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
 def shell_exit_code(returncode: int) -> int:
     """Popen's -N (killed by signal N) as the shell reports it, 128+N; others unchanged."""
     return 128 - returncode if returncode < 0 else returncode
+
+
+def remove_containers(rundir: Path, timeout_s: float = 30.0) -> None:
+    """Force-remove every container the agent recorded in ``rundir`` (``CONTAINERS_FILE``).
+
+    A container outlives a SIGKILLed runtime client, so whoever kills the agent's processes
+    without the agent's help (the local provider's terminate) calls this. Quiet: containers that
+    are gone already, a missing runtime, a timeout.
+    """
+    from gpuorch.agent.container import remove_argv
+
+    try:
+        lines = (rundir / CONTAINERS_FILE).read_text().splitlines()
+    except OSError:
+        return
+    for line in lines:
+        try:
+            record = json.loads(line)
+            argv = remove_argv(record["runtime"], record["name"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           timeout=timeout_s, check=False)

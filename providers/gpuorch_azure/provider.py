@@ -71,6 +71,7 @@ class AzureProvider(Provider):
     """Contract: ``gpuorch.provider.port.Provider``."""
 
     name = PROVIDER
+    runs_containers = True  # the agent runs docker on the VM (docs/workloads.md)
 
     def __init__(self, options: AzureOptions, *, home: Path | None = None, credential: Any = None,
                  sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,

@@ -50,6 +50,7 @@ class GcpProvider(Provider):
     """Contract: ``gpuorch.provider.port.Provider``."""
 
     name = PROVIDER
+    runs_containers = True  # the agent runs docker on the VM (docs/workloads.md)
 
     def __init__(self, options: GcpOptions, *, home: Path | None = None, credentials: Any = None,
                  sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,
