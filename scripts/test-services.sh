@@ -2,6 +2,7 @@
 # Installs what the test suite needs beyond the virtualenv. Idempotent; quiet when all is present.
 #   - OpenSSH server: the SSH runner's tests drive a real, throwaway sshd on 127.0.0.1.
 #   - Azurite (npm, into .azurite/): the az:// checkpoint store's tests run against it.
+#   - podman, runc, busybox-static (scripts/install-podman.sh): the `container`-marked tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -69,4 +70,6 @@ if [ ! -x .azurite/node_modules/.bin/azurite-blob ]; then
     fi
   fi
 fi
+
+./scripts/install-podman.sh
 exit 0

@@ -27,9 +27,13 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 # PID 1 inside the container: start the job, forward USR1/USR2/TERM/INT/HUP to every process
 # in the container (kill -1 from PID 1 reaches all but itself), and exit with the job's status
 # once it is really gone (a trapped signal interrupts ``wait`` with 128+N while the job runs on).
+# The job's shell ($1, run by sh -c) first traps the checkpoint signal ($2) as a no-op, as the
+# agent's bash does without a container: in ``cd src && python train.py`` the shell would
+# otherwise die of it and end the container under the still-running python.
 SIGNAL_PROXY = """\
 for s in USR1 USR2 TERM INT HUP; do trap "kill -s $s -1 2>/dev/null" "$s"; done
-/bin/sh -c "$1" &
+/bin/sh -c "trap : $2
+$1" &
 pid=$!
 while :; do
   wait "$pid"; rc=$?
@@ -134,14 +138,16 @@ def run_argv(
     mounts: Sequence[str],
     workdir: str,
     gpus: bool,
+    signal: str = "SIGUSR1",
     labels: Optional[Mapping[str, str]] = None,
 ) -> List[str]:
     """The full ``run`` command line for one of the job's commands.
 
     ``env``: the variables the job gets, passed by name only (the caller puts the same mapping
     into the runtime client's environment). ``mounts``: host directories, each bind-mounted at
-    its own path. ``--network host``: a job reaches what its instance reaches (rendezvous,
-    object stores) and torchrun's ``MASTER_ADDR`` means the same inside. ``--ipc host``:
+    its own path. ``signal``: the checkpoint signal, which the job's shell survives.
+    ``--network host``: a job reaches what its instance reaches (rendezvous, object stores) and
+    torchrun's ``MASTER_ADDR`` means the same inside. ``--ipc host``:
     PyTorch's data loader workers share memory through /dev/shm, which a container caps at 64 MB.
     """
     argv = list(config.runtime or ["docker"]) + ["run", "--rm", "--name", name, "--network", "host", "--ipc", "host"]
@@ -154,7 +160,10 @@ def run_argv(
     argv += ["--workdir", workdir]
     argv += gpu_args(config.runtime, gpus)
     argv += list(config.run_args)
-    argv += ["--entrypoint", "/bin/sh", config.image, "-c", SIGNAL_PROXY, "gpuorch-job", command]
+    trapped = signal.upper()[3:] if signal.upper().startswith("SIG") else signal.upper()
+    if not re.fullmatch(r"[A-Z0-9]+", trapped):  # the spec allows only signal names; never shell text
+        raise ValueError(f"signal {signal!r} is not a signal name")
+    argv += ["--entrypoint", "/bin/sh", config.image, "-c", SIGNAL_PROXY, "gpuorch-job", command, trapped]
     return argv
 
 

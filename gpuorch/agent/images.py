@@ -50,7 +50,11 @@ def _run(argv: Sequence[str], timeout: float, stdin: Optional[bytes] = None) -> 
 
 
 def _tail(output: bytes) -> str:
-    text = output.decode(errors="replace").strip()
+    """The runtime's own words: its final ``Error...`` line when it printed one (podman and docker
+    log retries before it), else the end of its output."""
+    lines = [line.strip() for line in output.decode(errors="replace").splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("Error")]
+    text = errors[-1] if errors else "\n".join(lines)
     return text[-MESSAGE_CHARS:] or "no output"
 
 
@@ -146,7 +150,7 @@ class ImageHost:
         _run(remove_argv(self.config.runtime, name), PROBE_TIMEOUT_S)
         inside = container_env(env, own)
         argv = run_argv(self.config, name=name, command=command, env=inside, mounts=mounts,
-                        workdir=str(workdir.resolve()), gpus=self.gpus,
+                        workdir=str(workdir.resolve()), gpus=self.gpus, signal=agent.signal,
                         labels={"gpuorch.job": str(agent.job_id), "gpuorch.attempt": str(agent.attempt)})
         client = dict(os.environ)
         client.update(inside)  # ``--env NAME`` reads the value from here
