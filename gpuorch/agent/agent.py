@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuorch.agent.images import ImageHost
-from gpuorch.agent.job import RESULT_FILE, job_env, parse_signal, shell_exit_code, signal_group, spawn
+from gpuorch.agent.job import RESULT_FILE, job_env, notify_job, parse_signal, shell_exit_code, signal_group, spawn
 from gpuorch.agent.notice import FileNotice, make_notice_source
 from gpuorch.agent.protocol import (
     AGENT_LOG,
@@ -261,7 +261,7 @@ class Agent:
         log.warning("%s: final checkpoint due %.1f s from now", reason, deadline - time.time())
         self.update(state="checkpointing", notice_at=time.time(), notice_deadline=deadline, notice_reason=reason)
         if job is not None and job.poll() is None:
-            signal_group(job, self.signal)
+            notify_job(job, self.signal)  # in a container: the runtime's client, which proxies it
 
     def _advance_notice(self, now: float, job_gone: bool, phase: str) -> None:
         """Wait for the job's next checkpoint (or its exit, or the grace point), upload it, hand off."""

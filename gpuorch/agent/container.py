@@ -21,17 +21,46 @@ Stdlib only, Python 3.8 syntax: this module ships to instances with the agent.
 from __future__ import annotations
 
 import re
+import signal as _signal
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 # PID 1 inside the container: start the job, forward USR1/USR2/TERM/INT/HUP to every process
 # in the container (kill -1 from PID 1 reaches all but itself), and exit with the job's status
 # once it is really gone (a trapped signal interrupts ``wait`` with 128+N while the job runs on).
-# The job's shell ($1, run by sh -c) first traps the checkpoint signal ($2) as a no-op, as the
-# agent's bash does without a container: in ``cd src && python train.py`` the shell would
-# otherwise die of it and end the container under the still-running python.
+# The checkpoint signal ($2, number $3) goes where ``gpuorch.agent.job.notify_job`` sends it
+# outside a container: to every process that catches it, and to those that do not unless a
+# descendant does (a launcher such as torchrun would die of it, and take its workers along).
+# The job's shell ($1, run by sh -c) traps that signal as a no-op first, as the agent's bash
+# does: in ``cd src && python train.py`` the shell would otherwise die of it.
 SIGNAL_PROXY = """\
+notify() {
+  all=""; catch=" "; spared=" "
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}; [ "$p" = 1 ] && continue
+    m=""; pp=""
+    { while read -r k v rest; do case $k in SigCgt:) m=$v;; PPid:) pp=$v;; esac; done < "$d/status"; } 2>/dev/null
+    [ -n "$m" ] || continue
+    all="$all $p:$pp"
+    [ $(( 0x$m >> ($2 - 1) & 1 )) = 1 ] && catch="$catch$p "
+  done
+  for c in $catch; do
+    p=$c
+    while :; do
+      pp=""; for e in $all; do [ "${e%%:*}" = "$p" ] && { pp=${e#*:}; break; }; done
+      case "$pp" in ""|0|1) break;; esac
+      spared="$spared$pp "; p=$pp
+    done
+  done
+  for e in $all; do
+    p=${e%%:*}
+    case "$catch" in *" $p "*) kill -s "$1" "$p" 2>/dev/null; continue;; esac
+    case "$spared" in *" $p "*) continue;; esac
+    kill -s "$1" "$p" 2>/dev/null
+  done
+}
 for s in USR1 USR2 TERM INT HUP; do trap "kill -s $s -1 2>/dev/null" "$s"; done
+trap "notify $2 $3" "$2"
 /bin/sh -c "trap : $2
 $1" &
 pid=$!
@@ -163,7 +192,11 @@ def run_argv(
     trapped = signal.upper()[3:] if signal.upper().startswith("SIG") else signal.upper()
     if not re.fullmatch(r"[A-Z0-9]+", trapped):  # the spec allows only signal names; never shell text
         raise ValueError(f"signal {signal!r} is not a signal name")
-    argv += ["--entrypoint", "/bin/sh", config.image, "-c", SIGNAL_PROXY, "gpuorch-job", command, trapped]
+    number = getattr(_signal.Signals, f"SIG{trapped}", None)
+    if number is None:
+        raise ValueError(f"signal {signal!r} is not a signal name")
+    argv += ["--entrypoint", "/bin/sh", config.image, "-c", SIGNAL_PROXY, "gpuorch-job", command, trapped,
+             str(int(number))]
     return argv
 
 

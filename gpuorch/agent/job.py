@@ -9,7 +9,7 @@ import os
 import signal
 import subprocess
 from pathlib import Path
-from typing import List, Mapping
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from gpuorch.agent.protocol import CONTAINERS_FILE, METRICS_FILE, AgentConfig
 
@@ -36,6 +36,7 @@ def job_env(config: AgentConfig, rundir: Path, checkpoint_dir: Path, resumed_fro
         GPUORCH_JOB_NAME=config.job_name,
         GPUORCH_RESULT_FILE=str((rundir / RESULT_FILE).resolve()),
         GPUORCH_METRICS_FILE=str((rundir / METRICS_FILE).resolve()),
+        GPUORCH_CHECKPOINT_SIGNAL=parse_signal(config.signal).name,  # gpuorch.integrations listens for it
     )
     env.pop("GPUORCH_RESUMED_FROM", None)
     if resumed_from:
@@ -71,6 +72,72 @@ def spawn_argv(argv: List[str], cwd: Path, env: Mapping[str, str], log_path: Pat
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+
+
+def _proc_table() -> Optional[Dict[int, Tuple[int, int, int]]]:
+    """``{pid: (ppid, pgid, caught-signal mask)}`` from /proc; None without /proc."""
+    table: Dict[int, Tuple[int, int, int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+            pgid = os.getpgid(int(name))
+        except (OSError, ValueError):
+            continue
+        try:
+            table[int(name)] = (int(fields["PPid"]), pgid, int(fields["SigCgt"].strip(), 16))
+        except (KeyError, ValueError):
+            continue
+    return table
+
+
+def notice_targets(root: int, sig: int, table: Mapping[int, Tuple[int, int, int]]) -> List[int]:
+    """Which of the job's processes get the checkpoint signal (pure; ``table`` as ``_proc_table``).
+
+    The job's processes: its process group (``root`` leads it) and every descendant of
+    ``root``, in whatever group (torchrun starts its workers in sessions of their own). Each
+    gets the signal, except a process that does not catch it while one of its descendants does:
+    such a launcher (torchrun, a ``python -m`` wrapper) would die of the default action and take
+    the workers that are about to checkpoint with it.
+    """
+    bit = 1 << (sig - 1)
+    children: Dict[int, List[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    job = {pid for pid, (_, pgid, _) in table.items() if pgid == root}
+    seen, todo = {root}, [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in seen:
+                seen.add(child)
+                todo.append(child)
+    job |= seen
+    catches = {pid for pid in job if pid in table and table[pid][2] & bit}
+    spared = set()
+    for pid in catches:
+        up = table[pid][0]
+        while up in job and up not in spared:
+            spared.add(up)
+            up = table[up][0] if up in table else 0
+    return sorted(pid for pid in job if pid in catches or pid not in spared)
+
+
+def notify_job(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Send the checkpoint signal to the job's processes (``notice_targets``); the whole
+    process group where /proc cannot say who catches it. Quiet for processes already gone."""
+    table = _proc_table()
+    if table is None or proc.pid not in table:
+        signal_group(proc, sig)
+        return
+    for pid in notice_targets(proc.pid, sig, table):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
 
 
 def signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:

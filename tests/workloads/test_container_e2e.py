@@ -7,6 +7,8 @@ podman's own words in the events, without a retry."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 
 import pytest
@@ -97,3 +99,28 @@ def test_terminating_a_local_instance_removes_its_container(store, tmp_path, pod
     [attempt] = e2e.attempts(store, job.id)
     local.terminate(attempt.instance_id)
     assert containers(job.id) == []
+
+
+def test_the_notice_reaches_a_worker_behind_a_launcher_inside_the_container(tmp_path, podman_image):
+    """The signal proxy applies the agent's rule inside: the launcher (no handler) survives, the
+    worker in a session of its own gets the signal; the container's exit is the worker's."""
+    from test_notice_targets import LAUNCHER, WORKER
+
+    from gpuorch.agent.container import container_env, run_argv
+    from gpuorch.agent.job import notify_job, spawn_argv
+    from gpuorch.testing.contract import wait_until
+
+    config = local_container()
+    config.image = podman_image
+    env = python_env()
+    name = f"gpuorch-test-proxy-{tmp_path.name[-12:]}"
+    argv = run_argv(config, name=name, command=f'"$PY" -c \'{LAUNCHER}\' \'{WORKER}\'', env=env,
+                    mounts=[str(tmp_path)], workdir=str(tmp_path), gpus=False)
+    proc = spawn_argv(argv, tmp_path, {**os.environ, **container_env(env, env)}, tmp_path / "job.log")
+    try:
+        wait_until(lambda: (tmp_path / "ready").exists(), timeout_s=60, what="the worker in the container")
+        notify_job(proc, signal.SIGUSR1)
+        assert proc.wait(timeout=60) == 0, (tmp_path / "job.log").read_text()
+        assert (tmp_path / "checkpointed").exists()
+    finally:
+        subprocess.run([*PODMAN, "rm", "--force", name], capture_output=True, check=False)
