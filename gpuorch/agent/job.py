@@ -74,7 +74,7 @@ def spawn_argv(argv: List[str], cwd: Path, env: Mapping[str, str], log_path: Pat
         )
 
 
-def _proc_table() -> Optional[Dict[int, Tuple[int, int, int]]]:
+def proc_table() -> Optional[Dict[int, Tuple[int, int, int]]]:
     """``{pid: (ppid, pgid, caught-signal mask)}`` from /proc; None without /proc."""
     table: Dict[int, Tuple[int, int, int]] = {}
     try:
@@ -98,7 +98,7 @@ def _proc_table() -> Optional[Dict[int, Tuple[int, int, int]]]:
 
 
 def notice_targets(root: int, sig: int, table: Mapping[int, Tuple[int, int, int]]) -> List[int]:
-    """Which of the job's processes get the checkpoint signal (pure; ``table`` as ``_proc_table``).
+    """Which of the job's processes get the checkpoint signal (pure; ``table`` as ``proc_table``).
 
     The job's processes: its process group (``root`` leads it) and every descendant of
     ``root``, in whatever group (torchrun starts its workers in sessions of their own). Each
@@ -131,7 +131,7 @@ def notice_targets(root: int, sig: int, table: Mapping[int, Tuple[int, int, int]
 def notify_job(proc: subprocess.Popen[bytes], sig: int) -> None:
     """Send the checkpoint signal to the job's processes (``notice_targets``); the whole
     process group where /proc cannot say who catches it. Quiet for processes already gone."""
-    table = _proc_table()
+    table = proc_table()
     if table is None or proc.pid not in table:
         signal_group(proc, sig)
         return
