@@ -303,6 +303,18 @@ class JobSpec(Strict):
     budget: Budget | None = None
     volume: VolumeRequest | None = None
     deadline: Deadline | None = None  # finish by then at the least cost (docs/policy.md)
+    image: str | None = None  # setup and run execute in this container image (docs/workloads.md)
+    nodes: int = Field(default=1, ge=1)  # instances the job spans (docs/workloads.md, multi-node)
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        from gpuorch.agent.container import parse_image  # stdlib only
+
+        if v is not None:
+            parse_image(v)
+            return v.strip()
+        return v
 
     @field_validator("deadline", mode="before")
     @classmethod

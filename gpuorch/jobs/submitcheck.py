@@ -10,7 +10,7 @@ on-demand can meet, is accepted with a warning (the returned line).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -74,6 +74,23 @@ def volume_scope(spec: Any, providers: Sequence[str], with_volumes: Sequence[str
     would = ", ".join(with_volumes) or "none is installed"
     raise UserInputError(f"{source}: volume: none of the providers this job may use ({', '.join(allowed) or 'none'}) "
                          f"has volumes; allow one that does (providers: [...]): {would}")
+
+
+def workload_check(spec: Any, classes: Mapping[str, Any], source: str) -> None:
+    """Refuse (UserInputError) an ``image:`` or ``nodes:`` that no enabled provider the job may
+    use can honour: ``classes`` are the enabled providers' classes by name (their
+    ``runs_containers`` and ``max_nodes``)."""
+    allowed = {n: c for n, c in classes.items() if spec.providers is None or n in spec.providers}
+    names = ", ".join(sorted(allowed)) or "none"
+    if spec.image is not None and not any(getattr(c, "runs_containers", False) for c in allowed.values()):
+        can = sorted(n for n, c in classes.items() if getattr(c, "runs_containers", False))
+        fix = f"allow one that can ({', '.join(can)})" if can else "enable local, aws, gcp or azure"
+        raise UserInputError(f"{source}: image: the providers this job may use ({names}) cannot run containers; "
+                             f"{fix}, or remove image")
+    if spec.nodes > 1 and not any(getattr(c, "max_nodes", 1) >= spec.nodes for c in allowed.values()):
+        most = max([getattr(c, "max_nodes", 1) for c in allowed.values()] or [1])
+        raise UserInputError(f"{source}: nodes: {spec.nodes} nodes, but the providers this job may use ({names}) "
+                             f"place at most {most} per job; use nodes: {most}")
 
 
 def fit_check(spec: Any, offers: Sequence[Any], source: str, now: datetime) -> str | None:
