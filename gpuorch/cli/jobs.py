@@ -82,15 +82,14 @@ def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Job spec (
         workdir = (file.parent / spec.workdir).expanduser().resolve() if spec.workdir else None
         remote = _remote(ctx)
         if remote is not None:  # the server checks the fit and the deadline against its own providers
-            import yaml
-
+            from gpuorch.jobs.yamlsafe import load_file
             from gpuorch.placement.explain import no_single_instance
 
             impossible = no_single_instance(spec)  # the server refuses it too; say so before uploading
             if impossible is not None:
                 raise UserInputError(impossible)
 
-            job = remote.submit_raw(yaml.safe_load(file.read_text()), str(file), workdir)
+            job = remote.submit_raw(load_file(file, "the job spec"), str(file), workdir)
         else:
             if workdir is not None:
                 spec = spec.model_copy(update={"workdir": str(workdir)})

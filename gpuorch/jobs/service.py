@@ -179,7 +179,7 @@ class JobService:
             raise ValueError("JobService.submit needs the configuration's providers to check the spec")
         providers = self.providers() if callable(self.providers) else self.providers
         now = self.now()
-        warning = fit_check(spec, offline_offers(dict(providers), self.home), source, now)
+        warning = fit_check(spec, offline_offers(dict(providers), self.home), source, now, configured=providers)
         job = jobs.submit(self.store, spec, now)
         return {"id": job.id, "name": job.name, "status": job.status.value, "warning": warning}
 

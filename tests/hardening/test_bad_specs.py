@@ -143,3 +143,12 @@ def test_a_huge_file_is_refused_in_one_line(tmp_path):
 def test_json_infinity_in_an_api_body_is_refused():
     body = json.loads('{"name": "ft", "run": "x", "resources": {"cpus": Infinity}}')
     refused(body, "resources.cpus")
+
+
+def test_a_provider_that_is_not_enabled_is_refused_and_nothing_is_stored(store, tmp_path):
+    from gpuorch.jobs.service import JobService
+
+    service = JobService(store, tmp_path, providers={"local": {}})
+    with pytest.raises(UserInputError, match=r"providers: 'nosuchcloud' is not an enabled provider"):
+        service.submit(parse_spec({**BASE, "providers": ["nosuchcloud"]}), "job.yaml")
+    assert service.jobs() == []
