@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from gpuorch.cli.app import JSON_OPTION, app, cli_config, cli_store_location, emit_json, fail
-from gpuorch.errors import GpuorchError, UserInputError
+from gpuorch.cli.app import JSON_OPTION, app, cli_config, cli_store_location, emit_json, fail, guard
+from gpuorch.errors import UserInputError
 
 if TYPE_CHECKING:  # the CLI imports these when a command needs them
     from gpuorch.api.client import Client
@@ -61,13 +61,10 @@ def _local() -> JobService:
 
 @contextmanager
 def _errors() -> Iterator[None]:
-    """A user's mistake exits 2, an unreachable server 1; either way one line on stderr."""
-    try:
+    """One line on stderr and the exit code of ``app.exit_code`` (2 bad input, 3 not found,
+    4 refused, 1 runtime: an unreachable server, a full disk)."""
+    with guard():
         yield
-    except UserInputError as e:
-        fail(str(e))
-    except GpuorchError as e:
-        fail(str(e), code=1)
 
 
 @app.command()

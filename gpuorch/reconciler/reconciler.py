@@ -46,6 +46,7 @@ from gpuorch.jobs.logmirror import LogMirror
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.money.caps import Policy
 from gpuorch.ops.crashpoints import crashpoint
+from gpuorch.ops.diskfull import DiskFullLog
 from gpuorch.placement import Candidate
 from gpuorch.provider.port import Instance, InstanceState, Offer, Provider
 from gpuorch.reconciler.apply import Applier
@@ -68,6 +69,7 @@ from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Job
 from gpuorch.store.quarantine import one_line, quarantine_job
 
 log = logging.getLogger("gpuorch.reconciler")
+DISK_FULL = DiskFullLog(log)  # one line a minute while the disk is full, for every job and pass
 
 __all__ = ["LeaseLost", "Reconciler", "backoff_key"]
 
@@ -324,8 +326,9 @@ class Reconciler:
                     log.info("job %s: lease lost (expired or taken over); its work this pass is dropped", job.id)
                 except UnreadableSpec as e:
                     self._quarantine(job, str(e), now)
-                except Exception:  # one job's trouble must not stall the others; the next pass retries it
-                    log.exception("job %s: reconcile failed", job.id)
+                except Exception as e:  # one job's trouble must not stall the others; the next pass retries it
+                    if not DISK_FULL.report(e, f"job {job.id}: reconcile"):
+                        log.exception("job %s: reconcile failed", job.id)
                     requeue = min(requeue, self.settings.poll_s)
         finally:
             self._attempts = {}
