@@ -239,3 +239,29 @@ def quarantined_findings(db_url: str) -> list[Finding]:
                                 "this gpuorch; the daemon fails them on its next pass",
                                 "run the gpuorch version that stored them, or resubmit them"))
     return out or [Finding.ok("quarantine", "no job row is unreadable")]
+
+
+# -- file modes ------------------------------------------------------------------------------
+def check_file_modes(ctx: Context) -> Iterator[Finding]:
+    """The state directory, the SQLite database and the mirrored logs hold job env values and
+    job output: anything wider than 0700/0600 lets other users of this host read them."""
+    if ctx.config is None:
+        return
+    yield from mode_findings(ctx.config.home, sqlite_path(ctx.config.url))
+
+
+def mode_findings(home: Path, db: Path | None) -> list[Finding]:
+    paths = [home, home / "logs"] + ([db, Path(f"{db}-wal"), Path(f"{db}-shm")] if db is not None else [])
+    wide = []
+    for p in paths:
+        try:
+            mode = stat.S_IMODE(p.stat().st_mode)
+        except OSError:
+            continue
+        if mode & 0o077:
+            wide.append(f"{p} is {mode:04o}")
+    if not wide:
+        return [Finding.ok("file modes", f"{home} and the database are private to their owner")]
+    return [Finding.warn("file modes", "; ".join(wide) + " (other users may read job env values and logs)",
+                         f"chmod -R go-rwx {home}" + (f" {db.parent}" if db is not None and home not in db.parents
+                                                      else ""))]

@@ -8,6 +8,7 @@ import http.client
 import io
 import json
 import os
+import secrets
 import tarfile
 import time
 import urllib.parse
@@ -15,6 +16,30 @@ import urllib.parse
 import pytest
 
 from gpuorch.api import upload
+from gpuorch.ops.config import ApiConfig, DaemonConfig
+from gpuorch.store import Store
+
+
+@pytest.fixture
+def api_token(monkeypatch) -> str:
+    monkeypatch.delenv("GPUORCH_API_TOKEN", raising=False)
+    return secrets.token_urlsafe(24)
+
+
+@pytest.fixture
+def small_api(_isolated_home, api_token):
+    """The API with a 64 KiB body limit and uploads of at most 10 files / 1 MiB."""
+    pytest.importorskip("fastapi", reason="the server extra is not installed: pip install -e '.[dev]'")
+    from gpuorch.api.server import ApiThread
+
+    store = Store(f"sqlite:///{_isolated_home / 'state.db'}")
+    config = DaemonConfig(home=_isolated_home, api=ApiConfig(token=api_token, port=0, max_body_bytes=64 << 10,
+                                                             max_upload_files=10, max_upload_bytes=1 << 20))
+    server = ApiThread(config, store).start()
+    server.store = store  # type: ignore[attr-defined]
+    yield server
+    server.stop()
+    store.close()
 
 
 def request(url: str, method: str, path: str, body: bytes | None = None, token: str | None = None,
