@@ -83,6 +83,12 @@ class Client:
     def cancel(self, ref: str) -> dict[str, Any]:
         return self._json("POST", f"/jobs/{_q(ref)}/cancel")
 
+    def daemon(self) -> dict[str, Any]:
+        state = self._json("GET", "/daemon")
+        if state.get("last_pass_at"):  # back to a datetime, as JobService returns it
+            state["last_pass_at"] = datetime.fromisoformat(state["last_pass_at"])
+        return state
+
     def events(self, ref: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
         rows = self._json("GET", "/events", job=ref, limit=limit)
         for e in rows:  # back to datetimes, as JobService returns them

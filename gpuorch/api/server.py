@@ -120,6 +120,10 @@ def create_app(service: JobService, token: str, uploads: Path) -> FastAPI:
     def job(ref: str) -> Response:
         return _json(service.job(ref))
 
+    @r.get("/daemon")
+    def daemon() -> Response:
+        return _json(service.daemon())
+
     @r.post("/jobs/{ref}/cancel")
     def cancel(ref: str) -> Response:
         return _json(service.cancel(ref))

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from gpuorch.cli.app import JSON_OPTION, app, cli_config, cli_store_location, emit_json, fail
+from gpuorch.cli.output import WIDE_OPTION, daemon_warning, show
 from gpuorch.errors import GpuorchError, UserInputError
 
 if TYPE_CHECKING:  # the CLI imports these when a command needs them
@@ -102,23 +103,35 @@ def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Job spec (
         typer.echo(f"job {job['id']} ({job['name']}) queued; follow it with `gpuorch status {job['id']}`")
         if warning:
             typer.echo(f"warning: {warning}", err=True)
+        with _errors():
+            daemon_warning(_remote(ctx) or _local())
 
 
 @app.command()
 def status(ctx: typer.Context, job: str = typer.Argument(None, help="Show one job in detail."),
-           json_out: bool = JSON_OPTION) -> None:
-    """Jobs and where they run; with JOB, its attempts."""
+           json_out: bool = JSON_OPTION, wide: bool = WIDE_OPTION) -> None:
+    """Jobs and where they run; with JOB, its attempts.
+
+    With --json: ``{"daemon": {...}, "jobs": [...]}``, or one job with its ``daemon``.
+    """
     with _errors():
         backend = _backend(ctx)
         if job is None:
             data = backend.jobs()
         else:
             detail = backend.job(job)
-    if json_out:
-        emit_json(data if job is None else detail)
+        state = backend.daemon()
+    if json_out:  # the daemon's state is in the JSON; the warning line is for people
+        emit_json({"daemon": state, "jobs": data} if job is None else {**detail, "daemon": state})
         return
     from rich.console import Console
     from rich.table import Table
+
+    from gpuorch.store.heartbeat import warning
+
+    line = warning(state)
+    if line:
+        typer.echo(f"warning: {line}", err=True)
 
     console = Console()
     if job is None:
@@ -127,7 +140,7 @@ def status(ctx: typer.Context, job: str = typer.Argument(None, help="Show one jo
             t.add_row(str(d["id"]), d["name"], d["status"], str(d["attempts"]), str(d["preemptions"]),
                       d["where"] or "-", d["last_checkpoint"] or "-", f"${d['cost']:.4f}",
                       _deadline_cell(d.get("deadline")), d["message"] or "")
-        console.print(t)
+        show(t, wide=wide)
         return
     console.print(f"[bold]job {detail['id']} {detail['name']}[/]: {detail['status']}"
                   + (f" ({detail['message']})" if detail["message"] else "")
@@ -140,7 +153,7 @@ def status(ctx: typer.Context, job: str = typer.Argument(None, help="Show one jo
         lost = f"{a['lost_work_s']:.0f}s" if a["lost_work_s"] is not None else "-"
         t.add_row(str(a["number"]), a["status"], a["reason"] or "-", where, a["instance_id"] or "-",
                   a["resumed_from"] or "-", a["last_checkpoint"] or "-", lost, f"${a['cost']:.4f}")
-    console.print(t)
+    show(t, wide=wide)
 
 
 def _deadline_cell(d: dict[str, Any] | None) -> str:
@@ -177,27 +190,50 @@ def cancel(ctx: typer.Context, job: str = JOB_ARG, json_out: bool = JSON_OPTION)
 @app.command()
 def logs(ctx: typer.Context, job: str = JOB_ARG,
          follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new output."),
-         attempt: int = typer.Option(None, "--attempt", help="One attempt only (default: all, in order).")) -> None:
-    """The job's output, as mirrored to the control host by the daemon."""
+         attempt: int = typer.Option(None, "--attempt", help="One attempt only (default: all, in order)."),
+         json_out: bool = typer.Option(False, "--json", help='One JSON object per line: {"job", "attempt", "line"}.'),
+         ) -> None:
+    """The job's output, as mirrored to the control host by the daemon.
+
+    Example: gpuorch logs -f train-llama
+    """
     offsets: dict[int, int] = {}
     decoders: dict[int, Any] = {}  # per attempt: a character split across two reads still prints whole
+    partial: dict[int, str] = {}  # --json: the unfinished last line of each attempt
     with _errors():
         backend = _backend(ctx)
         ref = str(backend.log_state(job)["id"])
+        if follow:
+            daemon_warning(backend)  # else -f would wait silently for output nobody produces
     while True:
         with _errors():
             state = backend.log_state(ref)  # before reading: output written before "done" is all shown
             numbers = [n for n in state["attempts"] if attempt is None or n == attempt]
             for n in numbers:
                 while chunk := backend.read_log(state["id"], n, offsets.get(n, 0)):
-                    if len(numbers) > 1 and n not in offsets:
+                    if len(numbers) > 1 and n not in offsets and not json_out:
                         typer.echo(f"--- attempt {n} ---")
                     decoder = decoders.setdefault(n, codecs.getincrementaldecoder("utf-8")(errors="replace"))
-                    typer.echo(decoder.decode(chunk), nl=False)
+                    text = decoder.decode(chunk)
+                    if json_out:
+                        *lines, partial[n] = (partial.get(n, "") + text).split("\n")
+                        _json_lines(state["id"], n, lines)
+                    else:
+                        typer.echo(text, nl=False)
                     offsets[n] = offsets.get(n, 0) + len(chunk)
         if not follow or state["done"]:
+            if json_out:  # output that does not end with a newline is still a line
+                for n, rest in sorted(partial.items()):
+                    _json_lines(state["id"], n, [rest] if rest else [])
             return
         time.sleep(1.0)
+
+
+def _json_lines(job_id: int, attempt: int, lines: list[str]) -> None:
+    import json
+
+    if lines:
+        typer.echo("\n".join(json.dumps({"job": job_id, "attempt": attempt, "line": x}) for x in lines))
 
 
 @app.command()

@@ -74,6 +74,9 @@ def status(ctx: typer.Context,
     from rich.console import Console
     from rich.table import Table
 
+    from gpuorch.cli.output import daemon_warning
+
+    daemon_warning(backend)
     if name is None:
         t = Table("ID", "NAME", "STATUS", "TRIALS", "SPENT", "CAP", "DEADLINE", "BEST")
         for w in report:
