@@ -36,6 +36,7 @@ from gpuorch.ops.config import DaemonConfig
 from gpuorch.placement.explain import no_single_instance
 from gpuorch.store import Store
 from gpuorch.sweeps.spec import parse_sweep
+from gpuorch.web import routes as dashboard
 
 log = logging.getLogger("gpuorch.api")
 
@@ -67,8 +68,10 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def create_app(service: JobService, token: str, uploads: Path) -> FastAPI:
+def create_app(service: JobService, token: str, uploads: Path, *, daily_cap: float | None = None) -> FastAPI:
     app = FastAPI(title="gpuorch", docs_url=None, redoc_url=None, openapi_url=None)
+    dashboard.mount(app, service, token, lambda header: auth.check(header, token) is None,
+                    daily_cap=daily_cap)  # /ui: the read-only web dashboard (gpuorch/web)
 
     def authorized(request: Request) -> None:
         why = auth.check(request.headers.get("authorization"), token)
@@ -188,7 +191,8 @@ def _server(config: DaemonConfig, store: Store, host: str) -> uvicorn.Server:
     if not loopback:
         log.warning("the API listens on %s without TLS: tokens and jobs cross the network in clear; "
                     "prefer 127.0.0.1 with an SSH tunnel, or a TLS-terminating proxy", host)
-    app = create_app(JobService(store, config.home, providers=config.providers), token, config.home / "uploads")
+    app = create_app(JobService(store, config.home, providers=config.providers), token, config.home / "uploads",
+                     daily_cap=config.daily_budget)
     # log_config=None: keep the process's logging (the daemon's format), not uvicorn's own
     return uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=True, timeout_graceful_shutdown=5))
 
