@@ -11,7 +11,10 @@ from gpuorch.cli.app import JSON_OPTION, app, emit_json, fail
 def cost(since: str = typer.Option(None, "--since", help="From: 2026-11-28, 2026-11-28T08:00, or back 24h / 7d."),
          by: str = typer.Option("job", "--by", help="Group by job, sweep, provider or day."),
          json_out: bool = JSON_OPTION) -> None:
-    """Costs billed so far (running attempts included), per the providers' billing rules."""
+    """Costs billed so far (running attempts included), per the providers' billing rules.
+
+    Example: gpuorch cost --since 7d --by day
+    """
     from gpuorch.cli.jobs import _store
     from gpuorch.clock import utcnow
     from gpuorch.money.report import GROUPS, cost_report

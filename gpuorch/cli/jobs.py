@@ -8,6 +8,7 @@ methods: the output and the one-line errors are the same either way.
 from __future__ import annotations
 
 import codecs
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -71,10 +72,41 @@ def _errors() -> Iterator[None]:
         fail(str(e), code=1)
 
 
+def _interactive() -> bool:
+    """Whether a person can answer a question: stdin and stdout are terminals."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def _plan_line(spec: Any) -> str:
+    """The offer the daemon would pick today from this host's catalog, as one line."""
+    from gpuorch import placement
+    from gpuorch.registry import offline_offers
+
+    cfg = cli_config()
+    best = placement.candidates(spec, offline_offers(dict(cfg.providers), cfg.home), limit=1)
+    if not best:
+        return "plan: no enabled offer fits today; the daemon keeps it queued until one does"
+    c = best[0]
+    o = c.offer
+    gpu = f"{o.gpu_count}x{o.gpu}" if o.gpu else "no GPU"
+    line = (f"plan: {o.provider} {o.zone} {o.instance_type} ({gpu}), {'spot' if c.spot else 'on-demand'} "
+            f"at ${c.price_per_hour:.4f}/h")
+    if c.est_hours > 0:
+        return line + f"; estimated ${c.est_cost:.2f}, done in about {c.est_finish_hours:.2f} h"
+    return line + "; no estimate of its cost or finish (give model: or deadline.job_hours)"
+
+
 @app.command()
 def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Job spec (YAML)."),
+           yes: bool = typer.Option(False, "-y", "--yes", help="Queue without showing the plan and asking."),
            json_out: bool = JSON_OPTION) -> None:
-    """Queue a job; the daemon places and launches it."""
+    """Queue a job; the daemon places and launches it.
+
+    On a terminal it first shows the plan (offer, market, estimated cost and finish) and asks;
+    -y, --json or stdin that is not a terminal queue it without asking.
+
+    Example: gpuorch submit configs/examples/tiny-mlp.yaml
+    """
     from gpuorch.jobs.spec import load_spec
 
     with _errors():
@@ -95,6 +127,11 @@ def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Job spec (
         else:
             if workdir is not None:
                 spec = spec.model_copy(update={"workdir": str(workdir)})
+            if not yes and not json_out and _interactive():  # as `dstack apply`: look before you spend
+                typer.echo(_plan_line(spec))
+                if not typer.confirm("Queue it?", default=True):
+                    typer.echo("not queued", err=True)
+                    raise typer.Exit(1)
             job = _local().submit(spec, str(file))  # checks as the server does (gpuorch.jobs.submitcheck)
     warning = job.get("warning")
     if json_out:
@@ -113,6 +150,8 @@ def status(ctx: typer.Context, job: str = typer.Argument(None, help="Show one jo
     """Jobs and where they run; with JOB, its attempts.
 
     With --json: ``{"daemon": {...}, "jobs": [...]}``, or one job with its ``daemon``.
+
+    Example: gpuorch status; gpuorch status 12 --json
     """
     with _errors():
         backend = _backend(ctx)
@@ -178,7 +217,10 @@ def _deadline_line(d: dict[str, Any]) -> str:
 
 @app.command()
 def cancel(ctx: typer.Context, job: str = JOB_ARG, json_out: bool = JSON_OPTION) -> None:
-    """Ask the daemon to stop a job and terminate its instance."""
+    """Ask the daemon to stop a job and terminate its instance.
+
+    Example: gpuorch cancel tiny-mlp
+    """
     with _errors():
         j = _backend(ctx).cancel(job)
     if json_out:
@@ -239,7 +281,10 @@ def _json_lines(job_id: int, attempt: int, lines: list[str]) -> None:
 @app.command()
 def events(ctx: typer.Context, job: str = typer.Argument(None, help="Only this job's events."),
            limit: int = typer.Option(200, "--limit", min=1), json_out: bool = JSON_OPTION) -> None:
-    """What happened, newest last."""
+    """What happened, newest last.
+
+    Example: gpuorch events tiny-mlp --limit 50
+    """
     with _errors():
         data = _backend(ctx).events(job, limit)
     if json_out:
@@ -255,7 +300,10 @@ def daemon(once: bool = typer.Option(False, "--once", help="Run one reconcile pa
            log_format: str = typer.Option(None, "--log-format", metavar="json|text",
                                           help="Log lines on stderr: text, or one JSON object per line."),
            verbose: bool = typer.Option(False, "-v", "--verbose", help="Debug logging.")) -> None:
-    """Run the reconciler in the foreground (systemd runs this)."""
+    """Run the reconciler in the foreground (systemd runs this).
+
+    Example: gpuorch daemon --log-format json
+    """
     from gpuorch.ops import daemon as d
     from gpuorch.ops.logfmt import configure_logging
 

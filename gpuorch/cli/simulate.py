@@ -107,7 +107,11 @@ def policy(
     seed: int = typer.Option(0, "--seed", help="Seed for the window start times."),
     json_out: bool = JSON_OPTION,
 ) -> None:
-    """Mean and P90 cost and deadline misses of each policy, single- and multi-region."""
+    """Mean and P90 cost and deadline misses of each policy, single- and multi-region.
+
+    Example: gpuorch simulate policy --trace traces/ --job-hours 6 --deadline-hours 10
+    --changeover-hours 0.2 --on-demand-price 4.1 --spot-price 1.3
+    """
     try:
         from gpuorch.policy.evaluate import evaluate
     except ModuleNotFoundError as exc:

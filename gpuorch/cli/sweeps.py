@@ -23,7 +23,10 @@ NAME_ARG = typer.Argument(..., help="Sweep id, or the name of the newest sweep w
 @sweep_app.command("submit")
 def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Sweep file (YAML)."),
            json_out: bool = JSON_OPTION) -> None:
-    """Queue a sweep's trials; the daemon runs max_parallel at a time within the budget."""
+    """Queue a sweep's trials; the daemon runs max_parallel at a time within the budget.
+
+    Example: gpuorch sweep submit configs/examples/tiny-mlp-sweep.yaml
+    """
     from gpuorch.cli.jobs import _errors, _local, _remote
     from gpuorch.clock import utcnow
     from gpuorch.sweeps.spec import load_sweep
@@ -62,7 +65,10 @@ def status(ctx: typer.Context,
                                                  "without it, every sweep."),
            json_out: bool = JSON_OPTION) -> None:
     """Each trial's parameters, latest metrics, cost and state, best first by the objective;
-    without NAME, every sweep's state, spend and best trial."""
+    without NAME, every sweep's state, spend and best trial.
+
+    Example: gpuorch sweep status tiny-mlp-sweep --wide
+    """
     from gpuorch.cli.jobs import _backend, _errors
 
     with _errors():
@@ -108,7 +114,10 @@ def status(ctx: typer.Context,
 
 @sweep_app.command("cancel")
 def cancel(ctx: typer.Context, name: str = NAME_ARG, json_out: bool = JSON_OPTION) -> None:
-    """Stop the sweep: unfinished trials are cancelled and their instances terminated."""
+    """Stop the sweep: unfinished trials are cancelled and their instances terminated.
+
+    Example: gpuorch sweep cancel tiny-mlp-sweep
+    """
     from gpuorch.cli.jobs import _backend, _errors
 
     with _errors():

@@ -29,15 +29,26 @@ HOW_TO_START = ("start one with `gpuorch daemon`, or `systemctl start gpuorch` "
 
 
 class _Beat(Protocol):
-    owner: str
-    host: str
-    pid: int
-    version: str
-    interval_s: float
-    started_at: datetime | None
-    last_pass_at: datetime | None
-    last_outcome: str | None
-    stopped_at: datetime | None
+    """A heartbeat row, from the ORM (``models.Heartbeat``) or ``store.lite`` (read-only here)."""
+
+    @property
+    def owner(self) -> str: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def pid(self) -> int: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def interval_s(self) -> float: ...
+    @property
+    def started_at(self) -> datetime | None: ...
+    @property
+    def last_pass_at(self) -> datetime | None: ...
+    @property
+    def last_outcome(self) -> str | None: ...
+    @property
+    def stopped_at(self) -> datetime | None: ...
 
 
 def stale_after_s(interval_s: float) -> float:
@@ -89,17 +100,23 @@ def _ago(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def read_state(store: Any, now: datetime) -> dict[str, Any]:
-    """``daemon_state`` from a ``Store`` (the ORM path)."""
+def load_state(s: Any, now: datetime) -> dict[str, Any]:
+    """``daemon_state`` read in the ORM session ``s``."""
     from sqlmodel import col, func, select
 
     from gpuorch.store.models import Heartbeat, Job
 
-    with store.read() as s:
-        beats = list(s.exec(select(Heartbeat).order_by(col(Heartbeat.started_at))))
-        leases = dict(s.exec(select(col(Job.lease_owner), func.count()).where(
-            col(Job.lease_owner).is_not(None), col(Job.lease_expires) > now).group_by(col(Job.lease_owner))).all())
+    beats = list(s.exec(select(Heartbeat).order_by(col(Heartbeat.started_at))))
+    leases: dict[str, int] = {str(owner): n for owner, n in s.exec(
+        select(col(Job.lease_owner), func.count()).where(
+            col(Job.lease_owner).is_not(None), col(Job.lease_expires) > now).group_by(col(Job.lease_owner))).all()}
     return daemon_state(beats, leases, now)
+
+
+def read_state(store: Any, now: datetime) -> dict[str, Any]:
+    """``daemon_state`` from a ``Store``."""
+    with store.read() as s:
+        return load_state(s, now)
 
 
 class Beater:

@@ -139,3 +139,45 @@ def test_submit_refuses_a_checkpoint_store_whose_module_is_missing(tmp_path, mon
     assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
     assert "checkpoint.store: az:// checkpoint stores are not implemented in this gpuorch yet" in r.output
     assert json.loads(cli("status", "--json").output)["jobs"] == []
+
+
+def test_submit_on_a_terminal_shows_the_plan_and_asks(spec, monkeypatch):
+    from gpuorch.cli import jobs as jobs_cli
+
+    monkeypatch.setattr(jobs_cli, "_interactive", lambda: True)  # CliRunner's stdin is no terminal
+    r = runner.invoke(app, ["submit", str(spec)], input="n\n")
+    assert r.exit_code == 1 and "not queued" in r.stderr
+    [plan] = [line for line in r.stdout.splitlines() if line.startswith("plan: ")]
+    assert "A100" in plan and "/h" in plan and ("spot" in plan or "on-demand" in plan)
+    assert json.loads(cli("status", "--json").output)["jobs"] == []  # declined: nothing stored
+    r = runner.invoke(app, ["submit", str(spec)], input="y\n")
+    assert r.exit_code == 0 and "queued" in r.stdout
+    r = runner.invoke(app, ["submit", "-y", str(spec)])  # -y: no question
+    assert r.exit_code == 0 and "plan:" not in r.stdout and "Queue it?" not in r.stdout
+    assert len(json.loads(cli("status", "--json").output)["jobs"]) == 2
+
+
+def test_submit_never_asks_when_stdin_is_not_a_terminal(spec):
+    r = cli("submit", str(spec))  # CliRunner: stdin is not a terminal
+    assert r.exit_code == 0 and "Queue it?" not in r.output and "plan:" not in r.output
+
+
+def test_logs_json_is_one_object_per_line(spec, _isolated_home):
+    from gpuorch.jobs.logmirror import LogMirror
+
+    job = json.loads(cli("submit", str(spec), "--json").output)
+    from gpuorch.store import Store
+    from gpuorch.store.models import Attempt
+    from gpuorch.store.paths import default_url
+
+    store = Store(default_url())
+    with store.write() as s:  # an attempt whose output the daemon has mirrored
+        s.add(Attempt(job_id=job["id"], number=1, provider="local", region="r", zone="z", instance_type="t"))
+    store.close()
+    p = LogMirror(_isolated_home).path(job["id"], 1)
+    p.parent.mkdir(parents=True)
+    p.write_bytes("step 1\nstep 2 é\nno newline".encode())
+    r = cli("logs", str(job["id"]), "--json")
+    assert r.exit_code == 0, r.output
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    assert lines == [{"job": job["id"], "attempt": 1, "line": t} for t in ("step 1", "step 2 é", "no newline")]
