@@ -172,7 +172,7 @@ def status(ctx: typer.Context, job: str = typer.Argument(None, help="Show one jo
     if line:
         typer.echo(f"warning: {line}", err=True)
 
-    console = Console()
+    console = Console(soft_wrap=True)  # a long line is never re-wrapped in the middle of a number
     if job is None:
         t = Table("ID", "NAME", "STATUS", "ATT", "PREEMPT", "WHERE", "CHECKPOINT", "COST", "DEADLINE", "NOTE")
         for d in data:

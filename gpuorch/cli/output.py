@@ -35,6 +35,8 @@ def show(table: Any, *, wide: bool = False) -> None:
     """Print a ``rich.table.Table``: plain columns when ``wide`` or stdout is not a terminal,
     else rich's drawing with long cells folded, never cut."""
     if wide or not sys.stdout.isatty():
+        if table.title:
+            sys.stdout.write(f"{table.title}\n")
         headers = [str(c.header) for c in table.columns]
         cols = [[str(cell) for cell in c.cells] for c in table.columns]
         sys.stdout.write(plain(headers, [list(r) for r in zip(*cols, strict=True)]))

@@ -153,12 +153,14 @@ def _print(report: Report, job: Job) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    from gpuorch.cli.output import show
+
+    console = Console(soft_wrap=True)
     console.print(
         f"{job.work_s / 3600:g} h job, deadline {job.deadline_s / 3600:g} h, changeover "
         f"{job.changeover_s / 3600:g} h, {report.windows} windows per zone"
     )
-    console.print(_stats_table("Single-region, all zones", report.policies))
+    show(_stats_table("Single-region, all zones", report.policies))
     if len(report.per_zone) > 1:
         table = Table(title="Single-region mean $ per zone")
         table.add_column("zone", no_wrap=True)
@@ -166,6 +168,6 @@ def _print(report: Report, job: Job) -> None:
             table.add_column(name, justify="right")
         for zone, stats in report.per_zone.items():
             table.add_row(zone, *(f"{stats[name].mean_cost:.2f}" for name in report.policies))
-        console.print(table)
+        show(table)
     if report.multi_region is not None:
-        console.print(_stats_table("Multi-region, every zone", report.multi_region))
+        show(_stats_table("Multi-region, every zone", report.multi_region))

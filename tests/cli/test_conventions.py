@@ -81,3 +81,17 @@ def test_no_color_turns_rich_colour_off(monkeypatch):
     t = Table("A")
     t.add_row("[red]x[/]")
     show(t, wide=True)  # the plain path prints no escape codes at all
+
+
+READING = ["status", "events", "logs", "sweep status", "cost", "doctor", "estimate", "offers", "plan",
+           "simulate policy"]
+
+
+@pytest.mark.parametrize("name", READING)
+def test_every_reading_command_has_json(name):
+    assert "--json" in runner.invoke(app, [*name.split(), "--help"]).stdout
+
+
+@pytest.mark.parametrize("name", ["status", "sweep status", "cost"])
+def test_table_commands_have_wide(name):
+    assert "--wide" in runner.invoke(app, [*name.split(), "--help"]).stdout
