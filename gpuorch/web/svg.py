@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from html import escape
 
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
@@ -76,8 +76,9 @@ def line_chart(series: Sequence[tuple[str, Sequence[Point]]], *, title: str, x_l
                f'y2="{height - bottom}"/></g>')
     for t in _ticks(y0, y1):
         out.append(f'<text x="{left - 4}" y="{sy(t) + 4:.1f}" text-anchor="end" class="tick">{_fmt(t)}</text>')
+    time_format = "%H:%M:%S" if x1 - x0 < 600 else "%H:%M" if x1 - x0 < 2 * 86400 else "%m-%d"
     for t in _ticks(x0, x1):
-        label = f"{datetime.fromtimestamp(t):%H:%M}" if x_is_time else _fmt(t)
+        label = f"{datetime.fromtimestamp(t, UTC):{time_format}}" if x_is_time else _fmt(t)
         out.append(f'<text x="{sx(t):.1f}" y="{height - bottom + 16}" text-anchor="middle" class="tick">'
                    f'{escape(label)}</text>')
     if x_label:

@@ -1,8 +1,8 @@
 """The dashboard in a real browser: Debian's Chromium driven by Playwright, against the store with
 real jobs and a sweep (conftest.py). Each page is loaded after logging in through the form; the
 charts must be drawn (SVG elements with the expected series and a visible size). Screenshots are
-kept as artifacts under build/test-artifacts/web/ (GPUORCH_ARTIFACTS overrides); with
-GPUORCH_UPDATE_DOCS=1 the two README images under docs/images/ are rewritten from them."""
+kept as artifacts under build/test-artifacts/web/ (TEST_ARTIFACTS_DIR overrides); with
+UPDATE_DOCS_SCREENSHOTS=1 the two README images under docs/images/ are rewritten from them."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 CHROMIUM = Path(os.environ.get("GPUORCH_CHROMIUM", "/usr/bin/chromium"))
 ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = Path(os.environ.get("GPUORCH_ARTIFACTS", ROOT / "build" / "test-artifacts")) / "web"
+ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS_DIR", ROOT / "build" / "test-artifacts")) / "web"
 DOCS = ROOT / "docs" / "images"
 # From /work/shared/TESTING.md: without the background-networking flags Chromium keeps dialling out.
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -78,7 +78,7 @@ def test_sweep_page_draws_every_trials_curve_and_the_spend(page, scenario):
     assert page.locator("#spend svg line.cap").count() == 1
     assert page.locator("#trials tbody tr").count() == 3
     shot = _shot(page, "sweep")
-    if os.environ.get("GPUORCH_UPDATE_DOCS"):
+    if os.environ.get("UPDATE_DOCS_SCREENSHOTS"):
         DOCS.mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, DOCS / "dashboard-sweep.png")
 
@@ -92,7 +92,7 @@ def test_job_page_draws_the_attempt_timeline(page, scenario):
     assert "resuming from" in page.locator("pre.log").inner_text()
     shot = _shot(page, "job-timeline", "#timeline")
     _shot(page, "job")
-    if os.environ.get("GPUORCH_UPDATE_DOCS"):
+    if os.environ.get("UPDATE_DOCS_SCREENSHOTS"):
         DOCS.mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, DOCS / "dashboard-job-timeline.png")
 
