@@ -85,8 +85,9 @@ class Client:
 
     def daemon(self) -> dict[str, Any]:
         state = self._json("GET", "/daemon")
-        if state.get("last_pass_at"):  # back to a datetime, as JobService returns it
-            state["last_pass_at"] = datetime.fromisoformat(state["last_pass_at"])
+        for key in ("last_pass_at", "stopped_at"):  # back to datetimes, as JobService returns them
+            if state.get(key):
+                state[key] = datetime.fromisoformat(state[key])
         return state
 
     def events(self, ref: str | None = None, limit: int = 200) -> list[dict[str, Any]]:

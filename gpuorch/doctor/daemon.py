@@ -45,7 +45,11 @@ def check_daemon(ctx: Context) -> Iterator[Finding]:
             when = f"last pass {state['age_s']:.0f}s ago" if state["age_s"] is not None else "no pass finished yet"
             yield Finding.ok("daemon", f"running: {names}; {when}")
         return
-    last = (f"the last pass was {state['age_s']:.0f}s ago" if state["age_s"] is not None
-            else "no daemon has ever run on this store")
+    if state["stopped_at"] is not None:
+        last = f"the last one stopped at {state['stopped_at']:%Y-%m-%d %H:%M:%S} UTC"
+    elif state["age_s"] is not None:
+        last = f"the last pass was {state['age_s']:.0f}s ago"
+    else:
+        last = "no daemon has ever run on this store"
     yield Finding.warn("daemon", f"no daemon is running ({last}); {waiting} unfinished job(s) wait for one",
                        HOW_TO_START.replace("start one with", "start it with"))

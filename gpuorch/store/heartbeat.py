@@ -75,6 +75,7 @@ def daemon_state(beats: Sequence[_Beat], leases: Mapping[str, int], now: datetim
     last = newest.last_pass_at if newest is not None else None
     return {
         "alive": any(d["alive"] for d in daemons),
+        "stopped_at": newest.stopped_at if newest is not None else None,  # the newest daemon's clean stop
         "last_pass_at": last,
         "last_outcome": newest.last_outcome if newest is not None else None,
         "age_s": round((now - last).total_seconds(), 1) if last is not None else None,
@@ -88,6 +89,9 @@ def warning(state: Mapping[str, Any]) -> str | None:
         return None
     if state["last_pass_at"] is None:
         return f"no gpuorch daemon has run on this store, so nothing will be launched; {HOW_TO_START}"
+    if state.get("stopped_at") is not None:
+        return (f"the gpuorch daemon stopped at {state['stopped_at']:%Y-%m-%d %H:%M:%S} UTC and none runs now, so "
+                f"nothing is being launched or watched; {HOW_TO_START}")
     return (f"no gpuorch daemon has finished a pass for {_ago(state['age_s'])} (last at "
             f"{state['last_pass_at']:%Y-%m-%d %H:%M:%S} UTC), so nothing is being launched or watched; {HOW_TO_START}")
 

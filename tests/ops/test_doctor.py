@@ -222,6 +222,9 @@ def test_no_daemon_running_is_a_finding_with_the_fix(database):
     beat.passed(utcnow(), "ok")
     [f] = by_check(doctor()[1], "daemon")
     assert f["status"] == "ok" and "host/1/abc (0 jobs held)" in f["message"]
+    beat.stopped(utcnow())
+    [f] = by_check(doctor()[1], "daemon")
+    assert f["status"] == "warn" and "the last one stopped at" in f["message"]
 
 
 @pytest.mark.parametrize("provider", ["local", "sim"])

@@ -36,7 +36,9 @@ def test_a_daemon_is_alive_until_it_misses_a_few_intervals_or_stops(store):
     assert state["alive"] is False and state["last_outcome"] == "ok"
     assert "gpuorch daemon" in warning(state) and "systemctl start gpuorch" in warning(state)
     beat.stopped(T0 + timedelta(seconds=2))
-    assert read_state(store, T0 + timedelta(seconds=3))["alive"] is False  # a clean stop is not alive
+    state = read_state(store, T0 + timedelta(seconds=3))
+    assert state["alive"] is False and state["stopped_at"] == T0 + timedelta(seconds=2)  # a clean stop is not alive
+    assert warning(state).startswith("the gpuorch daemon stopped at 2026-03-01 08:00:02 UTC")
 
 
 def test_passes_are_stamped_at_most_once_per_interval_unless_one_fails(store):
@@ -63,7 +65,8 @@ def test_the_state_names_each_daemon_and_the_jobs_it_holds(store):
 
 def test_no_heartbeat_at_all_says_no_daemon_has_run():
     state = daemon_state([], {}, T0)
-    assert state == {"alive": False, "last_pass_at": None, "last_outcome": None, "age_s": None, "daemons": []}
+    assert state == {"alive": False, "stopped_at": None, "last_pass_at": None, "last_outcome": None, "age_s": None,
+                     "daemons": []}
     assert warning(state).startswith("no gpuorch daemon has run on this store")
 
 
@@ -113,3 +116,18 @@ def test_a_real_daemon_stamps_its_pass_and_its_clean_stop(_isolated_home):
         assert read_state(store, utcnow())["alive"] is False  # stopped cleanly: not counted as running
     finally:
         store.close()
+
+
+def test_logs_follow_warns_before_it_waits(tmp_path):
+    runner = CliRunner()
+    assert runner.invoke(app, ["submit", str(_job(tmp_path))]).exit_code == 0
+    from gpuorch.store.models import JobStatus
+    from gpuorch.store.paths import default_url
+
+    store = Store(default_url())
+    with store.write() as s:  # over (as a daemon would have left it), so -f returns after one read
+        s.exec(select(Job)).one().status = JobStatus.CANCELLED
+    store.close()
+    r = runner.invoke(app, ["logs", "-f", "tiny"])
+    assert r.exit_code == 0 and r.stderr.startswith("warning: no gpuorch daemon has run on this store")
+    assert runner.invoke(app, ["logs", "tiny"]).stderr == ""  # without -f nothing waits: no warning
