@@ -53,7 +53,7 @@ from gpuorch.money.caps import Policy  # noqa: E402
 from gpuorch.money.cost import attempt_cost, cost_until  # noqa: E402
 from gpuorch.reconciler import Reconciler  # noqa: E402
 from gpuorch.store import Store  # noqa: E402
-from gpuorch.store.models import Attempt, Checkpoint, Job, TerminationReason  # noqa: E402
+from gpuorch.store.models import Attempt, Checkpoint, TerminationReason  # noqa: E402
 from gpuorch.sweeps import intent  # noqa: E402
 from gpuorch.sweeps.spec import load_sweep  # noqa: E402
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider  # noqa: E402
