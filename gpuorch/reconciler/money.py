@@ -11,14 +11,14 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import and_, exists, func, or_, text
 from sqlmodel import Session, col, select
 
 from gpuorch.jobs import events
 from gpuorch.jobs.spec import JobSpec
-from gpuorch.money.caps import IN_FLIGHT, Gate, Ledger, Policy, SweepState, day_start, gate_for, worst_case
+from gpuorch.money.caps import IN_FLIGHT, Gate, Ledger, Policy, SweepState, day_start, gate_for, runway_s
 from gpuorch.money.cost import current_price, with_price_change
 from gpuorch.placement import Candidate
 from gpuorch.provider.port import Offer, Provider
@@ -56,9 +56,15 @@ class Money:
         ledger = Ledger.build(list(rows), now, self.policy)
         if not ids:
             return ledger, {}
-        flying = dict(s.exec(select(Job.sweep_id, func.count()).where(
-            col(Job.sweep_id).in_(ids), col(Job.status).in_(IN_FLIGHT)).group_by(col(Job.sweep_id))).all())
-        sweeps = {w.id: SweepState(w.id, w.name, w.max_cost, w.deadline, w.max_parallel, flying.get(w.id, 0))
+        flying: dict[int, int] = {}
+        held: dict[int, int] = {}
+        for sid, status, n in s.exec(select(Job.sweep_id, Job.status, func.count()).where(
+                col(Job.sweep_id).in_(ids), col(Job.status).in_([*IN_FLIGHT, JobStatus.HELD]))
+                .group_by(col(Job.sweep_id), col(Job.status))).all():
+            into = held if status == JobStatus.HELD else flying
+            into[sid or 0] = into.get(sid or 0, 0) + n
+        sweeps = {w.id: SweepState(w.id, w.name, w.max_cost, w.deadline, w.max_parallel, flying.get(w.id, 0),
+                                   held.get(w.id, 0))
                   for w in active if w.id is not None}
         return ledger, sweeps
 
@@ -94,8 +100,13 @@ class Money:
         if gate.hold is not None:
             return gate.hold.message
         if not gate.affords(cand):
-            return f"launch refused: its worst case ${worst_case(cand, self.policy):.4f} does not fit the budget"
+            return f"launch refused: its worst case ${gate.need(cand):.4f} does not fit the budget"
         return None
+
+    def runway_until(self, spec: JobSpec, cand: Candidate, now: datetime) -> datetime:
+        """The end of the runway a launch on ``cand`` is admitted with (``Attempt.runway_until``)."""
+        ckpt = spec.checkpoint.interval if spec.checkpoint is not None else None
+        return now + timedelta(seconds=runway_s(cand.offer.min_billing_s, ckpt, self.policy))
 
     # -- a clean stop ---------------------------------------------------------------------------
     def stop_cleanly(self, provider: Provider, view: JobView, a: AttemptView, action: A.StopCleanly,
