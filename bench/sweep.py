@@ -16,7 +16,8 @@ a fake clock (a night in seconds of CPU):
   trial, a deadline. Each trial is a 700-step job (6 s a step, 70 minutes of work) that
   checkpoints every 50 steps and reports its loss every 50 steps; the loss falls with the step
   and depends on LR (best at 0.003) and SEED. With pruning (default, unless ``--no-prune`` or
-  the code has none), the sweep names the median stopping rule on the loss.
+  the code has none), the sweep names a pruning rule on the loss (``--rule``, default ASHA: the
+  median rule waits for finished trials, which a cap this tight may not allow).
 - **The serial baseline**: the same trials one at a time (``max_parallel: 1``), no cap, on the
   same market; it "finishes" the trials that end before its running spend passes the cap.
 
@@ -121,7 +122,8 @@ TEMPLATE = {"run": "python train.py --lr {LR} --seed {SEED}", "resources": {"gpu
             "retry": {"max_preemptions": 100}}
 
 
-def run(seed: int, hours: float, parallel: int, cap: float | None, prune: bool, workdir: Path) -> dict:
+def run(seed: int, hours: float, parallel: int, cap: float | None, rule: str | None, workdir: Path,
+        stop_at_spend: float | None = None) -> dict:
     clock = FakeClock(START)
     store = Store(f"sqlite:///{workdir / 'state.db'}")
     m = market(seed)
@@ -135,8 +137,8 @@ def run(seed: int, hours: float, parallel: int, cap: float | None, prune: bool, 
            "max_parallel": parallel, "deadline": f"{hours}h", "objective": {"metric": "loss", "mode": "min"}}
     if cap is not None:
         doc["budget"] = {"max_cost": cap}
-    if prune:
-        doc["pruning"] = {"rule": "median"}
+    if rule:
+        doc["pruning"] = {"rule": rule}
     path = workdir / "sweep.yaml"
     path.write_text(yaml.safe_dump(doc))
     sweep = intent.submit(store, *load_sweep(path, clock.now()), clock.now())
@@ -150,7 +152,11 @@ def run(seed: int, hours: float, parallel: int, cap: float | None, prune: bool, 
         with store.read() as s:
             if all(j.status.terminal for j in intent.trials_of(s, sweep.id or 0)):
                 break
-        clock.advance(rng.uniform(5, 25))
+            if stop_at_spend is not None and passes % 20 == 0:  # the serial baseline: past the money
+                spent = sum(attempt_cost(a, clock.now()) for a in s.exec(select(Attempt)))
+                if spent > stop_at_spend:
+                    break
+        clock.advance(rng.uniform(10, 30))  # within the 30 s decision interval
     now = clock.now()
     with store.read() as s:
         jobs = intent.trials_of(s, sweep.id or 0)
@@ -180,20 +186,21 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cap", type=float, default=2.5, help="the sweep's cap, USD")
     ap.add_argument("--hours", type=float, default=10.0, help="the sweep's deadline")
+    ap.add_argument("--rule", default="asha", help="the sweep's pruning rule (median, asha)")
     ap.add_argument("--no-prune", action="store_true", help="no pruning rule in the sweep")
     args = ap.parse_args()
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / "a").mkdir()
         (Path(d) / "b").mkdir()
-        prune = not args.no_prune
+        rule = None if args.no_prune else args.rule
         try:
-            sweep = run(args.seed, args.hours, 3, args.cap, prune, Path(d) / "a")
+            sweep = run(args.seed, args.hours, 3, args.cap, rule, Path(d) / "a")
         except UserInputError as e:  # code without pruning rules: measure without one
             print(f"pruning not available here ({e}); running without it")
-            prune = False
-            sweep = run(args.seed, args.hours, 3, args.cap, prune, Path(d) / "a")
-        serial = run(args.seed, args.hours, 1, None, False, Path(d) / "b")
+            rule = None
+            sweep = run(args.seed, args.hours, 3, args.cap, rule, Path(d) / "a")
+        serial = run(args.seed, args.hours, 1, None, None, Path(d) / "b", stop_at_spend=args.cap)
     baseline = sum(1 for c in serial["spend_at_finish"] if c <= args.cap + 1e-9)
     share = sweep["wasted"] / sweep["spend"] if sweep["spend"] else 0.0
     print(f"sweep: {sweep['finished']} finished, {sweep['pruned']} pruned of 9; ${sweep['spend']:.4f} of "
@@ -204,7 +211,7 @@ def main() -> None:
     print(json.dumps({
         "trials_finished": sweep["finished"], "trials_pruned": sweep["pruned"], "spend": round(sweep["spend"], 4),
         "cap": args.cap, "wasted_share": round(share, 4), "serial_baseline_finished": baseline,
-        "attempts": sweep["attempts"], "preemptions": sweep["preemptions"], "pruning": prune, "seed": args.seed,
+        "attempts": sweep["attempts"], "preemptions": sweep["preemptions"], "pruning": rule, "seed": args.seed,
         "wall_s": round(time.perf_counter() - t0, 1),
     }))
 
