@@ -100,10 +100,10 @@ def stoppable(a: Attempt) -> bool:
 def reserved_until(a: Attempt, now: datetime, at: datetime, policy: Policy, *, stop_now: bool = False) -> datetime:
     """Until when a live attempt's cost is reserved, as of a look at ``at`` (>= now): its
     decision point (never before the end of its runway), or with ``stop_now`` and stoppable, a
-    clean stop's. One being stopped ends by the first look after its drain deadline, whenever
-    the look."""
+    clean stop's. One being stopped ends by the first look after its drain deadline (A1: within
+    I of it), whenever the look: a look past the deadline is the one that ends it."""
     if a.status == AttemptStatus.DRAINING:
-        return max(now, a.drain_until or now) + timedelta(seconds=policy.decision_interval_s)
+        return max(now, (a.drain_until or now) + timedelta(seconds=policy.decision_interval_s))
     if stop_now and stoppable(a):
         return at + timedelta(seconds=policy.stop_grace_s + policy.decision_interval_s)
     return max(at, a.runway_until or at) + timedelta(seconds=policy.horizon_s)
