@@ -73,7 +73,7 @@ def test_no_attempt_is_stopped_for_budget_within_its_runway(jobs, cap, steps):
                 elif a.status == AttemptStatus.RUNNING:
                     g = gate(jid, led)
                     if g.stop is not None:
-                        assert now >= a.runway_until, f"job {jid} stopped {(a.runway_until - now)} before its runway ends"
+                        assert now >= a.runway_until, f"job {jid} stopped {a.runway_until - now} early"
                         a.status, a.drain_until = AttemptStatus.DRAINING, now + timedelta(seconds=POLICY.stop_grace_s)
                     elif finish > 0.97:  # the job finishes now
                         a.status, a.ended_at = AttemptStatus.ENDED, now
