@@ -81,7 +81,7 @@ def status(ctx: typer.Context,
             t.add_row(str(w["id"]), w["name"], w["status"],
                       ", ".join(f"{n} {s}" for s, n in sorted(w["counts"].items())) or "-",
                       f"${w['spent']:.4f}", _cap(w), f"{w['deadline']:%Y-%m-%d %H:%M}" if w["deadline"] else "-",
-                      f"{best['name']} {obj['metric']}={_fmt(best['metrics'][obj['metric']])}" if best else "-")
+                      _best(best, obj) if best else "-")
         Console().print(t)
         return
     cap = f" of {_cap(report)}" if report["max_cost"] is not None else " (no cap)"
@@ -96,11 +96,36 @@ def status(ctx: typer.Context,
     if obj and obj["metric"] in metrics:  # the objective first
         metrics.remove(obj["metric"])
         metrics.insert(0, obj["metric"])
-    t = Table("ID", "TRIAL", "STATUS", *params, *metrics, "COST", "NOTE")
+    by_result = bool(obj) and obj.get("source") == "result"
+    t = Table("ID", "TRIAL", "STATUS", *params, *(["RESULT"] if by_result else []), *metrics, "RUNTIME", "ATTEMPTS",
+              "PREEMPTIONS", "COST", "NOTE")
     for tr in report["trials"]:
         t.add_row(str(tr["id"]), tr["name"], tr["status"], *[_fmt(tr["params"].get(p, "-")) for p in params],
-                  *[_fmt(tr["metrics"].get(m, "-")) for m in metrics], f"${tr['cost']:.4f}", tr["message"] or "")
+                  *([_fmt(tr["value"]) if tr["value"] is not None else "-"] if by_result else []),
+                  *[_fmt(tr["metrics"].get(m, "-")) for m in metrics], _duration(tr["runtime_s"]),
+                  str(tr["attempts"]), str(tr["preemptions"]), f"${tr['cost']:.4f}", tr["message"] or "")
     Console().print(t)
+    if report["best"] is not None:
+        typer.echo(f"best: {_best(report['best'], obj)}")
+    sp = report["spend"]
+    typer.echo(f"spend ${report['spent']:.4f}: " + ", ".join(f"${sp[k]:.4f} {k}" for k in sp if sp[k] or k in (
+        "finished", "pruned", "held", "wasted")) + f" ({report['wasted_share']:.0%} wasted)")
+
+
+def _best(best: dict[str, Any], obj: dict[str, Any]) -> str:
+    """The best trial, flagged when it did not finish: ``lr-3 loss=0.25`` or
+    ``lr-2 loss=0.31 (unfinished, step 200)``."""
+    v = _fmt(best["value"]) if best.get("value") is not None else "-"
+    flag = ""
+    if best.get("unfinished"):
+        flag = f" (unfinished, step {best['step']:.0f})" if best.get("step") is not None else " (unfinished)"
+    return f"{best['name']} {obj['metric']}={v}{flag}"
+
+
+def _duration(seconds: float) -> str:
+    m, sec = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{sec:02d}s"
 
 
 @sweep_app.command("cancel")
