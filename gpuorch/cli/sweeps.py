@@ -1,4 +1,4 @@
-"""``gpuorch sweep submit|status|cancel``: cost-capped hyperparameter sweeps.
+"""``gpuorch sweep submit|status|update|resume|cancel``: cost-capped hyperparameter sweeps.
 
 Like the job commands (``jobs.py``), they act on this host's store through ``JobService``, or, with
 ``gpuorch --server URL``, on a remote one through the HTTP API's client: the same output and the
@@ -140,3 +140,50 @@ def cancel(ctx: typer.Context, name: str = NAME_ARG, json_out: bool = JSON_OPTIO
     else:
         typer.echo(f"sweep {sweep['id']} ({sweep['name']}): {sweep['status']}; "
                    f"{sweep['trials_cancelled']} unfinished trials to stop")
+
+
+BUDGET_OPTION = typer.Option(None, "--budget", help="The sweep's new cap in USD (not below what it has spent).")
+DEADLINE_OPTION = typer.Option(None, "--deadline", help="The new deadline: a duration (8h) or a time "
+                                                          "(2026-11-28T08:00, UTC unless an offset is given).")
+
+
+def _local_only(ctx: typer.Context, what: str) -> Any:
+    from gpuorch.cli.jobs import _backend
+    from gpuorch.errors import UserInputError
+
+    backend = _backend(ctx)
+    if not hasattr(backend, what):
+        raise UserInputError(f"--server: `gpuorch sweep {what.removeprefix('sweep_')}` is not served over the "
+                             "HTTP API yet; run it on the control host")
+    return backend
+
+
+@sweep_app.command("update")
+def update(ctx: typer.Context, name: str = NAME_ARG, budget: float = BUDGET_OPTION, deadline: str = DEADLINE_OPTION,
+           json_out: bool = JSON_OPTION) -> None:
+    """Raise the sweep's cap or move its deadline; held and queued trials go on under them."""
+    from gpuorch.cli.jobs import _errors
+
+    with _errors():
+        sweep = _local_only(ctx, "sweep_update").sweep_update(name, budget, deadline)
+    if json_out:
+        emit_json(sweep)
+    else:
+        cap = f"cap ${sweep['max_cost']:.2f}" if sweep["max_cost"] is not None else "no cap"
+        when = f", deadline {sweep['deadline']:%Y-%m-%d %H:%M} UTC" if sweep["deadline"] else ""
+        typer.echo(f"sweep {sweep['id']} ({sweep['name']}): {sweep['status']}; {cap}{when}")
+
+
+@sweep_app.command("resume")
+def resume(ctx: typer.Context, name: str = NAME_ARG, budget: float = BUDGET_OPTION, deadline: str = DEADLINE_OPTION,
+           json_out: bool = JSON_OPTION) -> None:
+    """Restart a done or cancelled sweep's unfinished trials from their checkpoints (held ones first)."""
+    from gpuorch.cli.jobs import _errors
+
+    with _errors():
+        sweep = _local_only(ctx, "sweep_resume").sweep_resume(name, budget, deadline)
+    if json_out:
+        emit_json(sweep)
+    else:
+        typer.echo(f"sweep {sweep['id']} ({sweep['name']}): {sweep['status']}; {sweep['trials_resumed']} trials "
+                   f"resumed; follow it with `gpuorch sweep status {sweep['name']}`")
