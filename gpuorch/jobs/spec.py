@@ -20,7 +20,7 @@ from pydantic_core import ErrorDetails
 from gpuorch import gpus
 from gpuorch.errors import UserInputError
 from gpuorch.policy.recovery import get_strategy
-from gpuorch.sizing.workload import Workload
+from gpuorch.sizing.workload import SHARDED, Distributed, Workload
 from gpuorch.units import parse_duration_s, parse_size_gib
 
 if TYPE_CHECKING:
@@ -237,6 +237,9 @@ class JobSpec(Strict):
     retry: Retry = Field(default_factory=Retry)
     recovery: Recovery | None = None
     model: Workload | None = None  # what the job does with a model: placement sizes the GPU from it
+    # How the job uses several GPUs (strategy, degree); undeclared: one GPU, and a multi-GPU offer is
+    # only a place to run it. The job's environment gets GPUORCH_DISTRIBUTED and _DEGREE.
+    distributed: Distributed | None = None
     budget: Budget | None = None
     volume: VolumeRequest | None = None
     deadline: Deadline | None = None  # finish by then at the least cost (docs/policy.md)
@@ -254,6 +257,36 @@ class JobSpec(Strict):
             raise ValueError("deadline.job_hours: required to plan for a deadline (how many hours the job runs); "
                              "add it, or give model.tokens or model.duration")
         return self
+
+    @model_validator(mode="after")
+    def _distributed(self) -> JobSpec:
+        d, m = self.distributed, self.model
+        if m is not None and m.distributed is not None:
+            if d is not None:
+                raise ValueError("distributed: given twice (top level and model.distributed); keep the top-level one")
+            d = m.distributed
+        if d is None and m is not None and m.sharding in ("zero2", "zero3", "fsdp"):
+            d = Distributed(strategy=m.sharding)  # model.sharding, the older spelling, declares it too
+        gpu = self.resources.gpu
+        if d is not None and gpu is not None:
+            if d.strategy in SHARDED and gpu.count == 1:
+                raise ValueError(f"distributed: {d.strategy} with one GPU (resources.gpu: {gpu}) shards nothing; "
+                                 "ask for several GPUs in resources.gpu, or use strategy none")
+            if d.degree and d.degree > gpu.count:
+                raise ValueError(f"distributed.degree: {d.degree} GPUs, but resources.gpu asks for {gpu.count}; "
+                                 "make them agree")
+        if m is not None and d is not None and m.method == "inference" and d.strategy in ("ddp", "fsdp", "zero2",
+                                                                                           "zero3"):
+            raise ValueError(f"distributed: {d.strategy} shards training state; inference spreads over GPUs with "
+                             "strategy tp (or none: one GPU)")
+        if m is not None:  # the model is sized for exactly what the job declares (none: one GPU)
+            return self.model_copy(update={"distributed": d, "model": m.model_copy(
+                update={"distributed": d or Distributed()})})
+        return self if d is self.distributed else self.model_copy(update={"distributed": d})
+
+    @property
+    def strategy(self) -> Distributed:
+        return self.distributed or Distributed()
 
     @field_validator("name")
     @classmethod

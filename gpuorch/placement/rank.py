@@ -35,7 +35,8 @@ class Candidate:
     est_cost: float = 0.0  # expected total USD, billing rounding and overheads included
     est_finish_hours: float = 0.0  # expected wall-clock hours from launch to done
     per_gpu_gib: float | None = None  # memory estimate per GPU (jobs with a model block)
-    sharding: str | None = None
+    sharding: str | None = None  # the strategy assumed on this offer: none, ddp, fsdp, zero2, zero3, tp
+    gpus_used: int | None = None  # GPUs of the offer the job uses (None: no model block, all it asks for)
 
     @property
     def price_per_hour(self) -> float:
@@ -171,7 +172,8 @@ def plan(
             heapq.heappush(heap, (order.prices[pos + 1] * a + b, finish, order.rows[pos + 1], g, pos + 1))
         fit = fits[ci]
         hours = fit.hours if fit.hours is not None else opts.default_hours
-        cand = Candidate(idx.offers[row], spot, hours, cost, finish / 3600, fit.per_gpu_gib, fit.sharding)
+        cand = Candidate(idx.offers[row], spot, hours, cost, finish / 3600, fit.per_gpu_gib, fit.sharding,
+                         fit.gpus_used)
         if avoid is not None and avoid(cand):
             continue
         chosen.append(cand)

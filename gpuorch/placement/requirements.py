@@ -3,7 +3,8 @@
 Checked per class, not per offer (see ``index``), in this order: a GPU at all, the GPU model,
 the GPU count, the per-GPU memory floor of ``resources.gpu``, vCPU and RAM, then -- with a
 ``model:`` block -- precision support, the interconnect the workload demands, and the memory
-estimate with the least sharding that fits. Results are cached per (job needs, index).
+estimate on the GPUs the job's declared ``distributed`` strategy uses (undeclared: one GPU; a
+multi-GPU offer is then only a place to run it). Results are cached per (job needs, index).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class ClassFit:
     per_gpu_gib: float | None
     sharding: str | None
     checkpoint_gib: float  # restored after each preemption
+    gpus_used: int | None = None  # GPUs the job's strategy uses on this class (None: no model block)
 
 
 @dataclass(frozen=True)
@@ -71,19 +73,23 @@ def _evaluate(needs: Needs, c: OfferClass) -> ClassFit | Refusal:
     why = unsupported(w, spec)
     if why:
         return Refusal(why)
-    link = c.interconnect if c.gpu_count > 1 else None
-    if w.interconnect == "nvlink" and c.gpu_count > 1 and link not in gpus.FAST_LINKS:
+    strategy = w.strategy
+    used = strategy.gpus_on(c.gpu_count)
+    if used > c.gpu_count:
+        return Refusal(f"{c.gpu_count} GPU(s), distributed: {strategy.strategy} asks for {used}")
+    link = c.interconnect if used > 1 else None
+    if w.interconnect == "nvlink" and used > 1 and link not in gpus.FAST_LINKS:
         return Refusal(f"GPUs linked by {link or 'an unknown interconnect'}; the job asks for interconnect: nvlink")
     usable = min(c.gpu_memory_gib, spec.usable)
-    est, ok = best_estimate(w, c.gpu_count, usable)
+    est, ok = best_estimate(w, used, usable)
     if not ok:
-        return Refusal(
-            f"needs {est.per_gpu_gib:.1f} GiB per GPU ({est.sharding} over {c.gpu_count}), has {usable:.1f}",
-            est.per_gpu_gib,
-            usable,
-        )
-    hours = estimate_hours(w, spec, c.gpu_count, link, est.sharding)
-    return ClassFit(hours, est.per_gpu_gib, est.sharding, checkpoint_bytes(w) / GIB)
+        over = f"{est.sharding} over {used}" if used > 1 else "on one GPU: the job declares no distributed strategy"
+        return Refusal(f"needs {est.per_gpu_gib:.1f} GiB per GPU ({over}), has {usable:.1f}", est.per_gpu_gib,
+                       usable)
+    # Tensor-parallel inference serves one replica per `degree` GPUs of the offer (tensor x data
+    # parallel); everything else runs on the GPUs it uses and leaves the rest idle.
+    hours = estimate_hours(w, spec, c.gpu_count if est.sharding == "tp" else used, link, est.sharding)
+    return ClassFit(hours, est.per_gpu_gib, est.sharding, checkpoint_bytes(w) / GIB, used)
 
 
 CACHE_JOBS = 4096
