@@ -83,7 +83,9 @@ def _evaluate(needs: Needs, c: OfferClass) -> ClassFit | Refusal:
     usable = min(c.gpu_memory_gib, spec.usable)
     est, ok = best_estimate(w, used, usable)
     if not ok:
-        over = f"{est.sharding} over {used}" if used > 1 else "on one GPU: the job declares no distributed strategy"
+        over = (f"{est.sharding} over {used}" if used > 1 else
+                "on one GPU: the job declares no distributed strategy" if strategy.strategy == "none" else
+                f"{strategy.strategy} on this offer's one GPU")
         return Refusal(f"needs {est.per_gpu_gib:.1f} GiB per GPU ({over}), has {usable:.1f}", est.per_gpu_gib,
                        usable)
     # Tensor-parallel inference serves one replica per `degree` GPUs of the offer (tensor x data

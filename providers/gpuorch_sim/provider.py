@@ -31,7 +31,7 @@ from gpuorch.provider.localdir import REASON_TERMINATED, InstanceDir, LocalRunne
 from gpuorch.testing.faults import FaultPlan
 
 from .cloud import TAG_LIFETIME, Instances, ensure_cloud, open_market, stop_cloud
-from .market import PROVIDER, SimMarket, SimOptions, resolve
+from .market import PROVIDER, SimClock, SimMarket, SimOptions, resolve
 from .runner import ExternalAgentRunner
 
 T = TypeVar("T")
@@ -60,16 +60,29 @@ class SimProvider(Provider):
         self._runners: dict[str, LocalRunner] = {}
 
     @classmethod
-    def from_config(cls, options: dict[str, Any], home: Path) -> SimProvider:
-        """Build from the daemon config's ``providers.sim`` options (``SimOptions``); state in
-        ``home/sim``. Raises UserInputError naming the option for anything invalid."""
+    def catalog_offers(cls, options: dict[str, Any], home: Path) -> list[Offer]:
+        """The market's offers now, read from its traces without starting its cloud process or
+        writing its state (``submit``'s fit check, ``gpuorch plan`` / ``offers``). The replay's
+        origin is now, so spot prices are the traces' first; the live market may be further on."""
+        opts = cls.from_config_options(options)
+        now = time.time()
+        return SimMarket(opts, SimClock(now, opts.start_s, opts.time_scale)).offers(now)
+
+    @classmethod
+    def from_config_options(cls, options: dict[str, Any]) -> SimOptions:
         try:
             opts = SimOptions.model_validate(options or {})
         except ValidationError as e:
             err = e.errors()[0]
             where = ".".join(str(x) for x in err["loc"])
             raise UserInputError(f"providers.sim.{where}: {err['msg']}") from None
-        opts = opts.model_copy(update={"traces": resolve(opts.traces), "prices": resolve(opts.prices)})
+        return opts.model_copy(update={"traces": resolve(opts.traces), "prices": resolve(opts.prices)})
+
+    @classmethod
+    def from_config(cls, options: dict[str, Any], home: Path) -> SimProvider:
+        """Build from the daemon config's ``providers.sim`` options (``SimOptions``); state in
+        ``home/sim``. Raises UserInputError naming the option for anything invalid."""
+        opts = cls.from_config_options(options)
         try:
             FaultPlan.from_options(opts.faults)
         except (ValueError, TypeError) as e:

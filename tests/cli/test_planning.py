@@ -120,18 +120,18 @@ def test_offers_json_cheapest_first(catalog):
 
 
 def test_offers_from_the_snapshot():
-    r = cli("offers", "--gpu", "A100", "--region", "us-east-1", "--top", "3")
+    r = cli("offers", "--price-list", "--gpu", "A100", "--region", "us-east-1", "--top", "3")
     assert r.exit_code == 0 and "p4d.24xlarge" in r.stdout and "3 offer(s)" in r.stdout
 
 
 def test_offers_provider_azure_lists_the_snapshot_azure_rows():
-    data = json.loads(cli("offers", "--provider", "azure", "--on-demand", "--json").stdout)
+    data = json.loads(cli("offers", "--price-list", "--provider", "azure", "--on-demand", "--json").stdout)
     assert data["count"] == 84 and {o["provider"] for o in data["offers"]} == {"azure"}
     prices = [o["price_per_hour"] for o in data["offers"]]
     assert prices == sorted(prices) and prices[0] == 0.526  # Standard_NC4as_T4_v3, eastus/eastus2/...
     assert data["offers"][-1]["instance_type"] == "Standard_ND96isr_H100_v5"
     assert all(o["min_billing_s"] == 300 for o in data["offers"])
-    text = cli("offers", "--provider", "azure", "--gpu", "A100", "--region", "westus3", "--top", "1")
+    text = cli("offers", "--price-list", "--provider", "azure", "--gpu", "A100", "--region", "westus3", "--top", "1")
     assert text.exit_code == 0 and "Standard_NC24ads_A100_v4 1xA100-80GB" in text.stdout
 
 
@@ -139,7 +139,7 @@ def test_plan_picks_azure_when_it_is_cheapest(tmp_path):
     spec = tmp_path / "a100.yaml"
     spec.write_text("name: a100\nrun: x\nresources: {gpu: 'A100:80GB:1'}\n"
                     "checkpoint: {store: 's3://bucket/ft', interval: 10m}\n")
-    data = json.loads(cli("plan", str(spec), "--json", "--top", "3").stdout)
+    data = json.loads(cli("plan", str(spec), "--price-list", "--json", "--top", "3").stdout)
     best = data["candidates"][0]
     # snapshot: Azure NC24ads_A100_v4 spot $0.40403/h in westus3 beats GCP's a2-ultragpu-1g spot
     assert (best["provider"], best["region"], best["instance_type"], best["spot"]) == (
@@ -148,7 +148,7 @@ def test_plan_picks_azure_when_it_is_cheapest(tmp_path):
     od = tmp_path / "od.yaml"
     od.write_text("name: od\nrun: x\nresources: {gpu: 'A100:80GB:1'}\nspot_policy: on-demand\n")
     # on demand, GCP us-central1 ($2.94582/h) is cheaper than Azure's $3.673/h
-    assert json.loads(cli("plan", str(od), "--json").stdout)["candidates"][0]["provider"] == "gcp"
+    assert json.loads(cli("plan", str(od), "--price-list", "--json").stdout)["candidates"][0]["provider"] == "gcp"
 
 
 @pytest.mark.parametrize(
@@ -218,7 +218,7 @@ def test_plan_says_when_only_several_nodes_would_hold_the_job(tmp_path, catalog)
     line = one_line_error(cli("plan", str(spec), "--catalog", catalog))
     assert line == ("error: wide: resources.gpu asks for 16 H100 on one instance; no instance has more than 8, and "
                     "gpuorch places a job on one instance (multi-node placement is not supported yet): "
-                    "ask for at most 8 GPUs, or use a model: block to size the job")
+                    f"ask for at most 8 GPUs, or use a model: block to size the job (ranked price list {catalog})")
 
 
 @pytest.mark.parametrize(
@@ -228,7 +228,7 @@ def test_plan_says_when_only_several_nodes_would_hold_the_job(tmp_path, catalog)
         ("name: x\nrun: y\nmodel: {params: 8B, method: sft}\n", "model.method"),
         ("name: x\nrun: y\nmodel: {params: 8B, colour: red}\n", "model.colour: unknown key"),
         ("name: x\nrun: y\nresources: {gpu: Z900}\n", "unknown GPU 'Z900'"),
-        ("name: x\nrun: y\nregions: [mars-1]\n", "no offer satisfies the job"),
+        ("name: x\nrun: y\nregions: [mars-1]\n", "regions: unknown region 'mars-1' in price list"),
     ],
 )
 def test_plan_errors(tmp_path, catalog, body, message):

@@ -207,3 +207,73 @@ def test_shapes_presets_and_generic():
 def test_workload_rejects_impossible_combinations(fields, message):
     with pytest.raises(ValidationError, match=message):
         Workload(**fields)
+
+
+def _b(**kw):
+    return estimate_memory(Workload(preset="llama-3-8b", **kw)).breakdown
+
+
+def test_master_weights_optimizer_state_dtype_and_paged_optimizers():
+    n = PRESETS["llama-3-8b"].param_count()
+    mixed, pure = _b(method="full"), _b(method="full", master_weights=False, optimizer_state_dtype="bf16")
+    assert mixed["optimizer"] * GIB == pytest.approx(12 * n)  # fp32 master + fp32 m, v
+    assert pure["optimizer"] * GIB == pytest.approx(4 * n)  # torchtune's pure bf16: bf16 m, v, no master
+    assert _b(method="full", optimizer="paged-adamw-8bit")["optimizer"] * GIB == pytest.approx(4 * n)  # master only
+    assert _b(method="full", optimizer="adamw-8bit")["optimizer"] * GIB == pytest.approx(6 * n)
+    layer = PRESETS["llama-3-8b"].layer_params
+    assert _b(method="full", optimizer_in_backward=True)["gradients"] * GIB == pytest.approx(2 * layer)
+
+
+def test_adapter_dtype():
+    fp32, bf16 = _b(method="lora"), _b(method="lora", adapter_dtype="bf16")
+    assert bf16["adapters"] == pytest.approx(fp32["adapters"] / 2) and bf16["gradients"] == pytest.approx(
+        fp32["gradients"] / 2)
+
+
+def test_checkpointing_offload_loss_and_compile_order_the_activations():
+    act = {m: _b(method="full", seq_len=8192, activation_checkpointing=m)["activations"]
+           for m in ("none", "selective", "full")}
+    assert act["none"] > act["selective"] > act["full"] > 0
+    offloaded = _b(method="full", seq_len=8192, activation_checkpointing="full", offload="activations")
+    assert offloaded["activations"] < act["full"]
+    loss = {m: _b(method="lora", seq_len=8192, loss=m)["logits"] for m in ("eager", "chunked", "fused")}
+    assert loss["eager"] > loss["chunked"] > loss["fused"] == 0
+    assert loss["eager"] * GIB == pytest.approx(LOSS_BYTES["eager"] * 8192 * 128256)
+    compiled = _b(method="full", seq_len=8192, compile=True)
+    assert compiled["activations"] < act["none"] and compiled["logits"] < _b(method="full", seq_len=8192)["logits"]
+
+
+def test_kv_cache_dtype_and_chunked_prefill():
+    def b(**kw):
+        return estimate_memory(Workload(preset="llama-3.1-8b", method="inference", seq_len=32768, micro_batch=4,
+                                        **kw)).breakdown
+
+    base = b()
+    assert b(kv_cache_dtype="fp8")["kv_cache"] == pytest.approx(base["kv_cache"] / 2)
+    # Prefill runs in chunks of max_batched_tokens (vLLM's chunked prefill), not all 131k tokens at once.
+    small = b(max_batched_tokens=2048)
+    assert small["activations"] == pytest.approx(base["activations"] / 4)
+
+
+def test_architecture_intermediate_and_tied_embeddings():
+    w = Workload(architecture={"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "vocab": 128256,
+                               "intermediate": 14336})
+    assert w.shape.param_count() == PRESETS["llama-3-8b"].param_count()
+    tied = Workload(architecture={"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "vocab": 128256,
+                                  "intermediate": 14336, "tied_embeddings": True})
+    assert w.n_params - tied.n_params == 128256 * 4096
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"method": "inference", "offload": "optimizer"}, "offload moves training state to host memory"),
+    ({"method": "inference", "loss": "fused"}, "loss: inference computes no loss"),
+    ({"method": "inference", "activation_checkpointing": "full"}, "activation_checkpointing: inference keeps"),
+    ({"method": "lora", "master_weights": False}, "master_weights: only full fine-tuning keeps a master copy"),
+    ({"method": "full", "max_batched_tokens": 4096}, "max_batched_tokens is the inference prefill chunk"),
+    ({"preset": "llama-3-8b", "seq_len": 16384}, "seq_len 16384 is longer than llama-3-8b's maximum context 8192"),
+    ({"offload": "disk"}, "unknown offload 'disk'"),
+    ({"gradient_checkpointing": False, "activation_checkpointing": "full"}, "disagree"),
+])
+def test_contradictory_settings_are_refused_naming_the_field(fields, message):
+    with pytest.raises(ValidationError, match=message):
+        Workload.model_validate({"params": "8B", **fields})
