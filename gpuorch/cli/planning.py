@@ -37,9 +37,14 @@ def _workload(fields: dict[str, Any]) -> Any:
         return Workload.model_validate({k: v for k, v in fields.items() if v is not None})
     except ValidationError as e:
         err = e.errors()[0]
+        msg = str(err["msg"]).removeprefix("Value error, ")
         name = str(err["loc"][-1]) if err["loc"] else ""
+        if not name:  # a check across fields: its message starts with the field it blames
+            first = msg.split(" ", 1)[0].rstrip(":")
+            name = first if first in Workload.model_fields and first != "params" else ""
+            msg = msg.removeprefix(f"{name}: ") if name else msg
         where = f"{_FLAG.get(name, '--' + name.replace('_', '-'))}: " if name else ""
-        fail(where + str(err["msg"]).removeprefix("Value error, "))
+        fail(where + msg)
 
 
 @app.command()
@@ -128,7 +133,8 @@ def estimate(
     for k, v in report["breakdown"].items():
         typer.echo(f"  {k:<12}{v:>9.2f} GiB")
     typer.echo(f"  {'total':<12}{report['per_gpu_gib']:>9.2f} GiB per GPU, {report['total_gib']:.2f} GiB in all")
-    typer.echo("smallest configurations that fit:")
+    typer.echo(f"smallest configurations that fit (keeping {report['headroom']:.0%} of each card's usable memory "
+               "free):")
     for f in report["fits"]:
         hours = f" ~{f['est_hours']:.1f} h" if f.get("est_hours") else ""
         typer.echo(f"  {f['gpu_count']:>3} x {f['gpu']:<11} {f['scope']:<10} {f['per_gpu_gib']:>7.1f} / "

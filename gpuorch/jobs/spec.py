@@ -262,9 +262,10 @@ class JobSpec(Strict):
     def _distributed(self) -> JobSpec:
         d, m = self.distributed, self.model
         if m is not None and m.distributed is not None:
-            if d is not None:
-                raise ValueError("distributed: given twice (top level and model.distributed); keep the top-level one")
-            d = m.distributed
+            if d is not None and d != m.distributed and m.distributed != Distributed():
+                raise ValueError("distributed: given twice, differently (top level and model.distributed); keep the "
+                                 "top-level one")
+            d = d or (m.distributed if m.distributed != Distributed() else None)  # a stored spec: model's copy
         if d is None and m is not None and m.sharding in ("zero2", "zero3", "fsdp"):
             d = Distributed(strategy=m.sharding)  # model.sharding, the older spelling, declares it too
         gpu = self.resources.gpu

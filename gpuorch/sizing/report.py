@@ -7,7 +7,7 @@ from typing import Any
 from gpuorch import gpus
 from gpuorch.errors import UserInputError
 from gpuorch.sizing.fit import MAX_NODES, Fit, best_estimate, smallest_fit, smallest_fits, unsupported
-from gpuorch.sizing.memory import MemoryEstimate, estimate_memory
+from gpuorch.sizing.memory import HEADROOM, MemoryEstimate, allowed_gib, estimate_memory
 from gpuorch.sizing.runtime import estimate_hours
 from gpuorch.sizing.workload import Workload
 
@@ -45,7 +45,9 @@ def strategy_hint(w: Workload) -> str | None:
 
 
 def _missing(need: float, usable: float) -> str:
-    return f"needs {need:.1f} GiB per GPU, has {usable:.1f} GiB ({need - usable:.1f} GiB missing)"
+    """What is missing on a card with ``usable`` GiB, whose last HEADROOM is kept free."""
+    return (f"needs {need:.1f} GiB per GPU, has {usable:.1f} GiB ({need - allowed_gib(usable):.1f} GiB missing; "
+            f"a fit keeps {HEADROOM:.0%} of the card free)")
 
 
 def check_fit(w: Workload, gpu_name: str, gpu_count: int = 1) -> MemoryEstimate:
@@ -130,6 +132,7 @@ def estimate_report(w: Workload, gpu_count: int = 1, gpu_name: str | None = None
         "per_gpu_gib": round(est.per_gpu_gib, 2),
         "total_gib": round(est.total_gib, 2),
         "breakdown": {k: round(v, 2) for k, v in est.breakdown.items()},
+        "headroom": HEADROOM,
         "fits": [_fit_dict(w, f) for f in fits],
         "smallest": {k: smallest.get(k) for k in ("single", "node", "multi_node")},
     }

@@ -45,8 +45,8 @@ def test_a_declared_strategy_is_the_only_one_tried():
      "job.yaml: distributed.degree: 8 GPUs, but resources.gpu asks for 4"),
     ({"model": {"params": "8B", "method": "inference"}, "distributed": {"strategy": "zero3"}},
      "job.yaml: distributed: zero3 shards training state; inference spreads over GPUs with strategy tp"),
-    ({"model": {"params": "8B", "distributed": {"strategy": "ddp"}}, "distributed": {"strategy": "ddp"}},
-     "job.yaml: distributed: given twice"),
+    ({"model": {"params": "8B", "distributed": {"strategy": "ddp"}}, "distributed": {"strategy": "fsdp"}},
+     "job.yaml: distributed: given twice, differently"),
     ({"distributed": {"strategy": "pipeline"}}, "job.yaml: distributed.strategy:"),
 ])
 def test_contradictions_get_one_line_naming_the_field(fields, message):
@@ -82,3 +82,13 @@ def test_tensor_parallel_inference_runs_replicas_on_the_other_gpus():
     assert eight == pytest.approx(4 * two)  # 4 replicas of 2-way tensor parallel
     assert estimate_memory(w, 2, "tp").breakdown["weights"] == pytest.approx(
         estimate_memory(w, 1, "none").breakdown["weights"] / 2)
+
+
+@pytest.mark.parametrize("fields", [{}, {"distributed": {"strategy": "fsdp", "degree": 4}},
+                                    {"model": {"params": "8B", "distributed": {"strategy": "zero2"}}}])
+def test_a_stored_spec_reads_back_the_same(fields):
+    """The store keeps the validated spec as JSON and the daemon parses it again, any number of times."""
+    first = spec(model={"params": "8B", "method": "full"}, **fields) if "model" not in fields else spec(**fields)
+    again = parse_spec(first.model_dump(mode="json"))
+    assert again == first and parse_spec(again.model_dump(mode="json")) == again
+    assert again.strategy == first.strategy

@@ -87,7 +87,8 @@ def test_precision_support():
 
 def test_check_fit_names_the_gap_and_a_fix():
     w = Workload(params="70B", method="qlora")
-    with pytest.raises(UserInputError, match=r"1xA10G is too small: needs .* GiB missing\); 4xA10G fits"):
+    gap = r"1xA10G is too small: needs .* GiB missing; a fit keeps 5% of the card free\); 4xA10G fits"
+    with pytest.raises(UserInputError, match=gap):
         check_fit(w, "A10G")
     with pytest.raises(UserInputError, match="unknown GPU"):
         check_fit(w, "Z900")
