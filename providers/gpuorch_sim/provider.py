@@ -15,6 +15,7 @@ time whether or not a daemon runs. ``faults`` makes a seeded share of the port's
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -30,7 +31,7 @@ from gpuorch.provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest
 from gpuorch.provider.localdir import REASON_TERMINATED, InstanceDir, LocalRunner, Meta, capacity, instance_id_for
 from gpuorch.testing.faults import FaultPlan
 
-from .cloud import TAG_LIFETIME, Instances, ensure_cloud, open_market, stop_cloud
+from .cloud import MARKET_FILE, TAG_LIFETIME, Instances, ensure_cloud, open_market, stop_cloud
 from .market import PROVIDER, SimClock, SimMarket, SimOptions, resolve
 from .runner import ExternalAgentRunner
 
@@ -62,11 +63,18 @@ class SimProvider(Provider):
     @classmethod
     def catalog_offers(cls, options: dict[str, Any], home: Path) -> list[Offer]:
         """The market's offers now, read from its traces without starting its cloud process or
-        writing its state (``submit``'s fit check, ``gpuorch plan`` / ``offers``). The replay's
-        origin is now, so spot prices are the traces' first; the live market may be further on."""
+        writing its state (``submit``'s fit check, ``gpuorch plan`` / ``offers``): at the running
+        replay's time when ``home/sim`` has one for these options, else at the replay's start."""
         opts = cls.from_config_options(options)
         now = time.time()
-        return SimMarket(opts, SimClock(now, opts.start_s, opts.time_scale)).offers(now)
+        origin = now
+        try:
+            saved = json.loads((Path(home) / "sim" / MARKET_FILE).read_text())
+            if saved.get("options") == opts.model_dump(mode="json"):
+                origin = float(saved["origin"])
+        except (OSError, ValueError, KeyError):
+            pass
+        return SimMarket(opts, SimClock(origin, opts.start_s, opts.time_scale)).offers(now)
 
     @classmethod
     def from_config_options(cls, options: dict[str, Any]) -> SimOptions:

@@ -7,6 +7,7 @@ answer with their simulated markets, the clouds with their rows of the shipped c
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,30 @@ def test_plan_with_only_sim_enabled_finds_the_sim_market(configs):
     data = json.loads(cli("--config", str(configs["sim"]), "plan", str(job), "--json").stdout)
     assert data["source"] == "the configured providers (sim)"
     assert data["candidates"] and {c["provider"] for c in data["candidates"]} == {"sim"}
+    assert not list(Path(os.environ["GPUORCH_HOME"]).rglob("market.json"))  # read-only: no replay started
+
+
+def test_sim_offers_follow_a_running_replay(configs):
+    """With a replay under way (its market.json), the sim's offers are priced at the replay's time,
+    not at the traces' start; without one, at the start."""
+    import time
+
+    from gpuorch.registry import provider_class
+
+    prices = TRACES.parents[1] / "spot-prices" / "aws-p3-2023"
+    home = Path(os.environ["GPUORCH_HOME"])
+    sim_cls = provider_class("sim")
+    opts = {"traces": str(TRACES), "prices": str(prices)}
+    at_start = {o.zone: o.spot_price_per_hour for o in sim_cls.catalog_offers(opts, home)}
+    resolved = sim_cls.from_config_options(opts).model_dump(mode="json")
+    (home / "sim").mkdir(parents=True, exist_ok=True)
+    for hours_ago in (10, 40, 100):  # wall hours x 60 (time_scale): days into the replay
+        (home / "sim" / "market.json").write_text(json.dumps({"options": resolved,
+                                                              "origin": time.time() - hours_ago * 3600}))
+        later = {o.zone: o.spot_price_per_hour for o in sim_cls.catalog_offers(opts, home)}
+        if later != at_start:
+            break
+    assert later.keys() == at_start.keys() and later != at_start
 
 
 def test_a_flag_selects_a_price_list_and_the_output_says_so(configs):
