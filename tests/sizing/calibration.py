@@ -45,10 +45,10 @@ class Point:
         if self.without_kv:
             gib -= est.breakdown["kv_cache"]
         if self.measures == "torch":  # PyTorch's allocator sees neither the CUDA context nor NCCL's buffers
-            gib -= self._outside_torch(est.sharding)
+            gib -= self.outside_torch(est.sharding)
         return gib
 
-    def _outside_torch(self, mode: str) -> float:
+    def outside_torch(self, mode: str) -> float:
         return CONTEXT_GIB + nccl_gib(self.gpus, mode)
 
     def error(self) -> float:

@@ -45,7 +45,7 @@ def test_reported_out_of_memory_runs_are_refused(point):
 @pytest.mark.parametrize("point", [p for p in c.measured(CAL + HOLD) if p.kind == "peak"], ids=lambda p: p.id)
 def test_every_table_card_smaller_than_a_measured_peak_is_refused(point):
     """A run that needed X GiB per GPU cannot run on a card with less usable memory."""
-    need = point.measured_gib + (point._outside_torch(point.workload.strategy.strategy) if point.measures == "torch"
+    need = point.measured_gib + (point.outside_torch(point.workload.strategy.strategy) if point.measures == "torch"
                                  else 0.0)
     mode = point.workload.strategy.strategy if point.gpus > 1 else "none"
     est = estimate_memory(point.workload, point.gpus, mode)
