@@ -233,8 +233,9 @@ def _candidate_dict(c: Any) -> dict[str, Any]:
         "est_hours": round(c.est_hours, 4), "est_cost": round(c.est_cost, 4),
         "est_finish_hours": round(c.est_finish_hours, 4),
         "per_gpu_gib": round(c.per_gpu_gib, 2) if c.per_gpu_gib is not None else None,
-        "sharding": c.sharding, "gpus_used": c.gpus_used, "billing_granularity_s": o.billing_granularity_s,
+        "sharding": c.sharding, "billing_granularity_s": o.billing_granularity_s,
         "interruption_bucket": o.interruption_bucket,
+        "gpus_used": c.gpus_used or o.gpu_count, "larger": c.larger, "ranked_price_per_hour": c.ranked_price_per_hour,
     }  # fmt: skip
 
 
@@ -255,11 +256,13 @@ def _work(spec: Any, default_hours: float) -> tuple[str, dict[str, Any]]:
 
 
 def _strategy_cell(c: Any) -> str:
-    if c.gpus_used is None:
-        return "-"
-    if c.gpus_used == 1 and c.offer.gpu_count > 1:
-        return f"1 of {c.offer.gpu_count}"
-    return f"{c.sharding} x{c.gpus_used}" if c.gpus_used > 1 else "1 GPU"
+    """What the candidate assumes: the strategy and the GPUs used (``1 of 8``: one GPU of eight)."""
+    used, count = c.gpus_used or c.offer.gpu_count, c.offer.gpu_count
+    if used < count:
+        return f"{used} of {count}"
+    if c.sharding in (None, "none"):
+        return f"{used} GPU" + ("s" if used > 1 else "")
+    return f"{c.sharding} x{used}"
 
 
 @app.command()
@@ -282,6 +285,15 @@ def plan(
     except UserInputError as e:
         fail(str(e))
     found, source = _source(catalog, price_list)
+    try:
+        if spec.volume is not None:  # placed only where volumes are (as the daemon does); refused if nowhere
+            from gpuorch.jobs.submitcheck import volume_scope
+            from gpuorch.registry import with_volumes
+
+            named = sorted({o.provider for o in found})
+            spec = volume_scope(spec, named, with_volumes(named), str(job))
+    except UserInputError as e:
+        fail(str(e))
     _known("provider", "providers", list(spec.providers or ()), {o.provider for o in found}, source)
     _known("region", "regions", list(spec.regions or ()), {o.region for o in found}, source)
     options = PlacementOptions()
@@ -293,7 +305,7 @@ def plan(
     except UserInputError as e:
         fail(str(e))
     if not result.candidates:
-        fail(f"{no_candidate_message(spec, result)} (ranked {source})")
+        fail(f"{no_candidate_message(spec, result, found)} (ranked {source})")
     rejected = [{"provider": r.provider, "instance_type": r.instance_type, "gpu": r.gpu, "gpu_count": r.gpu_count,
                  "offers": r.offers, "reason": r.reason} for r in result.rejected]  # fmt: skip
     if json_out:
@@ -309,7 +321,20 @@ def plan(
         o = c.offer
         gpu_s = f"{o.gpu_count}x{o.gpu}" if o.gpu else "-"
         market = "spot" if c.spot else "on-demand"
+        notes = [f"{o.gpu_count} GPUs, the job uses {c.gpus_used}"] if c.larger else []
+        if c.ranked_price_per_hour is not None:  # a zone far below its siblings: ranked at their median
+            notes.append(f"listed ${c.price_per_hour:.3f}/h, ranked at ${c.ranked_price_per_hour:.3f}/h")
         typer.echo(f"{o.provider:<8} {o.zone:<18} {o.instance_type:<{w}} {gpu_s:<13} {_strategy_cell(c):<10} "
-                   f"{market:<9} {c.price_per_hour:>8.3f} {c.est_finish_hours:>7.2f} {c.est_cost:>9.2f}")  # fmt: skip
+                   f"{market:<9} {c.price_per_hour:>8.3f} {c.est_finish_hours:>7.2f} {c.est_cost:>9.2f}"
+                   + (f"  ({'; '.join(notes)})" if notes else ""))  # fmt: skip
+    best = result.candidates[0]
+    if best.larger:
+        exact = next((c for c in result.candidates if not c.larger), None)
+        versus = (f"${exact.est_cost:.2f} on the cheapest instance with exactly {exact.gpus_used}" if exact
+                  else "no instance with exactly the GPUs asked for is among these candidates")
+        why = ("allowed by resources.gpu / allow_larger" if spec.resources.gpu is not None
+               else "a model job without a distributed strategy runs on one GPU")
+        typer.echo(f"the cheapest has {best.offer.gpu_count} GPUs, the job uses {best.gpus_used} ({why}): "
+                   f"expected ${best.est_cost:.2f} against {versus}")
     for r in rejected:
         typer.echo(f"rejected {r['provider']} {r['instance_type']} ({r['offers']} offer(s)): {r['reason']}")

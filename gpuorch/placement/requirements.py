@@ -26,11 +26,16 @@ class Needs:
     cpus: float
     memory_gib: float
     workload: Workload | None
+    allow_larger: bool = False
 
     @classmethod
     def of(cls, spec: JobSpec) -> Needs:
         r = spec.resources
-        return cls(r.gpu, r.cpus, r.memory, spec.model)
+        return cls(r.gpu, r.cpus, r.memory, spec.model, r.allow_larger)
+
+    def gpus_used(self, offered: int) -> int:
+        """GPUs the job uses on an instance with ``offered`` (all of them without resources.gpu)."""
+        return self.gpu.uses(offered) if self.gpu is not None else offered
 
 
 @dataclass(frozen=True)
@@ -39,7 +44,8 @@ class ClassFit:
     per_gpu_gib: float | None
     sharding: str | None
     checkpoint_gib: float  # restored after each preemption
-    gpus_used: int | None = None  # GPUs the job's strategy uses on this class (None: no model block)
+    gpus_used: int = 0  # of the instance's GPUs: fewer than it has when the job allows larger, or when a
+    # model job declares no distributed strategy (one GPU)
 
 
 @dataclass(frozen=True)
@@ -53,11 +59,14 @@ def _evaluate(needs: Needs, c: OfferClass) -> ClassFit | Refusal:
     req, w = needs.gpu, needs.workload
     if (req is not None or w is not None) and (c.gpu is None or c.gpu_count < 1):
         return Refusal("no GPU")
+    used = needs.gpus_used(c.gpu_count)
     if req is not None:
-        if req.name and gpus.lookup(c.gpu or "") != gpus.lookup(req.name):
-            return Refusal(f"GPU is {c.gpu}, the job asks for {req.name}")
+        if req.name and not req.matches(c.gpu):
+            return Refusal(f"GPU is {c.gpu}, the job asks for {req.name}{'' if req.variant else ' (any variant)'}")
         if c.gpu_count < req.count:
-            return Refusal(f"{c.gpu_count} GPU(s), the job asks for {req.count}")
+            return Refusal(f"{c.gpu_count} GPU(s), the job asks for {req.count_text}")
+        if not req.allows(c.gpu_count, needs.allow_larger):
+            return Refusal(larger_refusal(req, c.gpu_count))
         floor = req.memory_floor_gib()
         if not gpus.memory_matches(c.gpu_memory_gib, floor):
             return Refusal(f"{c.gpu_memory_gib:g} GiB per GPU, the job asks for {floor:g} GiB")
@@ -66,17 +75,22 @@ def _evaluate(needs: Needs, c: OfferClass) -> ClassFit | Refusal:
     if c.memory_gib and c.memory_gib < needs.memory_gib:
         return Refusal(f"{c.memory_gib:g} GiB RAM, the job asks for {needs.memory_gib:g} GiB")
     if w is None:
-        return ClassFit(None, None, None, 0.0)
+        return ClassFit(None, None, None, 0.0, used)
     spec = c.spec
     if spec is None:
         return Refusal(f"GPU {c.gpu} is not in the GPU table; its speed is unknown")
     why = unsupported(w, spec)
     if why:
         return Refusal(why)
-    strategy = w.strategy
-    used = strategy.gpus_on(c.gpu_count)
-    if used > c.gpu_count:
-        return Refusal(f"{c.gpu_count} GPU(s), distributed: {strategy.strategy} asks for {used}")
+    # A model job is sized on the GPUs its distributed strategy uses: one without a strategy (a
+    # multi-GPU offer is only a place to run it), else the degree or every GPU it may use here.
+    strategy, may_use = w.strategy, used
+    if strategy.strategy == "none":
+        used = 1
+    elif strategy.degree:
+        if strategy.degree > may_use:
+            return Refusal(f"{may_use} GPU(s), distributed: {strategy.strategy} asks for {strategy.degree}")
+        used = strategy.degree
     link = c.interconnect if used > 1 else None
     if w.interconnect == "nvlink" and used > 1 and link not in gpus.FAST_LINKS:
         return Refusal(f"GPUs linked by {link or 'an unknown interconnect'}; the job asks for interconnect: nvlink")
@@ -90,8 +104,17 @@ def _evaluate(needs: Needs, c: OfferClass) -> ClassFit | Refusal:
                        usable)
     # Tensor-parallel inference serves one replica per `degree` GPUs of the offer (tensor x data
     # parallel); everything else runs on the GPUs it uses and leaves the rest idle.
-    hours = estimate_hours(w, spec, c.gpu_count if est.sharding == "tp" else used, link, est.sharding)
+    hours = estimate_hours(w, spec, may_use if est.sharding == "tp" else used, link, est.sharding)
     return ClassFit(hours, est.per_gpu_gib, est.sharding, checkpoint_bytes(w) / GIB, used)
+
+
+def larger_refusal(req: GpuRequirement, offered: int) -> str:
+    """Why an instance with more GPUs than asked is refused, and the two ways to allow it."""
+    if not req.at_least:
+        name = req.name or "GPU"
+        return (f"{offered} GPUs, the job asks for exactly {req.count}; to accept larger instances set "
+                f"resources.allow_larger: true or write a range like {name}:{req.count}..{offered}")
+    return f"{offered} GPUs, the job asks for {req.count_text}; set resources.allow_larger: true to accept more"
 
 
 CACHE_JOBS = 4096

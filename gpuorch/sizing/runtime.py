@@ -19,16 +19,18 @@ batch / step time, per replica. Prefill is not modelled.
 
 from __future__ import annotations
 
-from gpuorch.gpus import FAST_LINKS, GpuSpec
+from gpuorch.gpus import FAST_LINKS, GpuSpec, family
 from gpuorch.sizing.memory import weight_bytes
 from gpuorch.sizing.workload import Workload
 
 FLOPS_PER_PARAM_TOKEN = {"full": 6.0, "lora": 4.0, "qlora": 4.0}
 ATTENTION_FLOPS = 12.0  # x L * h * s per token, forward + backward
 
-# Model-FLOPs utilisation of one GPU in bf16, by GPU (calibrated; docs/sizing.md "Runtime"). GPUs
-# without a calibrated entry use the table's class default (``GpuSpec.efficiency``).
-UTILISATION = {"A100": 0.70, "A100-80GB": 0.70, "H100": 0.42, "H200": 0.55}
+# Model-FLOPs utilisation in bf16, by GPU family (calibrated on the SXM parts; docs/sizing.md
+# "Runtime"). The PCIe and NVL variants of a family are assumed alike (their lower peak is in the
+# table already), and GH200 like H100. Families without an entry use the table's class default
+# (``GpuSpec.efficiency``): an assumption.
+UTILISATION = {"A100": 0.70, "H100": 0.42, "GH200": 0.42, "H200": 0.55}
 AC_SPEED = {"none": 1.0, "selective": 0.9, "full": 0.8}  # share of speed left after recomputation
 COMPILE_SPEED = 1.15  # torch.compile (torchtitan Table 1: 6,667 vs 5,762 TPS/GPU)
 FP8_SPEEDUP = 1.28  # float8 linear layers over bf16 (torchtitan Table 1: 8,532 vs 6,667 TPS/GPU)
@@ -45,7 +47,7 @@ NODE_SCALE_UNKNOWN = 0.85
 
 
 def utilisation(w: Workload, gpu: GpuSpec) -> float:
-    return w.efficiency or UTILISATION.get(gpu.name, gpu.efficiency)
+    return w.efficiency or UTILISATION.get(family(gpu.name), gpu.efficiency)
 
 
 def flops_per_token(w: Workload) -> float:

@@ -25,6 +25,11 @@ def test_an_undeclared_job_is_sized_for_one_gpu():
     assert estimate_memory(s.model, 8).per_gpu_gib == estimate_memory(s.model, 1).per_gpu_gib
 
 
+def test_a_gpu_range_leaves_room_for_a_strategy():
+    s = spec(resources={"gpu": "H100:1..8"}, distributed={"strategy": "fsdp", "degree": 8})
+    assert s.strategy.degree == 8
+
+
 def test_a_declared_strategy_is_the_only_one_tried():
     s = spec(model={"params": "8B", "method": "full"}, distributed={"strategy": "zero2", "degree": 8})
     assert s.model.distributed == s.distributed and sharding_options(s.model, 8) == ("zero2",)
@@ -39,6 +44,8 @@ def test_a_declared_strategy_is_the_only_one_tried():
 @pytest.mark.parametrize("fields, message", [
     ({"resources": {"gpu": "A100:1"}, "distributed": {"strategy": "zero3"}},
      "job.yaml: distributed: zero3 with one GPU (resources.gpu: A100:1) shards nothing"),
+    ({"resources": {"gpu": "H100:1..1"}, "distributed": {"strategy": "fsdp"}},
+     "job.yaml: distributed: fsdp with one GPU (resources.gpu: H100:1..1) shards nothing"),
     ({"distributed": {"strategy": "fsdp", "degree": 1}}, "job.yaml: distributed: fsdp with degree 1 (one GPU)"),
     ({"distributed": {"strategy": "none", "degree": 4}}, "job.yaml: distributed: strategy none runs on one GPU"),
     ({"resources": {"gpu": "H100:4"}, "distributed": {"strategy": "fsdp", "degree": 8}},
