@@ -42,9 +42,11 @@ def test_reported_out_of_memory_runs_are_refused(point):
     assert point.refused()
 
 
-@pytest.mark.parametrize("point", [p for p in c.measured(CAL + HOLD) if p.kind == "peak"], ids=lambda p: p.id)
+@pytest.mark.parametrize("point", [p for p in c.measured(CAL + HOLD) if p.kind in ("peak", "max_context")],
+                         ids=lambda p: p.id)
 def test_every_table_card_smaller_than_a_measured_peak_is_refused(point):
-    """A run that needed X GiB per GPU cannot run on a card with less usable memory."""
+    """A run that needed X GiB per GPU cannot run on a card with less usable memory (for a
+    longest-context point, X is the card it just fit)."""
     need = point.measured_gib + (point.outside_torch(point.workload.strategy.strategy) if point.measures == "torch"
                                  else 0.0)
     mode = point.workload.strategy.strategy if point.gpus > 1 else "none"
