@@ -178,7 +178,7 @@ class Workload(_Frozen):
                                  "remove it")
             if self.distributed and self.distributed.strategy in ("ddp", "fsdp", "zero2", "zero3"):
                 raise ValueError(f"distributed: {self.distributed.strategy} shards training state; inference "
-                                 "spreads over GPUs with strategy tp (or none for one replica per GPU)")
+                                 "spreads over GPUs with strategy tp (or none: one GPU)")
         elif self.max_batched_tokens is not None:
             raise ValueError("max_batched_tokens is the inference prefill chunk; remove it for training "
                              "(seq_len and micro_batch size training)")
