@@ -125,9 +125,11 @@ def estimate(
         emit_json(report)
         return
     s = report["workload"]
-    checkpointed = ", gradient checkpointing" if s["gradient_checkpointing"] else ""
+    ac = {"none": "no"}.get(s["activation_checkpointing"], s["activation_checkpointing"])
+    extra = f", {ac} checkpointing, {s['loss']} loss" if s["activation_checkpointing"] else ""
+    extra += f", offload {'+'.join(s['offload'])}" if s["offload"] else ""
     typer.echo(f"{s['params'] / 1e9:.1f}B params ({s['shape']} shape), {s['method']}, {s['precision']}, "
-               f"seq {s['seq_len']} x {s['micro_batch']}{checkpointed}")
+               f"seq {s['seq_len']} x {s['micro_batch']}{extra}")
     on = f"{gpus}x{report['gpu']}" if report["gpu"] else f"{gpus} GPU(s)"
     typer.echo(f"per GPU on {on}, sharding {report['sharding']}:")
     for k, v in report["breakdown"].items():
