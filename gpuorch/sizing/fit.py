@@ -58,7 +58,7 @@ def best_estimate(w: Workload, gpus: int, usable_gib: float) -> tuple[MemoryEsti
     smallest one and False."""
     est = None
     for mode in sharding_options(w, gpus):
-        est = estimate_memory(w, gpus, mode)
+        est = estimate_memory(w, gpus, mode, usable_gib)
         if fits(est, usable_gib):
             return est, True
     assert est is not None

@@ -62,7 +62,10 @@ WORKSPACE_GIB = 0.5  # cuBLAS / cuDNN workspaces and allocator slack
 NCCL_GIB = 0.5  # communicator buffers per GPU when several GPUs talk (outside PyTorch's allocator too)
 HEADROOM = 0.05  # share of usable memory a fit leaves free
 
-DEFAULT_BATCHED_TOKENS = 8192  # vLLM's default max_num_batched_tokens with chunked prefill
+# vLLM's default max_num_batched_tokens for `vllm serve` (chunked prefill): 8192 on cards with 70 GiB
+# or more, 2048 below (vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults; it also keeps A100s
+# at 2048, which gpuorch, not knowing the card's name here, does not: conservative).
+DEFAULT_BATCHED_TOKENS, DEFAULT_BATCHED_TOKENS_SMALL, LARGE_CARD_GIB = 8192, 2048, 70.0
 
 COMPONENTS = ("weights", "gradients", "optimizer", "adapters", "activations", "logits", "kv_cache", "overhead")
 
@@ -228,12 +231,21 @@ def _training_activations(w: Workload, mode: str, n: int) -> tuple[float, float]
     return act, loss
 
 
-def _inference_activations(w: Workload, n: int) -> tuple[float, float, float]:
+def batched_tokens(w: Workload, card_gib: float | None = None) -> int:
+    """Tokens per prefill step: the workload's ``max_batched_tokens``, else vLLM's default for the
+    card (the larger one when the card is not known)."""
+    if w.max_batched_tokens is not None:
+        return w.max_batched_tokens
+    small = card_gib is not None and card_gib < LARGE_CARD_GIB
+    return DEFAULT_BATCHED_TOKENS_SMALL if small else DEFAULT_BATCHED_TOKENS
+
+
+def _inference_activations(w: Workload, n: int, card_gib: float | None) -> tuple[float, float, float]:
     """(KV cache, prefill activations, logits) bytes per GPU."""
     s = w.shape
     tokens = float(w.seq_len * w.micro_batch)
     kv = 2 * s.layers * s.kv_dim * tokens * w.kv_bytes
-    chunk = min(tokens, float(w.max_batched_tokens or DEFAULT_BATCHED_TOKENS))
+    chunk = min(tokens, float(batched_tokens(w, card_gib)))
     act = INFER_ACT * 2 * chunk * (2 * s.hidden + 2 * s.kv_dim + 3 * s.intermediate)
     logits = 4.0 * w.micro_batch * s.vocab  # fp32 logits of the last token of each sequence
     return kv / n, act / n, logits
@@ -243,9 +255,12 @@ def nccl_gib(gpus: int, mode: str) -> float:
     return NCCL_GIB if gpus > 1 and mode != "none" else 0.0
 
 
-def estimate_memory(w: Workload, gpus: int = 1, sharding: str | None = None) -> MemoryEstimate:
+def estimate_memory(
+    w: Workload, gpus: int = 1, sharding: str | None = None, card_gib: float | None = None
+) -> MemoryEstimate:
     """Per-GPU memory of ``w`` spread over ``gpus`` GPUs with ``sharding`` (default: the most
-    sharded option ``w`` allows on that many GPUs, the smallest per-GPU figure)."""
+    sharded option ``w`` allows on that many GPUs, the smallest per-GPU figure). ``card_gib``, the
+    card's usable memory when known, picks vLLM's default prefill chunk for inference."""
     mode = sharding or sharding_options(w, gpus)[-1]
     n = max(1, gpus) if mode in ("zero2", "zero3", "fsdp", "tp") else 1
     parts = _model_states(w, n, mode)
@@ -253,7 +268,7 @@ def estimate_memory(w: Workload, gpus: int = 1, sharding: str | None = None) -> 
         act, logits = _training_activations(w, mode, n)
         kv = 0.0
     else:
-        kv, act, logits = _inference_activations(w, n if mode == "tp" else 1)
+        kv, act, logits = _inference_activations(w, n if mode == "tp" else 1, card_gib)
     parts |= {"activations": act, "logits": logits, "kv_cache": kv}
     out = {k: parts[k] / GIB for k in COMPONENTS if k != "overhead"}
     out["overhead"] = CONTEXT_GIB + WORKSPACE_GIB + nccl_gib(gpus, mode)

@@ -278,3 +278,12 @@ def test_architecture_intermediate_and_tied_embeddings():
 def test_contradictory_settings_are_refused_naming_the_field(fields, message):
     with pytest.raises(ValidationError, match=message):
         Workload.model_validate({"params": "8B", **fields})
+
+
+def test_the_prefill_chunk_follows_vllms_default_for_the_card():
+    """vllm serve prefills 8192 tokens at a time on >= 70 GiB cards, 2048 on smaller ones."""
+    w = Workload(preset="llama-3.1-8b", method="inference", seq_len=37700)
+    small, large = estimate_memory(w, card_gib=22.5), estimate_memory(w, card_gib=79.6)
+    assert large.breakdown["activations"] == pytest.approx(4 * small.breakdown["activations"], rel=1e-3)
+    assert estimate_memory(w).breakdown == large.breakdown  # no card: the larger chunk
+    assert fits_on(w, "A10")  # weights 14.96 GiB + 4.6 GiB of KV cache + 2048-token prefill buffers
