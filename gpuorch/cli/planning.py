@@ -257,9 +257,12 @@ def _work(spec: Any, default_hours: float) -> tuple[str, dict[str, Any]]:
             "deadline.job_hours for a real estimate", {"from": "default", "hours": default_hours})
 
 
-def _strategy_cell(c: Any) -> str:
-    """What the candidate assumes: the strategy and the GPUs used (``1 of 8``: one GPU of eight)."""
+def _strategy_cell(c: Any, degree: int | None) -> str:
+    """What the candidate assumes: the strategy and the GPUs used (``1 of 8``: one GPU of eight;
+    ``tp2 x4``: four tensor-parallel replicas of two GPUs)."""
     used, count = c.gpus_used or c.offer.gpu_count, c.offer.gpu_count
+    if c.sharding == "tp" and degree and degree < used:
+        return f"tp{degree} x{used // degree}"
     if used < count:
         return f"{used} of {count}"
     if c.sharding in (None, "none"):
@@ -326,7 +329,8 @@ def plan(
         notes = [f"{o.gpu_count} GPUs, the job uses {c.gpus_used}"] if c.larger else []
         if c.ranked_price_per_hour is not None:  # a zone far below its siblings: ranked at their median
             notes.append(f"listed ${c.price_per_hour:.3f}/h, ranked at ${c.ranked_price_per_hour:.3f}/h")
-        typer.echo(f"{o.provider:<8} {o.zone:<18} {o.instance_type:<{w}} {gpu_s:<13} {_strategy_cell(c):<10} "
+        uses = _strategy_cell(c, spec.strategy.degree)
+        typer.echo(f"{o.provider:<8} {o.zone:<18} {o.instance_type:<{w}} {gpu_s:<13} {uses:<10} "
                    f"{market:<9} {c.price_per_hour:>8.3f} {c.est_finish_hours:>7.2f} {c.est_cost:>9.2f}"
                    + (f"  ({'; '.join(notes)})" if notes else ""))  # fmt: skip
     best = result.candidates[0]
@@ -334,8 +338,10 @@ def plan(
         exact = next((c for c in result.candidates if not c.larger), None)
         versus = (f"${exact.est_cost:.2f} on the cheapest instance with exactly {exact.gpus_used}" if exact
                   else "no instance with exactly the GPUs asked for is among these candidates")
+        d = spec.strategy
         why = ("allowed by resources.gpu / allow_larger" if spec.resources.gpu is not None
-               else "a model job without a distributed strategy runs on one GPU")
+               else "a model job without a distributed strategy runs on one GPU" if d.strategy == "none"
+               else f"distributed: {d.strategy} over {d.degree}")
         typer.echo(f"the cheapest has {best.offer.gpu_count} GPUs, the job uses {best.gpus_used} ({why}): "
                    f"expected ${best.est_cost:.2f} against {versus}")
     for r in rejected:

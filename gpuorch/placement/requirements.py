@@ -104,8 +104,9 @@ def _evaluate(needs: Needs, c: OfferClass) -> ClassFit | Refusal:
                        usable)
     # Tensor-parallel inference serves one replica per `degree` GPUs of the offer (tensor x data
     # parallel); everything else runs on the GPUs it uses and leaves the rest idle.
-    hours = estimate_hours(w, spec, may_use if est.sharding == "tp" else used, link, est.sharding)
-    return ClassFit(hours, est.per_gpu_gib, est.sharding, checkpoint_bytes(w) / GIB, used)
+    busy = may_use if est.sharding == "tp" else used
+    hours = estimate_hours(w, spec, busy, link, est.sharding)
+    return ClassFit(hours, est.per_gpu_gib, est.sharding, checkpoint_bytes(w) / GIB, busy)
 
 
 def larger_refusal(req: GpuRequirement, offered: int) -> str:

@@ -120,3 +120,14 @@ def test_plan_states_the_work_hours_assumption(configs, extra, said):
     r = cli("--config", str(configs["local"]), "plan", str(job))
     assert r.exit_code == 0, r.output
     assert said in r.stdout.splitlines()[0]
+
+
+def test_plan_shows_tensor_parallel_replicas(configs):
+    job = configs["dir"] / "tp2.yaml"
+    job.write_text("name: tp2\nrun: x\nmodel: {preset: llama-3.1-70b, method: inference, tokens: 10M}\n"
+                   "distributed: {strategy: tp, degree: 2}\nspot_policy: on-demand\n")
+    data = json.loads(cli("plan", str(job), "--price-list", "--json", "--top", "40").stdout)
+    eight = [c for c in data["candidates"] if c["gpu_count"] == 8]
+    assert eight and all(c["sharding"] == "tp" and c["gpus_used"] == 8 for c in eight)  # 4 replicas of 2
+    text = cli("plan", str(job), "--price-list", "--top", "40").stdout
+    assert "tp2 x4" in text
