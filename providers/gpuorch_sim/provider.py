@@ -15,6 +15,7 @@ time whether or not a daemon runs. ``faults`` makes a seeded share of the port's
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -31,8 +32,8 @@ from gpuorch.provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest
 from gpuorch.provider.localdir import REASON_TERMINATED, InstanceDir, LocalRunner, Meta, capacity, instance_id_for
 from gpuorch.testing.faults import FaultPlan
 
-from .cloud import TAG_LIFETIME, Instances, ensure_cloud, open_market, stop_cloud
-from .market import PROVIDER, SimMarket, SimOptions, resolve
+from .cloud import MARKET_FILE, TAG_LIFETIME, Instances, ensure_cloud, open_market, stop_cloud
+from .market import PROVIDER, SimClock, SimMarket, SimOptions, resolve
 from .runner import ExternalAgentRunner
 
 T = TypeVar("T")
@@ -61,16 +62,36 @@ class SimProvider(Provider):
         self._runners: dict[str, LocalRunner] = {}
 
     @classmethod
-    def from_config(cls, options: dict[str, Any], home: Path) -> SimProvider:
-        """Build from the daemon config's ``providers.sim`` options (``SimOptions``); state in
-        ``home/sim``. Raises UserInputError naming the option for anything invalid."""
+    def catalog_offers(cls, options: dict[str, Any], home: Path) -> list[Offer]:
+        """The market's offers now, read from its traces without starting its cloud process or
+        writing its state (``submit``'s fit check, ``gpuorch plan`` / ``offers``): at the running
+        replay's time when ``home/sim`` has one for these options, else at the replay's start."""
+        opts = cls.from_config_options(options)
+        now = time.time()
+        origin = now
+        try:
+            saved = json.loads((Path(home) / "sim" / MARKET_FILE).read_text())
+            if saved.get("options") == opts.model_dump(mode="json"):
+                origin = float(saved["origin"])
+        except (OSError, ValueError, KeyError):
+            pass
+        return SimMarket(opts, SimClock(origin, opts.start_s, opts.time_scale)).offers(now)
+
+    @classmethod
+    def from_config_options(cls, options: dict[str, Any]) -> SimOptions:
         try:
             opts = SimOptions.model_validate(options or {})
         except ValidationError as e:
             err = e.errors()[0]
             where = ".".join(str(x) for x in err["loc"])
             raise UserInputError(f"providers.sim.{where}: {err['msg']}") from None
-        opts = opts.model_copy(update={"traces": resolve(opts.traces), "prices": resolve(opts.prices)})
+        return opts.model_copy(update={"traces": resolve(opts.traces), "prices": resolve(opts.prices)})
+
+    @classmethod
+    def from_config(cls, options: dict[str, Any], home: Path) -> SimProvider:
+        """Build from the daemon config's ``providers.sim`` options (``SimOptions``); state in
+        ``home/sim``. Raises UserInputError naming the option for anything invalid."""
+        opts = cls.from_config_options(options)
         try:
             FaultPlan.from_options(opts.faults)
         except (ValueError, TypeError) as e:
