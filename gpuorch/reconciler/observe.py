@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from gpuorch.errors import ProviderError
+from gpuorch.placement import OfferIndex
 from gpuorch.provider.port import Instance, Offer, Provider
 
 log = logging.getLogger("gpuorch.reconciler")
@@ -20,13 +21,16 @@ Key = tuple[str, int, int]  # (provider, job id, attempt number)
 class OfferCache:
     """Every provider's offers, refreshed after ``ttl_s``. A provider whose refresh fails keeps
     its previous offers and is asked again next pass (not after the TTL). ``current`` returns
-    the same list object until a refresh succeeds, so callers may memoise on it."""
+    the same list object until a refresh succeeds, so callers may memoise on it; ``index`` is
+    the one ``OfferIndex`` of that list, built once per refresh and kept across passes (its
+    memoised fits and placements with it)."""
 
     def __init__(self, providers: Mapping[str, Provider], ttl_s: float) -> None:
         self.providers, self.ttl_s = providers, ttl_s
         self.by_provider: dict[str, list[Offer]] = {}
         self.at: dict[str, datetime] = {}
         self._flat: list[Offer] | None = None
+        self._index: OfferIndex | None = None
 
     def current(self, now: datetime) -> list[Offer]:
         for name, p in self.providers.items():
@@ -34,14 +38,23 @@ class OfferCache:
             if at is not None and (now - at).total_seconds() < self.ttl_s:
                 continue
             try:
-                self.by_provider[name], self.at[name] = p.offers(), now
-                self._flat = None
+                fresh = p.offers()
+                if fresh != self.by_provider.get(name):  # the same catalog again keeps the index
+                    self._flat = None
+                self.by_provider[name], self.at[name] = fresh, now
             except ProviderError as e:
                 log.warning("offers from %s unavailable this pass (keeping %d known): %s", name,
                             len(self.by_provider.get(name, [])), e)
         if self._flat is None:
             self._flat = [o for offers in self.by_provider.values() for o in offers]
+            self._index = None
         return self._flat
+
+    def index(self) -> OfferIndex:
+        """The index of the list ``current`` last returned: rebuilt only when that list is."""
+        if self._index is None:
+            self._index = OfferIndex(self._flat or [])
+        return self._index
 
     def invalidate(self) -> None:
         self.at.clear()

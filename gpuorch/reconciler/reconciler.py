@@ -33,7 +33,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -46,7 +46,7 @@ from gpuorch.jobs.logmirror import LogMirror
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.money.caps import Policy
 from gpuorch.ops.crashpoints import crashpoint
-from gpuorch.placement import Candidate
+from gpuorch.placement import Candidate, KeyedAvoid
 from gpuorch.provider.port import Instance, InstanceState, Offer, Provider
 from gpuorch.reconciler.apply import Applier
 from gpuorch.reconciler.decide import decide
@@ -234,16 +234,18 @@ class Reconciler:
                 log.info("job %s attempt %s: log not read this pass: %s", job_id, row.number, e)
             self.money.collect_metrics(job_id, row, runner, self.clock.now())
 
-    def _avoid(self, now: datetime) -> Callable[[Candidate], bool]:
+    def _avoid(self, now: datetime) -> KeyedAvoid:
+        """The back-offs in force, as a predicate keyed by their set: placements are memoised
+        across jobs and passes until a back-off starts or ends (``placement.candidates``)."""
         with self.store.read() as s:
-            keys = {b.key for b in s.exec(select(Backoff).where(Backoff.until > now))}
+            keys = frozenset(s.exec(select(Backoff.key).where(Backoff.until > now)))
 
         def avoid(c: Candidate) -> bool:
             o = c.offer
             return (o.provider in keys or backoff_key(o.provider, o.region) in keys
                     or backoff_key(o.provider, o.region, o.instance_type, c.spot) in keys)
 
-        return avoid
+        return KeyedAvoid(keys, avoid)
 
     # -- the pass ----------------------------------------------------------------------------
     def run_pass(self, stop: Event | None = None) -> float:
@@ -272,6 +274,7 @@ class Reconciler:
                 if r.status != AttemptStatus.ENDED}
         reading = self._read_agents([j for j in claimed if not self.pool.busy(j.id or 0)], observed)
         offers = self._current_offers(now)
+        index = self.offers.index()  # one per catalog refresh: placements are memoised on it
         settings = self.settings
         if not self.offers.complete:  # a catalog is missing: "no offer" may be a blip
             settings = dataclasses.replace(settings, no_offer_retry_s=settings.poll_s)
@@ -298,7 +301,7 @@ class Reconciler:
                     self._record_observed(view, offers, seen_at)
                     if (gate := self.money.gate(view, now)) is not None:
                         view = dataclasses.replace(view, gate=gate)
-                    decision = decide(view, now, offers, avoid=avoid, settings=settings)
+                    decision = decide(view, now, index, avoid=avoid, settings=settings)
                     self.applier.apply(view, decision, now)
                     self.money.after(decision)
                     requeue = min(requeue, decision.requeue_after)
