@@ -48,6 +48,7 @@ from gpuorch.money.caps import Policy
 from gpuorch.ops.crashpoints import crashpoint
 from gpuorch.placement import Candidate, KeyedAvoid
 from gpuorch.provider.port import Instance, InstanceState, Offer, Provider
+from gpuorch.reconciler.actions import Launch
 from gpuorch.reconciler.apply import Applier
 from gpuorch.reconciler.decide import decide
 from gpuorch.reconciler.launch_pool import LaunchPool
@@ -64,7 +65,7 @@ from gpuorch.reconciler.views import AttemptView, JobView, Settings
 from gpuorch.reconciler.volumes import Volumes
 from gpuorch.runners.port import Runner
 from gpuorch.store import Store
-from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Job
+from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Job, JobStatus
 
 log = logging.getLogger("gpuorch.reconciler")
 
@@ -286,10 +287,14 @@ class Reconciler:
         # Leases are renewed (in bulk) once less than RENEW_WHEN_LEFT of them is left.
         renew_at = min((j.lease_expires for j in claimed if j.lease_expires is not None), default=now) \
             - timedelta(seconds=self.lease_s * RENEW_WHEN_LEFT)
+        launched = 0  # queued jobs launched this pass (Settings.launch_batch)
         try:
             for job in claimed:
                 if stop is not None and stop.is_set():
                     return 0.0  # the leases taken are released by the daemon on its way out
+                if launched >= settings.launch_batch and job.status == JobStatus.QUEUED:
+                    requeue = 0.0  # the next pass, at once, takes the next batch
+                    continue
                 if (t := self.clock.now()) >= renew_at:
                     self.leases.renew(t)
                     renew_at = t + timedelta(seconds=self.lease_s * (1 - RENEW_WHEN_LEFT))
@@ -304,6 +309,8 @@ class Reconciler:
                     decision = decide(view, now, index, avoid=avoid, settings=settings)
                     self.applier.apply(view, decision, now)
                     self.money.after(decision)
+                    if job.status == JobStatus.QUEUED and any(isinstance(a, Launch) for a in decision.actions):
+                        launched += 1
                     requeue = min(requeue, decision.requeue_after)
                 except LeaseLost:
                     log.info("job %s: lease lost (expired or taken over); its work this pass is dropped", job.id)
