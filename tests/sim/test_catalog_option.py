@@ -1,5 +1,5 @@
 """The sim's ``catalog`` option: a file of offers the sim sells besides its zones' own (what
-bench/queue.py runs a daemon on), on demand and spot, always with capacity."""
+bench/queue_drain.py runs a daemon on), on demand and spot, always with capacity."""
 
 from __future__ import annotations
 

@@ -1,6 +1,10 @@
 """Queue drain through the daemon: how fast a real ``gpuorch daemon`` places a full queue.
 
-    python bench/queue.py [--jobs 10000] [--offers 50000] [--seed 2024]
+(Issue 18 calls this ``bench/queue.py``; a script of that name would shadow the standard
+library's ``queue`` module for every script in ``bench/``, whose directory Python puts first on
+the path, and so break ``concurrent.futures`` in ``bench/recovery.py``.)
+
+    python bench/queue_drain.py [--jobs 10000] [--offers 50000] [--seed 2024]
 
 A real ``gpuorch daemon`` process (SQLite store, the default configuration: 2 s poll, lease 60 s,
 metrics on) runs the ``sim`` provider with ``agents: external`` and ``boot_s: 0`` (launches are
