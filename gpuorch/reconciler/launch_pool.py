@@ -71,6 +71,11 @@ class LaunchPool:
             self._busy.pop(job_id, None)
             self._settled.add(job_id)
 
+    def in_flight(self) -> set[int]:
+        """Jobs whose launch is running now."""
+        with self._lock:
+            return set(self._busy)
+
     def stale(self) -> set[int]:
         """Jobs a background launch wrote (or may be writing) since the last call: their cached
         rows must be read again."""

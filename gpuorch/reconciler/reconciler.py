@@ -259,6 +259,9 @@ class Reconciler:
             return 0.0
         now = self.clock.now()
         self.pool.new_pass()
+        # A launch still running now may finish after this pass's listing, leaving an attempt
+        # launched whose instance the listing predates ("disappeared"): such jobs wait a pass.
+        launching = self.pool.in_flight()
         for job_id in self.pool.stale():  # a background launch wrote these: read them afresh
             self._attempt_cache.pop(job_id, None)
             self._job_cache.pop(job_id, None)
@@ -298,7 +301,7 @@ class Reconciler:
                 if (t := self.clock.now()) >= renew_at:
                     self.leases.renew(t)
                     renew_at = t + timedelta(seconds=self.lease_s * (1 - RENEW_WHEN_LEFT))
-                if self.pool.busy(job.id or 0) or job.id in reading:  # a launch or a read still out: leave it
+                if self.pool.busy(job.id or 0) or job.id in launching or job.id in reading:  # still out: leave it
                     requeue = min(requeue, self.settings.poll_s)
                     continue
                 try:
