@@ -235,16 +235,22 @@ class Reconciler:
                 log.info("job %s attempt %s: log not read this pass: %s", job_id, row.number, e)
             self.money.collect_metrics(job_id, row, runner, self.clock.now())
 
-    def _avoid(self, now: datetime) -> KeyedAvoid:
-        """The back-offs in force, as a predicate keyed by their set: placements are memoised
-        across jobs and passes until a back-off starts or ends (``placement.candidates``)."""
+    def _avoid(self, now: datetime) -> KeyedAvoid | None:
+        """The back-offs in force, as a predicate keyed by their set (None: there are none):
+        placements are memoised across jobs and passes until a back-off starts or ends
+        (``placement.candidates``). A full ranking may ask it about every offer: a candidate of
+        a provider no key names is let through without building a key."""
         with self.store.read() as s:
             keys = frozenset(s.exec(select(Backoff.key).where(Backoff.until > now)))
+        if not keys:
+            return None
+        named = {k.split("/", 1)[0] for k in keys}  # every key starts with its provider
 
         def avoid(c: Candidate) -> bool:
             o = c.offer
-            return (o.provider in keys or backoff_key(o.provider, o.region) in keys
-                    or backoff_key(o.provider, o.region, o.instance_type, c.spot) in keys)
+            return o.provider in named and (
+                o.provider in keys or backoff_key(o.provider, o.region) in keys
+                or backoff_key(o.provider, o.region, o.instance_type, c.spot) in keys)
 
         return KeyedAvoid(keys, avoid)
 
