@@ -51,7 +51,10 @@ class LaunchPool:
         try:
             future.result(timeout=left)
         except FutureTimeout:
-            log.warning("job %s: launch still running after %.1fs; the pass goes on without it", job_id, left)
+            if left > 0:  # it had time and did not finish; with none left (a queue drain) it is no news
+                log.warning("job %s: launch still running after %.1fs; the pass goes on without it", job_id, left)
+            else:
+                log.debug("job %s: launch goes on in the background (the pass's launch wait is used up)", job_id)
             future.add_done_callback(lambda f: self._done(job_id, f))
             return False
         except BaseException:
