@@ -22,14 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.placement.cost import INTERRUPTIONS_PER_HOUR, PlacementOptions
 from gpuorch.placement.explain import Rejection, Shortfall
 from gpuorch.placement.index import OfferIndex, index_for
 from gpuorch.placement.rank import Candidate, Plan, plan
-from gpuorch.placement.requirements import Needs
 from gpuorch.provider.port import Offer
 
 __all__ = [
@@ -64,13 +62,17 @@ class KeyedAvoid:
         return self.test(c)
 
 
-def placement_key(spec: JobSpec) -> tuple[Any, ...]:
-    """Every part of ``spec`` that ``plan`` reads to rank candidates (explanations aside): jobs
-    with equal keys get the same candidates from the same index. ``Needs`` carries what decides
-    fit and runtime, so a field added there is part of the key without a change here."""
-    ckpt = spec.checkpoint
-    return (Needs.of(spec), tuple(spec.regions or ()), tuple(spec.providers or ()), spec.max_price_per_hour,
-            spec.spot_policy, (ckpt.url.scheme, ckpt.interval) if ckpt is not None else None)
+# Spec fields placement never reads (what runs, and what decide applies after ranking): left out
+# of ``placement_key`` so that jobs differing only in them share a placement. Every other field,
+# including one added later, is part of the key: at worst a memo miss, never a wrong answer.
+NOT_PLACEMENT = frozenset({"name", "run", "setup", "workdir", "env", "retry", "recovery", "budget", "deadline",
+                           "volume"})
+
+
+def placement_key(spec: JobSpec) -> str:
+    """What of ``spec`` may decide its candidates: jobs with equal keys get the same candidates
+    from the same index (the volume's zone and the back-offs are keyed apart by ``candidates``)."""
+    return spec.model_dump_json(exclude=set(NOT_PLACEMENT))
 
 
 def candidates(

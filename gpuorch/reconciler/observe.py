@@ -1,6 +1,6 @@
-"""What a pass observes before it decides: the providers' offers (cached for a TTL) and the
-instances every provider has tagged for this installation (one ``list_managed`` per provider
-per pass: a batched read, never one call per job).
+"""What a pass observes before it decides: the providers' offers (cached for a TTL, with their
+index), the instances every provider has tagged for this installation (one ``list_managed``
+per provider per pass: a batched read, never one call per job), and the back-offs in force.
 """
 
 from __future__ import annotations
@@ -9,9 +9,14 @@ import logging
 from collections.abc import Mapping
 from datetime import datetime
 
+from sqlmodel import select
+
 from gpuorch.errors import ProviderError
-from gpuorch.placement import OfferIndex
+from gpuorch.placement import Candidate, KeyedAvoid, OfferIndex
 from gpuorch.provider.port import Instance, Offer, Provider
+from gpuorch.reconciler.launching import backoff_key
+from gpuorch.store import Store
+from gpuorch.store.models import Backoff
 
 log = logging.getLogger("gpuorch.reconciler")
 
@@ -87,3 +92,23 @@ def list_instances(providers: Mapping[str, Provider], installation_id: str) -> t
                 if key not in found or inst.state.alive:
                     found[key] = inst
     return found, ok
+
+
+def backoffs(store: Store, now: datetime) -> KeyedAvoid | None:
+    """The back-offs in force, as a predicate keyed by their set (None: there are none):
+    placements are memoised across jobs and passes until a back-off starts or ends
+    (``placement.candidates``). A full ranking may ask it about every offer: a candidate of a
+    provider no key names is let through without building a key."""
+    with store.read() as s:
+        keys = frozenset(s.exec(select(Backoff.key).where(Backoff.until > now)))
+    if not keys:
+        return None
+    named = {k.split("/", 1)[0] for k in keys}  # every key starts with its provider
+
+    def avoid(c: Candidate) -> bool:
+        o = c.offer
+        return o.provider in named and (
+            o.provider in keys or backoff_key(o.provider, o.region) in keys
+            or backoff_key(o.provider, o.region, o.instance_type, c.spot) in keys)
+
+    return KeyedAvoid(keys, avoid)

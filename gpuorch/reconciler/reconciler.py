@@ -46,7 +46,8 @@ from gpuorch.jobs.logmirror import LogMirror
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.money.caps import Policy
 from gpuorch.ops.crashpoints import crashpoint
-from gpuorch.placement import Candidate, KeyedAvoid
+from gpuorch.ops.diskfull import DiskFullLog
+from gpuorch.placement import KeyedAvoid
 from gpuorch.provider.port import Instance, InstanceState, Offer, Provider
 from gpuorch.reconciler.actions import Launch
 from gpuorch.reconciler.apply import Applier
@@ -56,7 +57,7 @@ from gpuorch.reconciler.launching import Launching, backoff_key
 from gpuorch.reconciler.leases import RENEW_WHEN_LEFT, LeaseLost, Leases
 from gpuorch.reconciler.mirror import InstanceMirror
 from gpuorch.reconciler.money import Money
-from gpuorch.reconciler.observe import Key, OfferCache, list_instances
+from gpuorch.reconciler.observe import Key, OfferCache, backoffs, list_instances
 from gpuorch.reconciler.orphans import sweep_keys, sweep_orphans
 from gpuorch.reconciler.recording import Recording
 from gpuorch.reconciler.scheduled import ScheduledStops
@@ -65,9 +66,11 @@ from gpuorch.reconciler.views import AttemptView, JobView, Settings
 from gpuorch.reconciler.volumes import Volumes
 from gpuorch.runners.port import Runner
 from gpuorch.store import Store
-from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Job, JobStatus
+from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus
+from gpuorch.store.quarantine import one_line, quarantine_job
 
 log = logging.getLogger("gpuorch.reconciler")
+DISK_FULL = DiskFullLog(log)  # one line a minute while the disk is full, for every job and pass
 
 __all__ = ["LeaseLost", "Reconciler", "backoff_key"]
 
@@ -75,6 +78,18 @@ HEARTBEAT_EVERY_S = 30.0  # at most; and at least four heartbeats per dead-man t
 IN_CHUNK = 500  # ids per IN (...) list: well under every database's parameter limit
 KEY_SWEEP_EVERY_S = 60.0
 
+
+
+class UnreadableSpec(Exception):
+    """A stored job spec this gpuorch cannot load; the message is the first error, on one line."""
+
+
+def _first_error(e: ValueError) -> str:
+    errors = getattr(e, "errors", None)
+    if callable(errors):
+        err = errors()[0]
+        return f"{'.'.join(str(p) for p in err['loc']) or 'spec'}: {err['msg']}"
+    return str(e)
 
 def heartbeat_every_s(settings: Settings) -> float:
     timeout = settings.heartbeat_timeout_s
@@ -119,6 +134,7 @@ class Reconciler:
         self._attempt_cache: dict[int, list[Attempt]] = {}  # kept across passes: see _held_attempts
         self._job_cache: dict[int, Job] = {}  # job rows kept across passes: see Leases.claim(known=)
         self._specs: dict[int, tuple[str, JobSpec]] = {}  # parsed specs by job id, with their text
+        self._unreadable: dict[int, str] = {}  # spec text of live jobs logged as unreadable (once each)
 
     # -- load ------------------------------------------------------------------------------
     def _current_offers(self, now: datetime) -> list[Offer]:
@@ -161,11 +177,15 @@ class Reconciler:
         return out
 
     def _spec(self, job: Job) -> JobSpec:
-        """The job's parsed spec, parsed again only when its text changed."""
+        """The job's parsed spec, parsed again only when its text changed. UnreadableSpec when
+        this gpuorch cannot load it (``_quarantine``)."""
         cached = self._specs.get(job.id or 0)
         if cached is not None and cached[0] == job.spec:
             return cached[1]
-        spec = JobSpec.model_validate_json(job.spec)
+        try:
+            spec = JobSpec.model_validate_json(job.spec)
+        except ValueError as e:  # pydantic's ValidationError is one
+            raise UnreadableSpec(_first_error(e)) from None
         self._specs[job.id or 0] = (job.spec, spec)
         return spec
 
@@ -236,23 +256,7 @@ class Reconciler:
             self.money.collect_metrics(job_id, row, runner, self.clock.now())
 
     def _avoid(self, now: datetime) -> KeyedAvoid | None:
-        """The back-offs in force, as a predicate keyed by their set (None: there are none):
-        placements are memoised across jobs and passes until a back-off starts or ends
-        (``placement.candidates``). A full ranking may ask it about every offer: a candidate of
-        a provider no key names is let through without building a key."""
-        with self.store.read() as s:
-            keys = frozenset(s.exec(select(Backoff.key).where(Backoff.until > now)))
-        if not keys:
-            return None
-        named = {k.split("/", 1)[0] for k in keys}  # every key starts with its provider
-
-        def avoid(c: Candidate) -> bool:
-            o = c.offer
-            return o.provider in named and (
-                o.provider in keys or backoff_key(o.provider, o.region) in keys
-                or backoff_key(o.provider, o.region, o.instance_type, c.spot) in keys)
-
-        return KeyedAvoid(keys, avoid)
+        return backoffs(self.store, now)
 
     # -- the pass ----------------------------------------------------------------------------
     def run_pass(self, stop: Event | None = None) -> float:
@@ -315,7 +319,9 @@ class Reconciler:
                     self._record_observed(view, offers, seen_at)
                     if (gate := self.money.gate(view, now)) is not None:
                         view = dataclasses.replace(view, gate=gate)
-                    decision = decide(view, now, index, avoid=avoid, settings=settings)
+                    scoped = self.volumes.offers_for(view.spec, offers)  # a volume job: providers with volumes
+                    decision = decide(view, now, index if scoped is offers else scoped, avoid=avoid,
+                                      settings=settings)
                     self.applier.apply(view, decision, now)
                     self.money.after(decision)
                     if job.status == JobStatus.QUEUED and any(isinstance(a, Launch) for a in decision.actions):
@@ -323,8 +329,11 @@ class Reconciler:
                     requeue = min(requeue, decision.requeue_after)
                 except LeaseLost:
                     log.info("job %s: lease lost (expired or taken over); its work this pass is dropped", job.id)
-                except Exception:  # one job's trouble must not stall the others; the next pass retries it
-                    log.exception("job %s: reconcile failed", job.id)
+                except UnreadableSpec as e:
+                    self._quarantine(job, str(e), now)
+                except Exception as e:  # one job's trouble must not stall the others; the next pass retries it
+                    if not DISK_FULL.report(e, f"job {job.id}: reconcile"):
+                        log.exception("job %s: reconcile failed", job.id)
                     requeue = min(requeue, self.settings.poll_s)
         finally:
             self._attempts = {}
@@ -338,6 +347,21 @@ class Reconciler:
         self.mirror.update(observed, ok, terminated, now)
         crashpoint("pass.done")
         return max(0.0, requeue)
+
+    def _quarantine(self, job: Job, reason: str, now: datetime) -> None:
+        """Fail a job whose spec cannot be loaded, once (``store.quarantine``). One with an attempt
+        still live is left to the orphan sweep's view of it and logged once: failing it here would
+        leave its instance to nobody."""
+        job_id = job.id or 0
+        if any(r.status != AttemptStatus.ENDED for r in self._attempts.get(job_id, ())):
+            if self._unreadable.get(job_id) != job.spec:
+                self._unreadable[job_id] = job.spec
+                log.error("job %s: its stored spec cannot be read (%s); it has a live attempt, so it is left "
+                          "running; cancel it with `gpuorch cancel %s`", job_id, one_line(reason), job_id)
+            return
+        with self._txn(job_id) as (s, row):
+            quarantine_job(s, row, reason, now)
+        log.error("job %s: quarantined: its stored spec cannot be read (%s)", job_id, one_line(reason))
 
     def _forget(self, claimed: list[Job], live: set[Key]) -> None:
         """Drop the caches of jobs and attempts this daemon no longer works on."""
