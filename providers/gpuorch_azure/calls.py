@@ -126,6 +126,11 @@ class Arm:
         self.call(f"attach/detach data disks of VM {vm}", lambda: self.client.virtual_machines
                   .begin_attach_detach_data_disks(rg, vm, body).result())
 
+    def resource_skus(self, region: str) -> list[dict[str, Any]]:
+        """The subscription's resource SKUs in ``region`` (sizes, capabilities, zones, restrictions)."""
+        return self.call(f"list resource SKUs of {region}", lambda: [
+            s.as_dict() for s in self.client.resource_skus.list(filter=f"location eq '{region}'")])
+
     def get_resource(self, resource_id: str, api_version: str = NETWORK_API_VERSION) -> dict[str, Any]:
         """GET one ARM resource by id (the NIC and public IP ARM made for a VM) through the same
         client, credential and policies: azure-mgmt-compute has no Microsoft.Network operations,

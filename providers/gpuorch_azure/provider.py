@@ -72,6 +72,7 @@ class AzureProvider(ManagedDisks, Provider):
     """Contract: ``gpuorch.provider.port.Provider``; volumes: ``SupportsVolumes`` (volumes.py)."""
 
     name = PROVIDER
+    price_source = "Azure Retail Prices API (prices.azure.com) + resource_skus (sizes, zones)"
 
     def __init__(self, options: AzureOptions, *, home: Path | None = None, credential: Any = None,
                  sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,
@@ -143,6 +144,13 @@ class AzureProvider(ManagedDisks, Provider):
         if self._given_offers is not None:
             return select_offers(self._given_offers, self.options)
         return catalog_offers(self.options)
+
+    def refresh_offers(self) -> list[Offer]:
+        """``SupportsPriceRefresh``: the configured regions' GPU sizes and zones (resource_skus)
+        priced from the public Retail Prices API; see refresh.py."""
+        from .refresh import live_offers
+
+        return live_offers(self._arm, self.options)
 
     # -- instances ---------------------------------------------------------------------------
     def launch(self, request: LaunchRequest) -> Instance:
