@@ -126,7 +126,8 @@ def offers(
     except UserInputError as e:
         fail(str(e))
     if json_out:
-        emit_json({"offers": [{**r._asdict(), "listed_price": p} for r, p in rows], "count": len(rows)})
+        emit_json({"offers": [{**r._asdict(), "listed_price": p} for r, p in rows], "count": len(rows),
+                   "prices": _freshness(catalog)})
         return
     w = max([16, *(len(r.instance_type) for r, _ in rows)])  # Azure sizes run to 25 characters
     typer.echo(f"{'provider':<8} {'region':<16} {'zone':<18} {'instance':<{w}} {'gpu':<14} "
@@ -137,6 +138,15 @@ def offers(
         typer.echo(f"{r.provider:<8} {r.region:<16} {r.zone:<18} {r.instance_type:<{w}} {gpu_s:<14} "
                    f"{r.price_per_hour:>10.3f} {spot_s:>9}")
     typer.echo(f"{len(rows)} offer(s), USD per hour")
+    typer.echo(_freshness(catalog)["line"])
+
+
+def _freshness(catalog: Path | None) -> dict[str, Any]:
+    """How old the catalog's prices are (its provenance, written by ``catalog refresh``)."""
+    from gpuorch.catalog.provenance import freshness
+    from gpuorch.clock import utcnow
+
+    return freshness(catalog, utcnow())
 
 
 def _candidate_dict(c: Any) -> dict[str, Any]:
@@ -183,7 +193,7 @@ def plan(
                  "offers": r.offers, "reason": r.reason} for r in result.rejected]  # fmt: skip
     if json_out:
         candidates = [_candidate_dict(c) for c in result.candidates]
-        emit_json({"job": spec.name, "candidates": candidates, "rejected": rejected})
+        emit_json({"job": spec.name, "candidates": candidates, "rejected": rejected, "prices": _freshness(catalog)})
         return
     w = max([16, *(len(c.offer.instance_type) for c in result.candidates)])
     typer.echo(f"{'provider':<8} {'zone':<18} {'instance':<{w}} {'gpu':<13} {'market':<9} "
@@ -196,3 +206,4 @@ def plan(
                    f"{c.price_per_hour:>8.3f} {c.est_finish_hours:>7.2f} {c.est_cost:>9.2f}")  # fmt: skip
     for r in rejected:
         typer.echo(f"rejected {r['provider']} {r['instance_type']} ({r['offers']} offer(s)): {r['reason']}")
+    typer.echo(_freshness(catalog)["line"])

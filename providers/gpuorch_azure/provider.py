@@ -113,7 +113,7 @@ class AzureProvider(ManagedDisks, Provider):
     @classmethod
     def catalog_offers(cls, options: dict[str, Any], home: Path) -> list[Offer]:
         """What ``providers.azure`` would sell, without the SDK or a call (``submit``'s fit check)."""
-        return catalog_offers(parse_options(options))
+        return catalog_offers(parse_options(options), Path(home))
 
     def check(self) -> None:
         """Offers exist in the configured regions, and the resource group answers a listing with
@@ -143,7 +143,7 @@ class AzureProvider(ManagedDisks, Provider):
         call; the catalog is read once per process and the reconciler reuses offers for its TTL."""
         if self._given_offers is not None:
             return select_offers(self._given_offers, self.options)
-        return catalog_offers(self.options)
+        return catalog_offers(self.options, self.home)
 
     def refresh_offers(self) -> list[Offer]:
         """``SupportsPriceRefresh``: the configured regions' GPU sizes and zones (resource_skus)

@@ -138,3 +138,44 @@ def test_sku_prices_reads_units_and_nanos_and_skips_what_is_not_a_vm_part() -> N
     assert sku_prices([s]) == {("gpu", "nvidia-l4", "us-east4", False): 1.25}
     reserved = {**s, "description": "Reserved Nvidia L4 GPU in Americas"}
     assert sku_prices([reserved]) == {}
+
+
+def test_offers_and_plan_say_how_old_the_prices_are(configured: Path) -> None:
+    assert runner.invoke(app, ["catalog", "refresh", "--provider", "gcp"]).exit_code == 0
+    path = configured / "catalog" / "gcp.csv"
+    fetched = provenance.read(path)["fetched_at"]  # type: ignore[index]
+    data = json.loads(runner.invoke(app, ["offers", "--catalog", str(path), "--json"]).stdout)
+    assert data["prices"]["as_of"] == fetched and data["prices"]["age_s"] >= 0
+    assert "Cloud Billing Catalog" in data["prices"]["source"]
+    text = runner.invoke(app, ["offers", "--catalog", str(path)]).stdout.splitlines()[-1]
+    assert text.startswith(f"prices: gcp as of {fetched} (") and " old), from Compute Engine machineTypes" in text
+    job = configured / "job.yaml"
+    job.write_text("name: l4\nrun: x\nresources: {gpu: 'L4:1'}\n")
+    planned = runner.invoke(app, ["plan", str(job), "--catalog", str(path)])
+    assert planned.exit_code == 0 and planned.stdout.splitlines()[-1].startswith(f"prices: gcp as of {fetched}")
+    shipped = json.loads(runner.invoke(app, ["offers", "--json"]).stdout)["prices"]
+    assert shipped["as_of"] is None and "unknown age" in shipped["line"]
+
+
+def test_the_daemons_refresh_feeds_offers_and_keeps_the_last_good_catalog(make_provider, configured: Path,
+                                                                         billing: FakeBilling, fake: FakeGce) -> None:
+    from datetime import timedelta
+
+    from gpuorch.ops.catalog_refresh import CatalogRefresher
+
+    provider = make_provider(home=configured, billing_endpoint=billing.url,
+                             zones=["us-central1-a", "us-central1-b"])
+    shipped = {(o.zone, o.instance_type): o.price_per_hour for o in provider.offers()}
+    clock = [fake.now()]
+    refresher = CatalogRefresher({"gcp": provider}, configured, 3600.0, lambda: clock[0])
+    assert refresher.run_due() == ["gcp"]
+    g2 = next(o for o in provider.offers() if (o.zone, o.instance_type) == ("us-central1-a", "g2-standard-4"))
+    assert g2.price_per_hour == pytest.approx(4 * G2_CORE + 16 * G2_RAM + L4, abs=1e-6)
+    assert g2.price_per_hour != shipped.get(("us-central1-a", "g2-standard-4"))
+    good = (configured / "catalog" / "gcp.csv").read_text()
+    assert refresher.run_due() == []  # not due again within the period
+    billing.refuse_disabled()
+    clock[0] += timedelta(hours=1)
+    assert refresher.run_due() == [] and "Cloud Billing" in refresher.errors["gcp"]
+    assert (configured / "catalog" / "gcp.csv").read_text() == good  # the last good catalog stays
+    assert next(o for o in provider.offers() if o.instance_type == "g2-standard-4").price_per_hour == g2.price_per_hour
