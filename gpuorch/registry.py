@@ -54,6 +54,16 @@ def with_volumes(names: Iterable[str]) -> list[str]:
     return out
 
 
+def volume_size_ranges(config: dict[str, dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """(min, max) GiB of a volume on each enabled provider that says (``volume_size_range``)."""
+    out: dict[str, tuple[float, float]] = {}
+    for name in with_volumes(config):
+        limits = getattr(provider_class(name), "volume_size_range", None)
+        if callable(limits):
+            out[name] = limits(config[name] or {})
+    return out
+
+
 def load_provider(name: str, options: dict[str, Any], home: Path) -> Provider:
     return provider_class(name).from_config(options, home)
 

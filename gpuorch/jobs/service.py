@@ -182,9 +182,10 @@ class JobService:
         checked = spec
         if spec.volume is not None:  # placed only where volumes are; refused if nowhere
             from gpuorch.jobs.submitcheck import volume_scope
-            from gpuorch.registry import with_volumes
+            from gpuorch.registry import available, volume_size_ranges, with_volumes
 
-            checked = volume_scope(spec, list(providers), with_volumes(providers), source)
+            checked = volume_scope(spec, list(providers), with_volumes(available()), source,
+                                   volume_size_ranges(dict(providers)))
         warning = fit_check(checked, offline_offers(dict(providers), self.home), source, now)
         job = jobs.submit(self.store, spec, now)
         return {"id": job.id, "name": job.name, "status": job.status.value, "warning": warning}

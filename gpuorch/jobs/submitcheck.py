@@ -10,7 +10,7 @@ on-demand can meet, is accepted with a warning (the returned line).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -50,15 +50,24 @@ def no_candidate_message(spec: Any, p: Any) -> str:
     return f"{spec.name}: no offer satisfies the job: " + "; ".join(f"{n} offer(s): {why}" for why, n in top)
 
 
-def volume_scope(spec: Any, providers: Sequence[str], with_volumes: Sequence[str], source: str) -> Any:
+def volume_scope(spec: Any, providers: Sequence[str], with_volumes: Sequence[str], source: str,
+                 sizes: Mapping[str, tuple[float, float]] | None = None) -> Any:
     """A job with ``volume:`` runs only where volumes are: ``spec`` with ``providers`` narrowed to
     those of the job's allowed ones (its own ``providers:``, else ``providers``, the enabled ones)
-    that have volumes (``with_volumes``). UserInputError, one line naming ``volume`` and the
-    providers that would do, when none of them has volumes. Pure."""
+    that have volumes (``with_volumes``) and, where ``sizes`` gives a provider's (min, max) GiB,
+    can make one of ``volume.size``. UserInputError, one line naming ``volume`` (or
+    ``volume.size``) and what would do, when none can. Pure."""
     if spec.volume is None:
         return spec
     allowed = list(spec.providers or providers)
     keep = [p for p in allowed if p in with_volumes]
+    limits = {p: sizes[p] for p in keep if sizes and p in sizes}
+    fits = [p for p in keep if p not in limits or limits[p][0] <= spec.volume.size <= limits[p][1]]
+    if keep and not fits:
+        ranges = ", ".join(f"{p} {lo:g} to {hi:g} GiB" for p, (lo, hi) in limits.items())
+        raise UserInputError(f"{source}: volume.size: {spec.volume.size:g} GiB is outside what the providers can "
+                             f"create ({ranges}); choose a size in a range")
+    keep = fits
     if keep:
         return spec if keep == allowed and spec.providers else spec.model_copy(update={"providers": keep})
     would = ", ".join(with_volumes) or "none is installed"

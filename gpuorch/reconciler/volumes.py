@@ -96,7 +96,15 @@ class Volumes:
                 volume_id = self._ensure(p, job_id, row, zone, size_gib, now)
             p.attach_volume(volume_id, instance_id)
         except PermanentError as e:
-            log.warning("job %s: volume not attached yet: %s", job_id, e)  # VolumeInUse: predecessor still holds it
+            if e.code == "VolumeInUse":  # an adapter of the older contract: its predecessor still holds it
+                log.warning("job %s: volume not attached yet: %s", job_id, e)
+                return None
+            # Final for this attempt (a disk type its machine cannot attach, a size out of range...):
+            # recorded like a mount failure, so the next decide ends it and the retry policy decides.
+            with self._txn(job_id) as (s, _):
+                r = s.get(Attempt, row.id)
+                if r is not None and r.start_error is None:
+                    r.start_error = f"volume: {e}"
             return None
         except ProviderError as e:
             log.warning("job %s: volume call failed, will retry: %s", job_id, e)

@@ -39,6 +39,11 @@ class EbsVolumes:
         def _find(self, resource_id: str, lookup: Callable[[str], list[T]]) -> tuple[str, T]: ...
         def _describe_instance(self, instance_id: str) -> tuple[str, dict[str, Any]]: ...
 
+    @classmethod
+    def volume_size_range(cls, options: dict[str, Any]) -> tuple[int, int]:
+        """GiB a gp3 volume may have (1 GiB to 16 TiB, EC2's limits); no call."""
+        return 1, 16384
+
     def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str]) -> Volume:
         """A gp3 volume of ``size_gib`` (rounded up to whole GiB) in ``zone``, carrying ``tags`` and
         ``gpuorch:managed``. Idempotent by the tags' job and owner: a volume of theirs in ``zone``

@@ -21,7 +21,7 @@ from gpuorch.errors import NotFoundError, PermanentError, TransientError
 from gpuorch.provider.port import TAG_MANAGED, Volume
 from gpuorch.runners.volume_mount import AZURE_LUN
 
-from .disks import attachable, size_gib
+from .disks import SIZE_GIB, attachable, size_gib
 from .names import DISK_NAME, azure_tags, disk_name, gpuorch_tags, is_vm_name, split_zone
 from .parse import PROVIDER
 
@@ -64,6 +64,13 @@ class ManagedDisks:
 
     options: AzureOptions
     _arm: Arm
+
+    @classmethod
+    def volume_size_range(cls, options: dict[str, Any]) -> tuple[int, int]:
+        """GiB a volume may have under ``providers.azure`` (its ``volume_type``'s limits); no call."""
+        from .config import parse_options
+
+        return SIZE_GIB[parse_options(options).volume_type]
 
     def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str]) -> Volume:
         """A blank ``volume_type`` disk in ``zone`` (or regional), tagged ``tags`` and

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from gpuorch.errors import NotFoundError, PermanentError, TransientError
 from gpuorch.provider.port import TAG_MANAGED, Volume
 
-from .disks import attachable, size_gb
+from .disks import SIZE_GB, attachable, size_gb
 from .errors import operation_error
 from .names import (
     disk_name,
@@ -70,6 +70,13 @@ class PersistentDisks:
 
     options: GcpOptions
     _gce: Gce
+
+    @classmethod
+    def volume_size_range(cls, options: dict[str, Any]) -> tuple[int, int]:
+        """GiB a volume may have under ``providers.gcp`` (its ``volume_type``'s limits); no call."""
+        from .config import parse_options
+
+        return SIZE_GB[parse_options(options).volume_type]
 
     def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str]) -> Volume:
         """A blank ``volume_type`` disk in ``zone``, labelled with ``tags`` and ``gpuorch:managed``.
