@@ -7,8 +7,9 @@ one made. A disk lives in its region and, when created for a zonal VM, in that V
 zone: it attaches only to VMs in the same zone (a regional disk only to regional VMs). Attach
 and detach go through ``attachDetachDataDisks`` (no read-modify-write of the VM) on LUN
 ``AZURE_LUN``, where the mount step finds it (``/dev/disk/azure/scsi1/lun<N>``,
-gpuorch.runners.volume_mount); both are followed to their end, as the disk's ``managedBy``
-shows the result only then. A delete of a disk still attached is a TransientError
+gpuorch.runners.volume_mount). Attach is followed at most ``ATTACH_WAIT_S``, then says "not
+yet" (TransientError) so a slow attach never holds the daemon's pass; detach is not followed.
+A delete of a disk still attached is a TransientError
 ``VolumeInUse``: try again once it is detached.
 """
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpuorch.azure")
 IN_USE_RETRY_S = 10.0
+ATTACH_WAIT_S = 20.0  # an attach takes seconds; longer, and the next pass looks again
 
 
 def zone_of(resource: dict[str, Any]) -> str:
@@ -117,8 +119,16 @@ class ManagedDisks:
         if size and sku and sku not in attachable(size):
             raise PermanentError(f"providers.azure.volume_type: {size} cannot attach a {sku} disk (no premium "
                                  "storage); set volume_type to StandardSSD_LRS", code="InvalidVolume.DiskType")
-        self._arm.attach_detach(instance_id, {"dataDisksToAttach": [
-            {"diskId": disk.id, "lun": AZURE_LUN, "caching": "None", "deleteOption": "Detach"}]})
+        try:
+            done = self._arm.attach_detach(instance_id, {"dataDisksToAttach": [
+                {"diskId": disk.id, "lun": AZURE_LUN, "caching": "None", "deleteOption": "Detach"}]}, ATTACH_WAIT_S)
+        except PermanentError as e:
+            if e.code in ("OperationNotAllowed", "Conflict", "AttachDiskWhileBeingDetached"):  # held, or busy: not yet
+                raise TransientError(str(e), code="VolumeInUse", retry_after=IN_USE_RETRY_S) from None
+            raise
+        if not done:  # never hold the daemon's pass: the next call finds it attached
+            raise TransientError(f"azure: attaching {volume_id} to {instance_id} still running", code="NotYet",
+                                 retry_after=5.0)
 
     def detach_volume(self, volume_id: str, instance_id: str) -> None:
         """Detach from ``instance_id``; quiet if not attached there or either is gone."""
@@ -129,7 +139,7 @@ class ManagedDisks:
         if disk.attached_to is None or disk.attached_to.lower() != instance_id.lower():
             return
         try:
-            self._arm.attach_detach(instance_id, {"dataDisksToDetach": [{"diskId": disk.id}]})
+            self._arm.attach_detach(instance_id, {"dataDisksToDetach": [{"diskId": disk.id}]}, 0.0)
         except NotFoundError:
             return
 

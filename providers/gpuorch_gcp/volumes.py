@@ -9,8 +9,9 @@ uses the disk's name as its ``deviceName``, which is how the mount step finds it
 
 The disk type is ``providers.gcp.volume_type``; a machine type that cannot attach it (A3 Ultra
 and A4 take Hyperdisk only; A2, G2, N1 no Hyperdisk) is refused before the call, naming the
-option. Attach waits for its operation (at most ``operation_timeout_s``): a disk in use is
-seen in the disk's ``users`` only once it is done. Detach and delete do not wait; a delete of
+option. Attach waits for its operation at most ``ATTACH_WAIT_S`` (a disk is in its ``users``
+only once it is done), then says "not yet" (TransientError), so a slow attach never holds the
+daemon's pass; the next call finds it attached. Detach and delete do not wait; a delete of
 a disk still attached (or still detaching) is a TransientError ``VolumeInUse``: try again.
 """
 
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpuorch.gcp")
 IN_USE_RETRY_S = 10.0
+ATTACH_WAIT_S = 20.0  # an attach takes seconds; longer, and the next pass looks again
 
 
 def to_volume(d: dict[str, Any]) -> Volume:
@@ -130,10 +132,19 @@ class PersistentDisks:
                 f"providers.gcp.volume_type: {machine} cannot attach a {disk_type} disk (it takes "
                 f"{', '.join(sorted(attachable(machine)))}); set volume_type to one of those",
                 code="InvalidVolume.DiskType")
-        op = self._gce.attach_disk(zone, inst_name, {"source": disk.get("self_link") or f"zones/{zone}/disks/{name}",
-                                                      "device_name": name, "mode": "READ_WRITE", "auto_delete": False})
-        err = operation_error(self._gce.wait(zone, op, self.options.operation_timeout_s),
-                              f"gce instances.attachDisk {name} to {instance_id}")
+        try:
+            source = disk.get("self_link") or f"zones/{zone}/disks/{name}"
+            op = self._gce.attach_disk(zone, inst_name, {"source": source, "device_name": name, "mode": "READ_WRITE",
+                                                          "auto_delete": False})
+        except PermanentError as e:
+            if e.code == "resourceInUseByAnotherResource":  # attached meanwhile (our own earlier call, still running)
+                raise TransientError(str(e), code="VolumeInUse", retry_after=IN_USE_RETRY_S) from None
+            raise
+        op = self._gce.wait(zone, op, min(self.options.operation_timeout_s, ATTACH_WAIT_S))
+        if op.get("status") != "DONE":  # never hold the daemon's pass: the next call finds it attached
+            raise TransientError(f"gce instances.attachDisk {name} to {instance_id} still running",
+                                 code="NotYet", retry_after=5.0)
+        err = operation_error(op, f"gce instances.attachDisk {name} to {instance_id}")
         if err is not None:
             raise err
 
