@@ -75,4 +75,19 @@ def refresh_catalog(provider: str, options: dict[str, Any], home: Path, path: Pa
     if not offers:
         raise ProviderError(f"{provider} listed no offers (no priced GPU instance types in its regions); catalog "
                             "left as it was", code="Empty")
+    offers = _audited(provider, offers)
     return write_catalog(path, provider, offers, source, utcnow())
+
+
+def _audited(provider: str, offers: list[Any]) -> list[Any]:
+    """The row audit (``gpuorch.catalog.audit``) over what the provider listed: a row that fails
+    a check is left out and named on stderr, one line each; a flagged spot price is kept and named."""
+    from gpuorch.catalog import OfferRow
+    from gpuorch.catalog.audit import audit_rows
+
+    findings = audit_rows([OfferRow(**o.model_dump()) for o in offers])
+    for f in findings:
+        typer.echo(f"{'left out' if f.severity == 'error' else 'flagged'}: {f.line(provider)}", err=True)
+    bad = {f.index for f in findings if f.severity == "error"}
+    return [o for i, o in enumerate(offers) if i not in bad]
+

@@ -15,11 +15,26 @@ import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from gpuorch.catalog.refresh import catalog_path, write_catalog
 from gpuorch.provider.port import Provider, SupportsPriceRefresh
 
 log = logging.getLogger("gpuorch.catalog")
+
+
+def audited(provider: str, offers: list[Any]) -> list[Any]:
+    """``offers`` less the rows the catalog audit (``gpuorch.catalog.audit``) fails, each logged;
+    flagged spot prices are logged and kept (``catalog refresh`` does the same on stderr)."""
+    from gpuorch.catalog import OfferRow
+    from gpuorch.catalog.audit import audit_rows
+
+    findings = audit_rows([OfferRow(**o.model_dump()) for o in offers])
+    for f in findings:
+        log.warning("catalog refresh of %s: %s %s", provider, "left out" if f.severity == "error" else "flagged",
+                    f.line(provider))
+    bad = {f.index for f in findings if f.severity == "error"}
+    return [o for i, o in enumerate(offers) if i not in bad]
 
 
 def price_source(provider: Provider) -> str:
@@ -46,7 +61,7 @@ class CatalogRefresher:
                 continue
             self.done_at[name] = now
             try:
-                offers = p.refresh_offers()
+                offers = audited(name, p.refresh_offers())
                 if not offers:
                     raise ValueError("the refresh listed no offers")
                 summary = write_catalog(catalog_path(self.home, name), name, offers, price_source(p), self.now())

@@ -168,6 +168,11 @@ class Provider(ABC):
     # True when a runner call may wait on the network (SSH to a VM): the daemon then reads agent
     # statuses off the pass. Runners that read local files or memory answer inline.
     runners_may_block: bool = True
+    # True when its runners' agents can run a job's ``image:`` (docs/workloads.md); ``submit``
+    # refuses an image for a job no such enabled provider may take.
+    runs_containers: bool = False
+    # The most instances one job may span (spec ``nodes:``); 1: no multi-node placement.
+    max_nodes: int = 1
 
     @abstractmethod
     def offers(self) -> list[Offer]:

@@ -73,6 +73,7 @@ class AzureProvider(ManagedDisks, Provider):
 
     name = PROVIDER
     price_source = "Azure Retail Prices API (prices.azure.com) + resource_skus (sizes, zones)"
+    runs_containers = True  # the agent runs docker on the VM (docs/workloads.md)
 
     def __init__(self, options: AzureOptions, *, home: Path | None = None, credential: Any = None,
                  sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,

@@ -52,6 +52,7 @@ class GcpProvider(PersistentDisks, Provider):
 
     name = PROVIDER
     price_source = "Compute Engine machineTypes + Cloud Billing Catalog API (services/6F81-5844-456A/skus)"
+    runs_containers = True  # the agent runs docker on the VM (docs/workloads.md)
 
     def __init__(self, options: GcpOptions, *, home: Path | None = None, credentials: Any = None,
                  sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,

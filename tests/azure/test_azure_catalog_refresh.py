@@ -20,6 +20,7 @@ import gpuorch.cli  # noqa: F401 - registers the commands
 from gpuorch.catalog import provenance
 from gpuorch.cli.app import app
 from gpuorch.provider.catalog import load_offers
+from gpuorch_azure.catalog import CATALOG
 from gpuorch_azure.pricing import retail_prices, zones_of
 
 pytestmark = pytest.mark.azure
@@ -86,7 +87,9 @@ def test_refresh_writes_zonal_rows_priced_from_every_page(configured: Path, pric
     t4 = offers[("eastus-1", "Standard_NC4as_T4_v3")]
     assert (t4.price_per_hour, t4.spot_price_per_hour, t4.gpu, t4.vcpus, t4.memory_gib) == (T4, T4_SPOT, "T4", 4, 28)
     a100 = offers[("westus2", "Standard_NC24ads_A100_v4")]
-    assert (a100.gpu, a100.price_per_hour, a100.spot_price_per_hour) == ("A100-80GB", A100, A100_SPOT)
+    family = CATALOG.family_of("Standard_NC24ads_A100_v4")  # resource_skus gives a count; the family the model
+    assert family is not None and (a100.gpu, a100.price_per_hour, a100.spot_price_per_hour) == (family.gpu, A100,
+                                                                                                A100_SPOT)
     assert (a100.billing_granularity_s, a100.min_billing_s) == (1, 300)
     record = provenance.read(path)
     assert record is not None and record["provider"] == "azure" and "Retail Prices" in record["source"]
