@@ -9,7 +9,8 @@ module, so reading catalogs (``gpuorch offers``) imports no SDK and no pydantic.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Iterable
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,6 +62,17 @@ def volume_size_ranges(config: dict[str, dict[str, Any]]) -> dict[str, tuple[flo
         limits = getattr(provider_class(name), "volume_size_range", None)
         if callable(limits):
             out[name] = limits(config[name] or {})
+    return out
+
+
+def volume_attach_checks(config: dict[str, dict[str, Any]]) -> dict[str, Callable[[str], bool]]:
+    """instance type -> whether it can attach the provider's volume disk type, for each enabled
+    provider that says (``volume_attachable``); no cloud call."""
+    out: dict[str, Callable[[str], bool]] = {}
+    for name in with_volumes(config):
+        check = getattr(provider_class(name), "volume_attachable", None)
+        if callable(check):
+            out[name] = functools.partial(check, config[name] or {})
     return out
 
 

@@ -188,7 +188,13 @@ class JobService:
                                    volume_size_ranges(dict(providers)))
         if spec.image is not None or spec.nodes > 1:  # only then are the provider classes imported
             workload_check(checked, {name: provider_class(name) for name in providers}, source)
-        warning = fit_check(checked, offline_offers(dict(providers), self.home), source, now)
+        offers = offline_offers(dict(providers), self.home)
+        if spec.volume is not None:  # only instance types that can attach the volume's disk type
+            from gpuorch.jobs.submitcheck import volume_offers
+            from gpuorch.registry import volume_attach_checks
+
+            offers = volume_offers(checked, offers, volume_attach_checks(dict(providers)), source)
+        warning = fit_check(checked, offers, source, now)
         job = jobs.submit(self.store, spec, now)
         return {"id": job.id, "name": job.name, "status": job.status.value, "warning": warning}
 

@@ -102,6 +102,27 @@ def workload_check(spec: Any, classes: Mapping[str, Any], source: str) -> None:
                              f"place at most {most} per job; use nodes: {most}")
 
 
+def volume_offers(spec: Any, offers: Sequence[Any], attaches: Mapping[str, Any], source: str) -> list[Any]:
+    """``offers`` less those whose instance type cannot attach its provider's volume disk type
+    (``attaches``: provider -> instance type -> bool), for a ``volume:`` job. UserInputError, one
+    line naming ``volume_type``, when that leaves nothing of what the job could otherwise run on."""
+    if spec.volume is None or not attaches:
+        return list(offers)
+    kept = [o for o in offers if o.provider not in attaches or attaches[o.provider](o.instance_type)]
+    if len(kept) == len(offers) or spec.resources.gpu is None and spec.model is None:
+        return kept
+    from gpuorch import placement
+
+    fitting = placement.candidates(spec, list(offers))
+    if fitting and not placement.candidates(spec, kept):
+        names = sorted({c.offer.provider for c in fitting})
+        types = sorted({c.offer.instance_type for c in fitting})[:4]
+        raise UserInputError(f"{source}: volume: the instance types this job fits ({', '.join(types)}) cannot attach "
+                             f"the volume disk type of {', '.join(names)}; set providers.{names[0]}.volume_type to "
+                             "one they attach (docs/gcp.md#volumes, docs/azure.md#volumes)")
+    return kept
+
+
 def fit_check(spec: Any, offers: Sequence[Any], source: str, now: datetime) -> str | None:
     """The planner `gpuorch plan` uses, over ``offers`` (what the enabled providers sell).
 

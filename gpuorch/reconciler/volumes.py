@@ -61,13 +61,20 @@ class Volumes:
 
     def offers_for(self, spec: JobSpec, offers: Sequence[Offer]) -> Sequence[Offer]:
         """The offers a job may be placed on: for a ``volume:`` job, only those of providers with
-        volumes (no silent drop). The same list object for every job while ``offers`` is the same
-        (placement memoises on it)."""
+        volumes (no silent drop) whose instance type can attach the provider's volume disk type.
+        The same list object for every job while ``offers`` is the same (placement memoises on it)."""
         if spec.volume is None:
             return offers
         if self._scoped is None or self._scoped[0] is not offers:
-            self._scoped = (offers, [o for o in offers if self._provider(o.provider) is not None])
+            self._scoped = (offers, [o for o in offers if self._attachable(o)])
         return self._scoped[1]
+
+    def _attachable(self, o: Offer) -> bool:
+        """A provider with volumes, and (where it says: ``can_attach_volume``) an instance type
+        that can attach its volume disk type."""
+        p = self._provider(o.provider)
+        check = getattr(p, "can_attach_volume", None)
+        return p is not None and (not callable(check) or bool(check(o.instance_type)))
 
     def _provider(self, name: str | None) -> SupportsVolumes | None:
         p = self.providers.get(name or "")

@@ -74,6 +74,17 @@ class ManagedDisks:
 
         return SIZE_GIB[parse_options(options).volume_type]
 
+    @classmethod
+    def volume_attachable(cls, options: dict[str, Any], instance_type: str) -> bool:
+        """Whether VM size ``instance_type`` can attach ``providers.azure``'s ``volume_type``; no call."""
+        from .config import parse_options
+
+        return parse_options(options).volume_type in attachable(instance_type)
+
+    def can_attach_volume(self, instance_type: str) -> bool:
+        """The same for this provider's options (the daemon's placement of volume jobs)."""
+        return self.options.volume_type in attachable(instance_type)
+
     def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str]) -> Volume:
         """A blank ``volume_type`` disk in ``zone`` (or regional), tagged ``tags`` and
         ``gpuorch:managed``. Idempotent by its tags (job, installation): the disk of that name is

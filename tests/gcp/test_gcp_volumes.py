@@ -77,3 +77,35 @@ def test_attach_names_the_device_after_the_disk_the_mount_step_looks_for(make_pr
     assert attached["autoDelete"] is False  # the VM's deletion must not take the job's data with it
     provider.terminate(inst)
     assert next(v for v in provider.list_volumes() if v.id == vol.id).attached_to is None
+
+
+def test_volume_jobs_are_placed_only_on_machine_types_that_attach_the_volume_type(make_provider, store) -> None:
+    from gpuorch.jobs.spec import parse_spec
+    from gpuorch.reconciler.volumes import Volumes
+
+    provider = make_provider(volume_type="hyperdisk-balanced")
+    offers = [Offer(provider="gcp", region="us-central1", zone="us-central1-a", instance_type=t, gpu=g, gpu_count=n,
+                    gpu_memory_gib=m, price_per_hour=p) for t, g, n, m, p in
+              [("g2-standard-4", "L4", 1, 24, 0.7), ("a3-highgpu-1g", "H100", 1, 80, 11.0)]]
+    vols = Volumes(store, {"gcp": provider}, txn=None)  # type: ignore[arg-type]
+    with_volume = parse_spec({"name": "v", "run": "x", "volume": {"size": "50GB", "mount": "/data"}})
+    assert [o.instance_type for o in vols.offers_for(with_volume, offers)] == ["a3-highgpu-1g"]
+    assert vols.offers_for(with_volume.model_copy(update={"volume": None}), offers) is offers
+
+
+def test_submit_refuses_a_volume_job_whose_machine_types_cannot_attach_the_volume_type(_isolated_home, tmp_path):
+    from typer.testing import CliRunner
+
+    from gpuorch.cli.app import app
+
+    (_isolated_home / "config.yaml").write_text(
+        "providers:\n  gcp: {project: my-project-123, regions: [us-central1], volume_type: hyperdisk-balanced}\n")
+    job = tmp_path / "l4.yaml"
+    job.write_text("name: l4\nrun: x\nresources: {gpu: 'L4:1'}\nvolume: {size: 100GB, mount: /data}\n")
+    r = CliRunner().invoke(app, ["submit", str(job)])
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.strip().startswith(f"error: {job}: volume: the instance types this job fits (g2-standard-")
+    assert "cannot attach the volume disk type of gcp; set providers.gcp.volume_type to one they attach" in r.stderr
+    (_isolated_home / "config.yaml").write_text(
+        "providers:\n  gcp: {project: my-project-123, regions: [us-central1], volume_type: pd-ssd}\n")
+    assert CliRunner().invoke(app, ["submit", str(job)]).exit_code == 0
