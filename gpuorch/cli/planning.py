@@ -121,7 +121,8 @@ def offers(
     except ValueError as e:
         fail(f"--min-vram: {e}")
     try:
-        rows = cat.select(cat.load_rows(catalog), gpu=gpu, min_vram_gib=vram, provider=provider, region=region,
+        loaded = [r for f in _catalog_files(catalog) for r in cat.load_rows(f)]
+        rows = cat.select(loaded, gpu=gpu, min_vram_gib=vram, provider=provider, region=region,
                           market="spot" if spot else "on-demand" if on_demand else "any")[:limit]  # fmt: skip
     except UserInputError as e:
         fail(str(e))
@@ -141,12 +142,35 @@ def offers(
     typer.echo(_freshness(catalog)["line"])
 
 
+def _catalog_files(catalog: Path | None) -> list[Path]:
+    """``--catalog``, else the shipped rows with each provider's last ``catalog refresh`` in their place."""
+    if catalog is not None:
+        return [catalog]
+    from gpuorch.catalog.refresh import default_files
+    from gpuorch.store.paths import default_home
+
+    return default_files(default_home())
+
+
 def _freshness(catalog: Path | None) -> dict[str, Any]:
-    """How old the catalog's prices are (its provenance, written by ``catalog refresh``)."""
+    """How old the prices are (each refreshed file's provenance, written by ``catalog refresh``):
+    ``as_of``/``age_s`` of the oldest refreshed file, None when none is; ``catalogs`` per file."""
     from gpuorch.catalog.provenance import freshness
     from gpuorch.clock import utcnow
 
-    return freshness(catalog, utcnow())
+    now = utcnow()
+    if catalog is not None:
+        return freshness(catalog, now)
+    each = [freshness(f, now) for f in _catalog_files(None)]
+    dated = [f for f in each if f["as_of"] is not None]
+    lines = [f["line"] for f in dated]
+    if len(dated) < len(each):
+        lines.append(freshness(None, now)["line"] if not dated else
+                     "the other providers' prices: the shipped snapshot, of unknown age")
+    oldest = max(dated, key=lambda f: f["age_s"], default=None)
+    return {"catalog": "default", "as_of": oldest["as_of"] if oldest else None,
+            "age_s": oldest["age_s"] if oldest else None, "source": None, "line": "; ".join(lines),
+            "catalogs": dated}
 
 
 def _candidate_dict(c: Any) -> dict[str, Any]:
@@ -178,7 +202,7 @@ def plan(
 
     try:
         spec = load_spec(job)
-        offers = load_offers(catalog)
+        offers = [o for f in _catalog_files(catalog) for o in load_offers(f)]
         if spec.volume is not None:  # placed only where volumes are (as the daemon does); refused if nowhere
             from gpuorch.jobs.submitcheck import volume_scope
             from gpuorch.registry import with_volumes
