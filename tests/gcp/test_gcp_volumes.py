@@ -109,3 +109,28 @@ def test_submit_refuses_a_volume_job_whose_machine_types_cannot_attach_the_volum
     (_isolated_home / "config.yaml").write_text(
         "providers:\n  gcp: {project: my-project-123, regions: [us-central1], volume_type: pd-ssd}\n")
     assert CliRunner().invoke(app, ["submit", str(job)]).exit_code == 0
+
+
+def test_a_slow_attach_is_a_not_yet_and_never_holds_the_caller(fake: FakeGce, sleeps) -> None:
+    import itertools
+
+    from gpuorch.errors import TransientError
+    from gpuorch_gcp import GcpProvider
+
+    ticks = itertools.count(0, 30)  # each look at the clock is 30 s later: the bounded wait gives up at once
+    provider = GcpProvider(parse_options({"project": fake.project, "zones": ["us-central1-a"], "endpoint": fake.url}),
+                           sleep=sleeps.append, now=fake.now, monotonic=lambda: float(next(ticks)))
+    vol = provider.create_volume(region="us-central1", zone="us-central1-a", size_gib=10,
+                                 tags=managed_tags(12, 1, OWNER))
+    inst = launch(provider, "g2-standard-4", job=80)
+    fake.slow_attach = True
+    with pytest.raises(TransientError) as e:
+        provider.attach_volume(vol.id, inst)
+    assert e.value.code == "NotYet"
+    with pytest.raises(TransientError) as again:  # our own attach still running: a not-yet, not a failure
+        provider.attach_volume(vol.id, inst)
+    assert again.value.code == "VolumeInUse"
+    fake.finish_attaches()
+    provider.attach_volume(vol.id, inst)  # done: quiet
+    assert next(v for v in provider.list_volumes() if v.id == vol.id).attached_to == inst
+    provider.close()
