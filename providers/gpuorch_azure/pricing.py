@@ -11,7 +11,8 @@ makes the calls.
 - **Sizes** (``GET /subscriptions/{s}/providers/Microsoft.Compute/skus``): ``resourceType``
   "virtualMachines", ``capabilities`` (``vCPUs``, ``MemoryGB``, ``GPUs``), ``locationInfo[].zones``
   (which zones have the size) less ``restrictions`` (``Location``: not offered to this
-  subscription there; ``Zone``: not in those zones). The GPU model is the size's family
+  subscription there; ``Zone``: not in those zones); ``LowPriorityCapable`` "False": no spot
+  price, whatever the meters say. The GPU model is the size's family
   (catalog.FAMILIES): resource_skus gives only a count.
 
 A size with zones becomes one row per zone (``<region>-<n>``: zonal VMs, which zonal managed
@@ -105,7 +106,8 @@ def sku_rows(skus: Iterable[Mapping[str, Any]], regions: Iterable[str], prices: 
             if zones is None or on_demand is None:
                 continue
             spot = prices.get((region, size, True))
-            spot_price = spot[1] if spot is not None and spot[1] < on_demand[1] else None
+            spot_ok = capability(sku, "LowPriorityCapable") != "False"  # Azure says a size cannot run as spot
+            spot_price = spot[1] if spot is not None and spot_ok and spot[1] < on_demand[1] else None
             for zone in [f"{region}-{z}" for z in zones] or [region]:
                 rows[(zone, size)] = OfferRow(
                     "azure", region, zone, size, spec.name, count, spec.usable, vcpus, memory, on_demand[1],

@@ -123,3 +123,11 @@ def test_retail_items_without_a_price_do_not_parse_and_restrictions_remove_zones
     gone = resource_sku("Standard_NC4as_T4_v3", "eastus", ["1"], 1, 4, 28,
                         [{"type": "Location", "values": ["eastus"], "restrictionInfo": {"locations": ["eastus"]}}])
     assert zones_of(gone, "eastus") is None and zones_of(gone, "westus2") is None
+    from gpuorch_azure.pricing import sku_rows
+
+    prices = retail_prices([meter("Standard_NC4as_T4_v3", "eastus", T4),
+                            meter("Standard_NC4as_T4_v3", "eastus", T4_SPOT, spot=True)])
+    no_spot = resource_sku("Standard_NC4as_T4_v3", "eastus", [], 1, 4, 28)
+    no_spot["capabilities"].append({"name": "LowPriorityCapable", "value": "False"})
+    [row] = sku_rows([no_spot], ["eastus"], prices)
+    assert (row.zone, row.price_per_hour, row.spot_price_per_hour) == ("eastus", T4, None)

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 import gpuorch.cli  # noqa: F401 - registers the commands
 from gpuorch.catalog import provenance
 from gpuorch.cli.app import app
+from gpuorch.clock import utcnow
 from gpuorch.provider.catalog import load_offers
 from gpuorch_gcp.pricing import sku_prices, unit_price
 
@@ -185,3 +186,24 @@ def test_the_daemons_refresh_feeds_offers_and_keeps_the_last_good_catalog(make_p
     assert refresher.run_due() == [] and "Cloud Billing" in refresher.errors["gcp"]
     assert (configured / "catalog" / "gcp.csv").read_text() == good  # the last good catalog stays
     assert next(o for o in provider.offers() if o.instance_type == "g2-standard-4").price_per_hour == g2.price_per_hour
+
+
+def test_the_daemons_refresh_thread_writes_the_catalog_and_stops_when_told(make_provider, configured: Path,
+                                                                           billing: FakeBilling) -> None:
+    import threading
+
+    from gpuorch.ops.catalog_refresh import CatalogRefresher
+
+    provider = make_provider(home=configured, billing_endpoint=billing.url, zones=["us-central1-a"])
+    stop = threading.Event()
+    thread = CatalogRefresher({"gcp": provider}, configured, 3600.0, utcnow).start(stop)
+    assert thread is not None
+    path = configured / "catalog" / "gcp.csv"
+    for _ in range(600):  # waits for the first refresh (a condition, not a timing)
+        if provenance.read(path) is not None:
+            break
+        stop.wait(0.05)
+    stop.set()
+    thread.join(timeout=30)
+    assert provenance.read(path) is not None and not thread.is_alive()
+    assert CatalogRefresher({}, configured, 3600.0, utcnow).start(stop) is None  # nothing to refresh: no thread
