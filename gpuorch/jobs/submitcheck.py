@@ -61,16 +61,26 @@ def no_candidate_message(spec: Any, p: Any, offers: Any = None) -> str:
 
 
 def volume_scope(spec: Any, providers: Sequence[str], with_volumes: Sequence[str], source: str,
-                 sizes: Mapping[str, tuple[float, float]] | None = None) -> Any:
+                 sizes: Mapping[str, tuple[float, float]] | None = None,
+                 types: Mapping[str, Sequence[str]] | None = None) -> Any:
     """A job with ``volume:`` runs only where volumes are: ``spec`` with ``providers`` narrowed to
     those of the job's allowed ones (its own ``providers:``, else ``providers``, the enabled ones)
     that have volumes (``with_volumes``) and, where ``sizes`` gives a provider's (min, max) GiB,
     can make one of ``volume.size``. UserInputError, one line naming ``volume`` (or
-    ``volume.size``) and what would do, when none can. Pure."""
+    ``volume.size``) and what would do, when none can. With ``volume.type``, only the providers
+    whose disk types (``types``, where a provider says) include it. Pure."""
     if spec.volume is None:
         return spec
     allowed = list(spec.providers or providers)
     keep = [p for p in allowed if p in with_volumes]
+    wanted = spec.volume.type
+    if wanted is not None and keep and types:
+        made = [p for p in keep if p not in types or wanted in types[p]]
+        if not made:
+            known = "; ".join(f"{p}: {', '.join(types[p])}" for p in keep if p in types)
+            raise UserInputError(f"{source}: volume.type: {wanted!r} is not a disk type of the providers this job may "
+                                 f"use ({known}); use one of those, or leave it out for each provider's default")
+        keep = made
     limits = {p: sizes[p] for p in keep if sizes and p in sizes}
     fits = [p for p in keep if p not in limits or limits[p][0] <= spec.volume.size <= limits[p][1]]
     if keep and not fits:
@@ -117,6 +127,10 @@ def volume_offers(spec: Any, offers: Sequence[Any], attaches: Mapping[str, Any],
     if fitting and not placement.candidates(spec, kept):
         names = sorted({c.offer.provider for c in fitting})
         types = sorted({c.offer.instance_type for c in fitting})[:4]
+        if spec.volume.type is not None:
+            raise UserInputError(f"{source}: volume.type: the instance types this job fits ({', '.join(types)}) "
+                                 f"cannot attach a {spec.volume.type} disk; choose a type they attach, or leave it "
+                                 "out (docs/gcp.md#volumes, docs/azure.md#volumes)")
         raise UserInputError(f"{source}: volume: the instance types this job fits ({', '.join(types)}) cannot attach "
                              f"the volume disk type of {', '.join(names)}; set providers.{names[0]}.volume_type to "
                              "one they attach (docs/gcp.md#volumes, docs/azure.md#volumes)")

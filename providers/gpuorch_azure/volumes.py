@@ -68,33 +68,42 @@ class ManagedDisks:
     _arm: Arm
 
     @classmethod
-    def volume_size_range(cls, options: dict[str, Any]) -> tuple[int, int]:
-        """GiB a volume may have under ``providers.azure`` (its ``volume_type``'s limits); no call."""
+    def volume_types(cls, options: dict[str, Any]) -> tuple[str, ...]:
+        """The disk types a job's ``volume.type`` may name here, ``volume_type`` (the default) first."""
         from .config import parse_options
 
-        return SIZE_GIB[parse_options(options).volume_type]
+        default = parse_options(options).volume_type
+        return (default, *(t for t in SIZE_GIB if t != default))
 
     @classmethod
-    def volume_attachable(cls, options: dict[str, Any], instance_type: str) -> bool:
-        """Whether VM size ``instance_type`` can attach ``providers.azure``'s ``volume_type``; no call."""
-        from .config import parse_options
+    def volume_size_range(cls, options: dict[str, Any], disk_type: str | None = None) -> tuple[int, int]:
+        """GiB a volume of ``disk_type`` (default: ``volume_type``) may have; no call."""
+        return SIZE_GIB.get(disk_type or cls.volume_types(options)[0], (4, 32767))
 
-        return parse_options(options).volume_type in attachable(instance_type)
+    @classmethod
+    def volume_attachable(cls, options: dict[str, Any], instance_type: str, disk_type: str | None = None) -> bool:
+        """Whether VM size ``instance_type`` can attach ``disk_type`` (default: ``volume_type``); no call."""
+        return (disk_type or cls.volume_types(options)[0]) in attachable(instance_type)
 
-    def can_attach_volume(self, instance_type: str) -> bool:
+    def can_attach_volume(self, instance_type: str, disk_type: str | None = None) -> bool:
         """The same for this provider's options (the daemon's placement of volume jobs)."""
-        return self.options.volume_type in attachable(instance_type)
+        return (disk_type or self.options.volume_type) in attachable(instance_type)
 
-    def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str]) -> Volume:
-        """A blank ``volume_type`` disk in ``zone`` (or regional), tagged ``tags`` and
+    def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str],
+                      disk_type: str | None = None) -> Volume:
+        """A blank disk of ``disk_type`` (default ``volume_type``) in ``zone`` (or regional), tagged ``tags`` and
         ``gpuorch:managed``. Idempotent by its tags (job, installation): the disk of that name is
         returned if it exists. PermanentError ``InvalidVolume.Size`` outside the type's limits."""
         if region not in self.options.regions:
             raise PermanentError(f"azure region {region} is not in providers.azure.regions", code="RegionNotConfigured")
         tags = {**tags, TAG_MANAGED: "true"}
         name = disk_name(tags)
+        disk_type = disk_type or self.options.volume_type
+        if disk_type not in SIZE_GIB:
+            raise PermanentError(f"volume.type: {disk_type!r} is not an Azure volume disk type gpuorch knows; use one "
+                                 f"of {', '.join(SIZE_GIB)}", code="InvalidVolume.DiskType")
         try:
-            body = disk_body(region, zone, size_gib, self.options.volume_type, tags)
+            body = disk_body(region, zone, size_gib, disk_type, tags)
         except ValueError as e:
             raise PermanentError(str(e), code="InvalidVolume.Size") from None
         try:

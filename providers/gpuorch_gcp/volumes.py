@@ -74,33 +74,43 @@ class PersistentDisks:
     _gce: Gce
 
     @classmethod
-    def volume_size_range(cls, options: dict[str, Any]) -> tuple[int, int]:
-        """GiB a volume may have under ``providers.gcp`` (its ``volume_type``'s limits); no call."""
+    def volume_types(cls, options: dict[str, Any]) -> tuple[str, ...]:
+        """The disk types a job's ``volume.type`` may name here, ``volume_type`` (the default) first."""
         from .config import parse_options
 
-        return SIZE_GB[parse_options(options).volume_type]
+        default = parse_options(options).volume_type
+        return (default, *(t for t in SIZE_GB if t != default))
 
     @classmethod
-    def volume_attachable(cls, options: dict[str, Any], instance_type: str) -> bool:
-        """Whether ``instance_type`` can attach ``providers.gcp``'s ``volume_type`` (disks.py); no call."""
-        from .config import parse_options
+    def volume_size_range(cls, options: dict[str, Any], disk_type: str | None = None) -> tuple[int, int]:
+        """GiB a volume of ``disk_type`` (default: ``volume_type``) may have; no call."""
+        return SIZE_GB.get(disk_type or cls.volume_types(options)[0], (1, 65536))
 
-        return parse_options(options).volume_type in attachable(instance_type)
+    @classmethod
+    def volume_attachable(cls, options: dict[str, Any], instance_type: str, disk_type: str | None = None) -> bool:
+        """Whether ``instance_type`` can attach ``disk_type`` (default: ``volume_type``; disks.py); no call."""
+        return (disk_type or cls.volume_types(options)[0]) in attachable(instance_type)
 
-    def can_attach_volume(self, instance_type: str) -> bool:
+    def can_attach_volume(self, instance_type: str, disk_type: str | None = None) -> bool:
         """The same for this provider's options (the daemon's placement of volume jobs)."""
-        return self.options.volume_type in attachable(instance_type)
+        return (disk_type or self.options.volume_type) in attachable(instance_type)
 
-    def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str]) -> Volume:
-        """A blank ``volume_type`` disk in ``zone``, labelled with ``tags`` and ``gpuorch:managed``.
+    def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str],
+                      disk_type: str | None = None) -> Volume:
+        """A blank disk of ``disk_type`` (default ``volume_type``) in ``zone``, labelled with ``tags``
+        and ``gpuorch:managed``. PermanentError ``InvalidVolume.DiskType`` for a type not in disks.py.
         Idempotent by its tags (job, installation): a repeat returns the disk the first call made.
         PermanentError ``InvalidVolume.Size`` outside the type's limits."""
         if not self.options.allows(zone) or region_of(zone) != region:
             raise PermanentError(f"gcp zone {zone} (region {region}) is not in providers.gcp zones/regions",
                                  code="ZoneNotConfigured")
         tags = {**tags, TAG_MANAGED: "true"}
+        disk_type = disk_type or self.options.volume_type
+        if disk_type not in SIZE_GB:
+            raise PermanentError(f"volume.type: {disk_type!r} is not a GCP volume disk type gpuorch knows; use one "
+                                 f"of {', '.join(SIZE_GB)}", code="InvalidVolume.DiskType")
         try:
-            body = disk_body(zone, size_gib, self.options.volume_type, tags)
+            body = disk_body(zone, size_gib, disk_type, tags)
         except ValueError as e:
             raise PermanentError(str(e), code="InvalidVolume.Size") from None
         try:

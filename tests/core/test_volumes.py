@@ -265,3 +265,10 @@ def test_a_volume_the_instance_can_never_attach_ends_the_attempt_with_the_reason
     assert a1.reason == TerminationReason.FAILED
     assert a1.message == "volume: providers.fake.volume_type: m1 cannot attach a hd disk"
     assert job_row(store, job.id).status == JobStatus.FAILED
+
+
+def test_the_jobs_volume_type_reaches_the_create(store, fake, clock, rec):
+    job = submit(store, clock, volume={**VOLUME, "type": "pd-ssd"})
+    drive(rec, clock, 30)
+    [a1] = attempts(store, job.id)
+    assert ("create_volume", a1.zone, "pd-ssd") in fake.calls

@@ -134,3 +134,40 @@ def test_a_slow_attach_is_a_not_yet_and_never_holds_the_caller(fake: FakeGce, sl
     provider.attach_volume(vol.id, inst)  # done: quiet
     assert next(v for v in provider.list_volumes() if v.id == vol.id).attached_to == inst
     provider.close()
+
+
+def test_a_jobs_volume_type_overrides_the_default_and_an_unknown_one_is_refused(make_provider, fake: FakeGce):
+    provider = make_provider()  # volume_type: pd-balanced
+    vol = provider.create_volume(region="us-central1", zone="us-central1-a", size_gib=10,
+                                 tags=managed_tags(13, 1, OWNER), disk_type="pd-ssd")
+    assert fake.disks[("us-central1-a", vol.id.split("/")[1])]["type"].endswith("/diskTypes/pd-ssd")
+    with pytest.raises(PermanentError) as e:
+        provider.create_volume(region="us-central1", zone="us-central1-a", size_gib=10,
+                               tags=managed_tags(14, 1, OWNER), disk_type="pd-extreme")
+    assert e.value.code == "InvalidVolume.DiskType" and "use one of pd-balanced, pd-ssd" in str(e.value)
+    assert provider.can_attach_volume("g2-standard-4", "pd-ssd")
+    assert not provider.can_attach_volume("g2-standard-4", "hyperdisk-balanced")
+
+
+def test_submit_checks_the_jobs_volume_type_against_the_providers(_isolated_home, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from gpuorch.cli.app import app
+
+    (_isolated_home / "config.yaml").write_text(
+        "providers:\n  gcp: {project: my-project-123, regions: [us-central1]}\n")
+    job = tmp_path / "job.yaml"
+    runner = CliRunner()
+
+    def submit(volume_type: str) -> object:
+        job.write_text("name: l4\nrun: x\nresources: {gpu: 'L4:1'}\n"
+                       f"volume: {{size: 100GB, mount: /data, type: {volume_type}}}\n")
+        return runner.invoke(app, ["submit", str(job)])
+
+    r = submit("gp3")
+    assert r.exit_code == 2 and r.stderr.strip() == (
+        f"error: {job}: volume.type: 'gp3' is not a disk type of the providers this job may use (gcp: pd-balanced, "
+        "pd-ssd, hyperdisk-balanced); use one of those, or leave it out for each provider's default")
+    r = submit("hyperdisk-balanced")  # L4 means G2, which attaches no Hyperdisk
+    assert r.exit_code == 2 and "volume.type: the instance types this job fits (g2-standard-" in r.stderr
+    assert submit("pd-ssd").exit_code == 0
