@@ -43,18 +43,3 @@ def write_catalog(path: Path, provider: str, offers: Iterable[Any], source: str,
             "regions": sorted({o.region for o in offers}), "instance_types": sorted({o.instance_type for o in offers}),
             "source": source, "fetched_at": record["fetched_at"]}
 
-
-def default_files(home: Path) -> list[Path]:
-    """What ``gpuorch offers`` and ``plan`` read without ``--catalog``: each installed adapter's
-    shipped rows, replaced by its last refresh (``$GPUORCH_HOME/catalog/<provider>.csv``) where
-    there is one: the prices the daemon's GCP and Azure offers use too."""
-    from gpuorch.catalog.registry import catalogs
-
-    out = []
-    for name, c in catalogs().items():
-        refreshed = catalog_path(home, name)
-        if refreshed.exists():
-            out.append(refreshed)
-        elif c.rows is not None:
-            out.append(c.rows)
-    return out
