@@ -9,7 +9,8 @@ module, so reading catalogs (``gpuorch offers``) imports no SDK and no pydantic.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Iterable
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,40 @@ def with_volumes(names: Iterable[str]) -> list[str]:
             continue
         if issubclass(cls, SupportsVolumes):
             out.append(name)
+    return out
+
+
+def volume_size_ranges(config: dict[str, dict[str, Any]], disk_type: str | None = None,
+                       ) -> dict[str, tuple[float, float]]:
+    """(min, max) GiB of a volume of ``disk_type`` (None: each provider's default) on each enabled
+    provider that says (``volume_size_range``)."""
+    out: dict[str, tuple[float, float]] = {}
+    for name in with_volumes(config):
+        limits = getattr(provider_class(name), "volume_size_range", None)
+        if callable(limits):
+            out[name] = limits(config[name] or {}, disk_type)
+    return out
+
+
+def volume_types(config: dict[str, dict[str, Any]]) -> dict[str, tuple[str, ...]]:
+    """The disk types a job's ``volume.type`` may name on each enabled provider that says."""
+    out: dict[str, tuple[str, ...]] = {}
+    for name in with_volumes(config):
+        types = getattr(provider_class(name), "volume_types", None)
+        if callable(types):
+            out[name] = tuple(types(config[name] or {}))
+    return out
+
+
+def volume_attach_checks(config: dict[str, dict[str, Any]], disk_type: str | None = None,
+                         ) -> dict[str, Callable[[str], bool]]:
+    """instance type -> whether it can attach ``disk_type`` (None: the provider's default), for
+    each enabled provider that says (``volume_attachable``); no cloud call."""
+    out: dict[str, Callable[[str], bool]] = {}
+    for name in with_volumes(config):
+        check = getattr(provider_class(name), "volume_attachable", None)
+        if callable(check):
+            out[name] = functools.partial(lambda c, o, t, it: c(o, it, t), check, config[name] or {}, disk_type)
     return out
 
 

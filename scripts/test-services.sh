@@ -25,6 +25,16 @@ as_root() {
 # System packages (sshd, chromium): scripts/deps.sh says what it installs before installing it.
 ./scripts/deps.sh
 
+# e2fsprogs (mkfs.ext4, debugfs) and blkid: the volume mount step's tests format a disk image
+# and the GCP/Azure volume end-to-end tests read the file an attempt left inside it.
+if ! command -v mkfs.ext4 >/dev/null 2>&1 || ! command -v debugfs >/dev/null 2>&1 \
+    || ! command -v blkid >/dev/null 2>&1; then
+  echo "test-services: installing e2fsprogs and util-linux (mkfs.ext4, debugfs, blkid) for the volume tests"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      e2fsprogs util-linux >/dev/null 2>&1 \
+    || echo "test-services: could not install e2fsprogs; the volume mount and end-to-end tests will be skipped" >&2
+fi
+
 # sshd refuses to start without its privilege-separation directory (absent in containers).
 if have_sshd && [ ! -d /run/sshd ]; then
   as_root mkdir -p /run/sshd || true

@@ -110,7 +110,8 @@ def test_volume_parses_size_and_mount():
         ({**BASE, "volume": {"size": "100GB", "mount": "/"}}, "volume.mount", "absolute path"),
         ({**BASE, "volume": {"size": 0, "mount": "/data"}}, "volume.size", "greater than 0"),
         ({**BASE, "volume": {"mount": "/data"}}, "volume.size", "required"),
-        ({**BASE, "volume": {"size": "100GB", "mount": "/data", "type": "gp2"}}, "volume.type", "unknown key"),
+        ({**BASE, "volume": {"size": "100GB", "mount": "/data", "type": "gp 2"}}, "volume.type",
+         "is not a disk type name"),
     ],
 )
 def test_bad_specs_give_one_line_naming_the_field(data, field, hint):

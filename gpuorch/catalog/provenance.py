@@ -39,7 +39,10 @@ def write(catalog: str | os.PathLike[str], *, provider: str, source: str, fetche
 
 
 def read(catalog: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The sidecar's record, or None when there is none (or it does not parse)."""
+    """The sidecar's record, or None when there is none (or it does not parse, or the catalog it
+    describes is gone)."""
+    if not Path(catalog).exists():
+        return None
     try:
         record = json.loads(sidecar(catalog).read_text(encoding="utf-8"))
         datetime.fromisoformat(record["fetched_at"])

@@ -11,8 +11,6 @@ fails, or whose answer does not parse, writes nothing: the last catalog stays.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -64,37 +62,24 @@ def refresh(
 def refresh_catalog(provider: str, options: dict[str, Any], home: Path, path: Path) -> dict[str, Any]:
     """Ask ``provider`` for its offers (live prices where it can refresh them) and write them to
     ``path`` whole, with provenance; returns the summary. Raises what the provider raises, and
-    ProviderError(code="Empty") for no offer; nothing is written then. The daemon's scheduled
-    refresh calls this too."""
-    from gpuorch.catalog import OfferRow, provenance, write_csv
+    ProviderError(code="Empty") for no offer; nothing is written then."""
+    from gpuorch.catalog.refresh import write_catalog
     from gpuorch.clock import utcnow
+    from gpuorch.ops.catalog_refresh import price_source
     from gpuorch.provider.port import SupportsPriceRefresh
     from gpuorch.registry import load_provider
 
     p = load_provider(provider, options, home)
     try:
         offers = p.refresh_offers() if isinstance(p, SupportsPriceRefresh) else p.offers()
-        source = str(getattr(p, "price_source", f"{provider} offers()"))
+        source = price_source(p)
     finally:
         p.close()
     if not offers:
         raise ProviderError(f"{provider} listed no offers (no priced GPU instance types in its regions); catalog "
                             "left as it was", code="Empty")
     offers = _audited(provider, offers)
-    fetched_at = utcnow()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:  # written whole, then renamed: a reader never sees half a catalog
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
-            write_csv((OfferRow(**o.model_dump()) for o in offers), f)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    record = provenance.write(path, provider=provider, source=source, fetched_at=fetched_at, offers=len(offers))
-    return {"provider": provider, "path": str(path), "offers": len(offers),
-            "regions": sorted({o.region for o in offers}), "instance_types": sorted({o.instance_type for o in offers}),
-            "source": source, "fetched_at": record["fetched_at"]}
+    return write_catalog(path, provider, offers, source, utcnow())
 
 
 def _audited(provider: str, offers: list[Any]) -> list[Any]:

@@ -221,7 +221,7 @@ def offers(
     _warn_flagged(catalog)
     if json_out:
         emit_json({"offers": [{**r._asdict(), "listed_price": p} for r, p in rows], "count": len(rows),
-                   "source": source})
+                   "source": source, "prices": _freshness(catalog, price_list)})
         return
     w = max([16, *(len(r.instance_type) for r, _ in rows)])  # Azure sizes run to 25 characters
     g = max([14, *(len(f"{r.gpu_count}x{r.gpu}") for r, _ in rows if r.gpu)])  # 1xA100-PCIE-80GB
@@ -233,6 +233,47 @@ def offers(
         typer.echo(f"{r.provider:<8} {r.region:<16} {r.zone:<18} {r.instance_type:<{w}} {gpu_s:<{g}} "
                    f"{r.price_per_hour:>10.3f} {spot_s:>9}")
     typer.echo(f"{len(rows)} offer(s), USD per hour, from {source}")
+    typer.echo(_freshness(catalog, price_list)["line"])
+
+
+def _freshness(catalog: Path | None, price_list: bool) -> dict[str, Any]:
+    """How old the ranked prices are: a ``--catalog`` file's provenance (``catalog refresh`` writes
+    it); for the configured providers, the last refresh of each that reads one
+    (``SupportsPriceRefresh``: ``$GPUORCH_HOME/catalog/<provider>.csv``); the shipped price list
+    is of unknown age. ``as_of``/``age_s``: the oldest dated file's; ``catalogs``: one per file."""
+    from gpuorch.catalog import provenance
+    from gpuorch.catalog.refresh import catalog_path
+    from gpuorch.clock import utcnow
+
+    now = utcnow()
+    if catalog is not None:
+        return provenance.freshness(catalog, now)
+    if price_list:
+        return provenance.freshness(None, now)
+    from gpuorch.cli.app import cli_config
+    from gpuorch.provider.port import SupportsPriceRefresh
+    from gpuorch.registry import provider_class
+
+    cfg = cli_config()
+    dated, undated = [], []
+    for name in cfg.providers:
+        try:
+            refreshes = issubclass(provider_class(name), SupportsPriceRefresh)
+        except UserInputError:
+            refreshes = False
+        path = catalog_path(cfg.home, name)
+        if refreshes and provenance.read(path) is not None:
+            dated.append(provenance.freshness(path, now))
+        else:
+            undated.append(name)
+    lines = [f["line"] for f in dated]
+    if undated:
+        lines.append(f"prices: {', '.join(undated)} from the shipped or configured catalog, of unknown age "
+                     "(not refreshed; `gpuorch catalog refresh --provider NAME` fetches today's)")
+    oldest = max(dated, key=lambda f: f["age_s"], default=None)
+    return {"catalog": "configured providers", "as_of": oldest["as_of"] if oldest else None,
+            "age_s": oldest["age_s"] if oldest else None, "source": None, "line": "; ".join(lines),
+            "catalogs": dated}
 
 
 def _warn_flagged(catalog: Path | None) -> None:
@@ -337,7 +378,7 @@ def plan(
     if json_out:
         candidates = [_candidate_dict(c) for c in result.candidates]
         emit_json({"job": spec.name, "source": source, "work": work, "strategy": spec.strategy.model_dump(),
-                   "candidates": candidates, "rejected": rejected})
+                   "candidates": candidates, "rejected": rejected, "prices": _freshness(catalog, price_list)})
         return
     typer.echo(f"ranked {source}; {work_line}")
     w = max([16, *(len(c.offer.instance_type) for c in result.candidates)])
@@ -368,3 +409,4 @@ def plan(
                    f"expected ${best.est_cost:.2f} against {versus}")
     for r in rejected:
         typer.echo(f"rejected {r['provider']} {r['instance_type']} ({r['offers']} offer(s)): {r['reason']}")
+    typer.echo(_freshness(catalog, price_list)["line"])

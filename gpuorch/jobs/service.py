@@ -182,12 +182,19 @@ class JobService:
         checked = spec
         if spec.volume is not None:  # placed only where volumes are; refused if nowhere
             from gpuorch.jobs.submitcheck import volume_scope
-            from gpuorch.registry import with_volumes
+            from gpuorch.registry import available, volume_size_ranges, volume_types, with_volumes
 
-            checked = volume_scope(spec, list(providers), with_volumes(providers), source)
+            checked = volume_scope(spec, list(providers), with_volumes(available()), source,
+                                   volume_size_ranges(dict(providers), spec.volume.type), volume_types(dict(providers)))
         if spec.image is not None or spec.nodes > 1:  # only then are the provider classes imported
             workload_check(checked, {name: provider_class(name) for name in providers}, source)
-        warning = fit_check(checked, offline_offers(dict(providers), self.home), source, now, configured=providers)
+        offers = offline_offers(dict(providers), self.home)
+        if spec.volume is not None:  # only instance types that can attach the volume's disk type
+            from gpuorch.jobs.submitcheck import volume_offers
+            from gpuorch.registry import volume_attach_checks
+
+            offers = volume_offers(checked, offers, volume_attach_checks(dict(providers), spec.volume.type), source)
+        warning = fit_check(checked, offers, source, now, configured=providers)
         job = jobs.submit(self.store, spec, now)
         return {"id": job.id, "name": job.name, "status": job.status.value, "warning": warning}
 

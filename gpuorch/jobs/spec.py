@@ -269,6 +269,17 @@ class VolumeRequest(Strict):
 
     size: Gib = Field(gt=0, le=v_.MAX_GIB)
     mount: str  # absolute path on the instance; the agent gets it as GPUORCH_VOLUME_DIR
+    # The cloud's disk type (gp3; pd-balanced, pd-ssd, hyperdisk-balanced; Premium_LRS,
+    # StandardSSD_LRS); default: the provider's ``volume_type``. Placement keeps to providers
+    # that make it and instance types that attach it (submit refuses a type no allowed provider has).
+    type: str | None = None
+
+    @field_validator("type")
+    @classmethod
+    def _type(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,39}", v):
+            raise ValueError(f"{v!r} is not a disk type name (letters, digits, - and _, like pd-ssd or gp3)")
+        return v
 
     @field_validator("mount")
     @classmethod

@@ -60,15 +60,34 @@ def no_candidate_message(spec: Any, p: Any, offers: Any = None) -> str:
     return f"{spec.name}: no offer satisfies the job: " + "; ".join(f"{n} offer(s): {why}" for why, n in top)
 
 
-def volume_scope(spec: Any, providers: Sequence[str], with_volumes: Sequence[str], source: str) -> Any:
+def volume_scope(spec: Any, providers: Sequence[str], with_volumes: Sequence[str], source: str,
+                 sizes: Mapping[str, tuple[float, float]] | None = None,
+                 types: Mapping[str, Sequence[str]] | None = None) -> Any:
     """A job with ``volume:`` runs only where volumes are: ``spec`` with ``providers`` narrowed to
     those of the job's allowed ones (its own ``providers:``, else ``providers``, the enabled ones)
-    that have volumes (``with_volumes``). UserInputError, one line naming ``volume`` and the
-    providers that would do, when none of them has volumes. Pure."""
+    that have volumes (``with_volumes``) and, where ``sizes`` gives a provider's (min, max) GiB,
+    can make one of ``volume.size``. UserInputError, one line naming ``volume`` (or
+    ``volume.size``) and what would do, when none can. With ``volume.type``, only the providers
+    whose disk types (``types``, where a provider says) include it. Pure."""
     if spec.volume is None:
         return spec
     allowed = list(spec.providers or providers)
     keep = [p for p in allowed if p in with_volumes]
+    wanted = spec.volume.type
+    if wanted is not None and keep and types:
+        made = [p for p in keep if p not in types or wanted in types[p]]
+        if not made:
+            known = "; ".join(f"{p}: {', '.join(types[p])}" for p in keep if p in types)
+            raise UserInputError(f"{source}: volume.type: {wanted!r} is not a disk type of the providers this job may "
+                                 f"use ({known}); use one of those, or leave it out for each provider's default")
+        keep = made
+    limits = {p: sizes[p] for p in keep if sizes and p in sizes}
+    fits = [p for p in keep if p not in limits or limits[p][0] <= spec.volume.size <= limits[p][1]]
+    if keep and not fits:
+        ranges = ", ".join(f"{p} {lo:g} to {hi:g} GiB" for p, (lo, hi) in limits.items())
+        raise UserInputError(f"{source}: volume.size: {spec.volume.size:g} GiB is outside what the providers can "
+                             f"create ({ranges}); choose a size in a range")
+    keep = fits
     if keep:
         return spec if keep == allowed and spec.providers else spec.model_copy(update={"providers": keep})
     would = ", ".join(with_volumes) or "none is installed"
@@ -91,6 +110,31 @@ def workload_check(spec: Any, classes: Mapping[str, Any], source: str) -> None:
         most = max([getattr(c, "max_nodes", 1) for c in allowed.values()] or [1])
         raise UserInputError(f"{source}: nodes: {spec.nodes} nodes, but the providers this job may use ({names}) "
                              f"place at most {most} per job; use nodes: {most}")
+
+
+def volume_offers(spec: Any, offers: Sequence[Any], attaches: Mapping[str, Any], source: str) -> list[Any]:
+    """``offers`` less those whose instance type cannot attach its provider's volume disk type
+    (``attaches``: provider -> instance type -> bool), for a ``volume:`` job. UserInputError, one
+    line naming ``volume_type``, when that leaves nothing of what the job could otherwise run on."""
+    if spec.volume is None or not attaches:
+        return list(offers)
+    kept = [o for o in offers if o.provider not in attaches or attaches[o.provider](o.instance_type)]
+    if len(kept) == len(offers) or spec.resources.gpu is None and spec.model is None:
+        return kept
+    from gpuorch import placement
+
+    fitting = placement.candidates(spec, list(offers))
+    if fitting and not placement.candidates(spec, kept):
+        names = sorted({c.offer.provider for c in fitting})
+        types = sorted({c.offer.instance_type for c in fitting})[:4]
+        if spec.volume.type is not None:
+            raise UserInputError(f"{source}: volume.type: the instance types this job fits ({', '.join(types)}) "
+                                 f"cannot attach a {spec.volume.type} disk; choose a type they attach, or leave it "
+                                 "out (docs/gcp.md#volumes, docs/azure.md#volumes)")
+        raise UserInputError(f"{source}: volume: the instance types this job fits ({', '.join(types)}) cannot attach "
+                             f"the volume disk type of {', '.join(names)}; set providers.{names[0]}.volume_type to "
+                             "one they attach (docs/gcp.md#volumes, docs/azure.md#volumes)")
+    return kept
 
 
 def providers_check(spec: Any, configured: Collection[str], source: str) -> None:

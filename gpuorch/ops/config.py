@@ -82,6 +82,10 @@ class DaemonConfig(BaseModel):
     # both this daemon and the agent are gone. None: none.
     max_instance_lifetime_s: float | None = Field(default=7 * 24 * 3600.0, gt=0, le=YEAR_S)
     backoff_s: float = Field(default=300.0, gt=0, le=YEAR_S)  # an offer class that had no capacity rests this long
+    # How often the daemon refreshes the catalogs of providers with live price APIs (GCP, Azure:
+    # gpuorch.ops.catalog_refresh), keeping the last good one on failure. None: never (AWS's offers
+    # are read live every offers TTL anyway).
+    catalog_refresh_s: float | None = Field(default=6 * 3600.0, ge=60, le=YEAR_S)
 
     @field_validator("recovery_strategy")
     @classmethod

@@ -155,6 +155,11 @@ class Daemon:
         """Run passes until ``request_stop`` (or one pass with ``once``), then release the leases."""
         self.notifier.ready(f"reconciling with {', '.join(self.rec.providers) or 'no providers'}")
         self._beat("started")
+        if not once and self.config.catalog_refresh_s is not None:  # live prices, off the passes
+            from gpuorch.ops.catalog_refresh import CatalogRefresher
+
+            CatalogRefresher(self.rec.providers, self.config.home, self.config.catalog_refresh_s,
+                             self.rec.clock.now).start(self.stop)
         try:
             while not self._stopping:
                 outcome, wait = self._pass()

@@ -263,10 +263,13 @@ class Provider(ABC):
 class SupportsVolumes(Protocol):
     """Persistent volumes that follow a job within a zone (tested by ``gpuorch.testing.volume_contract``)."""
 
-    def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str]) -> Volume:
+    def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str],
+                      disk_type: str | None = None) -> Volume:
         """A detached volume in ``zone`` of at least ``size_gib``, carrying ``tags`` and listed by
         ``list_volumes`` from then on. Idempotent by the tags' job and owner in that zone: a
-        repeat (after a crash) returns the volume the first call created."""
+        repeat (after a crash) returns the volume the first call created. ``disk_type``: the
+        cloud's disk type (None: the provider's default); PermanentError ``InvalidVolume.DiskType``
+        for one it does not make."""
         ...
 
     def attach_volume(self, volume_id: str, instance_id: str) -> None:

@@ -83,7 +83,8 @@ class Applier:
             case A.StartAgent():
                 self.leases.check(job_id, self.clock.now())
                 vol = view.spec.volume
-                volume_id = "" if vol is None else self.volumes.attach(job_id, vol.size, a.row, a.instance.id, now)  # type: ignore[union-attr]
+                volume_id = "" if vol is None else self.volumes.attach(job_id, vol.size, a.row, a.instance.id, now,  # type: ignore[union-attr]
+                                                                       vol.type)
                 if volume_id is not None:
                     self.recording.start_agent(view, a, now, volume_id or None)  # type: ignore[arg-type]
                 crashpoint("agent.started")

@@ -57,17 +57,28 @@ class Volumes:
         self.store, self.providers, self._txn = store, providers, txn
         self.sweep_every_s = sweep_every_s  # list_volumes is a cloud call per region: not every pass
         self._swept_at: datetime | None = None
-        self._scoped: tuple[Sequence[Offer], list[Offer]] | None = None
+        # volume.type -> (the offers, those a job of that type may use): one list per type and catalog
+        self._scoped: dict[str | None, tuple[Sequence[Offer], list[Offer]]] = {}
 
     def offers_for(self, spec: JobSpec, offers: Sequence[Offer]) -> Sequence[Offer]:
         """The offers a job may be placed on: for a ``volume:`` job, only those of providers with
-        volumes (no silent drop). The same list object for every job while ``offers`` is the same
-        (placement memoises on it)."""
+        volumes (no silent drop) whose instance type can attach the job's ``volume.type`` (or the
+        provider's default). The same list object for every job of a type while ``offers`` is the
+        same (placement memoises on it)."""
         if spec.volume is None:
             return offers
-        if self._scoped is None or self._scoped[0] is not offers:
-            self._scoped = (offers, [o for o in offers if self._provider(o.provider) is not None])
-        return self._scoped[1]
+        cached = self._scoped.get(spec.volume.type)
+        if cached is None or cached[0] is not offers:
+            cached = self._scoped[spec.volume.type] = (offers, [o for o in offers
+                                                                if self._attachable(o, spec.volume.type)])
+        return cached[1]
+
+    def _attachable(self, o: Offer, disk_type: str | None) -> bool:
+        """A provider with volumes, and (where it says: ``can_attach_volume``) an instance type
+        that can attach the job's disk type (or the provider's default)."""
+        p = self._provider(o.provider)
+        check = getattr(p, "can_attach_volume", None)
+        return p is not None and (not callable(check) or bool(check(o.instance_type, disk_type)))
 
     def _provider(self, name: str | None) -> SupportsVolumes | None:
         p = self.providers.get(name or "")
@@ -76,7 +87,8 @@ class Volumes:
     def _mine(self, vols: list[Volume]) -> Iterator[Volume]:
         return (v for v in vols if v.tags.get(TAG_OWNER) == self.store.installation_id and v.tags.get(TAG_JOB))
 
-    def attach(self, job_id: int, size_gib: float, row: Attempt, instance_id: str, now: datetime) -> str | None:
+    def attach(self, job_id: int, size_gib: float, row: Attempt, instance_id: str, now: datetime,
+               disk_type: str | None = None) -> str | None:
         """Make sure the job's volume exists and is attached to ``instance_id``. Its id when it is
         ("" when the provider has no volumes); None: try again next pass."""
         p = self._provider(row.provider)
@@ -93,10 +105,18 @@ class Volumes:
             volume_id, zone = job.volume_id, job.volume_zone
         try:
             if volume_id is None:
-                volume_id = self._ensure(p, job_id, row, zone, size_gib, now)
+                volume_id = self._ensure(p, job_id, row, zone, size_gib, now, disk_type)
             p.attach_volume(volume_id, instance_id)
         except PermanentError as e:
-            log.warning("job %s: volume not attached yet: %s", job_id, e)  # VolumeInUse: predecessor still holds it
+            if e.code == "VolumeInUse":  # an adapter of the older contract: its predecessor still holds it
+                log.warning("job %s: volume not attached yet: %s", job_id, e)
+                return None
+            # Final for this attempt (a disk type its machine cannot attach, a size out of range...):
+            # recorded like a mount failure, so the next decide ends it and the retry policy decides.
+            with self._txn(job_id) as (s, _):
+                r = s.get(Attempt, row.id)
+                if r is not None and r.start_error is None:
+                    r.start_error = f"volume: {e}"
             return None
         except ProviderError as e:
             log.warning("job %s: volume call failed, will retry: %s", job_id, e)
@@ -110,11 +130,13 @@ class Volumes:
                                   job_id=job_id, attempt=row.number)
         return volume_id
 
-    def _ensure(self, p: SupportsVolumes, job_id: int, row: Attempt, zone: str, size_gib: float, now: datetime) -> str:
+    def _ensure(self, p: SupportsVolumes, job_id: int, row: Attempt, zone: str, size_gib: float, now: datetime,
+                disk_type: str | None) -> str:
         """Find the job's volume by its tags, or create it; record its id."""
         found = [v for v in self._mine(p.list_volumes()) if v.tags.get(TAG_JOB) == str(job_id)]
         vol = found[0] if found else p.create_volume(region=row.region, zone=zone, size_gib=size_gib,
-                                                     tags=volume_tags(job_id, self.store.installation_id))
+                                                     tags=volume_tags(job_id, self.store.installation_id),
+                                                     disk_type=disk_type)
         with self._txn(job_id) as (s, job):
             job.volume_id = vol.id
             how = "found again by its tags" if found else "created"

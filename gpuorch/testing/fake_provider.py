@@ -191,9 +191,10 @@ class FakeProvider(Provider):
         return FakeRunner(self, instance.id)
 
     # -- SupportsVolumes: zone-checked like EBS; a dead instance's volume is free again ---------
-    def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str]) -> Volume:
+    def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str],
+                      disk_type: str | None = None) -> Volume:
         """A volume in ``zone`` carrying ``tags`` and ``gpuorch:managed``; idempotent by job and owner."""
-        self._record("create_volume", zone)
+        self._record("create_volume", zone, disk_type)
         for v in self.volumes.values():  # look before creating, as the clouds' adapters do
             if v.zone == zone and all(v.tags.get(k) == tags.get(k) for k in (TAG_JOB, TAG_OWNER)):
                 return v

@@ -39,10 +39,29 @@ class EbsVolumes:
         def _find(self, resource_id: str, lookup: Callable[[str], list[T]]) -> tuple[str, T]: ...
         def _describe_instance(self, instance_id: str) -> tuple[str, dict[str, Any]]: ...
 
-    def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str]) -> Volume:
+    @classmethod
+    def volume_size_range(cls, options: dict[str, Any], disk_type: str | None = None) -> tuple[int, int]:
+        """GiB a gp3 volume may have (1 GiB to 16 TiB, EC2's limits); no call."""
+        return 1, 16384
+
+    @classmethod
+    def volume_types(cls, options: dict[str, Any]) -> tuple[str, ...]:
+        """The disk types a job's ``volume.type`` may name here (the first is the default)."""
+        return ("gp3",)
+
+    def can_attach_volume(self, instance_type: str, disk_type: str | None = None) -> bool:
+        """Every EC2 type attaches gp3; no other type is made here (the daemon's placement)."""
+        return disk_type in (None, "gp3")
+
+    def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str],
+                      disk_type: str | None = None) -> Volume:
         """A gp3 volume of ``size_gib`` (rounded up to whole GiB) in ``zone``, carrying ``tags`` and
         ``gpuorch:managed``. Idempotent by the tags' job and owner: a volume of theirs in ``zone``
-        (a create repeated after a crash) is returned instead of a second one."""
+        (a create repeated after a crash) is returned instead of a second one. ``disk_type``:
+        gp3 only (None means gp3)."""
+        if disk_type not in (None, "gp3"):
+            raise PermanentError(f"volume.type: {disk_type!r} is not a volume type gpuorch makes on AWS; use gp3",
+                                 code="InvalidVolume.DiskType")
         self._check_region(region)
         zone = self._zone(region, zone)
         filters = [*managed_filters(), {"Name": "availability-zone", "Values": [zone]}]

@@ -119,12 +119,25 @@ class Arm:
         except NotFoundError:
             return
 
-    def attach_detach(self, vm: str, body: dict[str, Any]) -> None:
+    def attach_detach(self, vm: str, body: dict[str, Any], wait_s: float) -> bool:
         """``attachDetachDataDisks`` on ``vm`` (``dataDisksToAttach``/``dataDisksToDetach``),
-        followed to its end: the disk's ``managedBy`` shows the result only then."""
+        followed for at most ``wait_s``; whether it finished (then the disk's ``managedBy`` shows it)."""
         rg = self.options.resource_group
-        self.call(f"attach/detach data disks of VM {vm}", lambda: self.client.virtual_machines
-                  .begin_attach_detach_data_disks(rg, vm, body).result())
+        poller = self.call(f"attach/detach data disks of VM {vm}", lambda: self.client.virtual_machines
+                           .begin_attach_detach_data_disks(rg, vm, body))
+
+        def follow() -> bool:
+            poller.wait(timeout=wait_s)
+            if poller.done():
+                poller.result()  # raises the operation's failure, if it failed
+            return bool(poller.done())
+
+        return bool(self.call(f"follow attach/detach of VM {vm}", follow))
+
+    def resource_skus(self, region: str) -> list[dict[str, Any]]:
+        """The subscription's resource SKUs in ``region`` (sizes, capabilities, zones, restrictions)."""
+        return self.call(f"list resource SKUs of {region}", lambda: [
+            s.as_dict() for s in self.client.resource_skus.list(filter=f"location eq '{region}'")])
 
     def get_resource(self, resource_id: str, api_version: str = NETWORK_API_VERSION) -> dict[str, Any]:
         """GET one ARM resource by id (the NIC and public IP ARM made for a VM) through the same

@@ -60,6 +60,8 @@ class AzureOptions(BaseModel):
     retry_max_s: float = Field(default=60.0, gt=0)
     tombstone_s: float = Field(default=3600.0, ge=0)  # how long an evicted VM that Azure deleted is still reported
     endpoint: str | None = None  # tests: a local fake ARM (https://127.0.0.1:PORT)
+    # The public Retail Prices API `catalog refresh` reads (no credentials); tests: a local fake.
+    prices_endpoint: str = "https://prices.azure.com/api/retail/prices"
     connection_verify: str | None = None  # tests: the CA bundle (PEM) that endpoint's certificate is signed with
 
     @field_validator("subscription_id")

@@ -32,7 +32,8 @@ def probes(p: AzureProvider) -> list[Probe]:
             pass
 
     return [(f"Microsoft.Compute/virtualMachines/read in {rg} (list)", arm.list_vms),
-            (f"Microsoft.Compute/virtualMachines/read in {rg} (get)", read_one)]
+            (f"Microsoft.Compute/virtualMachines/read in {rg} (get)", read_one),
+            (f"Microsoft.Compute/disks/read in {rg} (job volumes)", arm.list_disks)]
 
 
 def doctor(p: AzureProvider) -> list[Finding]:

@@ -5,6 +5,7 @@ snapshot, which ``gpuorch catalog refresh`` (and docs/catalog.md) keep current."
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 from gpuorch.provider import Offer
 from gpuorch.provider.catalog import load_offers
@@ -34,5 +35,15 @@ def _placeable(o: Offer) -> bool:
     return True
 
 
-def catalog_offers(options: AzureOptions) -> list[Offer]:
-    return select_offers(load_offers(options.catalog if options.catalog is not None else CATALOG.rows), options)
+def catalog_path(options: AzureOptions, home: Path | None) -> Path:
+    """The catalog offers come from: ``catalog`` if set; else the last good ``gpuorch catalog
+    refresh --provider azure`` (``$GPUORCH_HOME/catalog/azure.csv``, which the daemon's scheduled
+    refresh rewrites); else the shipped snapshot."""
+    if options.catalog is not None:
+        return Path(options.catalog)
+    refreshed = home / "catalog" / "azure.csv" if home is not None else None
+    return refreshed if refreshed is not None and refreshed.exists() else CATALOG.rows  # type: ignore[return-value]
+
+
+def catalog_offers(options: AzureOptions, home: Path | None = None) -> list[Offer]:
+    return select_offers(load_offers(catalog_path(options, home)), options)

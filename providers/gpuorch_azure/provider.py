@@ -72,6 +72,7 @@ class AzureProvider(ManagedDisks, Provider):
     """Contract: ``gpuorch.provider.port.Provider``; volumes: ``SupportsVolumes`` (volumes.py)."""
 
     name = PROVIDER
+    price_source = "Azure Retail Prices API (prices.azure.com) + resource_skus (sizes, zones)"
     runs_containers = True  # the agent runs docker on the VM (docs/workloads.md)
 
     def __init__(self, options: AzureOptions, *, home: Path | None = None, credential: Any = None,
@@ -113,7 +114,7 @@ class AzureProvider(ManagedDisks, Provider):
     @classmethod
     def catalog_offers(cls, options: dict[str, Any], home: Path) -> list[Offer]:
         """What ``providers.azure`` would sell, without the SDK or a call (``submit``'s fit check)."""
-        return catalog_offers(parse_options(options))
+        return catalog_offers(parse_options(options), Path(home))
 
     def check(self) -> None:
         """Offers exist in the configured regions, and the resource group answers a listing with
@@ -143,7 +144,14 @@ class AzureProvider(ManagedDisks, Provider):
         call; the catalog is read once per process and the reconciler reuses offers for its TTL."""
         if self._given_offers is not None:
             return select_offers(self._given_offers, self.options)
-        return catalog_offers(self.options)
+        return catalog_offers(self.options, self.home)
+
+    def refresh_offers(self) -> list[Offer]:
+        """``SupportsPriceRefresh``: the configured regions' GPU sizes and zones (resource_skus)
+        priced from the public Retail Prices API; see refresh.py."""
+        from .refresh import live_offers
+
+        return live_offers(self._arm, self.options)
 
     # -- instances ---------------------------------------------------------------------------
     def launch(self, request: LaunchRequest) -> Instance:

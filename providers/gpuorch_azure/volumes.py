@@ -7,8 +7,9 @@ one made. A disk lives in its region and, when created for a zonal VM, in that V
 zone: it attaches only to VMs in the same zone (a regional disk only to regional VMs). Attach
 and detach go through ``attachDetachDataDisks`` (no read-modify-write of the VM) on LUN
 ``AZURE_LUN``, where the mount step finds it (``/dev/disk/azure/scsi1/lun<N>``,
-gpuorch.runners.volume_mount); both are followed to their end, as the disk's ``managedBy``
-shows the result only then. A delete of a disk still attached is a TransientError
+gpuorch.runners.volume_mount). Attach is followed at most ``ATTACH_WAIT_S``, then says "not
+yet" (TransientError) so a slow attach never holds the daemon's pass; detach is not followed.
+A delete of a disk still attached is a TransientError
 ``VolumeInUse``: try again once it is detached.
 """
 
@@ -21,7 +22,7 @@ from gpuorch.errors import NotFoundError, PermanentError, TransientError
 from gpuorch.provider.port import TAG_MANAGED, Volume
 from gpuorch.runners.volume_mount import AZURE_LUN
 
-from .disks import attachable, size_gib
+from .disks import SIZE_GIB, attachable, size_gib
 from .names import DISK_NAME, azure_tags, disk_name, gpuorch_tags, is_vm_name, split_zone
 from .parse import PROVIDER
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpuorch.azure")
 IN_USE_RETRY_S = 10.0
+ATTACH_WAIT_S = 20.0  # an attach takes seconds; longer, and the next pass looks again
 
 
 def zone_of(resource: dict[str, Any]) -> str:
@@ -65,16 +67,43 @@ class ManagedDisks:
     options: AzureOptions
     _arm: Arm
 
-    def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str]) -> Volume:
-        """A blank ``volume_type`` disk in ``zone`` (or regional), tagged ``tags`` and
+    @classmethod
+    def volume_types(cls, options: dict[str, Any]) -> tuple[str, ...]:
+        """The disk types a job's ``volume.type`` may name here, ``volume_type`` (the default) first."""
+        from .config import parse_options
+
+        default = parse_options(options).volume_type
+        return (default, *(t for t in SIZE_GIB if t != default))
+
+    @classmethod
+    def volume_size_range(cls, options: dict[str, Any], disk_type: str | None = None) -> tuple[int, int]:
+        """GiB a volume of ``disk_type`` (default: ``volume_type``) may have; no call."""
+        return SIZE_GIB.get(disk_type or cls.volume_types(options)[0], (4, 32767))
+
+    @classmethod
+    def volume_attachable(cls, options: dict[str, Any], instance_type: str, disk_type: str | None = None) -> bool:
+        """Whether VM size ``instance_type`` can attach ``disk_type`` (default: ``volume_type``); no call."""
+        return (disk_type or cls.volume_types(options)[0]) in attachable(instance_type)
+
+    def can_attach_volume(self, instance_type: str, disk_type: str | None = None) -> bool:
+        """The same for this provider's options (the daemon's placement of volume jobs)."""
+        return (disk_type or self.options.volume_type) in attachable(instance_type)
+
+    def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str],
+                      disk_type: str | None = None) -> Volume:
+        """A blank disk of ``disk_type`` (default ``volume_type``) in ``zone`` (or regional), tagged ``tags`` and
         ``gpuorch:managed``. Idempotent by its tags (job, installation): the disk of that name is
         returned if it exists. PermanentError ``InvalidVolume.Size`` outside the type's limits."""
         if region not in self.options.regions:
             raise PermanentError(f"azure region {region} is not in providers.azure.regions", code="RegionNotConfigured")
         tags = {**tags, TAG_MANAGED: "true"}
         name = disk_name(tags)
+        disk_type = disk_type or self.options.volume_type
+        if disk_type not in SIZE_GIB:
+            raise PermanentError(f"volume.type: {disk_type!r} is not an Azure volume disk type gpuorch knows; use one "
+                                 f"of {', '.join(SIZE_GIB)}", code="InvalidVolume.DiskType")
         try:
-            body = disk_body(region, zone, size_gib, self.options.volume_type, tags)
+            body = disk_body(region, zone, size_gib, disk_type, tags)
         except ValueError as e:
             raise PermanentError(str(e), code="InvalidVolume.Size") from None
         try:
@@ -110,8 +139,16 @@ class ManagedDisks:
         if size and sku and sku not in attachable(size):
             raise PermanentError(f"providers.azure.volume_type: {size} cannot attach a {sku} disk (no premium "
                                  "storage); set volume_type to StandardSSD_LRS", code="InvalidVolume.DiskType")
-        self._arm.attach_detach(instance_id, {"dataDisksToAttach": [
-            {"diskId": disk.id, "lun": AZURE_LUN, "caching": "None", "deleteOption": "Detach"}]})
+        try:
+            done = self._arm.attach_detach(instance_id, {"dataDisksToAttach": [
+                {"diskId": disk.id, "lun": AZURE_LUN, "caching": "None", "deleteOption": "Detach"}]}, ATTACH_WAIT_S)
+        except PermanentError as e:
+            if e.code in ("OperationNotAllowed", "Conflict", "AttachDiskWhileBeingDetached"):  # held, or busy: not yet
+                raise TransientError(str(e), code="VolumeInUse", retry_after=IN_USE_RETRY_S) from None
+            raise
+        if not done:  # never hold the daemon's pass: the next call finds it attached
+            raise TransientError(f"azure: attaching {volume_id} to {instance_id} still running", code="NotYet",
+                                 retry_after=5.0)
 
     def detach_volume(self, volume_id: str, instance_id: str) -> None:
         """Detach from ``instance_id``; quiet if not attached there or either is gone."""
@@ -122,7 +159,7 @@ class ManagedDisks:
         if disk.attached_to is None or disk.attached_to.lower() != instance_id.lower():
             return
         try:
-            self._arm.attach_detach(instance_id, {"dataDisksToDetach": [{"diskId": disk.id}]})
+            self._arm.attach_detach(instance_id, {"dataDisksToDetach": [{"diskId": disk.id}]}, 0.0)
         except NotFoundError:
             return
 

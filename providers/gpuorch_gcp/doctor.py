@@ -52,6 +52,7 @@ def probes(p: GcpProvider) -> list[Probe]:
         ("compute.globalOperations.list (aggregated)", lambda: gce.operations(managed)),
         *((f"compute.instances.list in {z}", lambda z=z: gce.list_zone(z, managed)) for z in zones),
         *((f"compute.zoneOperations.list in {z}", lambda z=z: gce.operations(managed, zone=z)) for z in zones),
+        ("compute.disks.list (aggregated; job volumes)", lambda: gce.list_disks(managed)),
     ]
 
 

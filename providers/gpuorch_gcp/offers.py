@@ -6,6 +6,7 @@ refresh for GCP is not implemented yet, docs/gcp.md)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 from gpuorch.provider import Offer
 from gpuorch.provider.catalog import load_offers
@@ -28,5 +29,15 @@ def select_offers(offers: Iterable[Offer], options: GcpOptions) -> list[Offer]:
     return sorted(best.values(), key=lambda o: (o.zone, o.instance_type))
 
 
-def catalog_offers(options: GcpOptions) -> list[Offer]:
-    return select_offers(load_offers(options.catalog if options.catalog is not None else CATALOG.rows), options)
+def catalog_path(options: GcpOptions, home: Path | None) -> Path:
+    """The catalog offers come from: ``catalog`` if set; else the last good ``gpuorch catalog
+    refresh --provider gcp`` (``$GPUORCH_HOME/catalog/gcp.csv``, which the daemon's scheduled
+    refresh rewrites); else the shipped snapshot."""
+    if options.catalog is not None:
+        return Path(options.catalog)
+    refreshed = home / "catalog" / "gcp.csv" if home is not None else None
+    return refreshed if refreshed is not None and refreshed.exists() else CATALOG.rows  # type: ignore[return-value]
+
+
+def catalog_offers(options: GcpOptions, home: Path | None = None) -> list[Offer]:
+    return select_offers(load_offers(catalog_path(options, home)), options)

@@ -96,7 +96,7 @@ class GcpProvider(PersistentDisks, Provider):
     @classmethod
     def catalog_offers(cls, options: dict[str, Any], home: Path) -> list[Offer]:
         """What ``providers.gcp`` would sell, without the SDK or a call (``submit``'s fit check)."""
-        return catalog_offers(parse_options(options))
+        return catalog_offers(parse_options(options), Path(home))
 
     def check(self) -> None:
         """Offers exist for the configuration, and the project answers a cheap listing."""
@@ -124,7 +124,7 @@ class GcpProvider(PersistentDisks, Provider):
 
         if self._given_offers is not None:
             return select_offers(self._given_offers, self.options)
-        return catalog_offers(self.options)
+        return catalog_offers(self.options, self.home)
 
     def refresh_offers(self) -> list[Offer]:
         """``SupportsPriceRefresh``: the configured zones' GPU machine types (google-cloud-compute)

@@ -9,8 +9,9 @@ uses the disk's name as its ``deviceName``, which is how the mount step finds it
 
 The disk type is ``providers.gcp.volume_type``; a machine type that cannot attach it (A3 Ultra
 and A4 take Hyperdisk only; A2, G2, N1 no Hyperdisk) is refused before the call, naming the
-option. Attach waits for its operation (at most ``operation_timeout_s``): a disk in use is
-seen in the disk's ``users`` only once it is done. Detach and delete do not wait; a delete of
+option. Attach waits for its operation at most ``ATTACH_WAIT_S`` (a disk is in its ``users``
+only once it is done), then says "not yet" (TransientError), so a slow attach never holds the
+daemon's pass; the next call finds it attached. Detach and delete do not wait; a delete of
 a disk still attached (or still detaching) is a TransientError ``VolumeInUse``: try again.
 """
 
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from gpuorch.errors import NotFoundError, PermanentError, TransientError
 from gpuorch.provider.port import TAG_MANAGED, Volume
 
-from .disks import attachable, size_gb
+from .disks import SIZE_GB, attachable, size_gb
 from .errors import operation_error
 from .names import (
     disk_name,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpuorch.gcp")
 IN_USE_RETRY_S = 10.0
+ATTACH_WAIT_S = 20.0  # an attach takes seconds; longer, and the next pass looks again
 
 
 def to_volume(d: dict[str, Any]) -> Volume:
@@ -71,16 +73,44 @@ class PersistentDisks:
     options: GcpOptions
     _gce: Gce
 
-    def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str]) -> Volume:
-        """A blank ``volume_type`` disk in ``zone``, labelled with ``tags`` and ``gpuorch:managed``.
+    @classmethod
+    def volume_types(cls, options: dict[str, Any]) -> tuple[str, ...]:
+        """The disk types a job's ``volume.type`` may name here, ``volume_type`` (the default) first."""
+        from .config import parse_options
+
+        default = parse_options(options).volume_type
+        return (default, *(t for t in SIZE_GB if t != default))
+
+    @classmethod
+    def volume_size_range(cls, options: dict[str, Any], disk_type: str | None = None) -> tuple[int, int]:
+        """GiB a volume of ``disk_type`` (default: ``volume_type``) may have; no call."""
+        return SIZE_GB.get(disk_type or cls.volume_types(options)[0], (1, 65536))
+
+    @classmethod
+    def volume_attachable(cls, options: dict[str, Any], instance_type: str, disk_type: str | None = None) -> bool:
+        """Whether ``instance_type`` can attach ``disk_type`` (default: ``volume_type``; disks.py); no call."""
+        return (disk_type or cls.volume_types(options)[0]) in attachable(instance_type)
+
+    def can_attach_volume(self, instance_type: str, disk_type: str | None = None) -> bool:
+        """The same for this provider's options (the daemon's placement of volume jobs)."""
+        return (disk_type or self.options.volume_type) in attachable(instance_type)
+
+    def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str],
+                      disk_type: str | None = None) -> Volume:
+        """A blank disk of ``disk_type`` (default ``volume_type``) in ``zone``, labelled with ``tags``
+        and ``gpuorch:managed``. PermanentError ``InvalidVolume.DiskType`` for a type not in disks.py.
         Idempotent by its tags (job, installation): a repeat returns the disk the first call made.
         PermanentError ``InvalidVolume.Size`` outside the type's limits."""
         if not self.options.allows(zone) or region_of(zone) != region:
             raise PermanentError(f"gcp zone {zone} (region {region}) is not in providers.gcp zones/regions",
                                  code="ZoneNotConfigured")
         tags = {**tags, TAG_MANAGED: "true"}
+        disk_type = disk_type or self.options.volume_type
+        if disk_type not in SIZE_GB:
+            raise PermanentError(f"volume.type: {disk_type!r} is not a GCP volume disk type gpuorch knows; use one "
+                                 f"of {', '.join(SIZE_GB)}", code="InvalidVolume.DiskType")
         try:
-            body = disk_body(zone, size_gib, self.options.volume_type, tags)
+            body = disk_body(zone, size_gib, disk_type, tags)
         except ValueError as e:
             raise PermanentError(str(e), code="InvalidVolume.Size") from None
         try:
@@ -123,10 +153,19 @@ class PersistentDisks:
                 f"providers.gcp.volume_type: {machine} cannot attach a {disk_type} disk (it takes "
                 f"{', '.join(sorted(attachable(machine)))}); set volume_type to one of those",
                 code="InvalidVolume.DiskType")
-        op = self._gce.attach_disk(zone, inst_name, {"source": disk.get("self_link") or f"zones/{zone}/disks/{name}",
-                                                      "device_name": name, "mode": "READ_WRITE", "auto_delete": False})
-        err = operation_error(self._gce.wait(zone, op, self.options.operation_timeout_s),
-                              f"gce instances.attachDisk {name} to {instance_id}")
+        try:
+            source = disk.get("self_link") or f"zones/{zone}/disks/{name}"
+            op = self._gce.attach_disk(zone, inst_name, {"source": source, "device_name": name, "mode": "READ_WRITE",
+                                                          "auto_delete": False})
+        except PermanentError as e:
+            if e.code == "resourceInUseByAnotherResource":  # attached meanwhile (our own earlier call, still running)
+                raise TransientError(str(e), code="VolumeInUse", retry_after=IN_USE_RETRY_S) from None
+            raise
+        op = self._gce.wait(zone, op, min(self.options.operation_timeout_s, ATTACH_WAIT_S))
+        if op.get("status") != "DONE":  # never hold the daemon's pass: the next call finds it attached
+            raise TransientError(f"gce instances.attachDisk {name} to {instance_id} still running",
+                                 code="NotYet", retry_after=5.0)
+        err = operation_error(op, f"gce instances.attachDisk {name} to {instance_id}")
         if err is not None:
             raise err
 

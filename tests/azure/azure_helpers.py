@@ -7,6 +7,8 @@ from typing import Any
 
 from fake_arm import FakeArm
 
+from gpuorch.provider.offer import Offer
+
 REGIONS = ["eastus", "westus2"]
 
 
@@ -31,3 +33,9 @@ def options(arm: FakeArm, **extra: Any) -> dict[str, Any]:
     return {"subscription_id": arm.subscription, "resource_group": arm.resource_group, "regions": REGIONS,
             "subnet_id": {r: subnet(arm, r) for r in REGIONS}, "endpoint": arm.url,
             "connection_verify": str(arm.ca_file), "poll_interval_s": 0, **extra}
+
+
+def zonal_offers(zones: tuple[str, ...] = ("1", "2")) -> list[Offer]:
+    return [Offer(provider="azure", region="eastus", zone=f"eastus-{z}", instance_type="Standard_NC4as_T4_v3",
+                  gpu="T4", gpu_count=1, gpu_memory_gib=16, vcpus=4, memory_gib=28, price_per_hour=0.526,
+                  spot_price_per_hour=0.0526, billing_granularity_s=1, min_billing_s=60) for z in zones]

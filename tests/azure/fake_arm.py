@@ -9,6 +9,8 @@
   ``diskId``/``lun``, ``dataDisksToDetach``), refused as ARM refuses them (409
   ``OperationNotAllowed`` for a disk another VM holds or a delete of an attached disk, 400
   ``BadRequest`` across zones); a deleted VM lets go of its data disks.
+- ``GET /subscriptions/{s}/providers/Microsoft.Compute/skus?$filter=location eq '...'`` answers
+  ``resource_skus`` (ARM's JSON: capabilities, locationInfo zones, restrictions), paged.
 - Its own clock (``advance``): VMs boot ``boot_s`` after their create succeeds, deletions take
   ``delete_s``, evictions happen at their time. Nothing ever sleeps.
 - Failures to inject: ``refuse(code, ...)`` (at submit, as ARM answers the PUT; or in the
@@ -52,6 +54,7 @@ _DISK = re.compile(_RG + r"/Microsoft\.Compute/disks/(?P<name>[^/]+)$", re.IGNOR
 _DISKS = re.compile(_RG + r"/Microsoft\.Compute/disks$", re.IGNORECASE)
 _ATTACH = re.compile(_RG + r"/Microsoft\.Compute/virtualMachines/(?P<name>[^/]+)/attachDetachDataDisks$",
                      re.IGNORECASE)
+_SKUS = re.compile(r"/subscriptions/(?P<sub>[^/]+)/providers/Microsoft\.Compute/skus$", re.IGNORECASE)
 _NET = re.compile(_RG + r"/Microsoft\.Network/(?P<kind>networkInterfaces|publicIPAddresses)/(?P<name>[^/]+)$",
                   re.IGNORECASE)
 
@@ -129,6 +132,7 @@ class FakeArm:
         with self.lock:
             self.vms: dict[str, dict[str, Any]] = {}
             self.disks: dict[str, dict[str, Any]] = {}
+            self.resource_skus: list[dict[str, Any]] = []
             self.nics: dict[str, dict[str, Any]] = {}
             self.ips: dict[str, dict[str, Any]] = {}
             self.operations: dict[str, dict[str, Any]] = {}
@@ -402,6 +406,16 @@ class FakeArm:
             if m := _OP.match(path):
                 result = self._poll(m["op"])
                 return (200, result, {}) if result else _not_found("operation", m["op"])
+            if m := _SKUS.match(path):
+                where = re.search(r"location eq '([^']+)'", query.get("$filter", ""))
+                found = [x for x in self.resource_skus
+                         if where is None or where[1] in [str(loc).lower() for loc in x.get("locations", [])]]
+                start = int(query.get("$skiptoken", "0"))
+                page: dict[str, Any] = {"value": found[start:start + self.page_size]}
+                if start + self.page_size < len(found):
+                    q = urllib.parse.urlencode({**query, "$skiptoken": str(start + self.page_size)})
+                    page["nextLink"] = f"{self.url}{path}?{q}"
+                return 200, page, {}
             m = (_VM.match(path) or _VMS.match(path) or _NET.match(path) or _DISK.match(path) or _DISKS.match(path)
                  or _ATTACH.match(path))
             if m is None:

@@ -7,21 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from azure_helpers import StaticToken, options
+from azure_helpers import StaticToken, options, zonal_offers
 from fake_arm import FakeArm
 
-from gpuorch.provider.offer import Offer
 from gpuorch.testing import VolumeContract
 from gpuorch_azure import AzureProvider
 from gpuorch_azure.config import parse_options
 
 pytestmark = pytest.mark.azure
-
-
-def zonal_offers(zones: tuple[str, ...] = ("1", "2")) -> list[Offer]:
-    return [Offer(provider="azure", region="eastus", zone=f"eastus-{z}", instance_type="Standard_NC4as_T4_v3",
-                  gpu="T4", gpu_count=1, gpu_memory_gib=16, vcpus=4, memory_gib=28, price_per_hour=0.526,
-                  spot_price_per_hour=0.0526, billing_granularity_s=1, min_billing_s=60) for z in zones]
 
 
 class TestAzureVolumeContract(VolumeContract):

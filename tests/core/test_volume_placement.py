@@ -68,3 +68,24 @@ def test_plan_places_a_volume_job_only_where_volumes_are_and_refuses_it_elsewher
     assert r.exit_code == 2 and r.stdout == ""
     assert r.stderr.strip().startswith(f"error: {local}: volume: none of the providers this job may use (local) "
                                        "has volumes; allow one that does (providers: [...]): aws, azure")
+
+
+def test_submit_refuses_a_volume_job_nowhere_to_put_its_volume_and_stores_nothing(_isolated_home, tmp_path) -> None:
+    runner = CliRunner()
+    job = tmp_path / "job.yaml"
+    job.write_text("name: v\nrun: x\nresources: {gpu: 'L4:1'}\nvolume: {size: 100GB, mount: /data}\n")
+    r = runner.invoke(app, ["submit", str(job)])  # the default config enables only `local`: no volumes
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.strip() == (f"error: {job}: volume: none of the providers this job may use (local) has volumes; "
+                                "allow one that does (providers: [...]): aws, azure, gcp")
+    (_isolated_home / "config.yaml").write_text(
+        "providers:\n  local: {}\n  gcp: {project: my-project-123, zones: [us-central1-a], volume_type: pd-ssd}\n")
+    small = tmp_path / "small.yaml"
+    small.write_text(job.read_text().replace("100GB", "5GB"))
+    r = runner.invoke(app, ["submit", str(small)])
+    assert r.exit_code == 2
+    assert r.stderr.strip() == (f"error: {small}: volume.size: 5 GiB is outside what the providers can create "
+                                "(gcp 10 to 65536 GiB); choose a size in a range")
+    assert json.loads(runner.invoke(app, ["status", "--json"]).stdout)["jobs"] == []  # nothing stored
+    ok = runner.invoke(app, ["submit", str(job), "--json"])
+    assert ok.exit_code == 0, ok.output

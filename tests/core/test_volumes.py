@@ -254,3 +254,21 @@ def test_a_device_that_never_shows_up_fails_the_attempt_volume_wait_s_after_the_
     j = job_row(store, job.id)
     assert j.status == JobStatus.FAILED and "retry.max_failures is 0" in j.message
     assert fake.list_volumes() == []  # a finished job's volume is deleted
+
+
+def test_a_volume_the_instance_can_never_attach_ends_the_attempt_with_the_reason(store, fake, clock, rec):
+    job = submit(store, clock, volume=VOLUME, retry={"max_preemptions": 3, "max_failures": 0})
+    fake.fail_next("attach_volume", PermanentError("providers.fake.volume_type: m1 cannot attach a hd disk",
+                                                   code="InvalidVolume.DiskType"))
+    drive(rec, clock, 30)
+    [a1] = attempts(store, job.id)
+    assert a1.reason == TerminationReason.FAILED
+    assert a1.message == "volume: providers.fake.volume_type: m1 cannot attach a hd disk"
+    assert job_row(store, job.id).status == JobStatus.FAILED
+
+
+def test_the_jobs_volume_type_reaches_the_create(store, fake, clock, rec):
+    job = submit(store, clock, volume={**VOLUME, "type": "pd-ssd"})
+    drive(rec, clock, 30)
+    [a1] = attempts(store, job.id)
+    assert ("create_volume", a1.zone, "pd-ssd") in fake.calls

@@ -81,6 +81,9 @@ class FakeGce:
     disks: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     # machineTypes.aggregatedList answers these (the API's JSON: name, zone, guestCpus, memoryMb, accelerators)
     machine_types: list[dict[str, Any]] = field(default_factory=list)
+    # attachDisk operations stay RUNNING (the disk not yet in the VM's disks or the disk's users)
+    # until ``finish_attaches()``; a second attach meanwhile is refused as GCE refuses a disk in use
+    slow_attach: bool = False
     # (zone, name) -> {(namespace, key): value}: what the VM's guest wrote (``publish``)
     guest_attributes: dict[tuple[str, str], dict[tuple[str, str], str]] = field(default_factory=dict)
 
@@ -89,6 +92,7 @@ class FakeGce:
         self._ids = itertools.count(1)
         self._by_request_id: dict[str, tuple[str, str]] = {}
         self._reclaims: list[tuple[datetime, str, str]] = []  # (due, zone, name)
+        self._pending_attaches: list[tuple[str, str, str, str, dict[str, Any]]] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -268,6 +272,13 @@ class FakeGce:
             return 400, _error(400, f"Invalid value for field 'resource.source': '{source}'. "
                                     "Disk must be in the same zone as the instance.", "invalid")
         users = disk.setdefault("users", [])
+        if any(p[1] == disk["selfLink"] for p in self._pending_attaches):
+            return 400, _error(400, f"The disk resource '{disk['selfLink']}' is already being used by "
+                                    f"'{inst['selfLink']}'", "resourceInUseByAnotherResource")
+        if self.slow_attach and inst["selfLink"] not in users:
+            op = self._operation(zone, "attachDisk", name, status="RUNNING")
+            self._pending_attaches.append((op["name"], disk["selfLink"], zone, name, body))
+            return 200, op
         if users and inst["selfLink"] not in users:
             return 400, _error(400, f"The disk resource '{disk['selfLink']}' is already being used by "
                                     f"'{users[0]}'", "resourceInUseByAnotherResource")
@@ -278,6 +289,15 @@ class FakeGce:
                 "source": disk["selfLink"], "deviceName": body.get("deviceName") or disk_name,
                 "index": len(inst.get("disks", [])), "boot": False, "autoDelete": bool(body.get("autoDelete"))})
         return 200, self._operation(zone, "attachDisk", name)
+
+    def finish_attaches(self) -> None:
+        """The attach operations left RUNNING by ``slow_attach`` complete."""
+        with self.lock:
+            pending, self._pending_attaches = self._pending_attaches, []
+            self.slow_attach = False
+            for op_name, _, zone, name, body in pending:
+                self.attach_disk(zone, name, body)
+                self.operations[(zone, op_name)].update(status="DONE", progress=100, endTime=ts(self.now()))
 
     def detach_disk(self, zone: str, name: str, device: str) -> tuple[int, dict[str, Any]]:
         inst = self.instances.get((zone, name))

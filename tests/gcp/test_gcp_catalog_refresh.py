@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 import gpuorch.cli  # noqa: F401 - registers the commands
 from gpuorch.catalog import provenance
 from gpuorch.cli.app import app
+from gpuorch.clock import utcnow
 from gpuorch.provider.catalog import load_offers
 from gpuorch_gcp.pricing import sku_prices, unit_price
 
@@ -138,3 +139,71 @@ def test_sku_prices_reads_units_and_nanos_and_skips_what_is_not_a_vm_part() -> N
     assert sku_prices([s]) == {("gpu", "nvidia-l4", "us-east4", False): 1.25}
     reserved = {**s, "description": "Reserved Nvidia L4 GPU in Americas"}
     assert sku_prices([reserved]) == {}
+
+
+def test_offers_and_plan_say_how_old_the_prices_are(configured: Path) -> None:
+    assert runner.invoke(app, ["catalog", "refresh", "--provider", "gcp"]).exit_code == 0
+    path = configured / "catalog" / "gcp.csv"
+    fetched = provenance.read(path)["fetched_at"]  # type: ignore[index]
+    data = json.loads(runner.invoke(app, ["offers", "--catalog", str(path), "--json"]).stdout)
+    assert data["prices"]["as_of"] == fetched and data["prices"]["age_s"] >= 0
+    assert "Cloud Billing Catalog" in data["prices"]["source"]
+    text = runner.invoke(app, ["offers", "--catalog", str(path)]).stdout.splitlines()[-1]
+    assert text.startswith(f"prices: gcp as of {fetched} (") and " old), from Compute Engine machineTypes" in text
+    job = configured / "job.yaml"
+    job.write_text("name: l4\nrun: x\nresources: {gpu: 'L4:1'}\n")
+    planned = runner.invoke(app, ["plan", str(job), "--catalog", str(path)])
+    assert planned.exit_code == 0 and planned.stdout.splitlines()[-1].startswith(f"prices: gcp as of {fetched}")
+    default = json.loads(runner.invoke(app, ["offers", "--json"]).stdout)  # the configured gcp reads its refresh
+    assert default["prices"]["as_of"] == fetched
+    assert default["prices"]["line"].startswith(f"prices: gcp as of {fetched}")
+    gcp_rows = {(o["zone"], o["instance_type"]) for o in default["offers"] if o["provider"] == "gcp"}
+    assert gcp_rows == {(o.zone, o.instance_type) for o in load_offers(path)}
+    path.unlink()
+    shipped = json.loads(runner.invoke(app, ["offers", "--json"]).stdout)["prices"]
+    assert shipped["as_of"] is None and "unknown age" in shipped["line"]
+
+
+def test_the_daemons_refresh_feeds_offers_and_keeps_the_last_good_catalog(make_provider, configured: Path,
+                                                                         billing: FakeBilling, fake: FakeGce) -> None:
+    from datetime import timedelta
+
+    from gpuorch.ops.catalog_refresh import CatalogRefresher
+
+    provider = make_provider(home=configured, billing_endpoint=billing.url,
+                             zones=["us-central1-a", "us-central1-b"])
+    shipped = {(o.zone, o.instance_type): o.price_per_hour for o in provider.offers()}
+    clock = [fake.now()]
+    refresher = CatalogRefresher({"gcp": provider}, configured, 3600.0, lambda: clock[0])
+    assert refresher.run_due() == ["gcp"]
+    g2 = next(o for o in provider.offers() if (o.zone, o.instance_type) == ("us-central1-a", "g2-standard-4"))
+    assert g2.price_per_hour == pytest.approx(4 * G2_CORE + 16 * G2_RAM + L4, abs=1e-6)
+    assert g2.price_per_hour != shipped.get(("us-central1-a", "g2-standard-4"))
+    good = (configured / "catalog" / "gcp.csv").read_text()
+    assert refresher.run_due() == []  # not due again within the period
+    billing.refuse_disabled()
+    clock[0] += timedelta(hours=1)
+    assert refresher.run_due() == [] and "Cloud Billing" in refresher.errors["gcp"]
+    assert (configured / "catalog" / "gcp.csv").read_text() == good  # the last good catalog stays
+    assert next(o for o in provider.offers() if o.instance_type == "g2-standard-4").price_per_hour == g2.price_per_hour
+
+
+def test_the_daemons_refresh_thread_writes_the_catalog_and_stops_when_told(make_provider, configured: Path,
+                                                                           billing: FakeBilling) -> None:
+    import threading
+
+    from gpuorch.ops.catalog_refresh import CatalogRefresher
+
+    provider = make_provider(home=configured, billing_endpoint=billing.url, zones=["us-central1-a"])
+    stop = threading.Event()
+    thread = CatalogRefresher({"gcp": provider}, configured, 3600.0, utcnow).start(stop)
+    assert thread is not None
+    path = configured / "catalog" / "gcp.csv"
+    for _ in range(600):  # waits for the first refresh (a condition, not a timing)
+        if provenance.read(path) is not None:
+            break
+        stop.wait(0.05)
+    stop.set()
+    thread.join(timeout=30)
+    assert provenance.read(path) is not None and not thread.is_alive()
+    assert CatalogRefresher({}, configured, 3600.0, utcnow).start(stop) is None  # nothing to refresh: no thread

@@ -77,3 +77,97 @@ def test_attach_names_the_device_after_the_disk_the_mount_step_looks_for(make_pr
     assert attached["autoDelete"] is False  # the VM's deletion must not take the job's data with it
     provider.terminate(inst)
     assert next(v for v in provider.list_volumes() if v.id == vol.id).attached_to is None
+
+
+def test_volume_jobs_are_placed_only_on_machine_types_that_attach_the_volume_type(make_provider, store) -> None:
+    from gpuorch.jobs.spec import parse_spec
+    from gpuorch.reconciler.volumes import Volumes
+
+    provider = make_provider(volume_type="hyperdisk-balanced")
+    offers = [Offer(provider="gcp", region="us-central1", zone="us-central1-a", instance_type=t, gpu=g, gpu_count=n,
+                    gpu_memory_gib=m, price_per_hour=p) for t, g, n, m, p in
+              [("g2-standard-4", "L4", 1, 24, 0.7), ("a3-highgpu-1g", "H100", 1, 80, 11.0)]]
+    vols = Volumes(store, {"gcp": provider}, txn=None)  # type: ignore[arg-type]
+    with_volume = parse_spec({"name": "v", "run": "x", "volume": {"size": "50GB", "mount": "/data"}})
+    assert [o.instance_type for o in vols.offers_for(with_volume, offers)] == ["a3-highgpu-1g"]
+    assert vols.offers_for(with_volume.model_copy(update={"volume": None}), offers) is offers
+
+
+def test_submit_refuses_a_volume_job_whose_machine_types_cannot_attach_the_volume_type(_isolated_home, tmp_path):
+    from typer.testing import CliRunner
+
+    from gpuorch.cli.app import app
+
+    (_isolated_home / "config.yaml").write_text(
+        "providers:\n  gcp: {project: my-project-123, regions: [us-central1], volume_type: hyperdisk-balanced}\n")
+    job = tmp_path / "l4.yaml"
+    job.write_text("name: l4\nrun: x\nresources: {gpu: 'L4:1'}\nvolume: {size: 100GB, mount: /data}\n")
+    r = CliRunner().invoke(app, ["submit", str(job)])
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.strip().startswith(f"error: {job}: volume: the instance types this job fits (g2-standard-")
+    assert "cannot attach the volume disk type of gcp; set providers.gcp.volume_type to one they attach" in r.stderr
+    (_isolated_home / "config.yaml").write_text(
+        "providers:\n  gcp: {project: my-project-123, regions: [us-central1], volume_type: pd-ssd}\n")
+    assert CliRunner().invoke(app, ["submit", str(job)]).exit_code == 0
+
+
+def test_a_slow_attach_is_a_not_yet_and_never_holds_the_caller(fake: FakeGce, sleeps) -> None:
+    import itertools
+
+    from gpuorch.errors import TransientError
+    from gpuorch_gcp import GcpProvider
+
+    ticks = itertools.count(0, 30)  # each look at the clock is 30 s later: the bounded wait gives up at once
+    provider = GcpProvider(parse_options({"project": fake.project, "zones": ["us-central1-a"], "endpoint": fake.url}),
+                           sleep=sleeps.append, now=fake.now, monotonic=lambda: float(next(ticks)))
+    vol = provider.create_volume(region="us-central1", zone="us-central1-a", size_gib=10,
+                                 tags=managed_tags(12, 1, OWNER))
+    inst = launch(provider, "g2-standard-4", job=80)
+    fake.slow_attach = True
+    with pytest.raises(TransientError) as e:
+        provider.attach_volume(vol.id, inst)
+    assert e.value.code == "NotYet"
+    with pytest.raises(TransientError) as again:  # our own attach still running: a not-yet, not a failure
+        provider.attach_volume(vol.id, inst)
+    assert again.value.code == "VolumeInUse"
+    fake.finish_attaches()
+    provider.attach_volume(vol.id, inst)  # done: quiet
+    assert next(v for v in provider.list_volumes() if v.id == vol.id).attached_to == inst
+    provider.close()
+
+
+def test_a_jobs_volume_type_overrides_the_default_and_an_unknown_one_is_refused(make_provider, fake: FakeGce):
+    provider = make_provider()  # volume_type: pd-balanced
+    vol = provider.create_volume(region="us-central1", zone="us-central1-a", size_gib=10,
+                                 tags=managed_tags(13, 1, OWNER), disk_type="pd-ssd")
+    assert fake.disks[("us-central1-a", vol.id.split("/")[1])]["type"].endswith("/diskTypes/pd-ssd")
+    with pytest.raises(PermanentError) as e:
+        provider.create_volume(region="us-central1", zone="us-central1-a", size_gib=10,
+                               tags=managed_tags(14, 1, OWNER), disk_type="pd-extreme")
+    assert e.value.code == "InvalidVolume.DiskType" and "use one of pd-balanced, pd-ssd" in str(e.value)
+    assert provider.can_attach_volume("g2-standard-4", "pd-ssd")
+    assert not provider.can_attach_volume("g2-standard-4", "hyperdisk-balanced")
+
+
+def test_submit_checks_the_jobs_volume_type_against_the_providers(_isolated_home, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from gpuorch.cli.app import app
+
+    (_isolated_home / "config.yaml").write_text(
+        "providers:\n  gcp: {project: my-project-123, regions: [us-central1]}\n")
+    job = tmp_path / "job.yaml"
+    runner = CliRunner()
+
+    def submit(volume_type: str) -> object:
+        job.write_text("name: l4\nrun: x\nresources: {gpu: 'L4:1'}\n"
+                       f"volume: {{size: 100GB, mount: /data, type: {volume_type}}}\n")
+        return runner.invoke(app, ["submit", str(job)])
+
+    r = submit("gp3")
+    assert r.exit_code == 2 and r.stderr.strip() == (
+        f"error: {job}: volume.type: 'gp3' is not a disk type of the providers this job may use (gcp: pd-balanced, "
+        "pd-ssd, hyperdisk-balanced); use one of those, or leave it out for each provider's default")
+    r = submit("hyperdisk-balanced")  # L4 means G2, which attaches no Hyperdisk
+    assert r.exit_code == 2 and "volume.type: the instance types this job fits (g2-standard-" in r.stderr
+    assert submit("pd-ssd").exit_code == 0

@@ -190,8 +190,7 @@ def test_final_failures_are_volume_mount_failed_and_the_agent_is_not_started(
     assert msg.endswith(f"(exit {NOT_BLANK})") and "\n" not in msg
     assert not (Path(runner.remote_root) / "run" / "agent.json").exists()
 
-    # refused before any remote command
-    with pytest.raises(VolumeMountFailed, match="is not a volume id the mount step knows"):
+    with pytest.raises(VolumeMountFailed, match="not a volume id the mount step knows"):  # before any remote call
         runner.start(config(volume_id="disk-1", volume_dir=str(tmp_path / "data")))
 
 
