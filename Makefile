@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m gpuorch.demo
 
-# The system packages the tests need (sshd, chromium), listed, then installed if missing.
+# The system packages the tests need (sshd, chromium, podman), listed, then installed if missing.
 deps:
 	./scripts/deps.sh --list
 	./scripts/deps.sh

@@ -3,6 +3,8 @@
 #   - System packages (scripts/deps.sh, also `make deps`): OpenSSH server for the SSH runner's
 #     tests, Chromium for the dashboard's browser tests.
 #   - Azurite (npm, into .azurite/): the az:// checkpoint store's tests run against it.
+#   - podman, runc, busybox-static (scripts/install-podman.sh): the `container`-marked tests.
+#   - the `workloads` extra (torch 2.13.0 CPU, transformers, peft): the `workloads`-marked tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,7 +22,7 @@ as_root() {
   fi
 }
 
-# System packages (sshd, chromium): scripts/deps.sh says what it installs before installing it.
+# System packages (sshd, chromium, podman): scripts/deps.sh says what it installs before installing it.
 ./scripts/deps.sh
 
 # sshd refuses to start without its privilege-separation directory (absent in containers).
@@ -58,5 +60,15 @@ if [ ! -x .azurite/node_modules/.bin/azurite-blob ]; then
       echo "test-services: npm could not install azurite@$AZURITE_VERSION; the az:// store tests will be skipped" >&2
     fi
   fi
+fi
+
+./scripts/install-podman.sh
+
+# gpuorch.integrations' tests train real models: torch==2.13.0 is the CPU build kept on these
+# machines (pinned: any other version downloads a CUDA build of several GB).
+if [ -x .venv/bin/python ] && ! .venv/bin/python -c "import torch, transformers, peft" >/dev/null 2>&1; then
+  echo "test-services: installing the workloads extra (torch==2.13.0 CPU, transformers, peft, accelerate) into .venv"
+  .venv/bin/python -m pip install -q -e '.[workloads]' \
+    || echo "test-services: could not install the workloads extra; the workloads tests will be skipped" >&2
 fi
 exit 0
