@@ -83,11 +83,18 @@ def _job_link(j: dict[str, Any]) -> str:
     return f'<a href="/ui/jobs/{j["id"]}">{escape(str(j["id"]))}</a>'
 
 
+MAX_JOB_ROWS = 500  # newest first; the rest through `gpuorch status --json`
+
+
 def jobs_page(data: dict[str, Any]) -> str:
+    newest = list(reversed(data["jobs"]))[:MAX_JOB_ROWS]
     rows = [[_job_link(j), escape(j["name"]), _status(j["status"]), str(j["attempts"]), str(j["preemptions"]),
              escape(j["where"] or "-"), escape(j["last_checkpoint"] or "-"), _usd(j["cost"]),
-             escape(j["message"] or "")] for j in reversed(data["jobs"])]
+             escape(j["message"] or "")] for j in newest]
     body = table(["ID", "NAME", "STATUS", "ATT", "PREEMPT", "WHERE", "CHECKPOINT", "COST", "NOTE"], rows, "jobs")
+    if len(data["jobs"]) > len(newest):
+        body += (f"<p class=hint>The newest {len(newest)} of {len(data['jobs'])} jobs; "
+                 "<code>gpuorch status --json</code> lists them all.</p>")
     if not data["jobs"]:
         body = "<p>No jobs yet: <code>gpuorch submit job.yaml</code>.</p>"
     return layout("Jobs", body, "jobs", data["daemon"])
