@@ -161,7 +161,9 @@ def status(ctx: typer.Context, job: str = typer.Argument(None, help="Show one jo
             detail = backend.job(job)
         state = backend.daemon()
     if json_out:  # the daemon's state is in the JSON; the warning line is for people
-        emit_json({"daemon": state, "jobs": data} if job is None else {**detail, "daemon": state})
+        # one job: its lease holder (a job row's "daemon") moves into the object, as "holder"
+        emit_json({"daemon": state, "jobs": data} if job is None
+                  else {**detail, "daemon": {**state, "holder": detail.get("daemon")}})
         return
     from rich.console import Console
     from rich.table import Table

@@ -99,6 +99,7 @@ def test_no_warning_while_a_daemon_passes(tmp_path):
     assert r.exit_code == 0 and "daemon" not in r.stderr
     detail = json.loads(runner.invoke(app, ["status", "tiny", "--json"]).stdout)
     assert detail["daemon"]["alive"] is True and detail["daemon"]["daemons"][0]["owner"] == "h/1/a"
+    assert detail["daemon"]["holder"] is None  # no daemon holds the queued job's lease
 
 
 def test_a_real_daemon_stamps_its_pass_and_its_clean_stop(_isolated_home):
