@@ -6,6 +6,7 @@ Pages carry no script; charts are inline SVG (``web.svg``); one stylesheet from 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from html import escape
@@ -32,6 +33,8 @@ def _cell(v: Any) -> str:
         return "-"
     if isinstance(v, float):
         return f"{v:.6g}"
+    if isinstance(v, dict | list):
+        return f"<code>{escape(json.dumps(v))}</code>"
     return escape(str(v))
 
 
