@@ -13,6 +13,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+import typer
+
 import gpuorch
 from gpuorch.cli.app import app
 
@@ -67,12 +69,18 @@ def command_module(args: Sequence[str]) -> str | None:
 
 
 def main() -> None:
+    from gpuorch.cli.app import guard
+
     module = command_module(sys.argv[1:])
     if module is None:
         _register()
     else:
         _import(module)
-    app()
+    try:
+        with guard():  # whatever a command did not catch: one line, never a traceback
+            app()
+    except typer.Exit as e:  # guard's own exit, outside click's handling
+        sys.exit(e.exit_code)
 
 
 if not gpuorch._lazy_cli:

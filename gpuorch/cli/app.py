@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -95,8 +97,46 @@ def _global_options(
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """One line on stderr naming the field and the fix; nothing else."""
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"error: {' '.join(str(message).split())}", err=True)
     raise typer.Exit(code)
+
+
+# Exit codes (README "Exit codes"): what a script may branch on.
+EXIT_RUNTIME, EXIT_BAD_INPUT, EXIT_NOT_FOUND, EXIT_REFUSED = 1, 2, 3, 4
+
+
+def exit_code(e: BaseException) -> int:
+    """2 bad input, 3 not found, 4 refused (budget, authentication), 1 anything else."""
+    from gpuorch.errors import Refused, UnknownJob, UnknownSweep, UserInputError
+
+    status = getattr(e, "status", None)  # the API client's RemoteRefused carries the HTTP status
+    if isinstance(e, UnknownJob | UnknownSweep) or status == 404:
+        return EXIT_NOT_FOUND
+    if isinstance(e, Refused) or status in (401, 403):
+        return EXIT_REFUSED
+    return EXIT_BAD_INPUT if isinstance(e, UserInputError) else EXIT_RUNTIME
+
+
+@contextmanager
+def guard() -> Iterator[None]:
+    """Every error as one line on stderr and its exit code (``exit_code``); never a traceback,
+    unless GPUORCH_DEBUG is set."""
+    import os
+
+    from gpuorch.errors import GpuorchError
+
+    try:
+        yield
+    except (typer.Exit, typer.Abort, KeyboardInterrupt, SystemExit):
+        raise
+    except GpuorchError as e:
+        fail(str(e), exit_code(e))
+    except Exception as e:
+        if os.environ.get("GPUORCH_DEBUG"):
+            raise
+        from gpuorch.errors import runtime_line
+
+        fail(runtime_line(e), EXIT_RUNTIME)
 
 
 def emit_json(data: Any) -> None:

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from gpuorch.cli.app import JSON_OPTION, app, cli_config, cli_store_location, emit_json, fail
+from gpuorch.cli.app import JSON_OPTION, app, cli_config, cli_store_location, emit_json, fail, guard
 from gpuorch.cli.output import WIDE_OPTION, daemon_warning, show
-from gpuorch.errors import GpuorchError, UserInputError
+from gpuorch.errors import UserInputError
 
 if TYPE_CHECKING:  # the CLI imports these when a command needs them
     from gpuorch.api.client import Client
@@ -63,13 +63,10 @@ def _local() -> JobService:
 
 @contextmanager
 def _errors() -> Iterator[None]:
-    """A user's mistake exits 2, an unreachable server 1; either way one line on stderr."""
-    try:
+    """One line on stderr and the exit code of ``app.exit_code`` (2 bad input, 3 not found,
+    4 refused, 1 runtime: an unreachable server, a full disk)."""
+    with guard():
         yield
-    except UserInputError as e:
-        fail(str(e))
-    except GpuorchError as e:
-        fail(str(e), code=1)
 
 
 def _interactive() -> bool:
@@ -115,15 +112,14 @@ def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Job spec (
         workdir = (file.parent / spec.workdir).expanduser().resolve() if spec.workdir else None
         remote = _remote(ctx)
         if remote is not None:  # the server checks the fit and the deadline against its own providers
-            import yaml
-
+            from gpuorch.jobs.yamlsafe import load_file
             from gpuorch.placement.explain import no_single_instance
 
             impossible = no_single_instance(spec)  # the server refuses it too; say so before uploading
             if impossible is not None:
                 raise UserInputError(impossible)
 
-            job = remote.submit_raw(yaml.safe_load(file.read_text()), str(file), workdir)
+            job = remote.submit_raw(load_file(file, "the job spec"), str(file), workdir)
         else:
             if workdir is not None:
                 spec = spec.model_copy(update={"workdir": str(workdir)})

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuorch.runners.port import Runner, RunnerUnavailable
+from gpuorch.store.paths import PRIVATE_FILE, private_dir
 
 MAX_REMEMBERED = 100_000  # attempts whose mirrored size is kept in memory
 
@@ -75,8 +76,8 @@ class LogMirror:
             return
         if data:
             p = self.path(job_id, attempt)
-            p.parent.mkdir(parents=True, exist_ok=True)
-            with p.open("ab") as f:
+            private_dir(p.parent)  # a job's output may print its env: its owner's alone
+            with open(os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE), "ab") as f:
                 f.write(data)
                 offset = f.tell()
         if len(self._sizes) >= MAX_REMEMBERED:

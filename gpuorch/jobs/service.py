@@ -187,7 +187,7 @@ class JobService:
             checked = volume_scope(spec, list(providers), with_volumes(providers), source)
         if spec.image is not None or spec.nodes > 1:  # only then are the provider classes imported
             workload_check(checked, {name: provider_class(name) for name in providers}, source)
-        warning = fit_check(checked, offline_offers(dict(providers), self.home), source, now)
+        warning = fit_check(checked, offline_offers(dict(providers), self.home), source, now, configured=providers)
         job = jobs.submit(self.store, spec, now)
         return {"id": job.id, "name": job.name, "status": job.status.value, "warning": warning}
 

@@ -35,6 +35,7 @@ from gpuorch.jobs.logmirror import LogMirror
 from gpuorch.ops.config import DaemonConfig
 from gpuorch.ops.sdnotify import Notifier
 from gpuorch.reconciler import Reconciler, Settings
+from gpuorch.reconciler.reconciler import DISK_FULL
 from gpuorch.registry import load_providers
 from gpuorch.store import Store
 from gpuorch.store.heartbeat import Beater
@@ -124,8 +125,9 @@ class Daemon:
             start = time.monotonic()
             try:
                 result["wait"] = self.rec.run_pass(stop=self.stop)
-            except Exception:  # a bad pass must not kill the daemon; the next one starts afresh
-                log.exception("reconcile pass failed")
+            except Exception as e:  # a bad pass must not kill the daemon; the next one starts afresh
+                if not DISK_FULL.report(e, "reconcile pass"):
+                    log.exception("reconcile pass failed")
             finally:
                 result["seconds"] = time.monotonic() - start
                 done.set()

@@ -84,8 +84,11 @@ class LiteReader:
 
     def find_job(self, ref: str) -> Row | None:
         """A job by id, or the newest job with that name (as ``gpuorch.jobs.intent.find_job``)."""
-        if ref.isdigit():
-            rows = self._rows("job", "SELECT * FROM job WHERE id = ?", (int(ref),))
+        from gpuorch.store.refs import row_id
+
+        n = row_id(ref)
+        if n is not None:
+            rows = self._rows("job", "SELECT * FROM job WHERE id = ?", (n,))
         else:
             rows = self._rows("job", "SELECT * FROM job WHERE name = ? ORDER BY id DESC LIMIT 1", (ref,))
         return rows[0] if rows else None

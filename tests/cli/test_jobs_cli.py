@@ -66,9 +66,9 @@ def test_bad_spec_exits_2_with_one_line_and_writes_nothing(tmp_path, spec, body,
 
 
 @pytest.mark.parametrize("cmd", ["logs", "cancel", "status", "events"])
-def test_unknown_job_exits_2(cmd):
+def test_unknown_job_exits_3(cmd):
     r = cli(cmd, "42")
-    assert r.exit_code == 2 and "no job '42'" in r.output
+    assert r.exit_code == 3 and "no job '42'" in r.output
 
 
 def test_cancel_marks_intent_only(spec):

@@ -74,7 +74,7 @@ def test_bad_sweep_exits_2_with_one_line_and_writes_nothing(tmp_path, change, fi
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and field in lines[0], r.output
     assert json.loads(cli("status", "--json").output)["jobs"] == []
-    assert cli("sweep", "status", "lr").exit_code == 2  # no sweep either
+    assert cli("sweep", "status", "lr").exit_code == 3  # no sweep either (3: not found)
 
 
 def test_random_search_is_seeded(tmp_path):

@@ -138,3 +138,10 @@ def test_the_jobs_page_shows_the_newest_jobs_first_and_says_when_it_cuts():
     assert html.count('<a href="/ui/jobs/') == pages.MAX_JOB_ROWS
     assert html.index(f"job-{len(many)}<") < html.index(f"job-{len(many) - 1}<")  # newest first
     assert "job-10<" not in html and f"The newest {pages.MAX_JOB_ROWS} of {len(many)} jobs" in html
+
+
+def test_the_api_guard_lets_the_dashboard_authenticate_itself_but_bounds_its_bodies(scenario):
+    status, _, _ = _open(f"{scenario['url']}/v1/jobs")  # the API itself still wants its bearer token
+    assert status == 401
+    status, _, body = _open(f"{scenario['url']}/ui/login", data={"token": "x" * 20_000, "next": "/ui/"})
+    assert status == 413 and "request body over" in body
