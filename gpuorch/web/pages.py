@@ -231,5 +231,5 @@ def daemon_page(data: dict[str, Any]) -> str:
             f"last pass {_ts(d['last_pass_at'])} UTC"
             + (f" ({d['age_s']:.0f} s ago, {escape(d['last_outcome'] or '')})" if d["age_s"] is not None else "")
             + "</p>" + table(["DAEMON", "HOST", "PID", "VERSION", "ALIVE", "STARTED", "LAST PASS", "OUTCOME",
-                              "STOPPED", "JOBS HELD (LEASES)"], rows, "daemons"))
+                              "STOPPED", "JOBS HELD"], rows, "daemons"))
     return layout("Daemon", body, "daemon", d)
