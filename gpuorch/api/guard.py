@@ -23,10 +23,10 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 PUBLIC = frozenset({"/v1/health"})  # answered without a token
-# The web dashboard (gpuorch.web) authenticates itself: a session cookie from its login form, or
-# this same bearer token. Its bodies (the login form) are small.
-DASHBOARD = "/ui"
-DASHBOARD_MAX_BODY = 16 * 1024
+# The web dashboard (gpuorch/web) checks its own session cookie or bearer token on every page,
+# since a browser cannot send a bearer header on navigation; its bodies are bounded here still.
+OWN_AUTH_PREFIX = "/ui"
+OWN_AUTH_MAX_BODY = 16 * 1024  # its only body is the login form
 
 
 async def answer(send: Send, status: int, message: str) -> None:
@@ -47,14 +47,14 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        path = scope.get("path") or ""
-        dashboard = path == DASHBOARD or path.startswith(DASHBOARD + "/")
-        if path not in PUBLIC and not dashboard:
+        path = str(scope.get("path", ""))
+        own_auth = path == OWN_AUTH_PREFIX or path.startswith(OWN_AUTH_PREFIX + "/")
+        if path not in PUBLIC and not own_auth:
             why = auth.check(headers.get("authorization"), self.token)
             if why is not None:
                 await answer(send, 401, why)
                 return
-        limit = min(self.max_body, DASHBOARD_MAX_BODY) if dashboard else self.max_body
+        limit = min(self.max_body, OWN_AUTH_MAX_BODY) if own_auth else self.max_body
         too_large = f"request body over {limit} bytes (api.max_body_bytes); send less"
         length = headers.get("content-length")
         if length is not None and (not length.isascii() or not length.isdigit() or int(length) > limit):

@@ -80,7 +80,7 @@ def mount(app: FastAPI, service: JobService, token: str, bearer_ok: Callable[[st
     app.add_exception_handler(_Refused, refused)
 
     app.add_exception_handler(_LoginNeeded, login_redirect)
-    r = APIRouter(prefix="/ui")
+    r = APIRouter(prefix="/ui", include_in_schema=False)  # HTML pages, not the JSON API
 
     @r.get("/static/style.css")
     def style() -> Response:
