@@ -22,7 +22,7 @@ as_root() {
   fi
 }
 
-# System packages (sshd, chromium): scripts/deps.sh says what it installs before installing it.
+# System packages (sshd, chromium, podman): scripts/deps.sh says what it installs before installing it.
 ./scripts/deps.sh
 
 # e2fsprogs (mkfs.ext4, debugfs) and blkid: the volume mount step's tests format a disk image
