@@ -205,7 +205,7 @@ class Night:
                                        price_per_hour=a.price_per_hour, billing_granularity_s=a.billing_granularity_s,
                                        min_billing_s=a.min_billing_s, price_changes=a.price_changes)
             billed += attempt_cost(interval, now)  # type: ignore[arg-type]
-            slack += 2 * RECORD_LAG_S * max(a.price_per_hour, *(p for _, p in price_changes(a))) / 3600
+            slack += 2 * RECORD_LAG_S * max([a.price_per_hour, *(p for _, p in price_changes(a))]) / 3600
         recorded = sum(attempt_cost(a, now) for a in rows.values() if a.launched_at is not None)
         assert abs(recorded - billed) <= slack + 1e-9, f"attempts cost {recorded:.4f}, the sim billed {billed:.4f}"
         return {"billed": round(billed, 4), "recorded": round(recorded, 4), "slack": round(slack, 4)}
