@@ -152,3 +152,13 @@ def test_a_provider_that_is_not_enabled_is_refused_and_nothing_is_stored(store, 
     with pytest.raises(UserInputError, match=r"providers: 'nosuchcloud' is not an enabled provider"):
         service.submit(parse_spec({**BASE, "providers": ["nosuchcloud"]}), "job.yaml")
     assert service.jobs() == []
+
+
+def test_more_cpus_than_any_offer_has_is_refused_not_queued_forever(store, tmp_path):
+    from gpuorch.jobs.service import JobService
+
+    service = JobService(store, tmp_path, providers={"local": {}})
+    with pytest.raises(UserInputError, match=r"resources\.cpus: 4000 is more than any offer has"):
+        service.submit(parse_spec({**BASE, "resources": {"cpus": 4000}}), "job.yaml")
+    assert service.jobs() == []
+    assert service.submit(parse_spec({**BASE, "resources": {"cpus": 2}}), "job.yaml")["status"] == "queued"
