@@ -2,6 +2,8 @@
 # Installs what the test suite needs beyond the virtualenv. Idempotent; quiet when all is present.
 #   - OpenSSH server: the SSH runner's tests drive a real, throwaway sshd on 127.0.0.1.
 #   - Azurite (npm, into .azurite/): the az:// checkpoint store's tests run against it.
+#   - podman, runc, busybox-static (scripts/install-podman.sh): the `container`-marked tests.
+#   - the `workloads` extra (torch 2.13.0 CPU, transformers, peft): the `workloads`-marked tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -68,5 +70,15 @@ if [ ! -x .azurite/node_modules/.bin/azurite-blob ]; then
       echo "test-services: npm could not install azurite@$AZURITE_VERSION; the az:// store tests will be skipped" >&2
     fi
   fi
+fi
+
+./scripts/install-podman.sh
+
+# gpuorch.integrations' tests train real models: torch==2.13.0 is the CPU build kept on these
+# machines (pinned: any other version downloads a CUDA build of several GB).
+if [ -x .venv/bin/python ] && ! .venv/bin/python -c "import torch, transformers, peft" >/dev/null 2>&1; then
+  echo "test-services: installing the workloads extra (torch==2.13.0 CPU, transformers, peft, accelerate) into .venv"
+  .venv/bin/python -m pip install -q -e '.[workloads]' \
+    || echo "test-services: could not install the workloads extra; the workloads tests will be skipped" >&2
 fi
 exit 0

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuorch.agent.job import RESULT_FILE, job_env, parse_signal, shell_exit_code, signal_group, spawn
+from gpuorch.agent.images import ImageHost
+from gpuorch.agent.job import RESULT_FILE, job_env, notify_job, parse_signal, shell_exit_code, signal_group, spawn
 from gpuorch.agent.notice import FileNotice, make_notice_source
 from gpuorch.agent.protocol import (
     AGENT_LOG,
@@ -89,6 +90,7 @@ class Agent:
         self.proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()  # status is updated from the main and the sync thread
         self._next_notice_poll = 0.0
+        self.images: ImageHost | None = None  # with an image: the runtime that runs the job
 
     def update(self, **changes: Any) -> None:
         with self._lock:
@@ -104,6 +106,9 @@ class Agent:
         self.update(state="starting", started_at=self.status.started_at)
         self.work.mkdir(exist_ok=True)
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        if self.config.container is not None:  # a missing image fails the attempt before any restore
+            self.update(state="pulling")
+            self.images = ImageHost.prepare(self.config.container, self.rundir)
         self._await_predecessor()
         baseline = self._restore()
         if self.store is not None:
@@ -164,7 +169,15 @@ class Agent:
     def _supervise(self, command: str, phase: str, env: dict[str, str]) -> int:
         """Run one command (setup or the job) to its end, handling syncs and notices meanwhile."""
         is_job = phase == "running"
-        self.proc = proc = spawn(command, self.work, env, self.rundir / JOB_LOG, self.signal if is_job else None)
+        if self.images is not None:
+            own = set(self.config.env)
+            mounts = [str(self.rundir), str(self.checkpoint_dir.resolve())]
+            if self.config.volume_dir:
+                mounts.append(self.config.volume_dir)
+            self.proc = proc = self.images.spawn(self.config, phase, command, env, own, mounts, self.work,
+                                                 self.rundir / JOB_LOG)
+        else:
+            self.proc = proc = spawn(command, self.work, env, self.rundir / JOB_LOG, self.signal if is_job else None)
         log.info("started %s (pid %d)", phase, proc.pid)
         handling = self.notice is not None and not self.status.final_done
         since = {"running_since": time.time()} if is_job else {}  # lost work counts from here, not the restore
@@ -185,6 +198,8 @@ class Agent:
                 next_sync = now + self.config.sync_interval_s
             if code is not None and (self.notice is None or self.status.final_done):
                 log.info("%s exited with %d", phase, shell_exit_code(code))
+                if self.images is not None:
+                    self.images.remove_all()  # after a killed client the container may still run
                 return shell_exit_code(code)
             time.sleep(POLL_S)
 
@@ -246,7 +261,7 @@ class Agent:
         log.warning("%s: final checkpoint due %.1f s from now", reason, deadline - time.time())
         self.update(state="checkpointing", notice_at=time.time(), notice_deadline=deadline, notice_reason=reason)
         if job is not None and job.poll() is None:
-            signal_group(job, self.signal)
+            notify_job(job, self.signal)  # in a container: the runtime's client, which proxies it
 
     def _advance_notice(self, now: float, job_gone: bool, phase: str) -> None:
         """Wait for the job's next checkpoint (or its exit, or the grace point), upload it, hand off."""
@@ -316,8 +331,12 @@ class Agent:
         except subprocess.TimeoutExpired:
             signal_group(proc, signal.SIGKILL)
             code = proc.wait()
+        if self.images is not None:
+            self.images.remove_all()
         return shell_exit_code(code)
 
     def kill_job(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self._stop(self.proc, 5.0)
+        if self.images is not None:
+            self.images.remove_all()

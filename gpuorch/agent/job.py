@@ -4,13 +4,14 @@ in their own session (process group), so a signal reaches the whole tree the job
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 from pathlib import Path
-from typing import Mapping
+from typing import Dict, List, Mapping, Optional, Tuple
 
-from gpuorch.agent.protocol import METRICS_FILE, AgentConfig
+from gpuorch.agent.protocol import CONTAINERS_FILE, METRICS_FILE, AgentConfig
 
 RESULT_FILE = "result.json"  # in the run dir: the JSON result the job may write
 
@@ -55,6 +56,7 @@ def job_env(config: AgentConfig, rundir: Path, checkpoint_dir: Path, resumed_fro
         GPUORCH_JOB_NAME=config.job_name,
         GPUORCH_RESULT_FILE=str((rundir / RESULT_FILE).resolve()),
         GPUORCH_METRICS_FILE=str((rundir / METRICS_FILE).resolve()),
+        GPUORCH_CHECKPOINT_SIGNAL=parse_signal(config.signal).name,  # gpuorch.integrations listens for it
     )
     env.pop("GPUORCH_RESUMED_FROM", None)
     if resumed_from:
@@ -75,6 +77,11 @@ def spawn(
     argv = ["/bin/bash", "-c", command]
     if survive is not None:
         argv[2] = f"trap : {survive.name}\n{command}"  # survive.name is one of signal.Signals
+    return spawn_argv(argv, cwd, env, log_path)
+
+
+def spawn_argv(argv: List[str], cwd: Path, env: Mapping[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in a new session (process group), output appended to ``log_path``."""
     with open(log_path, "ab") as log:
         return subprocess.Popen(
             argv,
@@ -87,6 +94,72 @@ def spawn(
         )
 
 
+def proc_table() -> Optional[Dict[int, Tuple[int, int, int]]]:
+    """``{pid: (ppid, pgid, caught-signal mask)}`` from /proc; None without /proc."""
+    table: Dict[int, Tuple[int, int, int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+            pgid = os.getpgid(int(name))
+        except (OSError, ValueError):
+            continue
+        try:
+            table[int(name)] = (int(fields["PPid"]), pgid, int(fields["SigCgt"].strip(), 16))
+        except (KeyError, ValueError):
+            continue
+    return table
+
+
+def notice_targets(root: int, sig: int, table: Mapping[int, Tuple[int, int, int]]) -> List[int]:
+    """Which of the job's processes get the checkpoint signal (pure; ``table`` as ``proc_table``).
+
+    The job's processes: its process group (``root`` leads it) and every descendant of
+    ``root``, in whatever group (torchrun starts its workers in sessions of their own). Each
+    gets the signal, except a process that does not catch it while one of its descendants does:
+    such a launcher (torchrun, a ``python -m`` wrapper) would die of the default action and take
+    the workers that are about to checkpoint with it.
+    """
+    bit = 1 << (sig - 1)
+    children: Dict[int, List[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    job = {pid for pid, (_, pgid, _) in table.items() if pgid == root}
+    seen, todo = {root}, [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in seen:
+                seen.add(child)
+                todo.append(child)
+    job |= seen
+    catches = {pid for pid in job if pid in table and table[pid][2] & bit}
+    spared = set()
+    for pid in catches:
+        up = table[pid][0]
+        while up in job and up not in spared:
+            spared.add(up)
+            up = table[up][0] if up in table else 0
+    return sorted(pid for pid in job if pid in catches or pid not in spared)
+
+
+def notify_job(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Send the checkpoint signal to the job's processes (``notice_targets``); the whole
+    process group where /proc cannot say who catches it. Quiet for processes already gone."""
+    table = proc_table()
+    if table is None or proc.pid not in table:
+        signal_group(proc, sig)
+        return
+    for pid in notice_targets(proc.pid, sig, table):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
 def signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
     """Send ``sig`` to the process group; quiet if it is already gone."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -96,3 +169,27 @@ def signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
 def shell_exit_code(returncode: int) -> int:
     """Popen's -N (killed by signal N) as the shell reports it, 128+N; others unchanged."""
     return 128 - returncode if returncode < 0 else returncode
+
+
+def remove_containers(rundir: Path, timeout_s: float = 30.0) -> None:
+    """Force-remove every container the agent recorded in ``rundir`` (``CONTAINERS_FILE``).
+
+    A container outlives a SIGKILLed runtime client, so whoever kills the agent's processes
+    without the agent's help (the local provider's terminate) calls this. Quiet: containers that
+    are gone already, a missing runtime, a timeout.
+    """
+    from gpuorch.agent.container import remove_argv
+
+    try:
+        lines = (rundir / CONTAINERS_FILE).read_text().splitlines()
+    except OSError:
+        return
+    for line in lines:
+        try:
+            record = json.loads(line)
+            argv = remove_argv(record["runtime"], record["name"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           timeout=timeout_s, check=False)

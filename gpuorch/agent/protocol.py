@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from gpuorch.agent.container import ContainerConfig
+
 CONFIG_FILE = "agent.json"
 STATUS_FILE = "status.json"
 JOB_LOG = "job.log"
@@ -23,6 +25,7 @@ WORK_DIR = "work"  # the job's working directory inside the run dir (uploaded wo
 HEARTBEAT_FILE = "heartbeat"  # touched by the daemon; the dead-man switch reads its mtime
 STOP_FILE = "stop.json"  # written by the daemon: {"deadline": epoch}: final checkpoint, then stop
 METRICS_FILE = "metrics.jsonl"  # $GPUORCH_METRICS_FILE: JSON lines of metrics the job appends
+CONTAINERS_FILE = "containers.jsonl"  # {"runtime": [...], "name": ...} per container the agent started
 
 
 @dataclass
@@ -71,6 +74,8 @@ class AgentConfig:
     # mounts it there before starting the agent. The job also sees the path as GPUORCH_VOLUME_DIR.
     volume_id: str | None = None
     volume_dir: str | None = None
+    # Spec ``image:``: setup and run execute in this container (``gpuorch.agent.container``).
+    container: ContainerConfig | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
@@ -79,6 +84,8 @@ class AgentConfig:
     def from_json(cls, text: str) -> AgentConfig:
         data = json.loads(text)
         data["notice"] = NoticeSource(**data.get("notice") or {})
+        if data.get("container"):
+            data["container"] = ContainerConfig(**_known(ContainerConfig, data["container"]))
         return cls(**_known(cls, data))
 
 

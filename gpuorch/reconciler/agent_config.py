@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpuorch.agent.container import ContainerConfig
 from gpuorch.agent.protocol import AgentConfig
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.store.models import Attempt, Job
@@ -32,6 +33,8 @@ def agent_config(job: Job, spec: JobSpec, attempt: Attempt, *, predecessor_deadl
         heartbeat_timeout_s=heartbeat_timeout_s,
         volume_id=volume_id if spec.volume else None,
         volume_dir=spec.volume.mount if spec.volume else None,
+        # The runtime and its host flags are the runner's to fill in (LocalRunner, SSH: detected).
+        container=ContainerConfig(image=spec.image) if spec.image else None,
     )
     if ckpt is not None:
         cfg.checkpoint_dir = ckpt.dir

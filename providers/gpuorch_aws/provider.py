@@ -52,6 +52,7 @@ class AwsProvider(EbsVolumes, Provider):
     """Contract: ``gpuorch.provider.port.Provider``; also ``SupportsVolumes``."""
 
     name = PROVIDER
+    runs_containers = True  # the agent runs docker on the VM (docs/workloads.md)
 
     def __init__(self, options: AwsOptions, *, home: Path | None = None, session: Any = None,
                  prices: PriceSource | None = None, buckets: BucketSource | None = None,

@@ -13,10 +13,11 @@ import re
 import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from gpuorch.agent.container import ContainerConfig
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
 from gpuorch.provider import (
     TAG_MANAGED,
@@ -46,10 +47,21 @@ _ID = re.compile(r"local-[A-Za-z0-9][A-Za-z0-9_.-]{0,120}")
 
 
 
+class LocalContainer(BaseModel):
+    """``providers.local.container``: how this host runs a job's ``image:`` (docs/workloads.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    runtime: list[str] = Field(default_factory=list)  # argv prefix, e.g. [podman, --runtime, runc]
+    run_args: list[str] = Field(default_factory=list)  # e.g. [--ulimit, nofile=1024:1024]
+    gpus: Literal["auto", "all", "none"] = "auto"
+
+
 class LocalOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     boot_s: float = Field(default=0.0, ge=0)
+    container: LocalContainer | None = None
 
 
 class LocalProvider(Provider):
@@ -59,8 +71,11 @@ class LocalProvider(Provider):
     name = PROVIDER
     runner_outlives_instance = True  # the run dir stays after the process groups are killed
     runners_may_block = False  # its runner reads and writes local files
+    runs_containers = True  # through podman or docker on this host (providers.local.container)
 
-    def __init__(self, home: Path, offers: list[Offer] | None = None, boot_s: float = 0.0) -> None:
+    def __init__(self, home: Path, offers: list[Offer] | None = None, boot_s: float = 0.0,
+                 container: ContainerConfig | None = None) -> None:
+        self.container = container  # the host's runtime for image jobs; None: the agent detects one
         self.home = Path(home).expanduser().resolve()
         self.instances_dir = self.home / "instances"
         self.instances_dir.mkdir(parents=True, exist_ok=True)
@@ -77,7 +92,8 @@ class LocalProvider(Provider):
     def from_config(cls, options: dict[str, Any], home: Path) -> LocalProvider:
         """Build from the daemon config's ``providers.local`` options; state in ``home/local``.
 
-        Options: ``boot_s`` (seconds an instance stays PENDING, default 0). Raises UserInputError
+        Options: ``boot_s`` (seconds an instance stays PENDING, default 0), ``container`` (``runtime``,
+        ``run_args``, ``gpus``: how this host runs image jobs, docs/workloads.md). Raises UserInputError
         naming the option for anything else.
         """
         try:
@@ -85,8 +101,10 @@ class LocalProvider(Provider):
         except ValidationError as e:
             err = e.errors()[0]
             where = ".".join(str(x) for x in err["loc"])
-            raise UserInputError(f"providers.local.{where}: {err['msg']}; known options: boot_s") from None
-        return cls(Path(home) / "local", boot_s=opts.boot_s)
+            raise UserInputError(f"providers.local.{where}: {err['msg']}; known options: boot_s, container") from None
+        c = opts.container
+        container = ContainerConfig(image="", runtime=c.runtime, run_args=c.run_args, gpus=c.gpus) if c else None
+        return cls(Path(home) / "local", boot_s=opts.boot_s, container=container)
 
     def _instance(self, instance_id: str) -> InstanceDir:
         if not _ID.fullmatch(instance_id):  # also keeps "../x" from reaching the filesystem
@@ -167,7 +185,7 @@ class LocalProvider(Provider):
             return  # removed while we were at it
 
     def runner(self, instance: Instance) -> Runner:
-        return LocalRunner(self._instance(instance.id).path)
+        return LocalRunner(self._instance(instance.id).path, container=self.container)
 
     # -- capabilities and knobs --------------------------------------------------------------
     def inject_preemption(self, instance_id: str, notice_s: float) -> None:

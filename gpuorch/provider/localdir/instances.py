@@ -25,6 +25,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from gpuorch.agent.job import remove_containers
 from gpuorch.agent.protocol import read_status, write_atomic
 from gpuorch.clock import utcnow
 from gpuorch.errors import NotFoundError
@@ -199,6 +200,7 @@ class InstanceDir:
         agent_pid = _read_pid(self.agent_pid_file)
         status = read_status(self.run_dir)
         kill_instance(self.path, [agent_pid, status.pid if status else None])
+        remove_containers(self.run_dir)  # a job's container outlives its killed runtime client
 
 
 def _read_pid(path: Path) -> int | None:

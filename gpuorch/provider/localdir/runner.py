@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from gpuorch.agent.container import ContainerConfig
 from gpuorch.agent.protocol import (
     CONFIG_FILE,
     HEARTBEAT_FILE,
@@ -44,7 +45,10 @@ SETTLE_S = 1.0  # status.json older than this is cached by (inode, mtime, size)
 
 class LocalRunner(Runner):
     def __init__(self, instance_dir: Path, notice_poll_s: float = NOTICE_POLL_S,
-                 final_checkpoint_grace_s: float | None = None) -> None:
+                 final_checkpoint_grace_s: float | None = None, container: ContainerConfig | None = None) -> None:
+        # ``container``: this host's runtime, its flags and GPU mode for a job's ``image:`` (its
+        # ``image`` is ignored); None: the agent detects docker or podman.
+        self.container = container
         self.instance = InstanceDir(Path(instance_dir).resolve())
         self.rundir = self.instance.run_dir
         self.notice_poll_s = notice_poll_s  # how often the agent reads notice.json
@@ -92,6 +96,9 @@ class LocalRunner(Runner):
             work.mkdir(exist_ok=True)
             notice = NoticeSource(kind="file", path=str(self.instance.notice_file), poll_s=self.notice_poll_s)
             config = dataclasses.replace(config, notice=notice)  # the caller's object stays as it was
+            if config.container is not None and self.container is not None:
+                config = dataclasses.replace(config, container=dataclasses.replace(
+                    self.container, image=config.container.image))
             if self.final_checkpoint_grace_s is not None:
                 config = dataclasses.replace(config, final_checkpoint_grace_s=self.final_checkpoint_grace_s)
             if config.heartbeat_timeout_s is not None and not config.shutdown_command:

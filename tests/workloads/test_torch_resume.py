@@ -1,0 +1,30 @@
+"""gpuorch.integrations.pytorch on the real PyTorch (CPU): the torch_ddp example checkpoints at
+once on the notice, and a run interrupted there and resumed ends with bitwise the loss of an
+uninterrupted one, as one process and as two DDP ranks (gloo) under torchrun."""
+
+from __future__ import annotations
+
+import pytest
+import torch_runs
+
+pytestmark = pytest.mark.workloads
+
+torch = pytest.importorskip("torch", reason="the workloads extra (pip install -e '.[workloads]') is not installed")
+
+SCRIPT = torch_runs.EXAMPLES / "torch_ddp" / "train.py"
+ENV = {"STEPS": "240", "CKPT_EVERY": "60", "SEED": "3"}
+
+
+@pytest.mark.parametrize("nproc", [1, 2], ids=["one-process", "ddp-2-ranks"])
+def test_interrupted_on_notice_and_resumed_ends_with_the_uninterrupted_loss(tmp_path, nproc):
+    reference = torch_runs.run(SCRIPT, tmp_path, ENV, "ref", nproc)
+    proc = torch_runs.start(SCRIPT, tmp_path, {**ENV, "STEP_SLEEP": "0.02"}, "cut", nproc)
+    ckpt = tmp_path / "cut-ckpt"
+    noticed = torch_runs.interrupt(proc, ckpt, "step-", periodic=60)
+    assert 60 < noticed < 240
+    state = torch.load(ckpt / f"step-{noticed}" / "rng.pt", weights_only=False)
+    assert len(state) == nproc  # rank 0 gathered every rank's generators before COMPLETE
+    resumed = torch_runs.run(SCRIPT, tmp_path, {**ENV, "GPUORCH_RESUMED_FROM": f"step-{noticed}"}, "cut", nproc)
+    assert f"resuming from step-{noticed}" in (tmp_path / "cut.log").read_text()
+    assert resumed["steps"] == reference["steps"] == 240
+    assert resumed["final_loss"] == reference["final_loss"]  # bitwise

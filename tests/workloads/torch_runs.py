@@ -1,0 +1,85 @@
+"""Running the configs/examples training scripts the way the agent does (own process group, the
+agent's variables), interrupting them with the notice signal, and reading their result."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from gpuorch.agent.job import notify_job, proc_table
+from gpuorch.integrations.protocol import complete_checkpoints
+from gpuorch.testing.contract import wait_until
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "configs" / "examples"
+
+
+def command(script: Path, nproc: int) -> list[str]:
+    if nproc == 1:
+        return [sys.executable, str(script)]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", str(script)]
+
+
+def start(script: Path, root: Path, env: dict[str, str], tag: str, nproc: int = 1) -> subprocess.Popen[bytes]:
+    run_env = {**os.environ, **env, "GPUORCH_CHECKPOINT_DIR": str(root / f"{tag}-ckpt"),
+               "GPUORCH_RESULT_FILE": str(root / f"{tag}.json"), "GPUORCH_CHECKPOINT_SIGNAL": "SIGUSR1",
+               "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    log = open(root / f"{tag}.log", "ab")  # noqa: SIM115 - the child keeps it
+    return subprocess.Popen(command(script, nproc), cwd=script.parent, env=run_env, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def finish(proc: subprocess.Popen[bytes], root: Path, tag: str, timeout_s: float = 240) -> dict:
+    code = proc.wait(timeout=timeout_s)
+    assert code == 0, (root / f"{tag}.log").read_text()[-3000:]
+    return json.loads((root / f"{tag}.json").read_text())
+
+
+def run(script: Path, root: Path, env: dict[str, str], tag: str, nproc: int = 1) -> dict:
+    return finish(start(script, root, env, tag, nproc), root, tag)
+
+
+def steps(root: Path, prefix: str) -> list[int]:
+    out = []
+    for d in complete_checkpoints(root, prefix):
+        out.append(json.loads((d / "COMPLETE").read_text())["step"])
+    return out
+
+
+def interrupt(proc: subprocess.Popen[bytes], ckpt: Path, prefix: str, periodic: int) -> int:
+    """Wait for the first periodic checkpoint, send the notice, wait for the checkpoint it causes
+    (a step that is no multiple of ``periodic``), then kill the whole job: a preemption. Returns
+    that checkpoint's step."""
+    wait_until(lambda: steps(ckpt, prefix) != [] or proc.poll() is not None, timeout_s=240,
+               what="the first checkpoint")
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    notify_job(proc, signal.SIGUSR1)
+    extra = wait_until(lambda: [s for s in steps(ckpt, prefix) if s % periodic] or proc.poll() is not None,
+                       timeout_s=120, what="the checkpoint the notice asks for")
+    assert proc.poll() is None, "the run ended instead of checkpointing on the notice"
+    kill_tree(proc)
+    return extra[0]
+
+
+def kill_tree(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the job's group and every descendant (torchrun's workers live in sessions of
+    their own), by pid, as a reclaimed instance loses them all at once."""
+    table = proc_table() or {}
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    tree, todo = [], [proc.pid]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait()
