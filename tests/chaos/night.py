@@ -26,6 +26,7 @@ import yaml
 
 from gpuorch.agent.protocol import read_status
 from gpuorch.checkpoint import list_manifests, open_store
+from gpuorch.checkpoint.handoff import read_completed
 from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
 from gpuorch.money.cost import attempt_cost, price_changes
@@ -222,6 +223,12 @@ class Night:
             won = [n for n, a in rows.items() if a.reason and a.reason.value == "succeeded"]
             assert len(won) == 1, f"{job.name}: succeeded attempts {won}"
             events = self.ledger(job)
+            # At most once: once a completion is durable (the agent's record, written before it
+            # reports), no later attempt runs the job to its end again.
+            record = read_completed(*open_store((self.home / "ckpt").as_uri() + f"/{job.name}-{job.id}"))
+            assert record is not None, f"{job.name}: succeeded without a completion record"
+            again = [a for _, a, kind, _ in events if kind == "done" and a > record.attempt]
+            assert not again, f"{job.name}: ran to completion again in attempts {again} after attempt {record.attempt}"
             for _, attempt, _, _ in (e for e in events if e[2] == "done" and e[1] != won[0]):
                 # A finish counts once: another attempt that got there was killed before its agent
                 # could report it (an agent that did report means the daemon ran the job again).
