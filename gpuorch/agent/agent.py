@@ -232,9 +232,9 @@ class Agent:
                         log.warning("stopping before the last sync finished")
                         break
         result = self._read_result()
-        # Before reporting, so a relaunch does not run it again. Not after a notice: a job that
-        # exits 0 once it has saved on a notice is not done, and its successor resumes it.
-        if code == 0 and self.store is not None and self.notice is None:
+        # Before reporting, so a relaunch does not run it again (exit 0 is success, as the daemon
+        # reads it, also after a notice).
+        if code == 0 and self.store is not None:
             try:
                 if read_completed(self.store, self.prefix) is None:  # the first completion stands
                     write_completed(self.store, self.prefix, self.config.attempt, result)

@@ -224,11 +224,14 @@ class Night:
             assert len(won) == 1, f"{job.name}: succeeded attempts {won}"
             events = self.ledger(job)
             # At most once: once a completion is durable (the agent's record, written before it
-            # reports), no later attempt runs the job to its end again.
+            # reports), no attempt that starts later runs the job to its end again. (One started
+            # before it, on a notice's replacement, may: nothing told it yet.)
             record = read_completed(*open_store((self.home / "ckpt").as_uri() + f"/{job.name}-{job.id}"))
             assert record is not None, f"{job.name}: succeeded without a completion record"
-            again = [a for _, a, kind, _ in events if kind == "done" and a > record.attempt]
-            assert not again, f"{job.name}: ran to completion again in attempts {again} after attempt {record.attempt}"
+            started = {a: t for t, a, kind, _ in events if kind == "start"}
+            again = [a for _, a, kind, _ in events if kind == "done" and started.get(a, 0.0) > record.at]
+            assert not again, f"{job.name}: attempts {again} started after attempt {record.attempt}'s completion " \
+                              "was recorded, and ran the job to its end again"
             for _, attempt, _, _ in (e for e in events if e[2] == "done" and e[1] != won[0]):
                 # A finish counts once: another attempt that got there was killed before its agent
                 # could report it (an agent that did report means the daemon ran the job again).
