@@ -47,6 +47,7 @@ from gpuorch.checkpoint import (
     wait_for_final,
     write_final,
 )
+from gpuorch.checkpoint.handoff import read_completed, write_completed
 
 log = logging.getLogger("gpuorch.agent")
 
@@ -110,6 +111,8 @@ class Agent:
             self.update(state="pulling")
             self.images = ImageHost.prepare(self.config.container, self.rundir)
         self._await_predecessor()
+        if self._completed_before():
+            return 0
         baseline = self._restore()
         if self.store is not None:
             self.syncer = Syncer(
@@ -127,6 +130,21 @@ class Agent:
             if code != 0 or self.terminate.is_set():
                 return self._finish(code)
         return self._finish(self._supervise(self.config.run, "running", env))
+
+    def _completed_before(self) -> bool:
+        """An earlier attempt already ran the job to its end (``handoff.read_completed``): report
+        its result and exit 0 without running the job again."""
+        if self.store is None:
+            return False
+        done = read_completed(self.store, self.prefix)
+        if done is None or done.attempt == self.config.attempt:
+            return False
+        log.info("attempt %d already completed the job; reporting its result instead of running it again",
+                 done.attempt)
+        if done.result is not None:
+            write_atomic(self.rundir / RESULT_FILE, json.dumps(done.result))
+        self.update(state="exited", exit_code=0, result=done.result, ended_at=time.time())
+        return True
 
     def _await_predecessor(self) -> None:
         attempt = self.config.predecessor_attempt
@@ -213,7 +231,16 @@ class Agent:
                     if time.time() > give_up:
                         log.warning("stopping before the last sync finished")
                         break
-        self.update(state="exited", exit_code=code, result=self._read_result(), ended_at=time.time())
+        result = self._read_result()
+        # Before reporting, so a relaunch does not run it again (exit 0 is success, as the daemon
+        # reads it, also after a notice).
+        if code == 0 and self.store is not None:
+            try:
+                if read_completed(self.store, self.prefix) is None:  # the first completion stands
+                    write_completed(self.store, self.prefix, self.config.attempt, result)
+            except Exception as e:  # the store is down: the daemon still hears of the exit (at least once)
+                log.warning("could not record the completion in the store: %s", e)
+        self.update(state="exited", exit_code=code, result=result, ended_at=time.time())
         return code
 
     def _read_result(self) -> dict[str, Any] | None:
