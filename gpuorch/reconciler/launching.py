@@ -84,7 +84,7 @@ class Launching:
                               instance_type=o.instance_type, gpu=o.gpu, gpu_count=o.gpu_count, spot=cand.spot,
                               price_per_hour=cand.price_per_hour, billing_granularity_s=o.billing_granularity_s,
                               min_billing_s=o.min_billing_s, predecessor=action.predecessor, requested_at=now,
-                              offer=o.model_dump_json())
+                              offer=o.model_dump_json(), runway_until=self.money.runway_until(view.spec, cand, now))
                 s.add(row)
                 recovering = job.preemptions and job.status == JobStatus.RECOVERING
                 job.status = JobStatus.RECOVERING if recovering else JobStatus.STARTING

@@ -119,6 +119,8 @@ class Reconciler:
         self.leases = Leases(store, self.owner, lease_s)
         self._last_pass_at: datetime | None = None
         self.money = Money(store, budget or Policy(), self._txn)  # caps, sweeps, prices, metrics
+        if logs is not None:
+            self.money.metrics_sink = logs.append_metrics
         self.volumes = Volumes(store, self.providers, self._txn)  # spec volume: (docs/aws.md)
         self.mirror = InstanceMirror(store)
         self.scheduled_stops = ScheduledStops(store)  # warnings of stops announced far ahead

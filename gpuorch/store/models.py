@@ -62,6 +62,8 @@ class Job(SQLModel, table=True):
     volume_region: str | None = None
     volume_zone: str | None = None
     volume_id: str | None = None
+    # Schema 7: the sweep objective's values by step, JSON [[step, value], ...] (pruning reads it).
+    objective_history: str | None = Field(default=None, sa_type=Text)
 
 
 class Attempt(SQLModel, table=True):
@@ -108,6 +110,9 @@ class Attempt(SQLModel, table=True):
     # decide (the job's volume cannot be mounted: ``decide.volume_failed``). None on older rows.
     offer: str | None = Field(default=None, sa_type=Text)
     start_error: str | None = Field(default=None, sa_type=Text)
+    # Schema 7: the end of the runway its admission reserved (gpuorch.money.caps.runway_s): the
+    # cap covers it until then plus the horizon, so the running check cannot stop it sooner.
+    runway_until: datetime | None = _ts()
 
 
 class Instance(SQLModel, table=True):
@@ -184,3 +189,18 @@ class Meta(SQLModel, table=True):
 
     key: str = Field(primary_key=True)
     value: str
+
+
+class Heartbeat(SQLModel, table=True):
+    """One row per daemon process (schema 7): when it last finished a pass, so the CLI, the doctor
+    and the dashboard can tell that nothing is running (``gpuorch.store.heartbeat``)."""
+
+    owner: str = Field(primary_key=True)  # the daemon's id, host/pid/random, as Job.lease_owner
+    host: str = ""
+    pid: int = 0
+    version: str = ""
+    interval_s: float = 5.0  # the longest the daemon waits between passes (max_sleep_s)
+    started_at: datetime = _ts()
+    last_pass_at: datetime | None = _ts()
+    last_outcome: str | None = None  # ok | failed | abandoned
+    stopped_at: datetime | None = _ts()  # set on a clean stop

@@ -26,13 +26,14 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from gpuorch.doctor.findings import Finding
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
 from gpuorch.provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider, Runner
 from gpuorch.provider.localdir import REASON_TERMINATED, InstanceDir, LocalRunner, Meta, capacity, instance_id_for
 from gpuorch.testing.faults import FaultPlan
 
-from .cloud import TAG_LIFETIME, Instances, ensure_cloud, open_market, stop_cloud
-from .market import PROVIDER, SimMarket, SimOptions, resolve
+from .cloud import MARKET_FILE, TAG_LIFETIME, Instances, ensure_cloud, open_market, stop_cloud
+from .market import PROVIDER, SimClock, SimMarket, SimOptions, resolve
 from .runner import ExternalAgentRunner
 
 T = TypeVar("T")
@@ -63,16 +64,36 @@ class SimProvider(Provider):
         self._sold = {(o.zone, o.instance_type) for o in self._catalog}
 
     @classmethod
-    def from_config(cls, options: dict[str, Any], home: Path) -> SimProvider:
-        """Build from the daemon config's ``providers.sim`` options (``SimOptions``); state in
-        ``home/sim``. Raises UserInputError naming the option for anything invalid."""
+    def catalog_offers(cls, options: dict[str, Any], home: Path) -> list[Offer]:
+        """The market's offers now, read from its traces without starting its cloud process or
+        writing its state (``submit``'s fit check, ``gpuorch plan`` / ``offers``): at the running
+        replay's time when ``home/sim`` has one for these options, else at the replay's start."""
+        opts = cls.from_config_options(options)
+        now = time.time()
+        origin = now
+        try:
+            saved = json.loads((Path(home) / "sim" / MARKET_FILE).read_text())
+            if saved.get("options") == opts.model_dump(mode="json"):
+                origin = float(saved["origin"])
+        except (OSError, ValueError, KeyError):
+            pass
+        return SimMarket(opts, SimClock(origin, opts.start_s, opts.time_scale)).offers(now)
+
+    @classmethod
+    def from_config_options(cls, options: dict[str, Any]) -> SimOptions:
         try:
             opts = SimOptions.model_validate(options or {})
         except ValidationError as e:
             err = e.errors()[0]
             where = ".".join(str(x) for x in err["loc"])
             raise UserInputError(f"providers.sim.{where}: {err['msg']}") from None
-        opts = opts.model_copy(update={"traces": resolve(opts.traces), "prices": resolve(opts.prices)})
+        return opts.model_copy(update={"traces": resolve(opts.traces), "prices": resolve(opts.prices)})
+
+    @classmethod
+    def from_config(cls, options: dict[str, Any], home: Path) -> SimProvider:
+        """Build from the daemon config's ``providers.sim`` options (``SimOptions``); state in
+        ``home/sim``. Raises UserInputError naming the option for anything invalid."""
+        opts = cls.from_config_options(options)
         try:
             FaultPlan.from_options(opts.faults)
         except (ValueError, TypeError) as e:
@@ -191,6 +212,18 @@ class SimProvider(Provider):
             raise NotFoundError(f"sim instance {instance_id!r} not found")
         inst.announce(datetime.now(UTC) + timedelta(seconds=notice_s))
         ensure_cloud(self.home)
+
+    def doctor(self) -> list[Finding]:
+        """``SupportsDoctor``: a simulated market needs no credentials, only its state directory."""
+        check = f"provider {self.name}"
+        probe = self.instances_dir / ".doctor-probe"
+        try:
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as e:
+            return [Finding.fail(check, f"cannot write in {self.instances_dir}: {e.strerror}",
+                                 f"chown -R gpuorch {self.home} (the daemon's user)")]
+        return [Finding.ok(check, f"no credentials needed (a simulated market); state under {self.home}")]
 
     def set_capacity(self, zone: str, instance_type: str, spot: bool, available: bool) -> None:
         """Take a market out (or give it back) on top of its trace: the local capacity knob,
