@@ -111,7 +111,7 @@ class Agent:
             self.images = ImageHost.prepare(self.config.container, self.rundir)
         self._await_predecessor()
         baseline = self._restore()
-        if self.store is not None:
+        if self.store is not None and self.config.upload_checkpoints:
             self.syncer = Syncer(
                 self.store,
                 self.prefix,
@@ -286,7 +286,7 @@ class Agent:
 
     def _hand_off(self, phase: str) -> None:
         assert self.notice is not None
-        if self.store is not None:
+        if self.store is not None and self.config.upload_checkpoints:
             try:
                 write_final(self.store, self.prefix, self.config.attempt, self.status.last_checkpoint)
             except Exception:  # the successor then waits until its deadline instead
