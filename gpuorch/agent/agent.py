@@ -122,7 +122,7 @@ class Agent:
                 baseline,
             )
         env = job_env(self.config, self.rundir, self.checkpoint_dir, self.status.restored_from)
-        if self.config.setup:
+        if self.config.setup and self.images is None:  # in a container, setup runs in the job's own (ImageHost)
             code = self._supervise(self.config.setup, "setup", env)
             if code != 0 or self.terminate.is_set():
                 return self._finish(code)

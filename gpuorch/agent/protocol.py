@@ -94,7 +94,7 @@ class AgentConfig:
 
 @dataclass
 class AgentStatus:
-    state: str = "starting"  # starting, restoring, setup, running, checkpointing, exited, failed
+    state: str = "starting"  # starting, pulling (an image), restoring, setup, running, checkpointing, exited, failed
     pid: int | None = None  # the job's process group
     started_at: float | None = None
     running_since: float | None = None  # when this attempt's job command started (after restore)
