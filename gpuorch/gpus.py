@@ -1,8 +1,10 @@
 """Known GPU models: the names users may write in a job spec, and what each card can do.
 
 Sizing and placement read this table. Sources for every number are in docs/sizing.md
-("GPU spec table"): vendor datasheets for memory, bandwidth and dense tensor throughput
-(no 2:4 sparsity), cloud instance pages for usable memory and the link inside a node.
+("GPU spec table"; the rows added for issues 13 and 19 -- H100-NVL, A100-PCIE-80GB, GH200,
+A40, B300, MI325X -- in docs/catalog.md, "GPU variants and families"): vendor datasheets for
+memory, bandwidth and dense tensor throughput (no 2:4 sparsity), cloud instance pages for usable
+memory and the link inside a node.
 
 - ``memory_gib`` is the marketed size; ``usable_gib`` is what the cloud API / nvidia-smi
   report (AWS lists the A10G at 22,888 MiB), which is what a job can actually allocate.
@@ -10,6 +12,8 @@ Sizing and placement read this table. Sources for every number are in docs/sizin
   (T4 and V100 have no BF16; only Hopper, Ada, Blackwell and MI300X have FP8).
 - ``efficiency`` is the default model-FLOPs utilisation the runtime estimator assumes for
   the GPU's class (HBM datacenter vs GDDR); callers may override it.
+- ``family`` names the model a job's bare name selects: ``A100`` matches A100, A100-80GB and
+  A100-PCIE-80GB; ``variant_for(name, memory)`` resolves a price list's name plus memory.
 """
 
 from __future__ import annotations
@@ -37,6 +41,12 @@ class GpuSpec:
     usable_gib: float = 0.0
     max_per_node: int = 8
     efficiency: float = 0.30  # default MFU for this GPU's class
+    family: str = ""  # the model a name without memory selects (A100 -> A100, A100-80GB, ...); "" = own name
+
+    @property
+    def model(self) -> str:
+        """The family this variant belongs to: ``A100-80GB`` -> ``A100``, ``H100-NVL`` -> ``H100``."""
+        return self.family or self.name
 
     @property
     def usable(self) -> float:
@@ -68,21 +78,27 @@ _HBM, _GDDR = 0.40, 0.30  # default MFU by class (docs/sizing.md, "Runtime")
 GPUS: tuple[GpuSpec, ...] = (
     GpuSpec("T4", 16, (), "turing", "GDDR6", 320, 0, 65, 0, 130, "int4", "pcie", 32, 15.0, 8, _GDDR),
     GpuSpec("V100", 16, ("V100-16GB",), "volta", "HBM2", 900, 0, 125, 0, 0, None, "nvlink", 300, 15.8, 8, 0.35),
-    GpuSpec("V100-32GB", 32, (), "volta", "HBM2", 900, 0, 125, 0, 0, None, "nvlink", 300, 31.7, 8, 0.35),
+    GpuSpec("V100-32GB", 32, (), "volta", "HBM2", 900, 0, 125, 0, 0, None, "nvlink", 300, 31.7, 8, 0.35, "V100"),
     GpuSpec("A10G", 24, (), "ampere", "GDDR6", 600, 70, 70, 0, 140, "int4", "pcie", 64, 22.35, 8, _GDDR),
     GpuSpec("A10", 24, (), "ampere", "GDDR6", 600, 125, 125, 0, 250, "int4", "pcie", 64, 22.5, 4, _GDDR),
     GpuSpec("L4", 24, (), "ada", "GDDR6", 300, 121, 121, 242, 242, "int4", "pcie", 64, 22.35, 8, _GDDR),
     GpuSpec("L40", 48, (), "ada", "GDDR6", 864, 181, 181, 362, 362, "int4", "pcie", 64, 44.7, 8, _GDDR),
     GpuSpec("L40S", 48, (), "ada", "GDDR6", 864, 362, 362, 733, 733, "int4", "pcie", 64, 44.7, 8, _GDDR),
-    GpuSpec("A100", 40, ("A100-40GB",), "ampere", "HBM2", 1555, 312, 312, 0, 624, "int4", "nvlink", 600, 40.0, 16, _HBM),  # noqa: E501
-    GpuSpec("A100-80GB", 80, ("A100-80GB-SXM",), "ampere", "HBM2e", 2039, 312, 312, 0, 624, "int4", "nvlink", 600, 80.0, 8, _HBM),  # noqa: E501
-    GpuSpec("H100", 80, ("H100-SXM", "H100-80GB", "H100-MEGA"), "hopper", "HBM3", 3350, 989, 989, 1979, 1979, None, "nvlink", 900, 79.6, 8, _HBM),  # noqa: E501
-    GpuSpec("H100-PCIE", 80, ("H100-PCIe",), "hopper", "HBM2e", 2000, 756, 756, 1513, 1513, None, "pcie", 128, 79.6, 8, _HBM),  # noqa: E501
+    GpuSpec("A40", 48, (), "ampere", "GDDR6", 696, 150, 150, 0, 299, "int4", "nvlink", 112.5, 44.99, 8, _GDDR),
+    GpuSpec("A100", 40, ("A100-40GB", "A100-SXM4-40GB"), "ampere", "HBM2", 1555, 312, 312, 0, 624, "int4", "nvlink", 600, 40.0, 16, _HBM, "A100"),  # noqa: E501
+    GpuSpec("A100-80GB", 80, ("A100-80GB-SXM", "A100-SXM4-80GB"), "ampere", "HBM2e", 2039, 312, 312, 0, 624, "int4", "nvlink", 600, 80.0, 8, _HBM, "A100"),  # noqa: E501
+    GpuSpec("A100-PCIE-80GB", 80, ("A100-80GB-PCIE", "A100-PCIe-80GB"), "ampere", "HBM2e", 1935, 312, 312, 0, 624, "int4", "pcie", 64, 80.0, 8, _HBM, "A100"),  # noqa: E501
+    GpuSpec("H100", 80, ("H100-SXM", "H100-80GB", "H100-MEGA", "H100-SXM5-80GB"), "hopper", "HBM3", 3350, 989, 989, 1979, 1979, None, "nvlink", 900, 79.6, 8, _HBM, "H100"),  # noqa: E501
+    GpuSpec("H100-PCIE", 80, ("H100-PCIe",), "hopper", "HBM2e", 2000, 756, 756, 1513, 1513, None, "pcie", 128, 79.6, 8, _HBM, "H100"),  # noqa: E501
+    GpuSpec("H100-NVL", 94, ("H100-NVL-94GB", "H100NVL"), "hopper", "HBM3", 3900, 835, 835, 1671, 1671, None, "pcie", 128, 93.6, 8, _HBM, "H100"),  # noqa: E501
+    GpuSpec("GH200", 96, ("GH200-96GB",), "hopper", "HBM3", 4000, 989, 989, 1979, 1979, None, "nvlink", 900, 95.0, 1, _HBM),  # noqa: E501
     GpuSpec("H200", 141, ("H200-SXM",), "hopper", "HBM3e", 4800, 989, 989, 1979, 1979, None, "nvlink", 900, 140.4, 8, _HBM),  # noqa: E501
     GpuSpec("B200", 180, (), "blackwell", "HBM3e", 8000, 2250, 2250, 4500, 4500, "fp4", "nvlink", 1800, 179.0, 8, _HBM),
+    GpuSpec("B300", 288, ("B300-SXM",), "blackwell", "HBM3e", 8000, 2250, 2250, 4500, 125, "fp4", "nvlink", 1800, 268.0, 8, _HBM),  # noqa: E501
     GpuSpec("RTXA6000", 48, ("RTX-A6000", "A6000"), "ampere", "GDDR6", 768, 155, 155, 0, 310, "int4", "pcie", 64, 47.5, 8, _GDDR),  # noqa: E501
     GpuSpec("RTX6000ADA", 48, ("RTX-6000-ADA", "RTX6000-Ada"), "ada", "GDDR6", 960, 364, 364, 728, 728, "int4", "pcie", 64, 47.5, 8, _GDDR),  # noqa: E501
     GpuSpec("MI300X", 192, (), "cdna3", "HBM3", 5300, 1307, 1307, 2615, 2615, None, "infinity-fabric", 896, 191.5, 8, 0.30),  # noqa: E501
+    GpuSpec("MI325X", 256, (), "cdna3", "HBM3e", 6000, 1307, 1307, 2615, 2615, None, "infinity-fabric", 896, 255.5, 8, 0.30),  # noqa: E501
 )
 # fmt: on
 
@@ -100,10 +116,21 @@ def lookup(name: str) -> GpuSpec | None:
 
 
 def family(name: str) -> str:
-    """Model family without the memory variant: ``A100-80GB`` -> ``A100``."""
+    """Model family without the memory variant: ``A100-80GB`` -> ``A100``, ``H100-NVL`` -> ``H100``."""
     spec = lookup(name)
-    base = spec.name if spec else name.upper()
-    return base.split("-")[0]
+    return spec.model if spec else name.strip().upper().split("-")[0]
+
+
+def is_family_name(name: str) -> bool:
+    """Whether ``name`` names a whole family (``A100``, ``H100``), not one variant (``A100-80GB``,
+    ``A100-40GB``, ``H100-SXM``): a job spec's ``A100`` matches every memory variant."""
+    text = name.strip().upper()
+    return any(text == g.model.upper() for g in GPUS)
+
+
+def variants(model: str) -> list[GpuSpec]:
+    """Every variant of a family, smallest memory first (table order breaks ties)."""
+    return sorted((g for g in GPUS if g.model == family(model)), key=lambda g: g.memory_gib)
 
 
 def known_names() -> list[str]:
@@ -112,3 +139,30 @@ def known_names() -> list[str]:
 
 def memory_matches(offered_gib: float, required_gib: float) -> bool:
     return offered_gib >= required_gib * MEMORY_TOLERANCE
+
+
+# A reported size within this fraction of a variant's usable memory is that variant (AWS reports
+# the A100 80GB as 81,920 MiB, GCP the L4 as 22.35 GiB).
+VARIANT_TOLERANCE = 0.08
+
+
+def variant_for(name: str, memory_gib: float | None) -> GpuSpec | None:
+    """The variant a price list means by a model name and a per-GPU memory (``A100`` + 80 GiB ->
+    ``A100-80GB``; ``H100`` + 94 -> ``H100-NVL``); None when no variant of that name has that
+    memory. Without memory, the named spec. A variant name must agree with the memory given.
+    Two variants of one size (A100-80GB SXM and PCIe) resolve to the first in the table: a
+    price list that means the other names it."""
+    spec = lookup(name)
+    if spec is None or memory_gib is None or memory_gib <= 0:
+        return spec
+    pool = variants(spec.name) if is_family_name(name) else [spec]
+
+    def close(g: GpuSpec) -> bool:
+        return abs(memory_gib - g.usable) <= VARIANT_TOLERANCE * g.usable or \
+            abs(memory_gib - g.memory_gib) <= VARIANT_TOLERANCE * g.memory_gib
+
+    found = [g for g in pool if close(g)]
+    if not found:
+        return None
+    return min(found, key=lambda g: (min(abs(memory_gib - g.usable), abs(memory_gib - g.memory_gib)),
+                                     GPUS.index(g)))

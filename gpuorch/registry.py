@@ -9,6 +9,7 @@ module, so reading catalogs (``gpuorch offers``) imports no SDK and no pydantic.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,22 @@ def provider_class(name: str) -> type[Provider]:
         raise UserInputError(f"providers.{name}: cannot import its SDK ({e}); install gpuorch[{name}]") from None
 
 
+
+
+def with_volumes(names: Iterable[str]) -> list[str]:
+    """Those of ``names`` whose provider class has the ``SupportsVolumes`` capability (found on the
+    class, so no provider is built and no cloud called); uninstalled ones have none."""
+    from gpuorch.provider.port import SupportsVolumes
+
+    out = []
+    for name in sorted(set(names)):
+        try:
+            cls = provider_class(name)
+        except UserInputError:
+            continue
+        if issubclass(cls, SupportsVolumes):
+            out.append(name)
+    return out
 
 
 def load_provider(name: str, options: dict[str, Any], home: Path) -> Provider:

@@ -15,20 +15,56 @@ def test_minimal_spec_defaults():
 
 
 @pytest.mark.parametrize(
-    "text, name, memory, count",
+    "text, name, variant, memory, count, at_least, most",
     [
-        ("A100:80GB:1", "A100-80GB", 80, 1),
-        ("A100:2", "A100", None, 2),
-        ("H100:8", "H100", None, 8),
-        ("24GB+", None, 24, 1),
-        ("48GB+:2", None, 48, 2),
-        ("t4", "T4", None, 1),
-        ("a100-80gb:4", "A100-80GB", None, 4),
+        ("A100:80GB:1", "A100", False, 80, 1, False, None),  # the family, narrowed by memory
+        ("A100:2", "A100", False, None, 2, False, None),
+        ("H100:8", "H100", False, None, 8, False, None),
+        ("24GB+", None, False, 24, 1, False, None),
+        ("48GB+:2", None, False, 48, 2, False, None),
+        ("t4", "T4", False, None, 1, False, None),
+        ("a100-80gb:4", "A100-80GB", True, None, 4, False, None),
+        ("A100-40GB", "A100", True, None, 1, False, None),  # the 40 GB variant only
+        ("A100:1..8", "A100", False, None, 1, True, 8),
+        ("A100:2+", "A100", False, None, 2, True, None),
+        ("80GB+:4..8", None, False, 80, 4, True, 8),
+        ("H100-NVL", "H100-NVL", True, None, 1, False, None),
     ],
 )
-def test_gpu_forms(text, name, memory, count):
+def test_gpu_forms(text, name, variant, memory, count, at_least, most):
     req = GpuRequirement.parse(text)
-    assert (req.name, req.min_memory_gib, req.count) == (name, memory, count)
+    assert (req.name, req.variant, req.min_memory_gib, req.count, req.at_least, req.max_count) == (
+        name, variant, memory, count, at_least, most)
+
+
+def test_gpu_counts_are_exact_unless_a_range_or_allow_larger():
+    one, some, between = (GpuRequirement.parse(t) for t in ("A100:1", "A100:2+", "A100:1..4"))
+    assert [one.allows(n) for n in (1, 2, 8)] == [True, False, False]
+    assert [one.allows(n, allow_larger=True) for n in (1, 8)] == [True, True] and one.uses(8) == 1
+    assert [some.allows(n) for n in (1, 2, 8)] == [False, True, True] and some.uses(8) == 8
+    assert [between.allows(n) for n in (1, 4, 8)] == [True, True, False] and between.uses(8) == 4
+    assert str(between) == "A100:1..4" and str(GpuRequirement.parse("A100:80GB:2+")) == "A100:80GB+:2+"
+
+
+def test_gpu_names_are_families_and_variants_narrow():
+    family, variant, memory = (GpuRequirement.parse(t) for t in ("A100", "A100-80GB", "H100:94GB"))
+    assert [family.matches(g) for g in ("A100", "A100-80GB", "A100-PCIE-80GB", "H100")] == [True, True, True, False]
+    assert [variant.matches(g) for g in ("A100", "A100-80GB", "A100-PCIE-80GB")] == [False, True, False]
+    assert memory.matches("H100-NVL") and memory.matches("H100-PCIE") and memory.memory_floor_gib() == 94
+
+
+@pytest.mark.parametrize(
+    "gpu, hint",
+    [
+        ("A100:0", "the GPU count must be at least 1"),
+        ("A100:8..2", "the range 8..2 has its minimum above its maximum; write 2..8"),
+        ("A100:0..4", "at least 1"),
+    ],
+)
+def test_bad_gpu_counts_name_the_field_and_the_fix(gpu, hint):
+    with pytest.raises(UserInputError) as e:
+        parse_spec({**BASE, "resources": {"gpu": gpu}}, "job.yaml")
+    assert "\n" not in str(e.value) and str(e.value).startswith("job.yaml: resources.gpu:") and hint in str(e.value)
 
 
 def test_full_spec_parses_sizes_and_durations():

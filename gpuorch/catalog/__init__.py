@@ -20,8 +20,10 @@ from gpuorch.errors import UserInputError
 Market = Literal["any", "spot", "on-demand"]
 
 _ROWS: dict[tuple[str, int, int], list[OfferRow]] = {}
+_FLAGGED: dict[tuple[str, int, int], list[str]] = {}
 
-__all__ = ["COLUMNS", "OfferRow", "load_rows", "parse_csv", "read_csv", "select", "snapshot_files", "write_csv"]
+__all__ = ["COLUMNS", "OfferRow", "flagged", "load_rows", "parse_csv", "read_csv", "select", "snapshot_files",
+           "write_csv"]
 
 
 def snapshot_files() -> list[Path]:
@@ -41,13 +43,36 @@ def catalog_key(path: str | os.PathLike[str]) -> tuple[str, int, int]:
 
 
 def load_rows(path: str | os.PathLike[str] | None = None) -> list[OfferRow]:
-    """Catalog rows from ``path``, or the shipped snapshot when None. Raises UserInputError."""
+    """Catalog rows from ``path``, or the shipped snapshot when None. Raises UserInputError.
+
+    A file other than a shipped one is audited row by row (``gpuorch.catalog.audit``): a row
+    that fails a check is refused with one line naming its line and the fix; implausible spot
+    discounts are kept and listed by ``flagged(path)``. The shipped rows pass the audit (a test
+    holds them to it), so loading them skips it."""
     if path is None:
         return [r for f in snapshot_files() for r in load_rows(f)]
     key = catalog_key(path)
     if key not in _ROWS:
-        _ROWS[key] = read_csv(key[0])
+        lines: list[int] = []
+        rows = read_csv(key[0], lines)
+        _FLAGGED[key] = [] if Path(key[0]) in snapshot_files() else _audit(rows, lines, key[0])
+        _ROWS[key] = rows
     return list(_ROWS[key])
+
+
+def _audit(rows: list[OfferRow], lines: list[int], source: str) -> list[str]:
+    from gpuorch.catalog.audit import audit_rows, errors
+
+    findings = audit_rows(rows)
+    bad = errors(findings)
+    if bad:
+        raise UserInputError(bad[0].line(source, lines.__getitem__))
+    return [f.line(source, lines.__getitem__) for f in findings]
+
+
+def flagged(path: str | os.PathLike[str]) -> list[str]:
+    """The audit's warnings for a catalog ``load_rows(path)`` read (one line each), else []."""
+    return list(_FLAGGED.get(catalog_key(path), ()))
 
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from gpuorch.money.billing import BillingRule
 
-__all__ = ["AdapterCatalog", "BillingRule", "Family", "gpu_memory_mib", "price_or_none"]
+__all__ = ["AdapterCatalog", "BillingRule", "Family", "Shape", "gpu_memory_mib", "price_or_none"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,18 @@ class Family:
 
 
 @dataclass(frozen=True)
+class Shape:
+    """What one instance type is, from the cloud's instance-type page: the row audit
+    (``gpuorch.catalog.audit``) checks every catalog row of that type against it."""
+
+    instance_type: str
+    gpus: int
+    vcpus: float
+    memory_gib: float
+    source: str = ""  # the page it is from
+
+
+@dataclass(frozen=True)
 class AdapterCatalog:
     """One adapter's catalog. ``rows``: its shipped catalog CSV (None: it builds its offers
     itself, as local and sim do). ``builder``: ``"module:function"`` rebuilding ``rows`` from
@@ -44,6 +56,10 @@ class AdapterCatalog:
     families: tuple[Family, ...] = ()
     rows: Path | None = None
     builder: str | None = None
+    shapes: tuple[Shape, ...] = ()
+
+    def shape_of(self, instance_type: str) -> Shape | None:
+        return next((s for s in self.shapes if s.instance_type == instance_type), None)
 
     def family_of(self, instance_type: str) -> Family | None:
         return next((f for f in self.families if re.match(f.pattern, instance_type)), None)

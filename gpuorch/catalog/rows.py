@@ -89,6 +89,14 @@ def parse_row(raw: dict[str, str]) -> OfferRow:
     if spec is not None and count < 1:
         raise _BadValue("gpu_count", f"must be at least 1 for a {spec.name} row")
     memory = _number(raw, "gpu_memory_gib")
+    if spec is not None and memory is not None:
+        # Price lists name the model and give the memory apart: A100 with 80 GiB is A100-80GB.
+        variant = gpus.variant_for(gpu_name, memory)
+        if variant is None:
+            known = ", ".join(f"{g.name} {g.usable:g}" for g in gpus.variants(spec.name))
+            raise _BadValue("gpu_memory_gib", f"{gpu_name} with {memory:g} GiB per GPU is no variant gpuorch knows "
+                                              f"({known} GiB); fix gpu_memory_gib, or name the variant in gpu")
+        spec = variant
     link = (raw.get("interconnect") or "").strip().lower()
     if link and link not in INTERCONNECTS:
         raise _BadValue("interconnect", f"{link!r} is not one of {', '.join(sorted(set(INTERCONNECTS.values())))}")
@@ -121,7 +129,8 @@ def parse_row(raw: dict[str, str]) -> OfferRow:
     )
 
 
-def parse_csv(lines: Iterable[str], source: str) -> list[OfferRow]:
+def parse_csv(lines: Iterable[str], source: str, line_numbers: list[int] | None = None) -> list[OfferRow]:
+    """Rows of a catalog CSV; ``line_numbers``, when given, receives each row's line in the file."""
     reader = csv.DictReader(lines)
     header = [h.strip() for h in reader.fieldnames or ()]
     missing = [c for c in COLUMNS if c not in header]
@@ -137,15 +146,17 @@ def parse_csv(lines: Iterable[str], source: str) -> list[OfferRow]:
             continue  # blank line
         try:
             rows.append(parse_row(raw))
+            if line_numbers is not None:
+                line_numbers.append(reader.line_num)
         except _BadValue as e:
             raise UserInputError(f"{source} line {reader.line_num}, column {e.column}: {e}") from None
     return rows
 
 
-def read_csv(path: str) -> list[OfferRow]:
+def read_csv(path: str, line_numbers: list[int] | None = None) -> list[OfferRow]:
     try:
         with open(path, newline="", encoding="utf-8") as f:
-            return parse_csv(f, path)
+            return parse_csv(f, path, line_numbers)
     except OSError as e:
         raise UserInputError(f"{path}: cannot read the catalog ({e.strerror}); check the path") from None
     except UnicodeDecodeError:

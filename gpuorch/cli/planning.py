@@ -149,6 +149,7 @@ def _candidate_dict(c: Any) -> dict[str, Any]:
         "per_gpu_gib": round(c.per_gpu_gib, 2) if c.per_gpu_gib is not None else None,
         "sharding": c.sharding, "billing_granularity_s": o.billing_granularity_s,
         "interruption_bucket": o.interruption_bucket,
+        "gpus_used": c.gpus_used or o.gpu_count, "larger": c.larger, "ranked_price_per_hour": c.ranked_price_per_hour,
     }  # fmt: skip
 
 
@@ -167,11 +168,18 @@ def plan(
 
     try:
         spec = load_spec(job)
-        result = placement.plan(spec, load_offers(catalog), limit=top)
+        offers = load_offers(catalog)
+        if spec.volume is not None:  # placed only where volumes are (as the daemon does); refused if nowhere
+            from gpuorch.jobs.submitcheck import volume_scope
+            from gpuorch.registry import with_volumes
+
+            named = sorted({o.provider for o in offers})
+            spec = volume_scope(spec, named, with_volumes(named), str(job))
+        result = placement.plan(spec, offers, limit=top)
     except UserInputError as e:
         fail(str(e))
     if not result.candidates:
-        fail(no_candidate_message(spec, result))
+        fail(no_candidate_message(spec, result, offers))
     rejected = [{"provider": r.provider, "instance_type": r.instance_type, "gpu": r.gpu, "gpu_count": r.gpu_count,
                  "offers": r.offers, "reason": r.reason} for r in result.rejected]  # fmt: skip
     if json_out:
@@ -185,7 +193,18 @@ def plan(
         o = c.offer
         gpu_s = f"{o.gpu_count}x{o.gpu}" if o.gpu else "-"
         market = "spot" if c.spot else "on-demand"
+        notes = [f"{o.gpu_count} GPUs, the job uses {c.gpus_used}"] if c.larger else []
+        if c.ranked_price_per_hour is not None:  # a zone far below its siblings: ranked at their median
+            notes.append(f"listed ${c.price_per_hour:.3f}/h, ranked at ${c.ranked_price_per_hour:.3f}/h")
         typer.echo(f"{o.provider:<8} {o.zone:<18} {o.instance_type:<{w}} {gpu_s:<13} {market:<9} "
-                   f"{c.price_per_hour:>8.3f} {c.est_finish_hours:>7.2f} {c.est_cost:>9.2f}")  # fmt: skip
+                   f"{c.price_per_hour:>8.3f} {c.est_finish_hours:>7.2f} {c.est_cost:>9.2f}"
+                   + (f"  ({'; '.join(notes)})" if notes else ""))  # fmt: skip
+    best = result.candidates[0]
+    if best.larger:
+        exact = next((c for c in result.candidates if not c.larger), None)
+        versus = (f"${exact.est_cost:.2f} on the cheapest instance with exactly {exact.gpus_used}" if exact
+                  else "no instance with exactly the GPUs asked for is among these candidates")
+        typer.echo(f"the cheapest has {best.offer.gpu_count} GPUs, the job uses {best.gpus_used} (allowed by "
+                   f"resources.gpu / allow_larger): expected ${best.est_cost:.2f} against {versus}")
     for r in rejected:
         typer.echo(f"rejected {r['provider']} {r['instance_type']} ({r['offers']} offer(s)): {r['reason']}")

@@ -179,9 +179,15 @@ class JobService:
             raise ValueError("JobService.submit needs the configuration's providers to check the spec")
         providers = self.providers() if callable(self.providers) else self.providers
         now = self.now()
+        checked = spec
+        if spec.volume is not None:  # placed only where volumes are; refused if nowhere
+            from gpuorch.jobs.submitcheck import volume_scope
+            from gpuorch.registry import with_volumes
+
+            checked = volume_scope(spec, list(providers), with_volumes(providers), source)
         if spec.image is not None or spec.nodes > 1:  # only then are the provider classes imported
-            workload_check(spec, {name: provider_class(name) for name in providers}, source)
-        warning = fit_check(spec, offline_offers(dict(providers), self.home), source, now)
+            workload_check(checked, {name: provider_class(name) for name in providers}, source)
+        warning = fit_check(checked, offline_offers(dict(providers), self.home), source, now)
         job = jobs.submit(self.store, spec, now)
         return {"id": job.id, "name": job.name, "status": job.status.value, "warning": warning}
 

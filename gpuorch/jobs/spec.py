@@ -11,7 +11,7 @@ import signal
 from datetime import UTC, date, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -43,54 +43,115 @@ class SpotPolicy(StrEnum):
 
 
 class GpuRequirement(Strict):
-    """``A100:80GB:1``, ``A100:2``, ``H100:8``, ``24GB+``, ``24GB+:2``, ``T4``."""
+    """``resources.gpu``: ``NAME[:MEMORY][:COUNT]`` (README, "Job spec reference").
 
-    name: str | None = None  # canonical name from gpus.GPUS; None means "any model"
+    - NAME: a family (``A100``: every memory variant, 40 GB and 80 GB, SXM and PCIe) or one
+      variant (``A100-80GB``, ``H100-NVL``); leave it out for any model (``24GB+``).
+    - MEMORY: a per-GPU floor (``80GB``, ``80GB+``); with a family name it narrows the variants.
+    - COUNT: ``1`` means exactly one; ``1..8`` and ``2+`` mean at least (and at most), as dstack's
+      spec does. Without a count: exactly one.
+
+    ``count`` is the least number of GPUs; ``at_least`` says whether more are welcome, up to
+    ``max_count`` (None: no upper bound). ``variant`` is set when NAME names one variant.
+    """
+
+    name: str | None = None  # canonical name from gpus.GPUS (a family's or a variant's); None: any model
     min_memory_gib: float | None = None
-    count: int = 1
+    count: int = Field(default=1, ge=1)
+    at_least: bool = False
+    max_count: int | None = Field(default=None, ge=1)
+    variant: bool = False
 
     @classmethod
     def parse(cls, text: str) -> GpuRequirement:
         parts = [p.strip() for p in str(text).split(":") if p.strip()]
         if not parts or len(parts) > 3:
-            raise ValueError(f"cannot read gpu {text!r}; write NAME[:MEMORY][:COUNT] like A100:80GB:1, or 24GB+")
+            raise ValueError(f"cannot read gpu {text!r}; write NAME[:MEMORY][:COUNT] like A100:80GB:1, A100:1..8 "
+                             "or 24GB+")
         name: str | None = None
+        variant = False
         memory: float | None = None
-        count = 1
+        count, at_least, most = 1, False, None
         for i, part in enumerate(parts):
-            if part.isdigit() and i > 0:
-                count = int(part)
+            if i > 0 and re.fullmatch(r"\d+(\.\.\d+|\+)?", part):
+                count, at_least, most = _count(part, text)
             elif part.endswith("+") or re.fullmatch(r"[0-9.]+\s*(GB|GiB|G)", part, re.IGNORECASE):
                 memory = parse_size_gib(part.rstrip("+"))
             elif i == 0:
                 spec = gpus.lookup(part)
                 if spec is None:
                     raise ValueError(f"unknown GPU {part!r}; known: {', '.join(gpus.known_names())}")
-                name = spec.name
+                name, variant = spec.name, not gpus.is_family_name(part)
+                if not variant:
+                    name = spec.model
             else:
                 raise ValueError(f"cannot read {part!r} in gpu {text!r}; write NAME[:MEMORY][:COUNT]")
-        if count < 1:
-            raise ValueError("gpu count must be at least 1")
-        if name and memory:
-            # "A100:80GB" selects the 80 GB variant when the name alone means the 40 GB one.
-            variant = gpus.lookup(f"{name}-{int(memory)}GB")
-            if variant is not None:
-                name = variant.name
-        return cls(name=name, min_memory_gib=memory, count=count)
+        return cls(name=name, min_memory_gib=memory, count=count, at_least=at_least, max_count=most,
+                   variant=variant)
+
+    def matches(self, gpu: str | None) -> bool:
+        """Whether an offer's GPU (a canonical name) is the model asked for, memory aside: a
+        family name matches each of its variants, a variant name only itself."""
+        if self.name is None:
+            return gpu is not None
+        spec = gpus.lookup(gpu or "")
+        if spec is None:
+            return False
+        return spec.name == self.name if self.variant else spec.model == self.name
+
+    def allows(self, n: int, allow_larger: bool = False) -> bool:
+        """Whether an instance with ``n`` GPUs is one the job may run on: exactly ``count``, or
+        with a range (or ``allow_larger``) at least ``count`` (and at most ``max_count``)."""
+        if n < self.count:
+            return False
+        if allow_larger:
+            return True
+        if not self.at_least:
+            return n == self.count
+        return self.max_count is None or n <= self.max_count
+
+    def uses(self, n: int) -> int:
+        """GPUs the job uses on an instance with ``n``: all of them within its range, else its count."""
+        if not self.at_least:
+            return self.count
+        return n if self.max_count is None else min(n, self.max_count)
 
     def memory_floor_gib(self) -> float:
         if self.min_memory_gib is not None:
             return self.min_memory_gib
-        spec = gpus.lookup(self.name) if self.name else None
+        spec = gpus.lookup(self.name) if self.name and self.variant else None
         return spec.memory_gib if spec else 0.0
 
+    @property
+    def count_text(self) -> str:
+        if not self.at_least:
+            return str(self.count)
+        return f"{self.count}+" if self.max_count is None else f"{self.count}..{self.max_count}"
+
     def __str__(self) -> str:
-        name = self.name or f"{self.min_memory_gib:g}GB+"
-        return f"{name}:{self.count}"
+        memory = f"{self.min_memory_gib:g}GB+" if self.min_memory_gib is not None else None
+        return ":".join(p for p in (self.name, memory, self.count_text) if p)
+
+
+def _count(part: str, text: str) -> tuple[int, bool, int | None]:
+    """A count as written: ``1`` (exactly), ``2+`` (at least), ``1..8`` (between)."""
+    if part.endswith("+"):
+        low, high, ranged = int(part[:-1]), None, True
+    elif ".." in part:
+        a, b = part.split("..")
+        low, high, ranged = int(a), int(b), True
+    else:
+        low, high, ranged = int(part), None, False
+    if low < 1:
+        raise ValueError(f"gpu {text!r}: the GPU count must be at least 1; write 1 (or leave the count out for one)")
+    if high is not None and high < low:
+        raise ValueError(f"gpu {text!r}: the range {part} has its minimum above its maximum; write {high}..{low}")
+    return low, ranged, high
 
 
 class Resources(Strict):
     gpu: GpuRequirement | None = None
+    allow_larger: bool = False  # may run on an instance with more GPUs than resources.gpu asks for
     cpus: float = Field(default=1, ge=0)
     memory: Gib = 0.0
     disk: Gib = 50.0
@@ -230,6 +291,8 @@ class JobSpec(Strict):
     env: dict[str, str] = Field(default_factory=dict)
     resources: Resources = Field(default_factory=Resources)
     spot_policy: SpotPolicy = SpotPolicy.AUTO
+    # robust: rank a zone's spot price far below its region's others at their median (docs/catalog.md)
+    spot_price: Literal["robust", "listed"] = "robust"
     max_price_per_hour: float | None = Field(default=None, gt=0)
     providers: list[str] | None = None  # restrict placement to these providers
     regions: list[str] | None = None  # restrict placement to these regions

@@ -35,12 +35,22 @@ def shortfall_message(spec: Any, s: Any) -> str:
             f"{nodes}; {advice(spec.model, more_gpus=not full_node)}")  # fmt: skip
 
 
-def no_candidate_message(spec: Any, p: Any) -> str:
-    from gpuorch.placement.explain import beyond_one_node
+def no_candidate_message(spec: Any, p: Any, offers: Any = None) -> str:
+    """Why ``plan`` found no candidate, in one line. ``offers`` (the list or index planned over)
+    lets it name a GPU count that does not exist there (``A100:1`` where only 8-GPU A100
+    instances are sold) and the forms that accept what does."""
+    from gpuorch.placement.explain import beyond_one_node, count_advice, unsold_count
 
     over = beyond_one_node(spec)
     if over is not None:
         return over
+    if offers is not None:
+        from gpuorch.placement import index_for
+
+        idx = index_for(offers)
+        advice = unsold_count(spec, idx) or count_advice(spec, idx)
+        if advice is not None:
+            return advice
     if p.shortfall is not None and not any(r.filtered for r in p.rejected):
         return shortfall_message(spec, p.shortfall)
     reasons: dict[str, int] = {}
@@ -48,6 +58,22 @@ def no_candidate_message(spec: Any, p: Any) -> str:
         reasons[r.reason] = reasons.get(r.reason, 0) + r.offers
     top = sorted(reasons.items(), key=lambda kv: -kv[1])[:3]
     return f"{spec.name}: no offer satisfies the job: " + "; ".join(f"{n} offer(s): {why}" for why, n in top)
+
+
+def volume_scope(spec: Any, providers: Sequence[str], with_volumes: Sequence[str], source: str) -> Any:
+    """A job with ``volume:`` runs only where volumes are: ``spec`` with ``providers`` narrowed to
+    those of the job's allowed ones (its own ``providers:``, else ``providers``, the enabled ones)
+    that have volumes (``with_volumes``). UserInputError, one line naming ``volume`` and the
+    providers that would do, when none of them has volumes. Pure."""
+    if spec.volume is None:
+        return spec
+    allowed = list(spec.providers or providers)
+    keep = [p for p in allowed if p in with_volumes]
+    if keep:
+        return spec if keep == allowed and spec.providers else spec.model_copy(update={"providers": keep})
+    would = ", ".join(with_volumes) or "none is installed"
+    raise UserInputError(f"{source}: volume: none of the providers this job may use ({', '.join(allowed) or 'none'}) "
+                         f"has volumes; allow one that does (providers: [...]): {would}")
 
 
 def workload_check(spec: Any, classes: Mapping[str, Any], source: str) -> None:
@@ -90,6 +116,12 @@ def fit_check(spec: Any, offers: Sequence[Any], source: str, now: datetime) -> s
     over = beyond_one_node(spec)  # no instance anywhere has that many: it would wait forever
     if over is not None:
         raise UserInputError(over)
+    if spec.resources.gpu is not None:  # A100:3: no instance type anywhere has three
+        from gpuorch.placement.explain import unsold_count
+
+        unsold = unsold_count(spec, placement.OfferIndex(offers + load_offers()))
+        if unsold is not None:
+            raise UserInputError(unsold)
     result = placement.plan(spec, offers, limit=1)
     if result.candidates:
         return deadline_check(spec, placement.candidates(spec, offers) if spec.deadline else [], source, now)
@@ -98,7 +130,7 @@ def fit_check(spec: Any, offers: Sequence[Any], source: str, now: datetime) -> s
     relaxed = placement.plan(anywhere, offers + load_offers(), limit=1)
     if not relaxed.candidates and relaxed.shortfall is not None:
         raise UserInputError(shortfall_message(spec, relaxed.shortfall))
-    return no_candidate_message(spec, result) + " (it stays queued until an offer fits)"
+    return no_candidate_message(spec, result, offers) + " (it stays queued until an offer fits)"
 
 
 def deadline_check(spec: Any, candidates: Sequence[Any], source: str, now: datetime,

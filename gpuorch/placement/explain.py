@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpuorch.jobs.spec import JobSpec
+from gpuorch.jobs.spec import GpuRequirement, JobSpec
 from gpuorch.placement.cost import markets
 from gpuorch.placement.index import OfferIndex
 from gpuorch.placement.requirements import Refusal
@@ -127,3 +127,60 @@ def no_single_instance(spec: JobSpec) -> str | None:
                 f"({fits[0].sharding})" if fits else "no configuration of up to 16 nodes holds it")
     return (f"{spec.name}: no single instance of any GPU model holds this model ({smallest}); {MULTI_NODE}; "
             f"{advice(spec.model, more_gpus=False)}")
+
+
+def _count_form(req: GpuRequirement) -> str:
+    return f"{req.name + ':' if req.name else ''}{f'{req.min_memory_gib:g}GB+:' if req.min_memory_gib else ''}"
+
+
+def _gpu_classes(req: GpuRequirement, idx: OfferIndex) -> list[int]:
+    floor = req.memory_floor_gib()
+    from gpuorch import gpus
+
+    return [ci for ci, c in enumerate(idx.classes)
+            if req.matches(c.gpu) and gpus.memory_matches(c.gpu_memory_gib, floor)]  # fmt: skip
+
+
+def unsold_count(spec: JobSpec, offers: OfferIndex) -> str | None:
+    """``resources.gpu`` asks for a count no instance type of that GPU has (``A100:3``), in any
+    region: one line with the counts that exist and the fix, or None. None too when the GPU is
+    not sold at all (the plan's rejections say so)."""
+    req = spec.resources.gpu
+    if req is None:
+        return None
+    counts = sorted({offers.classes[ci].gpu_count for ci in _gpu_classes(req, offers)})
+    if not counts or any(req.allows(n, spec.resources.allow_larger) for n in counts):
+        return None
+    what, form = req.name or f"{req.min_memory_gib:g}GB+ GPUs", _count_form(req)
+    above = [n for n in counts if n > req.count]
+    fix = f"write {form}{above[0]} or {form}{req.count}+" if above else f"write {form}{counts[-1]}"
+    return (f"{spec.name}: resources.gpu: no instance type has {req.count_text} {what}; the counts sold are "
+            f"{', '.join(map(str, counts))}: {fix}")
+
+
+def count_advice(spec: JobSpec, idx: OfferIndex) -> str | None:
+    """No offer where the job may run (its providers and regions) has the GPU count it asks for,
+    though some have more: say so in one line, with the counts there and how to accept them."""
+    req = spec.resources.gpu
+    if req is None:
+        return None
+    filters = _row_filters(spec, idx, None)
+    here: dict[int, set[str]] = {}
+    for ci in _gpu_classes(req, idx):
+        c = idx.classes[ci]
+        if any(all(keep(r) for _, keep in filters) for r in range(c.start, c.stop)):
+            here.setdefault(c.gpu_count, set()).add(c.instance_type)
+    if not here or any(req.allows(n, spec.resources.allow_larger) for n in here):
+        return None
+    where = " in " + ", ".join(spec.regions) if spec.regions else ""
+    if spec.providers:
+        where += " on " + ", ".join(spec.providers)
+    sold = "; ".join(f"{n} on {', '.join(sorted(types))}" for n, types in sorted(here.items()))
+    form = _count_form(req)
+    larger = [n for n in sorted(here) if n > req.count]
+    if not larger:
+        return (f"{spec.name}: resources.gpu asks for {req.count_text} {req.name or 'GPUs'}, and no offer{where} has "
+                f"that many ({sold}); write {form}{max(here)} or lift the region restriction")
+    return (f"{spec.name}: resources.gpu asks for exactly {req.count} {req.name or 'GPU'}, and no offer{where} has "
+            f"{req.count} (GPUs per instance there: {sold}); write {form}{larger[0]}, or accept larger instances "
+            f"with resources.allow_larger: true (or {form}{req.count}..{larger[-1]})")

@@ -21,6 +21,7 @@ from typing import Any
 
 from gpuorch import gpus
 from gpuorch.money.billing import BillingRule
+from gpuorch.placement.spot_price import robust_spot_prices
 from gpuorch.provider.port import Offer
 
 BUCKET_CODES = {"<5%": 0, "5-10%": 1, "10-15%": 2, "15-20%": 3, ">20%": 4}
@@ -97,7 +98,10 @@ class OfferIndex:
         self.offers: list[Offer] = [o for members in groups.values() for o in members]
         self.regions, self.zones = _Vocab(), _Vocab()
         self.price: list[float | None] = [o.price_per_hour for o in self.offers]
-        self.spot_price: list[float | None] = [o.spot_price_per_hour for o in self.offers]
+        # Spot ranks at the robust figure (``spot_price``); the listed one stays for display and for
+        # jobs that ask for ``spot_price: listed``.
+        self.listed_spot_price: list[float | None] = [o.spot_price_per_hour for o in self.offers]
+        self.spot_price: list[float | None] = robust_spot_prices(self.offers)
         self.region = [self.regions.code(o.region) for o in self.offers]
         self.zone = [self.zones.code(o.zone) for o in self.offers]
         self.bucket = [BUCKET_CODES.get(o.interruption_bucket or "", UNKNOWN_BUCKET) for o in self.offers]
@@ -111,6 +115,7 @@ class OfferIndex:
             self.on_demand.append(price_orders(range(start, stop), self.price))
             self.spot.append(price_orders(range(start, stop), self.spot_price, self.bucket.__getitem__))
             start = stop
+        self._spot_listed: list[list[tuple[int, PriceOrder]]] | None = None
         self.rows_by_region = _rows_by(self.region)
         self.rows_by_zone = _rows_by(self.zone)
         self.fits: dict[Any, list[Any]] = {}  # per job needs: fit of each class (requirements.py)
@@ -118,6 +123,18 @@ class OfferIndex:
 
     def __len__(self) -> int:
         return len(self.offers)
+
+    def spot_orders(self, listed: bool = False) -> list[list[tuple[int, PriceOrder]]]:
+        """Each class's spot price orders by bucket, at the robust price or (``listed``) as listed."""
+        if not listed:
+            return self.spot
+        if self._spot_listed is None:
+            self._spot_listed = [price_orders(range(c.start, c.stop), self.listed_spot_price, self.bucket.__getitem__)
+                                 for c in self.classes]  # fmt: skip
+        return self._spot_listed
+
+    def spot_prices(self, listed: bool = False) -> list[float | None]:
+        return self.listed_spot_price if listed else self.spot_price
 
 
 def _rows_by(codes: list[int]) -> dict[int, list[int]]:

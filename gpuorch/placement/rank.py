@@ -36,6 +36,13 @@ class Candidate:
     est_finish_hours: float = 0.0  # expected wall-clock hours from launch to done
     per_gpu_gib: float | None = None  # memory estimate per GPU (jobs with a model block)
     sharding: str | None = None
+    gpus_used: int = 0  # of the offer's GPUs the job uses (0: not known, read as all of them)
+    ranked_price_per_hour: float | None = None  # set when ranking used a robust spot figure, not the listed one
+
+    @property
+    def larger(self) -> bool:
+        """Whether the job runs on fewer GPUs than the instance has (it allowed a larger one)."""
+        return 0 < self.gpus_used < self.offer.gpu_count
 
     @property
     def price_per_hour(self) -> float:
@@ -88,13 +95,14 @@ def _scenario(spec: JobSpec, opts: PlacementOptions, c: OfferClass, fit: ClassFi
 
 def _groups(idx: OfferIndex, ci: int, spot: bool, where: tuple[object, ...] | None,
             allowed: Callable[[], list[int] | None], egress: tuple[float, int | None],
-            same_cloud: float) -> list[tuple[int, float, PriceOrder]]:  # fmt: skip
+            same_cloud: float, listed: bool = False) -> list[tuple[int, float, PriceOrder]]:  # fmt: skip
     """(bucket, USD egress per GiB, offers in price order) for one class and market. Without
-    filters the index's own orders serve; filtered ones are built once and cached."""
+    filters the index's own orders serve; filtered ones are built once and cached. ``listed``:
+    spot at the listed prices rather than the robust ones."""
     rate, home = egress
     if where is None and home is None:
-        return [(b, rate, po) for b, po in (idx.spot[ci] if spot else idx.on_demand[ci])]
-    key = (ci, spot, where, home)
+        return [(b, rate, po) for b, po in (idx.spot_orders(listed)[ci] if spot else idx.on_demand[ci])]
+    key = (ci, spot, where, home, listed)
     parts = idx.filtered.get(key)
     if parts is None:
         c, rows = idx.classes[ci], allowed()
@@ -104,7 +112,7 @@ def _groups(idx: OfferIndex, ci: int, spot: bool, where: tuple[object, ...] | No
         def group(r: int) -> int:  # bucket, and whether a restore pays the same-cloud rate
             return (idx.bucket[r] if spot else -1) * 2 + (home is not None and idx.region[r] != home)
 
-        prices = idx.spot_price if spot else idx.price
+        prices = idx.spot_prices(listed) if spot else idx.price
         parts = [(k // 2, bool(k % 2), po) for k, po in price_orders(in_class, prices, group)]
         if len(idx.filtered) > FILTER_CACHE:
             idx.filtered.clear()
@@ -139,6 +147,8 @@ def plan(
     providers = set(spec.providers) if spec.providers else None
     allowed_markets = markets(spec.spot_policy)
     store = store_provider(spec.checkpoint.url.scheme) if spec.checkpoint else None  # whose cloud holds it
+    listed = spec.spot_price == "listed"
+    ranked_spot = idx.spot_prices(listed)
     refused: dict[int, Refusal] = {}
     fits: dict[int, ClassFit] = {}
     groups: list[tuple[PriceOrder, float, float, int, bool]] = []  # prices, USD per $/h, fixed USD, class, spot
@@ -154,7 +164,7 @@ def plan(
         egress = _egress_per_gib(store, opts, idx, c.provider)
         for spot in allowed_markets:
             same_cloud = opts.egress_same_cloud_usd_per_gib
-            for bucket, per_gib, order in _groups(idx, ci, spot, where, allowed, egress, same_cloud):
+            for bucket, per_gib, order in _groups(idx, ci, spot, where, allowed, egress, same_cloud, listed):
                 rate = rates[bucket] if spot else 0.0
                 a, b, finish = linear(scen, spot, rate, opts.restore_gib * per_gib, ckpt * per_gib)
                 if order.prices[0] <= cap:
@@ -171,7 +181,10 @@ def plan(
             heapq.heappush(heap, (order.prices[pos + 1] * a + b, finish, order.rows[pos + 1], g, pos + 1))
         fit = fits[ci]
         hours = fit.hours if fit.hours is not None else opts.default_hours
-        cand = Candidate(idx.offers[row], spot, hours, cost, finish / 3600, fit.per_gpu_gib, fit.sharding)
+        ranked = ranked_spot[row] if spot else None
+        robust = ranked if ranked is not None and ranked != idx.listed_spot_price[row] else None
+        cand = Candidate(idx.offers[row], spot, hours, cost, finish / 3600, fit.per_gpu_gib, fit.sharding,
+                         fit.gpus_used, robust)
         if avoid is not None and avoid(cand):
             continue
         chosen.append(cand)

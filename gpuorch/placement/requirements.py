@@ -25,11 +25,16 @@ class Needs:
     cpus: float
     memory_gib: float
     workload: Workload | None
+    allow_larger: bool = False
 
     @classmethod
     def of(cls, spec: JobSpec) -> Needs:
         r = spec.resources
-        return cls(r.gpu, r.cpus, r.memory, spec.model)
+        return cls(r.gpu, r.cpus, r.memory, spec.model, r.allow_larger)
+
+    def gpus_used(self, offered: int) -> int:
+        """GPUs the job uses on an instance with ``offered`` (all of them without resources.gpu)."""
+        return self.gpu.uses(offered) if self.gpu is not None else offered
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class ClassFit:
     per_gpu_gib: float | None
     sharding: str | None
     checkpoint_gib: float  # restored after each preemption
+    gpus_used: int = 0  # of the instance's GPUs; fewer than it has only when the job allows larger
 
 
 @dataclass(frozen=True)
@@ -51,11 +57,14 @@ def _evaluate(needs: Needs, c: OfferClass) -> ClassFit | Refusal:
     req, w = needs.gpu, needs.workload
     if (req is not None or w is not None) and (c.gpu is None or c.gpu_count < 1):
         return Refusal("no GPU")
+    used = needs.gpus_used(c.gpu_count)
     if req is not None:
-        if req.name and gpus.lookup(c.gpu or "") != gpus.lookup(req.name):
-            return Refusal(f"GPU is {c.gpu}, the job asks for {req.name}")
+        if req.name and not req.matches(c.gpu):
+            return Refusal(f"GPU is {c.gpu}, the job asks for {req.name}{'' if req.variant else ' (any variant)'}")
         if c.gpu_count < req.count:
-            return Refusal(f"{c.gpu_count} GPU(s), the job asks for {req.count}")
+            return Refusal(f"{c.gpu_count} GPU(s), the job asks for {req.count_text}")
+        if not req.allows(c.gpu_count, needs.allow_larger):
+            return Refusal(larger_refusal(req, c.gpu_count))
         floor = req.memory_floor_gib()
         if not gpus.memory_matches(c.gpu_memory_gib, floor):
             return Refusal(f"{c.gpu_memory_gib:g} GiB per GPU, the job asks for {floor:g} GiB")
@@ -64,26 +73,36 @@ def _evaluate(needs: Needs, c: OfferClass) -> ClassFit | Refusal:
     if c.memory_gib and c.memory_gib < needs.memory_gib:
         return Refusal(f"{c.memory_gib:g} GiB RAM, the job asks for {needs.memory_gib:g} GiB")
     if w is None:
-        return ClassFit(None, None, None, 0.0)
+        return ClassFit(None, None, None, 0.0, used)
     spec = c.spec
     if spec is None:
         return Refusal(f"GPU {c.gpu} is not in the GPU table; its speed is unknown")
     why = unsupported(w, spec)
     if why:
         return Refusal(why)
-    link = c.interconnect if c.gpu_count > 1 else None
-    if w.interconnect == "nvlink" and c.gpu_count > 1 and link not in gpus.FAST_LINKS:
+    # The job is sized on the GPUs it uses: one GPU of an 8-GPU instance it was allowed onto.
+    link = c.interconnect if used > 1 else None
+    if w.interconnect == "nvlink" and used > 1 and link not in gpus.FAST_LINKS:
         return Refusal(f"GPUs linked by {link or 'an unknown interconnect'}; the job asks for interconnect: nvlink")
     usable = min(c.gpu_memory_gib, spec.usable)
-    est, ok = best_estimate(w, c.gpu_count, usable)
+    est, ok = best_estimate(w, used, usable)
     if not ok:
         return Refusal(
-            f"needs {est.per_gpu_gib:.1f} GiB per GPU ({est.sharding} over {c.gpu_count}), has {usable:.1f}",
+            f"needs {est.per_gpu_gib:.1f} GiB per GPU ({est.sharding} over {used}), has {usable:.1f}",
             est.per_gpu_gib,
             usable,
         )
-    hours = estimate_hours(w, spec, c.gpu_count, link, est.sharding)
-    return ClassFit(hours, est.per_gpu_gib, est.sharding, checkpoint_bytes(w) / GIB)
+    hours = estimate_hours(w, spec, used, link, est.sharding)
+    return ClassFit(hours, est.per_gpu_gib, est.sharding, checkpoint_bytes(w) / GIB, used)
+
+
+def larger_refusal(req: GpuRequirement, offered: int) -> str:
+    """Why an instance with more GPUs than asked is refused, and the two ways to allow it."""
+    if not req.at_least:
+        name = req.name or "GPU"
+        return (f"{offered} GPUs, the job asks for exactly {req.count}; to accept larger instances set "
+                f"resources.allow_larger: true or write a range like {name}:{req.count}..{offered}")
+    return f"{offered} GPUs, the job asks for {req.count_text}; set resources.allow_larger: true to accept more"
 
 
 CACHE_JOBS = 4096

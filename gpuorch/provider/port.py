@@ -274,14 +274,15 @@ class SupportsVolumes(Protocol):
     """Persistent volumes that follow a job within a zone (tested by ``gpuorch.testing.volume_contract``)."""
 
     def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str]) -> Volume:
-        """A new, detached volume in ``zone`` of at least ``size_gib``, carrying ``tags`` and
-        listed by ``list_volumes`` from then on. Not idempotent: each call creates one."""
+        """A detached volume in ``zone`` of at least ``size_gib``, carrying ``tags`` and listed by
+        ``list_volumes`` from then on. Idempotent by the tags' job and owner in that zone: a
+        repeat (after a crash) returns the volume the first call created."""
         ...
 
     def attach_volume(self, volume_id: str, instance_id: str) -> None:
         """Attach to ``instance_id``; quiet if already attached there. PermanentError with code
-        ``InvalidVolume.ZoneMismatch`` across zones, ``VolumeInUse`` while another instance holds
-        it (nothing changes then); NotFoundError for an unknown volume."""
+        ``InvalidVolume.ZoneMismatch`` across zones; TransientError ``VolumeInUse`` (a not-yet:
+        nothing changes) while another instance holds it; NotFoundError for an unknown volume."""
         ...
 
     def detach_volume(self, volume_id: str, instance_id: str) -> None:
@@ -289,11 +290,24 @@ class SupportsVolumes(Protocol):
         ...
 
     def delete_volume(self, volume_id: str) -> None:
-        """Delete; quiet if already gone. PermanentError ``VolumeInUse`` while attached."""
+        """Delete; quiet if already gone. TransientError ``VolumeInUse`` (a not-yet) while attached."""
         ...
 
     def list_volumes(self) -> list[Volume]:
         """The volumes this provider created, with their ``attached_to``."""
+        ...
+
+
+@runtime_checkable
+class SupportsPriceRefresh(Protocol):
+    """Offers read live from the cloud's price and SKU APIs (``gpuorch catalog refresh``, and the
+    daemon's scheduled refresh), where ``offers()`` itself reads a catalog."""
+
+    def refresh_offers(self) -> list[Offer]:
+        """Every offer in the configured zones/regions with today's list prices. Slow (paged
+        listings of a whole price catalog): never called inside a reconcile pass. Raises
+        ``AuthError`` (missing permission, API not enabled: the message names which),
+        ``TransientError``, ``PermanentError`` (an answer that does not parse)."""
         ...
 
 

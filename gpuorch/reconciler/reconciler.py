@@ -298,7 +298,8 @@ class Reconciler:
                     self._record_observed(view, offers, seen_at)
                     if (gate := self.money.gate(view, now)) is not None:
                         view = dataclasses.replace(view, gate=gate)
-                    decision = decide(view, now, offers, avoid=avoid, settings=settings)
+                    decision = decide(view, now, self.volumes.offers_for(view.spec, offers), avoid=avoid,
+                                      settings=settings)
                     self.applier.apply(view, decision, now)
                     self.money.after(decision)
                     requeue = min(requeue, decision.requeue_after)

@@ -1,7 +1,9 @@
 """The job's volume (spec ``volume:``): created once, attached to each attempt, deleted at the end.
 
-Contract, on providers that implement ``SupportsVolumes`` (found by ``isinstance``; elsewhere a
-volume job runs without one, and an event says so):
+Contract, on providers that implement ``SupportsVolumes`` (found by ``isinstance``). A volume job
+is placed only on those (``offers_for``; ``submit`` and ``plan`` refuse a job none of whose
+allowed providers has volumes); one placed elsewhere before that rule (an older daemon) runs
+without its volume, and an event says so.
 
 - Intent first: the provider, region and zone go on the job row before the create call; the
   zone is the one of the first attempt that got an instance. From then on placement *requires*
@@ -25,17 +27,21 @@ volume job runs without one, and an event says so):
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from sqlmodel import Session, select
 
 from gpuorch.errors import NotFoundError, PermanentError, ProviderError
 from gpuorch.jobs import events
-from gpuorch.provider.port import TAG_JOB, TAG_MANAGED, TAG_OWNER, Provider, SupportsVolumes, Volume
+from gpuorch.provider.port import TAG_JOB, TAG_MANAGED, TAG_OWNER, Offer, Provider, SupportsVolumes, Volume
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, Job
+
+if TYPE_CHECKING:
+    from gpuorch.jobs.spec import JobSpec
 
 log = logging.getLogger("gpuorch.reconciler.volumes")
 
@@ -51,6 +57,17 @@ class Volumes:
         self.store, self.providers, self._txn = store, providers, txn
         self.sweep_every_s = sweep_every_s  # list_volumes is a cloud call per region: not every pass
         self._swept_at: datetime | None = None
+        self._scoped: tuple[Sequence[Offer], list[Offer]] | None = None
+
+    def offers_for(self, spec: JobSpec, offers: Sequence[Offer]) -> Sequence[Offer]:
+        """The offers a job may be placed on: for a ``volume:`` job, only those of providers with
+        volumes (no silent drop). The same list object for every job while ``offers`` is the same
+        (placement memoises on it)."""
+        if spec.volume is None:
+            return offers
+        if self._scoped is None or self._scoped[0] is not offers:
+            self._scoped = (offers, [o for o in offers if self._provider(o.provider) is not None])
+        return self._scoped[1]
 
     def _provider(self, name: str | None) -> SupportsVolumes | None:
         p = self.providers.get(name or "")

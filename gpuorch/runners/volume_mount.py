@@ -1,4 +1,4 @@
-"""Mounting a job's EBS volume on the instance before its agent starts (``mount_script``).
+"""Mounting a job's volume on the instance before its agent starts (``mount_script``).
 
 Why here, over SSH, and not in the user data: the volume of a job's first attempt is created
 only once that attempt has an instance (its zone decides the volume's), so its id is not known
@@ -18,6 +18,13 @@ call gave (``/dev/sdf``) means nothing there, and NVMe names (``nvme1n1``) follo
 The script takes the by-id link, else scans ``/sys/block/nvme*/device/serial`` (images without
 the EC2 udev rules). Xen-based types (p2, p3, g3) expose ``/dev/xvdf`` with no serial: not
 supported (the script keeps saying the device is not there, until the daemon gives up).
+
+GCP persistent disks (ids ``<zone>/<disk>``) are attached with the disk's name as device name,
+which the guest's udev rules link as ``/dev/disk/by-id/google-<name>`` (and
+``scsi-0Google_PersistentDisk_<name>``); the NVMe-only machine series (A3, A4) link it the same
+way. Azure managed disks (ids: the disk's ARM resource id) are attached on the fixed LUN
+``AZURE_LUN``, which Azure's udev rules link as ``/dev/disk/azure/scsi1/lun<N>`` (SCSI VMs) or
+``/dev/disk/azure/data/by-lun/<N>`` (NVMe VMs).
 
 Formatting: only a device on which ``blkid -p`` finds nothing (exit 2) *and* whose first MiB
 reads as zeros (a new EBS volume) is formatted (ext4, no discard). A volume with a filesystem, a
@@ -39,6 +46,10 @@ import shlex
 
 EBS_VOLUME_ID = re.compile(r"vol-[0-9a-f]{8,32}\Z")
 EBS_BY_ID_PREFIX = "nvme-Amazon_Elastic_Block_Store_"
+GCP_DISK_ID = re.compile(r"[a-z]+-[a-z]+\d{1,2}-[a-z]/(?P<name>[a-z]([-a-z0-9]{0,61}[a-z0-9])?)\Z")
+AZURE_DISK_ID = re.compile(r"/subscriptions/[^/\s]+/resourceGroups/[^/\s]+/providers/Microsoft\.Compute/disks/"
+                           r"[-\w.]{1,80}\Z", re.IGNORECASE)
+AZURE_LUN = 0  # the LUN the Azure adapter attaches a job's volume on (its only data disk)
 # Exit codes of the script, beyond 1 (an unexpected command failure under set -e). NOT_YET (the
 # device is not there yet) is the only one worth another try; the others are final.
 NOT_YET, MOUNT_POINT_BUSY, NOT_BLANK, CANNOT_PROBE = 3, 4, 5, 6
@@ -50,6 +61,7 @@ class MountTools:
     """Where the script looks and what it runs. The defaults are an instance's real ones."""
 
     by_id_dir: str = "/dev/disk/by-id"
+    azure_dir: str = "/dev/disk/azure"
     sys_block_dir: str = "/sys/block"
     dev_dir: str = "/dev"
     mounts_file: str = "/proc/self/mounts"
@@ -69,40 +81,28 @@ def check_mount_path(path: str) -> str:
 
 
 def mount_script(volume_id: str, path: str, *, tools: MountTools | None = None) -> str:
-    """The ``/bin/sh`` script that mounts EBS volume ``volume_id`` at ``path`` (see module doc).
+    """The ``/bin/sh`` script that mounts volume ``volume_id`` (EBS, GCP or Azure) at ``path``.
 
     Pure. Looks once and never waits. Exits 0 once the volume is mounted there (also when it
     already was); ``NOT_YET`` when its device is not there (yet): run it again later; any other
     non-zero exit is final, with one line on stderr: ``MOUNT_POINT_BUSY``, ``NOT_BLANK`` (no
     filesystem but data: never formatted), ``CANNOT_PROBE``, 1 (a command such as mkfs or mount
-    failed). Raises ValueError for an id that is not an EBS volume id or a bad path.
+    failed). Raises ValueError for an id of no kind it knows (see the module doc) or a bad path.
     """
-    if not EBS_VOLUME_ID.match(volume_id):
-        raise ValueError(f"{volume_id!r} is not an EBS volume id (vol-...): the SSH runner mounts EBS volumes only")
     path = check_mount_path(path)
     t = tools or MountTools()
     q, j = shlex.quote, shlex.join
-    serial = volume_id.replace("-", "")
+    find, missing = _find_device(volume_id, t)
     return "\n".join([
         "set -eu",
-        f"vol={q(volume_id)} serial={q(serial)} mnt={q(path)}",
-        f"by_id={q(t.by_id_dir)} sys_block={q(t.sys_block_dir)} dev_dir={q(t.dev_dir)} mounts={q(t.mounts_file)}",
+        f"vol={q(volume_id)} mnt={q(path)}",
+        f"mounts={q(t.mounts_file)}",
         'say() { echo "gpuorch: volume $vol: $*"; }',
         'fail() { code=$1; shift; echo "gpuorch: volume $vol: $*" >&2; exit "$code"; }',
         f'as_root() {{ if [ "$(id -u)" = 0 ]; then "$@"; else {j(t.sudo)} "$@"; fi; }}',
-        "find_device() {",
-        f'  for link in "$by_id/{EBS_BY_ID_PREFIX}$serial" "$by_id/{EBS_BY_ID_PREFIX}$serial-ns-1"; do',
-        '    if [ -e "$link" ]; then readlink -f "$link"; return 0; fi',
-        "  done",
-        '  for d in "$sys_block"/nvme*; do',
-        '    [ -r "$d/device/serial" ] || continue',
-        '    if [ "$(tr -d " " < "$d/device/serial")" = "$serial" ]; then echo "$dev_dir/${d##*/}"; return 0; fi',
-        "  done",
-        "  return 1",
-        "}",
+        *find,
         # One look, never a wait: the daemon runs this again next pass and bounds the wait itself.
-        f'dev=$(find_device) || fail {NOT_YET} "no device yet (no $by_id/{EBS_BY_ID_PREFIX}$serial,'
-        ' no NVMe device with serial $serial): is it attached to this instance, and is this a Nitro instance type?"',
+        f'dev=$(find_device) || fail {NOT_YET} {q("no device yet (" + missing + ")")}',
         # Already mounted there (a second run, or a restarted daemon): done. Something else there: stop.
         'current=$(MNT="$mnt" awk \'$2 == ENVIRON["MNT"] { src = $1 } END { print src }\' "$mounts")',
         'if [ -n "$current" ]; then',
@@ -126,3 +126,44 @@ def mount_script(volume_id: str, path: str, *, tools: MountTools | None = None) 
         'if [ "$probe" = 2 ]; then as_root chown "$(id -u):$(id -g)" "$mnt"; fi',
         'say "mounted $dev at $mnt"',
     ]) + "\n"
+
+
+def _find_device(volume_id: str, t: MountTools) -> tuple[list[str], str]:
+    """The ``find_device`` shell function for the volume's kind, and what "not there" means."""
+    q = shlex.quote
+    if EBS_VOLUME_ID.match(volume_id):
+        serial = volume_id.replace("-", "")
+        links = [f"{t.by_id_dir}/{EBS_BY_ID_PREFIX}{serial}", f"{t.by_id_dir}/{EBS_BY_ID_PREFIX}{serial}-ns-1"]
+        return [
+            "find_device() {",
+            f"  for link in {' '.join(q(x) for x in links)}; do",
+            '    if [ -e "$link" ]; then readlink -f "$link"; return 0; fi',
+            "  done",
+            f"  for d in {q(t.sys_block_dir)}/nvme*; do",
+            '    [ -r "$d/device/serial" ] || continue',
+            f'    if [ "$(tr -d " " < "$d/device/serial")" = {q(serial)} ]; then echo {q(t.dev_dir)}/"${{d##*/}}"; '
+            "return 0; fi",
+            "  done",
+            "  return 1",
+            "}",
+        ], (f"no {links[0]}, no NVMe device with serial {serial}: is it attached to this instance, "
+            "and is this a Nitro instance type?")
+    gcp = GCP_DISK_ID.match(volume_id)
+    if gcp:
+        name = gcp["name"]
+        links = [f"{t.by_id_dir}/google-{name}", f"{t.by_id_dir}/scsi-0Google_PersistentDisk_{name}"]
+        what = f"no {links[0]}: is the disk attached to this VM with device name {name}?"
+    elif AZURE_DISK_ID.match(volume_id):
+        links = [f"{t.azure_dir}/scsi1/lun{AZURE_LUN}", f"{t.azure_dir}/data/by-lun/{AZURE_LUN}"]
+        what = f"no {links[0]} or {links[1]}: is the disk attached to this VM on LUN {AZURE_LUN}?"
+    else:
+        raise ValueError(f"{volume_id!r} is not a volume id the mount step knows (an EBS vol-..., a GCP "
+                         "<zone>/<disk>, or an Azure disk resource id)")
+    return [
+        "find_device() {",
+        f"  for link in {' '.join(q(x) for x in links)}; do",
+        '    if [ -e "$link" ]; then readlink -f "$link"; return 0; fi',
+        "  done",
+        "  return 1",
+        "}",
+    ], what

@@ -17,8 +17,18 @@ from typing import TypeVar
 
 from gpuorch.agent.protocol import AgentConfig
 from gpuorch.clock import FakeClock
-from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError
-from gpuorch.provider.port import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider, Volume
+from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, TransientError
+from gpuorch.provider.port import (
+    TAG_JOB,
+    TAG_MANAGED,
+    TAG_OWNER,
+    Instance,
+    InstanceState,
+    LaunchRequest,
+    Offer,
+    Provider,
+    Volume,
+)
 from gpuorch.runners.port import Runner
 from gpuorch.testing.fake_job import FakeJobScript, FakeRunner, _Ckpt, _FakeAgent, _FakeInstance
 from gpuorch.testing.faults import FaultPlan
@@ -182,8 +192,11 @@ class FakeProvider(Provider):
 
     # -- SupportsVolumes: zone-checked like EBS; a dead instance's volume is free again ---------
     def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str]) -> Volume:
-        """A new volume in ``zone`` carrying ``tags`` and ``gpuorch:managed``. Not idempotent."""
+        """A volume in ``zone`` carrying ``tags`` and ``gpuorch:managed``; idempotent by job and owner."""
         self._record("create_volume", zone)
+        for v in self.volumes.values():  # look before creating, as the clouds' adapters do
+            if v.zone == zone and all(v.tags.get(k) == tags.get(k) for k in (TAG_JOB, TAG_OWNER)):
+                return v
         self._seq += 1
         vol = Volume(id=f"{self.name}-vol-{self._seq}", provider=self.name, region=region, zone=zone,
                      size_gib=size_gib, tags={**tags, TAG_MANAGED: "true"})
@@ -195,8 +208,8 @@ class FakeProvider(Provider):
         return vol.attached_to if rec is not None and self._settle(rec).state.alive else None
 
     def attach_volume(self, volume_id: str, instance_id: str) -> None:
-        """PermanentError ``InvalidVolume.ZoneMismatch`` across zones, ``VolumeInUse`` if a live
-        instance holds it; quiet if already attached to ``instance_id``."""
+        """PermanentError ``InvalidVolume.ZoneMismatch`` across zones, TransientError ``VolumeInUse``
+        if a live instance holds it; quiet if already attached to ``instance_id``."""
         self._record("attach_volume", volume_id, instance_id)
         vol, inst = self._volume(volume_id), self.get(instance_id)
         if vol.zone != inst.zone:
@@ -204,7 +217,7 @@ class FakeProvider(Provider):
                                  code="InvalidVolume.ZoneMismatch")
         holder = self._holder(vol)
         if holder not in (None, instance_id):
-            raise PermanentError(f"volume {volume_id} is attached to {holder}", code="VolumeInUse")
+            raise TransientError(f"volume {volume_id} is attached to {holder}", code="VolumeInUse")
         self.volumes[volume_id] = vol.model_copy(update={"attached_to": instance_id})
         self.volume_attached_at.setdefault((volume_id, instance_id), self.clock.now())
 
@@ -215,13 +228,13 @@ class FakeProvider(Provider):
             self.volumes[volume_id] = vol.model_copy(update={"attached_to": None})
 
     def delete_volume(self, volume_id: str) -> None:
-        """Quiet if gone; PermanentError ``VolumeInUse`` while a live instance holds it."""
+        """Quiet if gone; TransientError ``VolumeInUse`` while a live instance holds it."""
         self._record("delete_volume", volume_id)
         vol = self.volumes.get(volume_id)
         if vol is None:
             return
         if self._holder(vol) is not None:
-            raise PermanentError(f"volume {volume_id} is attached to {vol.attached_to}", code="VolumeInUse")
+            raise TransientError(f"volume {volume_id} is attached to {vol.attached_to}", code="VolumeInUse")
         del self.volumes[volume_id]
 
     def list_volumes(self) -> list[Volume]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuorch.provider.catalog import AdapterCatalog, BillingRule, Family
+from gpuorch.provider.catalog import AdapterCatalog, BillingRule, Family, Shape
 
 # fmt: off
 FAMILIES: tuple[Family, ...] = (
@@ -25,9 +25,27 @@ FAMILIES: tuple[Family, ...] = (
     Family("aws", r"p5en?\.", "H200", 8, "nvlink", 3200),
     Family("aws", r"p6-b200\.", "B200", 8, "nvlink", 3200),
 )
+
+# GPUs, vCPUs and RAM (GiB) per instance type, for the row audit: the EC2 "Accelerated computing
+# instance" specifications (docs.aws.amazon.com/ec2/latest/instancetypes/ac.html).
+_EC2 = "https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html"
+SHAPES: tuple[Shape, ...] = (
+    Shape("g5.xlarge", 1, 4, 16, _EC2),
+    Shape("g6.xlarge", 1, 4, 16, _EC2),
+    Shape("g6e.xlarge", 1, 4, 32, _EC2),
+    Shape("g6e.2xlarge", 1, 8, 64, _EC2),
+    Shape("p4d.24xlarge", 8, 96, 1152, _EC2),
+    Shape("p4de.24xlarge", 8, 96, 1152, _EC2),
+    Shape("p5.4xlarge", 1, 16, 256, _EC2),
+    Shape("p5.48xlarge", 8, 192, 2048, _EC2),
+    Shape("p5e.48xlarge", 8, 192, 2048, _EC2),
+    Shape("p5en.48xlarge", 8, 192, 2048, _EC2),
+    Shape("p6-b200.48xlarge", 8, 192, 2048, _EC2),
+)
 # fmt: on
 
 CATALOG = AdapterCatalog(
     provider="aws", billing=BillingRule(1, 60), families=FAMILIES,
     rows=Path(__file__).resolve().parent / "data" / "offers.csv", builder="gpuorch_aws.snapshot:build",
+    shapes=SHAPES,
 )

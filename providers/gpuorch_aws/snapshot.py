@@ -3,7 +3,8 @@
     python -m gpuorch.catalog.snapshot DATA_DIR
 
 ``DATA_DIR`` holds ``catalog-sample/aws-gpu-offers.csv`` (public on-demand and spot prices per
-zone) and ``spot-advisor/gpu_accel_pools.csv`` (interruption buckets). Provenance, choices and
+zone) and ``spot-advisor/gpu_accel_pools.csv`` (interruption buckets); the H200 rows come from
+``data/sources/aws-vms-h200.csv``, committed with the adapter. Provenance, choices and
 gaps: docs/catalog.md. The daemon never runs this.
 """
 
@@ -13,7 +14,7 @@ import csv
 from pathlib import Path
 
 from gpuorch.provider import gpus
-from gpuorch.provider.catalog import OfferRow, gpu_memory_mib, price_or_none
+from gpuorch.provider.catalog import MIN_SPOT_FRACTION, OfferRow, gpu_memory_mib, price_or_none
 
 from .catalog import CATALOG
 
@@ -22,6 +23,17 @@ def advisor_buckets(path: Path) -> dict[tuple[str, str], str]:
     with path.open(newline="") as f:
         return {(r["region"], r["instance_type"]): r["interruption_bucket"]
                 for r in csv.DictReader(f) if r["os"] == "Linux"}
+
+
+def plausible_spot(on_demand: float, spot: float | None) -> float | None:
+    """The slice's spot price, or None (no spot offering) where it cannot be one: at or above
+    the on-demand price, to the slice's 4 decimals (EC2 caps spot at on-demand, so a price at the
+    cap saves nothing and marks a pool without spare capacity), or below 10% of on-demand (``audit.MIN_SPOT_FRACTION``:
+    no source shows an EC2 GPU pool that cheap; the row audit would flag it)."""
+    # The slice rounds spot to 4 decimals: a price equal to on-demand at that precision is at the cap.
+    if spot is None or round(spot, 4) >= round(on_demand, 4) or spot < MIN_SPOT_FRACTION * on_demand:
+        return None
+    return spot
 
 
 def aws_rows(path: Path, buckets: dict[tuple[str, str], str]) -> list[OfferRow]:
@@ -35,12 +47,18 @@ def aws_rows(path: Path, buckets: dict[tuple[str, str], str]) -> list[OfferRow]:
             out.append(OfferRow(
                 "aws", r["Region"], r["AvailabilityZone"], r["InstanceType"], spec.name, count,
                 gpu_memory_mib(r["GpuInfo"]) / 1024, float(r["vCPUs"]), float(r["MemoryGiB"]),
-                float(r["Price"]), price_or_none(r["SpotPrice"]), rule.increment_s, rule.minimum_s,
+                float(r["Price"]), plausible_spot(float(r["Price"]), price_or_none(r["SpotPrice"])),
+                rule.increment_s, rule.minimum_s,
                 CATALOG.interconnect_for(r["InstanceType"], count), buckets.get((r["Region"], r["InstanceType"])),
             ))  # fmt: skip
     return out
 
 
+# H200 offers (p5en.48xlarge), not in the shared slice: rows copied unchanged from a public price
+# catalog, committed with the adapter (provenance in data/sources/README.md).
+H200_SLICE = Path(__file__).resolve().parent / "data" / "sources" / "aws-vms-h200.csv"
+
+
 def build(data_dir: Path) -> list[OfferRow]:
     buckets = advisor_buckets(data_dir / "spot-advisor" / "gpu_accel_pools.csv")
-    return aws_rows(data_dir / "catalog-sample" / "aws-gpu-offers.csv", buckets)
+    return aws_rows(data_dir / "catalog-sample" / "aws-gpu-offers.csv", buckets) + aws_rows(H200_SLICE, buckets)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from gpuorch.errors import NotFoundError, PermanentError
-from gpuorch.provider.port import Volume
+from gpuorch.errors import NotFoundError, PermanentError, TransientError
+from gpuorch.provider.port import TAG_JOB, TAG_OWNER, Volume
 
 from .calls import Ec2
 from .config import AwsOptions
@@ -22,6 +22,7 @@ from .requests import create_volume_kwargs, free_device, is_root_volume, managed
 
 T = TypeVar("T")
 
+IN_USE_RETRY_S = 10.0
 _ALREADY_DETACHED = ("IncorrectState", "InvalidAttachment.NotFound")
 
 
@@ -39,10 +40,18 @@ class EbsVolumes:
         def _describe_instance(self, instance_id: str) -> tuple[str, dict[str, Any]]: ...
 
     def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str]) -> Volume:
-        """A new gp3 volume of ``size_gib`` (rounded up to whole GiB) in ``zone``, carrying ``tags``
-        and ``gpuorch:managed``. Not idempotent: look in ``list_volumes`` before creating."""
+        """A gp3 volume of ``size_gib`` (rounded up to whole GiB) in ``zone``, carrying ``tags`` and
+        ``gpuorch:managed``. Idempotent by the tags' job and owner: a volume of theirs in ``zone``
+        (a create repeated after a crash) is returned instead of a second one."""
         self._check_region(region)
         zone = self._zone(region, zone)
+        filters = [*managed_filters(), {"Name": "availability-zone", "Values": [zone]}]
+        filters += [{"Name": f"tag:{k}", "Values": [tags[k]]} for k in (TAG_JOB, TAG_OWNER) if tags.get(k)]
+        for v in self._ec2.pages(region, "describe_volumes", "Volumes", Filters=filters):
+            found = to_volume(v, region)
+            if not is_root_volume(v) and all(found.tags.get(k) == tags.get(k) for k in (TAG_JOB, TAG_OWNER)):
+                self._where[v["VolumeId"]] = region
+                return found
         resp = self._ec2.call(region, "create_volume", **create_volume_kwargs(zone, size_gib, tags))
         self._where[resp["VolumeId"]] = region
         return to_volume(resp, region)
@@ -51,7 +60,8 @@ class EbsVolumes:
         """Attach at the first free ``/dev/sd[f-p]``. Quiet if already attached to this instance.
 
         PermanentError ``InvalidVolume.ZoneMismatch`` if the two are in different zones (or
-        regions), ``VolumeInUse`` if the volume is attached elsewhere; NotFoundError if either is gone.
+        regions); TransientError ``VolumeInUse`` (a not-yet) if the volume is attached elsewhere;
+        NotFoundError if either is gone.
         """
         vol_region, vol = self._describe_volume(volume_id)
         inst_region, inst = self._describe_instance(instance_id)
@@ -65,8 +75,8 @@ class EbsVolumes:
         if instance_id in holders:
             return
         if holders:
-            raise PermanentError(f"volume {volume_id} is attached to {', '.join(sorted(holders))}; detach it first",
-                                 code="VolumeInUse")
+            raise TransientError(f"volume {volume_id} is attached to {', '.join(sorted(holders))}; detach it first",
+                                 code="VolumeInUse", retry_after=IN_USE_RETRY_S)
         try:
             device = free_device(inst)
         except ValueError as e:
@@ -89,12 +99,16 @@ class EbsVolumes:
                 raise
 
     def delete_volume(self, volume_id: str) -> None:
-        """Delete; quiet if already gone. PermanentError ``VolumeInUse`` while attached."""
+        """Delete; quiet if already gone. TransientError ``VolumeInUse`` (a not-yet) while attached."""
         try:
             region, _ = self._describe_volume(volume_id)
             self._ec2.call(region, "delete_volume", VolumeId=volume_id)
         except NotFoundError:
             return
+        except PermanentError as e:  # EC2's VolumeInUse is a client error; here it means "not yet"
+            if e.code != "VolumeInUse":
+                raise
+            raise TransientError(str(e), code="VolumeInUse", retry_after=IN_USE_RETRY_S) from None
 
     def list_volumes(self) -> list[Volume]:
         """Every volume tagged ``gpuorch:managed=true`` in the configured regions, except the root

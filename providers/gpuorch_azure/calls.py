@@ -93,6 +93,39 @@ class Arm:
         except NotFoundError:
             return
 
+    # -- managed disks (volumes.py), as ARM JSON ---------------------------------------------
+    def get_disk(self, name: str) -> dict[str, Any]:
+        """NotFoundError when ARM does not know it."""
+        rg = self.options.resource_group
+        return self.call(f"get disk {name}", lambda: self.client.disks.get(rg, name)).as_dict()
+
+    def list_disks(self) -> list[dict[str, Any]]:
+        """Every managed disk of the resource group (paged); a failure restarts the listing."""
+        rg = self.options.resource_group
+        return self.call(f"list disks of {rg}", lambda: [
+            d.as_dict() for d in self.client.disks.list_by_resource_group(rg)])
+
+    def create_disk(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create the disk and follow the create to its end (a blank disk takes seconds)."""
+        rg = self.options.resource_group
+        return self.call(f"create disk {name} in {body.get('location')}", lambda: self.client.disks
+                         .begin_create_or_update(rg, name, body).result()).as_dict()
+
+    def delete_disk(self, name: str) -> None:
+        """Ask ARM to delete the disk; no wait. Quiet if unknown."""
+        rg = self.options.resource_group
+        try:
+            self.call(f"delete disk {name}", lambda: self.client.disks.begin_delete(rg, name, polling=False))
+        except NotFoundError:
+            return
+
+    def attach_detach(self, vm: str, body: dict[str, Any]) -> None:
+        """``attachDetachDataDisks`` on ``vm`` (``dataDisksToAttach``/``dataDisksToDetach``),
+        followed to its end: the disk's ``managedBy`` shows the result only then."""
+        rg = self.options.resource_group
+        self.call(f"attach/detach data disks of VM {vm}", lambda: self.client.virtual_machines
+                  .begin_attach_detach_data_disks(rg, vm, body).result())
+
     def get_resource(self, resource_id: str, api_version: str = NETWORK_API_VERSION) -> dict[str, Any]:
         """GET one ARM resource by id (the NIC and public IP ARM made for a VM) through the same
         client, credential and policies: azure-mgmt-compute has no Microsoft.Network operations,

@@ -47,6 +47,8 @@ class AzureOptions(BaseModel):
     public_ip: bool = True  # a Standard public IP per VM (deleted with it); False: the private address
     network_security_group_id: str | None = None  # on each VM's NIC; default: the subnet's NSG only
     os_disk_type: Literal["Premium_LRS", "StandardSSD_LRS", "Standard_LRS"] = "Premium_LRS"
+    # The managed disk type of job volumes (``volume:``): Premium SSD, or Standard SSD (disks.py).
+    volume_type: Literal["Premium_LRS", "StandardSSD_LRS"] = "Premium_LRS"
     # What Azure does to a spot VM it evicts. Delete: the VM, its disk, NIC and IP go (nothing
     # bills); Deallocate: the VM stays deallocated (its disk bills until gpuorch deletes it),
     # which lets gpuorch tell an eviction apart from a deletion even after a daemon restart.

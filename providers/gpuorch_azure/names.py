@@ -84,3 +84,28 @@ def gpuorch_tags(azure: Mapping[str, str] | None, wanted: Mapping[str, str] | No
             if name != k and name in got:
                 got[k] = got.pop(name)
     return got
+
+
+DISK_NAME = re.compile(r"[A-Za-z0-9][-\w.]{0,78}\w")
+
+
+def disk_name(tags: Mapping[str, str]) -> str:
+    """The managed disk of a job's volume: ``gpuorch-<owner>-<job>-vol``, derived from its tags
+    (job and installation) so a create repeated after a crash addresses the same disk. ValueError
+    without a job tag; a name Azure would refuse (1-80 of letters, digits, ``_-.``) is hashed."""
+    job, owner = tags.get("gpuorch:job"), tags.get("gpuorch:owner", "")
+    if not job:
+        raise ValueError("a volume's tags need gpuorch:job (its disk is named after the job)")
+    name = f"gpuorch-{owner}-{job}-vol" if owner else f"gpuorch-{job}-vol"
+    return name if DISK_NAME.fullmatch(name) else f"gpuorch-{hashlib.sha256(name.encode()).hexdigest()[:48]}-vol"
+
+
+def split_zone(zone: str, region: str) -> str | None:
+    """The availability zone number of gpuorch's zone name (``eastus-1`` -> ``"1"``); None for a
+    regional placement (zone = region). ValueError for anything else."""
+    if zone == region:
+        return None
+    head, _, number = zone.rpartition("-")
+    if head != region or number not in ("1", "2", "3"):
+        raise ValueError(f"azure zone {zone!r} is neither region {region} nor {region}-1/-2/-3")
+    return number

@@ -11,17 +11,27 @@ from gpuorch.provider.catalog import load_offers
 
 from .catalog import CATALOG
 from .config import AzureOptions
+from .names import split_zone
 from .parse import PROVIDER
 
 
 def select_offers(offers: Iterable[Offer], options: AzureOptions) -> list[Offer]:
-    """Azure offers in the configured regions, one per (zone, instance type), sorted."""
+    """Azure offers in the configured regions, one per (zone, instance type), sorted. A zone is
+    the region itself (a regional VM) or ``<region>-<n>`` (availability zone n, from resource_skus)."""
     regions = set(options.regions)
     seen: dict[tuple[str, str], Offer] = {}
     for o in offers:
-        if o.provider == PROVIDER and o.region in regions and o.zone == o.region:  # regional VMs only
+        if o.provider == PROVIDER and o.region in regions and _placeable(o):
             seen.setdefault((o.zone, o.instance_type), o)
-    return sorted(seen.values(), key=lambda o: (o.region, o.instance_type))
+    return sorted(seen.values(), key=lambda o: (o.region, o.zone, o.instance_type))
+
+
+def _placeable(o: Offer) -> bool:
+    try:
+        split_zone(o.zone, o.region)
+    except ValueError:
+        return False
+    return True
 
 
 def catalog_offers(options: AzureOptions) -> list[Offer]:

@@ -50,7 +50,7 @@ from gpuorch.provider import (
 from .calls import Arm, Exists
 from .config import AzureOptions, parse_options
 from .errors import classify, translate
-from .names import is_vm_name, vm_name
+from .names import is_vm_name, split_zone, vm_name
 from .offers import catalog_offers, select_offers
 from .parse import (
     EVICTED_DELETED,
@@ -63,12 +63,13 @@ from .parse import (
     to_instance,
 )
 from .requests import login_key, vm_body
+from .volumes import ManagedDisks
 
 log = logging.getLogger("gpuorch.azure")
 
 
-class AzureProvider(Provider):
-    """Contract: ``gpuorch.provider.port.Provider``."""
+class AzureProvider(ManagedDisks, Provider):
+    """Contract: ``gpuorch.provider.port.Provider``; volumes: ``SupportsVolumes`` (volumes.py)."""
 
     name = PROVIDER
     runs_containers = True  # the agent runs docker on the VM (docs/workloads.md)
@@ -155,9 +156,10 @@ class AzureProvider(Provider):
         if o.region not in self.options.regions:
             raise PermanentError(f"azure region {o.region} is not in providers.azure.regions {self.options.regions}",
                                  code="RegionNotConfigured")
-        if o.zone != o.region:
-            raise PermanentError(f"azure offer zone {o.zone}: only regional VMs (zone = region) are supported",
-                                 code="ZoneNotSupported")
+        try:
+            split_zone(o.zone, o.region)
+        except ValueError as e:
+            raise PermanentError(str(e), code="ZoneNotSupported") from None
         name = vm_name(request.client_token)
         found = self._find(name, request)
         if found is not None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from gpuorch.provider.port import LaunchRequest
 
-from .names import azure_tags, ip_name, nic_name, os_disk_name
+from .names import azure_tags, ip_name, nic_name, os_disk_name, split_zone
 
 NETWORK_API = "2022-11-01"  # the API the VM uses to create its NIC and IP (2020-11-01 at least)
 SPOT_MAX_PRICE = -1  # pay up to the on-demand price: evicted for capacity, never for price
@@ -45,7 +45,8 @@ def vm_body(
     user_data: str | None = None, public_ip: bool = True, network_security_group_id: str | None = None,
     os_disk_type: str = "Premium_LRS", eviction_policy: str = "Delete",
 ) -> dict[str, Any]:
-    """The PUT body of one launch's VM: regional (no availability zone), tagged, spot or on-demand.
+    """The PUT body of one launch's VM: in the offer's availability zone (``<region>-<n>``; regional
+    when the offer's zone is its region), tagged, spot or on-demand.
 
     ``ssh_public_key``: the admin user's login key (Azure requires one once password logins are
     off); ``user_data``: the ``#cloud-config`` with the attempt's host key.
@@ -96,7 +97,11 @@ def vm_body(
         properties["billingProfile"] = {"maxPrice": SPOT_MAX_PRICE}
     else:
         properties["priority"] = "Regular"
-    return {"location": o.region, "tags": tags, "properties": properties}
+    body: dict[str, Any] = {"location": o.region, "tags": tags, "properties": properties}
+    zone = split_zone(o.zone, o.region)
+    if zone is not None:  # a zonal VM: its public IP (Standard SKU) and OS disk follow it into the zone
+        body["zones"] = [zone]
+    return body
 
 
 def login_key(cloud_config: Mapping[str, Any], fallback: str | None) -> str | None:

@@ -36,6 +36,7 @@ class Gce:
     """Instances and operations clients of one project (REST transport; thread-safe)."""
 
     def __init__(self, project: str, *, endpoint: str | None = None, credentials: Any = None,
+                 billing_endpoint: str | None = None,
                  policy: RetryPolicy | None = None, sleep: Callable[[float], None] = time.sleep,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         from google.cloud import compute_v1
@@ -54,7 +55,10 @@ class Gce:
         if credentials is not None:
             kwargs["credentials"] = credentials
         self.credentials = credentials  # None: google-auth's standard chain, resolved by the clients
+        self._kwargs, self._billing_endpoint = kwargs, billing_endpoint
+        self._billing: Any = None  # the CloudCatalogClient, made on the first refresh
         self.instances = compute_v1.InstancesClient(**kwargs)
+        self.disks = compute_v1.DisksClient(**kwargs)
         self.zone_operations = compute_v1.ZoneOperationsClient(**kwargs)
         self.global_operations = compute_v1.GlobalOperationsClient(**kwargs)
 
@@ -119,6 +123,77 @@ class Gce:
 
         return self.call("gce operations.aggregatedList", listing)
 
+    # -- catalog refresh (refresh.py) ---------------------------------------------------------
+    def machine_types(self) -> list[dict[str, Any]]:
+        """Every machine type of every zone (``machineTypes.aggregatedList``, all pages)."""
+        client = self.compute_v1.MachineTypesClient(**self._kwargs)
+        request = self.compute_v1.AggregatedListMachineTypesRequest(project=self.project)
+
+        def listing() -> list[dict[str, Any]]:
+            pager = client.aggregated_list(request=request, retry=None)
+            return [as_dict(m) for _, scoped in pager for m in scoped.machine_types]
+
+        try:
+            return self.call("gce machineTypes.aggregatedList", listing)
+        finally:
+            client.transport.close()
+
+    def skus(self, service: str) -> list[dict[str, Any]]:
+        """Every SKU of a Cloud Billing Catalog service (``services.skus.list``, all pages), through
+        google-cloud-billing (imported here: only a refresh needs it)."""
+        if self._billing is None:
+            from google.cloud import billing_v1
+
+            kwargs: dict[str, Any] = {"transport": "rest"}
+            if self._billing_endpoint:
+                kwargs["client_options"] = {"api_endpoint": self._billing_endpoint}
+            if self.credentials is not None:
+                kwargs["credentials"] = self.credentials
+            elif self._billing_endpoint:
+                from google.auth.credentials import AnonymousCredentials
+
+                kwargs["credentials"] = AnonymousCredentials()
+            self._billing = billing_v1.CloudCatalogClient(**kwargs)
+        billing = self._billing
+        return self.call(f"cloudbilling services.skus.list {service}", lambda: [
+            as_dict(s) for s in billing.list_skus(request={"parent": service, "page_size": 5000}, retry=None)])
+
+    # -- persistent disks (volumes.py) --------------------------------------------------------
+    def insert_disk(self, zone: str, body: dict[str, Any], request_id: str) -> dict[str, Any]:
+        resource = self.compute_v1.Disk(body)
+        return as_dict(self.call(f"gce disks.insert {body.get('name')} in {zone}", lambda: self.disks.insert_unary(
+            request={"project": self.project, "zone": zone, "disk_resource": resource, "request_id": request_id},
+            retry=None)))
+
+    def get_disk(self, zone: str, name: str) -> dict[str, Any]:
+        return as_dict(self.call(f"gce disks.get {zone}/{name}", lambda: self.disks.get(
+            project=self.project, zone=zone, disk=name, retry=None)))
+
+    def delete_disk(self, zone: str, name: str) -> dict[str, Any]:
+        return as_dict(self.call(f"gce disks.delete {zone}/{name}", lambda: self.disks.delete_unary(
+            project=self.project, zone=zone, disk=name, retry=None)))
+
+    def list_disks(self, filter_: str) -> list[dict[str, Any]]:
+        """Every disk of the project, in every zone, matching ``filter_`` (aggregated, all pages)."""
+        request = self.compute_v1.AggregatedListDisksRequest(project=self.project, filter=filter_)
+
+        def listing() -> list[dict[str, Any]]:
+            pager = self.disks.aggregated_list(request=request, retry=None)
+            return [as_dict(d) for _, scoped in pager for d in scoped.disks]
+
+        return self.call("gce disks.aggregatedList", listing)
+
+    def attach_disk(self, zone: str, instance: str, body: dict[str, Any]) -> dict[str, Any]:
+        resource = self.compute_v1.AttachedDisk(body)
+        return as_dict(self.call(f"gce instances.attachDisk {zone}/{instance}", lambda: self.instances
+                                 .attach_disk_unary(project=self.project, zone=zone, instance=instance,
+                                                    attached_disk_resource=resource, retry=None)))
+
+    def detach_disk(self, zone: str, instance: str, device_name: str) -> dict[str, Any]:
+        return as_dict(self.call(f"gce instances.detachDisk {zone}/{instance} {device_name}", lambda: self.instances
+                                 .detach_disk_unary(project=self.project, zone=zone, instance=instance,
+                                                    device_name=device_name, retry=None)))
+
     def wait(self, zone: str, op: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """Poll a zone operation with ``wait`` until DONE or ``timeout_s`` has passed; returns
         its last state (done or not). Each ``wait`` call returns when the operation is done or
@@ -132,7 +207,7 @@ class Gce:
         return op
 
     def close(self) -> None:
-        for client in (self.instances, self.zone_operations, self.global_operations):
+        for client in (self.instances, self.disks, self.zone_operations, self.global_operations, self._billing):
             transport = getattr(client, "transport", None)
             if transport is not None:
                 transport.close()

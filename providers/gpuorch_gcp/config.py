@@ -39,8 +39,11 @@ class GcpOptions(BaseModel):
     external_ip: bool = True  # the daemon reaches the VM over SSH at its external IP
     service_account: str | None = "default"  # the VM's identity (GCS access for the agent); None: no identity
     disk_type: str = "pd-balanced"
+    # The disk type of job volumes (``volume:``): pd-balanced, pd-ssd or hyperdisk-balanced (disks.py).
+    volume_type: str = "pd-balanced"
     ssh_user: str = "gpuorch"
     endpoint: str | None = None  # tests: a local fake GCE (anonymous credentials then)
+    billing_endpoint: str | None = None  # tests: a local fake Cloud Billing Catalog (anonymous credentials then)
     catalog: Path | None = None  # offers CSV; default: the shipped snapshot
     max_attempts: int = Field(default=5, ge=1, le=20)  # per API call, throttling and 5xx included
     retry_max_s: float = Field(default=60.0, gt=0)
@@ -86,6 +89,15 @@ class GcpOptions(BaseModel):
     def _sa(cls, v: str | None) -> str | None:
         if v is not None and not _SA.fullmatch(v):
             raise ValueError(f"{v!r} is not a service account email (or 'default')")
+        return v
+
+    @field_validator("volume_type")
+    @classmethod
+    def _volume_type(cls, v: str) -> str:
+        from .disks import SIZE_GB
+
+        if v not in SIZE_GB:
+            raise ValueError(f"{v!r} is not a GCP volume disk type gpuorch knows; use one of {', '.join(SIZE_GB)}")
         return v
 
     @field_validator("ssh_user")

@@ -92,3 +92,16 @@ def last_segment(url: str) -> str:
 def region_of(zone: str) -> str:
     """``us-central1-a`` -> ``us-central1``."""
     return zone.rsplit("-", 1)[0]
+
+
+def disk_name(tags: Mapping[str, str]) -> str:
+    """The persistent disk of a job's volume: ``gpuorch-<owner>-<job>-vol``, derived from its tags
+    (job and installation) so a create repeated after a crash addresses the same disk (insert
+    answers 409). ValueError without a job tag; a name that would not fit GCE's rule is hashed."""
+    job, owner = tags.get(TAG_JOB), tags.get(TAG_OWNER, "")
+    if not job:
+        raise ValueError(f"a volume's tags need {TAG_JOB} (its disk is named after the job)")
+    name = f"gpuorch-{owner}-{job}-vol" if owner else f"gpuorch-{job}-vol"
+    if NAME.fullmatch(name):
+        return name
+    return f"gpuorch-{hashlib.sha256(name.encode()).hexdigest()[:40]}-vol"

@@ -41,15 +41,17 @@ from .names import instance_name, label_filter, label_key, request_id
 from .offers import catalog_offers
 from .parse import HOSTKEYS, PREEMPTED_OP, PROVIDER, gone_preempted, host_keys, is_spot, preempted_ops, to_instance
 from .requests import instance_body
+from .volumes import PersistentDisks
 
 log = logging.getLogger("gpuorch.gcp")
 _PREEMPTED_FILTER = f'operationType = "{PREEMPTED_OP}"'
 
 
-class GcpProvider(Provider):
-    """Contract: ``gpuorch.provider.port.Provider``."""
+class GcpProvider(PersistentDisks, Provider):
+    """Contract: ``gpuorch.provider.port.Provider``; volumes: ``SupportsVolumes`` (volumes.py)."""
 
     name = PROVIDER
+    price_source = "Compute Engine machineTypes + Cloud Billing Catalog API (services/6F81-5844-456A/skus)"
     runs_containers = True  # the agent runs docker on the VM (docs/workloads.md)
 
     def __init__(self, options: GcpOptions, *, home: Path | None = None, credentials: Any = None,
@@ -64,7 +66,7 @@ class GcpProvider(Provider):
         self.options = options
         policy = RetryPolicy(max_attempts=options.max_attempts, max_total_s=options.retry_max_s)
         self._gce = Gce(options.project, endpoint=options.endpoint, credentials=credentials, policy=policy,
-                        sleep=sleep, monotonic=monotonic)
+                        sleep=sleep, monotonic=monotonic, billing_endpoint=options.billing_endpoint)
         self._monotonic, self._now = monotonic, now
         self.home = home
         self._given_offers = offers
@@ -123,6 +125,13 @@ class GcpProvider(Provider):
         if self._given_offers is not None:
             return select_offers(self._given_offers, self.options)
         return catalog_offers(self.options)
+
+    def refresh_offers(self) -> list[Offer]:
+        """``SupportsPriceRefresh``: the configured zones' GPU machine types (google-cloud-compute)
+        priced from the Cloud Billing Catalog (google-cloud-billing); see refresh.py."""
+        from .refresh import live_offers
+
+        return live_offers(self._gce, self.options)
 
     # -- instances ---------------------------------------------------------------------------
     def launch(self, request: LaunchRequest) -> Instance:

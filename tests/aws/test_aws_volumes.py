@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gpuorch.errors import NotFoundError, PermanentError
+from gpuorch.errors import NotFoundError, PermanentError, TransientError
 from gpuorch.provider.port import LaunchRequest, Offer, SupportsVolumes, managed_tags
 from gpuorch_aws import AwsProvider
 
@@ -42,10 +42,10 @@ def test_attach_in_the_same_zone_then_detach(provider: AwsProvider, instance_in:
     provider.attach_volume(vol.id, inst)
     provider.attach_volume(vol.id, inst)  # already attached there: quiet
     assert next(v for v in provider.list_volumes() if v.id == vol.id).attached_to == inst
-    with pytest.raises(PermanentError, match="detach it first") as e:
+    with pytest.raises(TransientError, match="detach it first") as e:
         provider.attach_volume(vol.id, instance_in("us-east-1b", job=8))
     assert e.value.code == "VolumeInUse"
-    with pytest.raises(PermanentError, match="VolumeInUse"):
+    with pytest.raises(TransientError, match="VolumeInUse"):
         provider.delete_volume(vol.id)
     provider.detach_volume(vol.id, inst)
     assert next(v for v in provider.list_volumes() if v.id == vol.id).attached_to is None

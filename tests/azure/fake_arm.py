@@ -4,6 +4,11 @@
   ``GET .../virtualMachines`` (paged by ``page_size`` with ``nextLink``), the create's
   long-running operation (``Azure-AsyncOperation`` -> ``.../locations/{loc}/operations/{id}``),
   and ``GET`` of the NICs and public IPs a VM's ``networkInterfaceConfigurations`` made.
+- Managed disks: ``PUT/GET/DELETE .../Microsoft.Compute/disks/{disk}``, ``GET .../disks`` (paged),
+  and ``POST .../virtualMachines/{vm}/attachDetachDataDisks`` (``dataDisksToAttach`` with
+  ``diskId``/``lun``, ``dataDisksToDetach``), refused as ARM refuses them (409
+  ``OperationNotAllowed`` for a disk another VM holds or a delete of an attached disk, 400
+  ``BadRequest`` across zones); a deleted VM lets go of its data disks.
 - Its own clock (``advance``): VMs boot ``boot_s`` after their create succeeds, deletions take
   ``delete_s``, evictions happen at their time. Nothing ever sleeps.
 - Failures to inject: ``refuse(code, ...)`` (at submit, as ARM answers the PUT; or in the
@@ -43,6 +48,10 @@ _VM = re.compile(_RG + r"/Microsoft\.Compute/virtualMachines/(?P<name>[^/]+)$", 
 _VMS = re.compile(_RG + r"/Microsoft\.Compute/virtualMachines$", re.IGNORECASE)
 _OP = re.compile(r"/subscriptions/(?P<sub>[^/]+)/providers/Microsoft\.Compute/locations/(?P<loc>[^/]+)"
                  r"/operations/(?P<op>[^/]+)$", re.IGNORECASE)
+_DISK = re.compile(_RG + r"/Microsoft\.Compute/disks/(?P<name>[^/]+)$", re.IGNORECASE)
+_DISKS = re.compile(_RG + r"/Microsoft\.Compute/disks$", re.IGNORECASE)
+_ATTACH = re.compile(_RG + r"/Microsoft\.Compute/virtualMachines/(?P<name>[^/]+)/attachDetachDataDisks$",
+                     re.IGNORECASE)
 _NET = re.compile(_RG + r"/Microsoft\.Network/(?P<kind>networkInterfaces|publicIPAddresses)/(?P<name>[^/]+)$",
                   re.IGNORECASE)
 
@@ -119,6 +128,7 @@ class FakeArm:
     def reset(self) -> None:
         with self.lock:
             self.vms: dict[str, dict[str, Any]] = {}
+            self.disks: dict[str, dict[str, Any]] = {}
             self.nics: dict[str, dict[str, Any]] = {}
             self.ips: dict[str, dict[str, Any]] = {}
             self.operations: dict[str, dict[str, Any]] = {}
@@ -198,6 +208,10 @@ class FakeArm:
 
     def _remove(self, name: str) -> None:
         vm = self.vms.pop(name)
+        vm_id = self._id("Microsoft.Compute/virtualMachines", name).lower()
+        for disk in self.disks.values():
+            if str(disk.get("managedBy", "")).lower() == vm_id:
+                self._release(disk)
         for nic_name, nic_delete, ip_name, ip_delete in vm["_nics"]:
             if nic_delete:
                 self.nics.pop(nic_name, None)
@@ -297,6 +311,78 @@ class FakeArm:
             vm["_created"] = self.clock
         return {"name": op_id, "status": "Succeeded"}
 
+    # -- disks ---------------------------------------------------------------------------------
+    @staticmethod
+    def _release(disk: dict[str, Any]) -> None:
+        disk.pop("managedBy", None)
+        disk["properties"]["diskState"] = "Unattached"
+
+    def _disk(self, method: str, name: str, body: dict[str, Any] | None) -> tuple[int, Any, dict[str, str]]:
+        disk = self.disks.get(name.lower())
+        if method == "GET":
+            return (200, disk, {}) if disk else _not_found("disks", name)
+        if method == "PUT":
+            if disk is not None:
+                return 200, disk, {}
+            body = body or {}
+            props = body.get("properties") or {}
+            disk = {"id": self._id("Microsoft.Compute/disks", name), "name": name, "type": "Microsoft.Compute/disks",
+                    "location": body.get("location"), "tags": body.get("tags") or {},
+                    "sku": {"name": (body.get("sku") or {}).get("name", "Standard_LRS")},
+                    "properties": {"creationData": props.get("creationData") or {"createOption": "Empty"},
+                                   "diskSizeGB": props.get("diskSizeGB"), "diskState": "Unattached",
+                                   "provisioningState": "Succeeded",
+                                   "timeCreated": self.now().isoformat()}}
+            if body.get("zones"):
+                disk["zones"] = list(body["zones"])
+            self.disks[name.lower()] = disk
+            return 200, disk, {}  # ARM's disks answer 200 (or 202), never 201
+        if method == "DELETE":
+            if disk is None:
+                return 204, None, {}
+            if disk.get("managedBy"):
+                return 409, {"error": {"code": "OperationNotAllowed",
+                                       "message": f"Disk {name} is attached to VM {disk['managedBy']}."}}, {}
+            del self.disks[name.lower()]
+            return 200, None, {}
+        return 405, {"error": {"code": "MethodNotAllowed", "message": method}}, {}
+
+    def _attach_detach(self, vm_name: str, body: dict[str, Any]) -> tuple[int, Any, dict[str, str]]:
+        vm = self.vms.get(vm_name)
+        if vm is None:
+            return _not_found("virtualMachines", vm_name)
+        vm_id = self._id("Microsoft.Compute/virtualMachines", vm_name)
+        vm_zones = vm.get("zones") or []
+        data = vm["properties"].setdefault("storageProfile", {}).setdefault("dataDisks", [])
+        for item in body.get("dataDisksToAttach") or ():
+            disk = self.disks.get(str(item["diskId"]).rsplit("/", 1)[-1].lower())
+            if disk is None:
+                return _not_found("disks", str(item["diskId"]))
+            if disk.get("location") != vm.get("location") or (disk.get("zones") or []) != vm_zones:
+                return 400, {"error": {"code": "BadRequest", "message": (
+                    f"Disk {disk['name']} cannot be attached to VM {vm_name}: the disk and the VM are not in the "
+                    "same zone.")}}, {}
+            holder = str(disk.get("managedBy") or "")
+            if holder and holder.lower() != vm_id.lower():
+                return 409, {"error": {"code": "OperationNotAllowed",
+                                       "message": f"Disk '{disk['name']}' is already attached to VM '{holder}'."}}, {}
+            if any(d.get("lun") == item.get("lun") and d["managedDisk"]["id"].lower() != disk["id"].lower()
+                   for d in data):
+                return 409, {"error": {"code": "InvalidParameter",
+                                       "message": f"LUN {item.get('lun')} is already in use."}}, {}
+            if not holder:
+                disk["managedBy"] = vm_id
+                disk["properties"]["diskState"] = "Attached"
+                data.append({"lun": item.get("lun"), "name": disk["name"], "createOption": "Attach",
+                             "managedDisk": {"id": disk["id"]}, "deleteOption": item.get("deleteOption", "Detach")})
+        for item in body.get("dataDisksToDetach") or ():
+            disk_id = str(item["diskId"]).lower()
+            data[:] = [d for d in data if d["managedDisk"]["id"].lower() != disk_id]
+            disk = self.disks.get(disk_id.rsplit("/", 1)[-1])
+            if disk is not None and str(disk.get("managedBy", "")).lower() == vm_id.lower():
+                self._release(disk)
+        return 200, {"dataDisks": data}, {}
+
     # -- one request -----------------------------------------------------------------------
     def handle(self, method: str, path: str, query: dict[str, str], headers: dict[str, str],
                body: dict[str, Any] | None) -> tuple[int, Any, dict[str, str]]:
@@ -316,7 +402,8 @@ class FakeArm:
             if m := _OP.match(path):
                 result = self._poll(m["op"])
                 return (200, result, {}) if result else _not_found("operation", m["op"])
-            m = _VM.match(path) or _VMS.match(path) or _NET.match(path)
+            m = (_VM.match(path) or _VMS.match(path) or _NET.match(path) or _DISK.match(path) or _DISKS.match(path)
+                 or _ATTACH.match(path))
             if m is None:
                 return 400, {"error": {"code": "InvalidRequestUri", "message": f"fake ARM has no {path}"}}, {}
             if m["sub"].lower() != self.subscription:
@@ -326,6 +413,13 @@ class FakeArm:
                 return 404, {"error": {"code": "ResourceGroupNotFound",
                                        "message": f"Resource group '{m['rg']}' could not be found."}}, {}
             expand = query.get("$expand", "").lower() == "instanceview"
+            if _ATTACH.match(path):
+                return self._attach_detach(m["name"], body or {}) if method == "POST" else \
+                    (405, {"error": {"code": "MethodNotAllowed", "message": method}}, {})
+            if _DISKS.match(path):
+                return 200, {"value": [self.disks[k] for k in sorted(self.disks)]}, {}
+            if _DISK.match(path):
+                return self._disk(method, m["name"], body)
             if _VMS.match(path):
                 names = sorted(self.vms)
                 start = int(query.get("$skiptoken", "0"))
@@ -396,7 +490,7 @@ def _handler(arm: FakeArm) -> type:
             self.end_headers()
             self.wfile.write(data)
 
-        do_GET = do_PUT = do_DELETE = do_PATCH = _serve
+        do_GET = do_PUT = do_DELETE = do_PATCH = do_POST = _serve
 
         def log_message(self, *args: Any) -> None:
             pass

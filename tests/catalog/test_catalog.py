@@ -57,14 +57,15 @@ def test_gcp_gpu_vm_price_is_host_plus_gpus():
 def test_snapshot_has_azure_gpu_families_with_sane_prices():
     azure = [r for r in load_rows() if r.provider == "azure"]
     by_type = {r.instance_type: r for r in azure}
-    assert {r.gpu for r in azure} == {"T4", "A10", "A100", "A100-80GB", "H100", "H100-PCIE"}
+    assert {r.gpu for r in azure} >= {"T4", "A10", "A100", "A100-80GB", "A100-PCIE-80GB", "H100", "H100-NVL"}
     assert len({r.region for r in azure}) >= 5 and all(r.zone == r.region for r in azure)
     for r in azure:  # list prices per GPU-hour in a plausible band; spot below on demand
         assert 0.3 <= r.price_per_hour / r.gpu_count <= 20, r
         assert r.spot_price_per_hour is None or 0 < r.spot_price_per_hour < r.price_per_hour, r
     nd = by_type["Standard_ND96isr_H100_v5"]  # the source says 12 GPUs; Azure documents 8
     assert (nd.gpu, nd.gpu_count, nd.interconnect, nd.spot_price_per_hour) == ("H100", 8, "nvlink", None)
-    assert by_type["Standard_NC80adis_H100_v5"][4:6] == ("H100-PCIE", 2)
+    assert by_type["Standard_NC80adis_H100_v5"][4:7] == ("H100-NVL", 2, 93.6)  # the source's "H100" is the 94 GB NVL
+    assert by_type["Standard_NC24ads_A100_v4"].gpu == "A100-PCIE-80GB"
     assert by_type["Standard_NC96ads_A100_v4"].interconnect == "pcie"
     assert by_type["Standard_ND96amsr_A100_v4"].interconnect == "nvlink"
     eastus = next(r for r in azure if r.instance_type == "Standard_NC24ads_A100_v4" and r.region == "eastus")
@@ -75,7 +76,7 @@ def test_snapshot_has_azure_gpu_families_with_sane_prices():
 def test_azure_rows_trace_to_the_committed_source():
     import csv
 
-    from gpuorch_azure.snapshot import AZURE_SLICE, azure_rows
+    from gpuorch_azure.snapshot import AZURE_MEMORY_GIB, AZURE_SLICE, azure_rows
 
     with AZURE_SLICE.open(newline="") as f:
         source = {(r["InstanceType"], r["Region"]): r for r in csv.DictReader(f)}
@@ -85,7 +86,8 @@ def test_azure_rows_trace_to_the_committed_source():
     for r in shipped:
         raw = source[(r.instance_type, r.region)]
         assert r.price_per_hour == float(raw["Price"])
-        assert (r.vcpus, r.memory_gib) == (float(raw["vCPUs"]), float(raw["MemoryGiB"]))
+        memory = AZURE_MEMORY_GIB.get(r.instance_type, float(raw["MemoryGiB"]))  # corrected where Azure differs
+        assert (r.vcpus, r.memory_gib) == (float(raw["vCPUs"]), memory)
         assert r.spot_price_per_hour in (None, float(raw["SpotPrice"]))
 
 

@@ -88,7 +88,7 @@ def test_estimate_text_output():
         (["--params", "7B", "--gpu", "Z900"], "unknown GPU 'Z900'"),
         (["--params", "70B", "--method", "qlora", "--gpu", "T4"], "T4 has no bf16 tensor cores"),
         (["--params", "70B", "--method", "qlora", "--gpu", "L4"], "1xL4 is too small: needs 48.2 GiB per GPU"),
-        (["--params", "5T", "--method", "full"], "no configuration fits: the largest, 16 nodes of 8xMI300X"),
+        (["--params", "5T", "--method", "full"], "no configuration fits: the largest, 16 nodes of 8xB300"),
         (["--params", "7B", "--layers", "32"], "--layers, --hidden and --heads go together"),
         (["--params", "7B", "--method", "full", "--precision", "int4"], "use precision bf16, fp16 or fp8"),
     ],
@@ -131,7 +131,7 @@ def test_offers_provider_azure_lists_the_snapshot_azure_rows():
     assert data["offers"][-1]["instance_type"] == "Standard_ND96isr_H100_v5"
     assert all(o["min_billing_s"] == 300 for o in data["offers"])
     text = cli("offers", "--provider", "azure", "--gpu", "A100", "--region", "westus3", "--top", "1")
-    assert text.exit_code == 0 and "Standard_NC24ads_A100_v4 1xA100-80GB" in text.stdout
+    assert text.exit_code == 0 and "Standard_NC24ads_A100_v4 1xA100-PCIE-80GB" in text.stdout
 
 
 def test_plan_picks_azure_when_it_is_cheapest(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 from sqlmodel import select
 from test_reconciler import Crash, attempts, drive, job_row, submit
 
-from gpuorch.errors import PermanentError
+from gpuorch.errors import PermanentError, TransientError
 from gpuorch.provider.port import SupportsVolumes
 from gpuorch.reconciler import Reconciler
 from gpuorch.reconciler.actions import Launch
@@ -154,7 +154,7 @@ def test_placement_requires_the_volume_zone(store, fake, clock):
 
 def test_a_refused_delete_at_the_end_is_retried_by_the_sweep(store, fake, clock, rec):
     job = submit(store, clock, volume=VOLUME)
-    fake.fail_next("delete_volume", PermanentError("still detaching", code="VolumeInUse"))
+    fake.fail_next("delete_volume", TransientError("still detaching", code="VolumeInUse"))
     drive(rec, clock, 400, step=5.0)
     assert job_row(store, job.id).status == JobStatus.SUCCEEDED
     assert fake.count("delete_volume") >= 2 and fake.list_volumes() == []

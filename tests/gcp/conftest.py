@@ -43,6 +43,8 @@ def fake(fake_server: FakeGce) -> FakeGce:
     but SDK clients are the slow part; they are per provider)."""
     with fake_server.lock:
         fake_server.instances.clear()
+        fake_server.disks.clear()
+        fake_server.machine_types.clear()
         fake_server.operations.clear()
         fake_server.refusals.clear()
         fake_server.http_failures.clear()

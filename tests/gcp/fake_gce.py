@@ -9,6 +9,13 @@ Just the paths the adapter uses, answering with the JSON shapes GCE uses (camelC
 - ``DELETE /compute/v1/projects/{p}/zones/{z}/instances/{name}``        delete -> Operation
 - ``GET    /compute/v1/projects/{p}/zones/{z}/operations[/{op}]``, ``POST .../{op}/wait``
 - ``GET    /compute/v1/projects/{p}/aggregated/operations[?filter=]``
+- ``POST   /compute/v1/projects/{p}/zones/{z}/disks[?requestId=]``, ``GET .../disks/{d}``,
+  ``DELETE .../disks/{d}``, ``GET /compute/v1/projects/{p}/aggregated/disks[?filter=]``;
+  ``POST .../instances/{name}/attachDisk`` and ``.../detachDisk?deviceName=``: persistent disks
+  with their ``users``, refused as GCE refuses them (400 ``resourceInUseByAnotherResource``
+  for a disk another VM holds or a delete of an attached disk, 400 ``invalid`` across zones);
+  a deleted VM lets go of its disks
+- ``GET    /compute/v1/projects/{p}/aggregated/machineTypes`` (``machine_types``, the API's JSON)
 - ``GET    /compute/v1/projects/{p}/zones/{z}/instances/{name}/getGuestAttributes?queryPath=``
   (what the guest published, ``publish``; 404 while nothing is under the path or the VM's
   metadata lacks ``enable-guest-attributes: TRUE``, as GCE answers)
@@ -71,6 +78,9 @@ class FakeGce:
     http_failures: list[HttpFailure] = field(default_factory=list)
     requests: list[tuple[str, str]] = field(default_factory=list)  # (method, path) seen
     offset_s: float = 0.0
+    disks: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    # machineTypes.aggregatedList answers these (the API's JSON: name, zone, guestCpus, memoryMb, accelerators)
+    machine_types: list[dict[str, Any]] = field(default_factory=list)
     # (zone, name) -> {(namespace, key): value}: what the VM's guest wrote (``publish``)
     guest_attributes: dict[tuple[str, str], dict[tuple[str, str], str]] = field(default_factory=dict)
 
@@ -112,7 +122,7 @@ class FakeGce:
             if inst.get("scheduling", {}).get("instanceTerminationAction") == "STOP":
                 inst.update(status="TERMINATED", lastStopTimestamp=ts(now))
             else:
-                del self.instances[(zone, name)]
+                self.remove_instance(zone, name)
         for inst in self.instances.values():
             if inst["status"] == "PROVISIONING" and now >= inst["_ready_at"]:
                 inst["status"] = "RUNNING"
@@ -163,13 +173,13 @@ class FakeGce:
     # -- the API -----------------------------------------------------------------------------
     def _operation(self, zone: str, kind: str, name: str, *, status: str = "DONE",
                    error: dict[str, Any] | None = None, http_status: int | None = None,
-                   user: str = "test@example.com") -> dict[str, Any]:
+                   user: str = "test@example.com", target: str | None = None) -> dict[str, Any]:
         op_name = f"operation-{next(self._ids)}"
         now = ts(self.now())
         op: dict[str, Any] = {
             "kind": "compute#operation", "id": str(next(self._ids)), "name": op_name,
             "zone": f"{BASE}/projects/{self.project}/zones/{zone}", "operationType": kind,
-            "targetLink": f"{BASE}/projects/{self.project}/zones/{zone}/instances/{name}",
+            "targetLink": target or f"{BASE}/projects/{self.project}/zones/{zone}/instances/{name}",
             "status": status, "progress": 100 if status == "DONE" else 0, "insertTime": now, "startTime": now,
             "user": user, "selfLink": f"{BASE}/projects/{self.project}/zones/{zone}/operations/{op_name}",
         }  # fmt: skip
@@ -214,6 +224,76 @@ class FakeGce:
             self._by_request_id[request_id] = (zone, op["name"])
         return 200, op
 
+    def remove_instance(self, zone: str, name: str) -> None:
+        inst = self.instances.pop((zone, name))
+        for d in self.disks.values():
+            if inst["selfLink"] in d.get("users", []):
+                d["users"].remove(inst["selfLink"])
+
+    # -- disks ---------------------------------------------------------------------------------
+    def disk_link(self, zone: str, name: str) -> str:
+        return f"{BASE}/projects/{self.project}/zones/{zone}/disks/{name}"
+
+    def insert_disk(self, zone: str, body: dict[str, Any], request_id: str | None) -> tuple[int, dict[str, Any]]:
+        if request_id and request_id in self._by_request_id:
+            return 200, self.operations[self._by_request_id[request_id]]
+        name = body["name"]
+        if (zone, name) in self.disks:
+            return 409, _error(409, f"The resource 'projects/{self.project}/zones/{zone}/disks/{name}' already exists",
+                               "alreadyExists")
+        self.disks[(zone, name)] = {
+            "kind": "compute#disk", "id": str(next(self._ids)), "name": name, "sizeGb": str(body.get("sizeGb", 10)),
+            "zone": f"{BASE}/projects/{self.project}/zones/{zone}", "status": "READY",
+            "type": f"{BASE}/projects/{self.project}/{body.get('type') or f'zones/{zone}/diskTypes/pd-standard'}",
+            "labels": body.get("labels") or {}, "creationTimestamp": ts(self.now()),
+            "selfLink": self.disk_link(zone, name),
+        }  # fmt: skip
+        op = self._operation(zone, "insert", name, target=self.disk_link(zone, name))
+        if request_id:
+            self._by_request_id[request_id] = (zone, op["name"])
+        return 200, op
+
+    def attach_disk(self, zone: str, name: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        inst = self.instances.get((zone, name))
+        if inst is None:
+            return 404, _error(404, f"The resource 'projects/{self.project}/zones/{zone}/instances/{name}' "
+                                    "was not found", "notFound")
+        source = str(body.get("source") or "")
+        parts = source.rstrip("/").split("/")
+        disk_zone, disk_name = parts[-3], parts[-1]
+        disk = self.disks.get((disk_zone, disk_name))
+        if disk is None:
+            return 404, _error(404, f"The resource '{source}' was not found", "notFound")
+        if disk_zone != zone:
+            return 400, _error(400, f"Invalid value for field 'resource.source': '{source}'. "
+                                    "Disk must be in the same zone as the instance.", "invalid")
+        users = disk.setdefault("users", [])
+        if users and inst["selfLink"] not in users:
+            return 400, _error(400, f"The disk resource '{disk['selfLink']}' is already being used by "
+                                    f"'{users[0]}'", "resourceInUseByAnotherResource")
+        if inst["selfLink"] not in users:
+            users.append(inst["selfLink"])
+            inst.setdefault("disks", []).append({
+                "kind": "compute#attachedDisk", "type": "PERSISTENT", "mode": body.get("mode", "READ_WRITE"),
+                "source": disk["selfLink"], "deviceName": body.get("deviceName") or disk_name,
+                "index": len(inst.get("disks", [])), "boot": False, "autoDelete": bool(body.get("autoDelete"))})
+        return 200, self._operation(zone, "attachDisk", name)
+
+    def detach_disk(self, zone: str, name: str, device: str) -> tuple[int, dict[str, Any]]:
+        inst = self.instances.get((zone, name))
+        if inst is None:
+            return 404, _error(404, f"The resource 'projects/{self.project}/zones/{zone}/instances/{name}' "
+                                    "was not found", "notFound")
+        attached = next((d for d in inst.get("disks", []) if d.get("deviceName") == device), None)
+        if attached is None:
+            return 400, _error(400, f"Invalid value for field 'deviceName': '{device}'. "
+                                    "No attached disk found with device name.", "invalid")
+        inst["disks"].remove(attached)
+        disk = next((d for d in self.disks.values() if d["selfLink"] == attached["source"]), None)
+        if disk is not None and inst["selfLink"] in disk.get("users", []):
+            disk["users"].remove(inst["selfLink"])
+        return 200, self._operation(zone, "detachDisk", name)
+
     def public(self, inst: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in inst.items() if not k.startswith("_")}
 
@@ -240,6 +320,13 @@ ROUTES = [
     ("GET", re.compile(_ZONE + r"/instances/(?P<n>[^/]+)$"), "get"),
     ("DELETE", re.compile(_ZONE + r"/instances/(?P<n>[^/]+)$"), "delete"),
     ("GET", re.compile(_ZONE + r"/instances/(?P<n>[^/]+)/getGuestAttributes$"), "guest_attributes"),
+    ("POST", re.compile(_ZONE + r"/instances/(?P<n>[^/]+)/attachDisk$"), "attach_disk"),
+    ("POST", re.compile(_ZONE + r"/instances/(?P<n>[^/]+)/detachDisk$"), "detach_disk"),
+    ("POST", re.compile(_ZONE + r"/disks$"), "insert_disk"),
+    ("GET", re.compile(_ZONE + r"/disks/(?P<d>[^/]+)$"), "get_disk"),
+    ("DELETE", re.compile(_ZONE + r"/disks/(?P<d>[^/]+)$"), "delete_disk"),
+    ("GET", re.compile(r"/compute/v1/projects/(?P<p>[^/]+)/aggregated/disks$"), "agg_disks"),
+    ("GET", re.compile(r"/compute/v1/projects/(?P<p>[^/]+)/aggregated/machineTypes$"), "agg_machine_types"),
     ("GET", re.compile(_ZONE + r"/operations$"), "ops"),
     ("GET", re.compile(_ZONE + r"/operations/(?P<o>[^/]+)$"), "op"),
     ("POST", re.compile(_ZONE + r"/operations/(?P<o>[^/]+)/wait$"), "op"),
@@ -302,8 +389,47 @@ def _handler(fake: FakeGce) -> type:
             status, found = self._get(p, q, body)
             if status != 200:
                 return status, found
-            del fake.instances[(p["z"], p["n"])]
+            fake.remove_instance(p["z"], p["n"])
             return 200, fake._operation(p["z"], "delete", p["n"])
+
+        def _attach_disk(self, p: dict[str, str], q: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
+            return fake.attach_disk(p["z"], p["n"], body)
+
+        def _detach_disk(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+            return fake.detach_disk(p["z"], p["n"], q.get("deviceName", ""))
+
+        def _insert_disk(self, p: dict[str, str], q: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
+            return fake.insert_disk(p["z"], body, q.get("requestId"))
+
+        def _get_disk(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+            disk = fake.disks.get((p["z"], p["d"]))
+            if disk is None:
+                return 404, _error(404, f"The resource 'projects/{fake.project}/zones/{p['z']}/disks/{p['d']}' "
+                                        "was not found", "notFound")
+            return 200, disk
+
+        def _delete_disk(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+            status, disk = self._get_disk(p, q, body)
+            if status != 200:
+                return status, disk
+            if disk.get("users"):
+                return 400, _error(400, f"The disk resource '{disk['selfLink']}' is already being used by "
+                                        f"'{disk['users'][0]}'", "resourceInUseByAnotherResource")
+            del fake.disks[(p["z"], p["d"])]
+            return 200, fake._operation(p["z"], "delete", p["d"], target=disk["selfLink"])
+
+        def _agg_machine_types(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+            scoped: dict[str, dict[str, Any]] = {}
+            for mt in fake.machine_types:
+                scoped.setdefault(f"zones/{mt['zone']}", {"machineTypes": []})["machineTypes"].append(mt)
+            return 200, {"kind": "compute#machineTypeAggregatedList", "items": scoped}
+
+        def _agg_disks(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+            scoped: dict[str, dict[str, Any]] = {}
+            for (z, _), d in fake.disks.items():
+                if matches(d, q.get("filter", "")):
+                    scoped.setdefault(f"zones/{z}", {"disks": []})["disks"].append(d)
+            return 200, {"kind": "compute#diskAggregatedList", "items": scoped}
 
         def _guest_attributes(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
             status, inst = self._get(p, q, body)

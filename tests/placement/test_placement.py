@@ -108,8 +108,11 @@ def test_azure_offers_compete_on_expected_cost(offer, job):
         offer("a2-ultragpu-4g", "A100-80GB", 20.0, count=4, link="nvlink", provider="gcp"),
     ]
     ranked = candidates(spec, offers)
-    assert [c.offer.provider for c in ranked] == ["azure", "gcp", "aws"]
+    assert [c.offer.provider for c in ranked] == ["azure", "gcp"]  # exactly 4: the 8-GPU p4de is out
     assert ranked[0].est_cost == pytest.approx(14.692 * (3600 + 480) / 3600)
+    larger = candidates(job(resources={"gpu": "A100:80GB:4", "allow_larger": True}, spot_policy="on-demand"), offers)
+    assert [(c.offer.provider, c.gpus_used, c.larger) for c in larger] == [
+        ("azure", 4, False), ("gcp", 4, False), ("aws", 4, True)]
 
 
 def test_volume_zone_constraint_holds(offer, job):
@@ -209,7 +212,8 @@ def test_no_single_instance_needs_no_catalog(job):
     assert no_single_instance(job(resources={"gpu": "A100:16"})) is None  # a2-megagpu-16g has 16
     assert "no instance has more than 8" in no_single_instance(job(resources={"gpu": "H100:9"}))
     assert no_single_instance(job(model={"params": "13B", "method": "full"})) is None  # one 8-GPU node holds it
-    line = no_single_instance(job(model={"params": "70B", "method": "full"}))
-    assert "the smallest configuration is 2 nodes of 8xH200 (zero3)" in line and "qlora" in line
+    assert no_single_instance(job(model={"params": "70B", "method": "full"})) is None  # 8x MI325X / B300 would
+    line = no_single_instance(job(model={"params": "120B", "method": "full"}))
+    assert "the smallest configuration is 2 nodes of 8xMI325X (zero3)" in line and "qlora" in line
     assert "more GPUs" not in line
     assert "no configuration of up to 16 nodes" in no_single_instance(job(model={"params": "5T", "method": "full"}))

@@ -215,7 +215,7 @@ def test_paths_reach_the_shell_only_quoted(make_runner: Make, machine: Machine, 
 
 
 def test_what_the_script_refuses_to_build() -> None:
-    with pytest.raises(ValueError, match="not an EBS volume id"):
+    with pytest.raises(ValueError, match="not a volume id the mount step knows"):
         mount_script("disk-1; reboot", "/data")
     for bad in ("data", "/", "/my data", "/a\\b", "/a\nb"):
         with pytest.raises(ValueError, match="mount"):
