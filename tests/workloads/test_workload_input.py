@@ -61,3 +61,15 @@ def test_an_image_job_on_a_provider_that_runs_containers_is_queued(tmp_path):
     assert r.exit_code == 0, r.output
     [job] = stored()
     assert job["name"] == "train"
+
+
+def test_a_sweep_whose_template_has_more_nodes_than_any_provider_places_is_refused(tmp_path):
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump({"name": "t", "run": "python3 train.py", "nodes": 3}))
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({"name": "s", "job": "job.yaml", "parameters": {"LR": [0.1, 0.2]},
+                                     "budget": {"max_cost": 5}}))
+    r = runner.invoke(app, ["sweep", "submit", str(sweep)])
+    assert r.exit_code == 2, r.output
+    [line] = r.output.strip().splitlines()
+    assert "nodes: 3 nodes" in line and "use nodes: 1" in line
+    assert json.loads(runner.invoke(app, ["sweep", "status", "--json"]).output) == []  # nothing stored
