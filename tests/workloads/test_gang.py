@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from gpuorch.errors import NoCapacityError, TransientError
+from gpuorch.provider.gang import gang_cost_per_hour, launch_gang, node_requests, rendezvous_env
 from gpuorch.provider.port import TAG_NODE, LaunchRequest
-from gpuorch.reconciler.gang import gang_cost_per_hour, launch_gang, node_requests, rendezvous_env
 from gpuorch.testing.fake_provider import FakeProvider
 
 

@@ -1,29 +1,26 @@
-"""A real 2-node x 1-process torchrun DDP job (gloo) on the local provider: each node a local
-instance with its own agent and process group, rendezvous on 127.0.0.1 from
-``rendezvous_env``, node 0 the only one that uploads. Node 1 gets a preemption notice: its
-worker's flag reaches rank 0 through the all-reduce, both ranks save, rank 0's checkpoint is
-uploaded, the gang is ended and relaunched as a gang from it, and the run ends with bitwise the
-loss of an uninterrupted 2-rank run.
-
-The daemon does not drive gangs yet (docs/workloads.md, "Multi-node: status"): this test plays
-the daemon's part (end every node when one is noticed, relaunch all) with the pieces it will
-use, ``node_requests``, ``launch_gang``, ``rendezvous_env`` and the agent's restore-only nodes.
-"""
+"""A real 2-node x 1-process torchrun DDP job (gloo) through the daemon on the local provider:
+``nodes: 2`` becomes a gang of two instances (each with its own agent and process group,
+rendezvous on 127.0.0.1), node 1 is preempted with a notice, the whole gang's attempt ends after
+rank 0's final checkpoint is uploaded, the job relaunches as a gang from it, and finishes with
+bitwise the loss of an uninterrupted 2-rank run. The gang bills both nodes."""
 
 from __future__ import annotations
 
-import socket
+import json
 import sys
 
 import pytest
 import torch_runs
+from sqlmodel import select
 
-from gpuorch.agent.protocol import AgentConfig
-from gpuorch.checkpoint import list_manifests, open_store
-from gpuorch.provider.localdir import LocalRunner
-from gpuorch.provider.port import LaunchRequest
-from gpuorch.reconciler.gang import launch_gang, node_requests, rendezvous_env
-from gpuorch.testing.contract import wait_until
+from gpuorch.jobs import intent as jobs
+from gpuorch.jobs.logmirror import LogMirror
+from gpuorch.jobs.spec import parse_spec
+from gpuorch.provider.gang import node_token
+from gpuorch.provider.localdir import InstanceDir, instance_id_for
+from gpuorch.reconciler import Reconciler, Settings
+from gpuorch.store.models import Checkpoint, Job, JobStatus, TerminationReason
+from gpuorch.testing import e2e
 from gpuorch_local.provider import LocalProvider
 
 pytest.importorskip("torch", reason="the workloads extra (pip install -e '.[workloads]') is not installed")
@@ -35,56 +32,46 @@ TORCHRUN = ('"$PY" -m torch.distributed.run --nnodes "$NNODES" --node-rank "$NOD
             '--nproc-per-node "$NPROC_PER_NODE" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" train.py')
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def node_dir(local: LocalProvider, node0_id: str, rank: int) -> InstanceDir:
+    token = InstanceDir(local.instances_dir / node0_id).read().client_token
+    return InstanceDir(local.instances_dir / instance_id_for(node_token(token, rank)))
 
 
-def start_gang(local: LocalProvider, attempt: int, store_url: str, env: dict[str, str]) -> list[LocalRunner]:
-    offer = local.offers()[0]
-    base = LaunchRequest(job_id=1, attempt=attempt, offer=offer, spot=offer.spot_price_per_hour is not None)
-    gang = launch_gang(local, node_requests(base, 2))
-    port = free_port()
-    runners = []
-    for rank, inst in enumerate(gang):
-        runner = local.runner(inst)
-        assert isinstance(runner, LocalRunner)
-        config = AgentConfig(job_id=1, attempt=attempt, job_name="ddp", run=TORCHRUN, checkpoint_url=store_url,
-                             sync_interval_s=0.5, upload_checkpoints=rank == 0,
-                             env={**env, "PY": sys.executable, **rendezvous_env(rank, 2, "127.0.0.1", 1, port)})
-        runner.start(config, workdir=EXAMPLE)
-        runners.append(runner)
-    return runners
-
-
-def test_two_node_torchrun_preempted_on_node_1_resumes_as_a_gang_with_the_uninterrupted_loss(tmp_path):
+def test_two_node_torchrun_preempted_on_node_1_resumes_as_a_gang_with_the_uninterrupted_loss(store, tmp_path):
     reference = torch_runs.run(EXAMPLE / "train.py", tmp_path, ENV, "ref", nproc=2)
     local = LocalProvider(tmp_path / "local")
-    store_url = f"file://{tmp_path / 'store'}/ddp-1"
-    store, prefix = open_store(store_url)
+    rec = Reconciler(store, {"local": local}, settings=Settings(poll_s=0.2), logs=LogMirror(tmp_path))
+    spec = parse_spec({"name": "ddp", "run": TORCHRUN, "workdir": str(EXAMPLE), "nodes": 2,
+                       "env": {**ENV, "STEP_SLEEP": "0.03", "PY": sys.executable},
+                       "resources": {"gpu": "A100:80GB:1"}, "spot_policy": "spot",
+                       "checkpoint": {"store": f"file://{tmp_path / 'ckpt'}", "interval": "1s"}})
+    job = jobs.submit(store, spec, rec.clock.now())
 
-    node0, node1 = start_gang(local, 1, store_url, {**ENV, "STEP_SLEEP": "0.03"})
-    wait_until(lambda: list_manifests(store, prefix), timeout_s=240, what="node 0's first upload")
-    local.inject_preemption(node1.instance.id, notice_s=20)
-    # The daemon's gang rule: a notice on any node ends the gang's attempt once rank 0's final
-    # checkpoint (taken on the notice, at a step no periodic save would pick) is uploaded.
-    noticed = wait_until(lambda: [m for m in list_manifests(store, prefix) if m.step and m.step % 60],
-                         timeout_s=60, what="rank 0's checkpoint taken on node 1's notice")[0]
-    status1 = node1.status()
-    assert status1 is not None and status1.notice_reason == "preemption" and status1.uploaded == []
-    for runner in (node0, node1):
-        local.terminate(runner.instance.id)
+    def attempts():
+        return e2e.attempts(store, job.id)
+
+    e2e.passes_until(rec.run_pass, lambda: attempts() and attempts()[-1].last_checkpoint is not None,
+                     timeout_s=240)
+    first = attempts()[-1]
+    node1 = node_dir(local, first.instance_id, 1)
+    assert node1.read().tags["gpuorch:node"] == "1-of-2"
+    local.inject_preemption(node1.id, notice_s=20)  # node 1 is reclaimed; the gang's attempt ends
+    e2e.passes_until(rec.run_pass, lambda: len(attempts()) == 2, timeout_s=120)
+    e2e.passes_until(rec.run_pass, lambda: e2e.job_status(store, job.id).terminal, timeout_s=240)
+
+    a1, a2 = attempts()
+    assert a1.reason == TerminationReason.PREEMPTED and a2.reason == TerminationReason.SUCCEEDED, (a1, a2)
+    with store.read() as s:
+        final = s.exec(select(Checkpoint).where(Checkpoint.job_id == job.id, Checkpoint.final == True)).one()  # noqa: E712
+        done = s.get(Job, job.id)
+    assert a2.resumed_from == final.name and final.step % 60  # rank 0's checkpoint taken on node 1's notice
+    assert done.status == JobStatus.SUCCEEDED
+    assert json.loads(done.result)["final_loss"] == reference["final_loss"]  # bitwise
+    offer = next(o for o in local.offers() if o.zone == a1.zone and o.instance_type == a1.instance_type)
+    assert a1.price_per_hour == pytest.approx(2 * (offer.spot_price_per_hour or 0))  # both nodes bill
     assert [i for i in local.list_managed() if i.state.alive] == []
-
-    node0, node1 = start_gang(local, 2, store_url, ENV)
-    done = wait_until(lambda: (s := node0.status()) is not None and s.state in ("exited", "failed") and s,
-                      timeout_s=240, what="the relaunched gang to finish")
-    assert done.state == "exited" and done.exit_code == 0, node0.read_log()[0].decode()[-3000:]
-    assert done.restored_from == noticed.name
-    status1 = wait_until(lambda: (s := node1.status()) is not None and s.state == "exited" and s, timeout_s=60,
-                         what="node 1's agent")
-    assert status1.restored_from == noticed.name and status1.uploaded == []  # every node restores, one uploads
-    log = node0.read_log()[0].decode()
-    assert f"resuming from {noticed.name}" in log
-    assert done.result is not None and done.result["final_loss"] == reference["final_loss"]  # bitwise
+    for attempt in (a1, a2):
+        for rank in (0, 1):
+            assert not node_dir(local, attempt.instance_id, rank).read().state.alive  # no node outlives its gang
+    resumed = node_dir(local, a2.instance_id, 1).run_dir / "status.json"
+    assert json.loads(resumed.read_text())["restored_from"] == final.name  # every node restored; one uploaded

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from gpuorch.provider.gang import node_requests
 from gpuorch.provider.port import TAG_NODE, LaunchRequest, Offer
-from gpuorch.reconciler.gang import node_requests
 from gpuorch_aws.requests import (
     efa_network_interfaces,
     gang_run_instances_kwargs,

@@ -1,7 +1,6 @@
-"""Multi-node gangs (spec ``nodes: N``): the parts that do not depend on how an attempt records
-its N instances, each tested alone. Not yet wired into ``decide``/``apply`` (docs/workloads.md,
-"Multi-node: status"): ``submit`` refuses ``nodes > 1`` until a provider declares
-``max_nodes > 1``, so no gang reaches the reconciler meanwhile.
+"""Multi-node gangs (spec ``nodes: N``), the adapter kit's part: a provider that declares
+``max_nodes > 1`` launches a gang from one ``LaunchRequest`` (``nodes`` set) with these, and
+presents it to the daemon as one instance (the local provider: ``gpuorch_local.gang``).
 
 - ``node_requests``: the N launch requests of one attempt (one client token and tag per node,
   one placement group named for the attempt).
@@ -11,14 +10,24 @@ its N instances, each tested alone. Not yet wired into ``decide``/``apply`` (doc
   the next pass, whose repeated calls return them (their tokens) instead of new ones.
 - ``rendezvous_env``: what torchrun needs on each node.
 - ``gang_cost_per_hour``: a gang bills every node.
+- ``master_port``: one rendezvous port per attempt, the same on every node.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from gpuorch.errors import NoCapacityError, PermanentError, ProviderError, QuotaError
-from gpuorch.provider.port import Instance, LaunchRequest, Provider, client_token
+from gpuorch.provider.port import TAG_NODE, Instance, LaunchRequest, client_token
+
+
+class Launcher(Protocol):
+    """What ``launch_gang`` needs: a provider's launch and terminate (one instance each)."""
+
+    def launch(self, request: LaunchRequest) -> Instance: ...
+
+    def terminate(self, instance_id: str) -> None: ...
 
 MASTER_PORT = 29500  # torchrun's default
 
@@ -35,7 +44,7 @@ def node_requests(base: LaunchRequest, nodes: int) -> list[LaunchRequest]:
     return [base.model_copy(update={"node": k, "nodes": nodes, "placement_group": group}) for k in range(nodes)]
 
 
-def launch_gang(provider: Provider, requests: Sequence[LaunchRequest]) -> list[Instance]:
+def launch_gang(provider: Launcher, requests: Sequence[LaunchRequest]) -> list[Instance]:
     """Launch every node or none; see the module docstring. Raises what the provider raised."""
     launched: list[Instance] = []
     try:
@@ -51,6 +60,19 @@ def launch_gang(provider: Provider, requests: Sequence[LaunchRequest]) -> list[I
     return launched
 
 
+def node_of(tags: dict[str, str]) -> tuple[int, int] | None:
+    """``(rank, nodes)`` from a gang node's ``gpuorch:node`` tag; None for a single instance."""
+    rank, sep, nodes = tags.get(TAG_NODE, "").partition("-of-")
+    if not sep or not rank.isdigit() or not nodes.isdigit():
+        return None
+    return int(rank), int(nodes)
+
+
+def node_token(token: str, rank: int) -> str:
+    """The client token of node ``rank`` of the gang whose node 0 has ``token``."""
+    return f"{token}-n{rank}" if rank else token
+
+
 def rendezvous_env(node_rank: int, nodes: int, master_addr: str, nproc_per_node: int = 1,
                    master_port: int = MASTER_PORT) -> dict[str, str]:
     """torchrun's rendezvous variables for one node (``torchrun --nnodes $NNODES --node-rank
@@ -62,6 +84,14 @@ def rendezvous_env(node_rank: int, nodes: int, master_addr: str, nproc_per_node:
     return {"MASTER_ADDR": master_addr, "MASTER_PORT": str(master_port), "NODE_RANK": str(node_rank),
             "NNODES": str(nodes), "NPROC_PER_NODE": str(nproc_per_node), "LOCAL_WORLD_SIZE": str(nproc_per_node),
             "WORLD_SIZE": str(nodes * nproc_per_node), "GPUORCH_NODE_RANK": str(node_rank)}
+
+
+def master_port(token: str, low: int = 20000, span: int = 20000) -> int:
+    """A rendezvous port derived from the attempt's client token: every node computes the same,
+    and two gangs on one host (the local provider) rarely share one."""
+    import hashlib
+
+    return low + int(hashlib.sha256(token.encode()).hexdigest(), 16) % span
 
 
 def gang_cost_per_hour(price_per_hour: float, nodes: int) -> float:
