@@ -84,3 +84,17 @@ def test_a_sweep_whose_template_has_more_nodes_than_any_provider_places_is_refus
     [line] = r.output.strip().splitlines()
     assert "nodes: 12 nodes" in line and "use nodes: 8" in line
     assert json.loads(runner.invoke(app, ["sweep", "status", "--json"]).output) == []  # nothing stored
+
+
+def test_submits_plan_prices_a_gang_for_every_node():
+    from gpuorch.cli.jobs import _plan_line
+    from gpuorch.jobs.spec import parse_spec
+
+    one = parse_spec({"name": "t", "run": "x", "resources": {"gpu": "A100:80GB:1"}})
+    two = parse_spec({"name": "t", "run": "x", "resources": {"gpu": "A100:80GB:1"}, "nodes": 2})
+
+    def price(line: str) -> float:
+        return float(line.split(" at $")[1].split("/h")[0])
+
+    assert " 2 x " in _plan_line(two) and " 2 x " not in _plan_line(one)
+    assert price(_plan_line(two)) == pytest.approx(2 * price(_plan_line(one)), rel=1e-3)
