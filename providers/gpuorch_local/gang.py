@@ -47,6 +47,11 @@ def observe_gang(nodes: list[InstanceDir], now: datetime) -> Meta:
             metas.append(d.observe(now))
         except NotFoundError:  # not created yet (the gang's launch is under way): not an ending
             metas.append(None)
+    if metas[0] is None:  # node 0 is created first and never removed: its gang is gone
+        for d, m in zip(nodes, metas, strict=True):
+            if m is not None and m.state.alive:
+                d.end(InstanceState.TERMINATED, REASON_GANG, now)
+        raise NotFoundError(f"local instance {nodes[0].id} not found")
     ended = [m for m in metas if m is not None and not m.state.alive]
     if ended:
         preempted = any(m.state == InstanceState.PREEMPTED for m in ended)
@@ -61,7 +66,7 @@ def observe_gang(nodes: list[InstanceDir], now: datetime) -> Meta:
             for d, m in zip(nodes, metas, strict=True):
                 if m is not None and m.preemption_deadline != first:
                     d.announce(first, now)
-    return nodes[0].observe(now)  # NotFoundError when node 0 is gone
+    return nodes[0].observe(now)
 
 
 def end_gang(nodes: list[InstanceDir], now: datetime) -> None:

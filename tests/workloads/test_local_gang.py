@@ -70,3 +70,15 @@ def test_terminating_the_gang_terminates_every_node(tmp_path):
     local.terminate(inst.id)
     assert not any(d.read().state.alive for d in nodes_of(local, req))
     assert [i for i in local.list_managed() if i.state.alive] == []
+
+
+def test_a_node_without_its_node_0_is_ended(tmp_path):
+    import shutil
+
+    local = LocalProvider(tmp_path)
+    req = request(local, nodes=2)
+    local.launch(req)
+    node0, node1 = nodes_of(local, req)
+    shutil.rmtree(node0.path)  # only by hand: node 0 is created first and never removed
+    assert local.list_managed() == []
+    assert not node1.read().state.alive  # nothing of the gang bills on
