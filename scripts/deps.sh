@@ -11,6 +11,9 @@ PACKAGES=(
   "openssh-server|/usr/sbin/sshd|the SSH runner's tests drive a real, throwaway sshd on 127.0.0.1"
   "chromium|/usr/bin/chromium|the browser-marked dashboard tests (Playwright drives it)"
   "chromium-driver|/usr/bin/chromedriver|the browser-marked dashboard tests (Chromium's WebDriver)"
+  "podman|/usr/bin/podman|the container-marked tests run image jobs in real containers (no Docker engine here)"
+  "runc|/usr/sbin/runc|podman's runtime for those tests (crun refuses this host's hybrid cgroup layout)"
+  "busybox-static|/bin/busybox|the root file system of the container tests' image (nothing can be pulled)"
 )
 
 as_root() {

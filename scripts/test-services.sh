@@ -3,7 +3,6 @@
 #   - System packages (scripts/deps.sh, also `make deps`): OpenSSH server for the SSH runner's
 #     tests, Chromium for the dashboard's browser tests.
 #   - Azurite (npm, into .azurite/): the az:// checkpoint store's tests run against it.
-#   - podman, runc, busybox-static (scripts/install-podman.sh): the `container`-marked tests.
 #   - the `workloads` extra (torch 2.13.0 CPU, transformers, peft): the `workloads`-marked tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,8 +60,6 @@ if [ ! -x .azurite/node_modules/.bin/azurite-blob ]; then
     fi
   fi
 fi
-
-./scripts/install-podman.sh
 
 # gpuorch.integrations' tests train real models: torch==2.13.0 is the CPU build kept on these
 # machines (pinned: any other version downloads a CUDA build of several GB).
