@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond the virtualenv. Idempotent; quiet when all is present.
 #   - System packages (scripts/deps.sh, also `make deps`): OpenSSH server for the SSH runner's
-#     tests, Chromium for the dashboard's browser tests.
+#     tests, Chromium for the dashboard's browser tests, podman/runc/busybox for the container tests.
 #   - Azurite (npm, into .azurite/): the az:// checkpoint store's tests run against it.
 #   - the `workloads` extra (torch 2.13.0 CPU, transformers, peft): the `workloads`-marked tests.
 set -euo pipefail
