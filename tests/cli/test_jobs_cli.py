@@ -88,7 +88,8 @@ def test_submit_refuses_a_job_no_gpu_configuration_can_hold(tmp_path):
 
 @pytest.mark.parametrize("body, message", [
     ("resources: {gpu: 'H100:16'}", "asks for 16 H100 on one instance; no instance has more than 8"),
-    ("model: {params: 70B, method: full}", " nodes of 8x"),  # the count and GPU follow the catalog
+    ("model: {params: 120B, method: full, activation_checkpointing: full}\ndistributed: {strategy: zero3}",
+     " nodes of 8x"),  # the count and GPU follow the catalog
 ])
 def test_submit_refuses_a_job_only_several_nodes_could_hold(tmp_path, body, message):
     p = tmp_path / "multi.yaml"
