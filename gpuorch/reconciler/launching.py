@@ -90,7 +90,7 @@ class Launching:
         job_id = view.job.id or 0
         refused: str | None = None
         for k in range(start, len(action.candidates)):
-            cand = gang_candidate(action.candidates[k], view.spec.nodes)  # a gang bills (and is admitted for) every node
+            cand = gang_candidate(action.candidates[k], view.spec.nodes)  # a gang is admitted for every node
             o = cand.offer
             with self._txn(job_id) as (s, job):
                 refused = self.money.admit(s, job, view.spec, cand, now)

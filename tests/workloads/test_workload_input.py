@@ -98,3 +98,13 @@ def test_submits_plan_prices_a_gang_for_every_node():
 
     assert " 2 x " in _plan_line(two) and " 2 x " not in _plan_line(one)
     assert price(_plan_line(two)) == pytest.approx(2 * price(_plan_line(one)), rel=1e-3)
+
+
+def test_a_distributed_strategy_that_contradicts_nodes(tmp_path):
+    r = submit(tmp_path, nodes=2, distributed={"strategy": "none"}, resources={"gpu": "A100:80GB:1"})
+    refused(r, "distributed: strategy none runs on one GPU, but nodes: 2 asks for 2 instances", "or use nodes: 1")
+
+
+def test_a_gang_with_a_strategy_that_spans_it_is_queued(tmp_path):
+    r = submit(tmp_path, nodes=2, distributed={"strategy": "ddp"}, resources={"gpu": "A100:80GB:2"})
+    assert r.exit_code == 0, r.output
