@@ -11,7 +11,7 @@ import json
 import pytest
 import torch_runs
 
-pytestmark = pytest.mark.workloads
+pytestmark = [pytest.mark.workloads, pytest.mark.timeout(900)]  # slow on a loaded machine
 
 pytest.importorskip("transformers", reason="the workloads extra (pip install -e '.[workloads]') is not installed")
 pytest.importorskip("peft", reason="the workloads extra (pip install -e '.[workloads]') is not installed")

@@ -24,7 +24,7 @@ from gpuorch.testing import e2e
 from gpuorch_local.provider import LocalProvider
 
 pytest.importorskip("torch", reason="the workloads extra (pip install -e '.[workloads]') is not installed")
-pytestmark = [pytest.mark.multinode, pytest.mark.workloads]
+pytestmark = [pytest.mark.multinode, pytest.mark.workloads, pytest.mark.timeout(900)]  # slow on a loaded machine
 
 EXAMPLE = torch_runs.EXAMPLES / "torch_ddp"
 ENV = {"STEPS": "240", "CKPT_EVERY": "60", "SEED": "3", "OMP_NUM_THREADS": "1"}
