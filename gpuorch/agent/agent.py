@@ -114,7 +114,7 @@ class Agent:
         if self._completed_before():
             return 0
         baseline = self._restore()
-        if self.store is not None:
+        if self.store is not None and self.config.upload_checkpoints:
             self.syncer = Syncer(
                 self.store,
                 self.prefix,
@@ -125,7 +125,7 @@ class Agent:
                 baseline,
             )
         env = job_env(self.config, self.rundir, self.checkpoint_dir, self.status.restored_from)
-        if self.config.setup:
+        if self.config.setup and self.images is None:  # in a container, setup runs in the job's own (ImageHost)
             code = self._supervise(self.config.setup, "setup", env)
             if code != 0 or self.terminate.is_set():
                 return self._finish(code)
@@ -313,7 +313,7 @@ class Agent:
 
     def _hand_off(self, phase: str) -> None:
         assert self.notice is not None
-        if self.store is not None:
+        if self.store is not None and self.config.upload_checkpoints:
             try:
                 write_final(self.store, self.prefix, self.config.attempt, self.status.last_checkpoint)
             except Exception:  # the successor then waits until its deadline instead

@@ -83,10 +83,13 @@ def _plan_line(spec: Any) -> str:
     best = placement.candidates(spec, offline_offers(dict(cfg.providers), cfg.home), limit=1)
     if not best:
         return "plan: no enabled offer fits today; the daemon keeps it queued until one does"
-    c = best[0]
+    from gpuorch.reconciler.launching import gang_candidate
+
+    c = gang_candidate(best[0], spec.nodes)  # a gang: every node's price
     o = c.offer
     gpu = f"{o.gpu_count}x{o.gpu}" if o.gpu else "no GPU"
-    line = (f"plan: {o.provider} {o.zone} {o.instance_type} ({gpu}), {'spot' if c.spot else 'on-demand'} "
+    nodes = f"{spec.nodes} x " if spec.nodes > 1 else ""
+    line = (f"plan: {o.provider} {o.zone} {nodes}{o.instance_type} ({gpu}), {'spot' if c.spot else 'on-demand'} "
             f"at ${c.price_per_hour:.4f}/h")
     if c.est_hours > 0:
         return line + f"; estimated ${c.est_cost:.2f}, done in about {c.est_finish_hours:.2f} h"
