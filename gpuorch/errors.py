@@ -37,6 +37,10 @@ class UnknownSweep(UserInputError):
         return cls(f"sweep: no sweep {ref!r}; check the name given to `gpuorch sweep submit`")
 
 
+class Refused(UserInputError):
+    """Well-formed, but not allowed: a budget or an authentication says no (CLI exit code 4)."""
+
+
 class ProviderError(GpuorchError):
     """Base of errors raised by provider adapters."""
 
@@ -71,3 +75,22 @@ class AuthError(PermanentError):
 
 class NotFoundError(ProviderError):
     """The resource does not exist."""
+
+
+def runtime_line(e: BaseException) -> str:
+    """One line for an error no check foresaw: a full disk, an unwritable or unreachable
+    database, or a gpuorch bug (GPUORCH_DEBUG=1 shows the traceback)."""
+    import errno
+
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        where = f" {e.filename}" if e.filename else ""
+        return f"disk full: cannot write{where}; free space on that file system and retry"
+    text = " ".join(str(e).split())[:300]
+    if "database or disk is full" in text:
+        return "disk full: the database cannot grow; free space on its file system and retry"
+    if type(e).__module__.startswith("sqlalchemy"):
+        return f"database: {text.split(' (Background on this error')[0].split('[SQL:')[0].strip()}; check " \
+               "database_url, the server, and that this user may write there"
+    if isinstance(e, OSError):
+        return f"{e.strerror or text}{f': {e.filename}' if e.filename else ''}; check the path and its permissions"
+    return f"internal error ({type(e).__name__}: {text}); rerun with GPUORCH_DEBUG=1 and report it as a gpuorch bug"

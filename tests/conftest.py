@@ -7,13 +7,16 @@ import pytest
 from gpuorch.clock import FakeClock
 from gpuorch.store import Store
 
+# Variables that steer the tests themselves, not gpuorch: kept so a run can be replayed.
+KEPT = {"GPUORCH_CHAOS_SEED"}
+
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory, monkeypatch):
     """No test touches the user's real state directory or cloud credentials."""
     home = tmp_path_factory.mktemp("gpuorch-home")
     systemd = ["NOTIFY_SOCKET", "WATCHDOG_USEC", "JOURNAL_STREAM"]
-    for var in [v for v in os.environ if v.startswith("GPUORCH_")] + systemd:
+    for var in [v for v in os.environ if v.startswith("GPUORCH_") and v not in KEPT] + systemd:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("GPUORCH_HOME", str(home))
     # No config file of this machine or user applies: /etc/gpuorch and ~/.config/gpuorch are elsewhere.

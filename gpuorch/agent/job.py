@@ -25,9 +25,29 @@ def parse_signal(name: str) -> signal.Signals:
         raise ValueError(f"signal {name!r} is not a signal name; use one like SIGUSR1") from None
 
 
+# What a job inherits from the agent's environment (docs/operations.md "Security"): what programs
+# need to run (paths, locale, terminal, temp dir, the GPU runtime's device selection), nothing
+# that authenticates. The daemon's cloud credentials, API token and database URL stay out: on
+# the local and sim providers the agent runs with the daemon's own environment.
+INHERITED = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR",
+    "PYTHONPATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH",
+    "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "HIP_VISIBLE_DEVICES",
+    "GPUORCH_LOCAL_INSTANCE_DIR",  # the local instance's process marker: its kill finds the job by it
+})
+# locale, and the math and GPU runtimes' tuning (thread counts, BLAS core type: they change results)
+INHERITED_PREFIXES = ("LC_", "OMP_", "MKL_", "OPENBLAS_", "KMP_", "CUDA_", "NCCL_")
+
+
+def inherited(environ: Mapping[str, str]) -> dict[str, str]:
+    """The part of ``environ`` a job may see: ``INHERITED`` and ``INHERITED_PREFIXES``."""
+    return {k: v for k, v in environ.items() if k in INHERITED or k.startswith(INHERITED_PREFIXES)}
+
+
 def job_env(config: AgentConfig, rundir: Path, checkpoint_dir: Path, resumed_from: str | None) -> dict[str, str]:
-    """os.environ + the job's env + the GPUORCH_* variables (which win)."""
-    env = dict(os.environ)
+    """The allow-listed part of os.environ (``inherited``) + the job's env + the GPUORCH_*
+    variables (which win). Nothing else of the agent's environment reaches the job."""
+    env = inherited(os.environ)
     env.update(config.env)
     env.update(
         GPUORCH_CHECKPOINT_DIR=str(checkpoint_dir.resolve()),

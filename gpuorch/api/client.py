@@ -2,8 +2,9 @@
 
 Standard library only (urllib), so a laptop needs nothing beyond gpuorch itself and the CLI
 starts as fast as ever. Errors come back as the one line the server wrote: a 4xx raises
-``RemoteRefused`` (a ``UserInputError``: the CLI exits 2), a connection failure or a 5xx raises
-``ServerUnavailable`` (exit 1). The token goes in the ``Authorization`` header, never the URL,
+``RemoteRefused`` (a ``UserInputError`` with the ``status``: the CLI exits 3 for 404, 4 for 401/403,
+2 otherwise), a connection failure or a 5xx raises ``ServerUnavailable`` (exit 1). Redirects
+are refused, not followed. The token goes in the ``Authorization`` header, never the URL,
 and never into an error message.
 """
 
@@ -24,7 +25,19 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 class RemoteRefused(UserInputError):
-    """The server answered 4xx (bad token, unknown job, refused spec)."""
+    """The server answered 4xx (bad token, unknown job, refused spec); ``status`` says which."""
+
+    def __init__(self, message: str, status: int = 422) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Redirects are not followed: urllib would send the Authorization header (the token) on to
+    whatever origin the answer names. A 3xx comes back as an HTTPError instead."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
 
 
 class ServerUnavailable(GpuorchError):
@@ -38,7 +51,9 @@ class Client:
             raise UserInputError(f"--server: {url!r} is not an http(s) URL; write it like http://127.0.0.1:8765")
         self.url, self.token, self.timeout_s = url.rstrip("/"), token, timeout_s
         # A tunnel's local end must not be sent to a proxy from the environment.
-        handlers = [urllib.request.ProxyHandler({})] if parts.hostname in LOOPBACK else []
+        handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
+        if parts.hostname in LOOPBACK:
+            handlers.append(urllib.request.ProxyHandler({}))
         self._opener = urllib.request.build_opener(*handlers)
 
     def _call(self, method: str, path: str, body: Any = None, **query: Any) -> bytes:
@@ -53,11 +68,15 @@ class Client:
             with self._opener.open(req, timeout=self.timeout_s) as resp:
                 return resp.read()
         except urllib.error.HTTPError as e:
+            if 300 <= e.code < 400:  # never followed, so the token stays with this origin
+                where = e.headers.get("Location", "elsewhere") if e.headers else "elsewhere"
+                raise UserInputError(f"--server {self.url}: the server redirects to {where}; give the final URL "
+                                     "as --server (the token is never sent on)") from None
             message = _error_line(e)
-            if e.code == 401:
-                raise RemoteRefused(f"{self.url}: {message}") from None
+            if e.code in (401, 403):
+                raise RemoteRefused(f"{self.url}: {message}", e.code) from None
             if 400 <= e.code < 500:
-                raise RemoteRefused(message) from None
+                raise RemoteRefused(message, e.code) from None
             raise ServerUnavailable(f"{self.url}: HTTP {e.code}: {message}") from None
         except (TimeoutError, urllib.error.URLError, ConnectionError) as e:
             reason = getattr(e, "reason", e)
@@ -82,6 +101,13 @@ class Client:
 
     def cancel(self, ref: str) -> dict[str, Any]:
         return self._json("POST", f"/jobs/{_q(ref)}/cancel")
+
+    def daemon(self) -> dict[str, Any]:
+        state = self._json("GET", "/daemon")
+        for key in ("last_pass_at", "stopped_at"):  # back to datetimes, as JobService returns them
+            if state.get(key):
+                state[key] = datetime.fromisoformat(state[key])
+        return state
 
     def events(self, ref: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
         rows = self._json("GET", "/events", job=ref, limit=limit)

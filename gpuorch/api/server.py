@@ -28,14 +28,17 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
 from gpuorch.api import auth, upload
-from gpuorch.errors import UnknownSweep, UserInputError
+from gpuorch.api.guard import Guard
+from gpuorch.errors import UnknownSweep, UserInputError, runtime_line
 from gpuorch.jobs.intent import UnknownJob
 from gpuorch.jobs.service import JobService
 from gpuorch.jobs.spec import parse_spec
-from gpuorch.ops.config import DaemonConfig
+from gpuorch.ops.config import ApiConfig, DaemonConfig
+from gpuorch.ops.diskfull import is_disk_full
 from gpuorch.placement.explain import no_single_instance
 from gpuorch.store import Store
 from gpuorch.sweeps.spec import parse_sweep
+from gpuorch.web import routes as dashboard
 
 log = logging.getLogger("gpuorch.api")
 
@@ -64,11 +67,53 @@ def _json(data: Any, status: int = 200) -> Response:
 
 def _error(status: int, message: str) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse({"error": message}, status_code=status, headers=headers)
+    line = " ".join(str(message).split())  # one line, whatever the message held
+    return JSONResponse({"error": line, "detail": line}, status_code=status, headers=headers)
 
 
-def create_app(service: JobService, token: str, uploads: Path) -> FastAPI:
+def _referenced_uploads(service: JobService) -> set[str]:
+    """The workdirs of every stored job: an upload one of them names is kept."""
+    from sqlmodel import select
+
+    from gpuorch.store.models import Job
+
+    out = set()
+    with service.store.read() as s:
+        for text in s.exec(select(Job.spec)):
+            try:
+                workdir = json.loads(text).get("workdir")
+            except (ValueError, AttributeError):
+                continue
+            if workdir:
+                out.add(str(workdir))
+    return out
+
+
+def create_app(service: JobService, token: str, uploads: Path, limits: ApiConfig | None = None, *,
+               daily_cap: float | None = None) -> FastAPI:
+    """The API over ``service``; ``limits`` (body, upload bytes and files) default to ``ApiConfig``'s."""
+    limits = limits or ApiConfig()
     app = FastAPI(title="gpuorch", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(Guard, token=token, max_body=limits.max_body_bytes)  # before FastAPI reads the body
+    dashboard.mount(app, service, token, lambda header: auth.check(header, token) is None,
+                    daily_cap=daily_cap)  # /ui: the read-only web dashboard (gpuorch/web)
+    swept_at = [0.0]
+
+    def sweep_uploads(force: bool = False) -> None:
+        """Uploads no job references (a refused submit's, a crash between unpack and store):
+        removed at most hourly, from a submit (no thread of its own)."""
+        now = time.time()
+        if force or now - swept_at[0] > upload.SWEEP_EVERY_S:
+            swept_at[0] = now
+            upload.sweep(uploads, _referenced_uploads(service), now)
+
+    def unpack(data: str | None) -> Path | None:
+        if data is None:
+            return None
+        sweep_uploads()
+        return upload.unpack(data, uploads, max_bytes=limits.max_upload_bytes, max_files=limits.max_upload_files)
+
+    app.state.sweep_uploads = sweep_uploads
 
     def authorized(request: Request) -> None:
         why = auth.check(request.headers.get("authorization"), token)
@@ -79,13 +124,27 @@ def create_app(service: JobService, token: str, uploads: Path) -> FastAPI:
     app.add_exception_handler(UnknownJob, lambda _r, e: _error(404, str(e)))
     app.add_exception_handler(UnknownSweep, lambda _r, e: _error(404, str(e)))
     app.add_exception_handler(UserInputError, lambda _r, e: _error(422, str(e)))
-    app.add_exception_handler(HTTPException, lambda _r, e: _error(e.status_code, str(e.detail)))
+    def _http(_r: Request, e: Exception) -> JSONResponse:
+        status, detail = e.status_code, str(e.detail)  # type: ignore[attr-defined]
+        if status == 400 and "parsing the body" in detail:  # FastAPI's words for a body json cannot read
+            detail = "request: body: not JSON that can be read (malformed or nested too deeply); send a JSON object"
+        return _error(status, detail)
+
+    app.add_exception_handler(HTTPException, _http)
 
     def _invalid(_r: Request, e: Exception) -> JSONResponse:
         err = e.errors()[0]  # type: ignore[attr-defined]
-        return _error(422, f"request: {'.'.join(str(x) for x in err['loc'])}: {err['msg']}")
+        status = 400 if err.get("type") == "json_invalid" else 422  # not JSON at all: a bad request
+        return _error(status, f"request: {'.'.join(str(x) for x in err['loc'])}: {err['msg']}")
 
     app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(RecursionError, lambda _r, e: _error(400, "request: nested too deeply; flatten it"))
+
+    def _unexpected(_r: Request, e: Exception) -> JSONResponse:  # a bug or the disk: one line, logged
+        log.error("API request failed: %s", runtime_line(e), exc_info=not is_disk_full(e))
+        return _error(500, runtime_line(e))
+
+    app.add_exception_handler(Exception, _unexpected)
 
     @app.get("/v1/health")
     def health() -> Response:
@@ -102,7 +161,7 @@ def create_app(service: JobService, token: str, uploads: Path) -> FastAPI:
         impossible = no_single_instance(spec)  # refuse before unpacking the upload
         if impossible is not None:
             raise UserInputError(impossible)
-        unpacked = upload.unpack(body.workdir_tar, uploads) if body.workdir_tar is not None else None
+        unpacked = unpack(body.workdir_tar)
         if unpacked is not None:
             spec = spec.model_copy(update={"workdir": str(unpacked)})
         try:
@@ -119,6 +178,10 @@ def create_app(service: JobService, token: str, uploads: Path) -> FastAPI:
     @r.get("/jobs/{ref}")
     def job(ref: str) -> Response:
         return _json(service.job(ref))
+
+    @r.get("/daemon")
+    def daemon() -> Response:
+        return _json(service.daemon())
 
     @r.post("/jobs/{ref}/cancel")
     def cancel(ref: str) -> Response:
@@ -139,7 +202,7 @@ def create_app(service: JobService, token: str, uploads: Path) -> FastAPI:
     @r.post("/sweeps")
     def sweep_submit(body: SweepSubmitRequest) -> Response:
         spec, trials = parse_sweep(body.spec, body.source, service.now())  # refuse before unpacking the upload
-        unpacked = upload.unpack(body.workdir_tar, uploads) if body.workdir_tar is not None else None
+        unpacked = unpack(body.workdir_tar)
         if unpacked is not None:  # every trial runs in the one uploaded copy
             trials = [(params, job.model_copy(update={"workdir": str(unpacked)})) for params, job in trials]
         try:
@@ -184,7 +247,8 @@ def _server(config: DaemonConfig, store: Store, host: str) -> uvicorn.Server:
     if not loopback:
         log.warning("the API listens on %s without TLS: tokens and jobs cross the network in clear; "
                     "prefer 127.0.0.1 with an SSH tunnel, or a TLS-terminating proxy", host)
-    app = create_app(JobService(store, config.home, providers=config.providers), token, config.home / "uploads")
+    app = create_app(JobService(store, config.home, providers=config.providers), token, config.home / "uploads",
+                     config.api, daily_cap=config.daily_budget)
     # log_config=None: keep the process's logging (the daemon's format), not uvicorn's own
     return uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=True, timeout_graceful_shutdown=5))
 

@@ -11,14 +11,18 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import shutil
 import tarfile
 import uuid
+import zlib
 from pathlib import Path
 
 from gpuorch.errors import UserInputError
 
 MAX_PACKED = 64 << 20  # bytes of gzipped tar
-MAX_UNPACKED = 512 << 20  # bytes of files once extracted
+MAX_UNPACKED = 512 << 20  # bytes of files once extracted (api.max_upload_bytes)
+MAX_FILES = 10_000  # entries in one upload (api.max_upload_files)
+SWEEP_EVERY_S = 3600.0  # how often the server looks for uploads no job references
 
 
 def pack(workdir: Path) -> str:
@@ -32,8 +36,12 @@ def pack(workdir: Path) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def unpack(data: str, uploads: Path) -> Path:
-    """Extract an upload into a new directory under ``uploads``; return that directory."""
+def unpack(data: str, uploads: Path, *, max_bytes: int = MAX_UNPACKED, max_files: int = MAX_FILES) -> Path:
+    """Extract an upload into a new directory under ``uploads``; return that directory.
+
+    Bounded before anything is written: the archive's entries are read one by one and the
+    upload is refused at the first past ``max_files`` entries or ``max_bytes`` of contents (a
+    small archive can hold a huge tree, or a million empty files' inodes)."""
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
@@ -43,11 +51,37 @@ def unpack(data: str, uploads: Path) -> Path:
     dest = uploads / uuid.uuid4().hex
     try:
         with tarfile.open(fileobj=io.BytesIO(raw), mode="r:gz") as tf:
-            members = tf.getmembers()
-            if sum(m.size for m in members) > MAX_UNPACKED:
-                raise UserInputError(f"workdir_tar: unpacks to over {MAX_UNPACKED >> 20} MiB; upload less")
-            dest.mkdir(parents=True)
+            members, size = [], 0
+            while (m := tf.next()) is not None:
+                members.append(m)
+                size += m.size
+                if len(members) > max_files:
+                    raise UserInputError(f"workdir_tar: over {max_files} files (api.max_upload_files); upload fewer")
+                if size > max_bytes:
+                    raise UserInputError(f"workdir_tar: unpacks to over {max_bytes >> 20} MiB "
+                                         "(api.max_upload_bytes); upload less")
+            dest.mkdir(parents=True, mode=0o700)
             tf.extractall(dest, members=members, filter="data")
-    except (tarfile.TarError, OSError, EOFError) as e:
-        raise UserInputError(f"workdir_tar: not a usable gzipped tar ({e})") from None
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise UserInputError(f"workdir_tar: not a usable gzipped tar ({' '.join(str(e).split())})") from None
     return dest
+
+
+def sweep(uploads: Path, referenced: set[str], now: float, grace_s: float = 3600.0) -> list[Path]:
+    """Remove the uploads no job references (``referenced``: the jobs' workdirs) and older than
+    ``grace_s`` (a submit in flight has unpacked but not yet stored); return what was removed."""
+    removed: list[Path] = []
+    try:
+        entries = list(uploads.iterdir())
+    except OSError:
+        return removed
+    for d in entries:
+        try:
+            old = now - d.stat().st_mtime > grace_s
+        except OSError:
+            continue
+        if d.is_dir() and old and str(d) not in referenced:
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed

@@ -13,10 +13,12 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+import typer
+
 import gpuorch
 from gpuorch.cli.app import app
 
-COMMAND_MODULES = ("jobs", "ops", "serve", "planning", "simulate", "catalog", "costs", "sweeps")
+COMMAND_MODULES = ("jobs", "ops", "serve", "planning", "simulate", "catalog", "costs", "sweeps", "debug")
 
 # The module that defines each top-level command or group; tests/cli/test_lazy_cli.py checks it
 # against what the modules register. A command missing here still works: main imports them all.
@@ -29,6 +31,7 @@ COMMANDS = {
     "catalog": "catalog",
     "cost": "costs",
     "sweep": "sweeps",
+    "debug": "debug",
 }
 
 # The global options (app.py) that take a value, so the command is found after them.
@@ -66,12 +69,18 @@ def command_module(args: Sequence[str]) -> str | None:
 
 
 def main() -> None:
+    from gpuorch.cli.app import guard
+
     module = command_module(sys.argv[1:])
     if module is None:
         _register()
     else:
         _import(module)
-    app()
+    try:
+        with guard():  # whatever a command did not catch: one line, never a traceback
+            app()
+    except typer.Exit as e:  # guard's own exit, outside click's handling
+        sys.exit(e.exit_code)
 
 
 if not gpuorch._lazy_cli:

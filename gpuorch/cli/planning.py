@@ -95,7 +95,10 @@ def estimate(
     efficiency: float = typer.Option(None, "--efficiency", help="Model FLOPs utilisation (default per GPU class)."),
     json_out: bool = JSON_OPTION,
 ) -> None:
-    """Estimate GPU memory per GPU, and the smallest GPU configurations that fit."""
+    """Estimate GPU memory per GPU, and the smallest GPU configurations that fit.
+
+    Example: gpuorch estimate --preset llama-3-8b --method qlora --seq-len 4096
+    """
     from gpuorch.sizing.report import estimate_report
 
     arch = None
@@ -186,7 +189,10 @@ def offers(
     limit: int = typer.Option(None, "--top", min=1, help="Show the N cheapest."),
     json_out: bool = JSON_OPTION,
 ) -> None:
-    """List offers, cheapest first: the configured providers' (or a price list's)."""
+    """List offers, cheapest first: the configured providers' (or a price list's).
+
+    Example: gpuorch offers --gpu H100 --spot
+    """
     from gpuorch import catalog as cat
     from gpuorch.units import parse_size_gib
 
@@ -279,7 +285,10 @@ def plan(
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Where a job would run and what it would cost: candidates by expected total cost, over the
-    configured providers' offers (or a price list's)."""
+    configured providers' offers (or a price list's).
+
+    Example: gpuorch plan configs/examples/tiny-mlp.yaml --top 5
+    """
     from gpuorch import placement
     from gpuorch.jobs.spec import load_spec
     from gpuorch.jobs.submitcheck import no_candidate_message

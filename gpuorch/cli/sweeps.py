@@ -13,6 +13,7 @@ from typing import Any
 import typer
 
 from gpuorch.cli.app import JSON_OPTION, app, emit_json
+from gpuorch.cli.output import WIDE_OPTION, show
 
 sweep_app = typer.Typer(help="Cost-capped hyperparameter sweeps: trials, their metrics and what they cost.",
                         no_args_is_help=True)
@@ -23,7 +24,10 @@ NAME_ARG = typer.Argument(..., help="Sweep id, or the name of the newest sweep w
 @sweep_app.command("submit")
 def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Sweep file (YAML)."),
            json_out: bool = JSON_OPTION) -> None:
-    """Queue a sweep's trials; the daemon runs max_parallel at a time within the budget."""
+    """Queue a sweep's trials; the daemon runs max_parallel at a time within the budget.
+
+    Example: gpuorch sweep submit configs/examples/tiny-mlp-sweep.yaml
+    """
     from gpuorch.cli.jobs import _errors, _local, _remote
     from gpuorch.clock import utcnow
     from gpuorch.sweeps.spec import load_sweep
@@ -60,9 +64,12 @@ def _cap(report: dict[str, Any]) -> str:
 def status(ctx: typer.Context,
            name: str = typer.Argument(None, help="Sweep id, or the name of the newest sweep with that name; "
                                                  "without it, every sweep."),
-           json_out: bool = JSON_OPTION) -> None:
+           json_out: bool = JSON_OPTION, wide: bool = WIDE_OPTION) -> None:
     """Each trial's parameters, latest metrics, cost and state, best first by the objective;
-    without NAME, every sweep's state, spend and best trial."""
+    without NAME, every sweep's state, spend and best trial.
+
+    Example: gpuorch sweep status tiny-mlp-sweep --wide
+    """
     from gpuorch.cli.jobs import _backend, _errors
 
     with _errors():
@@ -71,9 +78,11 @@ def status(ctx: typer.Context,
     if json_out:
         emit_json(report)
         return
-    from rich.console import Console
     from rich.table import Table
 
+    from gpuorch.cli.output import daemon_warning
+
+    daemon_warning(backend)
     if name is None:
         t = Table("ID", "NAME", "STATUS", "TRIALS", "SPENT", "CAP", "DEADLINE", "BEST")
         for w in report:
@@ -82,7 +91,7 @@ def status(ctx: typer.Context,
                       ", ".join(f"{n} {s}" for s, n in sorted(w["counts"].items())) or "-",
                       f"${w['spent']:.4f}", _cap(w), f"{w['deadline']:%Y-%m-%d %H:%M}" if w["deadline"] else "-",
                       f"{best['name']} {obj['metric']}={_fmt(best['metrics'][obj['metric']])}" if best else "-")
-        Console().print(t)
+        show(t, wide=wide)
         return
     cap = f" of {_cap(report)}" if report["max_cost"] is not None else " (no cap)"
     obj = report["objective"]
@@ -100,12 +109,15 @@ def status(ctx: typer.Context,
     for tr in report["trials"]:
         t.add_row(str(tr["id"]), tr["name"], tr["status"], *[_fmt(tr["params"].get(p, "-")) for p in params],
                   *[_fmt(tr["metrics"].get(m, "-")) for m in metrics], f"${tr['cost']:.4f}", tr["message"] or "")
-    Console().print(t)
+    show(t, wide=wide)
 
 
 @sweep_app.command("cancel")
 def cancel(ctx: typer.Context, name: str = NAME_ARG, json_out: bool = JSON_OPTION) -> None:
-    """Stop the sweep: unfinished trials are cancelled and their instances terminated."""
+    """Stop the sweep: unfinished trials are cancelled and their instances terminated.
+
+    Example: gpuorch sweep cancel tiny-mlp-sweep
+    """
     from gpuorch.cli.jobs import _backend, _errors
 
     with _errors():

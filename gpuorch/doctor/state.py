@@ -164,7 +164,10 @@ def _stores_in_use(db_url: str) -> dict[StoreUrl, list[int]] | None:
             engine.dispose()
     found: dict[StoreUrl, list[int]] = {}
     for job in rows:
-        spec = JobSpec.model_validate_json(job.spec)
+        try:
+            spec = JobSpec.model_validate_json(job.spec)
+        except ValueError:  # unreadable: the daemon quarantines it (check_quarantine lists those)
+            continue
         if spec.checkpoint is not None:
             found.setdefault(spec.checkpoint.url, []).append(job.id or 0)
     return found
@@ -190,3 +193,75 @@ def _probe_store(url: StoreUrl, jobs: list[int]) -> Finding:
                                 f"chown the directory to the daemon's user, or choose another store; under systemd "
                                 f"add ReadWritePaths={root}")
     return Finding.ok("object stores", f"{url} ({who}): reachable")
+
+
+# -- quarantined rows ------------------------------------------------------------------------
+def check_quarantine(ctx: Context) -> Iterator[Finding]:
+    """Jobs the daemon failed because their stored spec cannot be loaded (``store.quarantine``),
+    and live ones whose spec this gpuorch cannot load (the daemon will quarantine them)."""
+    if ctx.config is None:
+        return
+    yield from quarantined_findings(ctx.config.url)
+
+
+def quarantined_findings(db_url: str) -> list[Finding]:
+    from sqlmodel import Session, col, select
+
+    from gpuorch.jobs.spec import JobSpec
+    from gpuorch.store.models import Event, Job, JobStatus
+    from gpuorch.store.quarantine import KIND
+
+    path = sqlite_path(db_url)
+    if path is not None and not path.exists():
+        return []
+    engine = None
+    try:
+        engine = read_only_engine(db_url)
+        with Session(engine) as s:
+            done = list(s.exec(select(Event).where(Event.kind == KIND).order_by(col(Event.id))))
+            live = col(Job.status).not_in([st.value for st in JobStatus if st.terminal])
+            unread = []
+            for job in s.exec(select(Job).where(live)):
+                try:
+                    JobSpec.model_validate_json(job.spec)
+                except ValueError:
+                    unread.append(job.id)
+    except Exception:  # noqa: BLE001 - the database check reports why
+        return []
+    finally:
+        if engine is not None:
+            engine.dispose()
+    out = [Finding.warn("quarantine", f"job {e.job_id}: {e.message}",
+                        f"resubmit it (`gpuorch status {e.job_id}` shows it); its row stays as a record")
+           for e in done]
+    if unread:
+        out.append(Finding.warn("quarantine", f"jobs {', '.join(map(str, unread))}: stored spec cannot be read by "
+                                "this gpuorch; the daemon fails them on its next pass",
+                                "run the gpuorch version that stored them, or resubmit them"))
+    return out or [Finding.ok("quarantine", "no job row is unreadable")]
+
+
+# -- file modes ------------------------------------------------------------------------------
+def check_file_modes(ctx: Context) -> Iterator[Finding]:
+    """The state directory, the SQLite database and the mirrored logs hold job env values and
+    job output: anything wider than 0700/0600 lets other users of this host read them."""
+    if ctx.config is None:
+        return
+    yield from mode_findings(ctx.config.home, sqlite_path(ctx.config.url))
+
+
+def mode_findings(home: Path, db: Path | None) -> list[Finding]:
+    paths = [home, home / "logs"] + ([db, Path(f"{db}-wal"), Path(f"{db}-shm")] if db is not None else [])
+    wide = []
+    for p in paths:
+        try:
+            mode = stat.S_IMODE(p.stat().st_mode)
+        except OSError:
+            continue
+        if mode & 0o077:
+            wide.append(f"{p} is {mode:04o}")
+    if not wide:
+        return [Finding.ok("file modes", f"{home} and the database are private to their owner")]
+    return [Finding.warn("file modes", "; ".join(wide) + " (other users may read job env values and logs)",
+                         f"chmod -R go-rwx {home}" + (f" {db.parent}" if db is not None and home not in db.parents
+                                                      else ""))]

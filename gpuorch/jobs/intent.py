@@ -11,6 +11,7 @@ from gpuorch.jobs import events
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, Job, JobStatus
+from gpuorch.store.refs import row_id
 
 
 def submit(store: Store, spec: JobSpec, now: datetime) -> Job:
@@ -24,7 +25,8 @@ def submit(store: Store, spec: JobSpec, now: datetime) -> Job:
 
 def find_job(s: Session, ref: str) -> Job:
     """A job by id, or the newest job with that name. Raises UnknownJob."""
-    job = s.get(Job, int(ref)) if ref.isdigit() else s.exec(
+    n = row_id(ref)
+    job = s.get(Job, n) if n is not None else s.exec(
         select(Job).where(Job.name == ref).order_by(col(Job.id).desc())).first()
     if job is None:
         raise UnknownJob.ref(ref)

@@ -187,7 +187,7 @@ class JobService:
             checked = volume_scope(spec, list(providers), with_volumes(providers), source)
         if spec.image is not None or spec.nodes > 1:  # only then are the provider classes imported
             workload_check(checked, {name: provider_class(name) for name in providers}, source)
-        warning = fit_check(checked, offline_offers(dict(providers), self.home), source, now)
+        warning = fit_check(checked, offline_offers(dict(providers), self.home), source, now, configured=providers)
         job = jobs.submit(self.store, spec, now)
         return {"id": job.id, "name": job.name, "status": job.status.value, "warning": warning}
 
@@ -225,6 +225,16 @@ class JobService:
             decision = s.exec(select(Event).where(Event.job_id == j.id, Event.kind == "deadline")
                               .order_by(col(Event.id).desc()).limit(1)).first()
             return job_detail(j, jobs.attempts_of(s, j.id), now, decision)  # type: ignore[arg-type]
+
+    def daemon(self) -> dict[str, Any]:
+        """Whether a daemon is running on this store (``gpuorch.store.heartbeat.daemon_state``)."""
+        from gpuorch.store.heartbeat import daemon_state, read_state
+
+        now = self.now()
+        with self._lite() as lite:
+            if lite is not None:
+                return daemon_state(lite.heartbeats(), lite.leases(now), now)
+        return read_state(self.store, now)
 
     def cancel(self, ref: str) -> dict[str, Any]:
         from gpuorch.jobs import intent as jobs

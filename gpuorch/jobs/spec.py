@@ -7,18 +7,17 @@ field and the fix, so the CLI can print it and exit 2 without writing anything.
 from __future__ import annotations
 
 import re
-import signal
 from datetime import UTC, date, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
 from gpuorch import gpus
 from gpuorch.errors import UserInputError
+from gpuorch.jobs import validate as v_
 from gpuorch.policy.recovery import get_strategy
 from gpuorch.sizing.workload import SHARDED, Distributed, Workload
 from gpuorch.units import parse_duration_s, parse_size_gib
@@ -33,7 +32,8 @@ Seconds = Annotated[float, BeforeValidator(parse_duration_s)]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan: NaN and infinities would be stored as JSON null, which the daemon cannot load
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class SpotPolicy(StrEnum):
@@ -56,11 +56,18 @@ class GpuRequirement(Strict):
     """
 
     name: str | None = None  # canonical name from gpus.GPUS (a family's or a variant's); None: any model
-    min_memory_gib: float | None = None
-    count: int = Field(default=1, ge=1)
+    min_memory_gib: float | None = Field(default=None, gt=0, le=v_.MAX_GIB)
+    count: int = Field(default=1, ge=1, le=v_.MAX_GPUS)
     at_least: bool = False
-    max_count: int | None = Field(default=None, ge=1)
+    max_count: int | None = Field(default=None, ge=1, le=v_.MAX_GPUS)
     variant: bool = False
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, v: str | None) -> str | None:
+        if v is not None and gpus.lookup(str(v)) is None:
+            raise ValueError(f"unknown GPU {v!r}; known: {', '.join(gpus.known_names())}")
+        return v
 
     @classmethod
     def parse(cls, text: str) -> GpuRequirement:
@@ -72,11 +79,12 @@ class GpuRequirement(Strict):
         variant = False
         memory: float | None = None
         count, at_least, most = 1, False, None
+        counts = memories = 0
         for i, part in enumerate(parts):
             if i > 0 and re.fullmatch(r"\d+(\.\.\d+|\+)?", part):
-                count, at_least, most = _count(part, text)
+                (count, at_least, most), counts = _count(part, text), counts + 1
             elif part.endswith("+") or re.fullmatch(r"[0-9.]+\s*(GB|GiB|G)", part, re.IGNORECASE):
-                memory = parse_size_gib(part.rstrip("+"))
+                memory, memories = parse_size_gib(part.rstrip("+")), memories + 1
             elif i == 0:
                 spec = gpus.lookup(part)
                 if spec is None:
@@ -86,6 +94,11 @@ class GpuRequirement(Strict):
                     name = spec.model
             else:
                 raise ValueError(f"cannot read {part!r} in gpu {text!r}; write NAME[:MEMORY][:COUNT]")
+        if counts > 1 or memories > 1:  # "A100:2:3": which count was meant?
+            raise ValueError(f"gpu {text!r} gives the {'count' if counts > 1 else 'memory'} twice; "
+                             "write NAME[:MEMORY][:COUNT] like A100:80GB:2")
+        if max(count, most or 0) > v_.MAX_GPUS:
+            raise ValueError(f"gpu {text!r}: the GPU count must be 1 to {v_.MAX_GPUS}")
         return cls(name=name, min_memory_gib=memory, count=count, at_least=at_least, max_count=most,
                    variant=variant)
 
@@ -152,9 +165,9 @@ def _count(part: str, text: str) -> tuple[int, bool, int | None]:
 class Resources(Strict):
     gpu: GpuRequirement | None = None
     allow_larger: bool = False  # may run on an instance with more GPUs than resources.gpu asks for
-    cpus: float = Field(default=1, ge=0)
-    memory: Gib = 0.0
-    disk: Gib = 50.0
+    cpus: float = Field(default=1, ge=0, le=v_.MAX_CPUS)
+    memory: Gib = Field(default=0.0, le=v_.MAX_GIB)
+    disk: Gib = Field(default=50.0, le=v_.MAX_GIB)
 
     @field_validator("gpu", mode="before")
     @classmethod
@@ -165,11 +178,12 @@ class Resources(Strict):
 
 
 class Checkpoint(Strict):
-    dir: str = "checkpoints"  # on the instance; relative paths are under the job's run dir
+    # on the instance, under the job's run dir (the agent writes nowhere else)
+    dir: Annotated[str, BeforeValidator(v_.relative_dir)] = "checkpoints"
     store: str  # file:///path, s3://bucket/prefix, gs://bucket/prefix, az://container@account/prefix
-    interval: Seconds = 60.0  # how often the agent syncs complete checkpoints
+    interval: Seconds = Field(default=60.0, le=v_.MAX_SECONDS)  # how often the agent syncs complete checkpoints
     signal: str = "SIGUSR1"  # sent to the job when a preemption notice arrives
-    keep: int = Field(default=3, ge=1)  # complete checkpoints kept in the store
+    keep: int = Field(default=3, ge=1, le=v_.MAX_COUNT)  # complete checkpoints kept in the store
 
     @field_validator("store")
     @classmethod
@@ -185,7 +199,7 @@ class Checkpoint(Strict):
             scheme = ""
         if scheme not in STORE_PLUGINS.table:  # registered, shipped or not (fit_check says which)
             raise ValueError(unsupported(scheme, v))
-        return v
+        return v_.store_url(v)  # a bucket or a directory to write to
 
     @property
     def url(self) -> StoreUrl:
@@ -197,15 +211,12 @@ class Checkpoint(Strict):
     @field_validator("signal")
     @classmethod
     def _signal(cls, v: str) -> str:
-        name = v.upper() if v.upper().startswith("SIG") else f"SIG{v.upper()}"
-        if not hasattr(signal.Signals, name):
-            raise ValueError(f"unknown signal {v!r}; use a name like SIGUSR1 or SIGTERM")
-        return name
+        return v_.signal_name(v)
 
 
 class Retry(Strict):
-    max_preemptions: int = Field(default=20, ge=0)  # relaunches after preemption
-    max_failures: int = Field(default=0, ge=0)  # relaunches after the job exits non-zero
+    max_preemptions: int = Field(default=20, ge=0, le=v_.MAX_COUNT)  # relaunches after preemption
+    max_failures: int = Field(default=0, ge=0, le=v_.MAX_COUNT)  # relaunches after the job exits non-zero
 
 
 class Recovery(Strict):
@@ -227,14 +238,14 @@ class Recovery(Strict):
 class Budget(Strict):
     """A hard cap on what the job (or a sweep) may spend, all attempts together (docs/money.md)."""
 
-    max_cost: float = Field(gt=0)  # USD
+    max_cost: float = Field(gt=0, le=v_.MAX_USD)  # USD
 
 
 class VolumeRequest(Strict):
     """``volume: {size: 100GB, mount: /data}``: a persistent disk that follows the job across
     attempts within one zone (docs/aws.md). Created on first placement, deleted when the job ends."""
 
-    size: Gib = Field(gt=0)
+    size: Gib = Field(gt=0, le=v_.MAX_GIB)
     mount: str  # absolute path on the instance; the agent gets it as GPUORCH_VOLUME_DIR
 
     @field_validator("mount")
@@ -258,9 +269,12 @@ def _instant(v: Any) -> str:
     from gpuorch.when import parse_instant
 
     try:
-        parse_instant(text, datetime(2000, 1, 1, tzinfo=UTC))
-    except ValueError as e:
-        raise ValueError(str(e)) from None
+        when = parse_instant(text, datetime(2000, 1, 1, tzinfo=UTC))
+    except (ValueError, OverflowError) as e:
+        raise ValueError(f"cannot read {text!r} ({e}); write a time like 2026-11-28T08:00 or a duration like 8h") \
+            from None
+    if text[-1:].isalpha() and (when - datetime(2000, 1, 1, tzinfo=UTC)).total_seconds() > v_.MAX_SECONDS:
+        raise ValueError(f"{text!r} is more than ten years away; give a nearer deadline")
     return text
 
 
@@ -273,8 +287,8 @@ class Deadline(Strict):
     """
 
     at: Annotated[str, BeforeValidator(_instant)]  # ISO-8601 time, or a duration from submission
-    job_hours: float | None = Field(default=None, gt=0)  # work; default: the planner's estimate
-    startup: Seconds | None = None  # per launch (boot, setup, restore); default: the planner's
+    job_hours: float | None = Field(default=None, gt=0, le=v_.MAX_HOURS)  # work; default: the planner's estimate
+    startup: Seconds | None = Field(default=None, le=v_.MAX_SECONDS)  # per launch (boot, setup, restore)
 
     def resolve(self, submitted: datetime) -> datetime:
         """The deadline as an aware UTC time; a duration counts from ``submitted``."""
@@ -285,17 +299,17 @@ class Deadline(Strict):
 
 class JobSpec(Strict):
     name: str
-    run: str
-    setup: str | None = None
-    workdir: str | None = None  # a local directory uploaded to the instance as the run dir
-    env: dict[str, str] = Field(default_factory=dict)
+    run: Annotated[str, BeforeValidator(v_.nonempty_command)]
+    setup: Annotated[str, BeforeValidator(v_.text)] | None = None
+    workdir: Annotated[str, BeforeValidator(v_.text)] | None = None  # a local directory uploaded as the run dir
+    env: dict[v_.EnvName, v_.EnvValue] = Field(default_factory=dict, max_length=v_.MAX_ENV)
     resources: Resources = Field(default_factory=Resources)
     spot_policy: SpotPolicy = SpotPolicy.AUTO
     # robust: rank a zone's spot price far below its region's others at their median (docs/catalog.md)
     spot_price: Literal["robust", "listed"] = "robust"
-    max_price_per_hour: float | None = Field(default=None, gt=0)
-    providers: list[str] | None = None  # restrict placement to these providers
-    regions: list[str] | None = None  # restrict placement to these regions
+    max_price_per_hour: float | None = Field(default=None, gt=0, le=v_.MAX_USD)
+    providers: v_.NameList | None = None  # restrict placement to these providers
+    regions: v_.NameList | None = None  # restrict placement to these regions
     checkpoint: Checkpoint | None = None
     retry: Retry = Field(default_factory=Retry)
     recovery: Recovery | None = None
@@ -368,21 +382,10 @@ class JobSpec(Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _NAME.match(v):
+        if not _NAME.fullmatch(v):  # match() would let a trailing newline through ($)
             raise ValueError("use 1-63 lowercase letters, digits and dashes, starting with a letter or digit")
         return v
 
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env(cls, v: Any) -> Any:
-        if isinstance(v, dict):
-            bad = [k for k in v if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(k))]
-            if bad:
-                raise ValueError(f"invalid variable name {bad[0]!r}; use letters, digits and _")
-            if any(str(k).startswith("GPUORCH_") for k in v):
-                raise ValueError("GPUORCH_* variables are set by gpuorch; rename yours")
-            return {str(k): str(val) for k, val in v.items()}
-        return v
 
 
 _FIX_HINTS = {
@@ -394,7 +397,8 @@ _FIX_HINTS = {
 
 
 def _format_error(err: ErrorDetails, source: str) -> str:
-    loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    path = err["loc"][:-2] if err["loc"][-1:] == ("[key]",) else err["loc"]  # a bad key: its message names it
+    loc = ".".join(str(p) for p in path) or "(top level)"
     if not err["loc"] and str(err["msg"]).startswith("Value error, "):  # a model-level check names its field
         return f"{source}: {str(err['msg']).removeprefix('Value error, ')}"
     kind = err["type"]
@@ -408,26 +412,38 @@ def _format_error(err: ErrorDetails, source: str) -> str:
 
 
 def parse_spec(data: Any, source: str = "job spec") -> JobSpec:
+    """Validate ``data`` (parsed YAML or JSON) as the daemon will read it: the spec is dumped and
+    loaded back (``model_validate_json``, the daemon's load) and must come back equal, so nothing
+    is stored that the daemon cannot read or would read differently."""
     if not isinstance(data, dict):
         raise UserInputError(f"{source}: expected a mapping of keys like name, run, resources")
     try:
-        return JobSpec.model_validate(data)
+        spec = JobSpec.model_validate(data)
     except ValidationError as e:
         raise UserInputError(_format_error(e.errors()[0], source)) from None
+    except RecursionError:
+        raise UserInputError(f"{source}: nested too deeply; flatten it") from None
+    return round_trip(spec, source)
+
+
+def round_trip(spec: JobSpec, source: str = "job spec") -> JobSpec:
+    """``spec`` if it loads back from its stored form exactly; else UserInputError."""
+    try:
+        again = JobSpec.model_validate_json(spec.model_dump_json())
+    except ValidationError as e:
+        raise UserInputError(f"{_format_error(e.errors()[0], source)} (as stored; write the value out plainly)") \
+            from None
+    if again != spec:
+        changed = next((k for k in JobSpec.model_fields if getattr(again, k) != getattr(spec, k)), "(top level)")
+        raise UserInputError(f"{source}: {changed}: would not be stored as written; write the value out plainly")
+    return spec
 
 
 def load_spec(path: str | Path) -> JobSpec:
+    from gpuorch.jobs.yamlsafe import load_file
+
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise UserInputError(f"{p}: cannot read the job spec ({e.strerror}); check the path") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise UserInputError(f"{p}:{where}: malformed YAML ({getattr(e, 'problem', e)}); fix the syntax") from None
+    data = load_file(p, "the job spec")
     spec = parse_spec(data, str(p))
     if spec.workdir and not (p.parent / spec.workdir).expanduser().is_dir():
         raise UserInputError(f"{p}: workdir: {spec.workdir!r} is not a directory; give a path relative to the spec")

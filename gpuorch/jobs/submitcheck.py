@@ -10,7 +10,7 @@ on-demand can meet, is accepted with a warning (the returned line).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -93,8 +93,21 @@ def workload_check(spec: Any, classes: Mapping[str, Any], source: str) -> None:
                              f"place at most {most} per job; use nodes: {most}")
 
 
-def fit_check(spec: Any, offers: Sequence[Any], source: str, now: datetime) -> str | None:
-    """The planner `gpuorch plan` uses, over ``offers`` (what the enabled providers sell).
+def providers_check(spec: Any, configured: Collection[str], source: str) -> None:
+    """Refuse a ``providers:`` restriction naming no enabled provider: the job could never run."""
+    if spec.providers is None:
+        return
+    unknown = [p for p in spec.providers if p not in configured]
+    if unknown:
+        known = ", ".join(sorted(configured)) or "none"
+        raise UserInputError(f"{source}: providers: {unknown[0]!r} is not an enabled provider (enabled: {known}); "
+                             "remove it or enable it in the configuration")
+
+
+def fit_check(spec: Any, offers: Sequence[Any], source: str, now: datetime,
+              configured: Collection[str] | None = None) -> str | None:
+    """The planner `gpuorch plan` uses, over ``offers`` (what the enabled providers sell);
+    ``configured``, the enabled providers' names, for ``providers_check``.
 
     A job no GPU configuration can hold is refused; one that merely fits no enabled offer today
     is queued with a warning, since capacity and providers change. So is a deadline that
@@ -105,6 +118,8 @@ def fit_check(spec: Any, offers: Sequence[Any], source: str, now: datetime) -> s
     from gpuorch.provider.catalog import load_offers
 
     offers = list(offers)
+    if configured is not None:
+        providers_check(spec, configured, source)
     if spec.checkpoint is not None:  # refuse now what the agent could only fail on, on an instance
         from gpuorch.checkpoint.store import not_implemented
 

@@ -8,6 +8,7 @@ point (it depends on this module, never the reverse).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,12 +19,14 @@ from gpuorch.policy.recovery import DEFAULT_STRATEGY, get_strategy
 from gpuorch.store.paths import default_home, default_url
 
 DEFAULT_METRICS_PORT = 9347
+DAY_S, YEAR_S = 86400.0, 366 * 86400.0
+_DB_URL = re.compile(r"(sqlite(\+pysqlite)?:///[^\0\s]*|postgres(ql)?(\+(psycopg|psycopg2|asyncpg|pg8000))?://[^\0\s]+)")
 
 
 class MetricsConfig(BaseModel):
     """The Prometheus endpoint the daemon serves (``/metrics``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # inf would fail every pass
 
     enabled: bool = True
     host: str = "127.0.0.1"  # loopback: nothing outside this host scrapes unless you say so
@@ -38,42 +41,47 @@ class MetricsConfig(BaseModel):
 class ApiConfig(BaseModel):
     """The optional HTTP API (``gpuorch serve``, or the daemon itself with ``enabled``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # inf would fail every pass
 
     enabled: bool = False  # the daemon serves the API from its own process
     host: str = "127.0.0.1"  # loopback by default: reach it through an SSH tunnel or a TLS proxy
     port: int = Field(default=8765, ge=0, le=65535)
     token: SecretStr | None = None  # GPUORCH_API_TOKEN wins; SecretStr keeps it out of reprs and logs
     token_file: Path | None = None  # read at start (e.g. a systemd credential)
+    # Limits on what one request may make the server hold or write (docs/operations.md "Security").
+    max_body_bytes: int = Field(default=96 << 20, ge=1024, le=1 << 34)  # a base64 upload is 4/3 of its tar
+    max_upload_bytes: int = Field(default=512 << 20, ge=1, le=1 << 40)  # an upload's files, once unpacked
+    max_upload_files: int = Field(default=10_000, ge=1, le=10_000_000)  # entries in an upload
 
 
 class DaemonConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # inf would fail every pass
 
     home: Path = Field(default_factory=default_home)
     database_url: str | None = None  # default: sqlite:///$GPUORCH_HOME/state.db
     # provider name (entry point in group gpuorch.providers) -> its options
     providers: dict[str, dict[str, Any]] = Field(default_factory=lambda: {"local": dict[str, Any]()})
-    poll_s: float = Field(default=2.0, gt=0)
-    lease_s: float = Field(default=60.0, gt=0)
-    max_sleep_s: float = Field(default=5.0, gt=0)  # the daemon looks at least this often
-    drain_timeout_s: float = Field(default=30.0, gt=0)  # on SIGTERM, how long the in-flight pass may take
+    poll_s: float = Field(default=2.0, gt=0, le=DAY_S)
+    lease_s: float = Field(default=60.0, gt=0, le=DAY_S)
+    max_sleep_s: float = Field(default=5.0, gt=0, le=DAY_S)  # the daemon looks at least this often
+    drain_timeout_s: float = Field(default=30.0, gt=0, le=DAY_S)  # on SIGTERM, how long the in-flight pass may take
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
-    daily_budget: float | None = Field(default=None, gt=0)  # USD per UTC day, all jobs together
-    budget_stop_grace_s: float = Field(default=120.0, gt=0)  # a budget stop's final checkpoint
+    daily_budget: float | None = Field(default=None, gt=0, le=1e9)  # USD per UTC day, all jobs together
+    budget_stop_grace_s: float = Field(default=120.0, gt=0, le=DAY_S)  # a budget stop's final checkpoint
     api: ApiConfig = Field(default_factory=ApiConfig)
     # Where a preempted job goes next, unless its spec says (gpuorch.policy.recovery).
     recovery_strategy: str = DEFAULT_STRATEGY
-    avoid_preempted_zone_s: float = Field(default=3600.0, ge=0)  # a market that preempted a job goes last this long
+    # a market that preempted a job goes last this long
+    avoid_preempted_zone_s: float = Field(default=3600.0, ge=0, le=YEAR_S)
     # The agents' dead-man switch: an agent that hears nothing from this daemon for this long
     # takes a final checkpoint and shuts its instance down. None: never.
-    heartbeat_timeout_s: float | None = Field(default=600.0, gt=0)
+    heartbeat_timeout_s: float | None = Field(default=600.0, gt=0, le=YEAR_S)
     # Cloud-side backstop where the provider has one: the cloud ends an instance this old even if
     # both this daemon and the agent are gone. None: none.
-    max_instance_lifetime_s: float | None = Field(default=7 * 24 * 3600.0, gt=0)
-    backoff_s: float = Field(default=300.0, gt=0)  # an offer class that had no capacity rests this long
+    max_instance_lifetime_s: float | None = Field(default=7 * 24 * 3600.0, gt=0, le=YEAR_S)
+    backoff_s: float = Field(default=300.0, gt=0, le=YEAR_S)  # an offer class that had no capacity rests this long
 
     @field_validator("recovery_strategy")
     @classmethod
@@ -88,6 +96,16 @@ class DaemonConfig(BaseModel):
     @classmethod
     def _expand_home(cls, v: Path) -> Path:
         return v.expanduser()
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, v: str | None) -> str | None:
+        """A URL SQLAlchemy can open with a driver gpuorch supports (checked without importing it:
+        the CLI reads the configuration on every command)."""
+        if v is not None and not _DB_URL.fullmatch(v):
+            raise ValueError(f"cannot use {v.split('@')[-1]!r}; write sqlite:////abs/path/state.db or "
+                             "postgresql+psycopg://user@host/db")
+        return v
 
     @field_validator("providers", mode="before")
     @classmethod

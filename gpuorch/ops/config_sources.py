@@ -78,7 +78,6 @@ def store_location(path: str | Path | None = None, env: Mapping[str, str] | None
 
 def read_file(path: Path, *, required: bool = False, label: str | None = None) -> dict[str, Any] | None:
     """The mapping in a YAML file; None if it is absent and not ``required``."""
-    import yaml
 
     label = label or str(path)
     try:
@@ -92,10 +91,11 @@ def read_file(path: Path, *, required: bool = False, label: str | None = None) -
                              "fix its permissions (e.g. chmod 0640, group gpuorch)") from None
     except IsADirectoryError:
         raise UserInputError(f"{label}: {path} is a directory; give the path of a config.yaml") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise UserInputError(f"{label}: malformed YAML ({' '.join(str(e).split())}); fix the syntax") from None
+    except UnicodeDecodeError as e:
+        raise UserInputError(f"{label}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+    from gpuorch.jobs.yamlsafe import loads  # unique keys, no aliases or tags, bounded
+
+    data = loads(text, label)
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -28,13 +28,17 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from gpuorch import __version__
+from gpuorch.clock import utcnow
 from gpuorch.errors import UserInputError
 from gpuorch.jobs.logmirror import LogMirror
 from gpuorch.ops.config import DaemonConfig
 from gpuorch.ops.sdnotify import Notifier
 from gpuorch.reconciler import Reconciler, Settings
+from gpuorch.reconciler.reconciler import DISK_FULL
 from gpuorch.registry import load_providers
 from gpuorch.store import Store
+from gpuorch.store.heartbeat import Beater
 
 if TYPE_CHECKING:  # the API is an optional extra: imported at run time only when enabled
     from gpuorch.api.server import ApiThread
@@ -75,6 +79,7 @@ class Daemon:
         self.rec, self.config = rec, config
         self.notifier = notifier or Notifier(None)
         self.metrics = metrics
+        self.beater = Beater(rec.store, rec.owner, config.max_sleep_s, __version__)  # "is anything running?"
         self.stop = threading.Event()  # seen by the pass; set by the main thread only
         self._stopping = False  # set by request_stop, which must not take locks
         self._r, self._w = os.pipe()
@@ -90,6 +95,12 @@ class Daemon:
             os.write(self._w, b".")
         except OSError:  # pipe full (already poked) or closed (already stopped)
             pass
+
+    def _beat(self, step: str, *args: str) -> None:
+        try:
+            getattr(self.beater, step)(utcnow(), *args)
+        except Exception:  # the heartbeat is for readers; a store hiccup must not stop the daemon
+            log.warning("could not write the daemon heartbeat (%s)", step, exc_info=True)
 
     def _wait(self, timeout: float | None) -> None:
         """Until poked or ``timeout``; then act on a stop request."""
@@ -114,8 +125,9 @@ class Daemon:
             start = time.monotonic()
             try:
                 result["wait"] = self.rec.run_pass(stop=self.stop)
-            except Exception:  # a bad pass must not kill the daemon; the next one starts afresh
-                log.exception("reconcile pass failed")
+            except Exception as e:  # a bad pass must not kill the daemon; the next one starts afresh
+                if not DISK_FULL.report(e, "reconcile pass"):
+                    log.exception("reconcile pass failed")
             finally:
                 result["seconds"] = time.monotonic() - start
                 done.set()
@@ -141,9 +153,11 @@ class Daemon:
     def serve(self, *, once: bool = False) -> None:
         """Run passes until ``request_stop`` (or one pass with ``once``), then release the leases."""
         self.notifier.ready(f"reconciling with {', '.join(self.rec.providers) or 'no providers'}")
+        self._beat("started")
         try:
             while not self._stopping:
                 outcome, wait = self._pass()
+                self._beat("passed", outcome)
                 if outcome == "ok":
                     self.notifier.watchdog()
                 if once or self._stopping:
@@ -165,6 +179,7 @@ class Daemon:
             log.info("leases released; running jobs are left to the next daemon")
         except Exception:
             log.exception("could not release leases (they expire after lease_s)")
+        self._beat("stopped")
         if self.metrics is not None:
             self.metrics.stop()
         self.rec.pool.close()  # a launch still out is left behind: idempotent by client token

@@ -42,6 +42,7 @@ class Money:
         self.store, self.policy, self.txn = store, policy, txn
         self._loaded: tuple[Ledger, dict[int, SweepState]] | None = None
         self._spot: tuple[Sequence[Offer], dict[tuple[str, str, str], float | None]] | None = None
+        self.metrics_sink: Callable[[int, int, bytes], None] | None = None  # (job, attempt, whole lines read)
 
     # -- the gate -------------------------------------------------------------------------
     def _applies(self, job: Job, spec: JobSpec) -> bool:
@@ -158,6 +159,8 @@ class Money:
             merged = merge_lines(json.loads(job.metrics) if job.metrics else {}, data[:cut])
             if merged is not None:
                 job.metrics, job.metrics_at = json.dumps(merged), now
+        if self.metrics_sink is not None:  # the history the dashboard plots (LogMirror.append_metrics)
+            self.metrics_sink(job_id, row.number, data[:cut])
 
     # -- sweeps ------------------------------------------------------------------------------------
     def finish_sweeps(self, now: datetime) -> None:

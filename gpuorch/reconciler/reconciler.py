@@ -46,6 +46,7 @@ from gpuorch.jobs.logmirror import LogMirror
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.money.caps import Policy
 from gpuorch.ops.crashpoints import crashpoint
+from gpuorch.ops.diskfull import DiskFullLog
 from gpuorch.placement import Candidate
 from gpuorch.provider.port import Instance, InstanceState, Offer, Provider
 from gpuorch.reconciler.apply import Applier
@@ -65,8 +66,10 @@ from gpuorch.reconciler.volumes import Volumes
 from gpuorch.runners.port import Runner
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Job
+from gpuorch.store.quarantine import one_line, quarantine_job
 
 log = logging.getLogger("gpuorch.reconciler")
+DISK_FULL = DiskFullLog(log)  # one line a minute while the disk is full, for every job and pass
 
 __all__ = ["LeaseLost", "Reconciler", "backoff_key"]
 
@@ -74,6 +77,18 @@ HEARTBEAT_EVERY_S = 30.0  # at most; and at least four heartbeats per dead-man t
 IN_CHUNK = 500  # ids per IN (...) list: well under every database's parameter limit
 KEY_SWEEP_EVERY_S = 60.0
 
+
+
+class UnreadableSpec(Exception):
+    """A stored job spec this gpuorch cannot load; the message is the first error, on one line."""
+
+
+def _first_error(e: ValueError) -> str:
+    errors = getattr(e, "errors", None)
+    if callable(errors):
+        err = errors()[0]
+        return f"{'.'.join(str(p) for p in err['loc']) or 'spec'}: {err['msg']}"
+    return str(e)
 
 def heartbeat_every_s(settings: Settings) -> float:
     timeout = settings.heartbeat_timeout_s
@@ -103,6 +118,8 @@ class Reconciler:
         self.leases = Leases(store, self.owner, lease_s)
         self._last_pass_at: datetime | None = None
         self.money = Money(store, budget or Policy(), self._txn)  # caps, sweeps, prices, metrics
+        if logs is not None:
+            self.money.metrics_sink = logs.append_metrics
         self.volumes = Volumes(store, self.providers, self._txn)  # spec volume: (docs/aws.md)
         self.mirror = InstanceMirror(store)
         self.scheduled_stops = ScheduledStops(store)  # warnings of stops announced far ahead
@@ -118,6 +135,7 @@ class Reconciler:
         self._attempt_cache: dict[int, list[Attempt]] = {}  # kept across passes: see _held_attempts
         self._job_cache: dict[int, Job] = {}  # job rows kept across passes: see Leases.claim(known=)
         self._specs: dict[int, tuple[str, JobSpec]] = {}  # parsed specs by job id, with their text
+        self._unreadable: dict[int, str] = {}  # spec text of live jobs logged as unreadable (once each)
 
     # -- load ------------------------------------------------------------------------------
     def _current_offers(self, now: datetime) -> list[Offer]:
@@ -160,11 +178,15 @@ class Reconciler:
         return out
 
     def _spec(self, job: Job) -> JobSpec:
-        """The job's parsed spec, parsed again only when its text changed."""
+        """The job's parsed spec, parsed again only when its text changed. UnreadableSpec when
+        this gpuorch cannot load it (``_quarantine``)."""
         cached = self._specs.get(job.id or 0)
         if cached is not None and cached[0] == job.spec:
             return cached[1]
-        spec = JobSpec.model_validate_json(job.spec)
+        try:
+            spec = JobSpec.model_validate_json(job.spec)
+        except ValueError as e:  # pydantic's ValidationError is one
+            raise UnreadableSpec(_first_error(e)) from None
         self._specs[job.id or 0] = (job.spec, spec)
         return spec
 
@@ -305,8 +327,11 @@ class Reconciler:
                     requeue = min(requeue, decision.requeue_after)
                 except LeaseLost:
                     log.info("job %s: lease lost (expired or taken over); its work this pass is dropped", job.id)
-                except Exception:  # one job's trouble must not stall the others; the next pass retries it
-                    log.exception("job %s: reconcile failed", job.id)
+                except UnreadableSpec as e:
+                    self._quarantine(job, str(e), now)
+                except Exception as e:  # one job's trouble must not stall the others; the next pass retries it
+                    if not DISK_FULL.report(e, f"job {job.id}: reconcile"):
+                        log.exception("job %s: reconcile failed", job.id)
                     requeue = min(requeue, self.settings.poll_s)
         finally:
             self._attempts = {}
@@ -320,6 +345,21 @@ class Reconciler:
         self.mirror.update(observed, ok, terminated, now)
         crashpoint("pass.done")
         return max(0.0, requeue)
+
+    def _quarantine(self, job: Job, reason: str, now: datetime) -> None:
+        """Fail a job whose spec cannot be loaded, once (``store.quarantine``). One with an attempt
+        still live is left to the orphan sweep's view of it and logged once: failing it here would
+        leave its instance to nobody."""
+        job_id = job.id or 0
+        if any(r.status != AttemptStatus.ENDED for r in self._attempts.get(job_id, ())):
+            if self._unreadable.get(job_id) != job.spec:
+                self._unreadable[job_id] = job.spec
+                log.error("job %s: its stored spec cannot be read (%s); it has a live attempt, so it is left "
+                          "running; cancel it with `gpuorch cancel %s`", job_id, one_line(reason), job_id)
+            return
+        with self._txn(job_id) as (s, row):
+            quarantine_job(s, row, reason, now)
+        log.error("job %s: quarantined: its stored spec cannot be read (%s)", job_id, one_line(reason))
 
     def _forget(self, claimed: list[Job], live: set[Key]) -> None:
         """Drop the caches of jobs and attempts this daemon no longer works on."""

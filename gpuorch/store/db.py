@@ -19,7 +19,7 @@ from sqlmodel import Session, create_engine, select
 
 from gpuorch.store.migrations import migrate
 from gpuorch.store.models import Meta
-from gpuorch.store.paths import default_home, default_url
+from gpuorch.store.paths import PRIVATE_FILE, default_home, default_url, private_dir, private_file
 
 BUSY_TIMEOUT_MS = 30_000
 
@@ -51,8 +51,10 @@ class Store:
         self.url = url
         if url.startswith("sqlite"):
             path = url.split("///", 1)[-1]
-            if path and path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            plain = bool(path) and path != ":memory:" and "?" not in path  # not an in-memory or URI database
+            if plain:
+                private_dir(Path(path).parent)
+                Path(path).touch(mode=PRIVATE_FILE)  # before SQLite creates it with the umask's mode
             self._read = _sqlite_engine(url, immediate=False)
             self._write = _sqlite_engine(url, immediate=True)
         else:
@@ -61,6 +63,9 @@ class Store:
             if url.startswith("postgresql"):
                 conn.exec_driver_sql("SELECT pg_advisory_xact_lock(4242)")  # one migrator at a time
             migrate(conn)
+        if url.startswith("sqlite") and plain:
+            for f in (path, f"{path}-wal", f"{path}-shm"):  # SQLite gives its side files the database's mode
+                private_file(Path(f))
         self.installation_id = self._installation_id()
 
     @classmethod

@@ -104,6 +104,24 @@ def _v6_attempt_offer(conn: Connection) -> None:
             conn.execute(text(f"ALTER TABLE attempt ADD COLUMN {col} TEXT"))
 
 
+def _v7_heartbeat(conn: Connection) -> None:
+    """The daemons' heartbeats (``models.Heartbeat``): a frozen copy of the table as schema 7 made it."""
+    if inspect(conn).has_table("heartbeat"):
+        return
+    Table(
+        "heartbeat", MetaData(),
+        Column("owner", String, primary_key=True),
+        Column("host", String, nullable=False),
+        Column("pid", Integer, nullable=False),
+        Column("version", String, nullable=False),
+        Column("interval_s", Float, nullable=False),
+        Column("started_at", DateTime),
+        Column("last_pass_at", DateTime),
+        Column("last_outcome", String),
+        Column("stopped_at", DateTime),
+    ).create(conn)
+
+
 MIGRATIONS: list[Migration] = [
     # (1, "initial schema", ...) is the create_all of a fresh database; later ones go here.
     (2, "sweeps, trial metrics, spot price changes, budget_exhausted", _v2_money_and_sweeps),
@@ -111,6 +129,7 @@ MIGRATIONS: list[Migration] = [
     (4, "termination reason moved", _v4_moved_reason),
     (5, "attempt volume_attached_at", _v5_volume_attached_at),
     (6, "attempt offer and start_error", _v6_attempt_offer),
+    (7, "daemon heartbeats", _v7_heartbeat),
 ]
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 

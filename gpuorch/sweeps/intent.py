@@ -14,6 +14,7 @@ from gpuorch.jobs import events
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.store import Store
 from gpuorch.store.models import Job, JobStatus, Sweep, SweepStatus
+from gpuorch.store.refs import row_id
 from gpuorch.sweeps.spec import SweepSpec
 
 
@@ -40,7 +41,8 @@ def submit(store: Store, spec: SweepSpec, trials: list[tuple[dict[str, Any], Job
 
 def find_sweep(s: Session, ref: str) -> Sweep:
     """A sweep by id, or the newest sweep with that name."""
-    sweep = s.get(Sweep, int(ref)) if ref.isdigit() else s.exec(
+    n = row_id(ref)
+    sweep = s.get(Sweep, n) if n is not None else s.exec(
         select(Sweep).where(Sweep.name == ref).order_by(col(Sweep.id).desc())).first()
     if sweep is None:
         raise UnknownSweep.ref(ref)

@@ -27,7 +27,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from gpuorch.errors import UserInputError
@@ -95,6 +94,8 @@ class SweepSpec(Strict):
                 if len(bounds) != 2 or bounds[0] > bounds[1] or (kind == "loguniform" and bounds[0] <= 0):
                     positive = " and low > 0" if kind == "loguniform" else ""
                     raise ValueError(f"{name}: {kind} needs [low, high] with low <= high{positive}")
+                if kind == "int" and math.ceil(bounds[0]) > math.floor(bounds[1]):
+                    raise ValueError(f"{name}: int [{bounds[0]:g}, {bounds[1]:g}] holds no integer; widen it")
         return v
 
     @model_validator(mode="after")
@@ -138,13 +139,54 @@ def env_value(v: Scalar) -> str:
     return ("true" if v else "false") if isinstance(v, bool) else str(v)
 
 
+_PLACEHOLDER = re.compile(r"(?<![$\w{])\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _quoting(command: str) -> list[str]:
+    """For each character of ``command``, the shell quoting it is in: "" (none), "'" or '"', or
+    "<<" once a here-document has begun (its body is expanded: quotes there are literal)."""
+    out, state, i = [], "", 0
+    while i < len(command):
+        c = command[i]
+        if state in ("", '"') and c == "\\":
+            out += [state, state]
+            i += 2
+            continue
+        out.append(state)
+        if state == "" and command.startswith("<<", i):
+            state = "<<"
+        elif state == "" and command.startswith("$'", i):
+            out.append(state)
+            state, i = "'", i + 1  # ANSI-C quoting: treated as single quotes
+        elif state == "" and c in "'\"":
+            state = c
+        elif state == c and state in "'\"":
+            state = ""
+        i += 1
+    return out
+
+
 def substitute(command: str, params: dict[str, Scalar]) -> str:
-    """Replace ``{NAME}`` (not ``${NAME}``) for each parameter with its shell-quoted value."""
+    """Replace ``{NAME}`` (not ``${NAME}``) for each parameter with its shell-quoted value.
+
+    Quoted for the shell, the value is one word wherever it stands unquoted; inside the user's own
+    quotes (or a here-document) the quotes would be literal and the value would run, so ``{NAME}``
+    there is refused (UserInputError): the parameter is also the environment variable ``NAME``,
+    and ``"$NAME"`` is safe in any quoting."""
+    states = _quoting(command)
+
     def one(m: re.Match[str]) -> str:
         name = m.group(1)
-        return shlex.quote(env_value(params[name])) if name in params else m.group(0)
+        if name not in params:
+            return m.group(0)
+        quoted = states[m.start()] if m.start() < len(states) else ""
+        if quoted:
+            where = "a here-document" if quoted == "<<" else f"{quoted}quotes{quoted}"
+            raise UserInputError(f"job.run: {{{name}}} inside {where} would run the value as shell code; "
+                                 f"write {{{name}}} outside quotes, or use \"${name}\" (the parameter is an env var)")
+        return shlex.quote(env_value(params[name]))
 
-    return re.sub(r"(?<![$\w{])\{([A-Za-z_][A-Za-z0-9_]*)\}", one, command)
+    return _PLACEHOLDER.sub(one, command)
 
 
 def trial_spec(spec: SweepSpec, template: dict[str, Any], index: int, params: dict[str, Scalar]) -> JobSpec:
@@ -176,11 +218,13 @@ def trial_deadline(job: JobSpec, sweep_deadline: datetime | None, submitted: dat
 
 def _read_template(job: str, base: Path) -> tuple[dict[str, Any], Path]:
     """The template job file ``job`` (relative to ``base``) as a mapping, and its directory."""
+    from gpuorch.jobs.yamlsafe import load_file
+
     path = (base / job).expanduser()
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise UserInputError(f"job: cannot read the template job {str(path)!r} ({e}); check the path") from None
+        data = load_file(path, "the template job")
+    except UserInputError as e:
+        raise UserInputError(f"job: {e}") from None
     if not isinstance(data, dict):
         raise UserInputError(f"job: {path} is not a job spec; expected keys like name, run, resources")
     return data, path.parent
@@ -215,12 +259,9 @@ def _template(spec: SweepSpec, base: Path | None) -> dict[str, Any]:
 
 
 def _read(p: Path) -> Any:
-    try:
-        return yaml.safe_load(p.read_text())
-    except OSError as e:
-        raise UserInputError(f"{p}: cannot read the sweep ({e.strerror}); check the path") from None
-    except yaml.YAMLError as e:
-        raise UserInputError(f"{p}: malformed YAML ({getattr(e, 'problem', e)}); fix the syntax") from None
+    from gpuorch.jobs.yamlsafe import load_file  # unique keys, no aliases or tags, UTF-8, bounded
+
+    return load_file(p, "the sweep")
 
 
 def load_sweep(path: str | Path, now: datetime) -> tuple[SweepSpec, list[tuple[dict[str, Scalar], JobSpec]]]:
@@ -241,7 +282,7 @@ def parse_sweep(data: Any, source: str, now: datetime, base: Path | None = None,
     if data.get("deadline") is not None:
         try:
             data["deadline"] = parse_instant(data["deadline"], now)
-        except ValueError as e:
+        except (ValueError, OverflowError) as e:
             raise UserInputError(f"{source}: deadline: {e}") from None
     try:
         spec = SweepSpec.model_validate(data)

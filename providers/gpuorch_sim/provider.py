@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from gpuorch.doctor.findings import Finding
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
 from gpuorch.provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider, Runner
 from gpuorch.provider.localdir import REASON_TERMINATED, InstanceDir, LocalRunner, Meta, capacity, instance_id_for
@@ -206,6 +207,18 @@ class SimProvider(Provider):
             raise NotFoundError(f"sim instance {instance_id!r} not found")
         inst.announce(datetime.now(UTC) + timedelta(seconds=notice_s))
         ensure_cloud(self.home)
+
+    def doctor(self) -> list[Finding]:
+        """``SupportsDoctor``: a simulated market needs no credentials, only its state directory."""
+        check = f"provider {self.name}"
+        probe = self.instances_dir / ".doctor-probe"
+        try:
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as e:
+            return [Finding.fail(check, f"cannot write in {self.instances_dir}: {e.strerror}",
+                                 f"chown -R gpuorch {self.home} (the daemon's user)")]
+        return [Finding.ok(check, f"no credentials needed (a simulated market); state under {self.home}")]
 
     def set_capacity(self, zone: str, instance_type: str, spot: bool, available: bool) -> None:
         """Take a market out (or give it back) on top of its trace: the local capacity knob,

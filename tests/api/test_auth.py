@@ -1,4 +1,4 @@
-"""Token authentication: missing and wrong tokens get 401 and one clear CLI line (exit 2); the
+"""Token authentication: missing and wrong tokens get 401 and one clear CLI line (exit 4: refused); the
 token is compared in constant time, never logged, and the server will not start without one."""
 
 from __future__ import annotations
@@ -34,13 +34,13 @@ def test_missing_and_wrong_tokens_get_401(api, token, caplog):
 
 
 @pytest.mark.parametrize("cmd", [["status"], ["events"], ["cancel", "1"], ["logs", "1"], ["status", "--json"]])
-def test_cli_with_a_wrong_or_no_token_exits_2_with_one_line(remote, cmd, tmp_path, caplog):
+def test_cli_with_a_wrong_or_no_token_exits_4_with_one_line(remote, cmd, tmp_path, caplog):
     caplog.set_level(1)  # everything, uvicorn's TRACE included
     wrong = "wrong-token-" + "z" * 20
     for token, why in [(wrong, "the API token was not accepted"), (None, "missing API token")]:
         r = remote(*cmd, token=token)
         lines = r.output.strip().splitlines()
-        assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: http://127.0.0.1:"), r.output
+        assert r.exit_code == 4 and len(lines) == 1 and lines[0].startswith("error: http://127.0.0.1:"), r.output
         assert why in lines[0] and "GPUORCH_API_TOKEN" in lines[0]
     assert wrong not in caplog.text and wrong not in r.output  # never logged, never echoed
 
@@ -49,8 +49,8 @@ def test_submit_with_a_wrong_token_queues_nothing(remote, local, tmp_path):
     spec = tmp_path / "job.yaml"
     spec.write_text("name: tiny\nrun: 'true'\nresources: {gpu: T4}\n")
     r = remote("submit", str(spec), token="nope-" + "n" * 20)
-    assert r.exit_code == 2 and "not accepted" in r.output
-    assert json.loads(local("status", "--json").output) == []
+    assert r.exit_code == 4 and "not accepted" in r.output
+    assert json.loads(local("status", "--json").output)["jobs"] == []
 
 
 def test_the_token_comes_from_env_then_config_then_file(tmp_path, monkeypatch):

@@ -126,7 +126,7 @@ def test_remote_status_and_cancel_match_the_local_commands(api, remote, on_serve
 @pytest.mark.parametrize("cmd", [["sweep", "status", "nope"], ["sweep", "cancel", "nope"], ["sweep", "status", "7"]])
 def test_unknown_sweeps_give_the_same_line_remote_and_local_and_404(api, token, remote, on_server, laptop, cmd):
     there, here = remote(*cmd), on_server(*cmd)
-    assert there.exit_code == here.exit_code == 2 and there.output == here.output
+    assert there.exit_code == here.exit_code == 3 and there.output == here.output
     assert there.output.startswith(f"error: sweep: no sweep '{cmd[-1]}'")
     req = urllib.request.Request(f"{api.url}/v1/sweeps/{cmd[-1]}", headers={"Authorization": f"Bearer {token}"})
     with pytest.raises(urllib.error.HTTPError) as e:
@@ -219,14 +219,14 @@ def test_sweep_commands_need_the_token(remote, cmd, laptop):
     for token, why in [("wrong-token-" + "z" * 20, "the API token was not accepted"), (None, "missing API token")]:
         r = remote(*cmd, token=token)
         lines = r.output.strip().splitlines()
-        assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: http://127.0.0.1:"), r.output
+        assert r.exit_code == 4 and len(lines) == 1 and lines[0].startswith("error: http://127.0.0.1:"), r.output
         assert why in lines[0]
 
 
 def test_a_sweep_with_a_wrong_token_queues_nothing_and_keeps_no_upload(api, remote, laptop, home, server_store,
                                                                       tmp_path):
     r = remote("sweep", "submit", str(sweep_file(tmp_path)), token="nope-" + "n" * 20)
-    assert r.exit_code == 2 and "not accepted" in r.output
+    assert r.exit_code == 4 and "not accepted" in r.output
     assert stored(server_store) == ([], []) and uploads_of(home) == []
     assert not (laptop / "state.db").exists()
     for method, path in [("GET", "/v1/sweeps"), ("GET", "/v1/sweeps/lr"), ("POST", "/v1/sweeps/lr/cancel"),

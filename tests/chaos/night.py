@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import yaml
 
@@ -27,6 +28,7 @@ from gpuorch.agent.protocol import read_status
 from gpuorch.checkpoint import list_manifests, open_store
 from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
+from gpuorch.money.cost import attempt_cost, price_changes
 from gpuorch.ops.crashpoints import ENV as CRASH_ENV
 from gpuorch.ops.crashpoints import LOG_ENV as CRASH_LOG_ENV
 from gpuorch.provider.localdir.instances import Meta
@@ -41,6 +43,8 @@ START_S = 12720 * 195
 SCALE = 600.0  # a 195 s tick lasts a third of a second
 # Four zones that come and go (us-east-1d reclaims without notice) and one that mostly stays.
 ZONES = ("us-east-1c", "us-east-1d", "us-east-1f", "us-east-2a", "us-west-2a")
+ORPHAN_GRACE_S = 30.0  # wall seconds an instance may bill without a live attempt (a few daemon lives)
+RECORD_LAG_S = 10.0  # wall seconds an attempt's launch or end may be recorded after the fact
 
 
 def chain(seed: str, steps: int) -> str:
@@ -59,6 +63,7 @@ class Night:
     kills: Counter[str] = field(default_factory=Counter)  # how each daemon life ended
     steps: dict[int, tuple[str, int]] = field(default_factory=dict)  # job id -> (seed, steps)
     daemon: subprocess.Popen[bytes] | None = None
+    orphan_since: dict[str, float] = field(default_factory=dict)  # instance id -> first seen unowned
 
     def __post_init__(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
@@ -164,14 +169,46 @@ class Night:
 
     # -- checks ------------------------------------------------------------------------------
     def check_now(self) -> None:
-        """Never two live attempts for one job, nor two live instances for one attempt."""
-        for job_id, rows in self.attempts().items():
+        """Never two live attempts for one job, nor two live instances for one attempt, and no
+        instance billing for long without a live attempt that owns it (an orphan)."""
+        attempts = self.attempts()
+        for job_id, rows in attempts.items():
             live = [a.number for a in rows if a.status.live]
             assert len(live) <= 1, f"job {job_id} has live attempts {live}"
-        per_attempt = Counter((m.tags.get("gpuorch:job"), m.tags.get("gpuorch:attempt"))
-                              for _, m in self.live_instances())
+        instances = self.live_instances()
+        per_attempt = Counter((m.tags.get("gpuorch:job"), m.tags.get("gpuorch:attempt")) for _, m in instances)
         doubled = [k for k, n in per_attempt.items() if n > 1]
         assert not doubled, f"two live instances for attempts {doubled}"
+        owned = {(str(j), str(a.number)) for j, rows in attempts.items() for a in rows if a.status.live}
+        now = time.monotonic()
+        orphans = {m.id for _, m in instances
+                   if (m.tags.get("gpuorch:job"), m.tags.get("gpuorch:attempt")) not in owned}
+        self.orphan_since = {i: self.orphan_since.get(i, now) for i in orphans}
+        # A crash between "launch called" and "launch recorded" leaves one until a daemon's orphan
+        # sweep (or its adoption by the attempt) a life or two later; never longer.
+        stale = [i for i, t in self.orphan_since.items() if now - t > ORPHAN_GRACE_S]
+        assert not stale, f"instances without a live attempt for over {ORPHAN_GRACE_S}s: {stale}"
+
+    def check_money(self) -> dict:
+        """Σ attempt costs against what the sim billed: each instance's interval (created to
+        ended) at its attempt's prices. Every billed instance belongs to an attempt row, and the
+        two sums differ by no more than each attempt's launch and end being recorded a daemon
+        life late (``RECORD_LAG_S`` at its price)."""
+        rows = {(str(j), str(a.number)): a for j, atts in self.attempts().items() for a in atts}
+        now = datetime.now(UTC)
+        billed = slack = 0.0
+        for _, m in self.instances():
+            key = (m.tags.get("gpuorch:job"), m.tags.get("gpuorch:attempt"))
+            a = rows.get(key)  # type: ignore[arg-type]
+            assert a is not None, f"instance {m.id} billed for {key}, which no attempt row records"
+            interval = SimpleNamespace(launched_at=m.created_at, ended_at=m.ended_at or now,
+                                       price_per_hour=a.price_per_hour, billing_granularity_s=a.billing_granularity_s,
+                                       min_billing_s=a.min_billing_s, price_changes=a.price_changes)
+            billed += attempt_cost(interval, now)  # type: ignore[arg-type]
+            slack += 2 * RECORD_LAG_S * max(a.price_per_hour, *(p for _, p in price_changes(a))) / 3600
+        recorded = sum(attempt_cost(a, now) for a in rows.values() if a.launched_at is not None)
+        assert abs(recorded - billed) <= slack + 1e-9, f"attempts cost {recorded:.4f}, the sim billed {billed:.4f}"
+        return {"billed": round(billed, 4), "recorded": round(recorded, 4), "slack": round(slack, 4)}
 
     def check_end(self) -> dict:
         """Every job finished exactly once with the right result, every relaunch resumed from the

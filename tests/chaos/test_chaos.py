@@ -3,9 +3,12 @@ preemptions, with and without notice), while the real daemon is SIGKILLed at 50+
 at named crash points inside a pass (launch.called: the instance exists, nothing records it) and
 at random times - and restarted each time. With 20% of the sim's calls failing on top.
 
-Checked after every kill: never two live attempts for one job, never two live instances for one
-attempt. At the end: every job finished exactly once with the right result, every relaunch
-resumed from the latest complete checkpoint, no instance and no process left running.
+Checked after every kill and while the morning daemon runs: never two live attempts for one job,
+never two live instances for one attempt, no instance billing for long without an attempt that
+owns it. The seed (printed; ``GPUORCH_CHAOS_SEED`` replays its choices) drives every random
+choice of the test. At the end: the sim's billed intervals match the attempts' costs, and
+every job finished exactly once with the right result, every relaunch resumed from the latest
+complete checkpoint, no instance and no process left running.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ def test_a_night_of_preemptions_and_daemon_kills(tmp_path):
         print(f"crash points hit: {dict(points)}")
         stats = night.check_end()
         print(f"stats: {stats}")
+        print(f"money: {night.check_money()}")
         assert sum(night.kills.values()) >= 50 and night.kills["sigkill"] and points
         assert points["launch.called"] >= 1  # killed between "launch requested" and "launch recorded"
         # How many depends on how fast jobs progress between kills: 30-55 preemptions and 10-20

@@ -97,7 +97,7 @@ def test_environment_overrides_nested_fields_and_mappings(monkeypatch):
     ("user", "metrics: {prot: 1}\n", "{user}: metrics.prot: unknown option; known options here: enabled, host, port"),
     ("state", "colour: blue\n", "{state}: colour: unknown option; known options here: home,"),
     ("user", "log_format: xml\n", "{user}: log_format: Input should be 'text' or 'json'"),
-    ("system", "poll_s: [\n", "{system}: malformed YAML"),
+    ("system", "poll_s: [\n", "{system}: line 2: malformed YAML"),
     ("user", "- a list\n", "{user}: the file must hold a mapping of options"),
     ("state", "home: /elsewhere\n", "{state}: home: cannot be set in the state directory's own config"),
 ])
@@ -153,10 +153,10 @@ def test_the_global_config_selects_the_database(tmp_path):
     job = tmp_path / "job.yaml"
     job.write_text("name: x\nrun: 'true'\nresources: {gpu: T4}\n")
     assert runner.invoke(app, ["--config", str(cfg), "submit", str(job)]).exit_code == 0
-    assert len(json.loads(runner.invoke(app, ["--config", str(cfg), "status", "--json"]).output)) == 1
-    assert json.loads(runner.invoke(app, ["status", "--json"]).output) == []  # the default database is untouched
+    assert len(json.loads(runner.invoke(app, ["--config", str(cfg), "status", "--json"]).output)["jobs"]) == 1
+    assert json.loads(runner.invoke(app, ["status", "--json"]).output)["jobs"] == []  # the default db is untouched
     r = runner.invoke(app, ["status", "--json"], env={"GPUORCH_CONFIG": str(cfg)})
-    assert len(json.loads(r.output)) == 1
+    assert len(json.loads(r.output)["jobs"]) == 1
 
 
 # -- the quick store location of read-only commands ---------------------------------------------

@@ -18,6 +18,9 @@ from contextlib import suppress
 from pathlib import Path
 
 MARKER_ENV = "GPUORCH_LOCAL_INSTANCE_DIR"
+# The daemon's own secrets: no process a local instance starts gets them (the job's environment
+# is the agent's allow-list, gpuorch.agent.job.inherited; these leave the agent's too).
+DAEMON_ONLY = frozenset({"GPUORCH_API_TOKEN", "GPUORCH_DATABASE_URL"})
 _PROC = Path("/proc")
 _children: list[subprocess.Popen[bytes]] = []
 
@@ -125,7 +128,7 @@ def spawn_detached(argv: list[str], *, cwd: Path, log: Path, instance_dir: Path 
 
     modules = [importlib.import_module(name) for name in ("gpuorch", *packages)]
     roots = {str(Path(str(m.__file__)).resolve().parent.parent) for m in modules}
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k not in DAEMON_ONLY}  # the agent needs no API token
     env["PYTHONPATH"] = os.pathsep.join([*sorted(roots), *filter(None, [env.get("PYTHONPATH")])])
     if instance_dir is not None:
         env[MARKER_ENV] = str(instance_dir)
