@@ -1,4 +1,4 @@
-"""``gpuorch sweep submit|status|cancel``: cost-capped hyperparameter sweeps.
+"""``gpuorch sweep submit|status|update|resume|cancel``: cost-capped hyperparameter sweeps.
 
 Like the job commands (``jobs.py``), they act on this host's store through ``JobService``, or, with
 ``gpuorch --server URL``, on a remote one through the HTTP API's client: the same output and the
@@ -90,7 +90,7 @@ def status(ctx: typer.Context,
             t.add_row(str(w["id"]), w["name"], w["status"],
                       ", ".join(f"{n} {s}" for s, n in sorted(w["counts"].items())) or "-",
                       f"${w['spent']:.4f}", _cap(w), f"{w['deadline']:%Y-%m-%d %H:%M}" if w["deadline"] else "-",
-                      f"{best['name']} {obj['metric']}={_fmt(best['metrics'][obj['metric']])}" if best else "-")
+                      _best(best, obj) if best else "-")
         show(t, wide=wide)
         return
     cap = f" of {_cap(report)}" if report["max_cost"] is not None else " (no cap)"
@@ -105,11 +105,36 @@ def status(ctx: typer.Context,
     if obj and obj["metric"] in metrics:  # the objective first
         metrics.remove(obj["metric"])
         metrics.insert(0, obj["metric"])
-    t = Table("ID", "TRIAL", "STATUS", *params, *metrics, "COST", "NOTE")
+    by_result = bool(obj) and obj.get("source") == "result"
+    t = Table("ID", "TRIAL", "STATUS", *params, *(["RESULT"] if by_result else []), *metrics, "RUNTIME", "ATTEMPTS",
+              "PREEMPTIONS", "COST", "NOTE")
     for tr in report["trials"]:
         t.add_row(str(tr["id"]), tr["name"], tr["status"], *[_fmt(tr["params"].get(p, "-")) for p in params],
-                  *[_fmt(tr["metrics"].get(m, "-")) for m in metrics], f"${tr['cost']:.4f}", tr["message"] or "")
+                  *([_fmt(tr["value"]) if tr["value"] is not None else "-"] if by_result else []),
+                  *[_fmt(tr["metrics"].get(m, "-")) for m in metrics], _duration(tr["runtime_s"]),
+                  str(tr["attempts"]), str(tr["preemptions"]), f"${tr['cost']:.4f}", tr["message"] or "")
     show(t, wide=wide)
+    if report["best"] is not None:
+        typer.echo(f"best: {_best(report['best'], obj)}")
+    sp = report["spend"]
+    typer.echo(f"spend ${report['spent']:.4f}: " + ", ".join(f"${sp[k]:.4f} {k}" for k in sp if sp[k] or k in (
+        "finished", "pruned", "held", "wasted")) + f" ({report['wasted_share']:.0%} wasted)")
+
+
+def _best(best: dict[str, Any], obj: dict[str, Any]) -> str:
+    """The best trial, flagged when it did not finish: ``lr-3 loss=0.25`` or
+    ``lr-2 loss=0.31 (unfinished, step 200)``."""
+    v = _fmt(best["value"]) if best.get("value") is not None else "-"
+    flag = ""
+    if best.get("unfinished"):
+        flag = f" (unfinished, step {best['step']:.0f})" if best.get("step") is not None else " (unfinished)"
+    return f"{best['name']} {obj['metric']}={v}{flag}"
+
+
+def _duration(seconds: float) -> str:
+    m, sec = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{sec:02d}s"
 
 
 @sweep_app.command("cancel")
@@ -127,3 +152,56 @@ def cancel(ctx: typer.Context, name: str = NAME_ARG, json_out: bool = JSON_OPTIO
     else:
         typer.echo(f"sweep {sweep['id']} ({sweep['name']}): {sweep['status']}; "
                    f"{sweep['trials_cancelled']} unfinished trials to stop")
+
+
+BUDGET_OPTION = typer.Option(None, "--budget", help="The sweep's new cap in USD (not below what it has spent).")
+DEADLINE_OPTION = typer.Option(None, "--deadline", help="The new deadline: a duration (8h) or a time "
+                                                          "(2026-11-28T08:00, UTC unless an offset is given).")
+
+
+def _local_only(ctx: typer.Context, what: str) -> Any:
+    from gpuorch.cli.jobs import _backend
+    from gpuorch.errors import UserInputError
+
+    backend = _backend(ctx)
+    if not hasattr(backend, what):
+        raise UserInputError(f"--server: `gpuorch sweep {what.removeprefix('sweep_')}` is not served over the "
+                             "HTTP API yet; run it on the control host")
+    return backend
+
+
+@sweep_app.command("update")
+def update(ctx: typer.Context, name: str = NAME_ARG, budget: float = BUDGET_OPTION, deadline: str = DEADLINE_OPTION,
+           json_out: bool = JSON_OPTION) -> None:
+    """Raise the sweep's cap or move its deadline; held and queued trials go on under them.
+
+    Example: gpuorch sweep update tiny-mlp-sweep --budget 12 --deadline 8h
+    """
+    from gpuorch.cli.jobs import _errors
+
+    with _errors():
+        sweep = _local_only(ctx, "sweep_update").sweep_update(name, budget, deadline)
+    if json_out:
+        emit_json(sweep)
+    else:
+        cap = f"cap ${sweep['max_cost']:.2f}" if sweep["max_cost"] is not None else "no cap"
+        when = f", deadline {sweep['deadline']:%Y-%m-%d %H:%M} UTC" if sweep["deadline"] else ""
+        typer.echo(f"sweep {sweep['id']} ({sweep['name']}): {sweep['status']}; {cap}{when}")
+
+
+@sweep_app.command("resume")
+def resume(ctx: typer.Context, name: str = NAME_ARG, budget: float = BUDGET_OPTION, deadline: str = DEADLINE_OPTION,
+           json_out: bool = JSON_OPTION) -> None:
+    """Restart a done or cancelled sweep's unfinished trials from their checkpoints (held ones first).
+
+    Example: gpuorch sweep resume tiny-mlp-sweep
+    """
+    from gpuorch.cli.jobs import _errors
+
+    with _errors():
+        sweep = _local_only(ctx, "sweep_resume").sweep_resume(name, budget, deadline)
+    if json_out:
+        emit_json(sweep)
+    else:
+        typer.echo(f"sweep {sweep['id']} ({sweep['name']}): {sweep['status']}; {sweep['trials_resumed']} trials "
+                   f"resumed; follow it with `gpuorch sweep status {sweep['name']}`")

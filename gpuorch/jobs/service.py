@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuorch.clock import utcnow
-from gpuorch.errors import UnknownJob
+from gpuorch.errors import UnknownJob, UserInputError
 from gpuorch.money.cost import attempt_cost
 
 if TYPE_CHECKING:
@@ -299,6 +299,12 @@ class JobService:
             providers = self.providers() if callable(self.providers) else self.providers
             offers = offline_offers(dict(providers), self.home)
         warning = sweep_deadline_check(spec, trials, offers, source, now)
+        if job is not None and offers and spec.budget is not None:
+            from gpuorch import placement
+            from gpuorch.sweeps.capcheck import cap_warning
+
+            cap = cap_warning(spec.budget.max_cost, spec.max_parallel, job, placement.candidates(job, offers))
+            warning = "; ".join(w for w in (warning, cap) if w) or None
         sweep = intent.submit(self.store, spec, trials, now)
         return {"id": sweep.id, "name": sweep.name, "trials": len(trials), "status": sweep.status.value,
                 "warning": warning}
@@ -324,9 +330,41 @@ class JobService:
         with self.store.read() as s:
             return sweep_report(s, find_sweep(s, ref), self.now())
 
+    def sweep_update(self, ref: str, budget: float | None = None, deadline: str | None = None) -> dict[str, Any]:
+        """New limits for a sweep (``sweeps.intent.update``); UserInputError, nothing changed, for a
+        budget below its spend or a deadline in the past. Raises UnknownSweep."""
+        from gpuorch.sweeps import intent
+
+        now = self.now()
+        sweep = intent.update(self.store, ref, now, budget, _instant("--deadline", deadline, now))
+        return {"id": sweep.id, "name": sweep.name, "status": sweep.status.value, "max_cost": sweep.max_cost,
+                "deadline": sweep.deadline}
+
+    def sweep_resume(self, ref: str, budget: float | None = None, deadline: str | None = None) -> dict[str, Any]:
+        """Restart a done or cancelled sweep's unfinished trials from their checkpoints
+        (``sweeps.intent.resume``), optionally with new limits. Raises UnknownSweep."""
+        from gpuorch.sweeps import intent
+
+        now = self.now()
+        sweep, hit = intent.resume(self.store, ref, now, budget, _instant("--deadline", deadline, now))
+        return {"id": sweep.id, "name": sweep.name, "status": sweep.status.value, "trials_resumed": hit,
+                "max_cost": sweep.max_cost, "deadline": sweep.deadline}
+
     def sweep_cancel(self, ref: str) -> dict[str, Any]:
         """Cancel a sweep's unfinished trials. Raises UnknownSweep."""
         from gpuorch.sweeps import intent
 
         sweep, hit = intent.cancel(self.store, ref, self.now())
         return {"id": sweep.id, "name": sweep.name, "status": sweep.status.value, "trials_cancelled": hit}
+
+
+def _instant(option: str, value: str | None, now: datetime) -> datetime | None:
+    """``8h`` or ``2026-11-28T08:00`` as an absolute UTC time; UserInputError naming ``option``."""
+    if value is None:
+        return None
+    from gpuorch.when import parse_instant
+
+    try:
+        return parse_instant(value, now)
+    except ValueError as e:
+        raise UserInputError(f"{option}: {e}") from None

@@ -273,7 +273,8 @@ def _instant(v: Any) -> str:
     except (ValueError, OverflowError) as e:
         raise ValueError(f"cannot read {text!r} ({e}); write a time like 2026-11-28T08:00 or a duration like 8h") \
             from None
-    if text[-1:].isalpha() and (when - datetime(2000, 1, 1, tzinfo=UTC)).total_seconds() > v_.MAX_SECONDS:
+    is_duration = "-" not in text and ":" not in text  # "8h", not "2030-01-01T00:00Z" (its Z is a letter too)
+    if is_duration and (when - datetime(2000, 1, 1, tzinfo=UTC)).total_seconds() > v_.MAX_SECONDS:
         raise ValueError(f"{text!r} is more than ten years away; give a nearer deadline")
     return text
 

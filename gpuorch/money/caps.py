@@ -9,14 +9,28 @@ Terms (the proof is in docs/money.md):
 - decision point: the latest moment by which the daemon can have an instance terminated,
   counting from a look now: the next look (<= I), a clean stop (S), the look that terminates
   (<= I). The horizon ``H = 2I + S``.
-- worst case of a launch: its price billed for H, i.e. ``price x max(minimum, H rounded up to
-  the billing increment)``.
-- reservation of a live attempt: what it may still add until its decision point (for an
-  attempt being stopped: until its drain deadline plus I).
-- committed = spent + reservations. A launch needs ``committed + worst case <= cap`` in every
-  scope of the job. Jobs are decided in id order; a running attempt is stopped cleanly when its
-  scope would be over its cap even if every newer job's attempt were stopped now (so the newest
-  trials give way first and the oldest, furthest along, keep running).
+- runway ``R`` of a launch: how long it may run before the running check can stop it: the
+  longest of the job's checkpoint interval plus I (its first useful checkpoint),
+  ``runway_passes`` decision intervals, and its minimum bill less H (``runway_s``). Recorded
+  on the attempt as ``runway_until``.
+- reservation of a live attempt: what it may still add until its decision point, and never
+  less than until ``runway_until + H`` (for an attempt being stopped: until its drain deadline
+  plus I).
+- committed(at) = spent + every live attempt's reservation as of a look at ``at``.
+
+**One rule** (``within``) decides both admission and the running check, so the two cannot
+disagree a pass later: a scope is within its cap at ``at`` if ``committed(at) + extra <= cap``.
+
+- admission of a launch on candidate c: ``within(at = now + R, extra = c billed for R + H)``,
+  every other attempt kept running. An attempt admitted so is not stopped within its runway
+  while the spend follows the projections: every term of the running checks in between is at
+  most what admission counted (``tests/money/test_runway.py`` proves it by property).
+- the running check: ``within(at = now)`` with every newer job's running attempt stopped now.
+  Jobs are decided in id order, so the newest trials give way first and the oldest, furthest
+  along, keep running. Failing it with the money really gone (even with every other attempt
+  stopped now, this one's next horizon does not fit) stops the job as ``budget_exhausted``;
+  failing it only because other attempts' reservations fill the cap *holds* the trial: a clean
+  stop, status ``held``, resumed from its checkpoint before fresh trials start.
 
 Launches are admitted against a ledger re-read inside the launch's own write transaction, so two
 launches (in one pass or in two daemons) cannot both take the last dollars.
@@ -46,6 +60,7 @@ class Policy:
     daily_cap: float | None = None  # USD per UTC day, all jobs together (DaemonConfig.daily_budget)
     decision_interval_s: float = 30.0
     stop_grace_s: float = 120.0
+    runway_passes: int = 3  # decision intervals of runway beyond the first checkpoint or minimum bill
 
     @property
     def horizon_s(self) -> float:
@@ -60,9 +75,21 @@ def next_day(now: datetime) -> datetime:
     return day_start(now) + timedelta(days=1)
 
 
-def worst_case(c: Candidate, policy: Policy) -> float:
-    """USD a launch on ``c`` may cost before its decision point."""
-    return charged(c.price_per_hour, c.offer.billing_granularity_s, c.offer.min_billing_s, policy.horizon_s)
+def runway_s(min_billing_s: float, checkpoint_s: float | None, policy: Policy) -> float:
+    """Seconds an admitted attempt may run before the running check may stop it: the longest of
+    its first useful checkpoint (the checkpoint interval plus a pass to see it), a few passes,
+    and its minimum bill less the horizon (so its decision point falls where the minimum ends:
+    what is paid for anyway is used, and no further increment is reserved for it)."""
+    i = policy.decision_interval_s
+    return max((checkpoint_s or 0.0) + i if checkpoint_s else 0.0, policy.runway_passes * i,
+               float(min_billing_s) - policy.horizon_s)
+
+
+def worst_case(c: Candidate, policy: Policy, checkpoint_s: float | None = None) -> float:
+    """USD a launch on ``c`` may cost before its decision point at the end of its runway."""
+    o = c.offer
+    reach = runway_s(o.min_billing_s, checkpoint_s, policy) + policy.horizon_s
+    return charged(c.price_per_hour, o.billing_granularity_s, o.min_billing_s, reach)
 
 
 def stoppable(a: Attempt) -> bool:
@@ -70,25 +97,35 @@ def stoppable(a: Attempt) -> bool:
     return a.status in (AttemptStatus.LAUNCHED, AttemptStatus.RUNNING)
 
 
-def reservation(a: Attempt, now: datetime, policy: Policy, *, stop_now: bool = False) -> float:
-    """USD a live attempt may still add before it can be stopped (0 once ended); with
-    ``stop_now``, if a clean stop of a stoppable attempt were requested now."""
+def reserved_until(a: Attempt, now: datetime, at: datetime, policy: Policy, *, stop_now: bool = False) -> datetime:
+    """Until when a live attempt's cost is reserved, as of a look at ``at`` (>= now): its
+    decision point (never before the end of its runway), or with ``stop_now`` and stoppable, a
+    clean stop's. One being stopped ends by the first look after its drain deadline (A1: within
+    I of it), whenever the look: a look past the deadline is the one that ends it."""
+    if a.status == AttemptStatus.DRAINING:
+        return max(now, (a.drain_until or now) + timedelta(seconds=policy.decision_interval_s))
+    if stop_now and stoppable(a):
+        return at + timedelta(seconds=policy.stop_grace_s + policy.decision_interval_s)
+    return max(at, a.runway_until or at) + timedelta(seconds=policy.horizon_s)
+
+
+def reservation(a: Attempt, now: datetime, policy: Policy, *, stop_now: bool = False,
+                at: datetime | None = None) -> float:
+    """USD a live attempt may still add (0 once ended) before it can be stopped, as of a look at
+    ``at`` (default now); with ``stop_now``, if a clean stop of a stoppable attempt were
+    requested then."""
     if a.status == AttemptStatus.ENDED:
         return 0.0
-    if a.status == AttemptStatus.DRAINING:
-        until = max(now, a.drain_until or now) + timedelta(seconds=policy.decision_interval_s)
-    elif stop_now and stoppable(a):
-        until = now + timedelta(seconds=policy.stop_grace_s + policy.decision_interval_s)
-    else:
-        until = now + timedelta(seconds=policy.horizon_s)
+    until = reserved_until(a, now, at or now, policy, stop_now=stop_now)
     return max(0.0, projected_cost(a, until, now) - attempt_cost(a, now))
 
 
 @dataclass
 class Totals:
     spent: float = 0.0
-    fixed: float = 0.0  # reservations a stop cannot shrink: draining or not yet launched
+    fixed: float = 0.0  # reservations a stop cannot shrink now: draining or not yet launched
     running: dict[int, tuple[float, float]] = field(default_factory=dict)  # job id -> (runs on, stopped now)
+    live: list[Attempt] = field(default_factory=list)  # every live attempt, for a look later than now
 
     @property
     def reserved(self) -> float:
@@ -102,6 +139,15 @@ class Totals:
         """Committed if every running attempt of a job newer than ``job_id`` were stopped now."""
         return self.spent + self.fixed + sum(on if j <= job_id else off for j, (on, off) in self.running.items())
 
+    def committed_if_others_stop(self, job_id: int) -> float:
+        """Committed if every running attempt but ``job_id``'s were stopped now: what the money
+        itself, not other attempts' reservations, leaves to ``job_id``."""
+        return self.spent + self.fixed + sum(on if j == job_id else off for j, (on, off) in self.running.items())
+
+    def committed_at(self, at: datetime, now: datetime, policy: Policy) -> float:
+        """Committed as of a look at ``at`` (>= now), every live attempt running until then."""
+        return self.spent + sum(reservation(a, now, policy, at=at) for a in self.live)
+
 
 @dataclass(frozen=True)
 class SweepState:
@@ -113,6 +159,7 @@ class SweepState:
     deadline: datetime | None
     max_parallel: int
     in_flight: int  # trials starting, running or recovering
+    held: int = 0  # trials held (they resume before fresh trials start)
 
 
 @dataclass
@@ -139,6 +186,8 @@ class Ledger:
                 scopes.append(ledger.sweeps.setdefault(sweep_id, Totals()))
             for t in scopes + [ledger.day]:
                 t.spent += spent if t is not ledger.day else cost_between(a, start, now, now)
+                if a.status != AttemptStatus.ENDED:
+                    t.live.append(a)
                 if stoppable(a):  # one per job, unless a crash left two: count both
                     was_on, was_off = t.running.get(a.job_id, (0.0, 0.0))
                     t.running[a.job_id] = (was_on + on, was_off + off)
@@ -151,14 +200,28 @@ class Ledger:
 class Cap:
     scope: str  # for people: "job budget", "sweep lr budget", "daily budget"
     limit: float
-    spent: float
-    committed: float  # spent + every live attempt's reservation
-    committed_if_newer_stop: float  # ... if the running attempts of newer jobs were stopped now
+    totals: Totals
+    job_id: int
     daily: bool = False
 
-    @classmethod
-    def of(cls, scope: str, limit: float, t: Totals, job_id: int, daily: bool = False) -> Cap:
-        return cls(scope, limit, t.spent, t.committed, t.committed_if_newer_stop(job_id), daily)
+    @property
+    def spent(self) -> float:
+        return self.totals.spent
+
+    def within(self, policy: Policy, now: datetime, *, at: datetime | None = None, extra: float = 0.0) -> bool:
+        """The one rule, for admission and the running check alike (module docstring): with
+        ``at`` (a launch's runway end), every live attempt runs until then and ``extra`` (the
+        launch) is added; without it, the look now, with every newer job's attempt stopped."""
+        if at is None:
+            committed = self.totals.committed_if_newer_stop(self.job_id)
+        else:
+            committed = self.totals.committed_at(at, now, policy)
+        return committed + extra <= self.limit + EPS
+
+    @property
+    def money_gone(self) -> bool:
+        """Over the cap even if every other running attempt were stopped now."""
+        return self.totals.committed_if_others_stop(self.job_id) > self.limit + EPS
 
 
 @dataclass(frozen=True)
@@ -193,14 +256,23 @@ class Gate:
     caps: tuple[Cap, ...] = ()
     stop: Stop | None = None
     hold: Hold | None = None
+    checkpoint_s: float | None = None  # the job's checkpoint interval (its runway)
+    waiting: JobStatus = JobStatus.QUEUED  # the status while reservations are waited out (held stays held)
+
+    def runway_until(self, c: Candidate) -> datetime:
+        return self.now + timedelta(seconds=runway_s(c.offer.min_billing_s, self.checkpoint_s, self.policy))
+
+    def need(self, c: Candidate) -> float:
+        return worst_case(c, self.policy, self.checkpoint_s)
 
     def affords(self, c: Candidate) -> bool:
-        need = worst_case(c, self.policy)
-        return all(cap.committed + need <= cap.limit + EPS for cap in self.caps)
+        """Admission: every scope within its cap at the end of the launch's runway."""
+        at, need = self.runway_until(c), self.need(c)
+        return all(cap.within(self.policy, self.now, at=at, extra=need) for cap in self.caps)
 
     def unaffordable(self, ranked: list[Candidate]) -> Hold:
         """Why none of ``ranked`` may launch: a cap spent for good, or reservations to wait out."""
-        need = min(worst_case(c, self.policy) for c in ranked)
+        need = min(self.need(c) for c in ranked)
         for cap in self.caps:
             if cap.spent + need > cap.limit + EPS:
                 left = max(0.0, cap.limit - cap.spent)
@@ -209,33 +281,52 @@ class Gate:
                     tomorrow = next_day(self.now)
                     return Hold(JobStatus.QUEUED, f"{why}; waiting for {tomorrow:%Y-%m-%d} UTC", not_before=tomorrow)
                 return Hold(JobStatus.BUDGET_EXHAUSTED, f"budget exhausted: {why}")
-        return Hold(JobStatus.QUEUED, "waiting: running attempts hold the rest of the budget")
+        return Hold(self.waiting, "waiting: running attempts hold the rest of the budget")
 
 
-def gate_for(job: Job, spec: JobSpec, sweep: SweepState | None, ledger: Ledger, policy: Policy) -> Gate:
-    """The constraints on ``job`` now: its caps, whether to stop its attempt, whether to hold it."""
+def _budget_stop(caps: list[Cap], now: datetime, policy: Policy) -> Stop | None:
+    """The running check: stop (or hold) the job's attempt if a scope is over its cap."""
+    over = [c for c in caps if not c.within(policy, now)]
+    if not over:
+        return None
+    gone = next((c for c in over if c.money_gone), None)  # a job's own budget: always (it holds nothing else)
+    cap = gone or over[0]
+    msg = f"stopped before the {cap.scope} (${cap.limit:.2f}) is crossed; ${cap.spent:.4f} spent"
+    if gone is not None and gone.daily:
+        tomorrow = next_day(now)
+        return Stop(TerminationReason.BUDGET_EXHAUSTED, JobStatus.QUEUED, f"{msg}; resumes {tomorrow:%Y-%m-%d} UTC",
+                    not_before=tomorrow)
+    if gone is not None:
+        return Stop(TerminationReason.BUDGET_EXHAUSTED, JobStatus.BUDGET_EXHAUSTED, msg)
+    return Stop(TerminationReason.HELD, JobStatus.HELD,
+                f"held: older attempts' reservations fill the {cap.scope} (${cap.limit:.2f}; ${cap.spent:.4f} "
+                "spent); resumes from its checkpoint when they free it")
+
+
+def gate_for(job: Job, spec: JobSpec, sweep: SweepState | None, ledger: Ledger, policy: Policy,
+             prune: str | None = None) -> Gate:
+    """The constraints on ``job`` now: its caps, whether to stop its attempt, whether to hold it.
+    ``prune``: why the sweep's pruning rule stops the trial now (None: it does not)."""
     now, caps, jid = ledger.now, [], job.id or 0
     if spec.budget is not None:
-        caps.append(Cap.of("job budget", spec.budget.max_cost, ledger.jobs.get(jid, Totals()), jid))
+        caps.append(Cap("job budget", spec.budget.max_cost, ledger.jobs.get(jid, Totals()), jid))
     if sweep is not None and sweep.max_cost is not None:
-        caps.append(Cap.of(f"sweep {sweep.name} budget", sweep.max_cost, ledger.sweeps.get(sweep.id, Totals()), jid))
+        caps.append(Cap(f"sweep {sweep.name} budget", sweep.max_cost, ledger.sweeps.get(sweep.id, Totals()), jid))
     if policy.daily_cap is not None:
-        caps.append(Cap.of("daily budget", policy.daily_cap, ledger.day, jid, daily=True))
-    stop = hold = None
-    over = next((c for c in caps if c.committed_if_newer_stop > c.limit + EPS), None)
-    if over is not None:
-        msg = f"stopped before the {over.scope} (${over.limit:.2f}) is crossed; ${over.spent:.4f} spent"
-        if over.daily:
-            tomorrow = next_day(now)
-            stop = Stop(TerminationReason.BUDGET_EXHAUSTED, JobStatus.QUEUED, f"{msg}; resumes {tomorrow:%Y-%m-%d} UTC",
-                        not_before=tomorrow)
-        else:
-            stop = Stop(TerminationReason.BUDGET_EXHAUSTED, JobStatus.BUDGET_EXHAUSTED, msg)
+        caps.append(Cap("daily budget", policy.daily_cap, ledger.day, jid, daily=True))
+    stop, hold = _budget_stop(caps, now, policy), None
+    if stop is None and prune is not None:
+        stop = Stop(TerminationReason.PRUNED, JobStatus.PRUNED, prune)
     if sweep is not None and sweep.deadline is not None and now >= sweep.deadline:
         when = f"{sweep.deadline:%Y-%m-%d %H:%M} UTC"
         stop = stop or Stop(TerminationReason.CANCELLED, JobStatus.CANCELLED,
                             f"stopped cleanly at the sweep deadline {when}")
         hold = Hold(JobStatus.CANCELLED, f"not started by the sweep deadline {when}")
     elif sweep is not None and job.status not in IN_FLIGHT and sweep.in_flight >= sweep.max_parallel:
-        hold = Hold(JobStatus.QUEUED, f"waiting for a slot: sweep {sweep.name} runs {sweep.max_parallel} at a time")
-    return Gate(now, policy, tuple(caps), stop, hold)
+        hold = Hold(job.status if job.status == JobStatus.HELD else JobStatus.QUEUED,
+                    f"waiting for a slot: sweep {sweep.name} runs {sweep.max_parallel} at a time")
+    elif sweep is not None and job.status == JobStatus.QUEUED and sweep.held:
+        hold = Hold(JobStatus.QUEUED, f"waiting: held trials of sweep {sweep.name} resume first")
+    ckpt = spec.checkpoint.interval if spec.checkpoint is not None else None
+    waiting = JobStatus.HELD if job.status == JobStatus.HELD else JobStatus.QUEUED
+    return Gate(now, policy, tuple(caps), stop, hold, ckpt, waiting)

@@ -148,6 +148,7 @@ class Daemon:
             outcome = "ok" if "wait" in result else "failed"
         if self.metrics is not None:
             self.metrics.observe_pass(result.get("seconds"), outcome)
+        log.debug("pass %s in %.3f s", outcome, result.get("seconds") or 0.0)  # bench/queue_drain.py reads these
         return outcome, result.get("wait")
 
     def serve(self, *, once: bool = False) -> None:

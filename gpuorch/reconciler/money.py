@@ -11,14 +11,14 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import and_, exists, func, or_, text
 from sqlmodel import Session, col, select
 
 from gpuorch.jobs import events
 from gpuorch.jobs.spec import JobSpec
-from gpuorch.money.caps import IN_FLIGHT, Gate, Ledger, Policy, SweepState, day_start, gate_for, worst_case
+from gpuorch.money.caps import IN_FLIGHT, Gate, Ledger, Policy, SweepState, day_start, gate_for, runway_s
 from gpuorch.money.cost import current_price, with_price_change
 from gpuorch.placement import Candidate
 from gpuorch.provider.port import Offer, Provider
@@ -27,7 +27,9 @@ from gpuorch.reconciler.views import AttemptView, JobView
 from gpuorch.runners.port import Runner, RunnerUnavailable
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, Sweep, SweepStatus
-from gpuorch.sweeps.metrics import merge_lines
+from gpuorch.sweeps.metrics import merge_lines, steps_of
+from gpuorch.sweeps.pruning import TrialHistory, extend_history, parse_history, verdict
+from gpuorch.sweeps.spec import Pruning, SweepSpec
 
 log = logging.getLogger("gpuorch.reconciler")
 
@@ -43,6 +45,10 @@ class Money:
         self._loaded: tuple[Ledger, dict[int, SweepState]] | None = None
         self._spot: tuple[Sequence[Offer], dict[tuple[str, str, str], float | None]] | None = None
         self.metrics_sink: Callable[[int, int, bytes], None] | None = None  # (job, attempt, whole lines read)
+        self._rule_cache: dict[int, tuple[Pruning, str] | None] = {}  # sweep id -> (rule, mode); specs never change
+        self._rules: dict[int, tuple[Pruning, str]] = {}  # of the active sweeps, as last loaded
+        self._histories: dict[int, list[TrialHistory]] = {}  # sweep id -> its trials' histories, this pass
+        self._verdicts: dict[tuple[int, int], str | None] = {}  # (job id, history length) -> verdict
 
     # -- the gate -------------------------------------------------------------------------
     def _applies(self, job: Job, spec: JobSpec) -> bool:
@@ -50,6 +56,7 @@ class Money:
 
     def _load(self, s: Session, now: datetime) -> tuple[Ledger, dict[int, SweepState]]:
         active = list(s.exec(select(Sweep).where(Sweep.status == SweepStatus.ACTIVE)))
+        self._rules_of(active)
         ids = [w.id for w in active]
         rows = s.exec(select(Attempt, Job.sweep_id).join(Job, col(Job.id) == col(Attempt.job_id)).where(or_(
             col(Attempt.status) != AttemptStatus.ENDED, col(Attempt.ended_at) >= day_start(now),
@@ -57,14 +64,21 @@ class Money:
         ledger = Ledger.build(list(rows), now, self.policy)
         if not ids:
             return ledger, {}
-        flying = dict(s.exec(select(Job.sweep_id, func.count()).where(
-            col(Job.sweep_id).in_(ids), col(Job.status).in_(IN_FLIGHT)).group_by(col(Job.sweep_id))).all())
-        sweeps = {w.id: SweepState(w.id, w.name, w.max_cost, w.deadline, w.max_parallel, flying.get(w.id, 0))
+        flying: dict[int, int] = {}
+        held: dict[int, int] = {}
+        for sid, status, n in s.exec(select(Job.sweep_id, Job.status, func.count()).where(
+                col(Job.sweep_id).in_(ids), col(Job.status).in_([*IN_FLIGHT, JobStatus.HELD]))
+                .group_by(col(Job.sweep_id), col(Job.status))).all():
+            into = held if status == JobStatus.HELD else flying
+            into[sid or 0] = into.get(sid or 0, 0) + n
+        sweeps = {w.id: SweepState(w.id, w.name, w.max_cost, w.deadline, w.max_parallel, flying.get(w.id, 0),
+                                   held.get(w.id, 0))
                   for w in active if w.id is not None}
         return ledger, sweeps
 
     def begin_pass(self) -> None:
         self._loaded = None
+        self._histories = {}
 
     def gate(self, view: JobView, now: datetime) -> Gate | None:
         if not self._applies(view.job, view.spec):
@@ -73,7 +87,39 @@ class Money:
             with self.store.read() as s:
                 self._loaded = self._load(s, now)
         ledger, sweeps = self._loaded
-        return gate_for(view.job, view.spec, sweeps.get(view.job.sweep_id or -1), ledger, self.policy)
+        job = view.job
+        prune = self._prune(job) if job.status == JobStatus.RUNNING and job.sweep_id in self._rules else None
+        return gate_for(job, view.spec, sweeps.get(job.sweep_id or -1), ledger, self.policy, prune)
+
+    # -- pruning ----------------------------------------------------------------------------------
+    def _rules_of(self, active: list[Sweep]) -> None:
+        """The pruning rule (and objective mode) of each active sweep that names one."""
+        for w in active:
+            if w.id is not None and w.id not in self._rule_cache:
+                pruning = SweepSpec.model_validate_json(w.spec).pruning
+                self._rule_cache[w.id] = (pruning, w.objective_mode) if pruning is not None else None
+        self._rules = {w.id: r for w in active if w.id is not None and (r := self._rule_cache.get(w.id))}
+
+    def _prune(self, job: Job) -> str | None:
+        """Why the sweep's pruning rule stops this running trial now (None: it goes on). Decided
+        again only when the trial's history has grown."""
+        pruning, mode = self._rules[job.sweep_id or 0]
+        mine = parse_history(job.objective_history)
+        key = (job.id or 0, len(mine))
+        if key not in self._verdicts:
+            if job.sweep_id not in self._histories:
+                with self.store.read() as s:
+                    rows = s.exec(select(Job.id, Job.status, Job.objective_history).where(Job.sweep_id == job.sweep_id))
+                    self._histories[job.sweep_id or 0] = [
+                        TrialHistory(jid or 0, "finished" if st == JobStatus.SUCCEEDED else
+                                     "pruned" if st == JobStatus.PRUNED else "running", parse_history(h))
+                        for jid, st, h in rows.all()]
+            others = [h for h in self._histories[job.sweep_id or 0] if h.id != job.id]
+            me = TrialHistory(job.id or 0, "running", mine)
+            self._verdicts = {k: v for k, v in self._verdicts.items() if k[0] != key[0]}
+            self._verdicts[key] = verdict(pruning.rule, mode, me, others, min_steps=pruning.min_steps,
+                                          min_trials=pruning.min_trials, reduction_factor=pruning.reduction_factor)
+        return self._verdicts[key]
 
     def after(self, d: A.Decision) -> None:
         """Launches and stops change the ledger: re-read it before the next job's gate."""
@@ -95,8 +141,13 @@ class Money:
         if gate.hold is not None:
             return gate.hold.message
         if not gate.affords(cand):
-            return f"launch refused: its worst case ${worst_case(cand, self.policy):.4f} does not fit the budget"
+            return f"launch refused: its worst case ${gate.need(cand):.4f} does not fit the budget"
         return None
+
+    def runway_until(self, spec: JobSpec, cand: Candidate, now: datetime) -> datetime:
+        """The end of the runway a launch on ``cand`` is admitted with (``Attempt.runway_until``)."""
+        ckpt = spec.checkpoint.interval if spec.checkpoint is not None else None
+        return now + timedelta(seconds=runway_s(cand.offer.min_billing_s, ckpt, self.policy))
 
     # -- a clean stop ---------------------------------------------------------------------------
     def stop_cleanly(self, provider: Provider, view: JobView, a: AttemptView, action: A.StopCleanly,
@@ -159,8 +210,20 @@ class Money:
             merged = merge_lines(json.loads(job.metrics) if job.metrics else {}, data[:cut])
             if merged is not None:
                 job.metrics, job.metrics_at = json.dumps(merged), now
+                self._record_objective(s, job, data[:cut], now)
         if self.metrics_sink is not None:  # the history the dashboard plots (LogMirror.append_metrics)
             self.metrics_sink(job_id, row.number, data[:cut])
+
+    def _record_objective(self, s: Session, job: Job, data: bytes, now: datetime) -> None:
+        """A trial's objective values by step, for its sweep's pruning rule."""
+        if job.sweep_id is None:
+            return
+        sweep = s.get(Sweep, job.sweep_id)
+        if sweep is None or sweep.objective_metric is None:
+            return
+        history = extend_history(job.objective_history, steps_of(data, sweep.objective_metric), now.timestamp())
+        if history is not None:
+            job.objective_history = history
 
     # -- sweeps ------------------------------------------------------------------------------------
     def finish_sweeps(self, now: datetime) -> None:

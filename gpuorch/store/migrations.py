@@ -122,6 +122,20 @@ def _v7_heartbeat(conn: Connection) -> None:
     ).create(conn)
 
 
+def _v8_sweep_hold_prune(conn: Connection) -> None:
+    """Sweeps that hold instead of kill and prune: job statuses ``held`` and ``pruned``, reasons
+    ``held`` and ``pruned`` (native enum labels on PostgreSQL; SQLite stores names as VARCHAR),
+    ``job.objective_history`` and ``attempt.runway_until``. Looks first, like v5 and v6."""
+    if "objective_history" not in {c["name"] for c in inspect(conn).get_columns("job")}:
+        conn.execute(text("ALTER TABLE job ADD COLUMN objective_history TEXT"))
+    if "runway_until" not in {c["name"] for c in inspect(conn).get_columns("attempt")}:
+        conn.execute(text(f"ALTER TABLE attempt ADD COLUMN runway_until {DateTime().compile(dialect=conn.dialect)}"))
+    if conn.dialect.name == "postgresql":
+        for enum in ("jobstatus", "terminationreason"):
+            for label in ("HELD", "PRUNED"):
+                conn.execute(text(f"ALTER TYPE {enum} ADD VALUE IF NOT EXISTS '{label}'"))
+
+
 MIGRATIONS: list[Migration] = [
     # (1, "initial schema", ...) is the create_all of a fresh database; later ones go here.
     (2, "sweeps, trial metrics, spot price changes, budget_exhausted", _v2_money_and_sweeps),
@@ -130,6 +144,7 @@ MIGRATIONS: list[Migration] = [
     (5, "attempt volume_attached_at", _v5_volume_attached_at),
     (6, "attempt offer and start_error", _v6_attempt_offer),
     (7, "daemon heartbeats", _v7_heartbeat),
+    (8, "sweep trials held and pruned, objective history, attempt runway", _v8_sweep_hold_prune),
 ]
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 

@@ -62,6 +62,8 @@ class Job(SQLModel, table=True):
     volume_region: str | None = None
     volume_zone: str | None = None
     volume_id: str | None = None
+    # Schema 7: the sweep objective's values by step, JSON [[step, value], ...] (pruning reads it).
+    objective_history: str | None = Field(default=None, sa_type=Text)
 
 
 class Attempt(SQLModel, table=True):
@@ -108,6 +110,9 @@ class Attempt(SQLModel, table=True):
     # decide (the job's volume cannot be mounted: ``decide.volume_failed``). None on older rows.
     offer: str | None = Field(default=None, sa_type=Text)
     start_error: str | None = Field(default=None, sa_type=Text)
+    # Schema 7: the end of the runway its admission reserved (gpuorch.money.caps.runway_s): the
+    # cap covers it until then plus the horizon, so the running check cannot stop it sooner.
+    runway_until: datetime | None = _ts()
 
 
 class Instance(SQLModel, table=True):

@@ -15,10 +15,15 @@ class JobStatus(StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     BUDGET_EXHAUSTED = "budget_exhausted"  # stopped (or never started) so as not to cross a cap
+    # Schema 7 (sweeps): a trial stopped cleanly because running trials' reservations, not its
+    # spend, filled the cap; it resumes from its checkpoint before fresh trials start.
+    HELD = "held"
+    PRUNED = "pruned"  # a trial the sweep's pruning rule stopped early (its checkpoint kept)
 
     @property
     def terminal(self) -> bool:
-        return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.BUDGET_EXHAUSTED)
+        return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.BUDGET_EXHAUSTED,
+                        JobStatus.PRUNED)
 
 
 class AttemptStatus(StrEnum):
@@ -44,6 +49,8 @@ class TerminationReason(StrEnum):
     CANCELLED = "cancelled"
     BUDGET_EXHAUSTED = "budget_exhausted"  # stopped cleanly before a cost cap was crossed
     MOVED = "moved"  # stopped cleanly by the deadline policy to go on on-demand (schema 4); the job goes on
+    HELD = "held"  # stopped cleanly so that reservations fit the sweep's cap (schema 7); the trial goes on later
+    PRUNED = "pruned"  # stopped cleanly by the sweep's pruning rule (schema 7)
 
     def job_status(self) -> JobStatus | None:
         """The job's status when no retry follows (None: the job goes on)."""
@@ -55,6 +62,7 @@ class TerminationReason(StrEnum):
             TerminationReason.LAUNCH_FAILED: JobStatus.FAILED,
             TerminationReason.CANCELLED: JobStatus.CANCELLED,
             TerminationReason.BUDGET_EXHAUSTED: JobStatus.BUDGET_EXHAUSTED,
+            TerminationReason.PRUNED: JobStatus.PRUNED,
         }.get(self)
 
     @property

@@ -38,3 +38,21 @@ def merge_lines(current: dict[str, Any], data: bytes) -> dict[str, Any] | None:
             if v is not None and (k in merged or len(merged) < MAX_METRICS):
                 merged[str(k)] = v
     return merged if merged != current else None
+
+
+def steps_of(data: bytes, metric: str) -> list[tuple[int, float]]:
+    """The (step, value) pairs of ``metric`` in ``data``: each line with a numeric ``step`` and a
+    numeric value of ``metric`` (what the sweep's pruning rule reads)."""
+    out: list[tuple[int, float]] = []
+    for line in data.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        step, v = obj.get("step"), _value(obj.get(metric))
+        if isinstance(step, int | float) and not isinstance(step, bool) and math.isfinite(step) \
+                and isinstance(v, int | float) and not isinstance(v, bool):
+            out.append((int(step), float(v)))
+    return out

@@ -10,7 +10,8 @@ search: {method: random, count: 8, seed: 1}   # default {method: grid}
 max_parallel: 2
 budget: {max_cost: 5.00}     # USD, all trials together
 deadline: 8h                 # or 2026-11-28T08:00 (UTC unless an offset is given)
-objective: {metric: loss, mode: min}
+objective: {metric: loss, mode: min}    # source: result ranks by $GPUORCH_RESULT_FILE's value
+pruning: {rule: median}      # or asha; on the objective's metric, by its "step" (gpuorch.sweeps.pruning)
 ```
 
 ``load_sweep`` raises UserInputError with one line naming the field and the fix.
@@ -49,12 +50,31 @@ class Search(Strict):
 class Objective(Strict):
     metric: str
     mode: str = "min"
+    source: Literal["metrics", "result"] = "metrics"  # rank by the metrics file, or by the result file
 
     @field_validator("mode")
     @classmethod
     def _mode(cls, v: str) -> str:
         if v not in ("min", "max"):
             raise ValueError(f"{v!r} is not a mode; use min or max")
+        return v
+
+
+PRUNING_RULES = ("median", "asha")
+
+
+class Pruning(Strict):
+    rule: str
+    metric: str | None = None  # must be the objective's (the default)
+    min_steps: int = Field(default=0, ge=0)  # median: no decision before; asha: the first rung (default: first step)
+    min_trials: int = Field(default=1, ge=1)  # median: finished trials before it prunes
+    reduction_factor: int = Field(default=3, ge=2)  # asha
+
+    @field_validator("rule")
+    @classmethod
+    def _rule(cls, v: str) -> str:
+        if v not in PRUNING_RULES:
+            raise ValueError(f"{v!r} is not a pruning rule; use {' or '.join(PRUNING_RULES)}")
         return v
 
 
@@ -67,6 +87,7 @@ class SweepSpec(Strict):
     budget: Budget | None = None
     deadline: datetime | None = None  # resolved to absolute UTC by load_sweep
     objective: Objective | None = None
+    pruning: Pruning | None = None
 
     @field_validator("name")
     @classmethod
@@ -97,6 +118,17 @@ class SweepSpec(Strict):
                 if kind == "int" and math.ceil(bounds[0]) > math.floor(bounds[1]):
                     raise ValueError(f"{name}: int [{bounds[0]:g}, {bounds[1]:g}] holds no integer; widen it")
         return v
+
+    @model_validator(mode="after")
+    def _pruning(self) -> SweepSpec:
+        if self.pruning is None:
+            return self
+        if self.objective is None:
+            raise ValueError("pruning: needs an objective to prune on; add objective: {metric: loss, mode: min}")
+        if self.pruning.metric is not None and self.pruning.metric != self.objective.metric:
+            raise ValueError(f"pruning.metric: {self.pruning.metric!r} is not the objective's metric "
+                             f"({self.objective.metric!r}); prune on the objective, or drop pruning.metric")
+        return self
 
     @model_validator(mode="after")
     def _search(self) -> SweepSpec:

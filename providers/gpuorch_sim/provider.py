@@ -60,6 +60,8 @@ class SimProvider(Provider):
         self._instances = Instances(self.instances_dir, self.market)
         self._instance_cache: dict[str, tuple[tuple[int, int, int], InstanceState, Instance]] = {}
         self._runners: dict[str, LocalRunner] = {}
+        self._catalog = _load_catalog(options.catalog)  # extra offers, read once
+        self._sold = {(o.zone, o.instance_type) for o in self._catalog}
 
     @classmethod
     def catalog_offers(cls, options: dict[str, Any], home: Path) -> list[Offer]:
@@ -119,8 +121,9 @@ class SimProvider(Provider):
 
     # -- the port ----------------------------------------------------------------------------
     def offers(self) -> list[Offer]:
-        """One offer per zone; spot prices from the zone's series at the market's time."""
-        return self._faulty("offers", lambda: self.market.offers(time.time()))
+        """One offer per zone; spot prices from the zone's series at the market's time; then the
+        ``catalog`` option's offers."""
+        return self._faulty("offers", lambda: self.market.offers(time.time()) + self._catalog)
 
     def launch(self, request: LaunchRequest) -> Instance:
         """See ``Provider.launch``. PermanentError for an offer this market does not sell;
@@ -135,9 +138,11 @@ class SimProvider(Provider):
         except NotFoundError:
             pass
         o = request.offer
-        if o.provider != PROVIDER or o.zone not in self.market.zones or o.instance_type != self.options.instance_type:
+        listed = o.provider == PROVIDER and (o.zone, o.instance_type) in self._sold  # the catalog option's
+        if not listed and (o.provider != PROVIDER or o.zone not in self.market.zones
+                           or o.instance_type != self.options.instance_type):
             raise PermanentError(f"{o.instance_type} in {o.zone} is not sold by the sim market", code="InvalidOffer")
-        if request.spot and not self.market.spot_available(o.zone, now):
+        if request.spot and not listed and not self.market.spot_available(o.zone, now):
             raise NoCapacityError(f"no spot capacity for {o.instance_type} in {o.zone} (trace)",
                                   code="InsufficientInstanceCapacity")
         if capacity.is_unavailable(self.home, o.zone, o.instance_type, request.spot):
@@ -232,3 +237,16 @@ class SimProvider(Provider):
     def sim_time(self, wall: float | None = None) -> float:
         """Seconds into the traces at ``wall`` (default: now)."""
         return self.market.clock.sim(time.time() if wall is None else wall)
+
+
+def _load_catalog(path: str | None) -> list[Offer]:
+    """The ``catalog`` option's offers, as the sim's (provider ``sim``). UserInputError naming
+    the option for a file that cannot be read or parsed."""
+    if path is None:
+        return []
+    try:
+        rows = json.loads(Path(path).expanduser().read_text())
+        return [Offer.model_validate({**row, "provider": PROVIDER}) for row in rows]
+    except (OSError, ValueError, TypeError) as e:
+        raise UserInputError(f"providers.sim.catalog: cannot read offers from {path} ({e}); give a JSON list "
+                             "of offers") from None

@@ -42,7 +42,8 @@ def test_sweep_submit_status_cancel(tmp_path):
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["trials"] == 6
     status = json.loads(cli("sweep", "status", "lr", "--json").output)
-    assert status["max_cost"] == 5 and status["spent"] == 0 and status["objective"] == {"metric": "loss", "mode": "min"}
+    assert status["max_cost"] == 5 and status["spent"] == 0 and status["objective"] == {
+        "metric": "loss", "mode": "min", "source": "metrics"}
     assert [(t["name"], t["params"]) for t in status["trials"][:2]] == [
         ("lr-0", {"LR": 0.001, "SEED": 1}), ("lr-1", {"LR": 0.001, "SEED": 2})]
     jobs = json.loads(cli("status", "--json").output)["jobs"]

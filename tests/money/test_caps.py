@@ -19,7 +19,9 @@ from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 POLICY = Policy(decision_interval_s=30, stop_grace_s=60)  # horizon 2 x 30 + 60 = 120 s
 SPEC = {"name": "train", "run": "python train.py", "resources": {"gpu": "A100:80GB:1"}, "spot_policy": "spot",
         "checkpoint": {"store": "file:///tmp/ckpt", "interval": "60s"}}
-SPOT = 1.2  # USD/h: the fake's cheapest A100 spot offer; worst case of a launch = 1.2 x 120 s = $0.04
+SPOT = 1.2  # USD/h: the fake's cheapest A100 spot offer
+# A launch's worst case: its runway (checkpoint interval 60 s + one 30 s pass) and the horizon,
+# 1.2 x (90 + 120) s = $0.07.
 
 
 def submit(store, clock, **overrides):
@@ -76,10 +78,10 @@ def test_job_cap_stops_cleanly_with_a_final_checkpoint_before_it_is_crossed(stor
 
 def test_launch_refused_when_the_worst_case_does_not_fit(store, fake, clock):
     rec = reconciler(store, fake, clock)
-    job = submit(store, clock, budget={"max_cost": 0.03})  # < $0.04 worst case of the cheapest offer
+    job = submit(store, clock, budget={"max_cost": 0.06})  # < $0.07 worst case of the cheapest offer
     rec.run_pass()
     j = job_row(store, job.id)
-    assert j.status == JobStatus.BUDGET_EXHAUSTED and "job budget $0.03 has $0.0300 left" in j.message
+    assert j.status == JobStatus.BUDGET_EXHAUSTED and "job budget $0.06 has $0.0600 left" in j.message
     assert fake.count("launch") == 0 and attempts(store, job.id) == []
 
 
@@ -98,7 +100,7 @@ def test_worst_case_uses_the_billing_minimum_and_increment(store, clock):
 
 
 def test_two_jobs_in_one_pass_cannot_both_take_the_last_dollars(store, fake, clock):
-    rec = reconciler(store, fake, clock, daily_cap=0.05)  # room for one worst case of $0.04
+    rec = reconciler(store, fake, clock, daily_cap=0.10)  # room for one worst case of $0.07
     first, second = submit(store, clock, name="first"), submit(store, clock, name="second")
     rec.run_pass()
     assert len(attempts(store, first.id)) == 1 and attempts(store, second.id) == []
@@ -115,12 +117,12 @@ def test_admission_inside_the_launch_transaction_catches_what_a_stale_gate_misse
         for job, owner in ((a, "d1"), (b, "d2")):
             row = s.get(Job, job.id)
             row.lease_owner, row.lease_expires = owner, datetime(2030, 1, 1, tzinfo=UTC)
-    d1, d2 = (Reconciler(store, {"fake": fake}, clock=clock, owner=o, budget=Policy(daily_cap=0.05, **{
+    d1, d2 = (Reconciler(store, {"fake": fake}, clock=clock, owner=o, budget=Policy(daily_cap=0.10, **{
         "decision_interval_s": 30, "stop_grace_s": 60})) for o in ("d1", "d2"))
     real_gate = d2.money.gate
 
     def stale_gate(view, now):
-        gate = real_gate(view, now)  # sees all $0.05 free
+        gate = real_gate(view, now)  # sees all $0.10 free
         d1.run_pass()  # meanwhile the other daemon launches job a
         return gate
 

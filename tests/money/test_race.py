@@ -43,7 +43,7 @@ def sweep(store, clock, tmp_path: Path, name: str, trials: int, parallel: int, c
 def test_total_spend_never_crosses_any_cap(store, clock, tmp_path):
     rng = random.Random(11)
     fake = FakeProvider(clock, offers=offers(), script=FakeJobScript(duration_s=600, checkpoint_every_s=120))
-    daily = 0.70
+    daily = 0.55
     rec = Reconciler(store, {"fake": fake}, clock=clock,
                      budget=Policy(daily_cap=daily, decision_interval_s=30, stop_grace_s=60))
     sweeps = {sweep(store, clock, tmp_path, "alpha", 10, 10, 0.25).id: 0.25,

@@ -117,7 +117,7 @@ def test_a_job_naming_an_unknown_provider_is_an_error(configs):
 ])
 def test_plan_states_the_work_hours_assumption(configs, extra, said):
     job = configs["dir"] / "w.yaml"
-    soon = (datetime.now(UTC) + timedelta(days=30)).strftime("%Y-%m-%dT%H:%M")  # UTC; a trailing Z trips a check
+    soon = (datetime.now(UTC) + timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%SZ")  # a month from now
     job.write_text("name: w\nrun: python train.py\nresources: {gpu: H100}\n" + extra.replace("@SOON@", soon))
     r = cli("--config", str(configs["local"]), "plan", str(job))
     assert r.exit_code == 0, r.output

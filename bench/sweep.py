@@ -1,0 +1,220 @@
+"""Sweeps: does a cost-capped overnight sweep spend its cap on trials that finish?
+
+    python bench/sweep.py [--seed 0] [--cap 2.5] [--hours 10] [--no-prune]
+
+One seeded overnight scenario, run twice through the real reconciler on a real SQLite store with
+a fake clock (a night in seconds of CPU):
+
+- **The market** is the sim provider's (``gpuorch_sim.market.SimMarket``) replaying the shipped
+  p3 traces of four AWS zones (``tests/data``: us-east-1c, 1d, 1f, us-east-2a; the price series
+  of 1f and 2a), from a seeded point in the traces. Spot capacity follows each zone's trace; a
+  spot instance is reclaimed at its zone's next drop, after AWS's 120 s notice in three zones
+  and with no notice in us-east-1d. The instances themselves are the FakeProvider's scripted jobs
+  (``gpuorch.testing``), fed that market tick by tick: the sim's real agents run in wall time,
+  which a 10-hour night cannot.
+- **The sweep**: a 3x3 grid over LR x SEED, ``max_parallel: 3``, a cap that cannot cover every
+  trial, a deadline. Each trial is a 700-step job (6 s a step, 70 minutes of work) that
+  checkpoints every 50 steps and reports its loss every 50 steps; the loss falls with the step
+  and depends on LR (best at 0.003) and SEED. With pruning (default, unless ``--no-prune`` or
+  the code has none), the sweep names a pruning rule on the loss (``--rule``, default ASHA: the
+  median rule waits for finished trials, which a cap this tight may not allow).
+- **The serial baseline**: the same trials one at a time (``max_parallel: 1``), no cap, on the
+  same market; it "finishes" the trials that end before its running spend passes the cap.
+
+Spend on an attempt is *wasted* when the attempt was stopped with no use: no finished result,
+no pruning decision, and no checkpoint of it that a later attempt resumed from.
+
+Prints human lines, then one JSON object on its last line: ``trials_finished``,
+``trials_pruned``, ``spend``, ``cap``, ``wasted_share``, ``serial_baseline_finished`` and a few
+more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "providers"))
+
+import yaml  # noqa: E402
+from sqlmodel import select  # noqa: E402
+
+from gpuorch.clock import FakeClock  # noqa: E402
+from gpuorch.errors import UserInputError  # noqa: E402
+from gpuorch.money.caps import Policy  # noqa: E402
+from gpuorch.money.cost import attempt_cost, cost_until  # noqa: E402
+from gpuorch.reconciler import Reconciler  # noqa: E402
+from gpuorch.store import Store  # noqa: E402
+from gpuorch.store.models import Attempt, Checkpoint, TerminationReason  # noqa: E402
+from gpuorch.sweeps import intent  # noqa: E402
+from gpuorch.sweeps.spec import load_sweep  # noqa: E402
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider  # noqa: E402
+from gpuorch_sim.market import SimClock, SimMarket, SimOptions  # noqa: E402
+
+DATA = REPO / "tests" / "data"
+ZONES = ("us-east-1c", "us-east-1d", "us-east-1f", "us-east-2a")
+PRICED = ("us-east-1f", "us-east-2a")  # the zones with a price series; the others sell at $0.9731/h
+NO_NOTICE = "us-east-1d"
+STEP_S = 6.0  # seconds of work per step
+STEPS = 700
+EVERY = 50  # steps between checkpoints and between loss reports
+LRS = (0.0003, 0.003, 0.03)
+SEEDS = (0, 1, 2)
+START = datetime(2026, 11, 27, 22, 0, tzinfo=UTC)
+
+
+def market(seed: int) -> SimMarket:
+    """The three zones' traces and prices, from a seeded point of the seven weeks they cover."""
+    traces = [f"{z}={next((DATA / 'spot-traces' / 'aws-p3-2023').glob(f'{z}_*.json'))}" for z in ZONES]
+    prices = [f"{z}={next((DATA / 'spot-prices' / 'aws-p3-2023').glob(f'{z}_*.json'))}" for z in PRICED]
+    opts = SimOptions(traces=traces, prices=prices, zones={NO_NOTICE: {"notice_s": 0}}, boot_s=0)
+    start_s = random.Random(seed).uniform(0, 40 * 86400)
+    return SimMarket(opts, SimClock(START.timestamp(), start_s, 1.0))
+
+
+def loss(progress: float, env: dict[str, str]) -> dict:
+    step = int(round(progress / STEP_S))
+    lr, seed = float(env["LR"]), int(env["SEED"])
+    base = 0.3 * abs(math.log10(lr / 0.003)) + 0.02 * seed
+    return {"step": step, "loss": round(base + 2.0 * 50 / (50 + step), 6)}
+
+
+class Feed:
+    """Brings the FakeProvider up to date with the sim market at the clock's time."""
+
+    def __init__(self, fake: FakeProvider, m: SimMarket, clock: FakeClock) -> None:
+        self.fake, self.m, self.clock = fake, m, clock
+        self.reclaims: dict[str, tuple[float | None, float]] = {}  # instance -> (notice, kill) epochs
+        self.preemptions = self.unannounced = 0
+
+    def tick(self) -> None:
+        now = self.clock.now().timestamp()
+        self.fake._offers = [o.model_copy(update={"provider": self.fake.name}) for o in self.m.offers(now)]
+        for z in ZONES:
+            self.fake.set_capacity(z, "p3.2xlarge", True, self.m.spot_available(z, now))
+        for inst in self.fake.live_instances():
+            if not inst.spot:
+                continue
+            if inst.id not in self.reclaims:
+                r = self.m.reclaim(inst.zone, now)
+                self.reclaims[inst.id] = (None, math.inf) if r is None else (r.notice_at, r.kill_at)
+            notice, kill = self.reclaims[inst.id]
+            if inst.preemption_deadline is None and notice is not None and now >= notice:
+                self.fake.inject_preemption(inst.id, notice_s=max(1.0, kill - now))
+                self.preemptions += 1
+            elif notice is None and now >= kill:
+                self.fake.vanish(inst.id)
+                self.preemptions += 1
+                self.unannounced += 1
+
+
+TEMPLATE = {"run": "python train.py --lr {LR} --seed {SEED}", "resources": {"gpu": "V100:16GB:1"},
+            "spot_policy": "spot", "checkpoint": {"store": "file:///tmp/bench-sweep-ckpt", "interval": "60s"},
+            "retry": {"max_preemptions": 100}}
+
+
+def run(seed: int, hours: float, parallel: int, cap: float | None, rule: str | None, workdir: Path,
+        stop_at_spend: float | None = None) -> dict:
+    clock = FakeClock(START)
+    store = Store(f"sqlite:///{workdir / 'state.db'}")
+    m = market(seed)
+    script = FakeJobScript(duration_s=STEPS * STEP_S, checkpoint_every_s=EVERY * STEP_S, final_checkpoint_s=20,
+                           metrics=loss, metrics_every_s=EVERY * STEP_S)
+    fake = FakeProvider(clock, offers=[], name="sim", boot_s=60, script=script)
+    feed = Feed(fake, m, clock)
+    feed.tick()
+    rec = Reconciler(store, {"sim": fake}, clock=clock, budget=Policy())
+    doc = {"name": "night", "job": TEMPLATE, "parameters": {"LR": list(LRS), "SEED": list(SEEDS)},
+           "max_parallel": parallel, "deadline": f"{hours}h", "objective": {"metric": "loss", "mode": "min"}}
+    if cap is not None:
+        doc["budget"] = {"max_cost": cap}
+    if rule:
+        doc["pruning"] = {"rule": rule}
+    path = workdir / "sweep.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    sweep = intent.submit(store, *load_sweep(path, clock.now()), clock.now())
+    rng = random.Random(seed)
+    end = START + timedelta(hours=hours, minutes=10)
+    passes = 0
+    while clock.now() < end:
+        feed.tick()
+        rec.run_pass()
+        passes += 1
+        with store.read() as s:
+            if all(j.status.terminal for j in intent.trials_of(s, sweep.id or 0)):
+                break
+            if stop_at_spend is not None and passes % 20 == 0:  # the serial baseline: past the money
+                spent = sum(attempt_cost(a, clock.now()) for a in s.exec(select(Attempt)))
+                if spent > stop_at_spend:
+                    break
+        clock.advance(rng.uniform(10, 30))  # within the 30 s decision interval
+    now = clock.now()
+    with store.read() as s:
+        jobs = intent.trials_of(s, sweep.id or 0)
+        attempts = list(s.exec(select(Attempt).where(Attempt.job_id.in_([j.id for j in jobs]))))  # type: ignore[union-attr]
+        made = {(c.job_id, c.name): c.attempt for c in s.exec(select(Checkpoint))}
+    resumed = {(a.job_id, made[(a.job_id, a.resumed_from)]) for a in attempts
+               if a.resumed_from and (a.job_id, a.resumed_from) in made}
+    useful_reasons = {TerminationReason.SUCCEEDED.value, "pruned"}
+    spend = wasted = 0.0
+    for a in attempts:
+        c = attempt_cost(a, now)
+        spend += c
+        if not ((a.reason is not None and a.reason.value in useful_reasons) or (a.job_id, a.number) in resumed):
+            wasted += c
+    finished = sorted((j.finished_at, j.id) for j in jobs if j.status.value == "succeeded")
+    # the spend so far at each finish, for the serial baseline
+    at_finish = [sum(cost_until(a, t, now) for a in attempts) for t, _ in finished]
+    return {"finished": len(finished), "pruned": sum(j.status.value == "pruned" for j in jobs),
+            "statuses": sorted(j.status.value for j in jobs), "spend": spend, "wasted": wasted,
+            "spend_at_finish": at_finish, "passes": passes, "attempts": len(attempts),
+            "preemptions": feed.preemptions, "unannounced": feed.unannounced,
+            "night_h": (now - START).total_seconds() / 3600}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cap", type=float, default=2.5, help="the sweep's cap, USD")
+    ap.add_argument("--hours", type=float, default=10.0, help="the sweep's deadline")
+    ap.add_argument("--rule", default="asha", help="the sweep's pruning rule (median, asha)")
+    ap.add_argument("--no-prune", action="store_true", help="no pruning rule in the sweep")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "a").mkdir()
+        (Path(d) / "b").mkdir()
+        rule = None if args.no_prune else args.rule
+        try:
+            sweep = run(args.seed, args.hours, 3, args.cap, rule, Path(d) / "a")
+        except UserInputError as e:  # code without pruning rules: measure without one
+            print(f"pruning not available here ({e}); running without it")
+            rule = None
+            sweep = run(args.seed, args.hours, 3, args.cap, rule, Path(d) / "a")
+        serial = run(args.seed, args.hours, 1, None, None, Path(d) / "b", stop_at_spend=args.cap)
+    baseline = sum(1 for c in serial["spend_at_finish"] if c <= args.cap + 1e-9)
+    share = sweep["wasted"] / sweep["spend"] if sweep["spend"] else 0.0
+    print(f"sweep: {sweep['finished']} finished, {sweep['pruned']} pruned of 9; ${sweep['spend']:.4f} of "
+          f"${args.cap:.2f}; wasted {share:.1%}; {sweep['attempts']} attempts, {sweep['preemptions']} preemptions "
+          f"({sweep['unannounced']} without notice); {sweep['night_h']:.1f} h; statuses {sweep['statuses']}")
+    print(f"serial baseline: {baseline} finished within ${args.cap:.2f} "
+          f"(spend at each finish: {[round(c, 3) for c in serial['spend_at_finish']]})")
+    print(json.dumps({
+        "trials_finished": sweep["finished"], "trials_pruned": sweep["pruned"], "spend": round(sweep["spend"], 4),
+        "cap": args.cap, "wasted_share": round(share, 4), "serial_baseline_finished": baseline,
+        "attempts": sweep["attempts"], "preemptions": sweep["preemptions"], "pruning": rule, "seed": args.seed,
+        "wall_s": round(time.perf_counter() - t0, 1),
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""Hold, don't kill: a stop caused by other trials' reservations holds the trial (a clean stop
+with a final checkpoint), it resumes from that checkpoint before fresh trials start, and
+``budget_exhausted`` is left for money really gone. FakeProvider, real SQLite, fake clock."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from helpers import attempts, report, submit, trials
+
+from gpuorch.money.caps import Policy
+from gpuorch.reconciler import Reconciler
+from gpuorch.store.models import JobStatus, TerminationReason
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
+
+
+def test_reservations_hold_the_youngest_trial_and_it_resumes_before_fresh_trials(store, clock, tmp_path):
+    fake = FakeProvider(clock, script=FakeJobScript(duration_s=600, checkpoint_every_s=60, final_checkpoint_s=5))
+    fake.scripts["lr-2"] = FakeJobScript(duration_s=1500, checkpoint_every_s=60, final_checkpoint_s=5)
+    rec = Reconciler(store, {"fake": fake}, clock=clock, budget=Policy(decision_interval_s=30, stop_grace_s=60))
+    # $1.2/h each: near the end of the first two trials, three running trials' reservations fill
+    # $0.70 while about $0.60 is spent: the youngest is held, not ended
+    sweep = submit(store, clock, tmp_path, max_parallel=3, budget={"max_cost": 0.70},
+                   parameters={"LR": [0.003, 0.001, 0.0003, 0.1, 0.03]})
+    seen: dict[int, list[JobStatus]] = {}
+    for _ in range(400):
+        rec.run_pass()
+        for t in trials(store, sweep.id):
+            seen.setdefault(t.id, []).append(t.status)
+        clock.advance(7)
+    first, second, third, fourth, fifth = trials(store, sweep.id)
+    assert (first.status, second.status) == (JobStatus.SUCCEEDED, JobStatus.SUCCEEDED)
+    assert JobStatus.HELD in seen[third.id]  # held ...
+    held, resumed = attempts(store, third.id)[:2]
+    assert held.reason == TerminationReason.HELD and held.last_checkpoint is not None  # ... cleanly ...
+    assert resumed.resumed_from == held.last_checkpoint  # ... and resumed from its final checkpoint
+    assert resumed.requested_at < min((a.requested_at for t in (fourth, fifth) for a in attempts(store, t.id)),
+                                      default=resumed.requested_at + timedelta(seconds=1))  # before fresh trials
+    assert JobStatus.BUDGET_EXHAUSTED not in seen[third.id][:seen[third.id].index(JobStatus.HELD)]
+    r = report(store, sweep.id, clock)
+    assert 0.70 - 0.1 < r["spent"] <= 0.70 + 1e-9  # the cap is used, and never crossed
+    assert fake.live_instances() == []
