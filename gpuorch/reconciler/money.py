@@ -99,7 +99,11 @@ class Money:
                                spent)
                 (finished if status == JobStatus.SUCCEEDED else trials).append(t)
             spent = ledger.sweeps[w.id].spent if w.id in ledger.sweeps else 0.0
-            out.update(finish_first(w.max_cost, spent, max_step, trials, finished))
+            waits = finish_first(w.max_cost, spent, max_step, trials, finished)
+            if w.id in self._rules:  # with pruning, a fresh trial may start: most end early at a rung
+                fresh = {t.job_id for t in trials if not t.running and not t.held and not t.step}
+                waits = {k: v for k, v in waits.items() if k not in fresh}
+            out.update(waits)
         return out
 
     def begin_pass(self) -> None:
