@@ -4,18 +4,23 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo lint test bench clean
+.PHONY: venv demo deps lint test bench clean
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m gpuorch.demo
+
+# The system packages the tests need (sshd, chromium), listed, then installed if missing.
+deps:
+	./scripts/deps.sh --list
+	./scripts/deps.sh
 
 # The rules of DESIGN.md 5-6 (docs/development.md): each tool names the offending import or line.
 lint: $(STAMP)

@@ -40,9 +40,9 @@ SHAPES = [
     {"resources": {"gpu": "A100:80GB:1"}, "providers": ["gcp"], "spot_policy": "on-demand"},
     {"model": {"params": "8B", "method": "qlora", "seq_len": 4096}},
     {"model": {"params": "70B", "method": "qlora"}},
-    {"model": {"params": "7B", "method": "full"}},
+    {"model": {"params": "7B", "method": "full"}, "distributed": {"strategy": "zero3"}},  # undeclared = 1 GPU
     {"model": {"params": "13B", "method": "inference", "precision": "int4", "seq_len": 4096}},
-    {"model": {"params": "70B", "method": "inference"}},
+    {"model": {"params": "70B", "method": "inference"}, "distributed": {"strategy": "tp"}},
     {"model": {"params": "8B", "method": "lora", "lora_targets": "attention"}, "providers": ["aws"]},
     {"model": {"params": "1B", "method": "full", "micro_batch": 8}, "spot_policy": "spot"},
 ]

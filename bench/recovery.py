@@ -1,6 +1,7 @@
 """Recovery: how fast the daemon reacts, how much work a preemption costs, what 1,000 jobs cost.
 
     python bench/recovery.py [--jobs 1000] [--window 30] [--notices 16] [--trials 30] [--seed 0]
+                             [--postgres URL [--daemons 2]] [--no-lost-work]
 
 Three measurements, all with the real reconciler on a real SQLite store:
 
@@ -107,21 +108,43 @@ class Agents:
         return started
 
 
-def daemon_bench(n: int, window: float, notices: int, rng: random.Random) -> dict:
+def fresh_database(server: str) -> tuple[str, str]:
+    """A new empty database on the PostgreSQL server ``server`` (a SQLAlchemy URL naming any
+    database there): (its URL, its name)."""
+    import psycopg
+
+    base, _, _ = server.rpartition("/")
+    name = f"gpuorch_bench_{os.getpid()}_{random.randrange(1 << 30)}"
+    with psycopg.connect(server.replace("+psycopg", ""), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return f"{base}/{name}", name
+
+
+def drop_database(server: str, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(server.replace("+psycopg", ""), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def daemon_bench(n: int, window: float, notices: int, rng: random.Random, url: str | None = None,
+                 daemons: int = 1) -> dict:
+    """``url``: the store (None: SQLite in the bench's home); ``daemons``: how many daemon
+    processes share it (HA mode needs PostgreSQL); their CPU is summed, RSS is the largest."""
     home = Path(tempfile.mkdtemp(prefix="gpuorch-bench-recovery-"))
     sim = {"traces": str(TRACES), "agents": "external", "boot_s": 0, "time_scale": 60}
     (home / "config.yaml").write_text(yaml.safe_dump({
         "providers": {"sim": sim}, "poll_s": POLL_S, "metrics": {"enabled": True, "port": 0}, "log_level": "warning"}))
-    store = Store(f"sqlite:///{home / 'state.db'}")
+    url = url or f"sqlite:///{home / 'state.db'}"
+    store = Store(url)
     spec = {"run": "python train.py", "spot_policy": "on-demand", "providers": ["sim"],
             "checkpoint": {"store": f"file://{home / 'ckpt'}", "interval": "10m"}}
     for i in range(n):
         jobs.submit(store, parse_spec({**spec, "name": f"job-{i}"}), datetime.now(UTC))
-    env = {**os.environ, "GPUORCH_HOME": str(home)}
-    env.pop("GPUORCH_DATABASE_URL", None)
+    env = {**os.environ, "GPUORCH_HOME": str(home), "GPUORCH_DATABASE_URL": url}
     log = open(home / "daemon.log", "wb")  # noqa: SIM115
-    daemon = subprocess.Popen([sys.executable, "-m", "gpuorch", "daemon"], env=env, stdout=log,
-                              stderr=subprocess.STDOUT)
+    procs = [subprocess.Popen([sys.executable, "-m", "gpuorch", "daemon"], env=env, stdout=log,
+                              stderr=subprocess.STDOUT) for _ in range(daemons)]
     agents = Agents(home / "sim" / "instances")
     out: dict = {}
     try:
@@ -133,32 +156,34 @@ def daemon_bench(n: int, window: float, notices: int, rng: random.Random) -> dic
                                  .where(Attempt.status == AttemptStatus.RUNNING)).one()
             if running >= n:
                 break
-            if daemon.poll() is not None or time.monotonic() - t0 > 600:
+            if any(d.poll() is not None for d in procs) or time.monotonic() - t0 > 600:
                 raise SystemExit(f"daemon did not get {n} jobs running ({running}); see {home / 'daemon.log'}")
             time.sleep(0.5)
         print(f"{n} jobs running after {time.monotonic() - t0:.0f} s; settling one lease period")
         time.sleep(5)
         with store.read() as s:
             events_before = s.exec(select(func.count()).select_from(Event)).one()
-        c0, w0 = cpu_s(daemon.pid), time.monotonic()
+        c0, w0 = sum(cpu_s(d.pid) for d in procs), time.monotonic()
         time.sleep(window)
-        c1, w1 = cpu_s(daemon.pid), time.monotonic()
+        c1, w1 = sum(cpu_s(d.pid) for d in procs), time.monotonic()
         with store.read() as s:
             events_after = s.exec(select(func.count()).select_from(Event)).one()
         out["daemon_cpu_pct"] = round(100 * (c1 - c0) / (w1 - w0), 2)
-        out["daemon_rss_mb"] = round(mem_mb(daemon.pid, "VmRSS"), 1)
-        out["daemon_peak_rss_mb"] = round(mem_mb(daemon.pid, "VmHWM"), 1)
+        out["daemon_rss_mb"] = round(max(mem_mb(d.pid, "VmRSS") for d in procs), 1)
+        out["daemon_peak_rss_mb"] = round(max(mem_mb(d.pid, "VmHWM") for d in procs), 1)
         out["events_written_in_window"] = events_after - events_before
         print(f"daemon CPU {out['daemon_cpu_pct']}% of one core over {w1 - w0:.0f} s at poll {POLL_S} s; "
               f"RSS {out['daemon_rss_mb']} MB (peak {out['daemon_peak_rss_mb']}); "
               f"{out['events_written_in_window']} events written meanwhile")
         out.update(latencies(store, home, sim, agents, notices, rng))
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(60)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
+        for d in procs:
+            d.send_signal(signal.SIGTERM)
+        for d in procs:
+            try:
+                d.wait(60)
+            except subprocess.TimeoutExpired:
+                d.kill()
         from gpuorch_sim.provider import SimProvider
         p = SimProvider.from_config(sim, home)
         for inst in p._list():
@@ -266,12 +291,25 @@ def main() -> None:
     ap.add_argument("--notices", type=int, default=16)
     ap.add_argument("--trials", type=int, default=30)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--postgres", metavar="URL", help="run the daemons on a fresh database of this PostgreSQL "
+                    "server (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/postgres) instead of SQLite")
+    ap.add_argument("--daemons", type=int, default=1, help="daemon processes sharing the store (HA: --postgres)")
+    ap.add_argument("--no-lost-work", action="store_true", help="skip measurement 3 (a shorter run)")
     args = ap.parse_args()
+    if args.daemons > 1 and not args.postgres:
+        raise SystemExit("--daemons: several daemons need a shared PostgreSQL store; add --postgres URL")
     rng = random.Random(args.seed)
     started = time.monotonic()
-    result = {"jobs": args.jobs, "poll_s": POLL_S}
-    result.update(lost_work_bench(args.trials, rng))
-    result.update(daemon_bench(args.jobs, args.window, args.notices, rng))
+    result = {"jobs": args.jobs, "poll_s": POLL_S, "store": "postgresql" if args.postgres else "sqlite",
+              "daemons": args.daemons}
+    if not args.no_lost_work:
+        result.update(lost_work_bench(args.trials, rng))
+    url, name = fresh_database(args.postgres) if args.postgres else (None, "")
+    try:
+        result.update(daemon_bench(args.jobs, args.window, args.notices, rng, url, args.daemons))
+    finally:
+        if name:
+            drop_database(args.postgres, name)
     result["load_avg_1m"] = round(os.getloadavg()[0], 2)
     result["cpus"] = os.cpu_count()
     result["bench_s"] = round(time.monotonic() - started, 1)

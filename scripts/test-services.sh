@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond the virtualenv. Idempotent; quiet when all is present.
-#   - OpenSSH server: the SSH runner's tests drive a real, throwaway sshd on 127.0.0.1.
+#   - System packages (scripts/deps.sh, also `make deps`): OpenSSH server for the SSH runner's
+#     tests, Chromium for the dashboard's browser tests.
 #   - Azurite (npm, into .azurite/): the az:// checkpoint store's tests run against it.
 #   - podman, runc, busybox-static (scripts/install-podman.sh): the `container`-marked tests.
 #   - the `workloads` extra (torch 2.13.0 CPU, transformers, peft): the `workloads`-marked tests.
@@ -21,20 +22,8 @@ as_root() {
   fi
 }
 
-if ! have_sshd; then
-  if ! command -v apt-get >/dev/null 2>&1; then
-    echo "test-services: sshd is missing and apt-get is not available; install OpenSSH server" \
-      "yourself, or the SSH runner tests will be skipped" >&2
-  elif ! as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      openssh-server >/dev/null 2>&1; then
-    # The package lists may be missing or stale (fresh containers): refresh them once and retry.
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null 2>&1 || true
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      openssh-server >/dev/null 2>&1 \
-      || echo "test-services: could not install openssh-server (need root or passwordless sudo);" \
-        "the SSH runner tests will be skipped" >&2
-  fi
-fi
+# System packages (sshd, chromium): scripts/deps.sh says what it installs before installing it.
+./scripts/deps.sh
 
 # sshd refuses to start without its privilege-separation directory (absent in containers).
 if have_sshd && [ ! -d /run/sshd ]; then
@@ -62,6 +51,7 @@ if [ ! -x .azurite/node_modules/.bin/azurite-blob ]; then
     echo "test-services: node and npm are missing, so Azurite is not installed; the az:// store tests will be skipped" >&2
   else
     rm -rf .azurite.partial
+    echo "test-services: installing azurite@$AZURITE_VERSION with npm into .azurite/ (the az:// store tests use it)"
     if npm install --prefix .azurite.partial --no-save --no-audit --no-fund --loglevel=error \
         "azurite@$AZURITE_VERSION" >/dev/null 2>&1 && [ -x .azurite.partial/node_modules/.bin/azurite-blob ]; then
       rm -rf .azurite && mv .azurite.partial .azurite  # whole or not at all

@@ -102,6 +102,13 @@ class Client:
     def cancel(self, ref: str) -> dict[str, Any]:
         return self._json("POST", f"/jobs/{_q(ref)}/cancel")
 
+    def daemon(self) -> dict[str, Any]:
+        state = self._json("GET", "/daemon")
+        for key in ("last_pass_at", "stopped_at"):  # back to datetimes, as JobService returns them
+            if state.get(key):
+                state[key] = datetime.fromisoformat(state[key])
+        return state
+
     def events(self, ref: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
         rows = self._json("GET", "/events", job=ref, limit=limit)
         for e in rows:  # back to datetimes, as JobService returns them

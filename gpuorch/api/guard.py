@@ -23,6 +23,9 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 PUBLIC = frozenset({"/v1/health"})  # answered without a token
+# The web dashboard (gpuorch/web) checks its own session cookie or bearer token on every page,
+# since a browser cannot send a bearer header on navigation; its bodies are bounded here still.
+OWN_AUTH_PREFIX = "/ui"
 
 
 async def answer(send: Send, status: int, message: str) -> None:
@@ -43,7 +46,9 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        if scope.get("path") not in PUBLIC:
+        path = str(scope.get("path", ""))
+        own_auth = path == OWN_AUTH_PREFIX or path.startswith(OWN_AUTH_PREFIX + "/")
+        if path not in PUBLIC and not own_auth:
             why = auth.check(headers.get("authorization"), self.token)
             if why is not None:
                 await answer(send, 401, why)

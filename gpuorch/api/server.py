@@ -38,6 +38,7 @@ from gpuorch.ops.diskfull import is_disk_full
 from gpuorch.placement.explain import no_single_instance
 from gpuorch.store import Store
 from gpuorch.sweeps.spec import parse_sweep
+from gpuorch.web import routes as dashboard
 
 log = logging.getLogger("gpuorch.api")
 
@@ -88,11 +89,14 @@ def _referenced_uploads(service: JobService) -> set[str]:
     return out
 
 
-def create_app(service: JobService, token: str, uploads: Path, limits: ApiConfig | None = None) -> FastAPI:
+def create_app(service: JobService, token: str, uploads: Path, limits: ApiConfig | None = None, *,
+               daily_cap: float | None = None) -> FastAPI:
     """The API over ``service``; ``limits`` (body, upload bytes and files) default to ``ApiConfig``'s."""
     limits = limits or ApiConfig()
     app = FastAPI(title="gpuorch", docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(Guard, token=token, max_body=limits.max_body_bytes)  # before FastAPI reads the body
+    dashboard.mount(app, service, token, lambda header: auth.check(header, token) is None,
+                    daily_cap=daily_cap)  # /ui: the read-only web dashboard (gpuorch/web)
     swept_at = [0.0]
 
     def sweep_uploads(force: bool = False) -> None:
@@ -175,6 +179,10 @@ def create_app(service: JobService, token: str, uploads: Path, limits: ApiConfig
     def job(ref: str) -> Response:
         return _json(service.job(ref))
 
+    @r.get("/daemon")
+    def daemon() -> Response:
+        return _json(service.daemon())
+
     @r.post("/jobs/{ref}/cancel")
     def cancel(ref: str) -> Response:
         return _json(service.cancel(ref))
@@ -240,7 +248,7 @@ def _server(config: DaemonConfig, store: Store, host: str) -> uvicorn.Server:
         log.warning("the API listens on %s without TLS: tokens and jobs cross the network in clear; "
                     "prefer 127.0.0.1 with an SSH tunnel, or a TLS-terminating proxy", host)
     app = create_app(JobService(store, config.home, providers=config.providers), token, config.home / "uploads",
-                     config.api)
+                     config.api, daily_cap=config.daily_budget)
     # log_config=None: keep the process's logging (the daemon's format), not uvicorn's own
     return uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=True, timeout_graceful_shutdown=5))
 

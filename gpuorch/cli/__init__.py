@@ -18,7 +18,7 @@ import typer
 import gpuorch
 from gpuorch.cli.app import app
 
-COMMAND_MODULES = ("jobs", "ops", "serve", "planning", "simulate", "catalog", "costs", "sweeps")
+COMMAND_MODULES = ("jobs", "ops", "serve", "planning", "simulate", "catalog", "costs", "sweeps", "debug")
 
 # The module that defines each top-level command or group; tests/cli/test_lazy_cli.py checks it
 # against what the modules register. A command missing here still works: main imports them all.
@@ -31,6 +31,7 @@ COMMANDS = {
     "catalog": "catalog",
     "cost": "costs",
     "sweep": "sweeps",
+    "debug": "debug",
 }
 
 # The global options (app.py) that take a value, so the command is found after them.

@@ -14,9 +14,10 @@ import typer
 
 app = typer.Typer(
     name="gpuorch",
-    help="Multi-cloud GPU orchestration: cheapest fitting GPU, checkpoint on preemption, hard dollar caps.",
+    help="Multi-cloud GPU orchestration: cheapest fitting GPU, checkpoint on preemption, hard dollar caps.\n\n"
+         "Example: gpuorch submit job.yaml && gpuorch status",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
 )
 
@@ -65,9 +66,19 @@ class Target:
     token: str | None = None
 
 
+def _version(value: bool) -> None:
+    if value:
+        from gpuorch import __version__
+
+        typer.echo(f"gpuorch {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _global_options(
     ctx: typer.Context,
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=lambda v: _version(v),
+                                 help="Print the version and exit."),
     config: Path = typer.Option(None, "--config", envvar="GPUORCH_CONFIG", metavar="FILE",
                                 help="Configuration file, read over /etc/gpuorch and ~/.config/gpuorch."),
     server: str = typer.Option(None, "--server", envvar="GPUORCH_SERVER", metavar="URL",
@@ -75,7 +86,10 @@ def _global_options(
     token: str = typer.Option(None, "--token", envvar="GPUORCH_API_TOKEN", show_default=False,
                               help="The API token for --server (prefer the variable: arguments show in ps)."),
 ) -> None:
-    """Multi-cloud GPU orchestration: cheapest fitting GPU, checkpoint on preemption, hard dollar caps."""
+    """Multi-cloud GPU orchestration: cheapest fitting GPU, checkpoint on preemption, hard dollar caps.
+
+    Example: gpuorch submit job.yaml && gpuorch status
+    """
     global _config_path
     _config_path = config
     ctx.obj = Target(server, token)

@@ -33,7 +33,10 @@ def refresh(
     output: Path = typer.Option(None, "--output", "-o", help="Default: $GPUORCH_HOME/catalog/<provider>.csv."),
     json_out: bool = JSON_OPTION,
 ) -> None:
-    """List a provider's offers through its API and write them as a catalog CSV."""
+    """List a provider's offers through its API and write them as a catalog CSV.
+
+    Example: gpuorch catalog refresh --provider aws -o aws.csv
+    """
     from gpuorch.ops.config_sources import load_config
 
     try:

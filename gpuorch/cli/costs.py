@@ -5,13 +5,17 @@ from __future__ import annotations
 import typer
 
 from gpuorch.cli.app import JSON_OPTION, app, emit_json, fail
+from gpuorch.cli.output import WIDE_OPTION, show
 
 
 @app.command()
 def cost(since: str = typer.Option(None, "--since", help="From: 2026-11-28, 2026-11-28T08:00, or back 24h / 7d."),
          by: str = typer.Option("job", "--by", help="Group by job, sweep, provider or day."),
-         json_out: bool = JSON_OPTION) -> None:
-    """Costs billed so far (running attempts included), per the providers' billing rules."""
+         json_out: bool = JSON_OPTION, wide: bool = WIDE_OPTION) -> None:
+    """Costs billed so far (running attempts included), per the providers' billing rules.
+
+    Example: gpuorch cost --since 7d --by day
+    """
     from gpuorch.cli.jobs import _store
     from gpuorch.clock import utcnow
     from gpuorch.money.report import GROUPS, cost_report
@@ -29,7 +33,6 @@ def cost(since: str = typer.Option(None, "--since", help="From: 2026-11-28, 2026
     if json_out:
         emit_json(report)
         return
-    from rich.console import Console
     from rich.table import Table
 
     extra = {"job": ["job", "sweep", "status"], "sweep": ["max_cost"], "provider": [], "day": []}[by]
@@ -40,5 +43,5 @@ def cost(since: str = typer.Option(None, "--since", help="From: 2026-11-28, 2026
         t.add_row(str(r["key"]), *["-" if c is None else (f"${c:.2f}" if e == "max_cost" else str(c))
                                    for e, c in zip(extra, cells, strict=True)], str(r["attempts"]), f"${r['cost']:.4f}")
     period = f"since {start:%Y-%m-%d %H:%M} UTC" if start else "all time"
-    Console().print(t)
+    show(t, wide=wide)
     typer.echo(f"total ${report['total']:.4f} ({period})")

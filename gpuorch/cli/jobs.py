@@ -8,6 +8,7 @@ methods: the output and the one-line errors are the same either way.
 from __future__ import annotations
 
 import codecs
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from gpuorch.cli.app import JSON_OPTION, app, cli_config, cli_store_location, emit_json, fail, guard
+from gpuorch.cli.output import WIDE_OPTION, daemon_warning, show
 from gpuorch.errors import UserInputError
 
 if TYPE_CHECKING:  # the CLI imports these when a command needs them
@@ -67,10 +69,41 @@ def _errors() -> Iterator[None]:
         yield
 
 
+def _interactive() -> bool:
+    """Whether a person can answer a question: stdin and stdout are terminals."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def _plan_line(spec: Any) -> str:
+    """The offer the daemon would pick today from this host's catalog, as one line."""
+    from gpuorch import placement
+    from gpuorch.registry import offline_offers
+
+    cfg = cli_config()
+    best = placement.candidates(spec, offline_offers(dict(cfg.providers), cfg.home), limit=1)
+    if not best:
+        return "plan: no enabled offer fits today; the daemon keeps it queued until one does"
+    c = best[0]
+    o = c.offer
+    gpu = f"{o.gpu_count}x{o.gpu}" if o.gpu else "no GPU"
+    line = (f"plan: {o.provider} {o.zone} {o.instance_type} ({gpu}), {'spot' if c.spot else 'on-demand'} "
+            f"at ${c.price_per_hour:.4f}/h")
+    if c.est_hours > 0:
+        return line + f"; estimated ${c.est_cost:.2f}, done in about {c.est_finish_hours:.2f} h"
+    return line + "; no estimate of its cost or finish (give model: or deadline.job_hours)"
+
+
 @app.command()
 def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Job spec (YAML)."),
+           yes: bool = typer.Option(False, "-y", "--yes", help="Queue without showing the plan and asking."),
            json_out: bool = JSON_OPTION) -> None:
-    """Queue a job; the daemon places and launches it."""
+    """Queue a job; the daemon places and launches it.
+
+    On a terminal it first shows the plan (offer, market, estimated cost and finish) and asks;
+    -y, --json or stdin that is not a terminal queue it without asking.
+
+    Example: gpuorch submit configs/examples/tiny-mlp.yaml
+    """
     from gpuorch.jobs.spec import load_spec
 
     with _errors():
@@ -90,6 +123,11 @@ def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Job spec (
         else:
             if workdir is not None:
                 spec = spec.model_copy(update={"workdir": str(workdir)})
+            if not yes and not json_out and _interactive():  # as `dstack apply`: look before you spend
+                typer.echo(_plan_line(spec))
+                if not typer.confirm("Queue it?", default=True):
+                    typer.echo("not queued", err=True)
+                    raise typer.Exit(1)
             job = _local().submit(spec, str(file))  # checks as the server does (gpuorch.jobs.submitcheck)
     warning = job.get("warning")
     if json_out:
@@ -98,32 +136,46 @@ def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Job spec (
         typer.echo(f"job {job['id']} ({job['name']}) queued; follow it with `gpuorch status {job['id']}`")
         if warning:
             typer.echo(f"warning: {warning}", err=True)
+        with _errors():
+            daemon_warning(_remote(ctx) or _local())
 
 
 @app.command()
 def status(ctx: typer.Context, job: str = typer.Argument(None, help="Show one job in detail."),
-           json_out: bool = JSON_OPTION) -> None:
-    """Jobs and where they run; with JOB, its attempts."""
+           json_out: bool = JSON_OPTION, wide: bool = WIDE_OPTION) -> None:
+    """Jobs and where they run; with JOB, its attempts.
+
+    With --json: ``{"daemon": {...}, "jobs": [...]}``, or one job with its ``daemon``.
+
+    Example: gpuorch status; gpuorch status 12 --json
+    """
     with _errors():
         backend = _backend(ctx)
         if job is None:
             data = backend.jobs()
         else:
             detail = backend.job(job)
-    if json_out:
-        emit_json(data if job is None else detail)
+        state = backend.daemon()
+    if json_out:  # the daemon's state is in the JSON; the warning line is for people
+        emit_json({"daemon": state, "jobs": data} if job is None else {**detail, "daemon": state})
         return
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    from gpuorch.store.heartbeat import warning
+
+    line = warning(state)
+    if line:
+        typer.echo(f"warning: {line}", err=True)
+
+    console = Console(soft_wrap=True)  # a long line is never re-wrapped in the middle of a number
     if job is None:
         t = Table("ID", "NAME", "STATUS", "ATT", "PREEMPT", "WHERE", "CHECKPOINT", "COST", "DEADLINE", "NOTE")
         for d in data:
             t.add_row(str(d["id"]), d["name"], d["status"], str(d["attempts"]), str(d["preemptions"]),
                       d["where"] or "-", d["last_checkpoint"] or "-", f"${d['cost']:.4f}",
                       _deadline_cell(d.get("deadline")), d["message"] or "")
-        console.print(t)
+        show(t, wide=wide)
         return
     console.print(f"[bold]job {detail['id']} {detail['name']}[/]: {detail['status']}"
                   + (f" ({detail['message']})" if detail["message"] else "")
@@ -136,7 +188,7 @@ def status(ctx: typer.Context, job: str = typer.Argument(None, help="Show one jo
         lost = f"{a['lost_work_s']:.0f}s" if a["lost_work_s"] is not None else "-"
         t.add_row(str(a["number"]), a["status"], a["reason"] or "-", where, a["instance_id"] or "-",
                   a["resumed_from"] or "-", a["last_checkpoint"] or "-", lost, f"${a['cost']:.4f}")
-    console.print(t)
+    show(t, wide=wide)
 
 
 def _deadline_cell(d: dict[str, Any] | None) -> str:
@@ -161,7 +213,10 @@ def _deadline_line(d: dict[str, Any]) -> str:
 
 @app.command()
 def cancel(ctx: typer.Context, job: str = JOB_ARG, json_out: bool = JSON_OPTION) -> None:
-    """Ask the daemon to stop a job and terminate its instance."""
+    """Ask the daemon to stop a job and terminate its instance.
+
+    Example: gpuorch cancel tiny-mlp
+    """
     with _errors():
         j = _backend(ctx).cancel(job)
     if json_out:
@@ -173,33 +228,59 @@ def cancel(ctx: typer.Context, job: str = JOB_ARG, json_out: bool = JSON_OPTION)
 @app.command()
 def logs(ctx: typer.Context, job: str = JOB_ARG,
          follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new output."),
-         attempt: int = typer.Option(None, "--attempt", help="One attempt only (default: all, in order).")) -> None:
-    """The job's output, as mirrored to the control host by the daemon."""
+         attempt: int = typer.Option(None, "--attempt", help="One attempt only (default: all, in order)."),
+         json_out: bool = typer.Option(False, "--json", help='One JSON object per line: {"job", "attempt", "line"}.'),
+         ) -> None:
+    """The job's output, as mirrored to the control host by the daemon.
+
+    Example: gpuorch logs -f train-llama
+    """
     offsets: dict[int, int] = {}
     decoders: dict[int, Any] = {}  # per attempt: a character split across two reads still prints whole
+    partial: dict[int, str] = {}  # --json: the unfinished last line of each attempt
     with _errors():
         backend = _backend(ctx)
         ref = str(backend.log_state(job)["id"])
+        if follow:
+            daemon_warning(backend)  # else -f would wait silently for output nobody produces
     while True:
         with _errors():
             state = backend.log_state(ref)  # before reading: output written before "done" is all shown
             numbers = [n for n in state["attempts"] if attempt is None or n == attempt]
             for n in numbers:
                 while chunk := backend.read_log(state["id"], n, offsets.get(n, 0)):
-                    if len(numbers) > 1 and n not in offsets:
+                    if len(numbers) > 1 and n not in offsets and not json_out:
                         typer.echo(f"--- attempt {n} ---")
                     decoder = decoders.setdefault(n, codecs.getincrementaldecoder("utf-8")(errors="replace"))
-                    typer.echo(decoder.decode(chunk), nl=False)
+                    text = decoder.decode(chunk)
+                    if json_out:
+                        *lines, partial[n] = (partial.get(n, "") + text).split("\n")
+                        _json_lines(state["id"], n, lines)
+                    else:
+                        typer.echo(text, nl=False)
                     offsets[n] = offsets.get(n, 0) + len(chunk)
         if not follow or state["done"]:
+            if json_out:  # output that does not end with a newline is still a line
+                for n, rest in sorted(partial.items()):
+                    _json_lines(state["id"], n, [rest] if rest else [])
             return
         time.sleep(1.0)
+
+
+def _json_lines(job_id: int, attempt: int, lines: list[str]) -> None:
+    import json
+
+    if lines:
+        typer.echo("\n".join(json.dumps({"job": job_id, "attempt": attempt, "line": x}) for x in lines))
 
 
 @app.command()
 def events(ctx: typer.Context, job: str = typer.Argument(None, help="Only this job's events."),
            limit: int = typer.Option(200, "--limit", min=1), json_out: bool = JSON_OPTION) -> None:
-    """What happened, newest last."""
+    """What happened, newest last.
+
+    Example: gpuorch events tiny-mlp --limit 50
+    """
     with _errors():
         data = _backend(ctx).events(job, limit)
     if json_out:
@@ -215,7 +296,10 @@ def daemon(once: bool = typer.Option(False, "--once", help="Run one reconcile pa
            log_format: str = typer.Option(None, "--log-format", metavar="json|text",
                                           help="Log lines on stderr: text, or one JSON object per line."),
            verbose: bool = typer.Option(False, "-v", "--verbose", help="Debug logging.")) -> None:
-    """Run the reconciler in the foreground (systemd runs this)."""
+    """Run the reconciler in the foreground (systemd runs this).
+
+    Example: gpuorch daemon --log-format json
+    """
     from gpuorch.ops import daemon as d
     from gpuorch.ops.logfmt import configure_logging
 

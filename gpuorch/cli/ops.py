@@ -14,7 +14,10 @@ _MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 @app.command()
 def doctor(json_out: bool = JSON_OPTION) -> None:
     """Check configuration, database, providers and their credentials, checkpoint stores, SSH keys
-    and the metrics port; each problem with its fix. Exit code 1 when something is wrong."""
+    and the metrics port; each problem with its fix. Exit code 1 when something is wrong.
+
+    Example: gpuorch doctor --json
+    """
     from gpuorch.doctor import failed, run
 
     findings = run(config_path())
@@ -39,7 +42,10 @@ def install_service(
     user: str = typer.Option("gpuorch", "--user", help="The dedicated user the daemon runs as."),
     stdout: bool = typer.Option(False, "--stdout", help="Print the unit instead of writing it."),
 ) -> None:
-    """Write the systemd unit for this installation and print the commands that finish the setup."""
+    """Write the systemd unit for this installation and print the commands that finish the setup.
+
+    Example: sudo gpuorch install-service --user gpuorch
+    """
     from gpuorch.ops.systemd_unit import install_commands, render_unit, this_executable
 
     exec_start = this_executable()

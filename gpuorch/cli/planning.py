@@ -1,4 +1,9 @@
-"""Read-only planning commands: estimate, offers, plan. They read the catalog, never a cloud.
+"""Read-only planning commands: estimate, offers, plan. They never call a cloud.
+
+``offers`` and ``plan`` rank what the daemon would use: the configured providers (``local`` and
+``sim`` included), each through its ``catalog_offers`` (no cloud call: the shipped catalog's rows
+for the clouds, the simulated markets for local and sim). ``--catalog FILE`` ranks a price list
+instead, ``--price-list`` the shipped AWS/GCP/Azure snapshot; every output names the source.
 
 Imports stay inside the commands: ``gpuorch offers --json`` must start in well under 0.3 s,
 so nothing here loads pydantic or numpy unless the command needs them.
@@ -14,9 +19,13 @@ import typer
 from gpuorch.cli.app import JSON_OPTION, app, emit_json, fail
 from gpuorch.errors import UserInputError
 
-CATALOG_OPTION = typer.Option(None, "--catalog", help="Offers CSV (default: the shipped snapshot).")
+CATALOG_OPTION = typer.Option(None, "--catalog", help="Rank this offers CSV (a price list) instead of the "
+                              "configured providers.")
+PRICE_LIST_OPTION = typer.Option(False, "--price-list", help="Rank the shipped AWS/GCP/Azure price list instead of "
+                                 "the configured providers.")
 _FLAG = {"params": "--params", "seq_len": "--seq-len", "micro_batch": "--micro-batch", "lora_rank": "--lora-rank",
-         "lora_targets": "--lora-targets", "kv_heads": "--kv-heads", "tokens": "--tokens"}  # fmt: skip
+         "lora_targets": "--lora-targets", "kv_heads": "--kv-heads", "tokens": "--tokens", "strategy": "--distributed",
+         "degree": "--gpus", "distributed": "--distributed", "compile": "--compile"}  # fmt: skip
 
 
 def _workload(fields: dict[str, Any]) -> Any:
@@ -28,9 +37,14 @@ def _workload(fields: dict[str, Any]) -> Any:
         return Workload.model_validate({k: v for k, v in fields.items() if v is not None})
     except ValidationError as e:
         err = e.errors()[0]
+        msg = str(err["msg"]).removeprefix("Value error, ")
         name = str(err["loc"][-1]) if err["loc"] else ""
+        if not name:  # a check across fields: its message starts with the field it blames
+            first = msg.split(" ", 1)[0].rstrip(":")
+            name = first if first in Workload.model_fields and first != "params" else ""
+            msg = msg.removeprefix(f"{name}: ") if name else msg
         where = f"{_FLAG.get(name, '--' + name.replace('_', '-'))}: " if name else ""
-        fail(where + str(err["msg"]).removeprefix("Value error, "))
+        fail(where + msg)
 
 
 @app.command()
@@ -43,9 +57,29 @@ def estimate(
     heads: int = typer.Option(None, "--heads", help="Architecture: attention heads."),
     kv_heads: int = typer.Option(None, "--kv-heads", help="Architecture: KV heads (GQA)."),
     vocab: int = typer.Option(None, "--vocab", help="Architecture: vocabulary size."),
+    intermediate: int = typer.Option(None, "--intermediate", help="Architecture: MLP width (default 8/3 x hidden)."),
+    tied_embeddings: bool = typer.Option(None, "--tied-embeddings/--untied-embeddings",
+                                         help="Architecture: LM head shares the embedding (default untied)."),
     method: str = typer.Option("full", "--method", help="full | lora | qlora | inference."),
     precision: str = typer.Option("bf16", "--precision", help="bf16 | fp16 | fp8 | int8 | int4."),
-    optimizer: str = typer.Option("adamw", "--optimizer", help="adamw | adamw-8bit | sgd."),
+    optimizer: str = typer.Option("adamw", "--optimizer",
+                                  help="adamw | adamw-8bit | paged-adamw | paged-adamw-8bit | sgd."),
+    optimizer_state_dtype: str = typer.Option(None, "--optimizer-state-dtype", help="fp32 (default) | bf16."),
+    master_weights: bool = typer.Option(None, "--master-weights/--no-master-weights",
+                                        help="Full fine-tuning: an fp32 master copy (default: yes)."),
+    adapter_dtype: str = typer.Option(None, "--adapter-dtype", help="LoRA adapters: fp32 (default, PEFT) | bf16."),
+    activation_checkpointing: str = typer.Option(None, "--activation-checkpointing",
+                                                 help="none | selective | full (default: full for lora/qlora)."),
+    loss: str = typer.Option(None, "--loss", help="eager (default) | chunked | fused."),
+    offload: str = typer.Option(None, "--offload", help="none, or a list of activations, optimizer, params."),
+    optimizer_in_backward: bool = typer.Option(None, "--optimizer-in-backward",
+                                               help="Step each parameter during backward (torchtune)."),
+    compile_: bool = typer.Option(None, "--compile", help="torch.compile the model and loss."),
+    kv_cache_dtype: str = typer.Option(None, "--kv-cache-dtype", help="Inference: auto | bf16 | fp16 | fp8."),
+    max_batched_tokens: int = typer.Option(None, "--max-batched-tokens",
+                                           help="Inference: prefill chunk (default 8192, vLLM's)."),
+    strategy: str = typer.Option(None, "--distributed",
+                                 help="none | ddp | fsdp | zero2 | zero3 | tp (default: explore all)."),
     seq_len: int = typer.Option(2048, "--seq-len", help="Sequence (context) length."),
     micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per GPU per step (inference: concurrent)."),
     checkpointing: bool = typer.Option(None, "--gradient-checkpointing/--no-gradient-checkpointing",
@@ -61,19 +95,30 @@ def estimate(
     efficiency: float = typer.Option(None, "--efficiency", help="Model FLOPs utilisation (default per GPU class)."),
     json_out: bool = JSON_OPTION,
 ) -> None:
-    """Estimate GPU memory per GPU, and the smallest GPU configurations that fit."""
+    """Estimate GPU memory per GPU, and the smallest GPU configurations that fit.
+
+    Example: gpuorch estimate --preset llama-3-8b --method qlora --seq-len 4096
+    """
     from gpuorch.sizing.report import estimate_report
 
     arch = None
     if layers or hidden or heads:
         if not (layers and hidden and heads):
             fail("--layers, --hidden and --heads go together; give all three or use --preset")
-        arch = {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv_heads, "vocab": vocab or 32000}
+        arch = {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv_heads, "vocab": vocab or 32000,
+                "intermediate": intermediate, "tied_embeddings": bool(tied_embeddings)}
+    elif intermediate or tied_embeddings is not None:
+        fail("--intermediate and --tied-embeddings describe an architecture; give them with --layers, --hidden "
+             "and --heads")
     w = _workload({
         "params": params, "preset": preset, "architecture": arch, "method": method, "precision": precision,
         "optimizer": optimizer, "seq_len": seq_len, "micro_batch": micro_batch, "gradient_checkpointing": checkpointing,
         "lora_rank": lora_rank, "lora_targets": lora_targets, "sharding": sharding, "tokens": tokens,
-        "efficiency": efficiency,
+        "efficiency": efficiency, "optimizer_state_dtype": optimizer_state_dtype, "master_weights": master_weights,
+        "adapter_dtype": adapter_dtype, "activation_checkpointing": activation_checkpointing, "loss": loss,
+        "offload": offload, "optimizer_in_backward": optimizer_in_backward, "compile": compile_,
+        "kv_cache_dtype": kv_cache_dtype, "max_batched_tokens": max_batched_tokens,
+        "distributed": {"strategy": strategy, "degree": gpus if strategy != "none" else None} if strategy else None,
     })  # fmt: skip
     try:
         report = estimate_report(w, gpus, gpu)
@@ -83,19 +128,52 @@ def estimate(
         emit_json(report)
         return
     s = report["workload"]
-    checkpointed = ", gradient checkpointing" if s["gradient_checkpointing"] else ""
+    ac = {"none": "no"}.get(s["activation_checkpointing"], s["activation_checkpointing"])
+    extra = f", {ac} checkpointing, {s['loss']} loss" if s["activation_checkpointing"] else ""
+    extra += f", offload {'+'.join(s['offload'])}" if s["offload"] else ""
     typer.echo(f"{s['params'] / 1e9:.1f}B params ({s['shape']} shape), {s['method']}, {s['precision']}, "
-               f"seq {s['seq_len']} x {s['micro_batch']}{checkpointed}")
+               f"seq {s['seq_len']} x {s['micro_batch']}{extra}")
     on = f"{gpus}x{report['gpu']}" if report["gpu"] else f"{gpus} GPU(s)"
     typer.echo(f"per GPU on {on}, sharding {report['sharding']}:")
     for k, v in report["breakdown"].items():
         typer.echo(f"  {k:<12}{v:>9.2f} GiB")
     typer.echo(f"  {'total':<12}{report['per_gpu_gib']:>9.2f} GiB per GPU, {report['total_gib']:.2f} GiB in all")
-    typer.echo("smallest configurations that fit:")
+    typer.echo(f"smallest configurations that fit (keeping {report['headroom']:.0%} of each card's usable memory "
+               "free):")
     for f in report["fits"]:
         hours = f" ~{f['est_hours']:.1f} h" if f.get("est_hours") else ""
         typer.echo(f"  {f['gpu_count']:>3} x {f['gpu']:<11} {f['scope']:<10} {f['per_gpu_gib']:>7.1f} / "
                    f"{f['usable_gib']:g} GiB  {f['sharding']}{hours}")
+
+
+def _source(catalog: Path | None, price_list: bool) -> tuple[list[Any], str]:
+    """The offers to rank and a line naming where they came from. Exits 2 on a bad source."""
+    from gpuorch.provider.catalog import load_offers
+
+    if catalog is not None and price_list:
+        fail("--catalog and --price-list exclude each other; give one, or neither for the configured providers")
+    try:
+        if catalog is not None:
+            return load_offers(catalog), f"price list {catalog}"
+        if price_list:
+            return load_offers(), "the shipped price list (AWS, GCP, Azure)"
+        from gpuorch.cli.app import cli_config
+        from gpuorch.registry import offline_offers
+
+        cfg = cli_config()
+        names = list(cfg.providers)
+        if not names:
+            fail("no providers are configured; add providers: to the daemon configuration, or rank a price list "
+                 "with --price-list or --catalog FILE")
+        return offline_offers(dict(cfg.providers), cfg.home), f"the configured providers ({', '.join(names)})"
+    except UserInputError as e:
+        fail(str(e))
+
+
+def _known(what: str, flag: str, wanted: list[str], have: set[str], source: str) -> None:
+    unknown = [x for x in wanted if x not in have]
+    if unknown:
+        fail(f"{flag}: unknown {what} {unknown[0]!r} in {source}; known: {', '.join(sorted(have)) or 'none'}")
 
 
 @app.command()
@@ -107,10 +185,14 @@ def offers(
     provider: str = typer.Option(None, "--provider", help="aws, gcp, azure, ..."),
     region: str = typer.Option(None, "--region"),
     catalog: Path = CATALOG_OPTION,
+    price_list: bool = PRICE_LIST_OPTION,
     limit: int = typer.Option(None, "--top", min=1, help="Show the N cheapest."),
     json_out: bool = JSON_OPTION,
 ) -> None:
-    """List offers, cheapest first."""
+    """List offers, cheapest first: the configured providers' (or a price list's).
+
+    Example: gpuorch offers --gpu H100 --spot
+    """
     from gpuorch import catalog as cat
     from gpuorch.units import parse_size_gib
 
@@ -120,13 +202,25 @@ def offers(
         vram = parse_size_gib(min_vram) if min_vram is not None else None
     except ValueError as e:
         fail(f"--min-vram: {e}")
+    if (catalog is not None) != price_list:  # a price list as rows: no config, no typed offers (fast path)
+        try:
+            all_rows = cat.load_rows(catalog)
+        except UserInputError as e:
+            fail(str(e))
+        source = f"price list {catalog}" if catalog is not None else "the shipped price list (AWS, GCP, Azure)"
+    else:
+        found, source = _source(catalog, price_list)
+        all_rows = [cat.OfferRow(**o.model_dump()) for o in found]
+    _known("provider", "--provider", [provider.lower()] if provider else [], {r.provider for r in all_rows}, source)
+    _known("region", "--region", [region] if region else [], {r.region for r in all_rows}, source)
     try:
-        rows = cat.select(cat.load_rows(catalog), gpu=gpu, min_vram_gib=vram, provider=provider, region=region,
+        rows = cat.select(all_rows, gpu=gpu, min_vram_gib=vram, provider=provider, region=region,
                           market="spot" if spot else "on-demand" if on_demand else "any")[:limit]  # fmt: skip
     except UserInputError as e:
         fail(str(e))
     if json_out:
-        emit_json({"offers": [{**r._asdict(), "listed_price": p} for r, p in rows], "count": len(rows)})
+        emit_json({"offers": [{**r._asdict(), "listed_price": p} for r, p in rows], "count": len(rows),
+                   "source": source})
         return
     w = max([16, *(len(r.instance_type) for r, _ in rows)])  # Azure sizes run to 25 characters
     typer.echo(f"{'provider':<8} {'region':<16} {'zone':<18} {'instance':<{w}} {'gpu':<14} "
@@ -136,7 +230,7 @@ def offers(
         spot_s = f"{r.spot_price_per_hour:.3f}" if r.spot_price_per_hour is not None else "-"
         typer.echo(f"{r.provider:<8} {r.region:<16} {r.zone:<18} {r.instance_type:<{w}} {gpu_s:<14} "
                    f"{r.price_per_hour:>10.3f} {spot_s:>9}")
-    typer.echo(f"{len(rows)} offer(s), USD per hour")
+    typer.echo(f"{len(rows)} offer(s), USD per hour, from {source}")
 
 
 def _candidate_dict(c: Any) -> dict[str, Any]:
@@ -153,41 +247,89 @@ def _candidate_dict(c: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _work(spec: Any, default_hours: float) -> tuple[str, dict[str, Any]]:
+    """The work-hours assumption the ranking used, said plainly, and as data."""
+    m = spec.model
+    if m is not None and m.duration is not None:
+        return f"work: model.duration = {m.duration / 3600:g} h on every offer", {"from": "model.duration",
+                                                                                  "hours": m.duration / 3600}
+    if m is not None and m.tokens is not None:
+        return (f"work: estimated per offer from model.tokens = {m.tokens:g} (docs/sizing.md, Runtime)",
+                {"from": "model.tokens", "hours": None})
+    if spec.deadline is not None and spec.deadline.job_hours is not None:
+        return (f"work: deadline.job_hours = {spec.deadline.job_hours:g} h on every offer",
+                {"from": "deadline.job_hours", "hours": spec.deadline.job_hours})
+    return (f"work: {default_hours:g} h assumed (the default); give model.tokens, model.duration or "
+            "deadline.job_hours for a real estimate", {"from": "default", "hours": default_hours})
+
+
+def _strategy_cell(c: Any, degree: int | None) -> str:
+    """What the candidate assumes: the strategy and the GPUs used (``1 of 8``: one GPU of eight;
+    ``tp2 x4``: four tensor-parallel replicas of two GPUs)."""
+    used, count = c.gpus_used or c.offer.gpu_count, c.offer.gpu_count
+    if c.sharding == "tp" and degree and degree < used:
+        return f"tp{degree} x{used // degree}"
+    if used < count:
+        return f"{used} of {count}"
+    if c.sharding in (None, "none"):
+        return f"{used} GPU" + ("s" if used > 1 else "")
+    return f"{c.sharding} x{used}"
+
+
 @app.command()
 def plan(
     job: Path = typer.Argument(..., help="Job spec (YAML)."),
     catalog: Path = CATALOG_OPTION,
+    price_list: bool = PRICE_LIST_OPTION,
     top: int = typer.Option(10, "--top", min=1, help="How many candidates to show."),
     json_out: bool = JSON_OPTION,
 ) -> None:
-    """Where a job would run and what it would cost: candidates by expected total cost."""
+    """Where a job would run and what it would cost: candidates by expected total cost, over the
+    configured providers' offers (or a price list's).
+
+    Example: gpuorch plan configs/examples/tiny-mlp.yaml --top 5
+    """
     from gpuorch import placement
     from gpuorch.jobs.spec import load_spec
     from gpuorch.jobs.submitcheck import no_candidate_message
-    from gpuorch.provider.catalog import load_offers
+    from gpuorch.placement.cost import PlacementOptions
 
     try:
         spec = load_spec(job)
-        offers = load_offers(catalog)
+    except UserInputError as e:
+        fail(str(e))
+    found, source = _source(catalog, price_list)
+    try:
         if spec.volume is not None:  # placed only where volumes are (as the daemon does); refused if nowhere
             from gpuorch.jobs.submitcheck import volume_scope
             from gpuorch.registry import with_volumes
 
-            named = sorted({o.provider for o in offers})
+            named = sorted({o.provider for o in found})
             spec = volume_scope(spec, named, with_volumes(named), str(job))
-        result = placement.plan(spec, offers, limit=top)
+    except UserInputError as e:
+        fail(str(e))
+    _known("provider", "providers", list(spec.providers or ()), {o.provider for o in found}, source)
+    _known("region", "regions", list(spec.regions or ()), {o.region for o in found}, source)
+    options = PlacementOptions()
+    if spec.deadline is not None and spec.deadline.job_hours is not None:
+        options = PlacementOptions(default_hours=spec.deadline.job_hours)
+    work_line, work = _work(spec, options.default_hours)
+    try:
+        result = placement.plan(spec, found, limit=top, options=options)
     except UserInputError as e:
         fail(str(e))
     if not result.candidates:
-        fail(no_candidate_message(spec, result, offers))
+        fail(f"{no_candidate_message(spec, result, found)} (ranked {source})")
     rejected = [{"provider": r.provider, "instance_type": r.instance_type, "gpu": r.gpu, "gpu_count": r.gpu_count,
                  "offers": r.offers, "reason": r.reason} for r in result.rejected]  # fmt: skip
     if json_out:
         candidates = [_candidate_dict(c) for c in result.candidates]
-        emit_json({"job": spec.name, "candidates": candidates, "rejected": rejected})
+        emit_json({"job": spec.name, "source": source, "work": work, "strategy": spec.strategy.model_dump(),
+                   "candidates": candidates, "rejected": rejected})
         return
+    typer.echo(f"ranked {source}; {work_line}")
     w = max([16, *(len(c.offer.instance_type) for c in result.candidates)])
-    typer.echo(f"{'provider':<8} {'zone':<18} {'instance':<{w}} {'gpu':<13} {'market':<9} "
+    typer.echo(f"{'provider':<8} {'zone':<18} {'instance':<{w}} {'gpu':<13} {'uses':<10} {'market':<9} "
                f"{'$/h':>8} {'hours':>7} {'est. $':>9}")
     for c in result.candidates:
         o = c.offer
@@ -196,15 +338,20 @@ def plan(
         notes = [f"{o.gpu_count} GPUs, the job uses {c.gpus_used}"] if c.larger else []
         if c.ranked_price_per_hour is not None:  # a zone far below its siblings: ranked at their median
             notes.append(f"listed ${c.price_per_hour:.3f}/h, ranked at ${c.ranked_price_per_hour:.3f}/h")
-        typer.echo(f"{o.provider:<8} {o.zone:<18} {o.instance_type:<{w}} {gpu_s:<13} {market:<9} "
-                   f"{c.price_per_hour:>8.3f} {c.est_finish_hours:>7.2f} {c.est_cost:>9.2f}"
+        uses = _strategy_cell(c, spec.strategy.degree)
+        typer.echo(f"{o.provider:<8} {o.zone:<18} {o.instance_type:<{w}} {gpu_s:<13} {uses:<10} "
+                   f"{market:<9} {c.price_per_hour:>8.3f} {c.est_finish_hours:>7.2f} {c.est_cost:>9.2f}"
                    + (f"  ({'; '.join(notes)})" if notes else ""))  # fmt: skip
     best = result.candidates[0]
     if best.larger:
         exact = next((c for c in result.candidates if not c.larger), None)
         versus = (f"${exact.est_cost:.2f} on the cheapest instance with exactly {exact.gpus_used}" if exact
                   else "no instance with exactly the GPUs asked for is among these candidates")
-        typer.echo(f"the cheapest has {best.offer.gpu_count} GPUs, the job uses {best.gpus_used} (allowed by "
-                   f"resources.gpu / allow_larger): expected ${best.est_cost:.2f} against {versus}")
+        d = spec.strategy
+        why = ("allowed by resources.gpu / allow_larger" if spec.resources.gpu is not None
+               else "a model job without a distributed strategy runs on one GPU" if d.strategy == "none"
+               else f"distributed: {d.strategy} over {d.degree}")
+        typer.echo(f"the cheapest has {best.offer.gpu_count} GPUs, the job uses {best.gpus_used} ({why}): "
+                   f"expected ${best.est_cost:.2f} against {versus}")
     for r in rejected:
         typer.echo(f"rejected {r['provider']} {r['instance_type']} ({r['offers']} offer(s)): {r['reason']}")

@@ -107,7 +107,11 @@ def policy(
     seed: int = typer.Option(0, "--seed", help="Seed for the window start times."),
     json_out: bool = JSON_OPTION,
 ) -> None:
-    """Mean and P90 cost and deadline misses of each policy, single- and multi-region."""
+    """Mean and P90 cost and deadline misses of each policy, single- and multi-region.
+
+    Example: gpuorch simulate policy --trace traces/ --job-hours 6 --deadline-hours 10
+    --changeover-hours 0.2 --on-demand-price 4.1 --spot-price 1.3
+    """
     try:
         from gpuorch.policy.evaluate import evaluate
     except ModuleNotFoundError as exc:
@@ -149,12 +153,14 @@ def _print(report: Report, job: Job) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    from gpuorch.cli.output import show
+
+    console = Console(soft_wrap=True)
     console.print(
         f"{job.work_s / 3600:g} h job, deadline {job.deadline_s / 3600:g} h, changeover "
         f"{job.changeover_s / 3600:g} h, {report.windows} windows per zone"
     )
-    console.print(_stats_table("Single-region, all zones", report.policies))
+    show(_stats_table("Single-region, all zones", report.policies))
     if len(report.per_zone) > 1:
         table = Table(title="Single-region mean $ per zone")
         table.add_column("zone", no_wrap=True)
@@ -162,6 +168,6 @@ def _print(report: Report, job: Job) -> None:
             table.add_column(name, justify="right")
         for zone, stats in report.per_zone.items():
             table.add_row(zone, *(f"{stats[name].mean_cost:.2f}" for name in report.policies))
-        console.print(table)
+        show(table)
     if report.multi_region is not None:
-        console.print(_stats_table("Multi-region, every zone", report.multi_region))
+        show(_stats_table("Multi-region, every zone", report.multi_region))

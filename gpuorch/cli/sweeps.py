@@ -13,6 +13,7 @@ from typing import Any
 import typer
 
 from gpuorch.cli.app import JSON_OPTION, app, emit_json
+from gpuorch.cli.output import WIDE_OPTION, show
 
 sweep_app = typer.Typer(help="Cost-capped hyperparameter sweeps: trials, their metrics and what they cost.",
                         no_args_is_help=True)
@@ -23,7 +24,10 @@ NAME_ARG = typer.Argument(..., help="Sweep id, or the name of the newest sweep w
 @sweep_app.command("submit")
 def submit(ctx: typer.Context, file: Path = typer.Argument(..., help="Sweep file (YAML)."),
            json_out: bool = JSON_OPTION) -> None:
-    """Queue a sweep's trials; the daemon runs max_parallel at a time within the budget."""
+    """Queue a sweep's trials; the daemon runs max_parallel at a time within the budget.
+
+    Example: gpuorch sweep submit configs/examples/tiny-mlp-sweep.yaml
+    """
     from gpuorch.cli.jobs import _errors, _local, _remote
     from gpuorch.clock import utcnow
     from gpuorch.sweeps.spec import load_sweep
@@ -60,9 +64,12 @@ def _cap(report: dict[str, Any]) -> str:
 def status(ctx: typer.Context,
            name: str = typer.Argument(None, help="Sweep id, or the name of the newest sweep with that name; "
                                                  "without it, every sweep."),
-           json_out: bool = JSON_OPTION) -> None:
+           json_out: bool = JSON_OPTION, wide: bool = WIDE_OPTION) -> None:
     """Each trial's parameters, latest metrics, cost and state, best first by the objective;
-    without NAME, every sweep's state, spend and best trial."""
+    without NAME, every sweep's state, spend and best trial.
+
+    Example: gpuorch sweep status tiny-mlp-sweep --wide
+    """
     from gpuorch.cli.jobs import _backend, _errors
 
     with _errors():
@@ -71,9 +78,11 @@ def status(ctx: typer.Context,
     if json_out:
         emit_json(report)
         return
-    from rich.console import Console
     from rich.table import Table
 
+    from gpuorch.cli.output import daemon_warning
+
+    daemon_warning(backend)
     if name is None:
         t = Table("ID", "NAME", "STATUS", "TRIALS", "SPENT", "CAP", "DEADLINE", "BEST")
         for w in report:
@@ -82,7 +91,7 @@ def status(ctx: typer.Context,
                       ", ".join(f"{n} {s}" for s, n in sorted(w["counts"].items())) or "-",
                       f"${w['spent']:.4f}", _cap(w), f"{w['deadline']:%Y-%m-%d %H:%M}" if w["deadline"] else "-",
                       _best(best, obj) if best else "-")
-        Console().print(t)
+        show(t, wide=wide)
         return
     cap = f" of {_cap(report)}" if report["max_cost"] is not None else " (no cap)"
     obj = report["objective"]
@@ -104,7 +113,7 @@ def status(ctx: typer.Context,
                   *([_fmt(tr["value"]) if tr["value"] is not None else "-"] if by_result else []),
                   *[_fmt(tr["metrics"].get(m, "-")) for m in metrics], _duration(tr["runtime_s"]),
                   str(tr["attempts"]), str(tr["preemptions"]), f"${tr['cost']:.4f}", tr["message"] or "")
-    Console().print(t)
+    show(t, wide=wide)
     if report["best"] is not None:
         typer.echo(f"best: {_best(report['best'], obj)}")
     sp = report["spend"]
@@ -130,7 +139,10 @@ def _duration(seconds: float) -> str:
 
 @sweep_app.command("cancel")
 def cancel(ctx: typer.Context, name: str = NAME_ARG, json_out: bool = JSON_OPTION) -> None:
-    """Stop the sweep: unfinished trials are cancelled and their instances terminated."""
+    """Stop the sweep: unfinished trials are cancelled and their instances terminated.
+
+    Example: gpuorch sweep cancel tiny-mlp-sweep
+    """
     from gpuorch.cli.jobs import _backend, _errors
 
     with _errors():
@@ -161,7 +173,10 @@ def _local_only(ctx: typer.Context, what: str) -> Any:
 @sweep_app.command("update")
 def update(ctx: typer.Context, name: str = NAME_ARG, budget: float = BUDGET_OPTION, deadline: str = DEADLINE_OPTION,
            json_out: bool = JSON_OPTION) -> None:
-    """Raise the sweep's cap or move its deadline; held and queued trials go on under them."""
+    """Raise the sweep's cap or move its deadline; held and queued trials go on under them.
+
+    Example: gpuorch sweep update tiny-mlp-sweep --budget 12 --deadline 8h
+    """
     from gpuorch.cli.jobs import _errors
 
     with _errors():
@@ -177,7 +192,10 @@ def update(ctx: typer.Context, name: str = NAME_ARG, budget: float = BUDGET_OPTI
 @sweep_app.command("resume")
 def resume(ctx: typer.Context, name: str = NAME_ARG, budget: float = BUDGET_OPTION, deadline: str = DEADLINE_OPTION,
            json_out: bool = JSON_OPTION) -> None:
-    """Restart a done or cancelled sweep's unfinished trials from their checkpoints (held ones first)."""
+    """Restart a done or cancelled sweep's unfinished trials from their checkpoints (held ones first).
+
+    Example: gpuorch sweep resume tiny-mlp-sweep
+    """
     from gpuorch.cli.jobs import _errors
 
     with _errors():

@@ -18,6 +18,7 @@ from gpuorch.doctor.findings import Finding, Status
 
 
 def default_checks() -> list[Check]:
+    from gpuorch.doctor.daemon import check_daemon
     from gpuorch.doctor.host import check_metrics_port, check_ssh_keys
     from gpuorch.doctor.providers import check_credentials, check_providers
     from gpuorch.doctor.state import (
@@ -28,8 +29,8 @@ def default_checks() -> list[Check]:
         check_quarantine,
     )
 
-    return [check_config, check_database, check_providers, check_credentials, check_object_stores, check_quarantine,
-            check_file_modes, check_ssh_keys, check_metrics_port]
+    return [check_config, check_database, check_daemon, check_providers, check_credentials, check_object_stores,
+            check_quarantine, check_file_modes, check_ssh_keys, check_metrics_port]
 
 
 def run(config_path: Path | None = None, checks: Sequence[Check] | None = None) -> list[Finding]:

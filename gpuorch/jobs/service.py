@@ -226,6 +226,16 @@ class JobService:
                               .order_by(col(Event.id).desc()).limit(1)).first()
             return job_detail(j, jobs.attempts_of(s, j.id), now, decision)  # type: ignore[arg-type]
 
+    def daemon(self) -> dict[str, Any]:
+        """Whether a daemon is running on this store (``gpuorch.store.heartbeat.daemon_state``)."""
+        from gpuorch.store.heartbeat import daemon_state, read_state
+
+        now = self.now()
+        with self._lite() as lite:
+            if lite is not None:
+                return daemon_state(lite.heartbeats(), lite.leases(now), now)
+        return read_state(self.store, now)
+
     def cancel(self, ref: str) -> dict[str, Any]:
         from gpuorch.jobs import intent as jobs
 

@@ -19,7 +19,7 @@ from gpuorch import gpus
 from gpuorch.errors import UserInputError
 from gpuorch.jobs import validate as v_
 from gpuorch.policy.recovery import get_strategy
-from gpuorch.sizing.workload import Workload
+from gpuorch.sizing.workload import SHARDED, Distributed, Workload
 from gpuorch.units import parse_duration_s, parse_size_gib
 
 if TYPE_CHECKING:
@@ -273,7 +273,8 @@ def _instant(v: Any) -> str:
     except (ValueError, OverflowError) as e:
         raise ValueError(f"cannot read {text!r} ({e}); write a time like 2026-11-28T08:00 or a duration like 8h") \
             from None
-    if text[-1:].isalpha() and (when - datetime(2000, 1, 1, tzinfo=UTC)).total_seconds() > v_.MAX_SECONDS:
+    is_duration = "-" not in text and ":" not in text  # "8h", not "2030-01-01T00:00Z" (its Z is a letter too)
+    if is_duration and (when - datetime(2000, 1, 1, tzinfo=UTC)).total_seconds() > v_.MAX_SECONDS:
         raise ValueError(f"{text!r} is more than ten years away; give a nearer deadline")
     return text
 
@@ -314,6 +315,9 @@ class JobSpec(Strict):
     retry: Retry = Field(default_factory=Retry)
     recovery: Recovery | None = None
     model: Workload | None = None  # what the job does with a model: placement sizes the GPU from it
+    # How the job uses several GPUs (strategy, degree); undeclared: one GPU, and a multi-GPU offer is
+    # only a place to run it. The job's environment gets GPUORCH_DISTRIBUTED and _DEGREE.
+    distributed: Distributed | None = None
     budget: Budget | None = None
     volume: VolumeRequest | None = None
     deadline: Deadline | None = None  # finish by then at the least cost (docs/policy.md)
@@ -343,6 +347,38 @@ class JobSpec(Strict):
             raise ValueError("deadline.job_hours: required to plan for a deadline (how many hours the job runs); "
                              "add it, or give model.tokens or model.duration")
         return self
+
+    @model_validator(mode="after")
+    def _distributed(self) -> JobSpec:
+        d, m = self.distributed, self.model
+        if m is not None and m.distributed is not None:
+            if d is not None and d != m.distributed and m.distributed != Distributed():
+                raise ValueError("distributed: given twice, differently (top level and model.distributed); keep the "
+                                 "top-level one")
+            d = d or (m.distributed if m.distributed != Distributed() else None)  # a stored spec: model's copy
+        if d is None and m is not None and m.sharding in ("zero2", "zero3", "fsdp"):
+            d = Distributed(strategy=m.sharding)  # model.sharding, the older spelling, declares it too
+        gpu = self.resources.gpu
+        if d is not None and gpu is not None:
+            most = gpu.max_count if gpu.at_least else gpu.count  # None: no upper bound
+            if d.strategy in SHARDED and most == 1:
+                raise ValueError(f"distributed: {d.strategy} with one GPU (resources.gpu: {gpu}) shards nothing; "
+                                 "ask for several GPUs in resources.gpu, or use strategy none")
+            if d.degree and most is not None and d.degree > most:
+                raise ValueError(f"distributed.degree: {d.degree} GPUs, but resources.gpu asks for "
+                                 f"{gpu.count_text}; make them agree")
+        if m is not None and d is not None and m.method == "inference" and d.strategy in ("ddp", "fsdp", "zero2",
+                                                                                           "zero3"):
+            raise ValueError(f"distributed: {d.strategy} shards training state; inference spreads over GPUs with "
+                             "strategy tp (or none: one GPU)")
+        if m is not None:  # the model is sized for exactly what the job declares (none: one GPU)
+            return self.model_copy(update={"distributed": d, "model": m.model_copy(
+                update={"distributed": d or Distributed()})})
+        return self if d is self.distributed else self.model_copy(update={"distributed": d})
+
+    @property
+    def strategy(self) -> Distributed:
+        return self.distributed or Distributed()
 
     @field_validator("name")
     @classmethod

@@ -28,6 +28,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from gpuorch import __version__
+from gpuorch.clock import utcnow
 from gpuorch.errors import UserInputError
 from gpuorch.jobs.logmirror import LogMirror
 from gpuorch.ops.config import DaemonConfig
@@ -36,6 +38,7 @@ from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.reconciler.reconciler import DISK_FULL
 from gpuorch.registry import load_providers
 from gpuorch.store import Store
+from gpuorch.store.heartbeat import Beater
 
 if TYPE_CHECKING:  # the API is an optional extra: imported at run time only when enabled
     from gpuorch.api.server import ApiThread
@@ -76,6 +79,7 @@ class Daemon:
         self.rec, self.config = rec, config
         self.notifier = notifier or Notifier(None)
         self.metrics = metrics
+        self.beater = Beater(rec.store, rec.owner, config.max_sleep_s, __version__)  # "is anything running?"
         self.stop = threading.Event()  # seen by the pass; set by the main thread only
         self._stopping = False  # set by request_stop, which must not take locks
         self._r, self._w = os.pipe()
@@ -91,6 +95,12 @@ class Daemon:
             os.write(self._w, b".")
         except OSError:  # pipe full (already poked) or closed (already stopped)
             pass
+
+    def _beat(self, step: str, *args: str) -> None:
+        try:
+            getattr(self.beater, step)(utcnow(), *args)
+        except Exception:  # the heartbeat is for readers; a store hiccup must not stop the daemon
+            log.warning("could not write the daemon heartbeat (%s)", step, exc_info=True)
 
     def _wait(self, timeout: float | None) -> None:
         """Until poked or ``timeout``; then act on a stop request."""
@@ -138,14 +148,17 @@ class Daemon:
             outcome = "ok" if "wait" in result else "failed"
         if self.metrics is not None:
             self.metrics.observe_pass(result.get("seconds"), outcome)
+        log.debug("pass %s in %.3f s", outcome, result.get("seconds") or 0.0)  # bench/queue_drain.py reads these
         return outcome, result.get("wait")
 
     def serve(self, *, once: bool = False) -> None:
         """Run passes until ``request_stop`` (or one pass with ``once``), then release the leases."""
         self.notifier.ready(f"reconciling with {', '.join(self.rec.providers) or 'no providers'}")
+        self._beat("started")
         try:
             while not self._stopping:
                 outcome, wait = self._pass()
+                self._beat("passed", outcome)
                 if outcome == "ok":
                     self.notifier.watchdog()
                 if once or self._stopping:
@@ -167,6 +180,7 @@ class Daemon:
             log.info("leases released; running jobs are left to the next daemon")
         except Exception:
             log.exception("could not release leases (they expire after lease_s)")
+        self._beat("stopped")
         if self.metrics is not None:
             self.metrics.stop()
         self.rec.pool.close()  # a launch still out is left behind: idempotent by client token

@@ -9,11 +9,19 @@ are skipped through the ``avoid`` predicate. README "How gpuorch chooses a GPU" 
 ``candidates(spec, offers, avoid=None)`` is what the daemon calls; ``plan`` adds the reasons
 offers were rejected (``gpuorch plan``). Both accept an ``OfferIndex`` to skip re-indexing a
 catalog, and ``limit`` to rank only the head of a large catalog.
+
+One path for all callers: the daemon keeps one ``OfferIndex`` per catalog refresh
+(``reconciler.observe.OfferCache.index``) and hands it to ``decide``; ``plan`` and the
+benchmarks go through the same ``plan`` over an index. With an ``avoid`` that is a
+``KeyedAvoid`` (or none), ``candidates`` memoises its answer on the index by the parts of the
+spec placement reads (``placement_key``), so a queue of jobs with the same needs costs one
+ranking and then a dict lookup each.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.placement.cost import INTERRUPTIONS_PER_HOUR, PlacementOptions
@@ -25,6 +33,7 @@ from gpuorch.provider.port import Offer
 __all__ = [
     "INTERRUPTIONS_PER_HOUR",
     "Candidate",
+    "KeyedAvoid",
     "OfferIndex",
     "Plan",
     "PlacementOptions",
@@ -33,8 +42,37 @@ __all__ = [
     "candidates",
     "fits",
     "index_for",
+    "placement_key",
     "plan",
 ]
+
+MEMO_SIZE = 8192  # memoised placements kept per index (oldest dropped first)
+
+
+@dataclass(frozen=True)
+class KeyedAvoid:
+    """An ``avoid`` predicate with a value that stands for it: two with equal keys avoid the same
+    candidates (the daemon's key is the set of back-off keys in force), so a placement made
+    under one can be reused under the other."""
+
+    key: Hashable
+    test: Callable[[Candidate], bool]
+
+    def __call__(self, c: Candidate) -> bool:
+        return self.test(c)
+
+
+# Spec fields placement never reads (what runs, and what decide applies after ranking): left out
+# of ``placement_key`` so that jobs differing only in them share a placement. Every other field,
+# including one added later, is part of the key: at worst a memo miss, never a wrong answer.
+NOT_PLACEMENT = frozenset({"name", "run", "setup", "workdir", "env", "retry", "recovery", "budget", "deadline",
+                           "volume"})
+
+
+def placement_key(spec: JobSpec) -> str:
+    """What of ``spec`` may decide its candidates: jobs with equal keys get the same candidates
+    from the same index (the volume's zone and the back-offs are keyed apart by ``candidates``)."""
+    return spec.model_dump_json(exclude=set(NOT_PLACEMENT))
 
 
 def candidates(
@@ -46,9 +84,22 @@ def candidates(
     options: PlacementOptions | None = None,
     limit: int | None = None,
 ) -> list[Candidate]:
-    """Every pair that holds ``spec`` (at most ``limit``), cheapest expected total first."""
-    result = plan(spec, offers, avoid=avoid, volume_zone=volume_zone, options=options, limit=limit, explain=False)
-    return result.candidates
+    """Every pair that holds ``spec`` (at most ``limit``), cheapest expected total first.
+
+    Memoised on the index when ``avoid`` is None or a ``KeyedAvoid`` and ``options`` is None
+    (the daemon's case); a fresh list each call, so callers may reorder it."""
+    if options is not None or not (avoid is None or isinstance(avoid, KeyedAvoid)):
+        return plan(spec, offers, avoid=avoid, volume_zone=volume_zone, options=options, limit=limit,
+                    explain=False).candidates
+    idx = index_for(offers)
+    key = (placement_key(spec), volume_zone, limit, avoid.key if avoid is not None else None)
+    found = idx.placed.get(key)
+    if found is None:
+        found = plan(spec, idx, avoid=avoid, volume_zone=volume_zone, limit=limit, explain=False).candidates
+        if len(idx.placed) >= MEMO_SIZE:
+            del idx.placed[next(iter(idx.placed))]
+        idx.placed[key] = found
+    return list(found)
 
 
 def fits(spec: JobSpec, offer: Offer) -> bool:

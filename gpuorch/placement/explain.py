@@ -118,11 +118,14 @@ def no_single_instance(spec: JobSpec) -> str | None:
     if over is not None or spec.model is None:
         return over
     from gpuorch.sizing.fit import smallest_fits
-    from gpuorch.sizing.report import advice
+    from gpuorch.sizing.report import advice, strategy_hint
 
     fits = smallest_fits(spec.model)
     if any(f.nodes == 1 for f in fits):
         return None
+    if spec.model.strategy.strategy == "none" and (hint := strategy_hint(spec.model)):
+        return (f"{spec.name}: no single GPU holds this model and the job declares no distributed strategy "
+                f"(a multi-GPU offer is only a place to run a one-GPU job); add {hint}")
     smallest = (f"the smallest configuration is {fits[0].nodes} nodes of {fits[0].gpus_per_node}x{fits[0].gpu} "
                 f"({fits[0].sharding})" if fits else "no configuration of up to 16 nodes holds it")
     return (f"{spec.name}: no single instance of any GPU model holds this model ({smallest}); {MULTI_NODE}; "

@@ -120,6 +120,7 @@ class OfferIndex:
         self.rows_by_zone = _rows_by(self.zone)
         self.fits: dict[Any, list[Any]] = {}  # per job needs: fit of each class (requirements.py)
         self.filtered: dict[tuple[Any, ...], list[Any]] = {}  # price orders under a filter (rank.py)
+        self.placed: dict[tuple[Any, ...], list[Any]] = {}  # memoised placements (``placement.candidates``)
 
     def __len__(self) -> int:
         return len(self.offers)

@@ -35,13 +35,14 @@ class Candidate:
     est_cost: float = 0.0  # expected total USD, billing rounding and overheads included
     est_finish_hours: float = 0.0  # expected wall-clock hours from launch to done
     per_gpu_gib: float | None = None  # memory estimate per GPU (jobs with a model block)
-    sharding: str | None = None
+    sharding: str | None = None  # the strategy assumed on this offer: none, ddp, fsdp, zero2, zero3, tp
     gpus_used: int = 0  # of the offer's GPUs the job uses (0: not known, read as all of them)
     ranked_price_per_hour: float | None = None  # set when ranking used a robust spot figure, not the listed one
 
     @property
     def larger(self) -> bool:
-        """Whether the job runs on fewer GPUs than the instance has (it allowed a larger one)."""
+        """Whether the job runs on fewer GPUs than the instance has (a larger instance it allowed, or
+        a model job without a distributed strategy: one GPU)."""
         return 0 < self.gpus_used < self.offer.gpu_count
 
     @property

@@ -3,7 +3,8 @@
 Checked per class, not per offer (see ``index``), in this order: a GPU at all, the GPU model,
 the GPU count, the per-GPU memory floor of ``resources.gpu``, vCPU and RAM, then -- with a
 ``model:`` block -- precision support, the interconnect the workload demands, and the memory
-estimate with the least sharding that fits. Results are cached per (job needs, index).
+estimate on the GPUs the job's declared ``distributed`` strategy uses (undeclared: one GPU; a
+multi-GPU offer is then only a place to run it). Results are cached per (job needs, index).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ class ClassFit:
     per_gpu_gib: float | None
     sharding: str | None
     checkpoint_gib: float  # restored after each preemption
-    gpus_used: int = 0  # of the instance's GPUs; fewer than it has only when the job allows larger
+    gpus_used: int = 0  # of the instance's GPUs: fewer than it has when the job allows larger, or when a
+    # model job declares no distributed strategy (one GPU)
 
 
 @dataclass(frozen=True)
@@ -80,20 +82,31 @@ def _evaluate(needs: Needs, c: OfferClass) -> ClassFit | Refusal:
     why = unsupported(w, spec)
     if why:
         return Refusal(why)
-    # The job is sized on the GPUs it uses: one GPU of an 8-GPU instance it was allowed onto.
+    # A model job is sized on the GPUs its distributed strategy uses: one without a strategy (a
+    # multi-GPU offer is only a place to run it), else the degree or every GPU it may use here.
+    strategy, may_use = w.strategy, used
+    if strategy.strategy == "none":
+        used = 1
+    elif strategy.degree:
+        if strategy.degree > may_use:
+            return Refusal(f"{may_use} GPU(s), distributed: {strategy.strategy} asks for {strategy.degree}")
+        used = strategy.degree
     link = c.interconnect if used > 1 else None
     if w.interconnect == "nvlink" and used > 1 and link not in gpus.FAST_LINKS:
         return Refusal(f"GPUs linked by {link or 'an unknown interconnect'}; the job asks for interconnect: nvlink")
     usable = min(c.gpu_memory_gib, spec.usable)
     est, ok = best_estimate(w, used, usable)
     if not ok:
-        return Refusal(
-            f"needs {est.per_gpu_gib:.1f} GiB per GPU ({est.sharding} over {used}), has {usable:.1f}",
-            est.per_gpu_gib,
-            usable,
-        )
-    hours = estimate_hours(w, spec, used, link, est.sharding)
-    return ClassFit(hours, est.per_gpu_gib, est.sharding, checkpoint_bytes(w) / GIB, used)
+        over = (f"{est.sharding} over {used}" if used > 1 else
+                "on one GPU: the job declares no distributed strategy" if strategy.strategy == "none" else
+                f"{strategy.strategy} on this offer's one GPU")
+        return Refusal(f"needs {est.per_gpu_gib:.1f} GiB per GPU ({over}), has {usable:.1f}", est.per_gpu_gib,
+                       usable)
+    # Tensor-parallel inference serves one replica per `degree` GPUs of the offer (tensor x data
+    # parallel); everything else runs on the GPUs it uses and leaves the rest idle.
+    busy = may_use if est.sharding == "tp" else used
+    hours = estimate_hours(w, spec, busy, link, est.sharding)
+    return ClassFit(hours, est.per_gpu_gib, est.sharding, checkpoint_bytes(w) / GIB, busy)
 
 
 def larger_refusal(req: GpuRequirement, offered: int) -> str:

@@ -15,6 +15,13 @@ def checkpoint_url(spec: JobSpec, job: Job) -> str | None:
     return f"{spec.checkpoint.store.rstrip('/')}/{job.name}-{job.id}"
 
 
+def distributed_env(spec: JobSpec, offer_gpus: int) -> dict[str, str]:
+    """How the job is to use its GPUs: GPUORCH_DISTRIBUTED (none, ddp, fsdp, zero2, zero3, tp) and
+    GPUORCH_DISTRIBUTED_DEGREE (the GPUs it spans on this attempt's instance; none: 1)."""
+    d = spec.strategy
+    return {"GPUORCH_DISTRIBUTED": d.strategy, "GPUORCH_DISTRIBUTED_DEGREE": str(d.gpus_on(max(offer_gpus, 1)))}
+
+
 def agent_config(job: Job, spec: JobSpec, attempt: Attempt, *, predecessor_deadline: float | None = None,
                  heartbeat_timeout_s: float | None = None, volume_id: str | None = None) -> AgentConfig:
     """``volume_id``: the job's volume, attached to this attempt's instance (the runner mounts it)."""
@@ -26,7 +33,8 @@ def agent_config(job: Job, spec: JobSpec, attempt: Attempt, *, predecessor_deadl
         run=spec.run,
         setup=spec.setup,
         # The runner mounts the job's volume there before starting the agent; see docs/aws.md.
-        env=dict(spec.env) | ({"GPUORCH_VOLUME_DIR": spec.volume.mount} if spec.volume else {}),
+        env=dict(spec.env) | ({"GPUORCH_VOLUME_DIR": spec.volume.mount} if spec.volume else {})
+        | distributed_env(spec, attempt.gpu_count),
         checkpoint_url=checkpoint_url(spec, job),
         predecessor_attempt=attempt.predecessor,
         predecessor_deadline=predecessor_deadline,

@@ -65,7 +65,11 @@ class Applier:
         """One action; ``a``: the attempt it is about (None for job-wide ones)."""
         match action:
             case A.Launch():
-                self.pool.run(job_id, lambda: self.launching.launch(view, action, now))
+                first = self.launching.intent(view, action, 0, now)  # intent here; the cloud call on the pool
+                if first[1] is None:  # no candidate admitted: nothing to call
+                    self.launching.launch(view, action, now, first)
+                else:
+                    self.pool.run(job_id, lambda: self.launching.launch(view, action, now, first))
             case A.Relaunch():
                 self.leases.check(job_id, self.clock.now())
                 row = a.row  # type: ignore[union-attr]

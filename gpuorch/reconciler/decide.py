@@ -22,12 +22,12 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from gpuorch.placement import Candidate, candidates
+from gpuorch.placement import Candidate, OfferIndex, candidates
 from gpuorch.policy.recovery import RecoveryContext, get_strategy
 from gpuorch.provider.port import Offer
 from gpuorch.reconciler.actions import GO_ON, Decision, Drain, End, Launch, SetJob, Step, done
 from gpuorch.reconciler.attempt_steps import draining, live, lost_work_s, terminate_if_alive
-from gpuorch.reconciler.deadline import deadline_launch, deadline_move
+from gpuorch.reconciler.deadline import applies, deadline_launch, deadline_move
 from gpuorch.reconciler.gates import gate_launch, stop_running
 from gpuorch.reconciler.views import AttemptView, JobView, Settings
 from gpuorch.store.models import Attempt, AttemptStatus, JobStatus, TerminationReason
@@ -35,6 +35,8 @@ from gpuorch.store.models import Attempt, AttemptStatus, JobStatus, TerminationR
 __all__ = ["AttemptView", "JobView", "Settings", "decide", "lost_work_s", "recovery_context"]
 
 Avoid = Callable[[Candidate], bool] | None
+Offers = Sequence[Offer] | OfferIndex  # the daemon passes its index, kept across passes
+HEAD = 4  # a plain launch ranks launch_fanout x HEAD candidates, not the whole catalog
 
 
 class Replacing(NamedTuple):
@@ -63,15 +65,27 @@ def recovery_context(view: JobView, now: datetime, s: Settings, preempting: Atte
                            preempted_spot=last.spot if last else None, recent=recent, avoid_s=s.avoid_preempted_zone_s)
 
 
-def _ranked(view: JobView, now: datetime, offers: Sequence[Offer], avoid: Avoid, s: Settings,
-            preempting: AttemptView | None) -> list[Candidate]:
-    """Candidates in the order the job's recovery strategy (or the daemon's) wants them tried.
+def _ranked(view: JobView, now: datetime, offers: Offers, avoid: Avoid, s: Settings,
+            preempting: AttemptView | None, limit: int | None = None) -> list[Candidate]:
+    """Candidates in the order the job's recovery strategy (or the daemon's) wants them tried
+    (with ``limit``: the cheapest ``limit`` only, for a job whose strategy keeps price order).
 
     A job's volume pins it to the volume's zone (see volumes.py): placement requires that zone.
     """
     strategy = get_strategy(view.spec.recovery.strategy if view.spec.recovery else s.recovery_strategy)
-    ranked = candidates(view.spec, offers, avoid=avoid, volume_zone=view.job.volume_zone)
+    ranked = candidates(view.spec, offers, avoid=avoid, volume_zone=view.job.volume_zone, limit=limit)
     return strategy.rank(ranked, recovery_context(view, now, s, preempting))
+
+
+def _head(view: JobView, now: datetime, s: Settings, preempting: AttemptView | None) -> int | None:
+    """How many candidates a launch needs ranked: a head of the price order when what follows
+    keeps that order (no preemption history for the strategy to reorder by, no deadline policy
+    reading the whole ranking), else None (all of them). The caps' filter may still need more:
+    ``_launch`` then ranks everything."""
+    ctx = recovery_context(view, now, s, preempting)
+    if ctx.recent or ctx.preempted_region is not None or ctx.preempted_spot is not None or applies(view):
+        return None
+    return max(1, s.launch_fanout) * HEAD
 
 
 def _won(view: JobView) -> Attempt | None:
@@ -97,7 +111,7 @@ def _finished_by_drain(view: JobView, so_far: Sequence[object], current: Attempt
     return done(*stop, SetJob(JobStatus.SUCCEEDED, message, finished=True))
 
 
-def _current(view: JobView, current: AttemptView, now: datetime, offers: Sequence[Offer], avoid: Avoid,
+def _current(view: JobView, current: AttemptView, now: datetime, offers: Offers, avoid: Avoid,
              s: Settings) -> tuple[Step, Replacing]:
     """The job's live attempt: a done step while it goes on, else why it needs replacing."""
     job = view.job
@@ -157,9 +171,15 @@ def _limits(view: JobView, r: Replacing, now: datetime) -> Step:
     return GO_ON
 
 
-def _launch(view: JobView, r: Replacing, now: datetime, offers: Sequence[Offer], avoid: Avoid, s: Settings) -> Step:
+def _launch(view: JobView, r: Replacing, now: datetime, offers: Offers, avoid: Avoid, s: Settings) -> Step:
     """Launch the job's next attempt on the best candidates the caps and the deadline allow."""
-    ranked, gated = gate_launch(view, _ranked(view, now, offers, avoid, s, r.preempted), now, s)
+    limit = _head(view, now, s, r.preempted)
+    head = _ranked(view, now, offers, avoid, s, r.preempted, limit)
+    ranked, gated = gate_launch(view, head, now, s)
+    capped = view.gate is not None and view.gate.hold is None  # the caps filter candidates one by one
+    if limit is not None and len(head) >= limit and capped and len(ranked) < s.launch_fanout:
+        # they filtered the head below what a launch tries: rank the whole catalog after all
+        ranked, gated = gate_launch(view, _ranked(view, now, offers, avoid, s, r.preempted), now, s)
     if gated.done:
         return gated
     ranked, chose = deadline_launch(view, ranked, now, s)
@@ -181,7 +201,7 @@ def _launch(view: JobView, r: Replacing, now: datetime, offers: Sequence[Offer],
                                         predecessor_deadline=deadline),), s.poll_s, True)
 
 
-def decide(view: JobView, now: datetime, offers: Sequence[Offer], *, avoid: Avoid = None,
+def decide(view: JobView, now: datetime, offers: Offers, *, avoid: Avoid = None,
            settings: Settings | None = None) -> Decision:
     s = settings or Settings()
     d = Decision()

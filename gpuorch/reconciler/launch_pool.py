@@ -51,7 +51,10 @@ class LaunchPool:
         try:
             future.result(timeout=left)
         except FutureTimeout:
-            log.warning("job %s: launch still running after %.1fs; the pass goes on without it", job_id, left)
+            if left > 0:  # it had time and did not finish; with none left (a queue drain) it is no news
+                log.warning("job %s: launch still running after %.1fs; the pass goes on without it", job_id, left)
+            else:
+                log.debug("job %s: launch goes on in the background (the pass's launch wait is used up)", job_id)
             future.add_done_callback(lambda f: self._done(job_id, f))
             return False
         except BaseException:
@@ -70,6 +73,11 @@ class LaunchPool:
         with self._lock:
             self._busy.pop(job_id, None)
             self._settled.add(job_id)
+
+    def in_flight(self) -> set[int]:
+        """Jobs whose launch is running now."""
+        with self._lock:
+            return set(self._busy)
 
     def stale(self) -> set[int]:
         """Jobs a background launch wrote (or may be writing) since the last call: their cached

@@ -50,10 +50,29 @@ class Launching:
         self.providers, self._txn, self.money, self.settings = providers, txn, money, settings
         self.installation_id, self.backoff_s = installation_id, backoff_s
 
-    def launch(self, view: JobView, action: A.Launch, now: datetime) -> None:
+    def launch(self, view: JobView, action: A.Launch, now: datetime,
+               first: tuple[int, Attempt | None, str | None] | None = None) -> None:
+        """Launch on the first candidate that the caps admit and that has capacity. ``first``:
+        ``intent``'s answer when the pass recorded the first attempt already."""
+        job_id = view.job.id or 0
+        k, row, refused = first if first is not None else self.intent(view, action, 0, now)
+        while row is not None:
+            if self.launch_attempt(view, row, now):
+                return
+            k, row, refused = self.intent(view, action, k + 1, now)
+        with self._txn(job_id) as (s, job):
+            job.status, job.message = JobStatus.QUEUED, refused or "no capacity on the candidate offers; will try again"
+
+    def intent(self, view: JobView, action: A.Launch, start: int, now: datetime,
+               ) -> tuple[int, Attempt | None, str | None]:
+        """Record the attempt row for the first candidate from ``start`` on that the caps admit:
+        (its position, the row, why the last candidate looked at was refused); no row when none
+        was admitted. The pass records the first intent itself (a queue drains at the pass's pace,
+        not the launch pool's); the pool records the next ones after a refused launch."""
         job_id = view.job.id or 0
         refused: str | None = None
-        for cand in action.candidates:
+        for k in range(start, len(action.candidates)):
+            cand = action.candidates[k]
             o = cand.offer
             with self._txn(job_id) as (s, job):
                 refused = self.money.admit(s, job, view.spec, cand, now)
@@ -74,10 +93,8 @@ class Launching:
                               f"{o.provider} {o.zone} {o.instance_type} {market} at ${cand.price_per_hour:.3f}/h",
                               job_id=job_id, attempt=row.number)
             crashpoint("launch.intent")
-            if self.launch_attempt(view, row, now):
-                return
-        with self._txn(job_id) as (s, job):
-            job.status, job.message = JobStatus.QUEUED, refused or "no capacity on the candidate offers; will try again"
+            return k, row, refused
+        return len(action.candidates), None, refused
 
     def launch_attempt(self, view: JobView, row: Attempt, now: datetime) -> bool:
         """Call launch for a recorded attempt (idempotent by client token). True if it has an instance."""

@@ -93,7 +93,8 @@ class Leases:
         jobs = []
         for i, _, lease_expires in light:
             job = read.get(i) or known[i]
-            job.lease_expires = lease_expires
+            if job.lease_expires != lease_expires:  # renewed: most passes it is not (an ORM set costs)
+                job.lease_expires = lease_expires
             jobs.append(job)
         return jobs
 

@@ -45,6 +45,7 @@ class Money:
         self.store, self.policy, self.txn = store, policy, txn
         self._loaded: tuple[Ledger, dict[int, SweepState]] | None = None
         self._spot: tuple[Sequence[Offer], dict[tuple[str, str, str], float | None]] | None = None
+        self.metrics_sink: Callable[[int, int, bytes], None] | None = None  # (job, attempt, whole lines read)
         self._rule_cache: dict[int, tuple[Pruning, str] | None] = {}  # sweep id -> (rule, mode); specs never change
         self._rules: dict[int, tuple[Pruning, str]] = {}  # of the active sweeps, as last loaded
         self._histories: dict[int, list[TrialHistory]] = {}  # sweep id -> its trials' histories, this pass
@@ -247,6 +248,8 @@ class Money:
             if merged is not None:
                 job.metrics, job.metrics_at = json.dumps(merged), now
                 self._record_objective(s, job, data[:cut], now)
+        if self.metrics_sink is not None:  # the history the dashboard plots (LogMirror.append_metrics)
+            self.metrics_sink(job_id, row.number, data[:cut])
 
     def _record_objective(self, s: Session, job: Job, data: bytes, now: datetime) -> None:
         """A trial's objective values by step, for its sweep's pruning rule."""

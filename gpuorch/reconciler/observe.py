@@ -1,6 +1,6 @@
-"""What a pass observes before it decides: the providers' offers (cached for a TTL) and the
-instances every provider has tagged for this installation (one ``list_managed`` per provider
-per pass: a batched read, never one call per job).
+"""What a pass observes before it decides: the providers' offers (cached for a TTL, with their
+index), the instances every provider has tagged for this installation (one ``list_managed``
+per provider per pass: a batched read, never one call per job), and the back-offs in force.
 """
 
 from __future__ import annotations
@@ -9,8 +9,14 @@ import logging
 from collections.abc import Mapping
 from datetime import datetime
 
+from sqlmodel import select
+
 from gpuorch.errors import ProviderError
+from gpuorch.placement import Candidate, KeyedAvoid, OfferIndex
 from gpuorch.provider.port import Instance, Offer, Provider
+from gpuorch.reconciler.launching import backoff_key
+from gpuorch.store import Store
+from gpuorch.store.models import Backoff
 
 log = logging.getLogger("gpuorch.reconciler")
 
@@ -20,13 +26,16 @@ Key = tuple[str, int, int]  # (provider, job id, attempt number)
 class OfferCache:
     """Every provider's offers, refreshed after ``ttl_s``. A provider whose refresh fails keeps
     its previous offers and is asked again next pass (not after the TTL). ``current`` returns
-    the same list object until a refresh succeeds, so callers may memoise on it."""
+    the same list object until a refresh succeeds, so callers may memoise on it; ``index`` is
+    the one ``OfferIndex`` of that list, built once per refresh and kept across passes (its
+    memoised fits and placements with it)."""
 
     def __init__(self, providers: Mapping[str, Provider], ttl_s: float) -> None:
         self.providers, self.ttl_s = providers, ttl_s
         self.by_provider: dict[str, list[Offer]] = {}
         self.at: dict[str, datetime] = {}
         self._flat: list[Offer] | None = None
+        self._index: OfferIndex | None = None
 
     def current(self, now: datetime) -> list[Offer]:
         for name, p in self.providers.items():
@@ -34,14 +43,23 @@ class OfferCache:
             if at is not None and (now - at).total_seconds() < self.ttl_s:
                 continue
             try:
-                self.by_provider[name], self.at[name] = p.offers(), now
-                self._flat = None
+                fresh = p.offers()
+                if fresh != self.by_provider.get(name):  # the same catalog again keeps the index
+                    self._flat = None
+                self.by_provider[name], self.at[name] = fresh, now
             except ProviderError as e:
                 log.warning("offers from %s unavailable this pass (keeping %d known): %s", name,
                             len(self.by_provider.get(name, [])), e)
         if self._flat is None:
             self._flat = [o for offers in self.by_provider.values() for o in offers]
+            self._index = None
         return self._flat
+
+    def index(self) -> OfferIndex:
+        """The index of the list ``current`` last returned: rebuilt only when that list is."""
+        if self._index is None:
+            self._index = OfferIndex(self._flat or [])
+        return self._index
 
     def invalidate(self) -> None:
         self.at.clear()
@@ -74,3 +92,23 @@ def list_instances(providers: Mapping[str, Provider], installation_id: str) -> t
                 if key not in found or inst.state.alive:
                     found[key] = inst
     return found, ok
+
+
+def backoffs(store: Store, now: datetime) -> KeyedAvoid | None:
+    """The back-offs in force, as a predicate keyed by their set (None: there are none):
+    placements are memoised across jobs and passes until a back-off starts or ends
+    (``placement.candidates``). A full ranking may ask it about every offer: a candidate of a
+    provider no key names is let through without building a key."""
+    with store.read() as s:
+        keys = frozenset(s.exec(select(Backoff.key).where(Backoff.until > now)))
+    if not keys:
+        return None
+    named = {k.split("/", 1)[0] for k in keys}  # every key starts with its provider
+
+    def avoid(c: Candidate) -> bool:
+        o = c.offer
+        return o.provider in named and (
+            o.provider in keys or backoff_key(o.provider, o.region) in keys
+            or backoff_key(o.provider, o.region, o.instance_type, c.spot) in keys)
+
+    return KeyedAvoid(keys, avoid)

@@ -33,7 +33,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -47,8 +47,9 @@ from gpuorch.jobs.spec import JobSpec
 from gpuorch.money.caps import Policy
 from gpuorch.ops.crashpoints import crashpoint
 from gpuorch.ops.diskfull import DiskFullLog
-from gpuorch.placement import Candidate
+from gpuorch.placement import KeyedAvoid
 from gpuorch.provider.port import Instance, InstanceState, Offer, Provider
+from gpuorch.reconciler.actions import Launch
 from gpuorch.reconciler.apply import Applier
 from gpuorch.reconciler.decide import decide
 from gpuorch.reconciler.launch_pool import LaunchPool
@@ -56,7 +57,7 @@ from gpuorch.reconciler.launching import Launching, backoff_key
 from gpuorch.reconciler.leases import RENEW_WHEN_LEFT, LeaseLost, Leases
 from gpuorch.reconciler.mirror import InstanceMirror
 from gpuorch.reconciler.money import Money
-from gpuorch.reconciler.observe import Key, OfferCache, list_instances
+from gpuorch.reconciler.observe import Key, OfferCache, backoffs, list_instances
 from gpuorch.reconciler.orphans import sweep_keys, sweep_orphans
 from gpuorch.reconciler.recording import Recording
 from gpuorch.reconciler.scheduled import ScheduledStops
@@ -65,7 +66,7 @@ from gpuorch.reconciler.views import AttemptView, JobView, Settings
 from gpuorch.reconciler.volumes import Volumes
 from gpuorch.runners.port import Runner
 from gpuorch.store import Store
-from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Job
+from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus
 from gpuorch.store.quarantine import one_line, quarantine_job
 
 log = logging.getLogger("gpuorch.reconciler")
@@ -118,6 +119,8 @@ class Reconciler:
         self.leases = Leases(store, self.owner, lease_s)
         self._last_pass_at: datetime | None = None
         self.money = Money(store, budget or Policy(), self._txn)  # caps, sweeps, prices, metrics
+        if logs is not None:
+            self.money.metrics_sink = logs.append_metrics
         self.volumes = Volumes(store, self.providers, self._txn)  # spec volume: (docs/aws.md)
         self.mirror = InstanceMirror(store)
         self.scheduled_stops = ScheduledStops(store)  # warnings of stops announced far ahead
@@ -254,16 +257,8 @@ class Reconciler:
                 log.info("job %s attempt %s: log not read this pass: %s", job_id, row.number, e)
             self.money.collect_metrics(job_id, row, runner, self.clock.now())
 
-    def _avoid(self, now: datetime) -> Callable[[Candidate], bool]:
-        with self.store.read() as s:
-            keys = {b.key for b in s.exec(select(Backoff).where(Backoff.until > now))}
-
-        def avoid(c: Candidate) -> bool:
-            o = c.offer
-            return (o.provider in keys or backoff_key(o.provider, o.region) in keys
-                    or backoff_key(o.provider, o.region, o.instance_type, c.spot) in keys)
-
-        return avoid
+    def _avoid(self, now: datetime) -> KeyedAvoid | None:
+        return backoffs(self.store, now)
 
     # -- the pass ----------------------------------------------------------------------------
     def run_pass(self, stop: Event | None = None) -> float:
@@ -276,6 +271,9 @@ class Reconciler:
             return 0.0
         now = self.clock.now()
         self.pool.new_pass()
+        # A launch still running now may finish after this pass's listing, leaving an attempt
+        # launched whose instance the listing predates ("disappeared"): such jobs wait a pass.
+        launching = self.pool.in_flight()
         for job_id in self.pool.stale():  # a background launch wrote these: read them afresh
             self._attempt_cache.pop(job_id, None)
             self._job_cache.pop(job_id, None)
@@ -292,6 +290,7 @@ class Reconciler:
                 if r.status != AttemptStatus.ENDED}
         reading = self._read_agents([j for j in claimed if not self.pool.busy(j.id or 0)], observed)
         offers = self._current_offers(now)
+        index = self.offers.index()  # one per catalog refresh: placements are memoised on it
         settings = self.settings
         if not self.offers.complete:  # a catalog is missing: "no offer" may be a blip
             settings = dataclasses.replace(settings, no_offer_retry_s=settings.poll_s)
@@ -303,14 +302,18 @@ class Reconciler:
         # Leases are renewed (in bulk) once less than RENEW_WHEN_LEFT of them is left.
         renew_at = min((j.lease_expires for j in claimed if j.lease_expires is not None), default=now) \
             - timedelta(seconds=self.lease_s * RENEW_WHEN_LEFT)
+        launched = 0  # queued jobs launched this pass (Settings.launch_batch)
         try:
             for job in claimed:
                 if stop is not None and stop.is_set():
                     return 0.0  # the leases taken are released by the daemon on its way out
+                if launched >= settings.launch_batch and job.status == JobStatus.QUEUED:
+                    requeue = 0.0  # the next pass, at once, takes the next batch
+                    continue
                 if (t := self.clock.now()) >= renew_at:
                     self.leases.renew(t)
                     renew_at = t + timedelta(seconds=self.lease_s * (1 - RENEW_WHEN_LEFT))
-                if self.pool.busy(job.id or 0) or job.id in reading:  # a launch or a read still out: leave it
+                if self.pool.busy(job.id or 0) or job.id in launching or job.id in reading:  # still out: leave it
                     requeue = min(requeue, self.settings.poll_s)
                     continue
                 try:
@@ -318,10 +321,13 @@ class Reconciler:
                     self._record_observed(view, offers, seen_at)
                     if (gate := self.money.gate(view, now)) is not None:
                         view = dataclasses.replace(view, gate=gate)
-                    decision = decide(view, now, self.volumes.offers_for(view.spec, offers), avoid=avoid,
+                    scoped = self.volumes.offers_for(view.spec, offers)  # a volume job: providers with volumes
+                    decision = decide(view, now, index if scoped is offers else scoped, avoid=avoid,
                                       settings=settings)
                     self.applier.apply(view, decision, now)
                     self.money.after(decision)
+                    if job.status == JobStatus.QUEUED and any(isinstance(a, Launch) for a in decision.actions):
+                        launched += 1
                     requeue = min(requeue, decision.requeue_after)
                 except LeaseLost:
                     log.info("job %s: lease lost (expired or taken over); its work this pass is dropped", job.id)

@@ -30,6 +30,9 @@ class Settings:
     heartbeat_timeout_s: float | None = None  # the agents' dead-man switch (None: off)
     max_lifetime_s: float | None = None  # LaunchRequest.max_lifetime_s: the cloud-side backstop
     volume_wait_s: float = 60.0  # a job volume's device must show up this long after its attach
+    # Queued jobs launched per pass at most: a long queue drains over several short passes, so
+    # each pass still observes every running job (notices) within a bounded time.
+    launch_batch: int = 200
 
 
 @dataclass(frozen=True)

@@ -8,30 +8,36 @@ from gpuorch.sizing.fit import Fit, best_estimate, smallest_fit, smallest_fits, 
 from gpuorch.sizing.memory import (
     GIB,
     MemoryEstimate,
+    allowed_gib,
     checkpoint_bytes,
     estimate_memory,
+    fits,
     sharding_options,
     weight_bytes,
 )
-from gpuorch.sizing.runtime import decode_tokens_per_s, estimate_hours, training_flops
+from gpuorch.sizing.runtime import decode_tokens_per_s, estimate_hours, scaling, training_flops
 from gpuorch.sizing.shapes import PRESETS, ModelShape, parse_count, shape_for
-from gpuorch.sizing.workload import Architecture, Workload
+from gpuorch.sizing.workload import Architecture, Distributed, Workload
 
 __all__ = [
     "GIB",
     "PRESETS",
     "Architecture",
+    "Distributed",
     "Fit",
     "MemoryEstimate",
     "ModelShape",
     "Workload",
+    "allowed_gib",
     "best_estimate",
     "checkpoint_bytes",
     "decode_tokens_per_s",
     "estimate_hours",
     "estimate_memory",
+    "fits",
     "parse_count",
     "shape_for",
+    "scaling",
     "sharding_options",
     "smallest_fit",
     "smallest_fits",

@@ -1,8 +1,10 @@
 """Which GPU configurations hold a workload: one GPU, N GPUs in one node, or several nodes.
 
-A configuration fits when the per-GPU estimate, with the least sharding that works, is at most
-the GPU's usable memory and the GPU computes in the workload's precision (BF16 needs Ampere
-or newer; FP8 needs Hopper, Ada, Blackwell or MI300X).
+A configuration fits when the per-GPU estimate, with the least sharding that works, leaves the
+headroom of the GPU's usable memory free (``memory.fits``) and the GPU computes in the workload's
+precision (BF16 needs Ampere or newer; FP8 needs Hopper, Ada, Blackwell or MI300X). A workload
+that declares a ``distributed`` strategy is only tried with it; one that does not is explored
+with every strategy here (``gpuorch estimate`` is a what-if tool), but placed on one GPU.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 
 from gpuorch import gpus as gpu_table
 from gpuorch.gpus import GpuSpec
-from gpuorch.sizing.memory import MemoryEstimate, estimate_memory, sharding_options
+from gpuorch.sizing.memory import MemoryEstimate, estimate_memory, fits, sharding_options
 from gpuorch.sizing.workload import Workload
 
 MAX_NODES = 16
@@ -52,11 +54,12 @@ class Fit:
 
 
 def best_estimate(w: Workload, gpus: int, usable_gib: float) -> tuple[MemoryEstimate, bool]:
-    """The least-sharded estimate that fits in ``usable_gib``; else the smallest one and False."""
+    """The least-sharded estimate that fits a card of ``usable_gib`` (headroom kept); else the
+    smallest one and False."""
     est = None
     for mode in sharding_options(w, gpus):
-        est = estimate_memory(w, gpus, mode)
-        if est.per_gpu_gib <= usable_gib:
+        est = estimate_memory(w, gpus, mode, usable_gib)
+        if fits(est, usable_gib):
             return est, True
     assert est is not None
     return est, False
@@ -84,6 +87,10 @@ def smallest_fit(w: Workload, gpu: GpuSpec, max_nodes: int = MAX_NODES) -> Fit |
     if unsupported(w, gpu):
         return None
     layouts = [(n, 1) for n in _node_sizes(gpu)] + [(gpu.max_per_node, k) for k in range(2, max_nodes + 1)]
+    degree = w.strategy.degree
+    if degree:  # a declared degree is the only layout
+        layouts = [(degree, 1)] if degree <= gpu.max_per_node else (
+            [(gpu.max_per_node, degree // gpu.max_per_node)] if degree % gpu.max_per_node == 0 else [])
     for per_node, nodes in layouts:
         est, ok = best_estimate(w, per_node * nodes, gpu.usable)
         if ok:
@@ -93,5 +100,5 @@ def smallest_fit(w: Workload, gpu: GpuSpec, max_nodes: int = MAX_NODES) -> Fit |
 
 def smallest_fits(w: Workload, table: Iterable[GpuSpec] = gpu_table.GPUS) -> list[Fit]:
     """The smallest fitting configuration of every GPU model, fewest GPUs first."""
-    fits = [f for g in table if (f := smallest_fit(w, g)) is not None]
-    return sorted(fits, key=lambda f: (f.gpu_count, f.usable_gib, f.gpu))
+    found = [f for g in table if (f := smallest_fit(w, g)) is not None]
+    return sorted(found, key=lambda f: (f.gpu_count, f.usable_gib, f.gpu))

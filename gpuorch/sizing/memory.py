@@ -1,24 +1,36 @@
-"""GPU memory of a workload, per GPU, by component. Every constant is sourced in docs/sizing.md.
+"""GPU memory of a workload, per GPU, by component. Formulas, constants and their sources are in
+docs/sizing.md ("Memory formulas"); the constants marked "calibrated" were fitted on the published
+measurements in tests/data/sizing-calibration.yaml and checked on tests/data/sizing-holdout.yaml.
 
 Bytes per parameter (N parameters, T trainable LoRA parameters, E embedding parameters):
 
-- weights: 2 for bf16/fp16 (also for fp8 training: Transformer Engine keeps 16-bit weights),
-  1 for fp8/int8 inference, 0.52 for int4 (GPTQ/AWQ, group 128), 0.516 for QLoRA's NF4 with
-  double quantisation (0.127 bits/param of constants, Dettmers et al. 2023). Quantisers keep
-  the E embedding and LM-head parameters in 16-bit.
-- full fine-tuning, mixed-precision Adam (ZeRO paper, Rajbhandari et al. 2020):
-  2N weights + 2N gradients + (4N fp32 master + 8N Adam m, v) optimizer = 16N bytes.
-  adamw-8bit keeps m, v in 1 byte each (2N); SGD with momentum keeps 4N.
-- LoRA / QLoRA: the frozen base as above, plus fp32 adapters: 4T weights, 4T gradients and
-  the optimizer state of T (8T for Adam) -- 16 bytes per trainable parameter.
-- activations (training, FlashAttention so no s^2 term; Korthikanti et al. 2022):
-  34*s*b*h bytes per layer; with gradient checkpointing 2*s*b*h per layer (its input) plus
-  one layer recomputed (34*s*b*h); plus fp32 logits 4*s*b*V.
-- KV cache (inference): 2 (K and V) * L * kv_heads * head_dim * s * b * bytes (2; 1 for fp8).
-- sharding over n GPUs: ZeRO-2 divides gradients and optimizer state by n, ZeRO-3/FSDP also the
-  weights (plus two gathered layers in flight); tensor parallelism divides weights and KV cache.
-- overhead: 1 GiB per GPU (CUDA context, cuBLAS/NCCL workspaces); headroom: 8% on top of
-  everything for allocator fragmentation.
+- weights: 2 for bf16/fp16 (also for fp8 training: Transformer Engine / torchao keep 16-bit
+  weights), 1 for fp8/int8 inference, 0.52 for int4 (GPTQ/AWQ, group 128), 0.516 for QLoRA's NF4
+  with double quantisation (Dettmers et al. 2023). Quantisers keep the E embedding parameters 16-bit.
+- full fine-tuning: 2N weights + 2N gradients, + 4N fp32 master (``master_weights``, the default),
+  + the optimizer state: Adam m, v in ``optimizer_state_dtype`` (8N fp32, 4N bf16), 2N for 8-bit
+  Adam, one state for SGD. Paged optimizers (bitsandbytes) keep their state in CUDA unified memory
+  that pages out to the host under pressure: it is not charged to the GPU.
+- LoRA / QLoRA: the frozen base as above, plus the adapters and their gradients in
+  ``adapter_dtype`` and the optimizer state of T.
+- sharding over n GPUs, as the implementations' own estimators compute it:
+  ZeRO-2 (DeepSpeed ``estimate_zero2_model_states_mem_needs``): 4N + 16N/n with mixed-precision
+  Adam (16-bit weights and gradients whole; fp32 master, m, v and an fp32 gradient partition
+  sharded); ZeRO-3 (``estimate_zero3_model_states_mem_needs``): 4 x largest layer + 18N/n;
+  FSDP (PyTorch FSDP2): every sharded state / n plus two unsharded layers in flight; a frozen
+  base is sharded in its storage dtype. Offloading the optimizer (ZeRO-Offload, FSDP CPU offload)
+  leaves DeepSpeed's 2N (16-bit weights) on the GPU; offloading parameters leaves the gathered layers.
+- activations (training, FlashAttention so no s^2 term), per token per layer, bf16: the tensors a
+  Llama block saves for backward, 12h + 4kv + 8i bytes, x ``ACT_SCALE``; selective checkpointing
+  keeps ``SELECTIVE_KEEP`` of them; full checkpointing keeps the 2h-byte layer input and recomputes
+  one layer at a time; offloaded activations keep only the layers in flight.
+- the loss: logits and their gradient, ``LOSS_BYTES[loss]`` bytes per token per vocabulary entry.
+- KV cache (inference): 2 (K and V) * L * kv_dim * tokens * (2, or 1 for fp8), exact (vLLM's
+  block arithmetic); prefill runs in chunks of ``max_batched_tokens`` (vLLM's chunked prefill).
+- overhead: the CUDA context (outside PyTorch's allocator) plus cuBLAS/NCCL workspaces.
+
+A fit leaves ``HEADROOM`` of the usable memory free (``fits``): an estimate inside that margin is
+refused, because fragmentation and allocator rounding eat it in real runs.
 """
 
 from __future__ import annotations
@@ -28,26 +40,40 @@ from dataclasses import dataclass
 from gpuorch.sizing.workload import Workload
 
 GIB = float(1 << 30)
-OVERHEAD_GIB = 1.0
-HEADROOM = 0.08
 
 NF4_BYTES = 0.5 + 0.127 / 8
 WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.52}
 GRAD_BYTES = 2.0
 MASTER_BYTES = 4.0
-OPTIMIZER_BYTES = {"adamw": 8.0, "adamw-8bit": 2.0, "sgd": 4.0}
-ADAPTER_BYTES = 4.0  # fp32 LoRA weights, and again for their gradients
-ACT_LAYER = 34  # bytes per token per hidden unit per layer (16-bit, FlashAttention)
-ACT_CHECKPOINT = 2  # bytes per token per hidden unit kept per layer with checkpointing
-LOGIT_BYTES = 4.0
+ZERO_GRAD_PARTITION = 4.0  # DeepSpeed keeps an fp32 partition of the gradients next to the master copy
+STATE_BYTES = {"fp32": 4.0, "bf16": 2.0}
+ADAPTER_BYTES = {"fp32": 4.0, "bf16": 2.0}
 
-COMPONENTS = ("weights", "gradients", "optimizer", "activations", "kv_cache", "adapters", "overhead", "headroom")
+# Calibrated on tests/data/sizing-calibration.yaml (docs/sizing.md, "Calibration").
+ACT_SCALE = 1.3  # x (12h + 4kv + 8i) bytes per token per layer: RoPE, norm and allocator temporaries
+SELECTIVE_KEEP = 0.3  # share of a layer's activations selective (op or every-other-layer) AC keeps
+ACT_CKPT_BYTES = 2.0  # bytes per token per hidden unit kept per layer with full checkpointing
+COMPILE_ACT = 0.9  # torch.compile fuses elementwise ops and saves fewer intermediates
+COMPILE_LOSS = 0.8  # ... and fuses the loss's fp32 upcast into the cross-entropy kernel
+LOSS_BYTES = {"eager": 17.0, "chunked": 2.0, "fused": 0.0}  # per token per vocab entry
+INFER_ACT = 2.2  # x 2 * (2h + 2kv + 3i) bytes per prefill token: one layer's buffers
+CONTEXT_GIB = 0.5  # CUDA context: outside PyTorch's allocator, so torch's peak never shows it
+WORKSPACE_GIB = 0.5  # cuBLAS / cuDNN workspaces and allocator slack
+NCCL_GIB = 0.5  # communicator buffers per GPU when several GPUs talk (outside PyTorch's allocator too)
+HEADROOM = 0.05  # share of usable memory a fit leaves free
+
+# vLLM's default max_num_batched_tokens for `vllm serve` (chunked prefill): 8192 on cards with 70 GiB
+# or more, 2048 below (vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults; it also keeps A100s
+# at 2048, which gpuorch, not knowing the card's name here, does not: conservative).
+DEFAULT_BATCHED_TOKENS, DEFAULT_BATCHED_TOKENS_SMALL, LARGE_CARD_GIB = 8192, 2048, 70.0
+
+COMPONENTS = ("weights", "gradients", "optimizer", "adapters", "activations", "logits", "kv_cache", "overhead")
 
 
 @dataclass(frozen=True)
 class MemoryEstimate:
     gpus: int
-    sharding: str  # none | zero2 | zero3 | tp
+    sharding: str  # none | ddp | zero2 | zero3 | fsdp | tp
     breakdown: dict[str, float]  # GiB per GPU, keys: COMPONENTS
 
     @property
@@ -57,6 +83,15 @@ class MemoryEstimate:
     @property
     def total_gib(self) -> float:
         return self.per_gpu_gib * self.gpus
+
+
+def allowed_gib(usable_gib: float) -> float:
+    """What an estimate may use on a card with ``usable_gib``: the usable memory less the headroom."""
+    return usable_gib * (1.0 - HEADROOM)
+
+
+def fits(est: MemoryEstimate, usable_gib: float) -> bool:
+    return est.per_gpu_gib <= allowed_gib(usable_gib)
 
 
 def weight_bytes(w: Workload) -> float:
@@ -71,63 +106,182 @@ def weight_bytes(w: Workload) -> float:
     if per >= 2.0:
         return n * per
     embed = min(float(w.shape.embedding_params), n)
-    return (n - embed) * per + embed * 2.0
+    # PEFT's prepare_model_for_kbit_training (the fp32-adapter QLoRA stack) casts the modules it did
+    # not quantise (embeddings, LM head, norms) to fp32; torchtune and Unsloth keep them 16-bit.
+    keep = 4.0 if w.method == "qlora" and w.adapter_dtype == "fp32" else 2.0
+    return (n - embed) * per + embed * keep
+
+
+def state_bytes(w: Workload) -> float:
+    """Optimizer state per trainable parameter, as held on the GPU (paged: none)."""
+    opt = w.optimizer
+    if opt.startswith("paged-"):
+        return 0.0
+    if opt == "adamw-8bit":
+        return 2.0
+    per = STATE_BYTES[w.optimizer_state_dtype]
+    return per if opt == "sgd" else 2 * per
 
 
 def sharding_options(w: Workload, gpus: int) -> tuple[str, ...]:
-    """Ways to spread the job over ``gpus`` GPUs, cheapest communication first."""
+    """Ways to spread ``w`` over ``gpus`` GPUs: its declared strategy, or (``sharding: auto`` in
+    ``gpuorch estimate``) every one, cheapest communication first."""
     if gpus <= 1:
         return ("none",)
+    declared = w.strategy.strategy
+    if declared != "none":
+        return (declared,)
+    if w.distributed is not None:  # declared none: one GPU's memory, whatever the offer has
+        return ("none",)
     if not w.training:
-        return ("none",) if w.sharding == "none" else ("none", "tp") if w.sharding == "auto" else ("tp",)
-    if w.sharding == "auto":
-        return ("none", "zero2", "zero3")
-    return ("zero3",) if w.sharding == "fsdp" else (w.sharding,)
+        return ("none",) if w.sharding == "none" else ("none", "tp")
+    return ("ddp",) if w.sharding == "none" else ("ddp", "zero2", "zero3")
 
 
-def estimate_memory(w: Workload, gpus: int = 1, sharding: str | None = None) -> MemoryEstimate:
-    """Per-GPU memory of ``w`` spread over ``gpus`` GPUs; ``sharding`` defaults to the most
-    sharded option ``w`` allows (the smallest per-GPU figure)."""
-    mode = sharding or sharding_options(w, gpus)[-1]
-    shape, n = w.shape, w.n_params
-    tokens = w.seq_len * w.micro_batch
+def _largest_layer(w: Workload) -> float:
+    """Parameters of the largest module (DeepSpeed's ``largest_layer_params``): the embedding or
+    LM head for large vocabularies, else one block's largest projection."""
+    s = w.shape
+    return float(max(s.vocab * s.hidden, s.hidden * s.intermediate))
+
+
+def _model_states(w: Workload, n: int, mode: str) -> dict[str, float]:
+    """Weights, gradients, optimizer and adapter bytes per GPU."""
+    parts = _states(w, n, mode)
+    if w.optimizer_in_backward and w.method == "full":  # gradients live one layer at a time
+        parts["gradients"] = min(parts["gradients"], GRAD_BYTES * w.shape.layer_params)
+    return parts
+
+
+def _states(w: Workload, n: int, mode: str) -> dict[str, float]:
+    shape, total = w.shape, w.n_params
     weights = weight_bytes(w)
-    grads = opt = adapters = act = kv = 0.0
+    off = set(w.offload)
     if w.method == "full":
-        grads = GRAD_BYTES * n
-        opt = (MASTER_BYTES + OPTIMIZER_BYTES[w.optimizer]) * n
-    elif w.training:
-        t = w.trainable_params
-        adapters, grads, opt = ADAPTER_BYTES * t, ADAPTER_BYTES * t, OPTIMIZER_BYTES[w.optimizer] * t
-    if w.training:
-        kept = ACT_CHECKPOINT * shape.layers + ACT_LAYER if w.checkpointing else ACT_LAYER * shape.layers
-        act = tokens * shape.hidden * kept + LOGIT_BYTES * tokens * shape.vocab
+        master = MASTER_BYTES if w.uses_master else 0.0
+        state = state_bytes(w)
+        partition = ZERO_GRAD_PARTITION if w.uses_master else 0.0
+        layer_grad = (MASTER_BYTES if w.uses_master else GRAD_BYTES) * shape.layer_params  # before reduce-scatter
+        if "params" in off:
+            # FSDP CPU offload / ZeRO-3 offload_param: everything on the host but the layers in flight.
+            return {"weights": 4.0 * _largest_layer(w), "gradients": layer_grad, "optimizer": 0.0, "adapters": 0.0}
+        if mode == "zero3":  # 4 x largest layer + (2 + master + state + fp32 gradient partition) N / n
+            opt = 0.0 if "optimizer" in off else (master + state + partition) * total / n
+            return {"weights": 4.0 * _largest_layer(w) + 2.0 * total / n, "gradients": 0.0, "optimizer": opt,
+                    "adapters": 0.0}  # fmt: skip
+        if mode == "fsdp":
+            param = MASTER_BYTES if w.uses_master else 2.0  # FSDP2 shards the fp32 master as the parameter
+            grad = MASTER_BYTES if w.uses_master else GRAD_BYTES
+            gathered = 2 * 2.0 * max(shape.layer_params, shape.vocab * shape.hidden)
+            opt = 0.0 if "optimizer" in off else state * total / n
+            return {"weights": param * total / n + gathered, "gradients": grad * total / n + layer_grad,
+                    "optimizer": opt, "adapters": 0.0}  # fmt: skip
+        if mode == "tp":
+            opt = 0.0 if "optimizer" in off else (master + state) * total / n
+            return {"weights": weights / n, "gradients": GRAD_BYTES * total / n, "optimizer": opt, "adapters": 0.0}
+        if "optimizer" in off:  # ZeRO-Offload: DeepSpeed's estimator leaves 2N on the GPU
+            return {"weights": weights, "gradients": 0.0, "optimizer": 0.0, "adapters": 0.0}
+        opt = master + state
+        if mode == "zero2":
+            return {"weights": weights, "gradients": GRAD_BYTES * total,
+                    "optimizer": (opt + partition) * total / n, "adapters": 0.0}  # fmt: skip
+        return {"weights": weights, "gradients": GRAD_BYTES * total, "optimizer": opt * total, "adapters": 0.0}
+    if not w.training:
+        return {"weights": weights / (n if mode == "tp" else 1), "gradients": 0.0, "optimizer": 0.0, "adapters": 0.0}
+    t = w.trainable_params
+    a = ADAPTER_BYTES[w.adapter_dtype]
+    adapters, grads, opt = a * t, a * t, (0.0 if "optimizer" in off else state_bytes(w) * t)
+    if mode in ("zero3", "fsdp", "tp"):
+        per_layer = weights / max(shape.layers, 1)
+        gathered = 2 * per_layer if mode != "tp" else 0.0
+        base = weights / n + gathered
+        return {"weights": base, "gradients": grads / n, "optimizer": opt / n, "adapters": adapters / n}
+    if mode == "zero2":
+        return {"weights": weights, "gradients": grads, "optimizer": opt / n, "adapters": adapters}
+    return {"weights": weights, "gradients": grads, "optimizer": opt, "adapters": adapters}
+
+
+def layer_activation_bytes(w: Workload, tokens: float) -> float:
+    """What one Llama block saves for its backward pass, bf16, FlashAttention: the inputs of the
+    norms and projections, q/k/v and the attention output (12h + 4kv), the MLP's gate, up, their
+    activation and product (8i)."""
+    s = w.shape
+    return ACT_SCALE * tokens * (12 * s.hidden + 4 * s.kv_dim + 8 * s.intermediate)
+
+
+def _training_activations(w: Workload, mode: str, n: int) -> tuple[float, float]:
+    """(activations, logits) bytes per GPU for one micro-batch."""
+    s = w.shape
+    tokens = float(w.seq_len * w.micro_batch)
+    layer = layer_activation_bytes(w, tokens)
+    offloaded = "activations" in w.offload
+    ac = w.ac_mode
+    if ac == "full":
+        kept = 0.0 if offloaded else ACT_CKPT_BYTES * tokens * s.hidden * s.layers
+        act = kept + layer  # one layer recomputed at a time
+    elif offloaded:
+        act = 2 * layer  # the layer computing and the one being copied out
     else:
-        kv = 2 * shape.layers * shape.kv_dim * tokens * (1.0 if w.precision == "fp8" else 2.0)
-        # One layer's transient prefill buffers (q,k,v, attention out, gate/up/act) + last logits.
-        act = 2 * tokens * (2 * shape.hidden + 2 * shape.kv_dim + 3 * shape.intermediate)
-        act += LOGIT_BYTES * w.micro_batch * shape.vocab
-    if mode in ("zero2", "zero3"):
-        grads, opt = grads / gpus, opt / gpus
-    if mode == "zero3":
-        gathered = 2 * shape.layer_params * weights / n  # current + prefetched layer
-        weights, adapters = weights / gpus + gathered, adapters / gpus
-    elif mode == "tp":
-        weights, kv, act = weights / gpus, kv / gpus, act / gpus
-    parts = {"weights": weights, "gradients": grads, "optimizer": opt, "activations": act, "kv_cache": kv,
-             "adapters": adapters}
-    out = {k: v / GIB for k, v in parts.items()}
-    out["overhead"] = OVERHEAD_GIB
-    out["headroom"] = HEADROOM * sum(out.values())
+        act = layer * s.layers * (SELECTIVE_KEEP if ac == "selective" else 1.0)
+    loss = LOSS_BYTES[w.loss_mode] * tokens * s.vocab
+    if w.compile:
+        act, loss = act * COMPILE_ACT, loss * COMPILE_LOSS
+    if mode == "tp":  # Megatron TP without sequence parallelism: norms and residuals stay whole
+        act *= 0.3 + 0.7 / n
+    return act, loss
+
+
+def batched_tokens(w: Workload, card_gib: float | None = None) -> int:
+    """Tokens per prefill step: the workload's ``max_batched_tokens``, else vLLM's default for the
+    card (the larger one when the card is not known)."""
+    if w.max_batched_tokens is not None:
+        return w.max_batched_tokens
+    small = card_gib is not None and card_gib < LARGE_CARD_GIB
+    return DEFAULT_BATCHED_TOKENS_SMALL if small else DEFAULT_BATCHED_TOKENS
+
+
+def _inference_activations(w: Workload, n: int, card_gib: float | None) -> tuple[float, float, float]:
+    """(KV cache, prefill activations, logits) bytes per GPU."""
+    s = w.shape
+    tokens = float(w.seq_len * w.micro_batch)
+    kv = 2 * s.layers * s.kv_dim * tokens * w.kv_bytes
+    chunk = min(tokens, float(batched_tokens(w, card_gib)))
+    act = INFER_ACT * 2 * chunk * (2 * s.hidden + 2 * s.kv_dim + 3 * s.intermediate)
+    logits = 4.0 * w.micro_batch * s.vocab  # fp32 logits of the last token of each sequence
+    return kv / n, act / n, logits
+
+
+def nccl_gib(gpus: int, mode: str) -> float:
+    return NCCL_GIB if gpus > 1 and mode != "none" else 0.0
+
+
+def estimate_memory(
+    w: Workload, gpus: int = 1, sharding: str | None = None, card_gib: float | None = None
+) -> MemoryEstimate:
+    """Per-GPU memory of ``w`` spread over ``gpus`` GPUs with ``sharding`` (default: the most
+    sharded option ``w`` allows on that many GPUs, the smallest per-GPU figure). ``card_gib``, the
+    card's usable memory when known, picks vLLM's default prefill chunk for inference."""
+    mode = sharding or sharding_options(w, gpus)[-1]
+    n = max(1, gpus) if mode in ("zero2", "zero3", "fsdp", "tp") else 1
+    parts = _model_states(w, n, mode)
+    if w.training:
+        act, logits = _training_activations(w, mode, n)
+        kv = 0.0
+    else:
+        kv, act, logits = _inference_activations(w, n if mode == "tp" else 1, card_gib)
+    parts |= {"activations": act, "logits": logits, "kv_cache": kv}
+    out = {k: parts[k] / GIB for k in COMPONENTS if k != "overhead"}
+    out["overhead"] = CONTEXT_GIB + WORKSPACE_GIB + nccl_gib(gpus, mode)
     return MemoryEstimate(gpus, mode, out)
 
 
 def checkpoint_bytes(w: Workload) -> float:
-    """What a resumable checkpoint holds: full fine-tuning saves 16-bit weights plus the fp32
-    master and optimizer state; LoRA saves only the adapters and their optimizer state;
-    inference keeps no state."""
+    """What a resumable checkpoint holds: full fine-tuning saves 16-bit weights plus the master and
+    optimizer state; LoRA saves only the adapters and their optimizer state; inference keeps no state."""
+    full_state = (2.0 if w.optimizer == "adamw-8bit" or w.optimizer == "paged-adamw-8bit"
+                  else (1 if w.optimizer == "sgd" else 2) * STATE_BYTES[w.optimizer_state_dtype])
     if w.method == "full":
-        return (2.0 + MASTER_BYTES + OPTIMIZER_BYTES[w.optimizer]) * w.n_params
+        return (2.0 + (MASTER_BYTES if w.uses_master else 0.0) + full_state) * w.n_params
     if w.training:
-        return (ADAPTER_BYTES + OPTIMIZER_BYTES[w.optimizer]) * w.trainable_params
+        return (ADAPTER_BYTES[w.adapter_dtype] + full_state) * w.trainable_params
     return 0.0

@@ -7,7 +7,7 @@ from typing import Any
 from gpuorch import gpus
 from gpuorch.errors import UserInputError
 from gpuorch.sizing.fit import MAX_NODES, Fit, best_estimate, smallest_fit, smallest_fits, unsupported
-from gpuorch.sizing.memory import MemoryEstimate, estimate_memory
+from gpuorch.sizing.memory import HEADROOM, MemoryEstimate, allowed_gib, estimate_memory
 from gpuorch.sizing.runtime import estimate_hours
 from gpuorch.sizing.workload import Workload
 
@@ -19,17 +19,35 @@ def advice(w: Workload, more_gpus: bool = True) -> str:
         tips.append("method qlora or lora")
     if w.method == "inference" and w.precision in ("bf16", "fp16"):
         tips.append("precision int8 or int4")
-    if w.training and not w.checkpointing:
-        tips.append("gradient checkpointing")
+    if w.training and w.ac_mode != "full":
+        tips.append("gradient checkpointing (activation_checkpointing: full)")
+    if w.training and w.loss_mode == "eager" and w.shape.vocab >= 64_000:
+        tips.append("loss: chunked or fused")
     if w.seq_len * w.micro_batch > 2048:
         tips.append("a shorter seq_len or micro_batch")
-    if more_gpus or not tips:
+    declared_one = w.distributed is not None and w.strategy.strategy == "none"
+    if declared_one:  # a job sized for one GPU: several only if it says how to use them
+        tips.append(strategy_hint(w) or "a distributed strategy (fsdp, zero3; tp for inference) over several GPUs")
+    elif more_gpus or not tips:
         tips.append("more GPUs")
     return "try " + ", ".join(tips[:-1]) + (" or " if len(tips) > 1 else "") + tips[-1]
 
 
+def strategy_hint(w: Workload) -> str | None:
+    """For a job that declares no strategy: the smallest one-node multi-GPU configuration that
+    would hold it if it declared one, as the line to add."""
+    explored = smallest_fits(w.model_copy(update={"distributed": None}))
+    multi = [f for f in explored if f.nodes == 1 and f.gpu_count > 1]
+    if not multi:
+        return None
+    f = multi[0]
+    return f"distributed: {{strategy: {f.sharding}}} ({f.gpu_count}x{f.gpu} holds it that way)"
+
+
 def _missing(need: float, usable: float) -> str:
-    return f"needs {need:.1f} GiB per GPU, has {usable:.1f} GiB ({need - usable:.1f} GiB missing)"
+    """What is missing on a card with ``usable`` GiB, whose last HEADROOM is kept free."""
+    return (f"needs {need:.1f} GiB per GPU, has {usable:.1f} GiB ({need - allowed_gib(usable):.1f} GiB missing; "
+            f"a fit keeps {HEADROOM:.0%} of the card free)")
 
 
 def check_fit(w: Workload, gpu_name: str, gpu_count: int = 1) -> MemoryEstimate:
@@ -60,19 +78,30 @@ def no_fit_error(w: Workload) -> UserInputError:
 
 
 def workload_summary(w: Workload) -> dict[str, Any]:
+    adapters = w.method in ("lora", "qlora")
     return {
         "params": w.n_params,
         "shape": w.shape.name,
         "method": w.method,
         "precision": w.precision,
         "optimizer": w.optimizer if w.training else None,
+        "optimizer_state_dtype": w.optimizer_state_dtype if w.training else None,
+        "master_weights": w.uses_master if w.method == "full" else None,
         "seq_len": w.seq_len,
         "micro_batch": w.micro_batch,
         "gradient_checkpointing": w.checkpointing,
-        "lora_rank": w.lora_rank if w.method in ("lora", "qlora") else None,
-        "lora_targets": list(w.lora_targets) if w.method in ("lora", "qlora") else None,
+        "activation_checkpointing": w.ac_mode if w.training else None,
+        "loss": w.loss_mode if w.training else None,
+        "offload": list(w.offload),
+        "compile": w.compile,
+        "kv_cache_bytes": w.kv_bytes if not w.training else None,
+        "max_batched_tokens": w.max_batched_tokens if not w.training else None,
+        "lora_rank": w.lora_rank if adapters else None,
+        "lora_targets": list(w.lora_targets) if adapters else None,
+        "adapter_dtype": w.adapter_dtype if adapters else None,
         "trainable_params": w.trainable_params,
         "sharding": w.sharding,
+        "distributed": w.strategy.model_dump(),
     }
 
 
@@ -103,6 +132,7 @@ def estimate_report(w: Workload, gpu_count: int = 1, gpu_name: str | None = None
         "per_gpu_gib": round(est.per_gpu_gib, 2),
         "total_gib": round(est.total_gib, 2),
         "breakdown": {k: round(v, 2) for k, v in est.breakdown.items()},
+        "headroom": HEADROOM,
         "fits": [_fit_dict(w, f) for f in fits],
         "smallest": {k: smallest.get(k) for k in ("single", "node", "multi_node")},
     }

@@ -1,75 +1,120 @@
 """How long a workload runs on a GPU configuration (docs/sizing.md, "Runtime").
 
-Training: FLOPs = k * N * tokens with k = 6 for full fine-tuning (2 forward + 4 backward,
-Kaplan et al. 2020), 4 for LoRA/QLoRA (frozen weights need no weight gradients, only the
-activation gradients), plus 2 when activations are recomputed (gradient checkpointing).
-Throughput = n GPUs * dense peak in the compute precision * MFU (per GPU class, overridable)
-* a scaling factor (NVLink / Infinity Fabric 0.92 per GPU, PCIe-only 0.70, or 0.55 when the
-weights themselves travel over PCIe with ZeRO-3 or tensor parallelism; x0.90 across nodes),
-and * 0.7 for QLoRA's NF4 dequantisation.
+Training FLOPs per token (model FLOPs, the definition MFU tables use, recomputation excluded):
+k * N + 12 * L * h * s, with k = 6 for full fine-tuning (2 forward + 4 backward, Kaplan et al.
+2020) and 4 for LoRA/QLoRA (frozen weights need activation gradients but no weight gradients);
+12 * L * h * s is attention's QK^T and AV, forward and backward (Chowdhery et al. 2022, app. B;
+torchtitan counts it the same way), which is what makes long contexts slow.
+
+Throughput per GPU = dense peak in the compute precision * utilisation of the GPU class
+(``UTILISATION``, calibrated on tests/data/runtime-calibration.yaml) * the activation
+checkpointing factor (recomputing costs time) * torch.compile's speed-up * the scaling factor of
+the GPUs' link inside a node and, across nodes, of the fabric; fp8 training runs the linear layers
+on fp8 tensor cores (``FP8_SPEEDUP`` over bf16), QLoRA pays for NF4 dequantisation.
 
 Inference (decode) is bandwidth-bound: each step streams the weights and the KV cache once,
-so step time = max(bytes / (bandwidth * 0.75), 2*N*batch / (peak * MFU)) and tokens/s =
-batch / step time. Prefill is not modelled.
+so step time = max(bytes / (bandwidth * 0.75), 2*N*batch / (peak * utilisation)) and tokens/s =
+batch / step time, per replica. Prefill is not modelled.
 """
 
 from __future__ import annotations
 
-from gpuorch.gpus import FAST_LINKS, GpuSpec
+from gpuorch.gpus import FAST_LINKS, GpuSpec, family
 from gpuorch.sizing.memory import weight_bytes
 from gpuorch.sizing.workload import Workload
 
 FLOPS_PER_PARAM_TOKEN = {"full": 6.0, "lora": 4.0, "qlora": 4.0}
-RECOMPUTE_FLOPS = 2.0
-QLORA_SPEED = 0.7
+ATTENTION_FLOPS = 12.0  # x L * h * s per token, forward + backward
+
+# Model-FLOPs utilisation in bf16, by GPU family (calibrated on the SXM parts; docs/sizing.md
+# "Runtime"). The PCIe and NVL variants of a family are assumed alike (their lower peak is in the
+# table already), and GH200 like H100. Families without an entry use the table's class default
+# (``GpuSpec.efficiency``): an assumption.
+UTILISATION = {"A100": 0.70, "H100": 0.42, "GH200": 0.42, "H200": 0.55}
+AC_SPEED = {"none": 1.0, "selective": 0.9, "full": 0.8}  # share of speed left after recomputation
+COMPILE_SPEED = 1.15  # torch.compile (torchtitan Table 1: 6,667 vs 5,762 TPS/GPU)
+FP8_SPEEDUP = 1.28  # float8 linear layers over bf16 (torchtitan Table 1: 8,532 vs 6,667 TPS/GPU)
+QLORA_SPEED = 0.7  # assumption: NF4 dequantisation; public benchmarks put QLoRA 25-40% behind LoRA
 BANDWIDTH_EFFICIENCY = 0.75
-SCALE_FAST, SCALE_PCIE, SCALE_PCIE_SHARDED, SCALE_NODES = 0.92, 0.70, 0.55, 0.90
+
+# Scaling per GPU relative to one GPU. Inside a node, by link: NVLink / Infinity Fabric, PCIe
+# (PCIe-only multi-GPU stalls on all-reduce, worse when the weights travel too: ZeRO-3, FSDP, TP).
+SCALE_FAST, SCALE_PCIE, SCALE_PCIE_SHARDED = 0.95, 0.70, 0.55
+# Across nodes, by fabric: RDMA at 400 Gb/s per GPU (InfiniBand, EFA) costs ~3% (torchtitan: 5,605
+# TPS/GPU on 128 H100s vs 5,762 on 8); plain Ethernet is an assumption.
+NODE_SCALE = {"infiniband": 0.97, "efa": 0.97, "rdma": 0.97, "ethernet": 0.80}
+NODE_SCALE_UNKNOWN = 0.85
+
+
+def utilisation(w: Workload, gpu: GpuSpec) -> float:
+    return w.efficiency or UTILISATION.get(family(gpu.name), gpu.efficiency)
+
+
+def flops_per_token(w: Workload) -> float:
+    s = w.shape
+    return FLOPS_PER_PARAM_TOKEN[w.method] * w.n_params + ATTENTION_FLOPS * s.layers * s.hidden * w.seq_len
 
 
 def training_flops(w: Workload, tokens: float) -> float:
-    k = FLOPS_PER_PARAM_TOKEN[w.method] + (RECOMPUTE_FLOPS if w.checkpointing else 0.0)
-    return k * w.n_params * tokens
+    return flops_per_token(w) * tokens
 
 
-def scaling(gpus: int, link: str | None, sharding: str, nodes: int = 1) -> float:
+def scaling(gpus: int, link: str | None, sharding: str, nodes: int = 1, fabric: str | None = None) -> float:
     """Per-GPU efficiency of a multi-GPU job relative to one GPU."""
     if gpus <= 1:
         return 1.0
     if link in FAST_LINKS:
         s = SCALE_FAST
-    elif sharding in ("zero3", "tp"):
+    elif sharding in ("zero3", "fsdp", "tp"):
         s = SCALE_PCIE_SHARDED
     else:
         s = SCALE_PCIE
-    return s * (SCALE_NODES if nodes > 1 else 1.0)
+    if nodes > 1:
+        s *= NODE_SCALE.get(fabric or "", NODE_SCALE_UNKNOWN)
+    return s
 
 
 def training_tflops(
-    w: Workload, gpu: GpuSpec, gpus: int, link: str | None, sharding: str, nodes: int = 1
+    w: Workload, gpu: GpuSpec, gpus: int, link: str | None, sharding: str, nodes: int = 1, fabric: str | None = None
 ) -> float:
-    eff = w.efficiency or gpu.efficiency
-    speed = QLORA_SPEED if w.method == "qlora" else 1.0
-    return gpus * gpu.tflops(w.compute_precision) * eff * scaling(gpus, link, sharding, nodes) * speed
+    """Model TFLOPS the whole configuration sustains."""
+    precision = w.compute_precision
+    peak = gpu.tflops("bf16" if precision == "fp8" else precision)
+    if precision == "fp8":
+        if gpu.fp8_tflops <= 0:
+            return 0.0
+        peak *= FP8_SPEEDUP
+    speed = AC_SPEED[w.ac_mode] * (COMPILE_SPEED if w.compile else 1.0) * (QLORA_SPEED if w.method == "qlora" else 1.0)
+    return gpus * peak * utilisation(w, gpu) * speed * scaling(gpus, link, sharding, nodes, fabric)
+
+
+def training_tokens_per_s(
+    w: Workload, gpu: GpuSpec, gpus: int = 1, link: str | None = None, sharding: str = "none", nodes: int = 1,
+    fabric: str | None = None,
+) -> float:
+    """Tokens per second of the whole configuration."""
+    return training_tflops(w, gpu, gpus, link, sharding, nodes, fabric) * 1e12 / flops_per_token(w)
 
 
 def decode_tokens_per_s(
     w: Workload, gpu: GpuSpec, gpus: int = 1, link: str | None = None, sharding: str = "none"
 ) -> float:
     shape = w.shape
-    kv_bytes = 1.0 if w.precision == "fp8" else 2.0
-    kv = 2 * shape.layers * shape.kv_dim * w.seq_len * w.micro_batch * kv_bytes / 2  # half-full on average
-    eff = w.efficiency or gpu.efficiency
-    split = gpus if sharding == "tp" else 1
-    scale = scaling(gpus, link, sharding)
-    memory_s = (weight_bytes(w) + kv) / (split * gpu.bandwidth_gbs * 1e9 * BANDWIDTH_EFFICIENCY * scale)
+    kv = 2 * shape.layers * shape.kv_dim * w.seq_len * w.micro_batch * w.kv_bytes / 2  # half-full on average
+    eff = utilisation(w, gpu)
+    tp = w.strategy.degree or gpus if sharding == "tp" else 1
+    tp = max(1, min(tp, gpus))
+    scale = scaling(tp, link, sharding)
+    memory_s = (weight_bytes(w) + kv) / (tp * gpu.bandwidth_gbs * 1e9 * BANDWIDTH_EFFICIENCY * scale)
     peak = gpu.tflops(w.compute_precision) or gpu.fp16_tflops
-    compute_s = 2 * w.n_params * w.micro_batch / (split * peak * 1e12 * eff * scale)
-    replicas = gpus if sharding != "tp" else 1
+    compute_s = 2 * w.n_params * w.micro_batch / (tp * peak * 1e12 * eff * scale)
+    replicas = max(1, gpus // tp)  # tensor x data parallel: the offer's other GPUs serve more replicas
     return replicas * w.micro_batch / max(memory_s, compute_s)
 
 
 def estimate_hours(
-    w: Workload, gpu: GpuSpec, gpus: int = 1, link: str | None = None, sharding: str = "none", nodes: int = 1
+    w: Workload, gpu: GpuSpec, gpus: int = 1, link: str | None = None, sharding: str = "none", nodes: int = 1,
+    fabric: str | None = None,
 ) -> float | None:
     """Hours of work (without start-up) on this configuration; None when ``w`` states neither
     ``tokens`` nor ``duration``."""
@@ -79,7 +124,7 @@ def estimate_hours(
         return None
     if not w.training:
         return w.tokens / decode_tokens_per_s(w, gpu, gpus, link, sharding) / 3600
-    tflops = training_tflops(w, gpu, gpus, link, sharding, nodes)
-    if tflops <= 0:
+    rate = training_tokens_per_s(w, gpu, gpus, link, sharding, nodes, fabric)
+    if rate <= 0:
         return None
-    return training_flops(w, w.tokens) / (tflops * 1e12) / 3600
+    return w.tokens / rate / 3600

@@ -44,6 +44,7 @@ class ModelShape:
     intermediate: int
     tied_embeddings: bool = False
     name: str = "custom"
+    max_context: int | None = None  # the model's trained context (config.json max_position_embeddings)
 
     @property
     def head_dim(self) -> int:
@@ -72,16 +73,20 @@ class ModelShape:
         return {"q": (h, h), "k": (h, kv), "v": (h, kv), "o": (h, h), "gate": (h, i), "up": (h, i), "down": (i, h)}
 
 
-# Values from each model's published config.json on the Hugging Face Hub.
+# Values from each model's published config.json on the Hugging Face Hub (max_context is its
+# max_position_embeddings). Llama 3.1 has Llama 3's shape with a 128k context.
 PRESETS: dict[str, ModelShape] = {
     s.name: s
     for s in (
-        ModelShape(32, 4096, 32, 32, 32000, 11008, name="llama-2-7b"),
-        ModelShape(32, 4096, 32, 8, 32000, 14336, name="mistral-7b"),
-        ModelShape(32, 4096, 32, 8, 128256, 14336, name="llama-3-8b"),
-        ModelShape(40, 5120, 40, 40, 32000, 13824, name="llama-2-13b"),
-        ModelShape(80, 8192, 64, 8, 32000, 28672, name="llama-2-70b"),
-        ModelShape(80, 8192, 64, 8, 128256, 28672, name="llama-3-70b"),
+        ModelShape(32, 4096, 32, 32, 32000, 11008, name="llama-2-7b", max_context=4096),
+        ModelShape(32, 4096, 32, 8, 32000, 14336, name="mistral-7b", max_context=32768),
+        ModelShape(32, 4096, 32, 8, 128256, 14336, name="llama-3-8b", max_context=8192),
+        ModelShape(32, 4096, 32, 8, 128256, 14336, name="llama-3.1-8b", max_context=131072),
+        ModelShape(40, 5120, 40, 40, 32000, 13824, name="llama-2-13b", max_context=4096),
+        ModelShape(80, 8192, 64, 8, 32000, 28672, name="llama-2-70b", max_context=4096),
+        ModelShape(80, 8192, 64, 8, 128256, 28672, name="llama-3-70b", max_context=8192),
+        ModelShape(80, 8192, 64, 8, 128256, 28672, name="llama-3.1-70b", max_context=131072),
+        ModelShape(126, 16384, 128, 8, 128256, 53248, name="llama-3.1-405b", max_context=131072),
     )
 }
 PRESET_TOLERANCE = 0.15

@@ -17,8 +17,15 @@ from gpuorch.units import parse_duration_s
 
 Method = Literal["full", "lora", "qlora", "inference"]
 Precision = Literal["bf16", "fp16", "fp8", "int8", "int4"]
-Optimizer = Literal["adamw", "adamw-8bit", "sgd"]
+Optimizer = Literal["adamw", "adamw-8bit", "paged-adamw", "paged-adamw-8bit", "sgd"]
 Sharding = Literal["auto", "none", "zero2", "zero3", "fsdp"]
+Checkpointing = Literal["none", "selective", "full"]
+Loss = Literal["eager", "chunked", "fused"]
+StateDtype = Literal["fp32", "bf16"]
+KvDtype = Literal["auto", "bf16", "fp16", "fp8"]
+Strategy = Literal["none", "ddp", "fsdp", "zero2", "zero3", "tp"]
+OFFLOADS = ("activations", "optimizer", "params")
+SHARDED = frozenset({"fsdp", "zero2", "zero3", "tp"})
 
 LORA_MODULES = ("q", "k", "v", "o", "gate", "up", "down")
 _TARGET_GROUPS = {
@@ -58,6 +65,36 @@ class Architecture(_Frozen):
         )
 
 
+class Distributed(_Frozen):
+    """How a job uses several GPUs (the job spec's ``distributed:``): ``strategy`` and ``degree``.
+
+    ``none`` (the default when a job does not say): one GPU, whatever the offer has. ``ddp``: one
+    full replica per GPU. ``fsdp`` / ``zero2`` / ``zero3``: model states sharded over ``degree``
+    GPUs (PyTorch FSDP, DeepSpeed ZeRO stage 2 / 3). ``tp``: tensor parallel over ``degree`` GPUs;
+    for inference, an offer with more GPUs runs ``gpus // degree`` replicas (tensor x data
+    parallel). ``degree`` None: every GPU of the offer.
+    """
+
+    strategy: Strategy = "none"
+    degree: int | None = Field(default=None, ge=1, le=1024)
+
+    @model_validator(mode="after")
+    def _degree(self) -> Distributed:
+        if self.strategy == "none" and self.degree not in (None, 1):
+            raise ValueError("strategy none runs on one GPU; give a strategy (ddp, fsdp, zero2, zero3, tp) "
+                             "for degree > 1")
+        if self.strategy in SHARDED and self.degree == 1:
+            raise ValueError(f"{self.strategy} with degree 1 (one GPU) shards nothing; use strategy none, "
+                             "or a degree of 2 or more")
+        return self
+
+    def gpus_on(self, offer_gpus: int) -> int:
+        """GPUs the job uses on an offer with ``offer_gpus`` GPUs (may exceed it: then it cannot run)."""
+        if self.strategy == "none":
+            return 1
+        return self.degree or offer_gpus
+
+
 class Workload(_Frozen):
     params: Params | None = None  # 7B, 70e9; optional when a preset or architecture is given
     preset: str | None = None
@@ -67,7 +104,18 @@ class Workload(_Frozen):
     optimizer: Optimizer = "adamw"
     seq_len: int = Field(default=2048, ge=1)
     micro_batch: int = Field(default=1, ge=1)  # sequences per GPU per step (inference: concurrent)
-    gradient_checkpointing: bool | None = None  # None: on for lora/qlora, off for full
+    gradient_checkpointing: bool | None = None  # older spelling: true = activation_checkpointing full
+    activation_checkpointing: Checkpointing | None = None  # None: full for lora/qlora, none for full
+    loss: Loss | None = None  # eager (HF Trainer, PEFT, torchtitan), chunked (torchtune), fused (Liger, CCE)
+    master_weights: bool | None = None  # full: an fp32 master copy (mixed precision); None: yes
+    optimizer_state_dtype: StateDtype = "fp32"  # Adam m, v (8-bit optimizers keep 1 byte each regardless)
+    adapter_dtype: StateDtype = "fp32"  # LoRA adapters and their gradients (PEFT: fp32; torchtune: bf16)
+    offload: tuple[str, ...] = Field(default=(), validate_default=True)  # activations, optimizer, params
+    optimizer_in_backward: bool = False  # step each parameter as its gradient lands (torchtune optimizer_in_bwd)
+    compile: bool = False  # torch.compile: fuses elementwise ops, fewer saved activations
+    kv_cache_dtype: KvDtype = "auto"  # auto: fp8 for fp8 models, else 16-bit
+    max_batched_tokens: int | None = Field(default=None, ge=1)  # inference: prefill chunk (vLLM default 8192)
+    distributed: Distributed | None = None  # set from the job's top-level distributed:
     lora_rank: int = Field(default=16, ge=1)
     lora_targets: tuple[str, ...] = Field(default=("all-linear",), validate_default=True)
     sharding: Sharding = "auto"  # auto: none on one GPU, the least sharding that fits on several
@@ -100,6 +148,16 @@ class Workload(_Frozen):
             raise ValueError("give at least one LoRA target module")
         return tuple(out)
 
+    @field_validator("offload", mode="before")
+    @classmethod
+    def _offload(cls, v: Any) -> Any:
+        items = [x.strip() for x in v.split(",")] if isinstance(v, str) else list(v or ())
+        items = [x for x in items if x and x != "none"]
+        for x in items:
+            if x not in OFFLOADS:
+                raise ValueError(f"unknown offload {x!r}; use none or a list of {', '.join(OFFLOADS)}")
+        return tuple(dict.fromkeys(items))
+
     @model_validator(mode="after")
     def _consistent(self) -> Workload:
         if self.params is None and self.preset is None and self.architecture is None:
@@ -110,6 +168,31 @@ class Workload(_Frozen):
             raise ValueError("qlora loads the base in 4-bit NF4; precision is its compute dtype: use bf16 or fp16")
         if self.method == "lora" and self.precision == "int4":
             raise ValueError("a 4-bit base is QLoRA; use method qlora")
+        if self.method == "inference":
+            if self.offload:
+                raise ValueError("offload moves training state to host memory; inference has none: remove offload")
+            if self.loss is not None:
+                raise ValueError("loss: inference computes no loss; remove loss, or use method full, lora or qlora")
+            if self.activation_checkpointing not in (None, "none") or self.gradient_checkpointing:
+                raise ValueError("activation_checkpointing: inference keeps no activations for a backward pass; "
+                                 "remove it")
+            if self.distributed and self.distributed.strategy in ("ddp", "fsdp", "zero2", "zero3"):
+                raise ValueError(f"distributed: {self.distributed.strategy} shards training state; inference "
+                                 "spreads over GPUs with strategy tp (or none: one GPU)")
+        elif self.max_batched_tokens is not None:
+            raise ValueError("max_batched_tokens is the inference prefill chunk; remove it for training "
+                             "(seq_len and micro_batch size training)")
+        if self.master_weights is not None and self.method != "full":
+            raise ValueError("master_weights: only full fine-tuning keeps a master copy; remove it for "
+                             f"method {self.method}")
+        if (self.gradient_checkpointing is not None and self.activation_checkpointing is not None
+                and self.gradient_checkpointing != (self.activation_checkpointing != "none")):
+            raise ValueError("gradient_checkpointing and activation_checkpointing disagree; give only "
+                             "activation_checkpointing: none, selective or full")
+        ctx = PRESETS[self.preset].max_context if self.preset and self.architecture is None else None
+        if ctx and self.seq_len > ctx:
+            raise ValueError(f"seq_len {self.seq_len} is longer than {self.preset}'s maximum context {ctx}; "
+                             f"use seq_len <= {ctx} or a long-context preset (llama-3.1-8b, llama-3.1-70b)")
         return self
 
     @property
@@ -126,10 +209,44 @@ class Workload(_Frozen):
         return self.method != "inference"
 
     @property
-    def checkpointing(self) -> bool:
+    def ac_mode(self) -> str:
+        """Activation checkpointing: none, selective or full (full by default for lora/qlora, the
+        PEFT/torchtune recipes' setting; none for full fine-tuning)."""
+        if not self.training:
+            return "none"
+        if self.activation_checkpointing is not None:
+            return self.activation_checkpointing
         if self.gradient_checkpointing is not None:
-            return self.gradient_checkpointing and self.training
-        return self.method in ("lora", "qlora")
+            return "full" if self.gradient_checkpointing else "none"
+        return "full" if self.method in ("lora", "qlora") else "none"
+
+    @property
+    def checkpointing(self) -> bool:
+        return self.ac_mode != "none"
+
+    @property
+    def loss_mode(self) -> str:
+        return self.loss or "eager"
+
+    @property
+    def uses_master(self) -> bool:
+        return self.method == "full" and self.master_weights is not False
+
+    @property
+    def kv_bytes(self) -> float:
+        if self.kv_cache_dtype == "auto":
+            return 1.0 if self.precision == "fp8" else 2.0
+        return 1.0 if self.kv_cache_dtype == "fp8" else 2.0
+
+    @property
+    def strategy(self) -> Distributed:
+        """The declared strategy; a job that declares none runs on one GPU. An explicit
+        ``sharding`` (zero2, zero3, fsdp) declares that strategy over every GPU of the offer."""
+        if self.distributed is not None:
+            return self.distributed
+        if self.sharding in ("zero2", "zero3", "fsdp"):
+            return Distributed(strategy=self.sharding)
+        return Distributed()
 
     @property
     def compute_precision(self) -> str:

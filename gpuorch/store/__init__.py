@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gpuorch.store.db import Store
-    from gpuorch.store.models import Attempt, Backoff, Checkpoint, Event, Instance, Job, Meta
+    from gpuorch.store.models import Attempt, Backoff, Checkpoint, Event, Heartbeat, Instance, Job, Meta
     from gpuorch.store.paths import default_home, default_url
     from gpuorch.store.states import AttemptStatus, JobStatus, TerminationReason
 
 _WHERE = {
     "Store": "db",
     "Attempt": "models", "Backoff": "models", "Checkpoint": "models", "Event": "models", "Instance": "models",
-    "Job": "models", "Meta": "models",
+    "Job": "models", "Meta": "models", "Heartbeat": "models",
     "AttemptStatus": "states", "JobStatus": "states", "TerminationReason": "states",
     "default_home": "paths", "default_url": "paths",
 }
@@ -29,6 +29,7 @@ __all__ = [
     "Backoff",
     "Checkpoint",
     "Event",
+    "Heartbeat",
     "Instance",
     "Job",
     "JobStatus",

@@ -20,7 +20,7 @@ from typing import Any
 from gpuorch.store.states import AttemptStatus, JobStatus, TerminationReason
 
 # Bump with migrations.MIGRATIONS (tests/store/test_lite.py checks they agree).
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 BUSY_TIMEOUT_S = 30.0
 
 # Enum columns are stored by name (SQLAlchemy's Enum), as on the models.
@@ -107,6 +107,15 @@ class LiteReader:
 
     def attempts_of(self, job_id: int) -> list[Row]:
         return self._rows("attempt", "SELECT * FROM attempt WHERE job_id = ? ORDER BY number", (job_id,))
+
+    def heartbeats(self) -> list[Row]:
+        return self._rows("heartbeat", "SELECT * FROM heartbeat ORDER BY started_at")
+
+    def leases(self, now: datetime) -> dict[str, int]:
+        """Unexpired job leases by owner."""
+        return dict(self.conn.execute("SELECT lease_owner, count(*) FROM job WHERE lease_owner IS NOT NULL "
+                                      "AND lease_expires > ? GROUP BY lease_owner",
+                                      (f"{now.astimezone(UTC):%Y-%m-%d %H:%M:%S.%f}",)).fetchall())
 
 
 def open_lite(url: str) -> sqlite3.Connection | None:

@@ -104,7 +104,25 @@ def _v6_attempt_offer(conn: Connection) -> None:
             conn.execute(text(f"ALTER TABLE attempt ADD COLUMN {col} TEXT"))
 
 
-def _v7_sweep_hold_prune(conn: Connection) -> None:
+def _v7_heartbeat(conn: Connection) -> None:
+    """The daemons' heartbeats (``models.Heartbeat``): a frozen copy of the table as schema 7 made it."""
+    if inspect(conn).has_table("heartbeat"):
+        return
+    Table(
+        "heartbeat", MetaData(),
+        Column("owner", String, primary_key=True),
+        Column("host", String, nullable=False),
+        Column("pid", Integer, nullable=False),
+        Column("version", String, nullable=False),
+        Column("interval_s", Float, nullable=False),
+        Column("started_at", DateTime),
+        Column("last_pass_at", DateTime),
+        Column("last_outcome", String),
+        Column("stopped_at", DateTime),
+    ).create(conn)
+
+
+def _v8_sweep_hold_prune(conn: Connection) -> None:
     """Sweeps that hold instead of kill and prune: job statuses ``held`` and ``pruned``, reasons
     ``held`` and ``pruned`` (native enum labels on PostgreSQL; SQLite stores names as VARCHAR),
     ``job.objective_history`` and ``attempt.runway_until``. Looks first, like v5 and v6."""
@@ -125,7 +143,8 @@ MIGRATIONS: list[Migration] = [
     (4, "termination reason moved", _v4_moved_reason),
     (5, "attempt volume_attached_at", _v5_volume_attached_at),
     (6, "attempt offer and start_error", _v6_attempt_offer),
-    (7, "sweep trials held and pruned, objective history, attempt runway", _v7_sweep_hold_prune),
+    (7, "daemon heartbeats", _v7_heartbeat),
+    (8, "sweep trials held and pruned, objective history, attempt runway", _v8_sweep_hold_prune),
 ]
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 

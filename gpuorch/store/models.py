@@ -189,3 +189,18 @@ class Meta(SQLModel, table=True):
 
     key: str = Field(primary_key=True)
     value: str
+
+
+class Heartbeat(SQLModel, table=True):
+    """One row per daemon process (schema 7): when it last finished a pass, so the CLI, the doctor
+    and the dashboard can tell that nothing is running (``gpuorch.store.heartbeat``)."""
+
+    owner: str = Field(primary_key=True)  # the daemon's id, host/pid/random, as Job.lease_owner
+    host: str = ""
+    pid: int = 0
+    version: str = ""
+    interval_s: float = 5.0  # the longest the daemon waits between passes (max_sleep_s)
+    started_at: datetime = _ts()
+    last_pass_at: datetime | None = _ts()
+    last_outcome: str | None = None  # ok | failed | abandoned
+    stopped_at: datetime | None = _ts()  # set on a clean stop

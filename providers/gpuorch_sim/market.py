@@ -64,6 +64,9 @@ class SimOptions(BaseModel):
     agents: Literal["real", "external"] = "real"  # external: nothing is started (benchmarks)
     faults: dict | None = None  # gpuorch.testing.faults.FaultPlan options: rate, seed, kinds, methods
     cloud_idle_exit_s: float = Field(default=30.0, gt=0)  # the cloud process exits this idle
+    # A JSON file of more offers (a list of Offer fields; bench/queue_drain.py writes one of ~50,000):
+    # sold besides the zones' own, on demand and spot, always with capacity, never reclaimed.
+    catalog: str | None = None
 
 
 @dataclass(frozen=True)

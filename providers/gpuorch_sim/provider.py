@@ -15,6 +15,7 @@ time whether or not a daemon runs. ``faults`` makes a seeded share of the port's
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -25,13 +26,14 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from gpuorch.doctor.findings import Finding
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
 from gpuorch.provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider, Runner
 from gpuorch.provider.localdir import REASON_TERMINATED, InstanceDir, LocalRunner, Meta, capacity, instance_id_for
 from gpuorch.testing.faults import FaultPlan
 
-from .cloud import TAG_LIFETIME, Instances, ensure_cloud, open_market, stop_cloud
-from .market import PROVIDER, SimMarket, SimOptions, resolve
+from .cloud import MARKET_FILE, TAG_LIFETIME, Instances, ensure_cloud, open_market, stop_cloud
+from .market import PROVIDER, SimClock, SimMarket, SimOptions, resolve
 from .runner import ExternalAgentRunner
 
 T = TypeVar("T")
@@ -58,18 +60,40 @@ class SimProvider(Provider):
         self._instances = Instances(self.instances_dir, self.market)
         self._instance_cache: dict[str, tuple[tuple[int, int, int], InstanceState, Instance]] = {}
         self._runners: dict[str, LocalRunner] = {}
+        self._catalog = _load_catalog(options.catalog)  # extra offers, read once
+        self._sold = {(o.zone, o.instance_type) for o in self._catalog}
 
     @classmethod
-    def from_config(cls, options: dict[str, Any], home: Path) -> SimProvider:
-        """Build from the daemon config's ``providers.sim`` options (``SimOptions``); state in
-        ``home/sim``. Raises UserInputError naming the option for anything invalid."""
+    def catalog_offers(cls, options: dict[str, Any], home: Path) -> list[Offer]:
+        """The market's offers now, read from its traces without starting its cloud process or
+        writing its state (``submit``'s fit check, ``gpuorch plan`` / ``offers``): at the running
+        replay's time when ``home/sim`` has one for these options, else at the replay's start."""
+        opts = cls.from_config_options(options)
+        now = time.time()
+        origin = now
+        try:
+            saved = json.loads((Path(home) / "sim" / MARKET_FILE).read_text())
+            if saved.get("options") == opts.model_dump(mode="json"):
+                origin = float(saved["origin"])
+        except (OSError, ValueError, KeyError):
+            pass
+        return SimMarket(opts, SimClock(origin, opts.start_s, opts.time_scale)).offers(now)
+
+    @classmethod
+    def from_config_options(cls, options: dict[str, Any]) -> SimOptions:
         try:
             opts = SimOptions.model_validate(options or {})
         except ValidationError as e:
             err = e.errors()[0]
             where = ".".join(str(x) for x in err["loc"])
             raise UserInputError(f"providers.sim.{where}: {err['msg']}") from None
-        opts = opts.model_copy(update={"traces": resolve(opts.traces), "prices": resolve(opts.prices)})
+        return opts.model_copy(update={"traces": resolve(opts.traces), "prices": resolve(opts.prices)})
+
+    @classmethod
+    def from_config(cls, options: dict[str, Any], home: Path) -> SimProvider:
+        """Build from the daemon config's ``providers.sim`` options (``SimOptions``); state in
+        ``home/sim``. Raises UserInputError naming the option for anything invalid."""
+        opts = cls.from_config_options(options)
         try:
             FaultPlan.from_options(opts.faults)
         except (ValueError, TypeError) as e:
@@ -97,8 +121,9 @@ class SimProvider(Provider):
 
     # -- the port ----------------------------------------------------------------------------
     def offers(self) -> list[Offer]:
-        """One offer per zone; spot prices from the zone's series at the market's time."""
-        return self._faulty("offers", lambda: self.market.offers(time.time()))
+        """One offer per zone; spot prices from the zone's series at the market's time; then the
+        ``catalog`` option's offers."""
+        return self._faulty("offers", lambda: self.market.offers(time.time()) + self._catalog)
 
     def launch(self, request: LaunchRequest) -> Instance:
         """See ``Provider.launch``. PermanentError for an offer this market does not sell;
@@ -113,9 +138,11 @@ class SimProvider(Provider):
         except NotFoundError:
             pass
         o = request.offer
-        if o.provider != PROVIDER or o.zone not in self.market.zones or o.instance_type != self.options.instance_type:
+        listed = o.provider == PROVIDER and (o.zone, o.instance_type) in self._sold  # the catalog option's
+        if not listed and (o.provider != PROVIDER or o.zone not in self.market.zones
+                           or o.instance_type != self.options.instance_type):
             raise PermanentError(f"{o.instance_type} in {o.zone} is not sold by the sim market", code="InvalidOffer")
-        if request.spot and not self.market.spot_available(o.zone, now):
+        if request.spot and not listed and not self.market.spot_available(o.zone, now):
             raise NoCapacityError(f"no spot capacity for {o.instance_type} in {o.zone} (trace)",
                                   code="InsufficientInstanceCapacity")
         if capacity.is_unavailable(self.home, o.zone, o.instance_type, request.spot):
@@ -186,6 +213,18 @@ class SimProvider(Provider):
         inst.announce(datetime.now(UTC) + timedelta(seconds=notice_s))
         ensure_cloud(self.home)
 
+    def doctor(self) -> list[Finding]:
+        """``SupportsDoctor``: a simulated market needs no credentials, only its state directory."""
+        check = f"provider {self.name}"
+        probe = self.instances_dir / ".doctor-probe"
+        try:
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as e:
+            return [Finding.fail(check, f"cannot write in {self.instances_dir}: {e.strerror}",
+                                 f"chown -R gpuorch {self.home} (the daemon's user)")]
+        return [Finding.ok(check, f"no credentials needed (a simulated market); state under {self.home}")]
+
     def set_capacity(self, zone: str, instance_type: str, spot: bool, available: bool) -> None:
         """Take a market out (or give it back) on top of its trace: the local capacity knob,
         ``<home>/sim/capacity.json``. Same signature as ``FakeProvider.set_capacity``."""
@@ -198,3 +237,16 @@ class SimProvider(Provider):
     def sim_time(self, wall: float | None = None) -> float:
         """Seconds into the traces at ``wall`` (default: now)."""
         return self.market.clock.sim(time.time() if wall is None else wall)
+
+
+def _load_catalog(path: str | None) -> list[Offer]:
+    """The ``catalog`` option's offers, as the sim's (provider ``sim``). UserInputError naming
+    the option for a file that cannot be read or parsed."""
+    if path is None:
+        return []
+    try:
+        rows = json.loads(Path(path).expanduser().read_text())
+        return [Offer.model_validate({**row, "provider": PROVIDER}) for row in rows]
+    except (OSError, ValueError, TypeError) as e:
+        raise UserInputError(f"providers.sim.catalog: cannot read offers from {path} ({e}); give a JSON list "
+                             "of offers") from None

@@ -50,7 +50,7 @@ def test_submit_with_a_wrong_token_queues_nothing(remote, local, tmp_path):
     spec.write_text("name: tiny\nrun: 'true'\nresources: {gpu: T4}\n")
     r = remote("submit", str(spec), token="nope-" + "n" * 20)
     assert r.exit_code == 4 and "not accepted" in r.output
-    assert json.loads(local("status", "--json").output) == []
+    assert json.loads(local("status", "--json").output)["jobs"] == []
 
 
 def test_the_token_comes_from_env_then_config_then_file(tmp_path, monkeypatch):

@@ -34,7 +34,7 @@ def test_an_unmeetable_deadline_is_refused_remotely_with_the_local_line_and_noth
     [line] = there.output.strip().splitlines()
     assert line.startswith(f"error: {spec}: deadline: cannot be met even on on-demand") and "job_hours 4 h" in line
     assert there.output == here.output
-    assert json.loads(remote("status", "--json").output) == []
+    assert json.loads(remote("status", "--json").output)["jobs"] == []
     uploads = home / "uploads"
     assert not uploads.exists() or list(uploads.iterdir()) == []  # the refused upload is not kept
 
@@ -63,7 +63,7 @@ def test_the_only_on_demand_warning_comes_back_and_is_shown(remote, local, tmp_p
     assert json.loads(local("submit", str(spec), "--json").output)["warning"] == job["warning"]
     plain = remote("submit", str(spec))
     assert plain.exit_code == 0 and f"warning: {job['warning']}" in plain.output
-    assert len(json.loads(remote("status", "--json").output)) == 3
+    assert len(json.loads(remote("status", "--json").output)["jobs"]) == 3
     forced = remote("submit", str(job_file(tmp_path, {"at": "260m", "job_hours": 4}, name="od",
                                            spot_policy="on-demand")), "--json")
     assert forced.exit_code == 0 and json.loads(forced.output)["warning"] is None

@@ -183,4 +183,4 @@ def test_a_job_no_single_instance_can_hold_is_refused_remotely(api, token, remot
     with pytest.raises(RemoteRefused) as there:  # the server refuses it too, for any client
         Client(api.url, token).submit_raw(yaml.safe_load(spec.read_text()), str(spec), None)
     assert message in str(there.value)
-    assert json.loads(remote("status", "--json").output) == []
+    assert json.loads(remote("status", "--json").output)["jobs"] == []

@@ -35,7 +35,7 @@ def test_a_deadline_on_demand_cannot_meet_is_refused_with_one_line_and_nothing_s
     [line] = r.output.strip().splitlines()
     assert "deadline: cannot be met even on on-demand" in line and "job_hours 4 h" in line
     assert "give a later deadline or fewer deadline.job_hours" in line
-    assert json.loads(cli("status", "--json").output) == []
+    assert json.loads(cli("status", "--json").output)["jobs"] == []
 
 
 def test_a_deadline_only_on_demand_can_meet_is_accepted_with_a_warning(tmp_path):
@@ -67,7 +67,7 @@ def test_a_deadline_without_known_work_names_the_field(tmp_path):
 def test_status_shows_the_deadline_the_slack_and_the_policys_last_decision(tmp_path):
     r = cli("submit", str(job_file(tmp_path, {"at": "8h", "job_hours": 2, "startup": "5m"})), "--json")
     job_id = json.loads(r.output)["id"]
-    [row] = json.loads(cli("status", "--json").output)
+    [row] = json.loads(cli("status", "--json").output)["jobs"]
     d = row["deadline"]
     assert 7.9 < d["left_h"] <= 8.0 and d["work_h"] == 2 and d["done_h"] == 0
     assert 5.8 < d["slack_h"] < 5.92  # 8 h - 2 h - 5 min start-up - the daemon's margin
@@ -94,7 +94,7 @@ def test_a_sweep_whose_deadline_on_demand_cannot_meet_is_refused(tmp_path):
     p.write_text(yaml.safe_dump(sweep))
     r = cli("sweep", "submit", str(p))
     assert r.exit_code == 2 and "deadline: cannot be met even on on-demand" in r.output
-    assert json.loads(cli("status", "--json").output) == []
+    assert json.loads(cli("status", "--json").output)["jobs"] == []
     sweep["deadline"] = "20h"
     p.write_text(yaml.safe_dump(sweep))
     assert cli("sweep", "submit", str(p)).exit_code == 0

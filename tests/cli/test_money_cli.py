@@ -46,7 +46,7 @@ def test_sweep_submit_status_cancel(tmp_path):
         "metric": "loss", "mode": "min", "source": "metrics"}
     assert [(t["name"], t["params"]) for t in status["trials"][:2]] == [
         ("lr-0", {"LR": 0.001, "SEED": 1}), ("lr-1", {"LR": 0.001, "SEED": 2})]
-    jobs = json.loads(cli("status", "--json").output)
+    jobs = json.loads(cli("status", "--json").output)["jobs"]
     assert len(jobs) == 6 and {j["status"] for j in jobs} == {"queued"}
     again = cli("sweep", "submit", str(write(tmp_path, SWEEP)))
     assert again.exit_code == 2 and "still active" in again.output
@@ -74,7 +74,7 @@ def test_bad_sweep_exits_2_with_one_line_and_writes_nothing(tmp_path, change, fi
     assert r.exit_code == 2
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and field in lines[0], r.output
-    assert json.loads(cli("status", "--json").output) == []
+    assert json.loads(cli("status", "--json").output)["jobs"] == []
     assert cli("sweep", "status", "lr").exit_code == 3  # no sweep either (3: not found)
 
 

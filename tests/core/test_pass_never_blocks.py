@@ -156,3 +156,44 @@ def test_a_notice_is_handled_within_one_pass_while_another_jobs_status_read_hang
     with store.read() as s:
         [h1] = jobs.attempts_of(s, hung.id)
     assert h1.status == AttemptStatus.RUNNING and h1.instance_id == fake.hang_instance
+
+
+class LaunchEndsAfterListing(HangingLaunch):
+    """The hung launch is let go right after a listing, and that listing waits until it is over:
+    the launch's instance exists, its attempt row says launched, and the listing predates both."""
+
+    def __init__(self, clock, pool_of) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(clock)
+        self.pool_of, self.let_go_after_listing = pool_of, False
+
+    def list_managed(self) -> list[Instance]:
+        listed = super().list_managed()
+        if self.let_go_after_listing:
+            self.let_go_after_listing = False
+            self.release.set()
+            deadline = time.monotonic() + 30
+            while self.pool_of().busy(self.hang_job) and time.monotonic() < deadline:  # the test waits
+                time.sleep(0.01)
+        return listed
+
+
+def test_a_launch_that_ends_after_the_listing_is_not_taken_for_a_vanished_instance(store, clock):
+    rec: Reconciler | None = None
+    fake = LaunchEndsAfterListing(clock, lambda: rec.pool)  # type: ignore[union-attr]
+    rec = Reconciler(store, {"fake": fake}, clock=clock, launch_wait_s=0.2)
+    job = jobs.submit(store, parse_spec({**SPEC, "name": "slow"}), clock.now())
+    fake.hang_job = job.id
+    try:
+        rec.run_pass()  # its launch starts and goes on in the background
+        assert fake.entered.is_set() and rec.pool.busy(job.id)
+        fake.let_go_after_listing = True
+        clock.advance(2)
+        rec.run_pass()  # the launch ends between this pass's listing and the job's turn
+        assert not rec.pool.busy(job.id)
+        clock.advance(2)
+        rec.run_pass()  # a listing that postdates the launch
+    finally:
+        fake.release.set()
+    with store.read() as s:
+        attempts = jobs.attempts_of(s, job.id)
+    assert [(a.number, a.status) for a in attempts] in ([(1, AttemptStatus.LAUNCHED)], [(1, AttemptStatus.RUNNING)])

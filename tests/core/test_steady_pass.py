@@ -156,3 +156,19 @@ def test_a_daemon_whose_lease_was_taken_over_acts_on_nothing_it_had_cached(store
                                                           .order_by(Attempt.number))]
     assert numbers == [(1, AttemptStatus.ENDED), (2, AttemptStatus.LAUNCHED)]
     assert fake.count("launch") == launches + 1
+
+
+def test_queued_jobs_with_the_same_needs_are_placed_once_on_an_index_kept_across_passes(store, clock):
+    fake, rec = make(store, clock)
+    for i in range(6):
+        jobs.submit(store, parse_spec({**SPEC, "name": f"q{i}"}), clock.now())
+    rec.run_pass()
+    index = rec.offers.index()
+    assert len(index.placed) == 1  # six jobs, one ranking; the other five were lookups
+    with store.read() as s:
+        assert {j.status for j in s.exec(select(Job))} == {JobStatus.STARTING}
+    clock.advance(2)
+    jobs.submit(store, parse_spec({**SPEC, "name": "later"}), clock.now())
+    rec.run_pass()
+    assert rec.offers.index() is index and len(index.placed) == 1  # same catalog: same index, same memo
+    assert fake.count("offers") == 1

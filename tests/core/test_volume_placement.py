@@ -60,11 +60,11 @@ def test_plan_places_a_volume_job_only_where_volumes_are_and_refuses_it_elsewher
     runner = CliRunner()
     spec = tmp_path / "v.yaml"
     spec.write_text("name: v\nrun: x\nresources: {gpu: 'A100:80GB:1'}\nvolume: {size: 100GB, mount: /data}\n")
-    data = json.loads(runner.invoke(app, ["plan", str(spec), "--json"]).stdout)
+    data = json.loads(runner.invoke(app, ["plan", str(spec), "--price-list", "--json"]).stdout)
     assert {c["provider"] for c in data["candidates"]} <= {"aws", "gcp", "azure"}
     local = tmp_path / "local.yaml"
     local.write_text(spec.read_text() + "providers: [local]\n")
-    r = runner.invoke(app, ["plan", str(local)])
+    r = runner.invoke(app, ["plan", str(local), "--price-list"])
     assert r.exit_code == 2 and r.stdout == ""
     assert r.stderr.strip().startswith(f"error: {local}: volume: none of the providers this job may use (local) "
                                        "has volumes; allow one that does (providers: [...]): aws, azure")

@@ -153,10 +153,10 @@ def test_the_global_config_selects_the_database(tmp_path):
     job = tmp_path / "job.yaml"
     job.write_text("name: x\nrun: 'true'\nresources: {gpu: T4}\n")
     assert runner.invoke(app, ["--config", str(cfg), "submit", str(job)]).exit_code == 0
-    assert len(json.loads(runner.invoke(app, ["--config", str(cfg), "status", "--json"]).output)) == 1
-    assert json.loads(runner.invoke(app, ["status", "--json"]).output) == []  # the default database is untouched
+    assert len(json.loads(runner.invoke(app, ["--config", str(cfg), "status", "--json"]).output)["jobs"]) == 1
+    assert json.loads(runner.invoke(app, ["status", "--json"]).output)["jobs"] == []  # the default db is untouched
     r = runner.invoke(app, ["status", "--json"], env={"GPUORCH_CONFIG": str(cfg)})
-    assert len(json.loads(r.output)) == 1
+    assert len(json.loads(r.output)["jobs"]) == 1
 
 
 # -- the quick store location of read-only commands ---------------------------------------------

@@ -51,6 +51,9 @@ def database(_isolated_home):
 
 
 def test_a_healthy_installation(database):
+    from gpuorch.store.heartbeat import Beater
+
+    Beater(database, "host/1/abc", 5.0, "test").started(utcnow())  # a daemon runs on this store
     code, report = doctor()
     assert code == 0 and report["ok"] is True
     # Every installed adapter (aws too, in the test environment) is checked; all must be fine.
@@ -196,3 +199,43 @@ def test_a_crashing_check_is_a_finding_not_a_crash():
 
     [f] = run(checks=[check_broken])
     assert (f.check, f.status) == ("broken", "fail") and "ValueError: oops" in f.message
+
+
+def test_no_daemon_running_is_a_finding_with_the_fix(database):
+    from datetime import timedelta
+
+    from gpuorch.store.heartbeat import Beater
+
+    code, report = doctor()
+    [f] = by_check(report, "daemon")
+    assert f["status"] == "warn" and "no daemon has ever run" in f["message"]
+    assert "gpuorch daemon" in f["fix"] and "systemctl start gpuorch" in f["fix"]
+    beat = Beater(database, "host/1/abc", 5.0, "test")
+    beat.started(utcnow() - timedelta(hours=1))
+    beat.passed(utcnow() - timedelta(hours=1), "ok")
+    [f] = by_check(doctor()[1], "daemon")
+    assert f["status"] == "warn" and "the last pass was 3600s ago" in f["message"]
+    beat.passed(utcnow(), "failed")
+    [f] = by_check(doctor()[1], "daemon")
+    assert f["status"] == "warn" and "its last pass failed" in f["message"]
+    beat._last_write = None
+    beat.passed(utcnow(), "ok")
+    [f] = by_check(doctor()[1], "daemon")
+    assert f["status"] == "ok" and "host/1/abc (0 jobs held)" in f["message"]
+    beat.stopped(utcnow())
+    [f] = by_check(doctor()[1], "daemon")
+    assert f["status"] == "warn" and "the last one stopped at" in f["message"]
+
+
+@pytest.mark.parametrize("provider", ["local", "sim"])
+def test_the_embedded_providers_pass_their_own_self_check(database, tmp_path, provider):
+    from pathlib import Path
+
+    traces = Path(__file__).resolve().parents[1] / "data" / "spot-traces" / "aws-p3-2023"
+    options = f"{{traces: '{traces}'}}" if provider == "sim" else "{}"
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"home: {tmp_path / 'home'}\nproviders:\n  {provider}: {options}\n")
+    code, report = doctor("--config", str(cfg))
+    found = by_check(report, f"provider {provider}")
+    assert found and all(f["status"] == "ok" for f in found), found  # never "upgrade the adapter"
+    assert any("no credentials needed" in f["message"] for f in found)

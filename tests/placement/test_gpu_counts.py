@@ -109,7 +109,7 @@ runner = CliRunner()
 def plan_cli(tmp_path, body: str, *args: str):
     spec = tmp_path / "job.yaml"
     spec.write_text("name: one\nrun: python train.py\n" + body)
-    return runner.invoke(app, ["plan", str(spec), *args])
+    return runner.invoke(app, ["plan", str(spec), "--price-list", *args])  # the shipped snapshot
 
 
 def test_plan_a100_1_in_us_east_1_on_the_shipped_snapshot(tmp_path):

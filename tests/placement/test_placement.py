@@ -9,7 +9,7 @@ import pytest
 
 from gpuorch import gpus
 from gpuorch.placement import Candidate, PlacementOptions, candidates, fits, plan
-from gpuorch.sizing import estimate_hours
+from gpuorch.sizing import estimate_hours, estimate_memory
 
 TEN_HOURS = PlacementOptions(default_hours=10)
 CKPT = {"store": "s3://bucket/run", "interval": 60}
@@ -125,23 +125,38 @@ def test_volume_zone_constraint_holds(offer, job):
 
 def test_memory_estimate_decides_the_gpu(offer, job):
     spec = job(model={"params": "70B", "method": "qlora"})
+    need = estimate_memory(spec.model).per_gpu_gib
     offers = [offer("g5", "A10G", 1.0), offer("g6e", "L40S", 2.0), offer("p5", "H100", 6.0), offer("cpu", None, 0.1)]
     p = plan(spec, offers)
     assert [c.offer.gpu for c in p.candidates] == ["H100"]
-    assert p.candidates[0].per_gpu_gib == pytest.approx(48.2, abs=0.1) and p.candidates[0].sharding == "none"
+    assert p.candidates[0].per_gpu_gib == pytest.approx(need) and p.candidates[0].sharding == "none"
     reasons = {r.instance_type: r.reason for r in p.rejected}
-    assert reasons["g5"].startswith("needs 48.2 GiB per GPU") and reasons["cpu"] == "no GPU"
+    assert reasons["g5"].startswith(f"needs {need:.1f} GiB per GPU") and reasons["cpu"] == "no GPU"
     short = plan(spec, offers[:2])
     assert short.shortfall is not None and short.shortfall.gpu == "L40S"
-    assert short.shortfall.need_gib - short.shortfall.usable_gib == pytest.approx(48.2 - 44.7, abs=0.1)
+    assert short.shortfall.need_gib - short.shortfall.usable_gib == pytest.approx(need - 44.7, abs=0.1)
 
 
-def test_multi_gpu_offer_shards_when_needed_and_respects_interconnect(offer, job):
-    spec = job(model={"params": "70B", "method": "qlora"})
+def test_a_job_without_a_strategy_uses_one_gpu_of_a_multi_gpu_offer(offer, job):
+    pcie = offer("g6e.12xlarge", "L40S", 10.0, count=4, link="pcie")
+    undeclared = job(model={"params": "70B", "method": "qlora"})
+    refused = plan(undeclared, [pcie]).rejected[0].reason
+    assert "on one GPU: the job declares no distributed strategy" in refused
+    fits_one = job(model={"params": "8B", "method": "qlora", "tokens": "5M"})
+    (c,) = candidates(fits_one, [pcie])
+    assert c.gpus_used == 1 and c.sharding == "none"
+    assert c.est_hours == pytest.approx(estimate_hours(fits_one.model, gpus.lookup("L40S")))  # one GPU's speed
+
+
+def test_multi_gpu_offer_shards_as_declared_and_respects_interconnect(offer, job):
+    spec = job(model={"params": "70B", "method": "qlora"}, distributed={"strategy": "fsdp"})
     pcie = offer("g6e.12xlarge", "L40S", 10.0, count=4, link="pcie")
     ranked = candidates(spec, [pcie])
-    assert ranked[0].sharding in ("zero2", "zero3") and ranked[0].per_gpu_gib < 44.7
-    nvlink_only = job(model={"params": "70B", "method": "qlora", "interconnect": "nvlink"})
+    assert ranked[0].sharding == "fsdp" and ranked[0].gpus_used == 4 and ranked[0].per_gpu_gib < 44.7
+    two = job(model={"params": "70B", "method": "qlora"}, distributed={"strategy": "fsdp", "degree": 8})
+    assert plan(two, [pcie]).rejected[0].reason == "4 GPU(s), distributed: fsdp asks for 8"
+    nvlink_only = job(model={"params": "70B", "method": "qlora", "interconnect": "nvlink"},
+                      distributed={"strategy": "fsdp"})
     assert plan(nvlink_only, [pcie]).rejected[0].reason == "GPUs linked by pcie; the job asks for interconnect: nvlink"
 
 
@@ -211,9 +226,13 @@ def test_no_single_instance_needs_no_catalog(job):
 
     assert no_single_instance(job(resources={"gpu": "A100:16"})) is None  # a2-megagpu-16g has 16
     assert "no instance has more than 8" in no_single_instance(job(resources={"gpu": "H100:9"}))
-    assert no_single_instance(job(model={"params": "13B", "method": "full"})) is None  # one 8-GPU node holds it
-    assert no_single_instance(job(model={"params": "70B", "method": "full"})) is None  # 8x MI325X / B300 would
-    line = no_single_instance(job(model={"params": "120B", "method": "full"}))
-    assert "the smallest configuration is 2 nodes of 8xMI325X (zero3)" in line and "qlora" in line
+    # One 8-GPU node holds 30B full fine-tuning (no single GPU does), if the job says how to shard it ...
+    assert no_single_instance(job(model={"params": "30B", "method": "full"}, distributed={"strategy": "zero3"})) is None
+    # ... a job that does not is sized for one GPU, and told which strategy would do.
+    undeclared = no_single_instance(job(model={"params": "30B", "method": "full"}))
+    assert "declares no distributed strategy" in undeclared and "distributed: {strategy: " in undeclared
+    assert no_single_instance(job(model={"params": "70B", "method": "full"}, distributed={"strategy": "zero3"})) is None
+    line = no_single_instance(job(model={"params": "120B", "method": "full"}, distributed={"strategy": "zero3"}))
+    assert "the smallest configuration is 2 nodes of 8x" in line and "(zero3)" in line and "qlora" in line
     assert "more GPUs" not in line
     assert "no configuration of up to 16 nodes" in no_single_instance(job(model={"params": "5T", "method": "full"}))

@@ -123,4 +123,6 @@ def test_status_json_does_not_import_the_orm(url, tmp_path):
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[-1] == "[]"
-    assert [j["name"] for j in json.loads("\n".join(lines[:-1]))] == ["queued", "train", "train"]
+    out = json.loads("\n".join(lines[:-1]))
+    assert [j["name"] for j in out["jobs"]] == ["queued", "train", "train"]
+    assert out["daemon"]["alive"] is False and out["daemon"]["daemons"] == []  # the heartbeats, read light too

@@ -44,7 +44,7 @@ def test_v1_database_upgrades_to_the_fresh_schema_keeping_its_rows(tmp_path):
         jobs = {j.name: j for j in s.exec(select(Job))}
         [a] = s.exec(select(Attempt)).all()
         version = s.get(Meta, "schema_version").value
-    assert version == str(SCHEMA_VERSION) == "7"
+    assert version == str(SCHEMA_VERSION) == "8"
     assert jobs["old-job"].status == JobStatus.SUCCEEDED and jobs["old-job"].sweep_id is None
     assert jobs["queued-job"].status == JobStatus.QUEUED
     assert (a.price_per_hour, a.instance_id, a.metrics_offset, a.price_changes) == (1.2, "fake-1", 0, None)
@@ -117,7 +117,7 @@ def test_v4_database_upgrades_to_v5_with_volume_attached_at_on_attempt(tmp_path)
         a.volume_attached_at = attached
     with store.read() as s:
         assert s.exec(select(Attempt)).one().volume_attached_at == attached
-        assert s.get(Meta, "schema_version").value == str(SCHEMA_VERSION) == "7"
+        assert s.get(Meta, "schema_version").value == str(SCHEMA_VERSION) == "8"
     store.close()
     with sqlite3.connect(old) as db:  # running the step again (a half-applied migration) is harmless
         db.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
@@ -137,12 +137,35 @@ def test_v5_database_upgrades_to_v6_and_its_attempts_load_without_an_offer(tmp_p
         a.offer = '{"provider": "fake"}'
     with store.read() as s:
         assert s.exec(select(Attempt)).one().offer == '{"provider": "fake"}'
-        assert s.get(Meta, "schema_version").value == str(SCHEMA_VERSION) == "7"
+        assert s.get(Meta, "schema_version").value == str(SCHEMA_VERSION) == "8"
     store.close()
 
 
-def test_v6_database_upgrades_to_v7_and_takes_held_and_pruned_trials(tmp_path):
+def test_v6_database_upgrades_to_v7_with_an_empty_heartbeat_table(tmp_path):
+    from gpuorch.store.heartbeat import Beater, read_state
+    from gpuorch.store.models import Heartbeat
+
     old = _database_at(tmp_path, 6)
+    url = f"sqlite:///{old}"
+    assert "heartbeat" not in _columns(url)
+    store = Store(url)
+    now = datetime(2026, 2, 1, 12, 0, tzinfo=UTC)
+    assert read_state(store, now)["daemons"] == []
+    Beater(store, "host/1/abc", 5.0, "0.1.0").started(now)
+    with store.read() as s:
+        assert s.get(Heartbeat, "host/1/abc").started_at == now
+        assert s.get(Meta, "schema_version").value == str(SCHEMA_VERSION)
+    store.close()
+    fresh = tmp_path / "fresh.db"
+    Store(f"sqlite:///{fresh}").close()
+    assert _columns(url) == _columns(f"sqlite:///{fresh}")
+    with sqlite3.connect(old) as db:  # running the step again (a half-applied migration) is harmless
+        db.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+    Store(url).close()
+
+
+def test_v7_database_upgrades_to_v8_and_takes_held_and_pruned_trials(tmp_path):
+    old = _database_at(tmp_path, 7)
     url = f"sqlite:///{old}"
     assert "objective_history" not in _columns(url)["job"] and "runway_until" not in _columns(url)["attempt"]
     store = Store(url)
@@ -157,10 +180,10 @@ def test_v6_database_upgrades_to_v7_and_takes_held_and_pruned_trials(tmp_path):
         a = s.exec(select(Attempt)).one()
         assert (a.runway_until, a.reason) == (until, TerminationReason.HELD)
         assert s.get(Job, a.job_id).status == JobStatus.HELD
-        assert s.get(Meta, "schema_version").value == str(SCHEMA_VERSION) == "7"
+        assert s.get(Meta, "schema_version").value == str(SCHEMA_VERSION) == "8"
     store.close()
     with sqlite3.connect(old) as db:  # running the step again (a half-applied migration) is harmless
-        db.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+        db.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
     Store(url).close()
     job = JobService(None, tmp_path, lambda: until, url=url).job(str(a.job_id))  # the light reader reads `held`
     assert job["status"] == "held" and job["attempt_list"][0]["reason"] == "held"

@@ -26,7 +26,7 @@ def submit(tmp_path, config=None, **extra):
 
 
 def stored():
-    return json.loads(runner.invoke(app, ["status", "--json"]).output)
+    return json.loads(runner.invoke(app, ["status", "--json"]).output)["jobs"]
 
 
 def refused(r, *needles):

@@ -1,0 +1,186 @@
+"""Queue drain through the daemon: how fast a real ``gpuorch daemon`` places a full queue.
+
+(Issue 18 calls this ``bench/queue.py``; a script of that name would shadow the standard
+library's ``queue`` module for every script in ``bench/``, whose directory Python puts first on
+the path, and so break ``concurrent.futures`` in ``bench/recovery.py``.)
+
+    python bench/queue_drain.py [--jobs 10000] [--offers 50000] [--seed 2024]
+
+A real ``gpuorch daemon`` process (SQLite store, the default configuration: 2 s poll, lease 60 s,
+metrics on) runs the ``sim`` provider with ``agents: external`` and ``boot_s: 0`` (launches are
+instant: a record on disk, no agent process) and the sim's ``catalog`` option: the synthetic
+full-size catalog ``bench/placement.py`` builds (the shipped snapshot replicated over regions and
+zones with price noise, ~50,000 offers), sold by the sim. ``--jobs`` jobs of mixed needs (the
+shapes of ``bench/placement.py``: GPU requirements with region, price and spot constraints, model
+blocks from 1B full fine-tuning to 70B inference, different token counts) are submitted before the
+daemon starts. Measured:
+
+- ``drain_s``: from the start of the daemon's first pass to every job having a launch request
+  (its attempt row), polled by this script every 0.2 s;
+- ``daemon_cpu_s``: the daemon's user + system CPU seconds over that time (all threads, /proc);
+- the passes' times (the daemon's debug log line per pass): count, median, max;
+- ``daemon_peak_rss_mb`` (VmHWM) and ``daemon_rss_mb`` at the end.
+
+Targets (issue 18): drain < 10 s and < 10 CPU-seconds for 10,000 jobs; no pass over 2 s.
+Prints human lines, then one JSON object on its last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "providers"))
+sys.path.insert(0, str(REPO / "bench"))
+
+import yaml  # noqa: E402
+from placement import SHAPES, TOKENS, synthetic_catalog  # noqa: E402
+from sqlmodel import func, select  # noqa: E402
+
+from gpuorch.jobs import intent as jobs  # noqa: E402
+from gpuorch.jobs.spec import parse_spec  # noqa: E402
+from gpuorch.store import Store  # noqa: E402
+from gpuorch.store.models import Attempt  # noqa: E402
+
+TRACES = REPO / "tests" / "data" / "spot-traces" / "aws-p3-2023"
+TICK = os.sysconf("SC_CLK_TCK")
+PASS_LINE = re.compile(r"pass (\w+) in ([0-9.]+) s")
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime, all threads
+
+
+def mem_mb(pid: int, key: str) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def job_fields(i: int, rng: random.Random) -> dict:
+    shape = {k: v for k, v in rng.choice(SHAPES).items() if k != "providers"}  # every offer is the sim's here
+    if "model" in shape:
+        shape["model"] = {**shape["model"], "tokens": rng.choice(TOKENS)}
+    return {"name": f"job-{i}", "run": "python train.py", "checkpoint": {"store": "s3://bucket/run", "interval": "10m"},
+            **shape}
+
+
+def passes(log: Path) -> list[tuple[float, float]]:
+    """(start, seconds) of every pass the daemon logged (JSON lines)."""
+    out = []
+    for line in log.read_text().splitlines():
+        if not line.startswith("{"):
+            continue
+        rec = json.loads(line)
+        m = PASS_LINE.fullmatch(rec.get("message", ""))
+        if m:
+            end = datetime.fromisoformat(rec["ts"].replace("Z", "+00:00")).timestamp()
+            out.append((end - float(m.group(2)), float(m.group(2))))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--jobs", type=int, default=10_000)
+    ap.add_argument("--offers", type=int, default=50_000)
+    ap.add_argument("--seed", type=int, default=2024)
+    ap.add_argument("--profile", metavar="FILE", help="run the daemon under py-spy, collapsed stacks to FILE")
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+    home = Path(tempfile.mkdtemp(prefix="gpuorch-bench-queue-"))
+    offers = synthetic_catalog(args.offers, rng)
+    catalog = home / "catalog.json"
+    catalog.write_text(json.dumps([o.model_dump(mode="json") for o in offers]))
+    sim = {"traces": str(TRACES), "agents": "external", "boot_s": 0, "time_scale": 60, "catalog": str(catalog)}
+    (home / "config.yaml").write_text(yaml.safe_dump({
+        "providers": {"sim": sim}, "metrics": {"enabled": True, "port": 0}, "log_level": "debug",
+        "log_format": "json"}))
+    store = Store(f"sqlite:///{home / 'state.db'}")
+    t = time.monotonic()
+    for i in range(args.jobs):
+        jobs.submit(store, parse_spec(job_fields(i, rng)), datetime.now(UTC))
+    print(f"{len(offers)} offers; {args.jobs} jobs submitted in {time.monotonic() - t:.1f} s")
+    env = {**os.environ, "GPUORCH_HOME": str(home)}
+    env.pop("GPUORCH_DATABASE_URL", None)
+    log_path = home / "daemon.log"
+    log = open(log_path, "wb")  # noqa: SIM115
+    daemon = subprocess.Popen([sys.executable, "-m", "gpuorch", "daemon"], env=env, stdout=log,
+                              stderr=subprocess.STDOUT)
+    spy = None
+    if args.profile:  # sampling slows the daemon a little: its figures are then not the benchmark's
+        spy = subprocess.Popen(["py-spy", "record", "-p", str(daemon.pid), "-r", "200", "-f", "raw", "-o", args.profile,
+                                "-d", "100", "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    samples: list[tuple[float, float]] = []  # (wall, daemon CPU s)
+    out: dict = {"jobs": args.jobs, "offers": len(offers)}
+    try:
+        t0 = time.monotonic()
+        while True:
+            samples.append((time.time(), cpu_s(daemon.pid)))
+            with store.read() as s:
+                requested = s.exec(select(func.count(func.distinct(Attempt.job_id)))).one()
+            if requested >= args.jobs:
+                break
+            if daemon.poll() is not None or time.monotonic() - t0 > 110:
+                print(f"only {requested} of {args.jobs} jobs have a launch request; see {log_path}")
+                break
+            time.sleep(0.2)
+        done_at, cpu_done = time.time(), cpu_s(daemon.pid)
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+            spy.wait(30)
+        out["daemon_rss_mb"] = round(mem_mb(daemon.pid, "VmRSS"), 1)
+        out["daemon_peak_rss_mb"] = round(mem_mb(daemon.pid, "VmHWM"), 1)
+        out["launch_requested"] = requested
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            daemon.wait(60)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+        from gpuorch_sim.provider import SimProvider
+        p = SimProvider.from_config(sim, home)
+        for inst in p._list():
+            p._terminate(inst.id)
+        p.stop_cloud()
+        store.close()
+    seen = passes(log_path)
+    if not seen:
+        raise SystemExit(f"no pass logged; see {log_path}")
+    first = seen[0][0]
+    before = [c for w, c in samples if w <= first]  # CPU at the first pass's start (startup excluded)
+    cpu_first = before[-1] if before else samples[0][1]
+    during = [s for start, s in seen if start < done_at]
+    out.update({
+        "drain_s": round(done_at - first, 2),
+        "daemon_cpu_s": round(cpu_done - cpu_first, 2),
+        "passes": len(during),
+        "pass_s_median": round(statistics.median(during), 3),
+        "pass_s_max": round(max(during), 3),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+        "cpus": os.cpu_count(),
+    })
+    out["targets_met"] = (out["launch_requested"] >= args.jobs and out["drain_s"] < 10 and out["daemon_cpu_s"] < 10
+                          and out["pass_s_max"] <= 2)
+    print(f"{out['launch_requested']} jobs with a launch request {out['drain_s']} s after the first pass; daemon CPU "
+          f"{out['daemon_cpu_s']} s; {out['passes']} passes, median {out['pass_s_median']} s, "
+          f"max {out['pass_s_max']} s; RSS {out['daemon_rss_mb']} MB (peak {out['daemon_peak_rss_mb']} MB)")
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

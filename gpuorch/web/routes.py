@@ -1,0 +1,149 @@
+"""The dashboard's routes under ``/ui``, mounted on the API's FastAPI app by ``mount``.
+
+Read-only: every page is a GET over ``JobService`` and the store; the only POSTs are log in and
+log out. A request is let in with the session cookie (``web.session``) or, for scripts and
+curl, the same ``Authorization: Bearer`` header as the API. A page asked for without either
+redirects to the login form; a wrong token there is refused with 401 and nothing set.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from importlib.resources import files
+from typing import Any
+from urllib.parse import parse_qs, quote
+
+from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from gpuorch.errors import UnknownJob, UnknownSweep
+from gpuorch.jobs.service import JobService
+from gpuorch.web import data, pages, session
+
+MAX_FORM = 4096  # bytes of the login form
+
+# No script anywhere; styles and images only from this server; never framed.
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
+                               "frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+}
+
+
+class _LoginNeeded(Exception):
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+
+def _safe_next(v: str | None) -> str:
+    """Only a path of this dashboard (no open redirect to another site)."""
+    if v and v.startswith("/ui/") and not v.startswith("//") and "\\" not in v and "\n" not in v:
+        return v
+    return "/ui/jobs"
+
+
+def _html(body: str, status: int = 200) -> HTMLResponse:
+    return HTMLResponse(body, status_code=status, headers=HEADERS)
+
+
+class _Refused(Exception):
+    pass
+
+
+def mount(app: FastAPI, service: JobService, token: str, bearer_ok: Callable[[str | None], bool], *,
+          daily_cap: float | None = None) -> None:
+    """Add ``/ui/...`` to ``app``. ``token`` is the API's (it signs the session cookie and is what
+    the form must be given), ``bearer_ok`` the API's check of an ``Authorization`` header, and
+    ``daily_cap`` the line on the costs page."""
+    css = files("gpuorch.web").joinpath("static/style.css").read_text()
+
+    def guard(request: Request) -> None:
+        header = request.headers.get("authorization")
+        if header is not None:  # a script's bearer token: right or refused, never a redirect
+            if not bearer_ok(header):
+                raise _Refused()
+            return
+        if not session.valid(request.cookies.get(session.COOKIE), token, time.time()):
+            raise _LoginNeeded(request.url.path)
+
+    def login_redirect(_r: Request, e: Exception) -> Response:
+        assert isinstance(e, _LoginNeeded)
+        return RedirectResponse(f"/ui/login?next={quote(e.path)}", status_code=303, headers=HEADERS)
+
+    def refused(_r: Request, _e: Exception) -> Response:
+        return _html(pages.login_page("/ui/jobs", "That token was not accepted; use this server's API token."), 401)
+
+    app.add_exception_handler(_Refused, refused)
+
+    app.add_exception_handler(_LoginNeeded, login_redirect)
+    r = APIRouter(prefix="/ui", include_in_schema=False)  # HTML pages, not the JSON API
+
+    @r.get("/static/style.css")
+    def style() -> Response:
+        return Response(css, media_type="text/css", headers={**HEADERS, "Cache-Control": "max-age=3600"})
+
+    @r.get("/login")
+    def login_form(next: str | None = None) -> Response:  # noqa: A002 - the query parameter's name
+        return _html(pages.login_page(_safe_next(next)))
+
+    @r.post("/login")
+    async def login(request: Request) -> Response:
+        body = await request.body()
+        form = parse_qs(body[:MAX_FORM].decode("utf-8", errors="replace"))
+        given = (form.get("token") or [""])[0].strip()
+        target = _safe_next((form.get("next") or [""])[0])
+        if not given or not bearer_ok(f"Bearer {given}"):
+            return _html(pages.login_page(target, "That token was not accepted; use this server's API token."), 401)
+        secure = request.url.scheme == "https" or request.headers.get("x-forwarded-proto") == "https"
+        resp = RedirectResponse(target, status_code=303, headers=HEADERS)
+        resp.headers.append("Set-Cookie", session.cookie_header(session.issue(token, time.time()), secure=secure))
+        return resp
+
+    @r.post("/logout")
+    def logout() -> Response:
+        resp = RedirectResponse("/ui/login", status_code=303, headers=HEADERS)
+        resp.headers.append("Set-Cookie", session.cookie_header("", secure=False, max_age=0))
+        return resp
+
+    @r.get("")
+    @r.get("/")
+    def home(request: Request) -> Response:
+        guard(request)
+        return RedirectResponse("/ui/jobs", status_code=303, headers=HEADERS)
+
+    def page(request: Request, render: Any) -> Response:
+        guard(request)
+        try:
+            return _html(render())
+        except (UnknownJob, UnknownSweep) as e:
+            return _html(pages.layout("not found", f"<p>{pages.escape(str(e))}</p>"), 404)
+
+    @r.get("/jobs")
+    def jobs(request: Request) -> Response:
+        return page(request, lambda: pages.jobs_page(data.jobs(service)))
+
+    @r.get("/jobs/{ref}")
+    def job(request: Request, ref: str) -> Response:
+        return page(request, lambda: pages.job_page(data.job(service, ref), service.now()))
+
+    @r.get("/sweeps")
+    def sweeps(request: Request) -> Response:
+        return page(request, lambda: pages.sweeps_page(data.sweeps(service)))
+
+    @r.get("/sweeps/{ref}")
+    def sweep(request: Request, ref: str) -> Response:
+        return page(request, lambda: pages.sweep_page(data.sweep(service, ref)))
+
+    @r.get("/costs")
+    def costs(request: Request) -> Response:
+        return page(request, lambda: pages.costs_page(data.costs(service, daily_cap)))
+
+    @r.get("/daemon")
+    def daemon(request: Request) -> Response:
+        return page(request, lambda: pages.daemon_page(data.daemon(service)))
+
+    app.include_router(r)

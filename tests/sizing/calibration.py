@@ -1,0 +1,104 @@
+"""The published measurements of tests/data/sizing-*.yaml, run through the estimator.
+
+``python -m tests.sizing.calibration`` prints the table of docs/sizing.md ("Calibration").
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuorch.sizing import Workload, estimate_memory
+from gpuorch.sizing.memory import CONTEXT_GIB, allowed_gib, nccl_gib
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+CALIBRATION = DATA / "sizing-calibration.yaml"
+HOLDOUT = DATA / "sizing-holdout.yaml"
+CARD_SHARE = 0.985  # the share of a card's marketed GiB PyTorch reports (A100-80GB: 79.15 GiB)
+
+
+@dataclass(frozen=True)
+class Point:
+    id: str
+    source: str
+    published: str
+    kind: str  # peak | max_context | startup | oom
+    measures: str  # torch | device
+    card_gb: float
+    gpus: int
+    workload: Workload
+    measured_gib: float | None
+    without_kv: bool
+
+    @property
+    def card_gib(self) -> float:
+        return self.card_gb * CARD_SHARE
+
+    def estimate_gib(self) -> float:
+        est = estimate_memory(self.workload, self.gpus, self.workload.strategy.strategy if self.gpus > 1 else "none")
+        gib = est.per_gpu_gib
+        if self.without_kv:
+            gib -= est.breakdown["kv_cache"]
+        if self.measures == "torch":  # PyTorch's allocator sees neither the CUDA context nor NCCL's buffers
+            gib -= self.outside_torch(est.sharding)
+        return gib
+
+    def outside_torch(self, mode: str) -> float:
+        return CONTEXT_GIB + nccl_gib(self.gpus, mode)
+
+    def error(self) -> float:
+        """(estimate - measured) / measured; None-safe only for measured kinds."""
+        assert self.measured_gib is not None
+        return self.estimate_gib() / self.measured_gib - 1
+
+    def refused(self) -> bool:
+        """Would the estimator refuse this run's card?"""
+        est = estimate_memory(self.workload, self.gpus, self.workload.strategy.strategy if self.gpus > 1 else "none")
+        return est.per_gpu_gib > allowed_gib(self.card_gib)
+
+
+def _point(d: dict[str, Any]) -> Point:
+    model = dict(d["model"])
+    if "distributed" in d:
+        model["distributed"] = d["distributed"]
+    measured = d.get("measured_gib")
+    if measured is None and d["kind"] == "max_context":
+        measured = d["card_gb"] * CARD_SHARE
+    return Point(d["id"], d["source"], d["published"], d["kind"], d["measures"], float(d["card_gb"]),
+                 int(d.get("gpus", 1)), Workload.model_validate(model), measured, d.get("compare") == "without_kv")
+
+
+def load(path: Path) -> list[Point]:
+    return [_point(d) for d in yaml.safe_load(path.read_text())]
+
+
+def measured(points: list[Point]) -> list[Point]:
+    return [p for p in points if p.kind != "oom"]
+
+
+def median_abs_error(points: list[Point]) -> float:
+    return statistics.median(abs(p.error()) for p in measured(points))
+
+
+def table(points: list[Point]) -> str:
+    rows = ["| point | kind | measured GiB | estimate GiB | error | source |", "|---|---|---:|---:|---:|---|"]
+    for p in points:
+        if p.kind == "oom":
+            verdict = "refused" if p.refused() else "ACCEPTED"
+            rows.append(f"| {p.id} | oom on {p.card_gb:g} GB | — | {p.estimate_gib():.1f} | {verdict} | "
+                        f"[link]({p.source}) |")
+            continue
+        rows.append(f"| {p.id} | {p.kind} | {p.measured_gib:.1f} | {p.estimate_gib():.1f} | {p.error():+.0%} | "
+                    f"[link]({p.source}) |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":  # pragma: no cover - a docs helper
+    for path in (CALIBRATION, HOLDOUT):
+        pts = load(path)
+        sys.stdout.write(f"\n{path.name}: median |error| {median_abs_error(pts):.1%}\n{table(pts)}\n")

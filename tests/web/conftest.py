@@ -1,0 +1,80 @@
+"""A store with real jobs and a sweep, run through the local provider, and the API (with the
+dashboard) served on it from a thread on 127.0.0.1. Built once per module: the runs take seconds.
+
+- ``train``: the tiny NumPy MLP, preempted with notice after its first checkpoint, resumed on
+  another zone from the final checkpoint: two attempts for the timeline.
+- sweep ``lr``: three trials of the same MLP, each logging its loss every 25 steps: three curves.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+import yaml
+
+from gpuorch.clock import utcnow
+from gpuorch.jobs import intent as jobs
+from gpuorch.jobs.logmirror import LogMirror
+from gpuorch.jobs.spec import parse_spec
+from gpuorch.ops.config import ApiConfig, DaemonConfig
+from gpuorch.reconciler import Reconciler, Settings
+from gpuorch.store import Store
+from gpuorch.store.heartbeat import Beater
+from gpuorch.store.models import Sweep
+from gpuorch.sweeps import intent
+from gpuorch.sweeps.spec import load_sweep
+from gpuorch.testing import e2e
+from gpuorch_local.provider import LocalProvider
+
+pytest.importorskip("fastapi", reason="the server extra is not installed: pip install -e '.[dev]'")
+from gpuorch.api.server import ApiThread  # noqa: E402
+
+ENV = {"STEPS": "150", "CKPT_EVERY": "30", "STEP_SLEEP": "0.01", "LOG_EVERY": "10", "SEED": "3"}
+
+
+def _job(tmp, name: str, env: dict[str, str]) -> dict:
+    return {"name": name, "run": "python3 train.py", "workdir": str(e2e.TINY_MLP), "env": env, "spot_policy": "spot",
+            "resources": {"gpu": "A100:80GB:1"}, "checkpoint": {"store": f"file://{tmp / 'ckpt'}", "interval": "1s"}}
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    home = tmp_path_factory.mktemp("dash")
+    store = Store(f"sqlite:///{home / 'state.db'}")
+    local = LocalProvider(home / "local")
+    rec = Reconciler(store, {"local": local}, settings=Settings(poll_s=0.2), logs=LogMirror(home))
+    beat = Beater(store, rec.owner, 5.0, "test")
+    beat.started(utcnow())
+
+    def step() -> None:
+        rec.run_pass()
+        beat.passed(utcnow(), "ok")
+
+    train = jobs.submit(store, parse_spec(_job(home, "train", {**ENV, "STEPS": "400", "STEP_SLEEP": "0.02"})),
+                        rec.clock.now())
+    e2e.passes_until(step, lambda: (a := e2e.attempts(store, train.id)) and a[-1].last_checkpoint is not None)
+    local.inject_preemption(e2e.attempts(store, train.id)[-1].instance_id, notice_s=15)
+    e2e.passes_until(step, lambda: len(e2e.attempts(store, train.id)) == 2)
+
+    doc = {"name": "lr", "max_parallel": 3, "budget": {"max_cost": 1.0}, "objective": {"metric": "loss", "mode": "min"},
+           "parameters": {"LR": [0.0001, 0.01, 0.001]}, "job": {k: v for k, v in _job(home, "x", ENV).items()
+                                                               if k != "name"}}
+    path = home / "sweep.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    sweep = intent.submit(store, *load_sweep(path, rec.clock.now()), rec.clock.now())
+
+    def done() -> bool:
+        with store.read() as s:
+            swept = s.get(Sweep, sweep.id).status.value == "done"
+        return swept and e2e.job_status(store, train.id).terminal
+
+    e2e.passes_until(step, done)
+    token = secrets.token_urlsafe(24)
+    api = ApiThread(DaemonConfig(home=home, daily_budget=2.0, api=ApiConfig(token=token, port=0)), store).start()
+    try:
+        yield {"url": api.url, "token": token, "train": train.id, "sweep": sweep.id, "home": home, "store": store}
+    finally:
+        api.stop()
+        rec.release_leases()
+        store.close()

@@ -1,0 +1,137 @@
+"""The dashboard in a real browser: Debian's Chromium driven by Playwright, against the store with
+real jobs and a sweep (conftest.py). Each page is loaded after logging in through the form; the
+charts must be drawn (SVG elements with the expected series and a visible size). Screenshots are
+kept as artifacts under build/test-artifacts/web/ (TEST_ARTIFACTS_DIR overrides); with
+UPDATE_DOCS_SCREENSHOTS=1 the two README images under docs/images/ are rewritten from them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = Path(os.environ.get("GPUORCH_CHROMIUM", "/usr/bin/chromium"))
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS_DIR", ROOT / "build" / "test-artifacts")) / "web"
+DOCS = ROOT / "docs" / "images"
+# From /work/shared/TESTING.md: without the background-networking flags Chromium keeps dialling out.
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+pytestmark = pytest.mark.browser
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install -e '.[dev]'")
+if not CHROMIUM.exists():
+    pytest.skip(f"{CHROMIUM} is missing: `make deps` installs Debian's chromium", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, scenario, request):
+    ctx = browser.new_context(viewport={"width": 1100, "height": 900})
+    pg = ctx.new_page()
+    pg.set_default_timeout(30_000)
+    yield pg
+    ctx.close()
+
+
+def _login(page, scenario, path: str) -> None:
+    page.goto(f"{scenario['url']}{path}")
+    assert page.url.startswith(f"{scenario['url']}/ui/login")  # no session yet: the form
+    page.fill("#token", scenario["token"])
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{scenario['url']}{path}")
+
+
+def _shot(page, name: str, selector: str | None = None) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    if selector:
+        page.locator(selector).screenshot(path=str(path))
+    else:
+        page.screenshot(path=str(path), full_page=True)
+    assert path.stat().st_size > 1000
+    return path
+
+
+def _drawn(locator) -> None:
+    box = locator.bounding_box()
+    assert box is not None and box["width"] > 100 and box["height"] > 20, box
+
+
+def test_sweep_page_draws_every_trials_curve_and_the_spend(page, scenario):
+    _login(page, scenario, f"/ui/sweeps/{scenario['sweep']}")
+    curves = page.locator("#curves svg path.series")
+    assert sorted(curves.evaluate_all("els => els.map(e => e.dataset.series)")) == ["lr-0", "lr-1", "lr-2"]
+    lengths = curves.evaluate_all("els => els.map(e => e.getTotalLength())")
+    assert all(n > 50 for n in lengths), lengths  # really drawn, not empty paths
+    _drawn(page.locator("#curves svg"))
+    assert page.locator("#spend svg path.series[data-series=spent]").count() == 1
+    assert page.locator("#spend svg line.cap").count() == 1
+    assert page.locator("#trials tbody tr").count() == 3
+    shot = _shot(page, "sweep")
+    if os.environ.get("UPDATE_DOCS_SCREENSHOTS"):
+        DOCS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, DOCS / "dashboard-sweep.png")
+
+
+def test_job_page_draws_the_attempt_timeline(page, scenario):
+    _login(page, scenario, f"/ui/jobs/{scenario['train']}")
+    spans = page.locator("#timeline svg rect.span")
+    assert spans.evaluate_all("els => els.map(e => e.dataset.outcome)") == ["preempted", "succeeded"]
+    _drawn(page.locator("#timeline svg"))
+    assert page.locator("#timeline table tbody tr").count() == 2
+    assert "resuming from" in page.locator("pre.log").inner_text()
+    shot = _shot(page, "job-timeline", "#timeline")
+    _shot(page, "job")
+    if os.environ.get("UPDATE_DOCS_SCREENSHOTS"):
+        DOCS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, DOCS / "dashboard-job-timeline.png")
+
+
+def test_costs_jobs_and_daemon_pages_render(page, scenario):
+    _login(page, scenario, "/ui/costs")
+    assert page.locator("#by-provider svg rect.bar").count() == 1
+    assert page.locator("#by-day svg line.cap").count() == 1  # the daily cap
+    _drawn(page.locator("#by-day svg"))
+    _shot(page, "costs")
+    page.click("nav >> text=Jobs")
+    assert page.locator("table.jobs tbody tr").count() == 4
+    _shot(page, "jobs")
+    page.click("nav >> text=Daemon")
+    assert page.locator(".daemon-alive").count() == 1
+    _shot(page, "daemon")
+
+
+def test_a_wrong_token_is_refused_in_the_browser(page, scenario):
+    page.goto(f"{scenario['url']}/ui/jobs")
+    page.fill("#token", "certainly-not-the-token")
+    with page.expect_response(lambda r: r.url.endswith("/ui/login")) as resp:
+        page.click("button[type=submit]")
+    assert resp.value.status == 401
+    assert "not accepted" in page.locator(".error").inner_text()
+    assert page.context.cookies() == []
+    page.goto(f"{scenario['url']}/ui/jobs")
+    assert "/ui/login" in page.url  # still not let in
+
+
+def test_pages_fit_a_phone(browser, scenario):
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, device_scale_factor=2)
+    page = ctx.new_page()
+    try:
+        _login(page, scenario, f"/ui/sweeps/{scenario['sweep']}")
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, width  # nothing wider than the screen: tables scroll in their own box
+        box = page.locator("#curves svg").bounding_box()
+        assert box is not None and box["width"] <= 390
+        _shot(page, "sweep-phone")
+    finally:
+        ctx.close()

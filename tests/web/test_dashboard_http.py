@@ -1,0 +1,130 @@
+"""The dashboard over real HTTP (no browser): the login, the cookie, every page against a store
+with real jobs and a sweep (conftest.py), and the refusals."""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from gpuorch.web import pages, session
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def _open(url: str, *, data: dict | None = None, headers: dict | None = None):
+    """(status, headers, body) without following redirects."""
+    body = urllib.parse.urlencode(data).encode() if data is not None else None
+    req = urllib.request.Request(url, data=body, headers=headers or {})
+    opener = urllib.request.build_opener(_NoRedirect)
+    try:
+        with opener.open(req, timeout=30) as r:
+            return r.status, r.headers, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read().decode()
+
+
+@pytest.fixture(scope="module")
+def cookie(scenario) -> str:
+    status, headers, _ = _open(f"{scenario['url']}/ui/login", data={"token": scenario["token"], "next": "/ui/sweeps"})
+    assert status == 303 and headers["Location"] == "/ui/sweeps"
+    set_cookie = headers["Set-Cookie"]
+    assert "HttpOnly" in set_cookie and "SameSite=Strict" in set_cookie and "Path=/ui" in set_cookie
+    assert scenario["token"] not in set_cookie  # the cookie is a signature, not the token
+    return set_cookie.split(";")[0]
+
+
+def _page(scenario, cookie, path):
+    status, headers, body = _open(f"{scenario['url']}{path}", headers={"Cookie": cookie})
+    assert status == 200, body
+    assert "script-src" not in headers["Content-Security-Policy"] and "default-src 'none'" in \
+        headers["Content-Security-Policy"]
+    return body
+
+
+def test_a_page_without_a_session_redirects_to_the_login_form(scenario):
+    status, headers, _ = _open(f"{scenario['url']}/ui/jobs/1")
+    assert status == 303 and headers["Location"] == "/ui/login?next=/ui/jobs/1"
+    status, _, body = _open(f"{scenario['url']}/ui/login")
+    assert status == 200 and 'type=password' in body
+
+
+def test_a_wrong_token_is_refused_and_sets_no_cookie(scenario):
+    status, headers, body = _open(f"{scenario['url']}/ui/login", data={"token": "not-the-token-at-all", "next": "/ui/"})
+    assert status == 401 and headers.get("Set-Cookie") is None and "not accepted" in body
+    status, _, _ = _open(f"{scenario['url']}/ui/jobs", headers={"Authorization": "Bearer wrong-token-0123456789"})
+    assert status == 401
+    forged = session.issue("another-token-of-16+chars", time.time())  # signed with some other token
+    status, headers, _ = _open(f"{scenario['url']}/ui/jobs", headers={"Cookie": f"{session.COOKIE}={forged}"})
+    assert status == 303 and headers["Location"].startswith("/ui/login")
+
+
+def test_the_login_never_redirects_off_the_dashboard(scenario):
+    for target in ("https://evil.example/", "//evil.example/ui/", "/v1/jobs"):
+        status, headers, _ = _open(f"{scenario['url']}/ui/login", data={"token": scenario["token"], "next": target})
+        assert status == 303 and headers["Location"] == "/ui/jobs"
+
+
+def test_the_api_bearer_token_opens_pages_too(scenario):
+    status, _, body = _open(f"{scenario['url']}/ui/jobs", headers={"Authorization": f"Bearer {scenario['token']}"})
+    assert status == 200 and "train" in body
+
+
+def test_jobs_page_lists_the_jobs_and_says_a_daemon_passed(scenario, cookie):
+    body = _page(scenario, cookie, "/ui/jobs")
+    assert all(name in body for name in ("train", "lr-0", "lr-1", "lr-2"))
+    assert 'class="banner"' not in body  # the scenario's daemon stamped its passes
+
+
+def test_job_page_shows_the_attempt_timeline_events_and_log(scenario, cookie):
+    body = _page(scenario, cookie, f"/ui/jobs/{scenario['train']}")
+    spans = re.findall(r'<rect class="span" data-attempt="(\d+)" data-outcome="(\w+)"', body)
+    assert spans == [("1", "preempted"), ("2", "succeeded")]
+    assert "resuming from" in body  # the log tail of attempt 2
+    assert re.search(r"<td>notice</td><td>preemption notice: ", body)  # the event of the preemption notice
+    assert "spot" in body and "local-" in body  # market and zone in the attempt table
+
+
+def test_sweep_page_plots_every_trial_and_the_spend_against_the_cap(scenario, cookie):
+    body = _page(scenario, cookie, f"/ui/sweeps/{scenario['sweep']}")
+    series = re.findall(r'<path class="series" data-series="([^"]+)" d="([^"]+)"', body)
+    names = [n for n, _ in series]
+    assert sorted(names) == ["lr-0", "lr-1", "lr-2", "spent"]
+    assert all(d.count("L") >= 10 for n, d in series if n != "spent")  # 150 steps, a loss every 10
+    assert "cap $1.00" in body and 'class="cap"' in body
+
+
+def test_costs_and_daemon_pages(scenario, cookie):
+    body = _page(scenario, cookie, "/ui/costs")
+    assert re.findall(r'<rect class="bar" data-label="local"', body)  # by provider
+    assert 'data-label="lr"' in body and "daily cap $2.00" in body
+    body = _page(scenario, cookie, "/ui/daemon")
+    assert "<strong>alive</strong>" in body
+
+
+def test_an_unknown_job_is_a_404_page(scenario, cookie):
+    status, _, body = _open(f"{scenario['url']}/ui/jobs/9999", headers={"Cookie": cookie})
+    assert status == 404 and "9999" in body
+
+
+def test_store_values_are_escaped():
+    html = pages.jobs_page({"daemon": None, "jobs": [{
+        "id": 1, "name": "<script>alert(1)</script>", "status": "queued", "attempts": 0, "preemptions": 0,
+        "where": None, "last_checkpoint": None, "cost": 0.0, "message": "<b>x</b>"}]})
+    assert "<script>" not in html and "&lt;script&gt;" in html and "<b>x</b>" not in html
+
+
+def test_a_session_expires_and_names_its_token():
+    now = 1_000_000.0
+    value = session.issue("the-token-0123456789", now)
+    assert session.valid(value, "the-token-0123456789", now + 60)
+    assert not session.valid(value, "the-token-0123456789", now + session.TTL_S + 1)
+    assert not session.valid(value, "a-new-token-0123456789", now + 60)  # changing the token ends sessions
+    assert not session.valid("garbage", "the-token-0123456789", now)

@@ -1,0 +1,63 @@
+"""The dashboard's charts are pure functions: what they draw for given numbers."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from datetime import UTC, datetime, timedelta
+
+from gpuorch.web import svg
+
+NS = "{http://www.w3.org/2000/svg}"
+
+
+def _parse(markup: str) -> ET.Element:
+    return ET.fromstring(markup.split("</svg>")[0] + "</svg>")  # the legend after it is HTML
+
+
+def test_a_line_chart_draws_one_path_per_series_through_every_point():
+    chart = svg.line_chart([("a", [(0, 1.0), (10, 0.5), (20, 0.25)]), ("b<&>", [(0, 2.0), (20, 1.0)])],
+                           title="loss", x_label="step")
+    paths = _parse(chart).findall(f".//{NS}path")
+    assert [p.get("data-series") for p in paths] == ["a", "b<&>"]  # escaped in markup, intact when parsed
+    assert [len(re.findall(r"[ML]", p.get("d"))) for p in paths] == [3, 2]
+    assert 'class="legend"' in chart
+
+
+def test_points_keep_their_order_on_the_plot():
+    chart = svg.line_chart([("a", [(0, 0.0), (1, 10.0)])], title="t")
+    (path,) = _parse(chart).findall(f".//{NS}path")
+    (x0, y0), (x1, y1) = [tuple(map(float, xy.split(","))) for xy in re.findall(r"[ML]([\d.]+,[\d.]+)", path.get("d"))]
+    assert x1 > x0 and y1 < y0  # higher values are drawn higher up
+
+
+def test_a_cap_line_and_a_staircase_for_spend():
+    chart = svg.line_chart([("spent", [(0, 0.0), (60, 1.0), (120, 2.0)])], title="spend", hline=(5.0, "cap $5.00"),
+                           step=True, x_is_time=True)
+    root = _parse(chart)
+    assert len(root.findall(f".//{NS}line[@class='cap']")) == 1
+    assert "H" in root.find(f".//{NS}path").get("d")  # flat between charges
+    assert "cap $5.00" in chart
+
+
+def test_empty_data_says_so():
+    assert "no data yet" in svg.line_chart([("a", [])], title="t")
+    assert "nothing billed" in svg.bar_chart([], title="t")
+    assert "not launched yet" in svg.timeline([], title="t", now=datetime.now(UTC))
+
+
+def test_bars_over_their_cap_are_marked():
+    chart = svg.bar_chart([("lr", 3.0), ("mlp", 1.0)], title="by sweep", caps=[2.0, None])
+    bars = _parse(chart).findall(f".//{NS}rect")
+    assert [(b.get("data-label"), b.get("fill")) for b in bars] == [("lr", "#e15759"), ("mlp", svg.PALETTE[0])]
+    assert len(_parse(chart).findall(f".//{NS}line[@class='cap']")) == 1
+
+
+def test_the_timeline_places_attempts_in_time():
+    t0 = datetime(2026, 3, 1, 8, tzinfo=UTC)
+    spans = [{"number": 1, "start": t0, "end": t0 + timedelta(hours=1), "outcome": "preempted", "label": "a"},
+             {"number": 2, "start": t0 + timedelta(hours=1), "end": None, "outcome": "running", "label": "b"}]
+    rects = _parse(svg.timeline(spans, title="t", now=t0 + timedelta(hours=3))).findall(f".//{NS}rect")
+    (x1, w1), (x2, w2) = [(float(r.get("x")), float(r.get("width"))) for r in rects]
+    assert x2 > x1 and abs(w2 - 2 * w1) < 1  # the running one is drawn up to now: twice as long
+    assert [r.get("fill") for r in rects] == [svg.OUTCOME_COLOURS["preempted"], svg.OUTCOME_COLOURS["running"]]
