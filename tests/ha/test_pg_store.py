@@ -143,7 +143,7 @@ def test_moved_is_refused_by_a_v3_enum_and_accepted_after_migration(pg_url):
     upgraded = Store(pg_url)  # migrates 3 -> 4 and on (5 finds its column there already)
     with upgraded.read() as s:
         assert s.get(Meta, "schema_version").value == str(SCHEMA_VERSION)
-        assert _labels(s) == [*V3_REASONS, "MOVED"]
+        assert _labels(s) == [*V3_REASONS, "MOVED", "HELD", "PRUNED"]  # 4 adds MOVED, 8 the sweeps' two
     with upgraded.write() as s:
         s.add(Attempt(**moved))
     with upgraded.read() as s:

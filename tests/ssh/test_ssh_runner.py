@@ -111,10 +111,10 @@ def test_names_commands_paths_and_env_are_never_interpreted_by_the_remote_shell(
     trap = tmp_path / "PWNED"
     nasty = f"it's \"$(touch {trap})\" `touch {trap}` $HOME; touch {trap} & |"
     root = tmp_path / f"remote root 'q' \"$(touch {trap})\" ;x"
-    runner = make_runner(remote_root=str(root), agent_env={"WEIRD": nasty})
+    runner = make_runner(remote_root=str(root))
     command = ('printf "%s" "$GPUORCH_JOB_NAME" > name.txt; printf "%s" "$WEIRD" > env.txt; '
                'echo "$(echo sub) \'q\'" > out.txt')
-    runner.start(config(job_name=nasty, run=command))
+    runner.start(config(job_name=nasty, run=command, env={"WEIRD": nasty}))  # the job's env (the agent's stays out)
     status = wait_status(runner, lambda s: s.state == "exited")
     work = root / "run" / "work"
     assert status.exit_code == 0

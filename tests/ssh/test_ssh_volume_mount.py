@@ -190,7 +190,7 @@ def test_final_failures_are_volume_mount_failed_and_the_agent_is_not_started(
     assert msg.endswith(f"(exit {NOT_BLANK})") and "\n" not in msg
     assert not (Path(runner.remote_root) / "run" / "agent.json").exists()
 
-    with pytest.raises(VolumeMountFailed, match="not an EBS volume id"):  # refused before any remote command
+    with pytest.raises(VolumeMountFailed, match="is not a volume id the mount step knows"):  # refused before any remote command
         runner.start(config(volume_id="disk-1", volume_dir=str(tmp_path / "data")))
 
 
