@@ -17,7 +17,9 @@ a fake clock (a night in seconds of CPU):
   checkpoints every 50 steps and reports its loss every 50 steps; the loss falls with the step
   and depends on LR (best at 0.003) and SEED. With pruning (default, unless ``--no-prune`` or
   the code has none), the sweep names a pruning rule on the loss (``--rule``, default ASHA: the
-  median rule waits for finished trials, which a cap this tight may not allow).
+  median rule waits for finished trials, which a cap this tight may not allow), and names the
+  trials' last step (``objective.max_step: 700``, unless ``--no-max-step``) so that money goes
+  to the trials it can finish (``gpuorch.sweeps.finish``).
 - **The serial baseline**: the same trials one at a time (``max_parallel: 1``), no cap, on the
   same market; it "finishes" the trials that end before its running spend passes the cap.
 
@@ -123,7 +125,7 @@ TEMPLATE = {"run": "python train.py --lr {LR} --seed {SEED}", "resources": {"gpu
 
 
 def run(seed: int, hours: float, parallel: int, cap: float | None, rule: str | None, workdir: Path,
-        stop_at_spend: float | None = None) -> dict:
+        stop_at_spend: float | None = None, finish_first: bool = False) -> dict:
     clock = FakeClock(START)
     store = Store(f"sqlite:///{workdir / 'state.db'}")
     m = market(seed)
@@ -135,6 +137,8 @@ def run(seed: int, hours: float, parallel: int, cap: float | None, rule: str | N
     rec = Reconciler(store, {"sim": fake}, clock=clock, budget=Policy())
     doc = {"name": "night", "job": TEMPLATE, "parameters": {"LR": list(LRS), "SEED": list(SEEDS)},
            "max_parallel": parallel, "deadline": f"{hours}h", "objective": {"metric": "loss", "mode": "min"}}
+    if finish_first:
+        doc["objective"]["max_step"] = STEPS
     if cap is not None:
         doc["budget"] = {"max_cost": cap}
     if rule:
@@ -144,11 +148,15 @@ def run(seed: int, hours: float, parallel: int, cap: float | None, rule: str | N
     sweep = intent.submit(store, *load_sweep(path, clock.now()), clock.now())
     rng = random.Random(seed)
     end = START + timedelta(hours=hours, minutes=10)
-    passes = 0
+    passes, idle_since = 0, clock.now()
     while clock.now() < end:
         feed.tick()
         rec.run_pass()
         passes += 1
+        if fake.live_instances():
+            idle_since = clock.now()
+        elif (clock.now() - idle_since).total_seconds() > 3600:  # an hour with nothing running: the morning
+            break
         with store.read() as s:
             if all(j.status.terminal for j in intent.trials_of(s, sweep.id or 0)):
                 break
@@ -188,17 +196,19 @@ def main() -> None:
     ap.add_argument("--hours", type=float, default=10.0, help="the sweep's deadline")
     ap.add_argument("--rule", default="asha", help="the sweep's pruning rule (median, asha)")
     ap.add_argument("--no-prune", action="store_true", help="no pruning rule in the sweep")
+    ap.add_argument("--no-max-step", action="store_true", help="do not name the trials' last step (objective.max_step)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / "a").mkdir()
         (Path(d) / "b").mkdir()
         rule = None if args.no_prune else args.rule
+        finish = not args.no_max_step
         try:
-            sweep = run(args.seed, args.hours, 3, args.cap, rule, Path(d) / "a")
-        except UserInputError as e:  # code without pruning rules: measure without one
-            print(f"pruning not available here ({e}); running without it")
-            rule = None
+            sweep = run(args.seed, args.hours, 3, args.cap, rule, Path(d) / "a", finish_first=finish)
+        except UserInputError as e:  # code without pruning rules or max_step: measure without them
+            print(f"not available here ({e}); running without pruning and max_step")
+            rule, finish = None, False
             sweep = run(args.seed, args.hours, 3, args.cap, rule, Path(d) / "a")
         serial = run(args.seed, args.hours, 1, None, None, Path(d) / "b", stop_at_spend=args.cap)
     baseline = sum(1 for c in serial["spend_at_finish"] if c <= args.cap + 1e-9)
@@ -211,7 +221,8 @@ def main() -> None:
     print(json.dumps({
         "trials_finished": sweep["finished"], "trials_pruned": sweep["pruned"], "spend": round(sweep["spend"], 4),
         "cap": args.cap, "wasted_share": round(share, 4), "serial_baseline_finished": baseline,
-        "attempts": sweep["attempts"], "preemptions": sweep["preemptions"], "pruning": rule, "seed": args.seed,
+        "attempts": sweep["attempts"], "preemptions": sweep["preemptions"], "pruning": rule,
+        "max_step": STEPS if finish else None, "seed": args.seed,
         "wall_s": round(time.perf_counter() - t0, 1),
     }))
 

@@ -38,7 +38,7 @@ launches (in one pass or in two daemons) cannot both take the last dollars.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -148,6 +148,20 @@ class Totals:
         """Committed as of a look at ``at`` (>= now), every live attempt running until then."""
         return self.spent + sum(reservation(a, now, policy, at=at) for a in self.live)
 
+    def promised(self, now: datetime) -> datetime:
+        """The latest runway end promised to a live attempt (now if none)."""
+        return max([now, *(a.runway_until for a in self.live if a.runway_until is not None)])
+
+    def committed_for(self, job_id: int, at: datetime, now: datetime, policy: Policy) -> float:
+        """The one rule's sum: spend, and every live attempt reserved as of a look at ``at``,
+        except that a running attempt of a newer job already past its runway counts as stopped
+        now (it is the one to give way; one within its runway was promised its run)."""
+        total = self.spent
+        for a in self.live:
+            newer_past = stoppable(a) and a.job_id > job_id and (a.runway_until is None or a.runway_until <= now)
+            total += reservation(a, now, policy, stop_now=newer_past, at=at)
+        return total
+
 
 @dataclass(frozen=True)
 class SweepState:
@@ -208,15 +222,14 @@ class Cap:
     def spent(self) -> float:
         return self.totals.spent
 
-    def within(self, policy: Policy, now: datetime, *, at: datetime | None = None, extra: float = 0.0) -> bool:
-        """The one rule, for admission and the running check alike (module docstring): with
-        ``at`` (a launch's runway end), every live attempt runs until then and ``extra`` (the
-        launch) is added; without it, the look now, with every newer job's attempt stopped."""
-        if at is None:
-            committed = self.totals.committed_if_newer_stop(self.job_id)
-        else:
-            committed = self.totals.committed_at(at, now, policy)
-        return committed + extra <= self.limit + EPS
+    def within(self, policy: Policy, now: datetime, *, at: datetime | None = None,
+               extra: Callable[[datetime], float] | None = None) -> bool:
+        """The one rule, for admission and the running check alike (module docstring): the
+        scope's commitments as of a look at the latest promised runway end (``at``, a launch's
+        own runway end, included), plus ``extra(that time)`` (a launch's cost until it)."""
+        until = max(at or now, self.totals.promised(now))
+        committed = self.totals.committed_for(self.job_id, until, now, policy)
+        return committed + (extra(until) if extra else 0.0) <= self.limit + EPS
 
     @property
     def money_gone(self) -> bool:
@@ -266,9 +279,15 @@ class Gate:
         return worst_case(c, self.policy, self.checkpoint_s)
 
     def affords(self, c: Candidate) -> bool:
-        """Admission: every scope within its cap at the end of the launch's runway."""
-        at, need = self.runway_until(c), self.need(c)
-        return all(cap.within(self.policy, self.now, at=at, extra=need) for cap in self.caps)
+        """Admission: every scope within its cap at the end of the launch's runway (or a later
+        runway promised to another attempt), the launch billed until then plus the horizon."""
+        o, h = c.offer, self.policy.horizon_s
+
+        def launch(until: datetime) -> float:
+            seconds = (until - self.now).total_seconds() + h
+            return charged(c.price_per_hour, o.billing_granularity_s, o.min_billing_s, seconds)
+
+        return all(cap.within(self.policy, self.now, at=self.runway_until(c), extra=launch) for cap in self.caps)
 
     def unaffordable(self, ranked: list[Candidate]) -> Hold:
         """Why none of ``ranked`` may launch: a cap spent for good, or reservations to wait out."""
@@ -304,9 +323,10 @@ def _budget_stop(caps: list[Cap], now: datetime, policy: Policy) -> Stop | None:
 
 
 def gate_for(job: Job, spec: JobSpec, sweep: SweepState | None, ledger: Ledger, policy: Policy,
-             prune: str | None = None) -> Gate:
+             prune: str | None = None, wait: str | None = None) -> Gate:
     """The constraints on ``job`` now: its caps, whether to stop its attempt, whether to hold it.
-    ``prune``: why the sweep's pruning rule stops the trial now (None: it does not)."""
+    ``prune``: why the sweep's pruning rule stops the trial now; ``wait``: why the trial is held
+    for trials ahead of it to finish (gpuorch.sweeps.finish); None: neither."""
     now, caps, jid = ledger.now, [], job.id or 0
     if spec.budget is not None:
         caps.append(Cap("job budget", spec.budget.max_cost, ledger.jobs.get(jid, Totals()), jid))
@@ -317,6 +337,8 @@ def gate_for(job: Job, spec: JobSpec, sweep: SweepState | None, ledger: Ledger, 
     stop, hold = _budget_stop(caps, now, policy), None
     if stop is None and prune is not None:
         stop = Stop(TerminationReason.PRUNED, JobStatus.PRUNED, prune)
+    if stop is None and wait is not None and job.status in IN_FLIGHT:
+        stop = Stop(TerminationReason.HELD, JobStatus.HELD, wait)
     if sweep is not None and sweep.deadline is not None and now >= sweep.deadline:
         when = f"{sweep.deadline:%Y-%m-%d %H:%M} UTC"
         stop = stop or Stop(TerminationReason.CANCELLED, JobStatus.CANCELLED,
@@ -327,6 +349,9 @@ def gate_for(job: Job, spec: JobSpec, sweep: SweepState | None, ledger: Ledger, 
                     f"waiting for a slot: sweep {sweep.name} runs {sweep.max_parallel} at a time")
     elif sweep is not None and job.status == JobStatus.QUEUED and sweep.held:
         hold = Hold(JobStatus.QUEUED, f"waiting: held trials of sweep {sweep.name} resume first")
+    elif wait is not None and job.status not in IN_FLIGHT:
+        hold = Hold(JobStatus.HELD if job.status == JobStatus.HELD else JobStatus.QUEUED, wait.replace(
+            "held:", "waiting:", 1))
     ckpt = spec.checkpoint.interval if spec.checkpoint is not None else None
     waiting = JobStatus.HELD if job.status == JobStatus.HELD else JobStatus.QUEUED
     return Gate(now, policy, tuple(caps), stop, hold, ckpt, waiting)

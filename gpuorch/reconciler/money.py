@@ -27,6 +27,7 @@ from gpuorch.reconciler.views import AttemptView, JobView
 from gpuorch.runners.port import Runner, RunnerUnavailable
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, Sweep, SweepStatus
+from gpuorch.sweeps.finish import Unfinished, finish_first
 from gpuorch.sweeps.metrics import merge_lines, steps_of
 from gpuorch.sweeps.pruning import TrialHistory, extend_history, parse_history, verdict
 from gpuorch.sweeps.spec import Pruning, SweepSpec
@@ -49,6 +50,8 @@ class Money:
         self._rules: dict[int, tuple[Pruning, str]] = {}  # of the active sweeps, as last loaded
         self._histories: dict[int, list[TrialHistory]] = {}  # sweep id -> its trials' histories, this pass
         self._verdicts: dict[tuple[int, int], str | None] = {}  # (job id, history length) -> verdict
+        self._max_steps: dict[int, int] = {}  # sweep id -> objective.max_step, where named
+        self._waits: dict[int, str] = {}  # job id -> why it waits for trials ahead (finish first), this ledger
 
     # -- the gate -------------------------------------------------------------------------
     def _applies(self, job: Job, spec: JobSpec) -> bool:
@@ -57,6 +60,7 @@ class Money:
     def _load(self, s: Session, now: datetime) -> tuple[Ledger, dict[int, SweepState]]:
         active = list(s.exec(select(Sweep).where(Sweep.status == SweepStatus.ACTIVE)))
         self._rules_of(active)
+        self._waits = {}
         ids = [w.id for w in active]
         rows = s.exec(select(Attempt, Job.sweep_id).join(Job, col(Job.id) == col(Attempt.job_id)).where(or_(
             col(Attempt.status) != AttemptStatus.ENDED, col(Attempt.ended_at) >= day_start(now),
@@ -74,7 +78,34 @@ class Money:
         sweeps = {w.id: SweepState(w.id, w.name, w.max_cost, w.deadline, w.max_parallel, flying.get(w.id, 0),
                                    held.get(w.id, 0))
                   for w in active if w.id is not None}
+        self._waits = self._finish_first(s, active, ledger)
         return ledger, sweeps
+
+    def _finish_first(self, s: Session, active: list[Sweep], ledger: Ledger) -> dict[int, str]:
+        """Job id -> why it waits for trials ahead of it (sweeps naming ``objective.max_step``)."""
+        out: dict[int, str] = {}
+        for w in active:
+            max_step = self._max_steps.get(w.id or 0)
+            if max_step is None or w.max_cost is None:
+                continue
+            rows = s.exec(select(Job.id, Job.status, Job.metrics).where(
+                Job.sweep_id == w.id, col(Job.status).not_in([s for s in TERMINAL if s != JobStatus.SUCCEEDED]))).all()
+            trials: list[Unfinished] = []
+            finished: list[Unfinished] = []
+            for jid, status, metrics in rows:
+                step = json.loads(metrics).get("step") if metrics else None
+                spent = ledger.jobs[jid].spent if jid in ledger.jobs else 0.0
+                t = Unfinished(jid or 0, status in IN_FLIGHT, status == JobStatus.HELD,
+                               float(step) if isinstance(step, int | float) and not isinstance(step, bool) else None,
+                               spent)
+                (finished if status == JobStatus.SUCCEEDED else trials).append(t)
+            spent = ledger.sweeps[w.id].spent if w.id in ledger.sweeps else 0.0
+            waits = finish_first(w.max_cost, spent, max_step, trials, finished)
+            if w.id in self._rules:  # with pruning, a fresh trial may start: most end early at a rung
+                fresh = {t.job_id for t in trials if not t.running and not t.held and not t.step}
+                waits = {k: v for k, v in waits.items() if k not in fresh}
+            out.update(waits)
+        return out
 
     def begin_pass(self) -> None:
         self._loaded = None
@@ -89,15 +120,21 @@ class Money:
         ledger, sweeps = self._loaded
         job = view.job
         prune = self._prune(job) if job.status == JobStatus.RUNNING and job.sweep_id in self._rules else None
-        return gate_for(job, view.spec, sweeps.get(job.sweep_id or -1), ledger, self.policy, prune)
+        wait = self._waits.get(job.id or 0)
+        if wait is not None and any(a.row.status.live and a.row.runway_until and a.row.runway_until > now
+                                    for a in view.attempts):
+            wait = None  # within its runway, as the caps' own check (no hold one pass after a start)
+        return gate_for(job, view.spec, sweeps.get(job.sweep_id or -1), ledger, self.policy, prune, wait)
 
     # -- pruning ----------------------------------------------------------------------------------
     def _rules_of(self, active: list[Sweep]) -> None:
         """The pruning rule (and objective mode) of each active sweep that names one."""
         for w in active:
             if w.id is not None and w.id not in self._rule_cache:
-                pruning = SweepSpec.model_validate_json(w.spec).pruning
-                self._rule_cache[w.id] = (pruning, w.objective_mode) if pruning is not None else None
+                spec = SweepSpec.model_validate_json(w.spec)
+                self._rule_cache[w.id] = (spec.pruning, w.objective_mode) if spec.pruning is not None else None
+                if spec.objective is not None and spec.objective.max_step is not None:
+                    self._max_steps[w.id] = spec.objective.max_step
         self._rules = {w.id: r for w in active if w.id is not None and (r := self._rule_cache.get(w.id))}
 
     def _prune(self, job: Job) -> str | None:

@@ -10,7 +10,8 @@ search: {method: random, count: 8, seed: 1}   # default {method: grid}
 max_parallel: 2
 budget: {max_cost: 5.00}     # USD, all trials together
 deadline: 8h                 # or 2026-11-28T08:00 (UTC unless an offset is given)
-objective: {metric: loss, mode: min}    # source: result ranks by $GPUORCH_RESULT_FILE's value
+objective: {metric: loss, mode: min}    # source: result ranks by $GPUORCH_RESULT_FILE's value;
+                                        # max_step: 700 (a trial's last step) spends on trials it can finish
 pruning: {rule: median}      # or asha; on the objective's metric, by its "step" (gpuorch.sweeps.pruning)
 ```
 
@@ -51,6 +52,7 @@ class Objective(Strict):
     metric: str
     mode: str = "min"
     source: Literal["metrics", "result"] = "metrics"  # rank by the metrics file, or by the result file
+    max_step: int | None = Field(default=None, ge=1)  # a trial's last step: money goes to trials it can finish
 
     @field_validator("mode")
     @classmethod

@@ -1,0 +1,58 @@
+"""Finish first (objective.max_step): the budget goes to the trials it can carry to their last
+step, instead of being spread over more trials than it can finish."""
+
+from __future__ import annotations
+
+from helpers import loss, report, submit, trials
+
+from gpuorch.money.caps import Policy
+from gpuorch.reconciler import Reconciler
+from gpuorch.store.models import JobStatus
+from gpuorch.sweeps.finish import Unfinished, finish_first
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
+
+
+def run(store, clock, tmp_path, **objective):
+    fake = FakeProvider(clock, script=FakeJobScript(duration_s=600, checkpoint_every_s=60, metrics=loss,
+                                                    metrics_every_s=30))
+    rec = Reconciler(store, {"fake": fake}, clock=clock, budget=Policy(decision_interval_s=30, stop_grace_s=60))
+    # $1.2/h: a trial costs $0.20; $0.50 finishes two (and their overheads), not three
+    sweep = submit(store, clock, tmp_path, max_parallel=3, budget={"max_cost": 0.50},
+                   parameters={"LR": [0.003, 0.001, 0.0003]}, objective={"metric": "loss", "mode": "min", **objective})
+    for _ in range(300):
+        rec.run_pass()
+        clock.advance(7)
+    return [t.status for t in trials(store, sweep.id)], report(store, sweep.id, clock)
+
+
+def test_max_step_spends_less_on_trials_that_never_finish(tmp_path):
+    from gpuorch.clock import FakeClock
+    from gpuorch.store import Store
+
+    out = {}
+    for name, objective in (("with", {"max_step": 600}), ("without", {})):
+        (tmp_path / name).mkdir()
+        store = Store(f"sqlite:///{tmp_path / name / 'state.db'}")
+        out[name] = run(store, FakeClock(), tmp_path / name, **objective)
+        store.close()
+    (with_, r_with), (without, r_without) = out["with"], out["without"]
+    assert JobStatus.HELD in with_ and JobStatus.HELD not in without  # the last trial waits with its checkpoint
+    assert with_.count(JobStatus.SUCCEEDED) > without.count(JobStatus.SUCCEEDED)  # without: all three, none done
+    assert r_with["spend"]["wasted"] < r_without["spend"]["wasted"]
+    assert r_with["spent"] <= 0.50 + 1e-9 and r_without["spent"] <= 0.50 + 1e-9
+
+
+def test_finish_first_holds_what_the_money_cannot_finish():
+    def u(i, step, cost, running=True, held=False):
+        return Unfinished(i, running, held, step, cost)
+
+    # three at step 100 of 600, $0.10 each so far: each needs $0.50 more; $1.01 left of $1.31
+    assert set(finish_first(1.31, 0.30, 600, [u(1, 100, 0.1), u(2, 100, 0.1), u(3, 100, 0.1)])) == {3}
+    assert set(finish_first(0.50, 0.30, 600, [u(1, 100, 0.1), u(2, 100, 0.1), u(3, 100, 0.1)])) == {2, 3}  # not 1
+    assert finish_first(5.0, 0.3, 600, [u(1, 100, 0.1), u(2, 100, 0.1), u(3, 100, 0.1)]) == {}
+    assert finish_first(1.0, 0.0, 600, [u(1, None, 0.0), u(2, None, 0.0)]) == {}  # nothing to estimate from yet
+    # a held trial goes before a queued one; a later, cheaper one may still fit
+    waits = finish_first(1.0, 0.4, 600, [u(1, 500, 0.4), u(2, 0, 0.0, running=False),
+                                         u(3, 300, 0.0, running=False, held=True)])
+    assert 3 not in waits and 2 in waits
+
