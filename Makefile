@@ -9,6 +9,7 @@ STAMP := $(VENV)/.installed
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
+	@echo "make: installing gpuorch with its dev extra (pytest, the cloud SDKs, emulators, playwright) into $(VENV)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(PY) -m pip install -q -e '.[dev]'
@@ -17,7 +18,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m gpuorch.demo
 
-# The system packages the tests need (sshd, chromium), listed, then installed if missing.
+# The system packages the tests need (sshd, chromium, podman), listed, then installed if missing.
 deps:
 	./scripts/deps.sh --list
 	./scripts/deps.sh

@@ -20,7 +20,10 @@ def parse_instant(text: str | datetime, now: datetime, *, ago: bool = False) -> 
         pass
     else:
         if raw and raw[-1].isalpha():  # a bare number is not a duration here: too easy to misread
-            return now + timedelta(seconds=-seconds if ago else seconds)
+            try:
+                return now + timedelta(seconds=-seconds if ago else seconds)
+            except (OverflowError, ValueError):  # past year 9999 (or before year 1)
+                raise ValueError(f"{raw!r} is further than a calendar reaches; give a shorter duration") from None
     try:
         when = datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except ValueError:

@@ -6,12 +6,22 @@
 # apt-get, it says what to install by hand and the tests that need it skip with that reason.
 set -euo pipefail
 
-# package, the command that shows it is installed, what needs it
+# package, the file (or command) that shows it is installed, what needs it
 PACKAGES=(
   "openssh-server|/usr/sbin/sshd|the SSH runner's tests drive a real, throwaway sshd on 127.0.0.1"
   "chromium|/usr/bin/chromium|the browser-marked dashboard tests (Playwright drives it)"
   "chromium-driver|/usr/bin/chromedriver|the browser-marked dashboard tests (Chromium's WebDriver)"
+  "podman|podman|the container-marked tests (scripts/install-podman.sh says why runc)"
+  "runc|runc|the container-marked tests: the OCI runtime podman uses here"
+  "busybox-static|/bin/busybox|the container-marked tests' smallest image"
 )
+
+installed() {
+  case "$1" in
+    /*) [ -x "$1" ] ;;
+    *) command -v "$1" >/dev/null 2>&1 ;;
+  esac
+}
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then
@@ -26,7 +36,7 @@ as_root() {
 missing=()
 for entry in "${PACKAGES[@]}"; do
   IFS='|' read -r pkg probe why <<<"$entry"
-  if [ -x "$probe" ]; then state="installed"; else state="missing"; missing+=("$pkg"); fi
+  if installed "$probe"; then state="installed"; else state="missing"; missing+=("$pkg"); fi
   if [ "${1:-}" = "--list" ]; then
     printf '%-16s %-10s %s\n' "$pkg" "$state" "$why"
   fi

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond the virtualenv. Idempotent; quiet when all is present.
 #   - System packages (scripts/deps.sh, also `make deps`): OpenSSH server for the SSH runner's
-#     tests, Chromium for the dashboard's browser tests.
+#     tests, Chromium for the dashboard's browser tests, podman/runc/busybox for the container tests.
 #   - Azurite (npm, into .azurite/): the az:// checkpoint store's tests run against it.
-#   - podman, runc, busybox-static (scripts/install-podman.sh): the `container`-marked tests.
 #   - the `workloads` extra (torch 2.13.0 CPU, transformers, peft): the `workloads`-marked tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +21,7 @@ as_root() {
   fi
 }
 
-# System packages (sshd, chromium): scripts/deps.sh says what it installs before installing it.
+# System packages (sshd, chromium, podman): scripts/deps.sh says what it installs before installing it.
 ./scripts/deps.sh
 
 # e2fsprogs (mkfs.ext4, debugfs) and blkid: the volume mount step's tests format a disk image
@@ -71,8 +70,6 @@ if [ ! -x .azurite/node_modules/.bin/azurite-blob ]; then
     fi
   fi
 fi
-
-./scripts/install-podman.sh
 
 # gpuorch.integrations' tests train real models: torch==2.13.0 is the CPU build kept on these
 # machines (pinned: any other version downloads a CUDA build of several GB).

@@ -47,6 +47,7 @@ from gpuorch.checkpoint import (
     wait_for_final,
     write_final,
 )
+from gpuorch.checkpoint.handoff import read_completed, write_completed
 
 log = logging.getLogger("gpuorch.agent")
 
@@ -110,8 +111,10 @@ class Agent:
             self.update(state="pulling")
             self.images = ImageHost.prepare(self.config.container, self.rundir)
         self._await_predecessor()
+        if self._completed_before():
+            return 0
         baseline = self._restore()
-        if self.store is not None:
+        if self.store is not None and self.config.upload_checkpoints:
             self.syncer = Syncer(
                 self.store,
                 self.prefix,
@@ -122,11 +125,26 @@ class Agent:
                 baseline,
             )
         env = job_env(self.config, self.rundir, self.checkpoint_dir, self.status.restored_from)
-        if self.config.setup:
+        if self.config.setup and self.images is None:  # in a container, setup runs in the job's own (ImageHost)
             code = self._supervise(self.config.setup, "setup", env)
             if code != 0 or self.terminate.is_set():
                 return self._finish(code)
         return self._finish(self._supervise(self.config.run, "running", env))
+
+    def _completed_before(self) -> bool:
+        """An earlier attempt already ran the job to its end (``handoff.read_completed``): report
+        its result and exit 0 without running the job again."""
+        if self.store is None:
+            return False
+        done = read_completed(self.store, self.prefix)
+        if done is None or done.attempt == self.config.attempt:
+            return False
+        log.info("attempt %d already completed the job; reporting its result instead of running it again",
+                 done.attempt)
+        if done.result is not None:
+            write_atomic(self.rundir / RESULT_FILE, json.dumps(done.result))
+        self.update(state="exited", exit_code=0, result=done.result, ended_at=time.time())
+        return True
 
     def _await_predecessor(self) -> None:
         attempt = self.config.predecessor_attempt
@@ -213,7 +231,16 @@ class Agent:
                     if time.time() > give_up:
                         log.warning("stopping before the last sync finished")
                         break
-        self.update(state="exited", exit_code=code, result=self._read_result(), ended_at=time.time())
+        result = self._read_result()
+        # Before reporting, so a relaunch does not run it again (exit 0 is success, as the daemon
+        # reads it, also after a notice).
+        if code == 0 and self.store is not None:
+            try:
+                if read_completed(self.store, self.prefix) is None:  # the first completion stands
+                    write_completed(self.store, self.prefix, self.config.attempt, result)
+            except Exception as e:  # the store is down: the daemon still hears of the exit (at least once)
+                log.warning("could not record the completion in the store: %s", e)
+        self.update(state="exited", exit_code=code, result=result, ended_at=time.time())
         return code
 
     def _read_result(self) -> dict[str, Any] | None:
@@ -286,7 +313,7 @@ class Agent:
 
     def _hand_off(self, phase: str) -> None:
         assert self.notice is not None
-        if self.store is not None:
+        if self.store is not None and self.config.upload_checkpoints:
             try:
                 write_final(self.store, self.prefix, self.config.attempt, self.status.last_checkpoint)
             except Exception:  # the successor then waits until its deadline instead

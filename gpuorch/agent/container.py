@@ -32,7 +32,8 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 # outside a container: to every process that catches it, and to those that do not unless a
 # descendant does (a launcher such as torchrun would die of it, and take its workers along).
 # The job's shell ($1, run by sh -c) traps that signal as a no-op first, as the agent's bash
-# does: in ``cd src && python train.py`` the shell would otherwise die of it.
+# does: in ``cd src && python train.py`` the shell would otherwise die of it. The job's
+# ``setup`` ($4, if any) runs before it in the same container, so what it installs is there.
 SIGNAL_PROXY = """\
 notify() {
   all=""; catch=" "; spared=" "
@@ -61,6 +62,7 @@ notify() {
 }
 for s in USR1 USR2 TERM INT HUP; do trap "kill -s $s -1 2>/dev/null" "$s"; done
 trap "notify $2 $3" "$2"
+if [ -n "$4" ]; then /bin/sh -c "$4" || exit $?; fi
 /bin/sh -c "trap : $2
 $1" &
 pid=$!
@@ -168,13 +170,15 @@ def run_argv(
     workdir: str,
     gpus: bool,
     signal: str = "SIGUSR1",
+    setup: Optional[str] = None,
     labels: Optional[Mapping[str, str]] = None,
 ) -> List[str]:
     """The full ``run`` command line for one of the job's commands.
 
     ``env``: the variables the job gets, passed by name only (the caller puts the same mapping
     into the runtime client's environment). ``mounts``: host directories, each bind-mounted at
-    its own path. ``signal``: the checkpoint signal, which the job's shell survives.
+    its own path. ``signal``: the checkpoint signal, which the job's shell survives. ``setup``:
+    run first, in the same container (a separate one would lose what it installs).
     ``--network host``: a job reaches what its instance reaches (rendezvous, object stores) and
     torchrun's ``MASTER_ADDR`` means the same inside. ``--ipc host``:
     PyTorch's data loader workers share memory through /dev/shm, which a container caps at 64 MB.
@@ -196,7 +200,7 @@ def run_argv(
     if number is None:
         raise ValueError(f"signal {signal!r} is not a signal name")
     argv += ["--entrypoint", "/bin/sh", config.image, "-c", SIGNAL_PROXY, "gpuorch-job", command, trapped,
-             str(int(number))]
+             str(int(number)), setup or ""]
     return argv
 
 

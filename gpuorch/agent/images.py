@@ -149,7 +149,9 @@ class ImageHost:
         self._record(name)
         _run(remove_argv(self.config.runtime, name), PROBE_TIMEOUT_S)
         inside = container_env(env, own)
-        argv = run_argv(self.config, name=name, command=command, env=inside, mounts=mounts,
+        # ``setup`` runs first in the same container: what it installs must be there for ``run``.
+        setup = agent.setup if phase == "running" else None
+        argv = run_argv(self.config, name=name, command=command, env=inside, mounts=mounts, setup=setup,
                         workdir=str(workdir.resolve()), gpus=self.gpus, signal=agent.signal,
                         labels={"gpuorch.job": str(agent.job_id), "gpuorch.attempt": str(agent.attempt)})
         client = dict(os.environ)

@@ -76,6 +76,9 @@ class AgentConfig:
     volume_dir: str | None = None
     # Spec ``image:``: setup and run execute in this container (``gpuorch.agent.container``).
     container: ContainerConfig | None = None
+    # False on the nodes of a multi-node gang other than node 0: they restore the job's
+    # checkpoint but never upload or hand off (rank 0's checkpoint is the job's).
+    upload_checkpoints: bool = True
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
@@ -91,7 +94,7 @@ class AgentConfig:
 
 @dataclass
 class AgentStatus:
-    state: str = "starting"  # starting, restoring, setup, running, checkpointing, exited, failed
+    state: str = "starting"  # starting, pulling (an image), restoring, setup, running, checkpointing, exited, failed
     pid: int | None = None  # the job's process group
     started_at: float | None = None
     running_since: float | None = None  # when this attempt's job command started (after restore)

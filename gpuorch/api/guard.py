@@ -26,6 +26,7 @@ PUBLIC = frozenset({"/v1/health"})  # answered without a token
 # The web dashboard (gpuorch/web) checks its own session cookie or bearer token on every page,
 # since a browser cannot send a bearer header on navigation; its bodies are bounded here still.
 OWN_AUTH_PREFIX = "/ui"
+OWN_AUTH_MAX_BODY = 16 * 1024  # its only body is the login form
 
 
 async def answer(send: Send, status: int, message: str) -> None:
@@ -53,7 +54,7 @@ class Guard:
             if why is not None:
                 await answer(send, 401, why)
                 return
-        limit = self.max_body
+        limit = min(self.max_body, OWN_AUTH_MAX_BODY) if own_auth else self.max_body
         too_large = f"request body over {limit} bytes (api.max_body_bytes); send less"
         length = headers.get("content-length")
         if length is not None and (not length.isascii() or not length.isdigit() or int(length) > limit):

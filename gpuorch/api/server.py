@@ -91,7 +91,8 @@ def _referenced_uploads(service: JobService) -> set[str]:
 
 def create_app(service: JobService, token: str, uploads: Path, limits: ApiConfig | None = None, *,
                daily_cap: float | None = None) -> FastAPI:
-    """The API over ``service``; ``limits`` (body, upload bytes and files) default to ``ApiConfig``'s."""
+    """The API over ``service``; ``limits`` (body, upload bytes and files) default to ``ApiConfig``'s;
+    ``daily_cap`` is the line on the dashboard's costs page."""
     limits = limits or ApiConfig()
     app = FastAPI(title="gpuorch", docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(Guard, token=token, max_body=limits.max_body_bytes)  # before FastAPI reads the body

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
-from gpuorch.checkpoint.manifest import final_key
+from gpuorch.checkpoint.manifest import ATTEMPTS, final_key, join_key
 from gpuorch.checkpoint.store import ObjectNotFound, ObjectStore
 
 
@@ -51,3 +52,36 @@ def wait_for_final(
         if remaining <= 0:
             return None
         time.sleep(min(poll, remaining))
+
+
+# -- the completion record: ``attempts/completed.json`` ---------------------------------------
+# Written by the agent once the job has exited 0 and its last checkpoint is synced, before the
+# agent reports. An attempt that finds it (its predecessor finished, then its instance vanished
+# before the daemon heard) reports that result instead of running the job a second time: a job
+# completes at most once, unless its instance dies between the job's exit and this write.
+
+
+@dataclass(frozen=True)
+class CompletedRecord:
+    attempt: int
+    result: dict[str, Any] | None  # the job's result file, as the agent read it
+    at: float
+
+
+def completed_key(prefix: str) -> str:
+    return join_key(prefix, f"{ATTEMPTS}completed.json")
+
+
+def write_completed(store: ObjectStore, prefix: str, attempt: int, result: dict[str, Any] | None) -> None:
+    record = CompletedRecord(attempt, result, time.time())
+    store.put_bytes(completed_key(prefix), json.dumps(asdict(record)).encode())
+
+
+def read_completed(store: ObjectStore, prefix: str) -> CompletedRecord | None:
+    try:
+        data = json.loads(store.get_bytes(completed_key(prefix)))
+        return CompletedRecord(int(data["attempt"]), data.get("result"), float(data["at"]))
+    except ObjectNotFound:
+        return None
+    except (ValueError, KeyError, TypeError):  # unreadable: not a completion the agent can trust
+        return None

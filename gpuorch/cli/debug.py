@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import typer
 
-from gpuorch.cli.app import JSON_OPTION, app, cli_config, emit_json, fail
+from gpuorch.cli.app import JSON_OPTION, app, cli_config, emit_json, fail, guard
 
 debug_app = typer.Typer(help="Try gpuorch by hand on the local and sim providers (simulated reclaims).",
                         no_args_is_help=True)
@@ -27,7 +27,6 @@ def preempt(job: str = typer.Argument(..., help="Job id, or the name of the newe
 
     Example: gpuorch debug preempt train --notice 30s
     """
-    from gpuorch.errors import GpuorchError, UserInputError
     from gpuorch.jobs import intent as jobs
     from gpuorch.provider.port import SupportsPreemptionInjection
     from gpuorch.registry import load_provider
@@ -41,11 +40,9 @@ def preempt(job: str = typer.Argument(..., help="Job id, or the name of the newe
     cfg = cli_config()
     store = Store(cfg.url)
     try:
-        with store.read() as s:
+        with guard(), store.read() as s:  # an unknown job: one line, exit 3
             j = jobs.find_job(s, job)
             live = [a for a in jobs.attempts_of(s, j.id or 0) if a.status.live and a.instance_id]
-    except UserInputError as e:
-        fail(str(e))
     finally:
         store.close()
     if not live:
@@ -54,17 +51,14 @@ def preempt(job: str = typer.Argument(..., help="Job id, or the name of the newe
     a = live[-1]
     if a.provider not in cfg.providers:
         fail(f"job: attempt {a.number} runs on provider {a.provider}, which this configuration does not enable")
-    try:
+    with guard():
         provider = load_provider(a.provider, cfg.providers[a.provider] or {}, cfg.home)
-    except GpuorchError as e:
-        fail(f"providers.{a.provider}: {e}")
     try:
         if not isinstance(provider, SupportsPreemptionInjection):
             fail(f"job: attempt {a.number} runs on {a.provider}, which cannot simulate a reclaim; "
                  "only providers with a simulated market (local, sim) can")
-        provider.inject_preemption(a.instance_id or "", notice_s)
-    except GpuorchError as e:
-        fail(f"{a.provider}: {e}", code=1)
+        with guard():
+            provider.inject_preemption(a.instance_id or "", notice_s)
     finally:
         provider.close()
     out = {"job": j.id, "name": j.name, "attempt": a.number, "provider": a.provider, "instance_id": a.instance_id,

@@ -19,7 +19,7 @@ import typer
 
 from gpuorch.cli.app import JSON_OPTION, app, cli_config, cli_store_location, emit_json, fail, guard
 from gpuorch.cli.output import WIDE_OPTION, daemon_warning, show
-from gpuorch.errors import UserInputError
+from gpuorch.errors import GpuorchError, UserInputError
 
 if TYPE_CHECKING:  # the CLI imports these when a command needs them
     from gpuorch.api.client import Client
@@ -83,10 +83,13 @@ def _plan_line(spec: Any) -> str:
     best = placement.candidates(spec, offline_offers(dict(cfg.providers), cfg.home), limit=1)
     if not best:
         return "plan: no enabled offer fits today; the daemon keeps it queued until one does"
-    c = best[0]
+    from gpuorch.reconciler.launching import gang_candidate
+
+    c = gang_candidate(best[0], spec.nodes)  # a gang: every node's price
     o = c.offer
     gpu = f"{o.gpu_count}x{o.gpu}" if o.gpu else "no GPU"
-    line = (f"plan: {o.provider} {o.zone} {o.instance_type} ({gpu}), {'spot' if c.spot else 'on-demand'} "
+    nodes = f"{spec.nodes} x " if spec.nodes > 1 else ""
+    line = (f"plan: {o.provider} {o.zone} {nodes}{o.instance_type} ({gpu}), {'spot' if c.spot else 'on-demand'} "
             f"at ${c.price_per_hour:.4f}/h")
     if c.est_hours > 0:
         return line + f"; estimated ${c.est_cost:.2f}, done in about {c.est_finish_hours:.2f} h"
@@ -155,16 +158,18 @@ def status(ctx: typer.Context, job: str = typer.Argument(None, help="Show one jo
             data = backend.jobs()
         else:
             detail = backend.job(job)
-        state = backend.daemon()
+    state = _daemon_state(backend)
     if json_out:  # the daemon's state is in the JSON; the warning line is for people
-        emit_json({"daemon": state, "jobs": data} if job is None else {**detail, "daemon": state})
+        # one job: its lease holder (a job row's "daemon") moves into the object, as "holder"
+        emit_json({"daemon": state, "jobs": data} if job is None
+                  else {**detail, "daemon": state and {**state, "holder": detail.get("daemon")}})
         return
     from rich.console import Console
     from rich.table import Table
 
     from gpuorch.store.heartbeat import warning
 
-    line = warning(state)
+    line = warning(state) if state is not None else None
     if line:
         typer.echo(f"warning: {line}", err=True)
 
@@ -189,6 +194,14 @@ def status(ctx: typer.Context, job: str = typer.Argument(None, help="Show one jo
         t.add_row(str(a["number"]), a["status"], a["reason"] or "-", where, a["instance_id"] or "-",
                   a["resumed_from"] or "-", a["last_checkpoint"] or "-", lost, f"${a['cost']:.4f}")
     show(t, wide=wide)
+
+
+def _daemon_state(backend: Any) -> dict[str, Any] | None:
+    """The daemons' heartbeats; None from a server older than ``GET /v1/daemon`` (status still works)."""
+    try:
+        return backend.daemon()
+    except GpuorchError:
+        return None
 
 
 def _deadline_cell(d: dict[str, Any] | None) -> str:

@@ -16,7 +16,8 @@ SERVER_EXTRA = "pip install 'gpuorch[server]'"
 def serve(host: str = typer.Option(None, "--host", help="Listen address (default api.host: 127.0.0.1)."),
           port: int = typer.Option(None, "--port", help="Listen port (default api.port: 8765; 0 picks one)."),
           verbose: bool = typer.Option(False, "-v", "--verbose")) -> None:
-    """Serve the HTTP API (submit, status, cancel, events, logs) with token authentication.
+    """Serve the HTTP API (submit, status, cancel, events, logs) and the read-only web dashboard (/ui/),
+    both behind the API token.
 
     Example: GPUORCH_API_TOKEN=... gpuorch serve --port 8765  (dashboard: http://127.0.0.1:8765/ui/)
     """

@@ -10,7 +10,13 @@ from importlib.metadata import entry_points
 from gpuorch.doctor.context import Context
 from gpuorch.doctor.findings import Finding
 from gpuorch.errors import UserInputError
-from gpuorch.provider.port import SupportsDoctor
+from gpuorch.provider.port import (
+    Provider,
+    SupportsDoctor,
+    SupportsPreemptionInjection,
+    SupportsPriceRefresh,
+    SupportsVolumes,
+)
 from gpuorch.registry import GROUP
 
 
@@ -47,7 +53,20 @@ def check_providers(ctx: Context) -> Iterator[Finding]:
             yield Finding.fail(f"provider {name}", f"cannot be set up: {type(e).__name__}: {e}",
                                f"check providers.{name} in the config and the adapter's installation")
         else:
-            yield Finding.ok(f"provider {name}", "enabled and loaded")
+            yield Finding.ok(f"provider {name}", f"enabled and loaded; {capabilities(ctx.providers[name])}")
+
+
+def capabilities(provider: Provider) -> str:
+    """What this adapter can do, read off its capabilities (never its name): the doctor says it
+    so that a missing feature (volumes, containers, several nodes) is not a surprise later."""
+    has = [label for label, cap in (("volumes", SupportsVolumes), ("live price refresh", SupportsPriceRefresh),
+                                    ("simulated reclaims (debug preempt)", SupportsPreemptionInjection),
+                                    ("self-check", SupportsDoctor)) if isinstance(provider, cap)]
+    if provider.runs_containers:
+        has.append("container images")
+    if provider.max_nodes > 1:
+        has.append(f"up to {provider.max_nodes} nodes per job")
+    return "capabilities: " + (", ".join(has) or "none beyond the port")
 
 
 def check_credentials(ctx: Context) -> Iterator[Finding]:

@@ -250,15 +250,31 @@ def check_file_modes(ctx: Context) -> Iterator[Finding]:
     yield from mode_findings(ctx.config.home, sqlite_path(ctx.config.url))
 
 
+SHARED_GROUP = "gpuorch"
+
+
+def _group_name(gid: int) -> str | None:
+    import grp
+
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return None
+
+
 def mode_findings(home: Path, db: Path | None) -> list[Finding]:
     paths = [home, home / "logs"] + ([db, Path(f"{db}-wal"), Path(f"{db}-shm")] if db is not None else [])
     wide = []
     for p in paths:
         try:
-            mode = stat.S_IMODE(p.stat().st_mode)
+            st = p.stat()
         except OSError:
             continue
-        if mode & 0o077:
+        mode = stat.S_IMODE(st.st_mode)
+        # The systemd unit shares the state with the gpuorch group (StateDirectoryMode=0770,
+        # UMask=0007) so its members can run the CLI: group access is that group's only.
+        allowed = 0o070 if _group_name(st.st_gid) == SHARED_GROUP else 0
+        if mode & 0o077 & ~allowed:
             wide.append(f"{p} is {mode:04o}")
     if not wide:
         return [Finding.ok("file modes", f"{home} and the database are private to their owner")]

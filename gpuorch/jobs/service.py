@@ -293,12 +293,15 @@ class JobService:
         (``submitcheck.sweep_deadline_check``) or a name still active; ``warning`` is the line for
         a sweep accepted with a caveat (only on-demand meets the deadline).
         """
-        from gpuorch.jobs.submitcheck import sweep_deadline_check
-        from gpuorch.registry import offline_offers
+        from gpuorch.jobs.submitcheck import sweep_deadline_check, workload_check
+        from gpuorch.registry import offline_offers, provider_class
         from gpuorch.sweeps import intent
 
         now = self.now()
         job = trials[0][1] if trials else None
+        if job is not None and (job.image is not None or job.nodes > 1) and self.providers is not None:
+            enabled = self.providers() if callable(self.providers) else self.providers  # trials share one template
+            workload_check(job, {name: provider_class(name) for name in enabled}, source)
         offers: list[Any] = []
         if job is not None and (job.resources.gpu is not None or job.model is not None):
             if self.providers is None:

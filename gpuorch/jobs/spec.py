@@ -409,6 +409,17 @@ class JobSpec(Strict):
                 update={"distributed": d or Distributed()})})
         return self if d is self.distributed else self.model_copy(update={"distributed": d})
 
+    @model_validator(mode="after")
+    def _distributed_nodes(self) -> JobSpec:
+        """A gang (``nodes`` > 1) trains across instances: a declared ``distributed: none`` (one
+        GPU in all) contradicts it. An undeclared strategy is left to the job's own launcher."""
+        d = self.distributed
+        if self.nodes > 1 and d is not None and d.strategy == "none":
+            raise ValueError(f"distributed: strategy none runs on one GPU, but nodes: {self.nodes} asks for "
+                             f"{self.nodes} instances; declare the strategy that spans them (ddp, fsdp, zero2, zero3) "
+                             "or use nodes: 1")
+        return self
+
     @property
     def strategy(self) -> Distributed:
         return self.distributed or Distributed()

@@ -31,6 +31,7 @@ TAG_MANAGED = "gpuorch:managed"
 TAG_JOB = "gpuorch:job"
 TAG_ATTEMPT = "gpuorch:attempt"
 TAG_OWNER = "gpuorch:owner"  # the installation (state store) the resource belongs to
+TAG_NODE = "gpuorch:node"  # "<rank>-of-<nodes>" on each instance of a multi-node gang (spec ``nodes:``)
 
 
 def managed_tags(job_id: int, attempt: int, owner: str = "") -> dict[str, str]:
@@ -79,15 +80,24 @@ class LaunchRequest(Model):
     volumes: tuple[VolumeSpec, ...] = ()
     max_lifetime_s: float | None = None  # cloud-side backstop where the provider has one
     owner: str = ""  # installation id; two gpuorch installations sharing an account never touch each other's
+    # A multi-node gang (spec ``nodes:``): this instance is node ``node`` of ``nodes``, placed in
+    # the attempt's ``placement_group`` (the cloud's cluster placement, created by the provider).
+    node: int = 0
+    nodes: int = 1
+    placement_group: str | None = None
 
     @property
     def client_token(self) -> str:
-        """Unique per (owner, job, attempt): see ``client_token``."""
-        return client_token(self.job_id, self.attempt, self.owner)
+        """Unique per (owner, job, attempt, node): see ``client_token``; node 0's is the attempt's."""
+        token = client_token(self.job_id, self.attempt, self.owner)
+        return f"{token}-n{self.node}" if self.node else token
 
     @property
     def tags(self) -> dict[str, str]:
-        return managed_tags(self.job_id, self.attempt, self.owner)
+        tags = managed_tags(self.job_id, self.attempt, self.owner)
+        if self.nodes > 1:
+            tags[TAG_NODE] = f"{self.node}-of-{self.nodes}"
+        return tags
 
 
 class InstanceState(StrEnum):

@@ -12,6 +12,7 @@ offer class; a transient failure leaves it requested, and the next pass repeats 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from sqlalchemy import func
@@ -20,6 +21,8 @@ from sqlmodel import select
 from gpuorch.errors import AuthError, NoCapacityError, PermanentError, ProviderError, QuotaError
 from gpuorch.jobs import events
 from gpuorch.ops.crashpoints import crashpoint
+from gpuorch.placement.rank import Candidate
+from gpuorch.provider.gang import gang_cost_per_hour
 from gpuorch.provider.port import LaunchRequest, Offer, Provider
 from gpuorch.reconciler import actions as A
 from gpuorch.reconciler.money import Money, Txn
@@ -31,6 +34,21 @@ from gpuorch.store.models import Event as EventRow
 def backoff_key(provider: str, region: str = "", instance_type: str = "", spot: bool | None = None) -> str:
     parts = [provider, region, instance_type] + ([] if spot is None else ["spot" if spot else "on-demand"])
     return "/".join(p for p in parts if p)
+
+
+def gang_candidate(cand: Candidate, nodes: int) -> Candidate:
+    """``cand`` as a gang of ``nodes`` instances bills: every price times ``nodes``, so the
+    budget check, the attempt's price and its cost count every node (the provider launches the
+    offer's instance type ``nodes`` times)."""
+    if nodes <= 1:
+        return cand
+    o = cand.offer
+    spot = o.spot_price_per_hour
+    offer = o.model_copy(update={"price_per_hour": gang_cost_per_hour(o.price_per_hour, nodes),
+                                 "spot_price_per_hour": None if spot is None else gang_cost_per_hour(spot, nodes)})
+    ranked = cand.ranked_price_per_hour
+    return replace(cand, offer=offer, est_cost=cand.est_cost * nodes,
+                   ranked_price_per_hour=None if ranked is None else ranked * nodes)
 
 
 def attempt_offer(row: Attempt) -> Offer:
@@ -72,7 +90,7 @@ class Launching:
         job_id = view.job.id or 0
         refused: str | None = None
         for k in range(start, len(action.candidates)):
-            cand = action.candidates[k]
+            cand = gang_candidate(action.candidates[k], view.spec.nodes)  # a gang is admitted for every node
             o = cand.offer
             with self._txn(job_id) as (s, job):
                 refused = self.money.admit(s, job, view.spec, cand, now)
@@ -108,7 +126,7 @@ class Launching:
             return False
         req = LaunchRequest(job_id=job_id, attempt=row.number, offer=attempt_offer(row), spot=row.spot,
                             disk_gib=view.spec.resources.disk, owner=self.installation_id,
-                            max_lifetime_s=self.settings.max_lifetime_s)
+                            max_lifetime_s=self.settings.max_lifetime_s, nodes=view.spec.nodes)
         try:
             inst = provider.launch(req)
         except (NoCapacityError, QuotaError) as e:

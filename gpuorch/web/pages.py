@@ -6,6 +6,7 @@ Pages carry no script; charts are inline SVG (``web.svg``); one stylesheet from 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from html import escape
@@ -32,6 +33,8 @@ def _cell(v: Any) -> str:
         return "-"
     if isinstance(v, float):
         return f"{v:.6g}"
+    if isinstance(v, dict | list):
+        return f"<code>{escape(json.dumps(v))}</code>"
     return escape(str(v))
 
 
@@ -83,11 +86,18 @@ def _job_link(j: dict[str, Any]) -> str:
     return f'<a href="/ui/jobs/{j["id"]}">{escape(str(j["id"]))}</a>'
 
 
+MAX_JOB_ROWS = 500  # newest first; the rest through `gpuorch status --json`
+
+
 def jobs_page(data: dict[str, Any]) -> str:
+    newest = list(reversed(data["jobs"]))[:MAX_JOB_ROWS]
     rows = [[_job_link(j), escape(j["name"]), _status(j["status"]), str(j["attempts"]), str(j["preemptions"]),
              escape(j["where"] or "-"), escape(j["last_checkpoint"] or "-"), _usd(j["cost"]),
-             escape(j["message"] or "")] for j in reversed(data["jobs"])]
+             escape(j["message"] or "")] for j in newest]
     body = table(["ID", "NAME", "STATUS", "ATT", "PREEMPT", "WHERE", "CHECKPOINT", "COST", "NOTE"], rows, "jobs")
+    if len(data["jobs"]) > len(newest):
+        body += (f"<p class=hint>The newest {len(newest)} of {len(data['jobs'])} jobs; "
+                 "<code>gpuorch status --json</code> lists them all.</p>")
     if not data["jobs"]:
         body = "<p>No jobs yet: <code>gpuorch submit job.yaml</code>.</p>"
     return layout("Jobs", body, "jobs", data["daemon"])
@@ -221,5 +231,5 @@ def daemon_page(data: dict[str, Any]) -> str:
             f"last pass {_ts(d['last_pass_at'])} UTC"
             + (f" ({d['age_s']:.0f} s ago, {escape(d['last_outcome'] or '')})" if d["age_s"] is not None else "")
             + "</p>" + table(["DAEMON", "HOST", "PID", "VERSION", "ALIVE", "STARTED", "LAST PASS", "OUTCOME",
-                              "STOPPED", "JOBS HELD (LEASES)"], rows, "daemons"))
+                              "STOPPED", "JOBS HELD"], rows, "daemons"))
     return layout("Daemon", body, "daemon", d)

@@ -36,6 +36,16 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return [round(first + i * step, 12) for i in range(int((hi - first) / step + 1e-9) + 1)]
 
 
+TIME_STEPS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+
+
+def _time_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """About ``n`` ticks on whole seconds, minutes or hours (epoch seconds)."""
+    step = next((s for s in TIME_STEPS_S if s >= (hi - lo) / n), 86400 * math.ceil((hi - lo) / n / 86400))
+    first = math.ceil(lo / step) * step
+    return [first + i * step for i in range(int((hi - first) // step) + 1)]
+
+
 def _fmt(v: float) -> str:
     return f"{v:.4g}"
 
@@ -77,7 +87,7 @@ def line_chart(series: Sequence[tuple[str, Sequence[Point]]], *, title: str, x_l
     for t in _ticks(y0, y1):
         out.append(f'<text x="{left - 4}" y="{sy(t) + 4:.1f}" text-anchor="end" class="tick">{_fmt(t)}</text>')
     time_format = "%H:%M:%S" if x1 - x0 < 600 else "%H:%M" if x1 - x0 < 2 * 86400 else "%m-%d"
-    for t in _ticks(x0, x1):
+    for t in _time_ticks(x0, x1) if x_is_time else _ticks(x0, x1):
         label = f"{datetime.fromtimestamp(t, UTC):{time_format}}" if x_is_time else _fmt(t)
         out.append(f'<text x="{sx(t):.1f}" y="{height - bottom + 16}" text-anchor="middle" class="tick">'
                    f'{escape(label)}</text>')

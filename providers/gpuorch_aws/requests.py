@@ -112,3 +112,47 @@ def free_device(instance: Mapping[str, Any]) -> str:
         if dev not in used and dev.replace("/dev/sd", "/dev/xvd") not in used:
             return dev
     raise ValueError(f"instance {instance.get('InstanceId')} has no free device name for another volume")
+
+
+# -- multi-node gangs (spec ``nodes:``) -----------------------------------------------------------
+# EFA interfaces per instance type (AWS: "Supported instance types" for EFA, one per network card
+# on the multi-card types). A gang of these gets them; other types use their ENA network.
+EFA_INTERFACES = {"p4d.24xlarge": 4, "p4de.24xlarge": 4, "p5.48xlarge": 32, "p5e.48xlarge": 32,
+                  "p5en.48xlarge": 16, "g6e.48xlarge": 4, "g5.48xlarge": 1, "trn1.32xlarge": 8}
+
+
+def placement_group_kwargs(name: str, tags: Mapping[str, str]) -> dict[str, Any]:
+    """CreatePlacementGroup for one gang: a ``cluster`` group packs its instances close together
+    in one zone (lowest latency, highest throughput between them), tagged like the attempt."""
+    return {"GroupName": name, "Strategy": "cluster",
+            "TagSpecifications": tag_specifications(tags, ["placement-group"])}
+
+
+def efa_network_interfaces(instance_type: str, subnet_id: str,
+                           security_group_ids: Sequence[str] = ()) -> list[dict[str, Any]] | None:
+    """RunInstances ``NetworkInterfaces`` with every EFA the type has (None: it has none). The
+    first card's interface is the instance's primary one (device 0); the others are device 1
+    of their own network card, as AWS requires for multi-card types."""
+    count = EFA_INTERFACES.get(instance_type, 0)
+    if count == 0:
+        return None
+    return [{"NetworkCardIndex": card, "DeviceIndex": 0 if card == 0 else 1, "InterfaceType": "efa",
+             "SubnetId": subnet_id, "Groups": list(security_group_ids), "DeleteOnTermination": True}
+            for card in range(count)]
+
+
+def gang_run_instances_kwargs(kwargs: Mapping[str, Any], request: LaunchRequest) -> dict[str, Any]:
+    """One gang node's RunInstances body: ``run_instances_kwargs``'s, placed in the gang's cluster
+    placement group, with EFA where the type has it (the subnet and security groups move into
+    the interfaces, where EC2 then wants them)."""
+    out = dict(kwargs)
+    if request.placement_group:
+        out["Placement"] = {**kwargs["Placement"], "GroupName": request.placement_group}
+    subnet = kwargs.get("SubnetId")
+    efa = efa_network_interfaces(request.offer.instance_type, subnet, kwargs.get("SecurityGroupIds", ())) \
+        if subnet else None
+    if efa:
+        out.pop("SubnetId", None)
+        out.pop("SecurityGroupIds", None)
+        out["NetworkInterfaces"] = efa
+    return out

@@ -109,3 +109,33 @@ def login_key(cloud_config: Mapping[str, Any], fallback: str | None) -> str | No
     login key), else ``fallback`` (a key from the request)."""
     keys = cloud_config.get("ssh_authorized_keys") or ()
     return str(keys[0]) if keys else fallback
+
+
+# -- multi-node gangs (spec ``nodes:``) -----------------------------------------------------------
+# Sizes with an InfiniBand interface (the "r" in the name: RDMA). IB connects VMs of one
+# proximity placement group and one availability set or scale set; others use their Ethernet.
+INFINIBAND_SIZES = ("Standard_ND96asr_v4", "Standard_ND96amsr_A100_v4", "Standard_ND96isr_H100_v5",
+                    "Standard_ND96isr_H200_v5", "Standard_HB120rs_v3", "Standard_HB176rs_v4")
+
+
+def proximity_placement_group_body(location: str, zone: str | None, vm_size: str,
+                                   tags: Mapping[str, str]) -> dict[str, Any]:
+    """PUT ``.../proximityPlacementGroups/{name}`` for one gang: a Standard group whose intent
+    names the gang's size, so Azure picks a datacenter that has it, pinned to the gang's zone."""
+    body: dict[str, Any] = {"location": location, "tags": azure_tags(tags),
+                            "properties": {"proximityPlacementGroupType": "Standard",
+                                           "intent": {"vmSizes": [vm_size]}}}
+    if zone:
+        body["zones"] = [zone]
+    return body
+
+
+def has_infiniband(vm_size: str) -> bool:
+    return vm_size in INFINIBAND_SIZES
+
+
+def with_proximity_placement_group(body: Mapping[str, Any], group_id: str) -> dict[str, Any]:
+    """A gang node's VM body: ``vm_body``'s, in the gang's proximity placement group."""
+    props = dict(body["properties"])
+    props["proximityPlacementGroup"] = {"id": group_id}
+    return {**body, "properties": props}

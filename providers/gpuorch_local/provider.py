@@ -30,6 +30,7 @@ from gpuorch.provider import (
     Runner,
     utcnow,
 )
+from gpuorch.provider.gang import launch_gang, master_port, node_requests
 from gpuorch.provider.localdir import (
     REASON_TERMINATED,
     InstanceDir,
@@ -40,6 +41,7 @@ from gpuorch.provider.localdir import (
     spawn_detached,
 )
 
+from .gang import GangRunner, end_gang, gang_dirs, observe_gang
 from .market import PROVIDER, default_offers, host_offers
 
 _ID = re.compile(r"local-[A-Za-z0-9][A-Za-z0-9_.-]{0,120}")
@@ -72,6 +74,7 @@ class LocalProvider(Provider):
     runner_outlives_instance = True  # the run dir stays after the process groups are killed
     runners_may_block = False  # its runner reads and writes local files
     runs_containers = True  # through podman or docker on this host (providers.local.container)
+    max_nodes = 8  # gangs of instance directories, one instance to the daemon (gang.py)
 
     def __init__(self, home: Path, offers: list[Offer] | None = None, boot_s: float = 0.0,
                  container: ContainerConfig | None = None) -> None:
@@ -125,6 +128,12 @@ class LocalProvider(Provider):
         has run out since. Raises PermanentError for an offer this provider does not sell, and
         NoCapacityError for a market the capacity knob marks unavailable.
         """
+        if request.nodes > 1 and request.node == 0:  # a gang: all nodes or none; node 0 stands for it
+            launch_gang(_Nodes(self), node_requests(request, request.nodes))
+            return self.get(instance_id_for(request.client_token))
+        return self._launch_one(request)
+
+    def _launch_one(self, request: LaunchRequest) -> Instance:
         inst = InstanceDir(self.instances_dir / instance_id_for(request.client_token))
         try:
             return inst.observe().to_instance()
@@ -154,8 +163,13 @@ class LocalProvider(Provider):
         return o
 
     def get(self, instance_id: str) -> Instance:
-        """Raises NotFoundError for an id that was never launched here. Settles due preemptions."""
-        return self._instance(instance_id).observe().to_instance()
+        """Raises NotFoundError for an id that was never launched here. Settles due preemptions
+        (and a gang's one fate: ``gang.observe_gang``)."""
+        inst = self._instance(instance_id)
+        nodes = gang_dirs(self.instances_dir, inst.read())
+        if nodes is not None:
+            return observe_gang(nodes, utcnow()).to_instance()
+        return inst.observe().to_instance()
 
     def list_managed(self) -> list[Instance]:
         """Every directory whose record carries the managed tag, ended ones included."""
@@ -165,6 +179,11 @@ class LocalProvider(Provider):
                 continue
             try:
                 meta = InstanceDir(path).observe()
+                nodes = gang_dirs(self.instances_dir, meta)
+                if nodes is not None:  # a gang is node 0's instance; its other nodes share its fate
+                    meta = observe_gang(nodes, utcnow())
+                    if nodes[0].path != path:
+                        continue
             except (NotFoundError, ValueError):  # no record (yet), or not one of ours
                 continue
             if meta.tags.get(TAG_MANAGED) == "true":
@@ -180,12 +199,22 @@ class LocalProvider(Provider):
         if not inst.meta_file.exists():
             return
         try:
+            nodes = gang_dirs(self.instances_dir, inst.read())
+            if nodes is not None:
+                end_gang(nodes, utcnow())
+                return
             inst.end(InstanceState.TERMINATED, REASON_TERMINATED)
         except NotFoundError:
             return  # removed while we were at it
 
     def runner(self, instance: Instance) -> Runner:
-        return LocalRunner(self._instance(instance.id).path, container=self.container)
+        inst = self._instance(instance.id)
+        nodes = gang_dirs(self.instances_dir, inst.read()) if inst.meta_file.exists() else None
+        if nodes is None:
+            return LocalRunner(inst.path, container=self.container)
+        meta = inst.read()
+        return GangRunner([LocalRunner(d.path, container=self.container) for d in nodes],
+                          nproc_per_node=max(1, meta.offer.gpu_count), port=master_port(meta.client_token))
 
     # -- capabilities and knobs --------------------------------------------------------------
     def inject_preemption(self, instance_id: str, notice_s: float) -> None:
@@ -201,8 +230,12 @@ class LocalProvider(Provider):
         meta = inst.announce(now + timedelta(seconds=notice_s), now)
         if not meta.state.alive or meta.preemption_deadline is None:
             return
-        spawn_detached([sys.executable, "-m", "gpuorch_local.reaper", str(inst.path)],
-                       cwd=inst.path, log=inst.path / "reaper.log", packages=("gpuorch_local",))
+        nodes = gang_dirs(self.instances_dir, meta) or [inst]
+        if len(nodes) > 1:  # a notice on one node is a notice to the whole gang
+            observe_gang(nodes, now)
+        for node in nodes:
+            spawn_detached([sys.executable, "-m", "gpuorch_local.reaper", str(node.path)],
+                           cwd=node.path, log=node.path / "reaper.log", packages=("gpuorch_local",))
 
     def doctor(self) -> list[Finding]:
         """``SupportsDoctor``: the local provider needs no credentials, only its state directory."""
@@ -223,3 +256,16 @@ class LocalProvider(Provider):
         Same signature as ``FakeProvider.set_capacity``.
         """
         capacity.set_available(self.home, zone, instance_type, spot, available)
+
+
+class _Nodes:
+    """The local provider's single-instance launch and terminate, for ``launch_gang``."""
+
+    def __init__(self, provider: LocalProvider) -> None:
+        self.provider = provider
+
+    def launch(self, request: LaunchRequest) -> Instance:
+        return self.provider._launch_one(request)
+
+    def terminate(self, instance_id: str) -> None:
+        self.provider._instance(instance_id).end(InstanceState.TERMINATED, REASON_TERMINATED)

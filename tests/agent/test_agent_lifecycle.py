@@ -10,6 +10,7 @@ from agent_harness import FAKE_JOB, REPO, job_env_seen
 
 from gpuorch.agent.protocol import read_status
 from gpuorch.checkpoint import latest, list_manifests, open_store, read_final, upload, write_final
+from gpuorch.checkpoint.handoff import completed_key
 
 
 def test_exit_code_and_result_propagate(start_agent):
@@ -70,6 +71,8 @@ def test_checkpoints_are_uploaded_while_the_job_runs(start_agent, store_url):
 def test_second_attempt_restores_the_latest_checkpoint(start_agent, store_url):
     first = start_agent("attempt1", run=FAKE_JOB, env={"STEPS": "5", "EVERY": "5"}, checkpoint_url=store_url)
     assert first.wait_exit().last_checkpoint == "step-5"
+    store, prefix = open_store(store_url)  # as if attempt 1 was reclaimed after its last checkpoint,
+    store.delete(completed_key(prefix))  # before it finished: a finished job is never run again
 
     second = start_agent(
         "attempt2", run=FAKE_JOB, env={"STEPS": "8", "EVERY": "4"}, checkpoint_url=store_url, attempt=2

@@ -26,6 +26,7 @@ import yaml
 
 from gpuorch.agent.protocol import read_status
 from gpuorch.checkpoint import list_manifests, open_store
+from gpuorch.checkpoint.handoff import read_completed
 from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
 from gpuorch.money.cost import attempt_cost, price_changes
@@ -205,7 +206,7 @@ class Night:
                                        price_per_hour=a.price_per_hour, billing_granularity_s=a.billing_granularity_s,
                                        min_billing_s=a.min_billing_s, price_changes=a.price_changes)
             billed += attempt_cost(interval, now)  # type: ignore[arg-type]
-            slack += 2 * RECORD_LAG_S * max(a.price_per_hour, *(p for _, p in price_changes(a))) / 3600
+            slack += 2 * RECORD_LAG_S * max([a.price_per_hour, *(p for _, p in price_changes(a))]) / 3600
         recorded = sum(attempt_cost(a, now) for a in rows.values() if a.launched_at is not None)
         assert abs(recorded - billed) <= slack + 1e-9, f"attempts cost {recorded:.4f}, the sim billed {billed:.4f}"
         return {"billed": round(billed, 4), "recorded": round(recorded, 4), "slack": round(slack, 4)}
@@ -222,6 +223,15 @@ class Night:
             won = [n for n, a in rows.items() if a.reason and a.reason.value == "succeeded"]
             assert len(won) == 1, f"{job.name}: succeeded attempts {won}"
             events = self.ledger(job)
+            # At most once: once a completion is durable (the agent's record, written before it
+            # reports), no attempt that starts later runs the job to its end again. (One started
+            # before it, on a notice's replacement, may: nothing told it yet.)
+            record = read_completed(*open_store((self.home / "ckpt").as_uri() + f"/{job.name}-{job.id}"))
+            assert record is not None, f"{job.name}: succeeded without a completion record"
+            started = {a: t for t, a, kind, _ in events if kind == "start"}
+            again = [a for _, a, kind, _ in events if kind == "done" and started.get(a, 0.0) > record.at]
+            assert not again, f"{job.name}: attempts {again} started after attempt {record.attempt}'s completion " \
+                              "was recorded, and ran the job to its end again"
             for _, attempt, _, _ in (e for e in events if e[2] == "done" and e[1] != won[0]):
                 # A finish counts once: another attempt that got there was killed before its agent
                 # could report it (an agent that did report means the daemon ran the job again).

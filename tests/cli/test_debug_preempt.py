@@ -50,6 +50,6 @@ def test_debug_preempt_reclaims_the_running_instance_after_its_notice(_isolated_
 
 def test_debug_preempt_refuses_bad_input_in_one_line():
     r = runner.invoke(app, ["debug", "preempt", "nope"])
-    assert r.exit_code == 2 and r.output.count("\n") == 1 and "no job 'nope'" in r.output
+    assert r.exit_code == 3 and r.output.count("\n") == 1 and "no job 'nope'" in r.output
     r = runner.invoke(app, ["debug", "preempt", "nope", "--notice", "soon"])
     assert r.exit_code == 2 and r.output.startswith("error: --notice: ") and r.output.count("\n") == 1

@@ -172,3 +172,21 @@ def test_queued_jobs_with_the_same_needs_are_placed_once_on_an_index_kept_across
     rec.run_pass()
     assert rec.offers.index() is index and len(index.placed) == 1  # same catalog: same index, same memo
     assert fake.count("offers") == 1
+
+
+def test_queued_jobs_left_for_a_later_batch_cost_no_query(tmp_path, clock):
+    from gpuorch.store import Store
+
+    counts = []
+    for n in (3, 12):
+        store = Store(f"sqlite:///{tmp_path / f'q{n}.db'}")
+        fake, rec = make(store, clock, launch_batch=1)
+        for i in range(n):
+            jobs.submit(store, parse_spec({**SPEC, "name": f"q{i}"}), clock.now())
+        rec.run_pass()  # offers read, one job launched
+        clock.advance(2)
+        with statements(store) as seen:
+            rec.run_pass()  # the next one launched; the other n - 2 wait, untouched
+        counts.append(len(seen))
+        store.close()
+    assert counts[0] == counts[1]

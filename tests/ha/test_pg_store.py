@@ -159,3 +159,18 @@ def test_moved_is_refused_by_a_v3_enum_and_accepted_after_migration(pg_url):
 def test_a_fresh_database_has_every_reason(store):
     with store.read() as s:
         assert _labels(s) == [r.name for r in TerminationReason]
+
+
+def test_heartbeats_and_lease_holders_on_postgres(store):
+    from gpuorch.store.heartbeat import Beater, read_state
+
+    now = datetime(2026, 3, 1, 8, tzinfo=UTC)
+    Beater(store, "a/1/x", 5.0, "t").started(now)
+    b = Beater(store, "b/2/y", 5.0, "t")
+    b.started(now)
+    b.passed(now + timedelta(seconds=1), "ok")
+    with store.write() as s:
+        s.add(Job(name="j", spec="{}", created_at=now, lease_owner="b/2/y", lease_expires=now + timedelta(minutes=1)))
+    state = read_state(store, now + timedelta(seconds=2))
+    assert state["alive"] and state["last_pass_at"] == now + timedelta(seconds=1)
+    assert {d["owner"]: d["jobs_held"] for d in state["daemons"]} == {"a/1/x": 0, "b/2/y": 1}

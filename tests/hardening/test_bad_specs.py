@@ -118,10 +118,8 @@ def test_duplicate_nested_keys_are_refused(tmp_path):
 
 
 def test_aliases_are_refused(tmp_path):
-    lol = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"{c}: &{c} [{', '.join(['*' + chr(ord(c) - 1)] * 9)}]\n" for c in "bcdefg")
-    assert "alias" in load_text(tmp_path, "name: a\nrun: x\nenv:\n  X: y\nextra:\n" + "".join(
-        "  " + line + "\n" for line in lol.splitlines()))
+    # each variable repeats the one before it: a few hundred bytes that expand without bound
+    assert "alias" in load_text(tmp_path, "name: a\nrun: x\nenv:\n  A: &a 'xxxxxxxxxxxxxxxx'\n  B: *a\n  C: *a\n")
 
 
 def test_explicit_tags_are_refused(tmp_path):
@@ -152,3 +150,13 @@ def test_a_provider_that_is_not_enabled_is_refused_and_nothing_is_stored(store, 
     with pytest.raises(UserInputError, match=r"providers: 'nosuchcloud' is not an enabled provider"):
         service.submit(parse_spec({**BASE, "providers": ["nosuchcloud"]}), "job.yaml")
     assert service.jobs() == []
+
+
+def test_more_cpus_than_any_offer_has_is_refused_not_queued_forever(store, tmp_path):
+    from gpuorch.jobs.service import JobService
+
+    service = JobService(store, tmp_path, providers={"local": {}})
+    with pytest.raises(UserInputError, match=r"resources\.cpus: 4000 is more than any offer has"):
+        service.submit(parse_spec({**BASE, "resources": {"cpus": 4000}}), "job.yaml")
+    assert service.jobs() == []
+    assert service.submit(parse_spec({**BASE, "resources": {"cpus": 2}}), "job.yaml")["status"] == "queued"

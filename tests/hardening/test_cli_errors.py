@@ -170,3 +170,9 @@ def test_submit_on_a_full_disk_is_one_line_exit_1(tmp_path):
         pytest.skip(f"cannot mount a tmpfs here: {p.stderr.strip()[:200]}")
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: disk full"), p.stderr
+
+
+@pytest.mark.parametrize("args", [["cost", "--since", "99999999999999999d"]])
+def test_durations_past_the_calendar_are_one_line(args):
+    r = cli(*args)
+    assert r.exit_code == 2 and "shorter duration" in one_line(r)

@@ -239,3 +239,9 @@ def test_the_embedded_providers_pass_their_own_self_check(database, tmp_path, pr
     found = by_check(report, f"provider {provider}")
     assert found and all(f["status"] == "ok" for f in found), found  # never "upgrade the adapter"
     assert any("no credentials needed" in f["message"] for f in found)
+
+
+def test_each_enabled_provider_lists_its_own_capabilities(database):
+    code, report = doctor()  # the default configuration enables local
+    [loaded] = [f for f in by_check(report, "provider local") if "enabled and loaded" in f["message"]]
+    assert "simulated reclaims (debug preempt)" in loaded["message"] and "self-check" in loaded["message"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -112,11 +113,12 @@ def test_a_job_naming_an_unknown_provider_is_an_error(configs):
 
 @pytest.mark.parametrize("extra, said", [
     ("", "work: 1 h assumed (the default); give model.tokens, model.duration or deadline.job_hours"),
-    ("deadline: {at: '2030-01-01T00:00:00Z', job_hours: 6}\n", "work: deadline.job_hours = 6 h on every offer"),
+    ("deadline: {at: '@SOON@', job_hours: 6}\n", "work: deadline.job_hours = 6 h on every offer"),
 ])
 def test_plan_states_the_work_hours_assumption(configs, extra, said):
     job = configs["dir"] / "w.yaml"
-    job.write_text("name: w\nrun: python train.py\nresources: {gpu: H100}\n" + extra)
+    soon = (datetime.now(UTC) + timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%SZ")  # a month from now
+    job.write_text("name: w\nrun: python train.py\nresources: {gpu: H100}\n" + extra.replace("@SOON@", soon))
     r = cli("--config", str(configs["local"]), "plan", str(job))
     assert r.exit_code == 0, r.output
     assert said in r.stdout.splitlines()[0]

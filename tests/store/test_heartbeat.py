@@ -99,6 +99,7 @@ def test_no_warning_while_a_daemon_passes(tmp_path):
     assert r.exit_code == 0 and "daemon" not in r.stderr
     detail = json.loads(runner.invoke(app, ["status", "tiny", "--json"]).stdout)
     assert detail["daemon"]["alive"] is True and detail["daemon"]["daemons"][0]["owner"] == "h/1/a"
+    assert detail["daemon"]["holder"] is None  # no daemon holds the queued job's lease
 
 
 def test_a_real_daemon_stamps_its_pass_and_its_clean_stop(_isolated_home):
@@ -131,3 +132,14 @@ def test_logs_follow_warns_before_it_waits(tmp_path):
     r = runner.invoke(app, ["logs", "-f", "tiny"])
     assert r.exit_code == 0 and r.stderr.startswith("warning: no gpuorch daemon has run on this store")
     assert runner.invoke(app, ["logs", "tiny"]).stderr == ""  # without -f nothing waits: no warning
+
+
+def test_status_still_works_against_a_server_without_the_daemon_endpoint():
+    from gpuorch.cli.jobs import _daemon_state
+    from gpuorch.errors import GpuorchError
+
+    class OldServer:  # a gpuorch API from before GET /v1/daemon answers 404
+        def daemon(self):
+            raise GpuorchError("http://old: HTTP 404: Not Found")
+
+    assert _daemon_state(OldServer()) is None

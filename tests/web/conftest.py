@@ -1,5 +1,5 @@
 """A store with real jobs and a sweep, run through the local provider, and the API (with the
-dashboard) served on it from a thread on 127.0.0.1. Built once per module: the runs take seconds.
+dashboard) served on it from a thread on 127.0.0.1. Built once per session: the runs take seconds.
 
 - ``train``: the tiny NumPy MLP, preempted with notice after its first checkpoint, resumed on
   another zone from the final checkpoint: two attempts for the timeline.
@@ -38,7 +38,7 @@ def _job(tmp, name: str, env: dict[str, str]) -> dict:
             "resources": {"gpu": "A100:80GB:1"}, "checkpoint": {"store": f"file://{tmp / 'ckpt'}", "interval": "1s"}}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def scenario(tmp_path_factory):
     home = tmp_path_factory.mktemp("dash")
     store = Store(f"sqlite:///{home / 'state.db'}")

@@ -97,7 +97,7 @@ def test_job_page_draws_the_attempt_timeline(page, scenario):
         shutil.copy(shot, DOCS / "dashboard-job-timeline.png")
 
 
-def test_costs_jobs_and_daemon_pages_render(page, scenario):
+def test_costs_jobs_sweeps_and_daemon_pages_render(page, scenario):
     _login(page, scenario, "/ui/costs")
     assert page.locator("#by-provider svg rect.bar").count() == 1
     assert page.locator("#by-day svg line.cap").count() == 1  # the daily cap
@@ -106,6 +106,11 @@ def test_costs_jobs_and_daemon_pages_render(page, scenario):
     page.click("nav >> text=Jobs")
     assert page.locator("table.jobs tbody tr").count() == 4
     _shot(page, "jobs")
+    page.click("nav >> text=Sweeps")
+    assert page.locator("table.sweeps tbody tr").count() == 1
+    page.click("table.sweeps >> text=lr")  # the list links to the sweep's page
+    assert page.locator("#curves svg path.series").count() == 3
+    _shot(page, "sweeps")
     page.click("nav >> text=Daemon")
     assert page.locator(".daemon-alive").count() == 1
     _shot(page, "daemon")

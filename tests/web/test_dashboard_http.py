@@ -128,3 +128,20 @@ def test_a_session_expires_and_names_its_token():
     assert not session.valid(value, "the-token-0123456789", now + session.TTL_S + 1)
     assert not session.valid(value, "a-new-token-0123456789", now + 60)  # changing the token ends sessions
     assert not session.valid("garbage", "the-token-0123456789", now)
+
+
+def test_the_jobs_page_shows_the_newest_jobs_first_and_says_when_it_cuts():
+    job = {"status": "queued", "attempts": 0, "preemptions": 0, "where": None, "last_checkpoint": None, "cost": 0.0,
+           "message": None}
+    many = [{**job, "id": i, "name": f"job-{i}"} for i in range(1, pages.MAX_JOB_ROWS + 11)]
+    html = pages.jobs_page({"daemon": None, "jobs": many})
+    assert html.count('<a href="/ui/jobs/') == pages.MAX_JOB_ROWS
+    assert html.index(f"job-{len(many)}<") < html.index(f"job-{len(many) - 1}<")  # newest first
+    assert "job-10<" not in html and f"The newest {pages.MAX_JOB_ROWS} of {len(many)} jobs" in html
+
+
+def test_the_api_guard_lets_the_dashboard_authenticate_itself_but_bounds_its_bodies(scenario):
+    status, _, _ = _open(f"{scenario['url']}/v1/jobs")  # the API itself still wants its bearer token
+    assert status == 401
+    status, _, body = _open(f"{scenario['url']}/ui/login", data={"token": "x" * 20_000, "next": "/ui/"})
+    assert status == 413 and "request body over" in body

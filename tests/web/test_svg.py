@@ -61,3 +61,9 @@ def test_the_timeline_places_attempts_in_time():
     (x1, w1), (x2, w2) = [(float(r.get("x")), float(r.get("width"))) for r in rects]
     assert x2 > x1 and abs(w2 - 2 * w1) < 1  # the running one is drawn up to now: twice as long
     assert [r.get("fill") for r in rects] == [svg.OUTCOME_COLOURS["preempted"], svg.OUTCOME_COLOURS["running"]]
+
+
+def test_time_ticks_fall_on_round_times():
+    t0 = datetime(2026, 3, 1, 8, 0, 7, tzinfo=UTC).timestamp()
+    assert [t % 5 for t in svg._time_ticks(t0, t0 + 21)] == [0] * 4  # 5 s apart, on the 5 s
+    assert [t % 3600 for t in svg._time_ticks(t0, t0 + 5 * 3600)] == [0] * 5  # hourly

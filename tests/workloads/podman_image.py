@@ -32,9 +32,9 @@ APPLETS = ("sh", "echo", "sleep", "kill", "cat", "test", "ls", "id", "true")
 
 def unavailable() -> str | None:
     if shutil.which("podman") is None or shutil.which("runc") is None:
-        return "podman or runc is not installed (scripts/install-podman.sh installs them)"
+        return "podman or runc is not installed (scripts/deps.sh, run by make test, installs them)"
     if not BUSYBOX.exists():
-        return "busybox-static is not installed (scripts/install-podman.sh installs it)"
+        return "busybox-static is not installed (scripts/deps.sh, run by make test, installs it)"
     return None
 
 

@@ -69,8 +69,9 @@ def test_the_job_command_is_one_argument_after_the_signal_proxy():
     i = a.index("localhost/base")
     assert a[i - 2:i] == ["--entrypoint", "/bin/sh"]
     assert a[i + 1:] == ["-c", SIGNAL_PROXY, "gpuorch-job", "python train.py --lr 'a b'; echo $SECRET", "USR1",
-                         "10"]
-    assert argv(signal="sigterm")[-2:] == ["TERM", "15"]
+                         "10", ""]
+    assert argv(signal="sigterm")[-3:-1] == ["TERM", "15"]
+    assert argv(setup="pip install -r requirements.txt")[-1] == "pip install -r requirements.txt"
     with pytest.raises(ValueError):
         argv(signal="USR1; rm -rf /")
     assert a[a.index("--ulimit") + 1] == "nofile=1024:1024" and a.index("--ulimit") < i  # host flags before the image

@@ -124,3 +124,14 @@ def test_the_notice_reaches_a_worker_behind_a_launcher_inside_the_container(tmp_
         assert (tmp_path / "checkpointed").exists()
     finally:
         subprocess.run([*PODMAN, "rm", "--force", name], capture_output=True, check=False)
+
+
+def test_setup_runs_in_the_jobs_container_so_what_it_installs_is_there(store, tmp_path, podman_image):
+    _, rec = daemon(store, tmp_path)
+    spec = parse_spec({"name": "setup-box", "image": podman_image, "resources": {"gpu": "A100:80GB:1"},
+                       "setup": "mkdir -p /opt/tool && echo installed > /opt/tool/marker",
+                       "run": "test -e /run/.containerenv && cat /opt/tool/marker"})
+    job = jobs.submit(store, spec, rec.clock.now())
+    e2e.passes_until(rec.run_pass, lambda: e2e.job_status(store, job.id).terminal)
+    assert e2e.job_status(store, job.id) == JobStatus.SUCCEEDED
+    assert "installed" in LogMirror(tmp_path).path(job.id, 1).read_text()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch_runs
 
-pytestmark = pytest.mark.workloads
+pytestmark = [pytest.mark.workloads, pytest.mark.timeout(900)]  # slow on a loaded machine
 
 torch = pytest.importorskip("torch", reason="the workloads extra (pip install -e '.[workloads]') is not installed")
 

@@ -33,7 +33,7 @@ def start(script: Path, root: Path, env: dict[str, str], tag: str, nproc: int = 
                             stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def finish(proc: subprocess.Popen[bytes], root: Path, tag: str, timeout_s: float = 240) -> dict:
+def finish(proc: subprocess.Popen[bytes], root: Path, tag: str, timeout_s: float = 480) -> dict:
     code = proc.wait(timeout=timeout_s)
     assert code == 0, (root / f"{tag}.log").read_text()[-3000:]
     return json.loads((root / f"{tag}.json").read_text())
