@@ -318,3 +318,29 @@ def test_an_n1_offer_launches_as_its_machine_type_with_the_gpus_attached_and_rea
           "guest_accelerators": [{"accelerator_type": "zones/us-central1-a/acceleratorTypes/nvidia-l4",
                                   "accelerator_count": 1}]}
     assert instance_type_of(g2) == "g2-standard-4"  # GPUs bundled with the machine type: its own name
+
+
+def test_a_refreshed_n1_offer_launches_on_the_fake_with_its_gpus_and_reads_back_as_offered(
+        with_n1: Path, make_provider, fake: FakeGce, billing: FakeBilling) -> None:
+    from gpuorch.provider.port import LaunchRequest
+
+    assert runner.invoke(app, ["catalog", "refresh", "--provider", "gcp"]).exit_code == 0
+    provider = make_provider(home=with_n1, billing_endpoint=billing.url, zones=["us-central1-a", "us-central1-b"])
+    offer = next(o for o in provider.offers() if o.instance_type == "n1-standard-4+nvidia-tesla-v100x1")
+    inst = provider.launch(LaunchRequest(job_id=3, attempt=1, offer=offer, spot=True, owner="c0ffee000001"))
+    [stored] = fake.instances.values()
+    assert stored["machineType"].endswith("/zones/us-central1-a/machineTypes/n1-standard-4")
+    assert stored["guestAccelerators"] == [{"acceleratorType": "zones/us-central1-a/acceleratorTypes/nvidia-tesla-v100",
+                                            "acceleratorCount": 1}]
+    assert (inst.zone, inst.instance_type) == (offer.zone, offer.instance_type)
+    assert provider.get(inst.id).instance_type == offer.instance_type
+
+
+def test_a_refused_accelerator_type_listing_is_one_line_naming_the_permission(with_n1: Path, fake: FakeGce) -> None:
+    fake.fail_http("GET", "/aggregated/acceleratorTypes$", 403, "forbidden",
+                   message="Required 'compute.acceleratorTypes.list' permission for 'projects/test-project'")
+    r = runner.invoke(app, ["catalog", "refresh", "--provider", "gcp"])
+    assert r.exit_code == 2 and r.stdout == ""
+    [line] = r.stderr.strip().splitlines()
+    assert "listing machine or accelerator types was refused" in line and "compute.acceleratorTypes.list" in line
+    assert not (with_n1 / "catalog" / "gcp.csv").exists()
