@@ -44,10 +44,11 @@ _GPU_SKU_ALIASES = {"nvidia-tesla-a100-80gb": "nvidia-a100-80gb", "nvidia-h100-8
 # Machine families whose Core/Ram SKUs are not named after their first token.
 _FAMILY_OF_PREFIX = {"a3-megagpu": "a3plus", "a3-ultragpu": "a3ultra", "a4x-highgpu": "a4x"}
 _SKIP = ("sole tenancy", "reserved", "premium", "custom", "commitment", "suspended", "dws", "calendar", "flex")
-_GPU_SKU = re.compile(r"(?:spot preemptible )?(?P<name>nvidia .+?) gpu\b", re.IGNORECASE)
+# Spot SKUs are "Spot Preemptible ..." today, "Preemptible ..." in older listings: both read.
+_GPU_SKU = re.compile(r"(?:(?:spot )?preemptible )?(?P<name>nvidia .+?) gpu\b", re.IGNORECASE)
 # "G2 Instance Core ...", "N1 Predefined Instance Ram ..." (N1's predefined sizes; Custom is skipped)
-_HOST_SKU = re.compile(r"(?:spot preemptible )?(?P<family>[a-z]\w*?)(?: predefined)? ?instance (?P<what>core|ram)\b",
-                       re.IGNORECASE)
+_HOST_SKU = re.compile(
+    r"(?:(?:spot )?preemptible )?(?P<family>[a-z]\w*?)(?: predefined)? ?instance (?P<what>core|ram)\b", re.IGNORECASE)
 
 
 class SkuError(ValueError):

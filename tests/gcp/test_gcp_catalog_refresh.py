@@ -139,6 +139,11 @@ def test_sku_prices_reads_units_and_nanos_and_skips_what_is_not_a_vm_part() -> N
     assert sku_prices([s]) == {("gpu", "nvidia-l4", "us-east4", False): 1.25}
     reserved = {**s, "description": "Reserved Nvidia L4 GPU in Americas"}
     assert sku_prices([reserved]) == {}
+    n1 = {**s, "description": "Preemptible N1 Predefined Instance Core running in Americas",  # older spot spelling
+          "category": {"resource_family": "Compute", "resource_group": "N1Standard", "usage_type": "Preemptible"}}
+    assert sku_prices([n1]) == {("core", "n1", "us-east4", True): 1.25}
+    custom = {**n1, "description": "N1 Custom Instance Core running in Americas"}
+    assert sku_prices([custom]) == {}
 
 
 def test_offers_and_plan_say_how_old_the_prices_are(configured: Path) -> None:
@@ -238,15 +243,15 @@ def with_n1(configured: Path, fake: FakeGce, billing: FakeBilling) -> Path:
         accelerator_type("nvidia-tesla-t4", "europe-west4-a", 4),  # not configured
         accelerator_type("nvidia-tesla-v100", "europe-west4-a", 8),
     ]
-    r = ["us-central1"]
+    r, n1 = ["us-central1"], "N1Standard"  # the resource group the catalog gives N1's core and RAM SKUs
     billing.skus += [
-        sku("0101-N1C", "N1 Predefined Instance Core running in Americas", "CPU", "OnDemand", r, N1_CORE),
-        sku("0102-N1R", "N1 Predefined Instance Ram running in Americas", "RAM", "OnDemand", r, N1_RAM, "GiBy.h"),
+        sku("0101-N1C", "N1 Predefined Instance Core running in Americas", n1, "OnDemand", r, N1_CORE),
+        sku("0102-N1R", "N1 Predefined Instance Ram running in Americas", n1, "OnDemand", r, N1_RAM, "GiBy.h"),
         sku("0103-T4", "Nvidia Tesla T4 GPU running in Americas", "GPU", "OnDemand", r, T4),
         sku("0104-V100", "Nvidia Tesla V100 GPU running in Americas", "GPU", "OnDemand", r, V100),
-        sku("0105-N1CS", "Spot Preemptible N1 Predefined Instance Core running in Americas", "CPU", "Preemptible",
+        sku("0105-N1CS", "Spot Preemptible N1 Predefined Instance Core running in Americas", n1, "Preemptible",
             r, N1_CORE_SPOT),
-        sku("0106-N1RS", "Spot Preemptible N1 Predefined Instance Ram running in Americas", "RAM", "Preemptible",
+        sku("0106-N1RS", "Spot Preemptible N1 Predefined Instance Ram running in Americas", n1, "Preemptible",
             r, N1_RAM_SPOT, "GiBy.h"),
         sku("0107-T4S", "Spot Preemptible Nvidia Tesla T4 GPU running in Americas", "GPU", "Preemptible", r, T4_SPOT),
         sku("0108-V100S", "Spot Preemptible Nvidia Tesla V100 GPU running in Americas", "GPU", "Preemptible", r,
