@@ -138,6 +138,21 @@ class Gce:
         finally:
             client.transport.close()
 
+    def accelerator_types(self) -> list[dict[str, Any]]:
+        """Every GPU model of every zone (``acceleratorTypes.aggregatedList``, all pages): ``name``
+        (``nvidia-tesla-t4``), ``zone``, ``maximum_cards_per_instance``."""
+        client = self.compute_v1.AcceleratorTypesClient(**self._kwargs)
+        request = self.compute_v1.AggregatedListAcceleratorTypesRequest(project=self.project)
+
+        def listing() -> list[dict[str, Any]]:
+            pager = client.aggregated_list(request=request, retry=None)
+            return [as_dict(a) for _, scoped in pager for a in scoped.accelerator_types]
+
+        try:
+            return self.call("gce acceleratorTypes.aggregatedList", listing)
+        finally:
+            client.transport.close()
+
     def skus(self, service: str) -> list[dict[str, Any]]:
         """Every SKU of a Cloud Billing Catalog service (``services.skus.list``, all pages), through
         google-cloud-billing (imported here: only a refresh needs it)."""

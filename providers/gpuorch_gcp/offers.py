@@ -1,7 +1,6 @@
 """GCP offers: GCP's rows (its shipped ``data/offers.csv`` or ``catalog``) in the configured
-zones and regions. No API call: GCE's ``acceleratorTypes``/``machineTypes`` say what a zone
-sells but not its prices, and the snapshot already has both (``gpuorch catalog``; a live
-refresh for GCP is not implemented yet, docs/gcp.md)."""
+zones and regions. No API call here: ``gpuorch catalog refresh --provider gcp`` (refresh.py)
+reads ``machineTypes``/``acceleratorTypes`` and the Billing Catalog into the file read here."""
 
 from __future__ import annotations
 

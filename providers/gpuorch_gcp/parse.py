@@ -20,7 +20,9 @@ from typing import Any
 
 from gpuorch.provider.port import Instance, InstanceState
 
+from .catalog import n1_instance_type
 from .names import last_segment, region_of, tags_from_labels, tags_from_name
+from .requests import BUNDLED
 
 PROVIDER = "gcp"
 PREEMPTED_OP = "compute.instances.preempted"
@@ -117,6 +119,17 @@ def state_of(status: str, preempted: Mapping[str, Any] | None, now: datetime) ->
     return InstanceState.PREEMPTED, None
 
 
+def instance_type_of(d: Mapping[str, Any]) -> str:
+    """The catalog's instance type of an instance: its machine type, with the attached GPUs for
+    a machine type that does not bundle them (``n1-standard-8+nvidia-tesla-t4x1``, as offered)."""
+    machine = last_segment(d.get("machine_type") or "")
+    accels = [a for a in d.get("guest_accelerators") or () if int(a.get("accelerator_count") or 0) > 0]
+    if not accels or BUNDLED.match(machine):
+        return machine
+    return n1_instance_type(machine, last_segment(str(accels[0].get("accelerator_type") or "")),
+                            int(accels[0]["accelerator_count"]))
+
+
 def to_instance(d: Mapping[str, Any], preempted: Mapping[str, Any] | None, now: datetime) -> Instance:
     """One instance (``compute_v1.Instance.to_dict``)."""
     zone = last_segment(d.get("zone") or "")
@@ -129,7 +142,7 @@ def to_instance(d: Mapping[str, Any], preempted: Mapping[str, Any] | None, now: 
     reason = "preempted" if state == InstanceState.PREEMPTED else (d.get("status_message") or None)
     return Instance(
         id=f"{zone}/{d['name']}", provider=PROVIDER, region=region_of(zone), zone=zone,
-        instance_type=last_segment(d.get("machine_type") or ""), spot=is_spot(d), state=state,
+        instance_type=instance_type_of(d), spot=is_spot(d), state=state,
         tags=tags_from_labels(d.get("labels") or {}), created_at=timestamp(d.get("creation_timestamp")),
         host=host if state.alive else None, port=22 if host and state.alive else None, state_reason=reason,
         preemption_deadline=deadline,

@@ -10,10 +10,14 @@ SKU; the GPUs are count x the GPU's SKU. Spot prices are the ``Preemptible`` usa
 
 Machine types come from ``machineTypes.aggregatedList``: one per zone that sells it, with
 ``guest_cpus``, ``memory_mb`` and, for the families that come with GPUs (A2, A3, A4, G2), their
-``accelerators``. N1 VMs with attached GPUs are not priced (the snapshot has none either).
-SKU descriptions name families and GPUs in words ("G2 Instance Core running in Americas",
-"Spot Preemptible Nvidia H100 80GB Mega GPU running in Virginia"); the spellings were checked
-against gpuhunt's reading of the same API (dstack's price catalog).
+``accelerators``. N1 VMs take attached GPUs instead: ``acceleratorTypes.aggregatedList`` says
+which GPU models a zone has (``name`` ``nvidia-tesla-t4``, ``maximum_cards_per_instance``), and
+each N1 size GCE allows with that GPU and count (``catalog.N1_GPU_LIMITS``) that the zone's
+machine types list is a row: the "N1 Predefined Instance Core/Ram" SKUs plus the GPU's
+("Nvidia Tesla T4 GPU running in Americas"). SKU descriptions name families and GPUs in words
+("G2 Instance Core running in Americas", "Spot Preemptible Nvidia H100 80GB Mega GPU running in
+Virginia"); the spellings were checked against gpuhunt's reading of the same API (dstack's price
+catalog).
 """
 
 from __future__ import annotations
@@ -25,13 +29,14 @@ from typing import Any
 from gpuorch import gpus
 from gpuorch.provider.catalog import OfferRow
 
-from .catalog import CATALOG
+from .catalog import CATALOG, n1_instance_type, n1_shapes
 from .names import region_of
 
 COMPUTE_SERVICE = "services/6F81-5844-456A"  # Compute Engine in the Cloud Billing Catalog
 # GCE accelerator type -> gpuorch's GPU name.
 GPU_OF_ACCELERATOR = {
-    "nvidia-tesla-t4": "T4", "nvidia-l4": "L4", "nvidia-tesla-a100": "A100", "nvidia-a100-80gb": "A100-80GB",
+    "nvidia-tesla-t4": "T4", "nvidia-tesla-v100": "V100", "nvidia-tesla-p100": "P100", "nvidia-tesla-p4": "P4",
+    "nvidia-l4": "L4", "nvidia-tesla-a100": "A100", "nvidia-a100-80gb": "A100-80GB",
     "nvidia-h100-80gb": "H100", "nvidia-h100-mega-80gb": "H100", "nvidia-h200-141gb": "H200", "nvidia-b200": "B200",
 }  # fmt: skip
 # A GPU SKU's description, normalised (``nvidia-tesla-a100-80gb``) -> its accelerator type.
@@ -39,8 +44,11 @@ _GPU_SKU_ALIASES = {"nvidia-tesla-a100-80gb": "nvidia-a100-80gb", "nvidia-h100-8
 # Machine families whose Core/Ram SKUs are not named after their first token.
 _FAMILY_OF_PREFIX = {"a3-megagpu": "a3plus", "a3-ultragpu": "a3ultra", "a4x-highgpu": "a4x"}
 _SKIP = ("sole tenancy", "reserved", "premium", "custom", "commitment", "suspended", "dws", "calendar", "flex")
-_GPU_SKU = re.compile(r"(?:spot preemptible )?(?P<name>nvidia .+?) gpu\b", re.IGNORECASE)
-_HOST_SKU = re.compile(r"(?:spot preemptible )?(?P<family>[a-z]\w*?) ?instance (?P<what>core|ram)\b", re.IGNORECASE)
+# Spot SKUs are "Spot Preemptible ..." today, "Preemptible ..." in older listings: both read.
+_GPU_SKU = re.compile(r"(?:(?:spot )?preemptible )?(?P<name>nvidia .+?) gpu\b", re.IGNORECASE)
+# "G2 Instance Core ...", "N1 Predefined Instance Ram ..." (N1's predefined sizes; Custom is skipped)
+_HOST_SKU = re.compile(
+    r"(?:(?:spot )?preemptible )?(?P<family>[a-z]\w*?)(?: predefined)? ?instance (?P<what>core|ram)\b", re.IGNORECASE)
 
 
 class SkuError(ValueError):
@@ -137,4 +145,49 @@ def machine_rows(machine_types: Iterable[Mapping[str, Any]], prices: Prices) -> 
             "gcp", region, zone, name, gpu, count, spec.memory_gib, vcpus, round(memory, 3), on_demand,
             vm_price(prices, region, family, accel, vcpus, memory, count, spot=True),
             rule.increment_s, rule.minimum_s, CATALOG.interconnect_for(name, count), None)
+    return [rows[k] for k in sorted(rows)]
+
+
+def n1_rows(machine_types: Iterable[Mapping[str, Any]], accelerator_types: Iterable[Mapping[str, Any]],
+            prices: Prices) -> list[OfferRow]:
+    """One row per (zone, N1 size, GPU, count) that GCE allows (``catalog.N1_GPU_LIMITS``, at
+    most the zone's ``maximum_cards_per_instance``), where the zone lists both the accelerator
+    type and the N1 machine type, priced as N1 host plus GPUs; the host's vCPUs and RAM are the
+    zone's machine type's. SkuError for a malformed accelerator or machine type."""
+    rule = CATALOG.billing
+    hosts: dict[tuple[str, str], tuple[float, float]] = {}  # (zone, machine type) -> (vCPUs, GiB)
+    for mt in machine_types:
+        if not str(mt.get("name", "")).startswith("n1-"):
+            continue
+        try:
+            zone = str(mt["zone"]).rstrip("/").rsplit("/", 1)[-1]
+            hosts[(zone, str(mt["name"]))] = float(mt["guest_cpus"]), float(mt["memory_mb"]) / 1024
+        except (KeyError, TypeError, ValueError) as e:
+            raise SkuError(f"machine type {mt.get('name')!r}: missing or malformed {e}") from None
+    shapes = n1_shapes()
+    rows: dict[tuple[str, str], OfferRow] = {}
+    for at in accelerator_types:
+        try:
+            accel, zone = str(at["name"]), str(at["zone"]).rstrip("/").rsplit("/", 1)[-1]
+            max_cards = int(at.get("maximum_cards_per_instance") or 0)
+        except (KeyError, TypeError, ValueError) as e:
+            raise SkuError(f"accelerator type {at.get('name')!r}: missing or malformed {e}") from None
+        gpu = GPU_OF_ACCELERATOR.get(accel)
+        spec = gpus.lookup(gpu) if gpu else None
+        if spec is None:
+            continue  # a GPU gpuorch has no entry for (P100, P4 today)
+        region = region_of(zone)
+        for machine, shape_accel, count, _, _ in shapes:
+            host = hosts.get((zone, machine))
+            if shape_accel != accel or count > max_cards or host is None:
+                continue
+            vcpus, memory = host
+            on_demand = vm_price(prices, region, "n1", accel, vcpus, memory, count, spot=False)
+            if on_demand is None:
+                continue
+            name = n1_instance_type(machine, accel, count)
+            rows[(zone, name)] = OfferRow(
+                "gcp", region, zone, name, gpu, count, spec.memory_gib, vcpus, round(memory, 3), on_demand,
+                vm_price(prices, region, "n1", accel, vcpus, memory, count, spot=True),
+                rule.increment_s, rule.minimum_s, CATALOG.interconnect_for(name, count), None)
     return [rows[k] for k in sorted(rows)]

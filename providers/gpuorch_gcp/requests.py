@@ -12,6 +12,7 @@ from typing import Any
 
 from gpuorch.provider.port import LaunchRequest
 
+from .catalog import split_instance_type
 from .names import instance_name, labels_from_tags
 
 GUEST_ATTRIBUTES = "enable-guest-attributes"  # metadata key; "TRUE" turns guest attributes on
@@ -58,7 +59,7 @@ def instance_body(
     operation (``parse.py``).
     """
     o = request.offer
-    machine = o.instance_type
+    machine = split_instance_type(o.instance_type)[0]  # n1-standard-8+nvidia-tesla-t4x1: the GPUs go below
     scheduling: dict[str, Any] = {"on_host_maintenance": "TERMINATE"}
     if request.spot:
         scheduling.update(provisioning_model="SPOT", instance_termination_action="DELETE", automatic_restart=False)

@@ -45,6 +45,8 @@ def fake(fake_server: FakeGce) -> FakeGce:
         fake_server.instances.clear()
         fake_server.disks.clear()
         fake_server.machine_types.clear()
+        fake_server.accelerator_types.clear()
+        fake_server.accelerator_page_size = 2
         fake_server.slow_attach = False
         fake_server._pending_attaches.clear()
         fake_server.operations.clear()

@@ -16,6 +16,10 @@ Just the paths the adapter uses, answering with the JSON shapes GCE uses (camelC
   for a disk another VM holds or a delete of an attached disk, 400 ``invalid`` across zones);
   a deleted VM lets go of its disks
 - ``GET    /compute/v1/projects/{p}/aggregated/machineTypes`` (``machine_types``, the API's JSON)
+- ``GET    /compute/v1/projects/{p}/aggregated/acceleratorTypes[?maxResults=&pageToken=]``
+  (``accelerator_types``: ``name``, ``zone``, ``maximumCardsPerInstance``), paged like GCE: at
+  most ``accelerator_page_size`` (or ``maxResults``) per page, grouped under ``zones/{z}``, with
+  a ``nextPageToken`` until the last page
 - ``GET    /compute/v1/projects/{p}/zones/{z}/instances/{name}/getGuestAttributes?queryPath=``
   (what the guest published, ``publish``; 404 while nothing is under the path or the VM's
   metadata lacks ``enable-guest-attributes: TRUE``, as GCE answers)
@@ -81,6 +85,9 @@ class FakeGce:
     disks: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     # machineTypes.aggregatedList answers these (the API's JSON: name, zone, guestCpus, memoryMb, accelerators)
     machine_types: list[dict[str, Any]] = field(default_factory=list)
+    # acceleratorTypes.aggregatedList answers these, a few per page
+    accelerator_types: list[dict[str, Any]] = field(default_factory=list)
+    accelerator_page_size: int = 2
     # attachDisk operations stay RUNNING (the disk not yet in the VM's disks or the disk's users)
     # until ``finish_attaches()``; a second attach meanwhile is refused as GCE refuses a disk in use
     slow_attach: bool = False
@@ -347,6 +354,7 @@ ROUTES = [
     ("DELETE", re.compile(_ZONE + r"/disks/(?P<d>[^/]+)$"), "delete_disk"),
     ("GET", re.compile(r"/compute/v1/projects/(?P<p>[^/]+)/aggregated/disks$"), "agg_disks"),
     ("GET", re.compile(r"/compute/v1/projects/(?P<p>[^/]+)/aggregated/machineTypes$"), "agg_machine_types"),
+    ("GET", re.compile(r"/compute/v1/projects/(?P<p>[^/]+)/aggregated/acceleratorTypes$"), "agg_accelerator_types"),
     ("GET", re.compile(_ZONE + r"/operations$"), "ops"),
     ("GET", re.compile(_ZONE + r"/operations/(?P<o>[^/]+)$"), "op"),
     ("POST", re.compile(_ZONE + r"/operations/(?P<o>[^/]+)/wait$"), "op"),
@@ -443,6 +451,18 @@ def _handler(fake: FakeGce) -> type:
             for mt in fake.machine_types:
                 scoped.setdefault(f"zones/{mt['zone']}", {"machineTypes": []})["machineTypes"].append(mt)
             return 200, {"kind": "compute#machineTypeAggregatedList", "items": scoped}
+
+        def _agg_accelerator_types(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+            start = int(q.get("pageToken") or 0)
+            size = min(fake.accelerator_page_size, int(q.get("maxResults") or 500))
+            scoped: dict[str, dict[str, Any]] = {}
+            for at in fake.accelerator_types[start:start + size]:
+                zone = str(at["zone"]).rsplit("/", 1)[-1]
+                scoped.setdefault(f"zones/{zone}", {"acceleratorTypes": []})["acceleratorTypes"].append(at)
+            page: dict[str, Any] = {"kind": "compute#acceleratorTypeAggregatedList", "items": scoped}
+            if start + size < len(fake.accelerator_types):
+                page["nextPageToken"] = str(start + size)
+            return 200, page
 
         def _agg_disks(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
             scoped: dict[str, dict[str, Any]] = {}

@@ -139,6 +139,11 @@ def test_sku_prices_reads_units_and_nanos_and_skips_what_is_not_a_vm_part() -> N
     assert sku_prices([s]) == {("gpu", "nvidia-l4", "us-east4", False): 1.25}
     reserved = {**s, "description": "Reserved Nvidia L4 GPU in Americas"}
     assert sku_prices([reserved]) == {}
+    n1 = {**s, "description": "Preemptible N1 Predefined Instance Core running in Americas",  # older spot spelling
+          "category": {"resource_family": "Compute", "resource_group": "N1Standard", "usage_type": "Preemptible"}}
+    assert sku_prices([n1]) == {("core", "n1", "us-east4", True): 1.25}
+    custom = {**n1, "description": "N1 Custom Instance Core running in Americas"}
+    assert sku_prices([custom]) == {}
 
 
 def test_offers_and_plan_say_how_old_the_prices_are(configured: Path) -> None:
@@ -207,3 +212,140 @@ def test_the_daemons_refresh_thread_writes_the_catalog_and_stops_when_told(make_
     thread.join(timeout=30)
     assert provenance.read(path) is not None and not thread.is_alive()
     assert CatalogRefresher({}, configured, 3600.0, utcnow).start(stop) is None  # nothing to refresh: no thread
+
+
+# N1 list prices of us-central1 (USD per vCPU-hour, GiB-hour, GPU-hour), as the catalog gives them.
+N1_CORE, N1_RAM, T4, V100 = 0.031611, 0.004237, 0.350000, 2.480000
+N1_CORE_SPOT, N1_RAM_SPOT, T4_SPOT, V100_SPOT = 0.006655, 0.000892, 0.069000, 0.496000
+
+
+def accelerator_type(name: str, zone: str, max_cards: int) -> dict:
+    base = "https://www.googleapis.com/compute/v1/projects/test-project/zones"
+    return {"kind": "compute#acceleratorType", "name": name, "zone": f"{base}/{zone}",
+            "description": name.upper(), "maximumCardsPerInstance": max_cards,
+            "selfLink": f"{base}/{zone}/acceleratorTypes/{name}"}
+
+
+@pytest.fixture
+def with_n1(configured: Path, fake: FakeGce, billing: FakeBilling) -> Path:
+    for zone in ("us-central1-a", "us-central1-b"):
+        fake.machine_types += [
+            {"kind": "compute#machineType", "name": name, "zone": zone, "guestCpus": cpus, "memoryMb": mb,
+             "isSharedCpu": False, "description": f"{cpus} vCPUs"}
+            for name, cpus, mb in (("n1-standard-4", 4, 15360), ("n1-standard-8", 8, 30720),
+                                   ("n1-highmem-16", 16, 106496), ("n1-standard-96", 96, 368640))]
+    fake.accelerator_types[:] = [
+        accelerator_type("nvidia-tesla-t4", "us-central1-a", 4),
+        accelerator_type("nvidia-tesla-v100", "us-central1-a", 8),
+        accelerator_type("nvidia-l4", "us-central1-a", 8),  # G2's GPU: no N1 row
+        accelerator_type("nvidia-tesla-p4", "us-central1-a", 4),  # gpuorch has no P4 entry: no row
+        accelerator_type("nvidia-tesla-t4", "us-central1-b", 4),  # no V100 in -b
+        accelerator_type("nvidia-tesla-t4", "europe-west4-a", 4),  # not configured
+        accelerator_type("nvidia-tesla-v100", "europe-west4-a", 8),
+    ]
+    r, n1 = ["us-central1"], "N1Standard"  # the resource group the catalog gives N1's core and RAM SKUs
+    billing.skus += [
+        sku("0101-N1C", "N1 Predefined Instance Core running in Americas", n1, "OnDemand", r, N1_CORE),
+        sku("0102-N1R", "N1 Predefined Instance Ram running in Americas", n1, "OnDemand", r, N1_RAM, "GiBy.h"),
+        sku("0103-T4", "Nvidia Tesla T4 GPU running in Americas", "GPU", "OnDemand", r, T4),
+        sku("0104-V100", "Nvidia Tesla V100 GPU running in Americas", "GPU", "OnDemand", r, V100),
+        sku("0105-N1CS", "Spot Preemptible N1 Predefined Instance Core running in Americas", n1, "Preemptible",
+            r, N1_CORE_SPOT),
+        sku("0106-N1RS", "Spot Preemptible N1 Predefined Instance Ram running in Americas", n1, "Preemptible",
+            r, N1_RAM_SPOT, "GiBy.h"),
+        sku("0107-T4S", "Spot Preemptible Nvidia Tesla T4 GPU running in Americas", "GPU", "Preemptible", r, T4_SPOT),
+        sku("0108-V100S", "Spot Preemptible Nvidia Tesla V100 GPU running in Americas", "GPU", "Preemptible", r,
+            V100_SPOT),
+        sku("0109-N1CU", "Custom Instance Core running in Americas", "CPU", "OnDemand", r, 0.033),  # skipped
+    ]
+    return configured
+
+
+def test_refresh_prices_n1_vms_with_attached_gpus_where_the_zone_has_them(with_n1: Path, fake: FakeGce) -> None:
+    from gpuorch.catalog.audit import audit_rows
+    from gpuorch.catalog.rows import OfferRow
+
+    r = runner.invoke(app, ["catalog", "refresh", "--provider", "gcp", "--json"])
+    assert r.exit_code == 0, r.output
+    assert "audit" not in r.stderr.lower() and "fix" not in r.stderr
+    pages = [p for m, p in fake.requests if p.endswith("/aggregated/acceleratorTypes")]
+    assert len(pages) == 4, "7 accelerator types, 2 per page: every page read"
+    path = with_n1 / "catalog" / "gcp.csv"
+    offers = {(o.zone, o.instance_type): o for o in load_offers(path)}
+    t4 = offers[("us-central1-a", "n1-standard-8+nvidia-tesla-t4x1")]
+    assert (t4.gpu, t4.gpu_count, t4.vcpus, t4.memory_gib, t4.gpu_memory_gib) == ("T4", 1, 8, 30, 16)
+    assert t4.price_per_hour == pytest.approx(8 * N1_CORE + 30 * N1_RAM + T4, abs=1e-6)
+    assert t4.spot_price_per_hour == pytest.approx(8 * N1_CORE_SPOT + 30 * N1_RAM_SPOT + T4_SPOT, abs=1e-6)
+    v100 = offers[("us-central1-a", "n1-highmem-16+nvidia-tesla-v100x2")]
+    assert (v100.gpu, v100.gpu_count, v100.vcpus, v100.memory_gib) == ("V100", 2, 16, 104)
+    assert v100.price_per_hour == pytest.approx(16 * N1_CORE + 104 * N1_RAM + 2 * V100, abs=1e-6)
+    assert v100.spot_price_per_hour == pytest.approx(16 * N1_CORE_SPOT + 104 * N1_RAM_SPOT + 2 * V100_SPOT, abs=1e-6)
+    assert v100.interconnect == "nvlink" and offers[("us-central1-a", "n1-standard-8+nvidia-tesla-t4x2")] \
+        .interconnect == "pcie"
+    n1 = {k for k in offers if k[1].startswith("n1-")}
+    # GCE's vCPU limits per GPU and count: 1 V100 takes at most 12 vCPUs, 1 or 2 T4 at most 48
+    assert ("us-central1-a", "n1-standard-8+nvidia-tesla-v100x1") in n1
+    assert ("us-central1-a", "n1-highmem-16+nvidia-tesla-v100x1") not in n1
+    assert ("us-central1-a", "n1-standard-96+nvidia-tesla-t4x2") not in n1
+    assert ("us-central1-a", "n1-standard-96+nvidia-tesla-t4x4") in n1
+    assert ("us-central1-a", "n1-standard-96+nvidia-tesla-v100x8") in n1
+    assert not any(t.endswith("t4x8") for _, t in n1), "T4: at most 4 per VM (maximumCardsPerInstance)"
+    assert {z for z, t in n1 if "v100" in t} == {"us-central1-a"}, "V100 rows only where the zone has V100s"
+    assert {z for z, t in n1 if "t4" in t} == {"us-central1-a", "us-central1-b"}
+    assert not any("p4x" in t or "l4x" in t for _, t in n1)
+    assert audit_rows([OfferRow(**o.model_dump()) for o in offers.values()]) == []
+    assert {(o.zone, o.instance_type) for o in load_offers(path)} >= {("us-central1-a", "g2-standard-4")}
+    listed = runner.invoke(app, ["offers", "--catalog", str(path), "--gpu", "V100", "--json"])
+    assert listed.exit_code == 0 and "n1-standard-8+nvidia-tesla-v100x1" in listed.stdout
+
+
+def test_an_n1_offer_launches_as_its_machine_type_with_the_gpus_attached_and_reads_back_as_offered() -> None:
+    from gpuorch.provider import Offer
+    from gpuorch.provider.port import LaunchRequest
+    from gpuorch_gcp.parse import instance_type_of
+    from gpuorch_gcp.requests import instance_body
+
+    offer = Offer(provider="gcp", region="us-central1", zone="us-central1-a",
+                  instance_type="n1-standard-8+nvidia-tesla-t4x2", gpu="T4", gpu_count=2, gpu_memory_gib=16,
+                  vcpus=8, memory_gib=30, price_per_hour=1.0, billing_granularity_s=1, min_billing_s=60)
+    body = instance_body(LaunchRequest(job_id=1, attempt=1, offer=offer, spot=False),
+                         zone="us-central1-a", image="projects/x/global/images/y")
+    assert body["machine_type"] == "zones/us-central1-a/machineTypes/n1-standard-8"
+    assert body["guest_accelerators"] == [
+        {"accelerator_type": "zones/us-central1-a/acceleratorTypes/nvidia-tesla-t4", "accelerator_count": 2}]
+    read = {"machine_type": "https://www.googleapis.com/compute/v1/projects/p/zones/us-central1-a/machineTypes/"
+                            "n1-standard-8",
+            "guest_accelerators": [{"accelerator_type": "https://www.googleapis.com/compute/v1/projects/p/zones/"
+                                                        "us-central1-a/acceleratorTypes/nvidia-tesla-t4",
+                                    "accelerator_count": 2}]}
+    assert instance_type_of(read) == offer.instance_type
+    g2 = {"machine_type": "zones/us-central1-a/machineTypes/g2-standard-4",
+          "guest_accelerators": [{"accelerator_type": "zones/us-central1-a/acceleratorTypes/nvidia-l4",
+                                  "accelerator_count": 1}]}
+    assert instance_type_of(g2) == "g2-standard-4"  # GPUs bundled with the machine type: its own name
+
+
+def test_a_refreshed_n1_offer_launches_on_the_fake_with_its_gpus_and_reads_back_as_offered(
+        with_n1: Path, make_provider, fake: FakeGce, billing: FakeBilling) -> None:
+    from gpuorch.provider.port import LaunchRequest
+
+    assert runner.invoke(app, ["catalog", "refresh", "--provider", "gcp"]).exit_code == 0
+    provider = make_provider(home=with_n1, billing_endpoint=billing.url, zones=["us-central1-a", "us-central1-b"])
+    offer = next(o for o in provider.offers() if o.instance_type == "n1-standard-4+nvidia-tesla-v100x1")
+    inst = provider.launch(LaunchRequest(job_id=3, attempt=1, offer=offer, spot=True, owner="c0ffee000001"))
+    [stored] = fake.instances.values()
+    assert stored["machineType"].endswith("/zones/us-central1-a/machineTypes/n1-standard-4")
+    assert stored["guestAccelerators"] == [{"acceleratorType": "zones/us-central1-a/acceleratorTypes/nvidia-tesla-v100",
+                                            "acceleratorCount": 1}]
+    assert (inst.zone, inst.instance_type) == (offer.zone, offer.instance_type)
+    assert provider.get(inst.id).instance_type == offer.instance_type
+
+
+def test_a_refused_accelerator_type_listing_is_one_line_naming_the_permission(with_n1: Path, fake: FakeGce) -> None:
+    fake.fail_http("GET", "/aggregated/acceleratorTypes$", 403, "forbidden",
+                   message="Required 'compute.acceleratorTypes.list' permission for 'projects/test-project'")
+    r = runner.invoke(app, ["catalog", "refresh", "--provider", "gcp"])
+    assert r.exit_code == 2 and r.stdout == ""
+    [line] = r.stderr.strip().splitlines()
+    assert "listing machine or accelerator types was refused" in line and "compute.acceleratorTypes.list" in line
+    assert not (with_n1 / "catalog" / "gcp.csv").exists()
