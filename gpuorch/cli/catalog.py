@@ -65,7 +65,7 @@ def refresh_catalog(provider: str, options: dict[str, Any], home: Path, path: Pa
     ProviderError(code="Empty") for no offer; nothing is written then."""
     from gpuorch.catalog.refresh import write_catalog
     from gpuorch.clock import utcnow
-    from gpuorch.ops.catalog_refresh import price_source
+    from gpuorch.ops.catalog_refresh import audited, price_source
     from gpuorch.provider.port import SupportsPriceRefresh
     from gpuorch.registry import load_provider
 
@@ -78,19 +78,6 @@ def refresh_catalog(provider: str, options: dict[str, Any], home: Path, path: Pa
     if not offers:
         raise ProviderError(f"{provider} listed no offers (no priced GPU instance types in its regions); catalog "
                             "left as it was", code="Empty")
-    offers = _audited(provider, offers)
+    offers = audited(provider, offers, report=lambda line: typer.echo(line, err=True))
     return write_catalog(path, provider, offers, source, utcnow())
-
-
-def _audited(provider: str, offers: list[Any]) -> list[Any]:
-    """The row audit (``gpuorch.catalog.audit``) over what the provider listed: a row that fails
-    a check is left out and named on stderr, one line each; a flagged spot price is kept and named."""
-    from gpuorch.catalog import OfferRow
-    from gpuorch.catalog.audit import audit_rows
-
-    findings = audit_rows([OfferRow(**o.model_dump()) for o in offers])
-    for f in findings:
-        typer.echo(f"{'left out' if f.severity == 'error' else 'flagged'}: {f.line(provider)}", err=True)
-    bad = {f.index for f in findings if f.severity == "error"}
-    return [o for i, o in enumerate(offers) if i not in bad]
 

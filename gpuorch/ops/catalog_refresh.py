@@ -23,16 +23,19 @@ from gpuorch.provider.port import Provider, SupportsPriceRefresh
 log = logging.getLogger("gpuorch.catalog")
 
 
-def audited(provider: str, offers: list[Any]) -> list[Any]:
-    """``offers`` less the rows the catalog audit (``gpuorch.catalog.audit``) fails, each logged;
-    flagged spot prices are logged and kept (``catalog refresh`` does the same on stderr)."""
+def audited(provider: str, offers: list[Any], report: Callable[[str], None] | None = None) -> list[Any]:
+    """``offers`` less the rows the catalog audit (``gpuorch.catalog.audit``) fails; each finding
+    goes to ``report`` as one line (default: the log), and flagged spot prices are kept."""
     from gpuorch.catalog import OfferRow
     from gpuorch.catalog.audit import audit_rows
 
     findings = audit_rows([OfferRow(**o.model_dump()) for o in offers])
     for f in findings:
-        log.warning("catalog refresh of %s: %s %s", provider, "left out" if f.severity == "error" else "flagged",
-                    f.line(provider))
+        line = f"{'left out' if f.severity == 'error' else 'flagged'}: {f.line(provider)}"
+        if report is None:
+            log.warning("catalog refresh of %s: %s", provider, line)
+        else:
+            report(line)
     bad = {f.index for f in findings if f.severity == "error"}
     return [o for i, o in enumerate(offers) if i not in bad]
 

@@ -159,8 +159,12 @@ def sweeps_page(data: dict[str, Any]) -> str:
     rows = []
     for w in reversed(data["sweeps"]):
         obj, best = w["objective"], w["best"]
-        best_cell = f"{escape(best['name'])} {escape(obj['metric'])}={_cell(best['metrics'][obj['metric']])}" \
-            if best else "-"
+        best_cell = "-"
+        if best:  # its value is the objective's (a metric, or the result file's) and may be unfinished
+            flag = " (unfinished)" if best.get("unfinished") else ""
+            if flag and best.get("step") is not None:
+                flag = f" (unfinished, step {best['step']:.0f})"
+            best_cell = f"{escape(best['name'])} {escape(obj['metric'])}={_cell(best['value'])}{flag}"
         rows.append([str(w["id"]), _sweep_link(w), _status(w["status"]),
                      escape(", ".join(f"{n} {s}" for s, n in sorted(w["counts"].items())) or "-"),
                      _usd(w["spent"]), _cap(w["max_cost"]), _ts(w["deadline"]), best_cell])

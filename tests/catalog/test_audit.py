@@ -164,17 +164,18 @@ def test_the_snapshot_sells_gcp_h200_from_the_committed_slice_host_plus_gpus():
         assert float(gpus[zone]["Price"]) < max(float(g["Price"]) for g in gpus.values())
 
 
-def test_refresh_leaves_out_failing_rows_and_names_them(capsys):
-    from gpuorch.cli.catalog import _audited
+def test_refresh_leaves_out_failing_rows_and_names_them():
+    from gpuorch.ops.catalog_refresh import audited
     from gpuorch.provider.port import Offer
 
     good, bad = (Offer.model_construct(**r._asdict()) for r in rows_of(
         "aws,us-east-1,use1-az1,g5.xlarge,A10G,1,22.35,4,16,1.0,0.4,,1",
         "aws,us-east-1,use1-az2,g5.xlarge,A10G,1,22.35,4,16,1.0,1.4,,1"))
-    assert _audited("aws", [good, bad]) == [good]
-    assert capsys.readouterr().err.strip() == (
+    lines: list[str] = []
+    assert audited("aws", [good, bad], report=lines.append) == [good]
+    assert lines == [(
         "left out: aws row 2: g5.xlarge in use1-az2: spot_price_per_hour 1.4 is above price_per_hour 1; "
-        "fix the prices, or leave spot_price_per_hour empty")
+        "fix the prices, or leave spot_price_per_hour empty")]
 
 
 def test_a_price_lists_model_and_memory_satisfy_a_job_asking_for_the_variant(tmp_path):

@@ -22,6 +22,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
 
 pytestmark = pytest.mark.browser
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install -e '.[dev]'")
+expect = sync_api.expect
 if not CHROMIUM.exists():
     pytest.skip(f"{CHROMIUM} is missing: `make deps` installs Debian's chromium", allow_module_level=True)
 
@@ -104,15 +105,15 @@ def test_costs_jobs_sweeps_and_daemon_pages_render(page, scenario):
     _drawn(page.locator("#by-day svg"))
     _shot(page, "costs")
     page.click("nav >> text=Jobs")
-    assert page.locator("table.jobs tbody tr").count() == 4
+    expect(page.locator("table.jobs tbody tr")).to_have_count(4)  # waits for the page the click opened
     _shot(page, "jobs")
     page.click("nav >> text=Sweeps")
-    assert page.locator("table.sweeps tbody tr").count() == 1
-    page.click("table.sweeps >> text=lr")  # the list links to the sweep's page
-    assert page.locator("#curves svg path.series").count() == 3
+    expect(page.locator("table.sweeps tbody tr")).to_have_count(1)
+    page.click(f"table.sweeps a[href='/ui/sweeps/{scenario['sweep']}']")  # the list links to the sweep's page
+    expect(page.locator("#curves svg path.series")).to_have_count(3)
     _shot(page, "sweeps")
     page.click("nav >> text=Daemon")
-    assert page.locator(".daemon-alive").count() == 1
+    expect(page.locator(".daemon-alive")).to_have_count(1)
     _shot(page, "daemon")
 
 

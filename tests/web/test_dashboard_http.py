@@ -145,3 +145,13 @@ def test_the_api_guard_lets_the_dashboard_authenticate_itself_but_bounds_its_bod
     assert status == 401
     status, _, body = _open(f"{scenario['url']}/ui/login", data={"token": "x" * 20_000, "next": "/ui/"})
     assert status == 413 and "request body over" in body
+
+
+def test_the_sweeps_list_shows_a_best_trial_ranked_by_its_result_file_value():
+    from gpuorch.web.pages import sweeps_page
+
+    best = {"name": "lr-2", "metrics": {"step": 200}, "value": 0.31, "step": 200.0, "unfinished": True}
+    row = {"id": 1, "name": "lr", "status": "active", "counts": {"running": 1}, "spent": 0.5, "max_cost": 1.0,
+           "deadline": None, "objective": {"metric": "accuracy", "mode": "max", "source": "result"}, "best": best}
+    html = sweeps_page({"sweeps": [row], "daemon": None})
+    assert "lr-2 accuracy=0.31 (unfinished, step 200)" in html  # no metrics['accuracy']: the value is the result's
