@@ -22,3 +22,10 @@ def test_no_tracked_link_leaves_the_repository() -> None:
         if not target.is_relative_to(REPO):
             bad.append(f"{link.relative_to(REPO)} -> {os.readlink(link)}")
     assert not bad, "links that point outside the repository: " + ", ".join(bad)
+
+
+def test_no_module_of_the_core_or_an_adapter_is_over_400_lines() -> None:
+    # docs/development.md: a module over 400 lines owns more than one thing; split it by what it owns
+    long = [f"{p.relative_to(REPO)} ({n} lines)" for root in ("gpuorch", "providers")
+            for p in sorted((REPO / root).rglob("*.py")) if (n := len(p.read_text().splitlines())) > 400]
+    assert not long, "modules over 400 lines: " + ", ".join(long)

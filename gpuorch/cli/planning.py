@@ -17,6 +17,15 @@ from typing import Any
 import typer
 
 from gpuorch.cli.app import JSON_OPTION, app, emit_json, fail
+from gpuorch.cli.planning_view import (
+    candidate_dict,
+    check_known,
+    freshness,
+    offer_source,
+    strategy_cell,
+    warn_flagged,
+    work_assumption,
+)
 from gpuorch.errors import UserInputError
 
 CATALOG_OPTION = typer.Option(None, "--catalog", help="Rank this offers CSV (a price list) instead of the "
@@ -146,36 +155,6 @@ def estimate(
                    f"{f['usable_gib']:g} GiB  {f['sharding']}{hours}")
 
 
-def _source(catalog: Path | None, price_list: bool) -> tuple[list[Any], str]:
-    """The offers to rank and a line naming where they came from. Exits 2 on a bad source."""
-    from gpuorch.provider.catalog import load_offers
-
-    if catalog is not None and price_list:
-        fail("--catalog and --price-list exclude each other; give one, or neither for the configured providers")
-    try:
-        if catalog is not None:
-            return load_offers(catalog), f"price list {catalog}"
-        if price_list:
-            return load_offers(), "the shipped price list (AWS, GCP, Azure)"
-        from gpuorch.cli.app import cli_config
-        from gpuorch.registry import offline_offers
-
-        cfg = cli_config()
-        names = list(cfg.providers)
-        if not names:
-            fail("no providers are configured; add providers: to the daemon configuration, or rank a price list "
-                 "with --price-list or --catalog FILE")
-        return offline_offers(dict(cfg.providers), cfg.home), f"the configured providers ({', '.join(names)})"
-    except UserInputError as e:
-        fail(str(e))
-
-
-def _known(what: str, flag: str, wanted: list[str], have: set[str], source: str) -> None:
-    unknown = [x for x in wanted if x not in have]
-    if unknown:
-        fail(f"{flag}: unknown {what} {unknown[0]!r} in {source}; known: {', '.join(sorted(have)) or 'none'}")
-
-
 @app.command()
 def offers(
     gpu: str = typer.Option(None, "--gpu", help="GPU model; a family name (A100, H100) includes its variants."),
@@ -209,19 +188,20 @@ def offers(
             fail(str(e))
         source = f"price list {catalog}" if catalog is not None else "the shipped price list (AWS, GCP, Azure)"
     else:
-        found, source = _source(catalog, price_list)
+        found, source = offer_source(catalog, price_list)
         all_rows = [cat.OfferRow(**o.model_dump()) for o in found]
-    _known("provider", "--provider", [provider.lower()] if provider else [], {r.provider for r in all_rows}, source)
-    _known("region", "--region", [region] if region else [], {r.region for r in all_rows}, source)
+    check_known("provider", "--provider", [provider.lower()] if provider else [], {r.provider for r in all_rows},
+                source)
+    check_known("region", "--region", [region] if region else [], {r.region for r in all_rows}, source)
     try:
         rows = cat.select(all_rows, gpu=gpu, min_vram_gib=vram, provider=provider, region=region,
                           market="spot" if spot else "on-demand" if on_demand else "any")[:limit]  # fmt: skip
     except UserInputError as e:
         fail(str(e))
-    _warn_flagged(catalog)
+    warn_flagged(catalog)
     if json_out:
         emit_json({"offers": [{**r._asdict(), "listed_price": p} for r, p in rows], "count": len(rows),
-                   "source": source, "prices": _freshness(catalog, price_list)})
+                   "source": source, "prices": freshness(catalog, price_list)})
         return
     w = max([16, *(len(r.instance_type) for r, _ in rows)])  # Azure sizes run to 25 characters
     g = max([14, *(len(f"{r.gpu_count}x{r.gpu}") for r, _ in rows if r.gpu)])  # 1xA100-PCIE-80GB
@@ -233,99 +213,7 @@ def offers(
         typer.echo(f"{r.provider:<8} {r.region:<16} {r.zone:<18} {r.instance_type:<{w}} {gpu_s:<{g}} "
                    f"{r.price_per_hour:>10.3f} {spot_s:>9}")
     typer.echo(f"{len(rows)} offer(s), USD per hour, from {source}")
-    typer.echo(_freshness(catalog, price_list)["line"])
-
-
-def _freshness(catalog: Path | None, price_list: bool) -> dict[str, Any]:
-    """How old the ranked prices are: a ``--catalog`` file's provenance (``catalog refresh`` writes
-    it); for the configured providers, the last refresh of each that reads one
-    (``SupportsPriceRefresh``: ``$GPUORCH_HOME/catalog/<provider>.csv``); the shipped price list
-    is of unknown age. ``as_of``/``age_s``: the oldest dated file's; ``catalogs``: one per file."""
-    from gpuorch.catalog import provenance
-    from gpuorch.catalog.refresh import catalog_path
-    from gpuorch.clock import utcnow
-
-    now = utcnow()
-    if catalog is not None:
-        return provenance.freshness(catalog, now)
-    if price_list:
-        return provenance.freshness(None, now)
-    from gpuorch.cli.app import cli_config
-    from gpuorch.provider.port import SupportsPriceRefresh
-    from gpuorch.registry import provider_class
-
-    cfg = cli_config()
-    dated, undated = [], []
-    for name in cfg.providers:
-        try:
-            refreshes = issubclass(provider_class(name), SupportsPriceRefresh)
-        except UserInputError:
-            refreshes = False
-        path = catalog_path(cfg.home, name)
-        if refreshes and provenance.read(path) is not None:
-            dated.append(provenance.freshness(path, now))
-        else:
-            undated.append(name)
-    lines = [f["line"] for f in dated]
-    if undated:
-        lines.append(f"prices: {', '.join(undated)} from the shipped or configured catalog, of unknown age "
-                     "(not refreshed; `gpuorch catalog refresh --provider NAME` fetches today's)")
-    oldest = max(dated, key=lambda f: f["age_s"], default=None)
-    return {"catalog": "configured providers", "as_of": oldest["as_of"] if oldest else None,
-            "age_s": oldest["age_s"] if oldest else None, "source": None, "line": "; ".join(lines),
-            "catalogs": dated}
-
-
-def _warn_flagged(catalog: Path | None) -> None:
-    """The row audit's warnings for a ``--catalog`` file (implausible spot prices), one line each."""
-    if catalog is not None:
-        from gpuorch.catalog import flagged
-
-        for line in flagged(catalog):
-            typer.echo(f"warning: {line}", err=True)
-
-
-def _candidate_dict(c: Any) -> dict[str, Any]:
-    o = c.offer
-    return {
-        "provider": o.provider, "region": o.region, "zone": o.zone, "instance_type": o.instance_type,
-        "gpu": o.gpu, "gpu_count": o.gpu_count, "spot": c.spot, "price_per_hour": c.price_per_hour,
-        "est_hours": round(c.est_hours, 4), "est_cost": round(c.est_cost, 4),
-        "est_finish_hours": round(c.est_finish_hours, 4),
-        "per_gpu_gib": round(c.per_gpu_gib, 2) if c.per_gpu_gib is not None else None,
-        "sharding": c.sharding, "billing_granularity_s": o.billing_granularity_s,
-        "interruption_bucket": o.interruption_bucket,
-        "gpus_used": c.gpus_used or o.gpu_count, "larger": c.larger, "ranked_price_per_hour": c.ranked_price_per_hour,
-    }  # fmt: skip
-
-
-def _work(spec: Any, default_hours: float) -> tuple[str, dict[str, Any]]:
-    """The work-hours assumption the ranking used, said plainly, and as data."""
-    m = spec.model
-    if m is not None and m.duration is not None:
-        return f"work: model.duration = {m.duration / 3600:g} h on every offer", {"from": "model.duration",
-                                                                                  "hours": m.duration / 3600}
-    if m is not None and m.tokens is not None:
-        return (f"work: estimated per offer from model.tokens = {m.tokens:g} (docs/sizing.md, Runtime)",
-                {"from": "model.tokens", "hours": None})
-    if spec.deadline is not None and spec.deadline.job_hours is not None:
-        return (f"work: deadline.job_hours = {spec.deadline.job_hours:g} h on every offer",
-                {"from": "deadline.job_hours", "hours": spec.deadline.job_hours})
-    return (f"work: {default_hours:g} h assumed (the default); give model.tokens, model.duration or "
-            "deadline.job_hours for a real estimate", {"from": "default", "hours": default_hours})
-
-
-def _strategy_cell(c: Any, degree: int | None) -> str:
-    """What the candidate assumes: the strategy and the GPUs used (``1 of 8``: one GPU of eight;
-    ``tp2 x4``: four tensor-parallel replicas of two GPUs)."""
-    used, count = c.gpus_used or c.offer.gpu_count, c.offer.gpu_count
-    if c.sharding == "tp" and degree and degree < used:
-        return f"tp{degree} x{used // degree}"
-    if used < count:
-        return f"{used} of {count}"
-    if c.sharding in (None, "none"):
-        return f"{used} GPU" + ("s" if used > 1 else "")
-    return f"{c.sharding} x{used}"
+    typer.echo(freshness(catalog, price_list)["line"])
 
 
 @app.command()
@@ -350,7 +238,7 @@ def plan(
         spec = load_spec(job)
     except UserInputError as e:
         fail(str(e))
-    found, source = _source(catalog, price_list)
+    found, source = offer_source(catalog, price_list)
     try:
         if spec.volume is not None:  # placed only where volumes are (as the daemon does); refused if nowhere
             from gpuorch.jobs.submitcheck import volume_scope
@@ -360,25 +248,25 @@ def plan(
             spec = volume_scope(spec, named, with_volumes(named), str(job))
     except UserInputError as e:
         fail(str(e))
-    _known("provider", "providers", list(spec.providers or ()), {o.provider for o in found}, source)
-    _known("region", "regions", list(spec.regions or ()), {o.region for o in found}, source)
+    check_known("provider", "providers", list(spec.providers or ()), {o.provider for o in found}, source)
+    check_known("region", "regions", list(spec.regions or ()), {o.region for o in found}, source)
     options = PlacementOptions()
     if spec.deadline is not None and spec.deadline.job_hours is not None:
         options = PlacementOptions(default_hours=spec.deadline.job_hours)
-    work_line, work = _work(spec, options.default_hours)
+    work_line, work = work_assumption(spec, options.default_hours)
     try:
         result = placement.plan(spec, found, limit=top, options=options)
     except UserInputError as e:
         fail(str(e))
-    _warn_flagged(catalog)
+    warn_flagged(catalog)
     if not result.candidates:
         fail(f"{no_candidate_message(spec, result, found)} (ranked {source})")
     rejected = [{"provider": r.provider, "instance_type": r.instance_type, "gpu": r.gpu, "gpu_count": r.gpu_count,
                  "offers": r.offers, "reason": r.reason} for r in result.rejected]  # fmt: skip
     if json_out:
-        candidates = [_candidate_dict(c) for c in result.candidates]
+        candidates = [candidate_dict(c) for c in result.candidates]
         emit_json({"job": spec.name, "source": source, "work": work, "strategy": spec.strategy.model_dump(),
-                   "candidates": candidates, "rejected": rejected, "prices": _freshness(catalog, price_list)})
+                   "candidates": candidates, "rejected": rejected, "prices": freshness(catalog, price_list)})
         return
     typer.echo(f"ranked {source}; {work_line}")
     w = max([16, *(len(c.offer.instance_type) for c in result.candidates)])
@@ -392,7 +280,7 @@ def plan(
         notes = [f"{o.gpu_count} GPUs, the job uses {c.gpus_used}"] if c.larger else []
         if c.ranked_price_per_hour is not None:  # a zone far below its siblings: ranked at their median
             notes.append(f"listed ${c.price_per_hour:.3f}/h, ranked at ${c.ranked_price_per_hour:.3f}/h")
-        uses = _strategy_cell(c, spec.strategy.degree)
+        uses = strategy_cell(c, spec.strategy.degree)
         typer.echo(f"{o.provider:<8} {o.zone:<18} {o.instance_type:<{w}} {gpu_s:<{g}} {uses:<10} "
                    f"{market:<9} {c.price_per_hour:>8.3f} {c.est_finish_hours:>7.2f} {c.est_cost:>9.2f}"
                    + (f"  ({'; '.join(notes)})" if notes else ""))  # fmt: skip
@@ -409,4 +297,4 @@ def plan(
                    f"expected ${best.est_cost:.2f} against {versus}")
     for r in rejected:
         typer.echo(f"rejected {r['provider']} {r['instance_type']} ({r['offers']} offer(s)): {r['reason']}")
-    typer.echo(_freshness(catalog, price_list)["line"])
+    typer.echo(freshness(catalog, price_list)["line"])

@@ -64,7 +64,8 @@ def test_the_script_imports_only_the_module_of_the_command(tmp_path):
     # the configured providers, which needs the configuration and the provider port.)
     r = _run("offers", "--price-list", "--json", env_home=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[-2:] == ["['gpuorch.cli.app', 'gpuorch.cli.planning']", "[]"]
+    modules = "['gpuorch.cli.app', 'gpuorch.cli.planning', 'gpuorch.cli.planning_view']"
+    assert r.stdout.splitlines()[-2:] == [modules, "[]"]
 
 
 def test_status_json_reads_the_store_without_yaml_config_model_or_orm(tmp_path):

@@ -1,0 +1,138 @@
+"""What the planning commands (``estimate``, ``offers``, ``plan``) show beside the ranking: where
+the offers come from, how old their prices are, and how a candidate is written out.
+
+Imports stay inside the functions, as in ``planning``: ``offers --price-list --json`` must not
+load the configuration or pydantic.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from gpuorch.cli.app import fail
+from gpuorch.errors import UserInputError
+
+
+def offer_source(catalog: Path | None, price_list: bool) -> tuple[list[Any], str]:
+    """The offers to rank and a line naming where they came from. Exits 2 on a bad source."""
+    from gpuorch.provider.catalog import load_offers
+
+    if catalog is not None and price_list:
+        fail("--catalog and --price-list exclude each other; give one, or neither for the configured providers")
+    try:
+        if catalog is not None:
+            return load_offers(catalog), f"price list {catalog}"
+        if price_list:
+            return load_offers(), "the shipped price list (AWS, GCP, Azure)"
+        from gpuorch.cli.app import cli_config
+        from gpuorch.registry import offline_offers
+
+        cfg = cli_config()
+        names = list(cfg.providers)
+        if not names:
+            fail("no providers are configured; add providers: to the daemon configuration, or rank a price list "
+                 "with --price-list or --catalog FILE")
+        return offline_offers(dict(cfg.providers), cfg.home), f"the configured providers ({', '.join(names)})"
+    except UserInputError as e:
+        fail(str(e))
+
+
+def check_known(what: str, flag: str, wanted: list[str], have: set[str], source: str) -> None:
+    unknown = [x for x in wanted if x not in have]
+    if unknown:
+        fail(f"{flag}: unknown {what} {unknown[0]!r} in {source}; known: {', '.join(sorted(have)) or 'none'}")
+
+
+def freshness(catalog: Path | None, price_list: bool) -> dict[str, Any]:
+    """How old the ranked prices are: a ``--catalog`` file's provenance (``catalog refresh`` writes
+    it); for the configured providers, the last refresh of each that reads one
+    (``SupportsPriceRefresh``: ``$GPUORCH_HOME/catalog/<provider>.csv``); the shipped price list
+    is of unknown age. ``as_of``/``age_s``: the oldest dated file's; ``catalogs``: one per file."""
+    from gpuorch.catalog import provenance
+    from gpuorch.catalog.refresh import catalog_path
+    from gpuorch.clock import utcnow
+
+    now = utcnow()
+    if catalog is not None:
+        return provenance.freshness(catalog, now)
+    if price_list:
+        return provenance.freshness(None, now)
+    from gpuorch.cli.app import cli_config
+    from gpuorch.provider.port import SupportsPriceRefresh
+    from gpuorch.registry import provider_class
+
+    cfg = cli_config()
+    dated, undated = [], []
+    for name in cfg.providers:
+        try:
+            refreshes = issubclass(provider_class(name), SupportsPriceRefresh)
+        except UserInputError:
+            refreshes = False
+        path = catalog_path(cfg.home, name)
+        if refreshes and provenance.read(path) is not None:
+            dated.append(provenance.freshness(path, now))
+        else:
+            undated.append(name)
+    lines = [f["line"] for f in dated]
+    if undated:
+        lines.append(f"prices: {', '.join(undated)} from the shipped or configured catalog, of unknown age "
+                     "(not refreshed; `gpuorch catalog refresh --provider NAME` fetches today's)")
+    oldest = max(dated, key=lambda f: f["age_s"], default=None)
+    return {"catalog": "configured providers", "as_of": oldest["as_of"] if oldest else None,
+            "age_s": oldest["age_s"] if oldest else None, "source": None, "line": "; ".join(lines),
+            "catalogs": dated}
+
+
+def warn_flagged(catalog: Path | None) -> None:
+    """The row audit's warnings for a ``--catalog`` file (implausible spot prices), one line each."""
+    if catalog is not None:
+        from gpuorch.catalog import flagged
+
+        for line in flagged(catalog):
+            typer.echo(f"warning: {line}", err=True)
+
+
+def candidate_dict(c: Any) -> dict[str, Any]:
+    o = c.offer
+    return {
+        "provider": o.provider, "region": o.region, "zone": o.zone, "instance_type": o.instance_type,
+        "gpu": o.gpu, "gpu_count": o.gpu_count, "spot": c.spot, "price_per_hour": c.price_per_hour,
+        "est_hours": round(c.est_hours, 4), "est_cost": round(c.est_cost, 4),
+        "est_finish_hours": round(c.est_finish_hours, 4),
+        "per_gpu_gib": round(c.per_gpu_gib, 2) if c.per_gpu_gib is not None else None,
+        "sharding": c.sharding, "billing_granularity_s": o.billing_granularity_s,
+        "interruption_bucket": o.interruption_bucket,
+        "gpus_used": c.gpus_used or o.gpu_count, "larger": c.larger, "ranked_price_per_hour": c.ranked_price_per_hour,
+    }  # fmt: skip
+
+
+def work_assumption(spec: Any, default_hours: float) -> tuple[str, dict[str, Any]]:
+    """The work-hours assumption the ranking used, said plainly, and as data."""
+    m = spec.model
+    if m is not None and m.duration is not None:
+        return f"work: model.duration = {m.duration / 3600:g} h on every offer", {"from": "model.duration",
+                                                                                  "hours": m.duration / 3600}
+    if m is not None and m.tokens is not None:
+        return (f"work: estimated per offer from model.tokens = {m.tokens:g} (docs/sizing.md, Runtime)",
+                {"from": "model.tokens", "hours": None})
+    if spec.deadline is not None and spec.deadline.job_hours is not None:
+        return (f"work: deadline.job_hours = {spec.deadline.job_hours:g} h on every offer",
+                {"from": "deadline.job_hours", "hours": spec.deadline.job_hours})
+    return (f"work: {default_hours:g} h assumed (the default); give model.tokens, model.duration or "
+            "deadline.job_hours for a real estimate", {"from": "default", "hours": default_hours})
+
+
+def strategy_cell(c: Any, degree: int | None) -> str:
+    """What the candidate assumes: the strategy and the GPUs used (``1 of 8``: one GPU of eight;
+    ``tp2 x4``: four tensor-parallel replicas of two GPUs)."""
+    used, count = c.gpus_used or c.offer.gpu_count, c.offer.gpu_count
+    if c.sharding == "tp" and degree and degree < used:
+        return f"tp{degree} x{used // degree}"
+    if used < count:
+        return f"{used} of {count}"
+    if c.sharding in (None, "none"):
+        return f"{used} GPU" + ("s" if used > 1 else "")
+    return f"{c.sharding} x{used}"
