@@ -196,6 +196,9 @@ class JobService:
             offers = volume_offers(checked, offers, volume_attach_checks(dict(providers), spec.volume.type), source)
         warning = fit_check(checked, offers, source, now, configured=providers)
         job = jobs.submit(self.store, spec, now)
+        from gpuorch.store import wake
+
+        wake.notify(self.store)  # a sleeping daemon launches it now, not at its next poll
         return {"id": job.id, "name": job.name, "status": job.status.value, "warning": warning}
 
     def jobs(self) -> list[dict[str, Any]]:
@@ -316,6 +319,9 @@ class JobService:
             cap = cap_warning(spec.budget.max_cost, spec.max_parallel, job, placement.candidates(job, offers))
             warning = "; ".join(w for w in (warning, cap) if w) or None
         sweep = intent.submit(self.store, spec, trials, now)
+        from gpuorch.store import wake
+
+        wake.notify(self.store)  # its first trials launch now, not at the daemon's next poll
         return {"id": sweep.id, "name": sweep.name, "trials": len(trials), "status": sweep.status.value,
                 "warning": warning}
 

@@ -13,9 +13,11 @@ stop request is seen at once, even mid-pass:
 Jobs keep running in the cloud (and, for the local provider, on this host) and are re-adopted
 by the next daemon. A launch still out on the reconciler's launch pool is left behind: its
 attempt was recorded first, so the next daemon repeats the call with the same client token.
-Between passes the daemon sleeps at most ``max_sleep_s`` and, under a systemd watchdog, at most
-half of ``WatchdogSec``; it pings the watchdog only after a pass that completed, so a wedged or
-failing daemon is restarted by systemd.
+Between passes the daemon sleeps until the next pass is due (at most ``max_sleep_s`` and, under
+a systemd watchdog, at most half of ``WatchdogSec``), or until the store's change signal wakes it
+(``store.wake``: a submit; PostgreSQL ``LISTEN``, a FIFO beside a SQLite database), so a submitted
+job is launched at once without polling faster. It pings the watchdog only after a pass that
+completed, so a wedged or failing daemon is restarted by systemd.
 """
 
 from __future__ import annotations
@@ -37,13 +39,14 @@ from gpuorch.ops.sdnotify import Notifier
 from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.reconciler.reconciler import DISK_FULL
 from gpuorch.registry import load_providers
-from gpuorch.store import Store
+from gpuorch.store import Store, wake
 from gpuorch.store.heartbeat import Beater
 
 if TYPE_CHECKING:  # the API is an optional extra: imported at run time only when enabled
     from gpuorch.api.server import ApiThread
 
 log = logging.getLogger("gpuorch.daemon")
+RELISTEN_S = 60.0  # a broken wake-up listener is opened again after this long (polling meanwhile)
 
 
 def build_reconciler(config: DaemonConfig, store: Store | None = None, metrics: Any = None) -> Reconciler:
@@ -85,6 +88,9 @@ class Daemon:
         self._r, self._w = os.pipe()
         os.set_blocking(self._r, False)
         os.set_blocking(self._w, False)
+        self.listener = wake.listen(rec.store)  # None: no signal on this store; the poll finds new jobs
+        self._listen_at = time.monotonic() + RELISTEN_S  # when to try again if there is none
+        self.woken = 0  # passes started early by the store's signal (tests read it)
 
     def request_stop(self, *_: object) -> None:
         self._stopping = True
@@ -102,10 +108,26 @@ class Daemon:
         except Exception:  # the heartbeat is for readers; a store hiccup must not stop the daemon
             log.warning("could not write the daemon heartbeat (%s)", step, exc_info=True)
 
-    def _wait(self, timeout: float | None) -> None:
-        """Until poked or ``timeout``; then act on a stop request."""
-        readable, _, _ = select.select([self._r], [], [], timeout)
-        if readable:
+    def _wait(self, timeout: float | None, wake_on_store: bool = False) -> bool:
+        """Until poked or ``timeout`` (with ``wake_on_store``: or the store's signal); then act on
+        a stop request. True if the store's signal ended the wait. Only the sleep between passes
+        listens to the store: a signal that comes during a pass stays pending and ends the next
+        sleep at once (the pass may have claimed before the submit committed)."""
+        fds: list[Any] = [self._r]
+        if wake_on_store:
+            if self.listener is None and time.monotonic() >= self._listen_at:
+                self._listen_at = time.monotonic() + RELISTEN_S
+                self.listener = wake.listen(self.rec.store)
+            if self.listener is not None:
+                fds.append(self.listener)
+        readable, _, _ = select.select(fds, [], [], timeout)
+        woken = False
+        if self.listener is not None and self.listener in readable:
+            woken = True
+            if not self.listener.drain():
+                self.listener.close()
+                self.listener = None
+        if self._r in readable:
             try:
                 while os.read(self._r, 512):
                     pass
@@ -115,6 +137,7 @@ class Daemon:
             self.stop.set()
             log.info("stopping: no more jobs are claimed; the pass in flight gets %.0fs", self.config.drain_timeout_s)
             self.notifier.stopping("draining")
+        return woken
 
     def _pass(self) -> tuple[str, float | None]:
         """One pass on a worker thread: ("ok" | "failed" | "abandoned", seconds until the next)."""
@@ -173,7 +196,9 @@ class Daemon:
                     sleep = min(sleep, self.notifier.watchdog_s)
                 until = time.monotonic() + sleep  # a late poke from the last pass may cut a wait short
                 while not self._stopping and (left := until - time.monotonic()) > 0:
-                    self._wait(left)
+                    if self._wait(left, wake_on_store=True):
+                        self.woken += 1
+                        break
         finally:
             self._wait(0)
             self.stop.set()
@@ -192,6 +217,8 @@ class Daemon:
         self.rec.reads.close()
         for p in self.rec.providers.values():
             p.close()
+        if self.listener is not None:
+            self.listener.close()
         self.rec.store.close()
         os.close(self._r)
         os.close(self._w)

@@ -55,6 +55,12 @@ class Applier:
         except (RunnerUnavailable, ProviderError, NotImplementedError, OSError):
             pass
 
+    def heartbeat(self, view: JobView, attempt: int) -> None:
+        """The heartbeat of a job whose steady decision is not made again (steady.py), when due."""
+        a = next((a for a in view.attempts if a.row.number == attempt), None)
+        if a is not None:
+            self._heartbeat(view.job.id or 0, a)
+
     def apply(self, view: JobView, d: A.Decision, now: datetime) -> None:
         job_id = view.job.id or 0
         by_number = {a.row.number: a for a in view.attempts}

@@ -17,8 +17,9 @@ lease (``leases.py``), so a restarted or second daemon never double-acts. Nothin
 A pass costs little when nothing changes, so one daemon keeps a thousand running jobs on a few
 percent of a core (docs/benchmarks.md): leases are claimed and renewed in bulk and only when due,
 instances are listed once per provider, the jobs' attempts are read in one query (and
-kept, like the job rows, while the job is held and unwritten: ``_held_attempts``), parsed specs
-are cached by job (and spec text), agent heartbeats go out every ``heartbeat_every_s`` rather
+kept, like the job rows, while the job is held and unwritten: rows.py), parsed specs
+are cached by job (and spec text), a job whose observation did not change is not decided again
+(steady.py), agent heartbeats go out every ``heartbeat_every_s`` rather
 than every pass, and the apply, mirror and orphan steps write (or even read) only what changed.
 
 The pass's parts, collaborators given what they need: ``observe.py`` (offers, listing),
@@ -33,17 +34,16 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from threading import Event
 
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from gpuorch.clock import Clock, SystemClock
 from gpuorch.jobs.logmirror import LogMirror
-from gpuorch.jobs.spec import JobSpec
 from gpuorch.money.caps import Policy
 from gpuorch.ops.crashpoints import crashpoint
 from gpuorch.ops.diskfull import DiskFullLog
@@ -60,8 +60,10 @@ from gpuorch.reconciler.money import Money
 from gpuorch.reconciler.observe import Key, OfferCache, backoffs, list_instances
 from gpuorch.reconciler.orphans import sweep_keys, sweep_orphans
 from gpuorch.reconciler.recording import Recording
+from gpuorch.reconciler.rows import HeldRows, UnreadableSpec
 from gpuorch.reconciler.scheduled import ScheduledStops
 from gpuorch.reconciler.status_reads import RUNNER_ERRORS, StatusReads, read_status
+from gpuorch.reconciler.steady import SteadyJobs
 from gpuorch.reconciler.views import AttemptView, JobView, Settings
 from gpuorch.reconciler.volumes import Volumes
 from gpuorch.runners.port import Runner
@@ -75,21 +77,9 @@ DISK_FULL = DiskFullLog(log)  # one line a minute while the disk is full, for ev
 __all__ = ["LeaseLost", "Reconciler", "backoff_key"]
 
 HEARTBEAT_EVERY_S = 30.0  # at most; and at least four heartbeats per dead-man timeout
-IN_CHUNK = 500  # ids per IN (...) list: well under every database's parameter limit
 KEY_SWEEP_EVERY_S = 60.0
 
 
-
-class UnreadableSpec(Exception):
-    """A stored job spec this gpuorch cannot load; the message is the first error, on one line."""
-
-
-def _first_error(e: ValueError) -> str:
-    errors = getattr(e, "errors", None)
-    if callable(errors):
-        err = errors()[0]
-        return f"{'.'.join(str(p) for p in err['loc']) or 'spec'}: {err['msg']}"
-    return str(e)
 
 def heartbeat_every_s(settings: Settings) -> float:
     timeout = settings.heartbeat_timeout_s
@@ -133,9 +123,8 @@ class Reconciler:
         self._keys_swept_at: datetime | None = None
         self._runners: list[tuple[Attempt, Runner]] = []  # the job's runners that answered (observe -> record)
         self._attempts: dict[int, list[Attempt]] = {}  # this pass's attempts, by job id
-        self._attempt_cache: dict[int, list[Attempt]] = {}  # kept across passes: see _held_attempts
-        self._job_cache: dict[int, Job] = {}  # job rows kept across passes: see Leases.claim(known=)
-        self._specs: dict[int, tuple[str, JobSpec]] = {}  # parsed specs by job id, with their text
+        self.rows = HeldRows(store, self.leases)  # job and attempt rows, parsed specs: kept across passes
+        self.steady = SteadyJobs()  # jobs whose observation did not change are not decided again
         self._unreadable: dict[int, str] = {}  # spec text of live jobs logged as unreadable (once each)
 
     # -- load ------------------------------------------------------------------------------
@@ -152,52 +141,13 @@ class Reconciler:
     def release_leases(self) -> None:
         self.leases.release()
 
-    def _load_attempts(self, job_ids: Sequence[int]) -> dict[int, list[Attempt]]:
-        """Every attempt of these jobs, by job, in number order: one query per ``IN_CHUNK`` jobs."""
-        out: dict[int, list[Attempt]] = {i: [] for i in job_ids}
-        with self.store.read() as s:
-            for k in range(0, len(job_ids), IN_CHUNK):
-                chunk = list(job_ids[k:k + IN_CHUNK])
-                for row in s.exec(select(Attempt).where(Attempt.job_id.in_(chunk))  # type: ignore[attr-defined]
-                                  .order_by(Attempt.job_id, Attempt.number)):  # type: ignore[arg-type]
-                    out[row.job_id].append(row)
-        return out
-
-    def _held_attempts(self, claimed: list[Job]) -> dict[int, list[Attempt]]:
-        """The attempts of the jobs held, from the cache where it is good, else in one query.
-
-        Attempt rows are written only by the daemon holding the job's lease, through ``_txn``,
-        which drops the job's cached rows; a job this daemon did not hold without a break since
-        it last read them (``Leases.taken``: free, expired or another daemon's until this claim)
-        is read again. So a cached row is the row in the store.
-        """
-        fresh = self.leases.taken
-        out = {j.id or 0: rows for j in claimed if (rows := self._attempt_cache.get(j.id or 0)) is not None
-               and j.id not in fresh}
-        out.update(self._load_attempts([j.id or 0 for j in claimed if j.id not in out]))
-        self._attempt_cache = dict(out)
-        return out
-
-    def _spec(self, job: Job) -> JobSpec:
-        """The job's parsed spec, parsed again only when its text changed. UnreadableSpec when
-        this gpuorch cannot load it (``_quarantine``)."""
-        cached = self._specs.get(job.id or 0)
-        if cached is not None and cached[0] == job.spec:
-            return cached[1]
-        try:
-            spec = JobSpec.model_validate_json(job.spec)
-        except ValueError as e:  # pydantic's ValidationError is one
-            raise UnreadableSpec(_first_error(e)) from None
-        self._specs[job.id or 0] = (job.spec, spec)
-        return spec
-
     def _view(self, job: Job, observed: dict[Key, Instance], ok: set[str]) -> JobView:
         """The observe stage for one job: a snapshot, with no write to the store or to files. The
         runners that answered are kept for ``_record_observed`` (its log and metrics)."""
         self._runners = []
         rows = self._attempts.get(job.id or 0)
         if rows is None:  # not loaded with this pass's batch
-            rows = self._load_attempts([job.id or 0])[job.id or 0]
+            rows = self.rows.load_attempts([job.id or 0])[job.id or 0]
         views = []
         for row in rows:
             if row.status == AttemptStatus.ENDED:
@@ -215,7 +165,7 @@ class Reconciler:
                 if agent is not None and read.runner is not None:
                     self._runners.append((row, read.runner))
             views.append(AttemptView(row, observed=row.provider in ok, instance=inst, agent=agent, reachable=reachable))
-        return JobView(job, self._spec(job), views)
+        return JobView(job, self.rows.spec(job), views)
 
     def _worth_asking(self, row: Attempt, inst: Instance | None) -> Provider | None:
         """The provider whose runner to ask for the attempt's agent, if it is worth asking: only a
@@ -275,17 +225,16 @@ class Reconciler:
         # launched whose instance the listing predates ("disappeared"): such jobs wait a pass.
         launching = self.pool.in_flight()
         for job_id in self.pool.stale():  # a background launch wrote these: read them afresh
-            self._attempt_cache.pop(job_id, None)
-            self._job_cache.pop(job_id, None)
+            self.rows.drop(job_id)
         # Claim, then observe: observations then postdate every write of a daemon whose lease
         # this pass took over (its writes need an unexpired lease; we took an expired one).
-        claimed = self.leases.claim(now, self._last_pass_at, known=self._job_cache)
-        self._job_cache = {j.id or 0: j for j in claimed}
+        claimed = self.leases.claim(now, self._last_pass_at, known=self.rows.jobs)
+        self.rows.jobs = {j.id or 0: j for j in claimed}
         self._last_pass_at = now
         observed, ok = self._observe()  # before reading attempts: see orphans.py
         crashpoint("pass.observed")
         self.scheduled_stops.note(observed, {j.id for j in claimed if j.id is not None}, now)
-        self._attempts = self._held_attempts(claimed)
+        self._attempts = self.rows.held_attempts(claimed)
         live = {(r.provider, r.job_id, r.number) for rows in self._attempts.values() for r in rows
                 if r.status != AttemptStatus.ENDED}
         reading = self._read_agents([j for j in claimed if not self.pool.busy(j.id or 0)], observed)
@@ -295,10 +244,12 @@ class Reconciler:
         if not self.offers.complete:  # a catalog is missing: "no offer" may be a blip
             settings = dataclasses.replace(settings, no_offer_retry_s=settings.poll_s)
         avoid = self._avoid(now)
+        avoid_key = None if avoid is None else avoid.key
         seen_at = self.offers.seen_at  # when the catalog was last read (spot price moves)
         requeue = self.settings.no_offer_retry_s
         self.applier.terminated = set()  # this pass's terminations; `observed` predates them
         self.money.begin_pass()
+        self.steady.begin_pass()
         # Leases are renewed (in bulk) once less than RENEW_WHEN_LEFT of them is left.
         renew_at = min((j.lease_expires for j in claimed if j.lease_expires is not None), default=now) \
             - timedelta(seconds=self.lease_s * RENEW_WHEN_LEFT)
@@ -322,10 +273,16 @@ class Reconciler:
                     if (gate := self.money.gate(view, now)) is not None:
                         view = dataclasses.replace(view, gate=gate)
                     scoped = self.volumes.offers_for(view.spec, offers)  # a volume job: providers with volumes
-                    decision = decide(view, now, index if scoped is offers else scoped, avoid=avoid,
-                                      settings=settings)
+                    placing = index if scoped is offers else scoped
+                    context = (placing, avoid_key, settings)
+                    if (same := self.steady.unchanged(view, context)) is not None:  # steady.py: decide would repeat
+                        self.applier.heartbeat(view, same.attempt)
+                        requeue = min(requeue, same.requeue_after)
+                        continue
+                    decision = decide(view, now, placing, avoid=avoid, settings=settings)
                     self.applier.apply(view, decision, now)
                     self.money.after(decision)
+                    self.steady.note(view, decision, context)
                     if job.status == JobStatus.QUEUED and any(isinstance(a, Launch) for a in decision.actions):
                         launched += 1
                     requeue = min(requeue, decision.requeue_after)
@@ -368,7 +325,8 @@ class Reconciler:
     def _forget(self, claimed: list[Job], live: set[Key]) -> None:
         """Drop the caches of jobs and attempts this daemon no longer works on."""
         held = {j.id for j in claimed}
-        self._specs = {k: v for k, v in self._specs.items() if k in held}
+        self.rows.forget(held)
+        self.steady.forget(held)
         alive = {(k[1], k[2]) for k in live}
         self.applier.heartbeats = {k: v for k, v in self.applier.heartbeats.items() if k in alive}
 
@@ -387,8 +345,7 @@ class Reconciler:
         The job's row stays locked until commit (``FOR UPDATE``; SQLite: BEGIN IMMEDIATE), so no
         other daemon's claim commits between this check and this write.
         """
-        self._attempt_cache.pop(job_id, None)  # whatever this writes, the next pass reads afresh
-        self._job_cache.pop(job_id, None)
+        self.rows.drop(job_id)  # whatever this writes, the next pass reads afresh
         with self.store.write() as s:
             job = s.get(Job, job_id, with_for_update=True)
             now = self.clock.now()

@@ -1,0 +1,84 @@
+"""The held jobs' rows and parsed specs, kept across passes while nobody wrote them.
+
+A steady pass must not reload a thousand job and attempt rows through the ORM, nor parse a
+thousand specs: ``HeldRows`` keeps them. Attempt rows are written only by the daemon holding the
+job's lease, through ``Reconciler._txn``, which calls ``drop``; a job this daemon did not hold
+without a break since it last read them (``Leases.taken``: free, expired or another daemon's
+until this claim) is read again. So a cached row is the row in the store, and the same object
+from pass to pass (``steady.py`` relies on that).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlmodel import select
+
+from gpuorch.jobs.spec import JobSpec
+from gpuorch.reconciler.leases import Leases
+from gpuorch.store import Store
+from gpuorch.store.models import Attempt, Job
+
+IN_CHUNK = 500  # ids per IN (...) list: well under every database's parameter limit
+
+
+class UnreadableSpec(Exception):
+    """A stored job spec this gpuorch cannot load; the message is the first error, on one line."""
+
+
+def first_error(e: ValueError) -> str:
+    errors = getattr(e, "errors", None)
+    if callable(errors):
+        err = errors()[0]
+        return f"{'.'.join(str(p) for p in err['loc']) or 'spec'}: {err['msg']}"
+    return str(e)
+
+
+class HeldRows:
+    def __init__(self, store: Store, leases: Leases) -> None:
+        self.store, self.leases = store, leases
+        self.attempts: dict[int, list[Attempt]] = {}  # kept across passes: see held_attempts
+        self.jobs: dict[int, Job] = {}  # job rows kept across passes: see Leases.claim(known=)
+        self._specs: dict[int, tuple[str, JobSpec]] = {}  # parsed specs by job id, with their text
+
+    def load_attempts(self, job_ids: Sequence[int]) -> dict[int, list[Attempt]]:
+        """Every attempt of these jobs, by job, in number order: one query per ``IN_CHUNK`` jobs."""
+        out: dict[int, list[Attempt]] = {i: [] for i in job_ids}
+        with self.store.read() as s:
+            for k in range(0, len(job_ids), IN_CHUNK):
+                chunk = list(job_ids[k:k + IN_CHUNK])
+                for row in s.exec(select(Attempt).where(Attempt.job_id.in_(chunk))  # type: ignore[attr-defined]
+                                  .order_by(Attempt.job_id, Attempt.number)):  # type: ignore[arg-type]
+                    out[row.job_id].append(row)
+        return out
+
+    def held_attempts(self, claimed: list[Job]) -> dict[int, list[Attempt]]:
+        """The attempts of the jobs held, from the cache where it is good, else in one query."""
+        fresh = self.leases.taken
+        out = {j.id or 0: rows for j in claimed if (rows := self.attempts.get(j.id or 0)) is not None
+               and j.id not in fresh}
+        out.update(self.load_attempts([j.id or 0 for j in claimed if j.id not in out]))
+        self.attempts = dict(out)
+        return out
+
+    def drop(self, job_id: int) -> None:
+        """The job is being written (or was, in the background): read its rows afresh next pass."""
+        self.attempts.pop(job_id, None)
+        self.jobs.pop(job_id, None)
+
+    def spec(self, job: Job) -> JobSpec:
+        """The job's parsed spec, parsed again only when its text changed. UnreadableSpec when
+        this gpuorch cannot load it."""
+        cached = self._specs.get(job.id or 0)
+        if cached is not None and cached[0] == job.spec:
+            return cached[1]
+        try:
+            spec = JobSpec.model_validate_json(job.spec)
+        except ValueError as e:  # pydantic's ValidationError is one
+            raise UnreadableSpec(first_error(e)) from None
+        self._specs[job.id or 0] = (job.spec, spec)
+        return spec
+
+    def forget(self, held: set[int | None]) -> None:
+        """Drop the parsed specs of jobs this daemon no longer works on."""
+        self._specs = {k: v for k, v in self._specs.items() if k in held}

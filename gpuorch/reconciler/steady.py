@@ -1,0 +1,101 @@
+"""Skip the jobs whose observation did not change: a steady pass pays for its reads, not for decide.
+
+``decide`` is pure: the same view, offers, back-offs and settings give the same decision, except
+where it reads ``now``. ``SteadyJobs`` remembers, per job, the inputs of the last decision that
+was the steady pair of a running attempt, ``(Progress, Heartbeat)``, and skips decide and apply
+for the job while all of these hold:
+
+1. every input is the same object as then (``is``, never a deep compare): the job row, each
+   attempt row, its instance, its agent status, whether the runner answered, whether the
+   provider was listed, the offers index, the back-off keys and the settings. Providers and
+   runners hand out a new object when something changed (the sim and local runner reuse theirs
+   while their files are unchanged); the store's rows are new objects after any write on the job
+   (``Reconciler._txn`` drops the cached rows), a cancel request or a takeover (``Leases.claim``);
+2. nothing on the steady path reads the clock: no attempt is draining (its deadline), no money
+   gate applies (caps and sweeps read cost, which grows with time) and the spec has no deadline.
+   Everything else ``decide`` does for a running attempt with an agent that answered, no notice
+   and a live instance returns the steady pair whatever ``now`` is (``attempt_steps.live``).
+
+A skipped job still gets what runs at its own pace: its log and metrics are mirrored and its
+spot price tracked (before, as for every job) and its heartbeat goes out when due (``Applier``).
+A steady pair's apply writes nothing the second time (``Recording.progress`` writes only what
+changed, and a write would have renewed the rows), so skipping it is the same as running it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuorch.reconciler.actions import Decision, Heartbeat, Progress
+from gpuorch.reconciler.views import JobView
+from gpuorch.store.models import AttemptStatus
+
+# (row, instance, agent status, reachable, observed) of each attempt, in order
+Seen = tuple[tuple[object, object, object, bool, bool], ...]
+
+
+@dataclass(frozen=True)
+class Steady:
+    job: object
+    attempts: Seen
+    context: tuple[object, ...]  # the offers index, the back-off keys, the settings
+    attempt: int  # the running attempt the steady pair is about
+    requeue_after: float
+
+
+def _seen(view: JobView) -> Seen:
+    return tuple((a.row, a.instance, a.agent, a.reachable, a.observed) for a in view.attempts)
+
+
+def _same(a: Seen, b: Seen) -> bool:
+    return len(a) == len(b) and all(x[0] is y[0] and x[1] is y[1] and x[2] is y[2] and x[3] == y[3] and x[4] == y[4]
+                                    for x, y in zip(a, b, strict=True))
+
+
+def steady_attempt(d: Decision) -> int | None:
+    """The attempt number if ``d`` is exactly the steady pair of one running attempt, else None."""
+    acts = d.actions
+    if len(acts) == 2 and isinstance(acts[0], Progress) and isinstance(acts[1], Heartbeat) \
+            and acts[0].attempt == acts[1].attempt:
+        return acts[0].attempt
+    return None
+
+
+def clock_free(view: JobView) -> bool:
+    """Whether decide's steady path for this view reads no clock (point 2 above)."""
+    return view.gate is None and view.spec.deadline is None and not any(
+        a.row.status == AttemptStatus.DRAINING for a in view.attempts)
+
+
+class SteadyJobs:
+    """The steady decisions of the last passes, by job id. Only the pass's thread uses it."""
+
+    def __init__(self) -> None:
+        self._memo: dict[int, Steady] = {}
+        self.skipped = 0  # jobs skipped in the last pass (tests and benchmarks read it)
+
+    def begin_pass(self) -> None:
+        self.skipped = 0
+
+    def unchanged(self, view: JobView, context: tuple[object, ...]) -> Steady | None:
+        """The remembered steady decision if nothing it was made from changed, else None."""
+        memo = self._memo.get(view.job.id or 0)
+        if memo is None or memo.job is not view.job or not clock_free(view) or len(memo.context) != len(context) \
+                or any(not (x is y or x == y) for x, y in zip(memo.context, context, strict=True)) \
+                or not _same(memo.attempts, _seen(view)):
+            return None
+        self.skipped += 1
+        return memo
+
+    def note(self, view: JobView, d: Decision, context: tuple[object, ...]) -> None:
+        """Remember ``d`` for ``view``'s job if it was steady and clock free; else forget the job."""
+        job_id = view.job.id or 0
+        number = steady_attempt(d)
+        if number is not None and clock_free(view):
+            self._memo[job_id] = Steady(view.job, _seen(view), context, number, d.requeue_after)
+        else:
+            self._memo.pop(job_id, None)
+
+    def forget(self, held: set[int | None]) -> None:
+        """Drop the jobs this daemon does not hold any more."""
+        self._memo = {k: v for k, v in self._memo.items() if k in held}

@@ -1,0 +1,130 @@
+"""The steady pass over sim jobs skips decide for jobs whose observation did not change
+(reconciler/steady.py), writes nothing, costs the same queries for 3 or 12 jobs, and still acts
+at once on any change: a notice, an agent's new checkpoint, a cancel request.
+
+Real SimProvider (``agents: external``, ``boot_s: 0``: this test plays the agents by writing
+their ``status.json``, as bench/recovery.py does), real SQLite, the system clock (the sim's
+instances live in wall time). Statements counted by a SQLAlchemy listener.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from conftest import TRACES
+from sqlalchemy import event
+from sqlmodel import select
+
+from gpuorch.agent.protocol import STATUS_FILE, AgentStatus, write_atomic
+from gpuorch.jobs import intent as jobs
+from gpuorch.jobs.spec import parse_spec
+from gpuorch.reconciler import Reconciler
+from gpuorch.store import Store
+from gpuorch.store.models import Attempt, AttemptStatus, Checkpoint, Job, JobStatus
+
+SIM = {"traces": str(TRACES), "agents": "external", "boot_s": 0}
+WRITES = ("INSERT", "UPDATE", "DELETE", "BEGIN IMMEDIATE")
+
+
+@contextmanager
+def statements(store: Store) -> Iterator[list[str]]:
+    seen: list[str] = []
+
+    def record(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
+        seen.append(statement.strip())
+
+    for e in {store._read, store._write}:
+        event.listen(e, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        for e in {store._read, store._write}:
+            event.remove(e, "before_cursor_execute", record)
+
+
+def play_agent(run: Path, **fields: object) -> None:
+    """Write the agent's status as the agent does, dated 10 s ago (settled: the runner keeps
+    its parsed status while the file does not change)."""
+    now = time.time()
+    write_atomic(run / STATUS_FILE, AgentStatus(state="running", started_at=now, running_since=now, updated_at=now,
+                                                **fields).to_json())  # type: ignore[arg-type]
+    os.utime(run / STATUS_FILE, (now - 10, now - 10))
+
+
+def running(store: Store, sim, rec: Reconciler, n: int, tmp_path: Path) -> list[int]:  # type: ignore[no-untyped-def]
+    spec = {"run": "python train.py", "spot_policy": "on-demand", "providers": ["sim"],
+            "checkpoint": {"store": f"file://{tmp_path / 'ckpt'}", "interval": "10m"}}
+    ids = [jobs.submit(store, parse_spec({**spec, "name": f"j{i}"}), rec.clock.now()).id for i in range(n)]
+    for _ in range(20):
+        rec.run_pass()
+        for inst in sim._list():
+            run = sim.instances_dir / inst.id / "run"
+            if (run / "agent.json").exists() and not (run / STATUS_FILE).exists():
+                play_agent(run)
+        with store.read() as s:
+            if [a.status for a in s.exec(select(Attempt))] == [AttemptStatus.RUNNING] * n:
+                break
+    rec.run_pass()  # the first pass that sees them running remembers their steady decisions
+    return ids  # type: ignore[return-value]
+
+
+def run_dir(store: Store, sim, job_id: int) -> Path:  # type: ignore[no-untyped-def]
+    with store.read() as s:
+        a = s.exec(select(Attempt).where(Attempt.job_id == job_id)).one()
+    return sim.instances_dir / a.instance_id / "run"
+
+
+def test_unchanged_sim_jobs_are_skipped_and_the_pass_writes_nothing(store, make_sim, tmp_path):
+    sim = make_sim(**SIM)
+    rec = Reconciler(store, {"sim": sim})
+    running(store, sim, rec, 4, tmp_path)
+    with statements(store) as seen:
+        rec.run_pass()
+        rec.run_pass()
+    assert rec.steady.skipped == 4
+    assert seen and [s for s in seen if s.upper().startswith(WRITES)] == []
+
+
+def test_a_steady_sim_pass_costs_the_same_queries_for_3_or_12_jobs(make_sim, tmp_path):
+    counts = []
+    for n in (3, 12):
+        store = Store(f"sqlite:///{tmp_path / f'{n}.db'}")
+        sim = make_sim(home=f"home{n}", **SIM)
+        rec = Reconciler(store, {"sim": sim})
+        running(store, sim, rec, n, tmp_path)
+        with statements(store) as seen:
+            rec.run_pass()
+        assert rec.steady.skipped == n
+        counts.append(len(seen))
+        store.close()
+    assert counts[0] == counts[1]
+
+
+def test_a_notice_a_new_checkpoint_and_a_cancel_are_each_decided_in_the_next_pass(store, make_sim, tmp_path):
+    sim = make_sim(**SIM)
+    rec = Reconciler(store, {"sim": sim})
+    noticed, checkpointed, cancelled, quiet = running(store, sim, rec, 4, tmp_path)
+    with store.read() as s:
+        inst = s.exec(select(Attempt).where(Attempt.job_id == noticed)).one().instance_id
+    sim.inject_preemption(inst, 120.0)  # the instance's record changes: a new Instance object
+    play_agent(run_dir(store, sim, checkpointed), uploaded=["ckpt-1"], last_checkpoint="ckpt-1",
+               last_checkpoint_at=time.time())
+    jobs.cancel(store, str(cancelled), rec.clock.now())
+    rec.run_pass()
+    assert rec.steady.skipped == 1  # only the quiet one
+    with store.read() as s:
+        status = {j.id: j.status for j in s.exec(select(Job))}
+        attempts = {a.job_id: a.status for a in s.exec(select(Attempt).where(Attempt.number == 1))}
+        names = list(s.exec(select(Checkpoint.name).where(Checkpoint.job_id == checkpointed)))
+    assert attempts[noticed] == AttemptStatus.DRAINING and status[noticed] == JobStatus.RECOVERING
+    assert names == ["ckpt-1"]
+    assert status[cancelled] == JobStatus.CANCELLED
+    assert status[quiet] == JobStatus.RUNNING
+    rec.run_pass()  # the checkpointed job's rows were written, so read again: decided once more
+    assert rec.steady.skipped == 1
+    rec.run_pass()
+    assert rec.steady.skipped == 2  # the quiet one, and the checkpointed one, steady again
