@@ -63,6 +63,7 @@ from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider  # noqa: E
 
 TRACES = REPO / "tests" / "data" / "spot-traces" / "aws-p3-2023"
 POLL_S = 2.0  # the daemon's default (configs/daemon.yaml)
+RAMP_LIMIT_S = 1800  # 10,000 jobs launch in a few minutes on a loaded 2-core machine
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -108,6 +109,49 @@ class Agents:
         return started
 
 
+SUBMIT_BATCH = 1000  # jobs per writing transaction when the bench submits them
+
+
+def submit_all(store: Store, specs: list[dict]) -> None:
+    """Queue the jobs as ``jobs.submit`` does (a job row and its ``submitted`` event each), a
+    thousand per transaction: 10,000 single-job transactions take minutes on a loaded machine."""
+    from gpuorch.jobs import events
+    from gpuorch.store.models import Job, JobStatus
+
+    parsed = [parse_spec(spec) for spec in specs]
+    for k in range(0, len(parsed), SUBMIT_BATCH):
+        with store.write() as s:
+            now = datetime.now(UTC)
+            rows = [Job(name=p.name, spec=p.model_dump_json(), status=JobStatus.QUEUED, created_at=now, updated_at=now)
+                    for p in parsed[k:k + SUBMIT_BATCH]]
+            s.add_all(rows)
+            s.flush()
+            for job in rows:
+                events.record(s, now, "submitted", f"job {job.name} queued", job_id=job.id)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def pass_totals(port: int) -> tuple[float, int]:
+    """(seconds, count) of the daemon's passes so far, from its /metrics."""
+    from urllib.request import urlopen
+
+    total, count = 0.0, 0
+    with urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:  # noqa: S310 (a local daemon)
+        for line in r.read().decode().splitlines():
+            if line.startswith("gpuorch_reconcile_pass_duration_seconds_sum"):
+                total = float(line.split()[-1])
+            elif line.startswith("gpuorch_reconcile_pass_duration_seconds_count"):
+                count = int(float(line.split()[-1]))
+    return total, count
+
+
 def fresh_database(server: str) -> tuple[str, str]:
     """A new empty database on the PostgreSQL server ``server`` (a SQLAlchemy URL naming any
     database there): (its URL, its name)."""
@@ -128,19 +172,21 @@ def drop_database(server: str, name: str) -> None:
 
 
 def daemon_bench(n: int, window: float, notices: int, rng: random.Random, url: str | None = None,
-                 daemons: int = 1) -> dict:
+                 daemons: int = 1, pass_time: bool = False) -> dict:
     """``url``: the store (None: SQLite in the bench's home); ``daemons``: how many daemon
-    processes share it (HA mode needs PostgreSQL); their CPU is summed, RSS is the largest."""
+    processes share it (HA mode needs PostgreSQL); their CPU is summed, RSS is the largest.
+    ``pass_time``: also the mean pass time over the window, from the (first) daemon's /metrics."""
     home = Path(tempfile.mkdtemp(prefix="gpuorch-bench-recovery-"))
     sim = {"traces": str(TRACES), "agents": "external", "boot_s": 0, "time_scale": 60}
+    port = free_port() if pass_time else 0
     (home / "config.yaml").write_text(yaml.safe_dump({
-        "providers": {"sim": sim}, "poll_s": POLL_S, "metrics": {"enabled": True, "port": 0}, "log_level": "warning"}))
+        "providers": {"sim": sim}, "poll_s": POLL_S, "metrics": {"enabled": True, "port": port},
+        "log_level": "warning"}))
     url = url or f"sqlite:///{home / 'state.db'}"
     store = Store(url)
     spec = {"run": "python train.py", "spot_policy": "on-demand", "providers": ["sim"],
             "checkpoint": {"store": f"file://{home / 'ckpt'}", "interval": "10m"}}
-    for i in range(n):
-        jobs.submit(store, parse_spec({**spec, "name": f"job-{i}"}), datetime.now(UTC))
+    submit_all(store, [{**spec, "name": f"job-{i}"} for i in range(n)])
     env = {**os.environ, "GPUORCH_HOME": str(home), "GPUORCH_DATABASE_URL": url}
     log = open(home / "daemon.log", "wb")  # noqa: SIM115
     procs = [subprocess.Popen([sys.executable, "-m", "gpuorch", "daemon"], env=env, stdout=log,
@@ -156,16 +202,22 @@ def daemon_bench(n: int, window: float, notices: int, rng: random.Random, url: s
                                  .where(Attempt.status == AttemptStatus.RUNNING)).one()
             if running >= n:
                 break
-            if any(d.poll() is not None for d in procs) or time.monotonic() - t0 > 600:
+            if any(d.poll() is not None for d in procs) or time.monotonic() - t0 > RAMP_LIMIT_S:
                 raise SystemExit(f"daemon did not get {n} jobs running ({running}); see {home / 'daemon.log'}")
             time.sleep(0.5)
         print(f"{n} jobs running after {time.monotonic() - t0:.0f} s; settling one lease period")
         time.sleep(5)
         with store.read() as s:
             events_before = s.exec(select(func.count()).select_from(Event)).one()
+        p0 = pass_totals(port) if pass_time else (0.0, 0)
         c0, w0 = sum(cpu_s(d.pid) for d in procs), time.monotonic()
         time.sleep(window)
         c1, w1 = sum(cpu_s(d.pid) for d in procs), time.monotonic()
+        if pass_time:
+            p1 = pass_totals(port)
+            out["passes_in_window"] = p1[1] - p0[1]
+            out["pass_s_mean"] = round((p1[0] - p0[0]) / max(1, p1[1] - p0[1]), 4)
+            out["daemon_cpu_s_per_pass"] = round((c1 - c0) / max(1, p1[1] - p0[1]), 4)
         with store.read() as s:
             events_after = s.exec(select(func.count()).select_from(Event)).one()
         out["daemon_cpu_pct"] = round(100 * (c1 - c0) / (w1 - w0), 2)
@@ -295,6 +347,8 @@ def main() -> None:
                     "server (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/postgres) instead of SQLite")
     ap.add_argument("--daemons", type=int, default=1, help="daemon processes sharing the store (HA: --postgres)")
     ap.add_argument("--no-lost-work", action="store_true", help="skip measurement 3 (a shorter run)")
+    ap.add_argument("--pass-time", action="store_true", help="also the passes' mean time and CPU over the window "
+                    "(the daemon's /metrics)")
     args = ap.parse_args()
     if args.daemons > 1 and not args.postgres:
         raise SystemExit("--daemons: several daemons need a shared PostgreSQL store; add --postgres URL")
@@ -306,7 +360,7 @@ def main() -> None:
         result.update(lost_work_bench(args.trials, rng))
     url, name = fresh_database(args.postgres) if args.postgres else (None, "")
     try:
-        result.update(daemon_bench(args.jobs, args.window, args.notices, rng, url, args.daemons))
+        result.update(daemon_bench(args.jobs, args.window, args.notices, rng, url, args.daemons, args.pass_time))
     finally:
         if name:
             drop_database(args.postgres, name)

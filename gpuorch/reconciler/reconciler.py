@@ -62,7 +62,7 @@ from gpuorch.reconciler.orphans import sweep_keys, sweep_orphans
 from gpuorch.reconciler.recording import Recording
 from gpuorch.reconciler.rows import HeldRows, UnreadableSpec
 from gpuorch.reconciler.scheduled import ScheduledStops
-from gpuorch.reconciler.status_reads import RUNNER_ERRORS, StatusReads, read_status
+from gpuorch.reconciler.status_reads import RUNNER_ERRORS, Read, ReadKey, StatusReads, batch_reads, read_status
 from gpuorch.reconciler.steady import SteadyJobs
 from gpuorch.reconciler.views import AttemptView, JobView, Settings
 from gpuorch.reconciler.volumes import Volumes
@@ -123,6 +123,7 @@ class Reconciler:
         self._keys_swept_at: datetime | None = None
         self._runners: list[tuple[Attempt, Runner]] = []  # the job's runners that answered (observe -> record)
         self._attempts: dict[int, list[Attempt]] = {}  # this pass's attempts, by job id
+        self._batched: dict[ReadKey, Read] = {}  # this pass's status reads made in one call per provider
         self.rows = HeldRows(store, self.leases)  # job and attempt rows, parsed specs: kept across passes
         self.steady = SteadyJobs()  # jobs whose observation did not change are not decided again
         self._unreadable: dict[int, str] = {}  # spec text of live jobs logged as unreadable (once each)
@@ -158,8 +159,8 @@ class Reconciler:
             if (provider := self._worth_asking(row, inst)) is not None:
                 assert inst is not None
                 # read off the pass (status_reads.py) if it may block; else, or not in this pass's batch, here
-                read = self.reads.take((row.provider, row.job_id, row.number, inst.id)) \
-                    if provider.runners_may_block else None
+                key = (row.provider, row.job_id, row.number, inst.id)
+                read = self.reads.take(key) if provider.runners_may_block else self._batched.get(key)
                 read = read or read_status(provider.runner, inst)
                 agent, reachable = read.agent, read.reachable
                 if agent is not None and read.runner is not None:
@@ -179,18 +180,28 @@ class Reconciler:
     def _read_agents(self, claimed: list[Job], observed: dict[Key, Instance]) -> set[int]:
         """Start this pass's agent status reads from runners that may block (SSH), all at once, and
         wait for them together (at most ``observe_wait_s``); the ids of the jobs whose read is still
-        out, left alone this pass."""
+        out, left alone this pass. A provider that reads many agents in one call
+        (``SupportsAgentStatuses``) is asked once for all of its jobs; the rest are read in ``_view``."""
         wanted = []
         blocking = {name for name, p in self.providers.items() if p.runners_may_block}  # others answer inline
-        if blocking:
+        batched: dict[str, list[tuple[ReadKey, Instance]]] = {  # ... and some in one call (status_reads.py)
+            name: [] for name, p in self.providers.items() if not p.runners_may_block and hasattr(p, "agent_statuses")}
+        if blocking or batched:
             for job in claimed:
                 for row in self._attempts.get(job.id or 0, ()):
-                    if row.provider not in blocking or row.status == AttemptStatus.ENDED:
+                    asked = row.provider in blocking or row.provider in batched
+                    if row.status == AttemptStatus.ENDED or not asked:
                         continue
                     inst = observed.get((row.provider, row.job_id, row.number))
                     if (provider := self._worth_asking(row, inst)) is not None:
                         assert inst is not None
-                        wanted.append(((row.provider, row.job_id, row.number, inst.id), provider.runner, inst))
+                        key = (row.provider, row.job_id, row.number, inst.id)
+                        if row.provider in blocking:
+                            wanted.append((key, provider.runner, inst))
+                        else:
+                            batched[row.provider].append((key, inst))
+        self._batched = {k: r for name, keys in batched.items()
+                         for k, r in batch_reads(self.providers[name], keys).items()}
         self.reads.read(wanted)
         return self.reads.pending_jobs()
 
@@ -295,7 +306,7 @@ class Reconciler:
                         log.exception("job %s: reconcile failed", job.id)
                     requeue = min(requeue, self.settings.poll_s)
         finally:
-            self._attempts = {}
+            self._attempts, self._batched = {}, {}
             self._runners = []
         self._forget(claimed, live)
         self.money.finish_sweeps(now)

@@ -15,9 +15,9 @@ so the boot timeout still ends an instance whose runner never answers.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from gpuorch.agent.protocol import AgentStatus
 from gpuorch.errors import ProviderError
@@ -50,6 +50,35 @@ def read_status(runner_of: Callable[[Instance], Runner], instance: Instance) -> 
     except RUNNER_ERRORS as e:
         log.debug("runner not reachable: %s", e)
         return Read(None, None, False)
+
+
+class SupportsAgentStatuses(Protocol):
+    """A provider whose runners answer inline and that reads many agents' statuses in one call
+    (the sim: one ``stat`` per agent, no record check the listing just made). Values by instance
+    id: (runner, status), or None for one whose runner cannot answer; an id left out is read
+    on its own."""
+
+    def agent_statuses(self, instances: Sequence[Instance]) -> Mapping[str, tuple[Runner, AgentStatus | None] | None]:
+        ...
+
+
+def batch_reads(provider: object, wanted: Sequence[tuple[ReadKey, Instance]]) -> dict[ReadKey, Read]:
+    """This pass's reads of ``provider``'s agents in one ``agent_statuses`` call, by read key (a
+    provider without the capability, or whose call fails: none, and each is read on its own)."""
+    batch = getattr(provider, "agent_statuses", None)
+    if batch is None or not wanted:
+        return {}
+    try:
+        got = batch([inst for _, inst in wanted])
+    except RUNNER_ERRORS as e:
+        log.debug("batched status read failed: %s", e)
+        return {}
+    out = {}
+    for key, inst in wanted:
+        if inst.id in got:
+            answer = got[inst.id]
+            out[key] = Read(None, None, False) if answer is None else Read(answer[0], answer[1], True)
+    return out
 
 
 class StatusReads:

@@ -19,16 +19,26 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from gpuorch.agent.protocol import AgentStatus
 from gpuorch.doctor.findings import Finding
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
-from gpuorch.provider import TAG_MANAGED, Instance, InstanceState, LaunchRequest, Offer, Provider, Runner
+from gpuorch.provider import (
+    TAG_MANAGED,
+    Instance,
+    InstanceState,
+    LaunchRequest,
+    Offer,
+    Provider,
+    Runner,
+    RunnerUnavailable,
+)
 from gpuorch.provider.localdir import REASON_TERMINATED, InstanceDir, LocalRunner, Meta, capacity, instance_id_for
 from gpuorch.testing.faults import FaultPlan
 
@@ -190,6 +200,9 @@ class SimProvider(Provider):
 
     def runner(self, instance: Instance) -> Runner:
         """The instance's runner; one per instance, kept (it caches the agent's parsed status)."""
+        return self._runner(instance)
+
+    def _runner(self, instance: Instance) -> LocalRunner:
         runner = self._runners.get(instance.id)
         if runner is None:
             path = self._dir(instance.id).path
@@ -204,6 +217,20 @@ class SimProvider(Provider):
         return runner
 
     # -- capabilities and knobs --------------------------------------------------------------
+    def agent_statuses(self, instances: Sequence[Instance]) -> dict[str, tuple[Runner, AgentStatus | None] | None]:
+        """The agents' statuses of instances this pass's ``list_managed`` returned, in one call
+        (as a cloud lists its instances in one): by instance id, (runner, status), or None for
+        one whose runner cannot answer. A listed instance's record was just read, so each costs
+        one ``stat`` of its ``status.json`` while that is unchanged."""
+        out: dict[str, tuple[Runner, AgentStatus | None] | None] = {}
+        for inst in instances:
+            try:
+                runner = self._runner(inst)
+                out[inst.id] = (runner, runner.listed_status())
+            except (NotFoundError, RunnerUnavailable, OSError):
+                out[inst.id] = None
+        return out
+
     def inject_preemption(self, instance_id: str, notice_s: float) -> None:
         """Announce a reclaim ``notice_s`` wall seconds from now, besides the trace's; the
         cloud process carries it out. No-op for an ended instance."""

@@ -25,6 +25,7 @@ from gpuorch.jobs.spec import parse_spec
 from gpuorch.reconciler import Reconciler
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Checkpoint, Job, JobStatus
+from gpuorch_sim.provider import SimProvider
 
 SIM = {"traces": str(TRACES), "agents": "external", "boot_s": 0}
 WRITES = ("INSERT", "UPDATE", "DELETE", "BEGIN IMMEDIATE")
@@ -128,3 +129,34 @@ def test_a_notice_a_new_checkpoint_and_a_cancel_are_each_decided_in_the_next_pas
     assert rec.steady.skipped == 1
     rec.run_pass()
     assert rec.steady.skipped == 2  # the quiet one, and the checkpointed one, steady again
+
+
+class CountingSim(SimProvider):
+    """The sim, counting how its agents' statuses are asked for."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.batches = self.singles = 0
+
+    def agent_statuses(self, instances):  # type: ignore[no-untyped-def]
+        self.batches += 1
+        return super().agent_statuses(instances)
+
+    def runner(self, instance):  # type: ignore[no-untyped-def]
+        self.singles += 1
+        return super().runner(instance)
+
+
+def test_a_pass_reads_every_sim_agent_in_one_call(store, tmp_path):
+    sim = CountingSim(tmp_path / "home" / "sim", SimProvider.from_config_options(SIM))
+    try:
+        rec = Reconciler(store, {"sim": sim})
+        running(store, sim, rec, 5, tmp_path)
+        sim.batches = sim.singles = 0
+        rec.run_pass()
+        assert (sim.batches, sim.singles) == (1, 0)  # five agents, one call; no runner asked on its own
+        assert rec.steady.skipped == 5  # and the statuses are the runners' kept objects
+    finally:
+        for inst in sim._list():
+            sim._terminate(inst.id)
+        sim.stop_cloud()

@@ -122,6 +122,11 @@ class LocalRunner(Runner):
         """
         if not self.instance.meta_file.exists():
             raise RunnerUnavailable(f"local instance {self.instance.id} is gone")
+        return self.listed_status()
+
+    def listed_status(self) -> AgentStatus | None:
+        """``status`` of an instance whose record the caller has just seen (its provider's
+        listing, this pass): the same answer without looking for the record again."""
         try:
             st = os.stat(self._path(STATUS_FILE))
         except FileNotFoundError:
