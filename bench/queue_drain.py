@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,10 +48,9 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import yaml  # noqa: E402
 from placement import SHAPES, TOKENS, synthetic_catalog  # noqa: E402
+from recovery import submit_all  # noqa: E402
 from sqlmodel import func, select  # noqa: E402
 
-from gpuorch.jobs import intent as jobs  # noqa: E402
-from gpuorch.jobs.spec import parse_spec  # noqa: E402
 from gpuorch.store import Store  # noqa: E402
 from gpuorch.store.models import Attempt  # noqa: E402
 
@@ -99,6 +98,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--offers", type=int, default=50_000)
     ap.add_argument("--seed", type=int, default=2024)
+    ap.add_argument("--limit", type=float, default=900.0, help="give up on the drain after this many seconds")
     ap.add_argument("--profile", metavar="FILE", help="run the daemon under py-spy, collapsed stacks to FILE")
     args = ap.parse_args()
     rng = random.Random(args.seed)
@@ -112,8 +112,7 @@ def main() -> None:
         "log_format": "json"}))
     store = Store(f"sqlite:///{home / 'state.db'}")
     t = time.monotonic()
-    for i in range(args.jobs):
-        jobs.submit(store, parse_spec(job_fields(i, rng)), datetime.now(UTC))
+    submit_all(store, [job_fields(i, rng) for i in range(args.jobs)])  # as jobs.submit, a thousand a transaction
     print(f"{len(offers)} offers; {args.jobs} jobs submitted in {time.monotonic() - t:.1f} s")
     env = {**os.environ, "GPUORCH_HOME": str(home)}
     env.pop("GPUORCH_DATABASE_URL", None)
@@ -135,7 +134,7 @@ def main() -> None:
                 requested = s.exec(select(func.count(func.distinct(Attempt.job_id)))).one()
             if requested >= args.jobs:
                 break
-            if daemon.poll() is not None or time.monotonic() - t0 > 110:
+            if daemon.poll() is not None or time.monotonic() - t0 > args.limit:
                 print(f"only {requested} of {args.jobs} jobs have a launch request; see {log_path}")
                 break
             time.sleep(0.2)
