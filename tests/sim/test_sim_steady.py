@@ -160,3 +160,26 @@ def test_a_pass_reads_every_sim_agent_in_one_call(store, tmp_path):
         for inst in sim._list():
             sim._terminate(inst.id)
         sim.stop_cloud()
+
+
+def test_skipped_jobs_still_get_their_heartbeats_at_their_own_pace(store, make_sim, tmp_path):
+    from datetime import UTC, datetime
+
+    from gpuorch.clock import FakeClock
+    from gpuorch.reconciler import Settings
+
+    sim = make_sim(**SIM)
+    clock = FakeClock(datetime.now(UTC))  # the daemon's time; the sim's instances live in wall time
+    rec = Reconciler(store, {"sim": sim}, clock=clock, settings=Settings(heartbeat_timeout_s=40.0))  # every 10 s
+    ids = running(store, sim, rec, 2, tmp_path)
+    beats = {i: run_dir(store, sim, i) / "heartbeat" for i in ids}
+    seen = {i: {path.stat().st_mtime_ns} for i, path in beats.items()}  # the ramp's last heartbeat
+    skipped = []
+    for _ in range(30):  # 60 s of passes every 2 s
+        clock.advance(2)
+        rec.run_pass()
+        skipped.append(rec.steady.skipped)
+        for i, path in beats.items():
+            seen[i].add(path.stat().st_mtime_ns)
+    assert skipped == [2] * 30  # never decided again...
+    assert [len(v) - 1 for v in seen.values()] == [6, 6]  # ...yet a heartbeat every 10 s each, not every pass
