@@ -21,12 +21,12 @@ them through):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import cast
 
-from sqlalchemy import and_, or_, update
+from sqlalchemy import String, and_, or_, type_coerce, update
 from sqlalchemy.orm import Mapped
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import Select
 
 from gpuorch.jobs import events
@@ -35,6 +35,28 @@ from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus
 
 TERMINAL = [s.value for s in JobStatus if s.terminal]
 RENEW_WHEN_LEFT = 2 / 3  # a held lease is renewed once less than this share of it is left
+
+
+def held_rows(s: Session, stmt: Select[int, bool, str]) -> list[tuple[int, bool, datetime]]:
+    """The claim's light loader: ``(id, cancel_requested, lease_expires)`` of every held job, each
+    pass, through SQLAlchemy Core rather than the ORM, with the expiry read raw and parsed once per
+    distinct value (a bulk renewal gives every held job the same one): a thousand ORM rows and
+    datetime conversions a pass were a tenth of a steady pass."""
+    parsed: dict[object, datetime] = {}
+    out = []
+    for job_id, cancel, raw in s.connection().execute(stmt):
+        when = parsed.get(raw)
+        if when is None:
+            when = parsed[raw] = _aware(raw)
+        out.append((job_id, bool(cancel), when))
+    return out
+
+
+def _aware(raw: object) -> datetime:
+    """A raw ``lease_expires`` as ``models.UTCDateTime`` returns it: SQLite hands back its stored
+    text (naive UTC), PostgreSQL's driver a datetime."""
+    when = raw if isinstance(raw, datetime) else datetime.fromisoformat(str(raw))
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 class LeaseLost(Exception):
@@ -85,7 +107,8 @@ class Leases:
                 return list(s.exec(select(Job).where(*mine).order_by(job_id)))
             # Rows known from an earlier read are reused unless taken anew or cancelled since
             # (a user's cancel request is the one write to a held job not made by its holder).
-            light = s.exec(select(job_id, col(Job.cancel_requested), expires).where(*mine).order_by(job_id)).all()
+            light = held_rows(s, select(job_id, col(Job.cancel_requested), type_coerce(expires, String()))
+                              .where(*mine).order_by(job_id))
             stale = [i for i, cancel, _ in light
                      if i in self.taken or (j := known.get(i)) is None or j.cancel_requested != cancel]
             read = {j.id: j for k in range(0, len(stale), 500)
