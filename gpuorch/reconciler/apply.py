@@ -57,9 +57,10 @@ class Applier:
 
     def heartbeat(self, view: JobView, attempt: int) -> None:
         """The heartbeat of a job whose steady decision is not made again (steady.py), when due."""
-        a = next((a for a in view.attempts if a.row.number == attempt), None)
-        if a is not None:
-            self._heartbeat(view.job.id or 0, a)
+        for a in reversed(view.attempts):  # the current attempt: the last one
+            if a.row.number == attempt:
+                self._heartbeat(view.job.id or 0, a)
+                return
 
     def apply(self, view: JobView, d: A.Decision, now: datetime) -> None:
         job_id = view.job.id or 0

@@ -156,7 +156,7 @@ class Reconciler:
                 continue
             inst = observed.get((row.provider, job.id or 0, row.number))
             agent, reachable = None, False
-            if (provider := self._worth_asking(row, inst)) is not None:
+            if (provider := self._worth_asking(row.provider, inst)) is not None:
                 assert inst is not None
                 # read off the pass (status_reads.py) if it may block; else, or not in this pass's batch, here
                 key = (row.provider, row.job_id, row.number, inst.id)
@@ -168,40 +168,39 @@ class Reconciler:
             views.append(AttemptView(row, observed=row.provider in ok, instance=inst, agent=agent, reachable=reachable))
         return JobView(job, self.rows.spec(job), views)
 
-    def _worth_asking(self, row: Attempt, inst: Instance | None) -> Provider | None:
-        """The provider whose runner to ask for the attempt's agent, if it is worth asking: only a
-        running instance is worth a (possibly slow) connection, a booting one is not yet."""
-        provider = self.providers.get(row.provider)
+    def _worth_asking(self, name: str, inst: Instance | None) -> Provider | None:
+        """Provider ``name``, if its runner is worth asking for an attempt's agent: only a running
+        instance is worth a (possibly slow) connection, a booting one is not yet."""
+        provider = self.providers.get(name)
         if inst is None or provider is None or not (
                 inst.state == InstanceState.RUNNING or (not inst.state.alive and provider.runner_outlives_instance)):
             return None
         return provider
 
-    def _read_agents(self, claimed: list[Job], observed: dict[Key, Instance]) -> set[int]:
+    def _read_agents(self, claimed: list[Job], observed: dict[Key, Instance], live: set[Key]) -> set[int]:
         """Start this pass's agent status reads from runners that may block (SSH), all at once, and
         wait for them together (at most ``observe_wait_s``); the ids of the jobs whose read is still
         out, left alone this pass. A provider that reads many agents in one call
-        (``SupportsAgentStatuses``) is asked once for all of its jobs; the rest are read in ``_view``."""
+        (``SupportsAgentStatuses``) is asked once for its live attempts (``live``: plain keys, no row
+        read again); the rest are read in ``_view``."""
         wanted = []
+        self._batched = {}
+        for name, p in self.providers.items():
+            if p.runners_may_block or not hasattr(p, "agent_statuses"):
+                continue
+            asked = [((name, job_id, number, inst.id), inst) for (prov, job_id, number) in live if prov == name
+                     and (inst := observed.get((prov, job_id, number))) is not None and self._worth_asking(prov, inst)]
+            self._batched.update(batch_reads(p, asked))
         blocking = {name for name, p in self.providers.items() if p.runners_may_block}  # others answer inline
-        batched: dict[str, list[tuple[ReadKey, Instance]]] = {  # ... and some in one call (status_reads.py)
-            name: [] for name, p in self.providers.items() if not p.runners_may_block and hasattr(p, "agent_statuses")}
-        if blocking or batched:
+        if blocking:
             for job in claimed:
                 for row in self._attempts.get(job.id or 0, ()):
-                    asked = row.provider in blocking or row.provider in batched
-                    if row.status == AttemptStatus.ENDED or not asked:
+                    if row.provider not in blocking or row.status == AttemptStatus.ENDED:
                         continue
                     inst = observed.get((row.provider, row.job_id, row.number))
-                    if (provider := self._worth_asking(row, inst)) is not None:
+                    if (provider := self._worth_asking(row.provider, inst)) is not None:
                         assert inst is not None
-                        key = (row.provider, row.job_id, row.number, inst.id)
-                        if row.provider in blocking:
-                            wanted.append((key, provider.runner, inst))
-                        else:
-                            batched[row.provider].append((key, inst))
-        self._batched = {k: r for name, keys in batched.items()
-                         for k, r in batch_reads(self.providers[name], keys).items()}
+                        wanted.append(((row.provider, row.job_id, row.number, inst.id), provider.runner, inst))
         self.reads.read(wanted)
         return self.reads.pending_jobs()
 
@@ -248,7 +247,7 @@ class Reconciler:
         self._attempts = self.rows.held_attempts(claimed)
         live = {(r.provider, r.job_id, r.number) for rows in self._attempts.values() for r in rows
                 if r.status != AttemptStatus.ENDED}
-        reading = self._read_agents([j for j in claimed if not self.pool.busy(j.id or 0)], observed)
+        reading = self._read_agents([j for j in claimed if not self.pool.busy(j.id or 0)], observed, live)
         offers = self._current_offers(now)
         index = self.offers.index()  # one per catalog refresh: placements are memoised on it
         settings = self.settings
