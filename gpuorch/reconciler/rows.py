@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from sqlmodel import select
 
-from gpuorch.jobs.spec import JobSpec
+from gpuorch.jobs.spec import JobSpec, load_stored
 from gpuorch.reconciler.leases import Leases
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, Job
@@ -73,7 +73,7 @@ class HeldRows:
         if cached is not None and cached[0] == job.spec:
             return cached[1]
         try:
-            spec = JobSpec.model_validate_json(job.spec)
+            spec = load_stored(job.spec)  # the values of model_validate_json, in half the memory
         except ValueError as e:  # pydantic's ValidationError is one
             raise UnreadableSpec(first_error(e)) from None
         self._specs[job.id or 0] = (job.spec, spec)
