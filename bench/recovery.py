@@ -58,7 +58,8 @@ from gpuorch.jobs import intent as jobs  # noqa: E402
 from gpuorch.jobs.spec import parse_spec  # noqa: E402
 from gpuorch.reconciler import Reconciler, Settings  # noqa: E402
 from gpuorch.store import Store  # noqa: E402
-from gpuorch.store.models import Attempt, AttemptStatus, Event, TerminationReason  # noqa: E402
+from gpuorch.store.models import Attempt, AttemptStatus, Event, Job, TerminationReason  # noqa: E402
+from gpuorch.store.models import Instance as InstanceRow  # noqa: E402
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider  # noqa: E402
 
 TRACES = REPO / "tests" / "data" / "spot-traces" / "aws-p3-2023"
@@ -130,6 +131,61 @@ def submit_all(store: Store, specs: list[dict]) -> None:
                 events.record(s, now, "submitted", f"job {job.name} queued", job_id=job.id)
 
 
+def seed_running(store: Store, home: Path, sim: dict, spec: dict, n: int) -> set[str]:
+    """The fast ramp (``--seed-running``): job 1 goes the real way (submitted, launched on the
+    sim and its agent played by a reconciler in this process, which then releases its lease);
+    jobs 2..n are copies of its job and attempt rows and of its sim instance's files (the record,
+    ``agent.json``, ``status.json``), each with its own id, client token and tags, written in bulk.
+    The daemon then adopts n running jobs at its first pass, as after a restart. Launching 10,000
+    jobs through the daemon takes over 20 minutes on a loaded 2-core machine; this takes seconds,
+    and the steady state it measures is the same. Returns the instance ids (their agents are
+    played already)."""
+    from gpuorch.provider.localdir import instance_id_for
+    from gpuorch.provider.port import TAG_JOB, client_token
+    from gpuorch_sim.provider import SimProvider
+
+    p = SimProvider.from_config(sim, home)
+    rec = Reconciler(store, {"sim": p}, settings=Settings(poll_s=POLL_S))
+    submit_all(store, [{**spec, "name": "job-0"}])
+    agents = Agents(home / "sim" / "instances")
+    for _ in range(600):
+        rec.run_pass()
+        agents.step()
+        with store.read() as s:
+            if s.exec(select(func.count()).select_from(Attempt).where(Attempt.status == AttemptStatus.RUNNING)).one():
+                break
+        time.sleep(0.1)
+    rec.release_leases()
+    rec.pool.close()
+    rec.reads.close()
+    with store.read() as s:
+        job, att = s.exec(select(Job)).one(), s.exec(select(Attempt)).one()
+    root = home / "sim" / "instances"
+    src = root / str(att.instance_id)
+    meta = json.loads((src / "meta.json").read_text())
+    agent_json, status_json = (src / "run" / CONFIG_FILE).read_text(), (src / "run" / STATUS_FILE).read_text()
+    job_cols = job.model_dump(exclude={"id", "lease_owner", "lease_expires"})
+    att_cols = att.model_dump(exclude={"id", "job_id", "instance_id"})
+    seeded = {str(att.instance_id)}
+    for k in range(1, n, SUBMIT_BATCH):
+        with store.write() as s:
+            rows = [Job(**{**job_cols, "name": f"job-{i}"}) for i in range(k, min(n, k + SUBMIT_BATCH))]
+            s.add_all(rows)
+            s.flush()
+            for j in rows:
+                token = client_token(j.id or 0, att.number, store.installation_id)
+                iid = instance_id_for(token, "sim")
+                run = root / iid / "run"
+                run.mkdir(parents=True)
+                (root / iid / "meta.json").write_text(json.dumps(
+                    {**meta, "id": iid, "client_token": token, "tags": {**meta["tags"], TAG_JOB: str(j.id)}}))
+                (run / CONFIG_FILE).write_text(agent_json)
+                (run / STATUS_FILE).write_text(status_json)
+                s.add(Attempt(**{**att_cols, "job_id": j.id, "instance_id": iid}))
+                seeded.add(iid)
+    return seeded
+
+
 def free_port() -> int:
     import socket
 
@@ -172,7 +228,7 @@ def drop_database(server: str, name: str) -> None:
 
 
 def daemon_bench(n: int, window: float, notices: int, rng: random.Random, url: str | None = None,
-                 daemons: int = 1, pass_time: bool = False) -> dict:
+                 daemons: int = 1, pass_time: bool = False, seed: bool = False) -> dict:
     """``url``: the store (None: SQLite in the bench's home); ``daemons``: how many daemon
     processes share it (HA mode needs PostgreSQL); their CPU is summed, RSS is the largest.
     ``pass_time``: also the mean pass time over the window, from the (first) daemon's /metrics."""
@@ -186,12 +242,15 @@ def daemon_bench(n: int, window: float, notices: int, rng: random.Random, url: s
     store = Store(url)
     spec = {"run": "python train.py", "spot_policy": "on-demand", "providers": ["sim"],
             "checkpoint": {"store": f"file://{home / 'ckpt'}", "interval": "10m"}}
-    submit_all(store, [{**spec, "name": f"job-{i}"} for i in range(n)])
+    seeded = seed_running(store, home, sim, spec, n) if seed else set()
+    if not seed:
+        submit_all(store, [{**spec, "name": f"job-{i}"} for i in range(n)])
     env = {**os.environ, "GPUORCH_HOME": str(home), "GPUORCH_DATABASE_URL": url}
     log = open(home / "daemon.log", "wb")  # noqa: SIM115
     procs = [subprocess.Popen([sys.executable, "-m", "gpuorch", "daemon"], env=env, stdout=log,
                               stderr=subprocess.STDOUT) for _ in range(daemons)]
     agents = Agents(home / "sim" / "instances")
+    agents.done |= seeded
     out: dict = {}
     try:
         t0 = time.monotonic()
@@ -200,6 +259,10 @@ def daemon_bench(n: int, window: float, notices: int, rng: random.Random, url: s
             with store.read() as s:
                 running = s.exec(select(func.count()).select_from(Attempt)
                                  .where(Attempt.status == AttemptStatus.RUNNING)).one()
+                if seed:  # the rows say running from the start: wait for the daemon to hold and mirror them
+                    held = s.exec(select(func.count()).select_from(Job).where(Job.lease_owner.is_not(None))).one()  # type: ignore[union-attr]
+                    mirrored = s.exec(select(func.count()).select_from(InstanceRow)).one()
+                    running = min(running, held, mirrored)
             if running >= n:
                 break
             if any(d.poll() is not None for d in procs) or time.monotonic() - t0 > RAMP_LIMIT_S:
@@ -347,6 +410,8 @@ def main() -> None:
                     "server (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/postgres) instead of SQLite")
     ap.add_argument("--daemons", type=int, default=1, help="daemon processes sharing the store (HA: --postgres)")
     ap.add_argument("--no-lost-work", action="store_true", help="skip measurement 3 (a shorter run)")
+    ap.add_argument("--seed-running", action="store_true", help="the fast ramp: one job launched the real way, "
+                    "the others copies of its rows and sim files, adopted by the daemon (see seed_running)")
     ap.add_argument("--pass-time", action="store_true", help="also the passes' mean time and CPU over the window "
                     "(the daemon's /metrics)")
     args = ap.parse_args()
@@ -360,7 +425,8 @@ def main() -> None:
         result.update(lost_work_bench(args.trials, rng))
     url, name = fresh_database(args.postgres) if args.postgres else (None, "")
     try:
-        result.update(daemon_bench(args.jobs, args.window, args.notices, rng, url, args.daemons, args.pass_time))
+        result.update(daemon_bench(args.jobs, args.window, args.notices, rng, url, args.daemons, args.pass_time,
+                                   args.seed_running))
     finally:
         if name:
             drop_database(args.postgres, name)
