@@ -27,7 +27,7 @@ from gpuorch.reconciler.views import AttemptView, JobView
 from gpuorch.runners.port import Runner, RunnerUnavailable
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, Sweep, SweepStatus
-from gpuorch.sweeps.finish import Unfinished, finish_first
+from gpuorch.sweeps.finish import Unfinished, finish_first, first_rung, unjudged
 from gpuorch.sweeps.metrics import merge_lines, steps_of
 from gpuorch.sweeps.pruning import TrialHistory, extend_history, parse_history, verdict
 from gpuorch.sweeps.spec import Pruning, SweepSpec
@@ -101,9 +101,11 @@ class Money:
                 (finished if status == JobStatus.SUCCEEDED else trials).append(t)
             spent = ledger.sweeps[w.id].spent if w.id in ledger.sweeps else 0.0
             waits = finish_first(w.max_cost, spent, max_step, trials, finished)
-            if w.id in self._rules:  # with pruning, a fresh trial may start: most end early at a rung
-                fresh = {t.job_id for t in trials if not t.running and not t.held and not t.step}
-                waits = {k: v for k, v in waits.items() if k not in fresh}
+            if w.id in self._rules:  # with pruning, a trial not judged yet runs to the first rung (finish.unjudged)
+                firsts = [pts[0][0] for h in s.exec(select(Job.objective_history).where(Job.sweep_id == w.id)).all()
+                          if (pts := parse_history(h))]
+                free = unjudged(trials, first_rung(self._rules[w.id][0].min_steps, firsts))
+                waits = {k: v for k, v in waits.items() if k not in free}
             out.update(waits)
         return out
 

@@ -56,3 +56,23 @@ def test_finish_first_holds_what_the_money_cannot_finish():
                                          u(3, 300, 0.0, running=False, held=True)])
     assert 3 not in waits and 2 in waits
 
+
+
+def test_under_a_pruning_rule_a_trial_runs_to_the_first_rung_before_finish_first_may_hold_it():
+    """bench/sweep.py seed 1: trials started before any estimate existed were held minutes later,
+    below the rung, and never resumed: spend that bought neither a pruning decision nor a finish."""
+    from gpuorch.sweeps.finish import first_rung, unjudged
+
+    def u(i, step, running=True, held=False):
+        return Unfinished(i, running, held, step, 0.1)
+
+    assert first_rung(0, []) is None and first_rung(0, [50, 100]) == 50 and first_rung(0, [0]) == 1
+    assert first_rung(200, [50]) == 200
+    trials = [u(1, 100), u(2, 38), u(3, None), u(4, None, running=False), u(5, 20, running=False, held=True),
+              u(6, 50)]
+    # 1 and 6 are at or past the rung (the rule has had its say); 5 is held (it resumes by finish-first's order)
+    assert unjudged(trials, 50) == {2, 3, 4}
+    assert unjudged(trials, None) == {1, 2, 3, 4, 6}  # nothing reported anywhere yet: no rung known
+    # what finish-first would hold, less what the rule has not judged yet
+    waits = finish_first(0.60, 0.30, 600, [u(1, 100), u(2, 38)])
+    assert set(waits) == {2} and set(waits) - unjudged([u(1, 100), u(2, 38)], 50) == set()
