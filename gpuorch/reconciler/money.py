@@ -27,7 +27,7 @@ from gpuorch.reconciler.views import AttemptView, JobView
 from gpuorch.runners.port import Runner, RunnerUnavailable
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, Sweep, SweepStatus
-from gpuorch.sweeps.finish import Unfinished, finish_first, first_rung
+from gpuorch.sweeps.finish import Unfinished, finish_first, first_rung, unjudged
 from gpuorch.sweeps.metrics import merge_lines, steps_of
 from gpuorch.sweeps.pruning import TrialHistory, extend_history, parse_history, verdict
 from gpuorch.sweeps.spec import Pruning, SweepSpec
@@ -100,13 +100,13 @@ class Money:
                                spent)
                 (finished if status == JobStatus.SUCCEEDED else trials).append(t)
             spent = ledger.sweeps[w.id].spent if w.id in ledger.sweeps else 0.0
-            rung = None
-            if w.id in self._rules:  # with pruning, a trial not judged yet needs the money to the first rung only
+            waits = finish_first(w.max_cost, spent, max_step, trials, finished)
+            if w.id in self._rules:  # with pruning, a trial not judged yet runs to the first rung (finish.unjudged)
                 firsts = [pts[0][0] for h in s.exec(select(Job.objective_history).where(Job.sweep_id == w.id)).all()
                           if (pts := parse_history(h))]
-                rung = first_rung(self._rules[w.id][0].min_steps, firsts)
-            out.update(finish_first(w.max_cost, spent, max_step, trials, finished, pruning=w.id in self._rules,
-                                    rung=rung))
+                free = unjudged(trials, first_rung(self._rules[w.id][0].min_steps, firsts))
+                waits = {k: v for k, v in waits.items() if k not in free}
+            out.update(waits)
         return out
 
     def begin_pass(self) -> None:

@@ -12,14 +12,11 @@ margin), unless it is the first running one. So the budget
 is not spread over more trials than it can finish, and a held trial resumes from its checkpoint
 once the money it needs is known to be there (older trials finished, or a raised cap).
 
-With a pruning rule, a trial the rule has not judged yet (:func:`unjudged`: fresh, or running
-below the first rung) needs only the money to reach that rung, since most trials end there: a
-fresh one starts, and a started one runs to the rung, when that fits after the finishes of the
-trials ahead of it. Holding a started one earlier would buy neither a pruning decision nor a
-finish (bench/sweep.py seed 1: two trials started before any estimate existed, held five minutes
-later below the rung, never resumed); letting fresh ones start regardless spends the money the
-trials ahead need to finish (seed 3: seven fresh trials pruned at the rung while the leader,
-preempted at step 450, was left without the money to finish).
+With a pruning rule, a trial the rule has not judged yet is not held (:func:`unjudged`): a fresh
+one may start, since most trials end at the first rung, and a started one runs to that rung.
+Holding it earlier would buy neither a pruning decision nor a finish: its spend is wasted unless
+the money to resume it turns up (bench/sweep.py seed 1: two trials started before any estimate
+existed, held five minutes later, below the rung, and never resumed).
 """
 
 from __future__ import annotations
@@ -41,13 +38,10 @@ class Unfinished:
 
 
 def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[Unfinished],
-                 finished: Sequence[Unfinished] = (), *, pruning: bool = False,
-                 rung: int | None = None) -> dict[int, str]:
+                 finished: Sequence[Unfinished] = ()) -> dict[int, str]:
     """Job id -> why it waits: the trials the money cannot carry to ``max_step`` after the ones
     before them (see the module docstring); ``finished``: the sweep's succeeded trials, whose
-    spend per step informs the estimate. Empty while nothing can be estimated. With ``pruning``,
-    a trial the rule has not judged yet (:func:`unjudged`) needs only the money to reach the
-    first ``rung`` (nothing while no rung is known), after the finishes of those ahead of it."""
+    spend per step informs the estimate. Empty while nothing can be estimated."""
     done = [t for t in finished if t.step and t.step > 0 and t.cost > 0]
     ran = done or [t for t in trials if t.step and t.step >= max_step * EVIDENCE and t.cost > 0]
     if not ran:
@@ -55,16 +49,13 @@ def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[
     rate = sum(t.cost for t in ran) / sum(t.step or 0.0 for t in ran)  # pooled: the furthest along weigh most
     order = sorted(trials, key=lambda t: (not t.running, not t.held, t.job_id))
     out: dict[int, str] = {}
-    early = unjudged(trials, rung) if pruning else set()
     need, first = spent, True
     for t in order:
         step = t.step if t.step and t.step > 0 else 0.0
-        target = (rung or 0) if t.job_id in early else max_step
-        left = max(0.0, target - step) * rate
+        left = max(0.0, max_step - step) * rate
         margin = 1.0 if t.running else RESUME_MARGIN  # a start must clearly fit: no hold, resume, hold again
         if need + left * margin > max_cost and not (first and t.running):
-            what = f"take this trial to step {target}" if t.job_id in early else "finish this trial"
-            out[t.job_id] = (f"held: the cap (${max_cost:.2f}) cannot also {what} (about ${left:.2f} more) "
+            out[t.job_id] = (f"held: the cap (${max_cost:.2f}) cannot also finish this trial (about ${left:.2f} more) "
                              "after the trials ahead of it; resumes from its checkpoint when it can")
         else:
             need += left

@@ -97,22 +97,3 @@ def test_a_trial_started_before_any_estimate_reaches_the_rung_instead_of_being_h
     assert "at step 300" in (second.message or "")
     r = report(store, sweep.id, clock)
     assert r["spend"]["wasted"] == 0 and r["spent"] <= 0.36 + 1e-9
-
-
-def test_under_a_pruning_rule_an_unjudged_trial_needs_the_money_to_the_rung_after_those_ahead():
-    def u(i, step, cost, running=True, held=False):
-        return Unfinished(i, running, held, step, cost)
-
-    # the leader at step 300 of 600 ($0.30: $0.001 a step) needs $0.30 more; $0.50 is left of $1.10
-    leader = u(1, 300, 0.30)
-    fresh = [u(2, None, 0.0, running=False), u(3, None, 0.0, running=False)]
-    # to the rung at step 50 each fresh trial needs $0.05 (x 1.1 to start): both fit after the leader's finish
-    assert finish_first(1.10, 0.60, 600, [leader, *fresh], pruning=True, rung=50) == {}
-    # to a rung at step 150 ($0.165 with the margin): the second no longer fits after the first
-    assert set(finish_first(1.10, 0.60, 600, [leader, *fresh], pruning=True, rung=150)) == {3}
-    # no rung known yet: nothing to count for them; without pruning they need a whole trial ($0.66)
-    assert finish_first(1.10, 0.60, 600, [leader, *fresh], pruning=True, rung=None) == {}
-    assert set(finish_first(1.10, 0.60, 600, [leader, *fresh])) == {2, 3}
-    # a running trial below the rung counts to the rung only; past it, to the end
-    assert finish_first(1.10, 0.60, 600, [leader, u(2, 40, 0.04)], pruning=True, rung=50) == {}
-    assert set(finish_first(1.10, 0.60, 600, [leader, u(2, 60, 0.06)], pruning=True, rung=50)) == {2}
