@@ -69,7 +69,8 @@ class PlacementGroups:
 
     @staticmethod
     def _on(client: Any, event: str, region: str, fn: Any) -> None:
-        client.meta.events.register(event, lambda **kw: fn(region, **kw), unique_id=f"pg-{event}")
+        # last: a test's Refusals on the same call answer first
+        client.meta.events.register_last(event, lambda **kw: fn(region, **kw), unique_id=f"pg-{event}")
 
     # -- answers -------------------------------------------------------------------------------
     @staticmethod
