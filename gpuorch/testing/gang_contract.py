@@ -103,9 +103,9 @@ class GangContract:
         pytest.skip("no private address to compare with")
 
     # -- helpers -------------------------------------------------------------------------------
-    def request(self, offer: Offer, job_id: int, attempt: int = 1) -> LaunchRequest:
+    def request(self, offer: Offer, job_id: int, attempt: int = 1, nodes: int | None = None) -> LaunchRequest:
         return LaunchRequest(job_id=job_id, attempt=attempt, offer=offer, spot=offer.spot_price_per_hour is not None,
-                             owner=self.owner, nodes=self.size)
+                             owner=self.owner, nodes=nodes or self.size)
 
     def wait(self, provider: Provider, check: Callable[[], T | None], what: str) -> T:
         return wait_until(check, timeout_s=self.end_timeout_s, step_s=self.poll_s,
@@ -179,9 +179,9 @@ class GangContract:
     def test_one_node_refused_leaves_no_node_and_no_group(
         self, provider: Provider, offer: Offer, job_id: int, launch: Launch
     ) -> None:
-        self.refuse_node(provider, offer, self.size - 1)
+        self.refuse_node(provider, offer, self.size)  # the last of size + 1: two or more launched first
         with pytest.raises(NoCapacityError):
-            launch(self.request(offer, job_id))
+            launch(self.request(offer, job_id, nodes=self.size + 1))
 
         def released() -> bool:
             listed = provider.list_managed()
