@@ -209,3 +209,14 @@ def test_the_orphan_sweep_takes_a_gang_as_one_instance(make_provider: Any, p4d: 
     states = [i["State"]["Name"] for r in ec2.describe_instances(Filters=[
         {"Name": "tag:gpuorch:job", "Values": ["7"]}])["Reservations"] for i in r["Instances"]]
     assert states == ["terminated"] * 3 and listed.id == gang.id
+
+
+def test_a_crash_between_ending_the_nodes_and_deleting_the_group_is_cleaned_by_the_next_daemon(
+    make_provider: Any, p4d: Offer, placement_groups: PlacementGroups
+) -> None:
+    provider = make_provider()
+    gang = provider.launch(gang_request(p4d, nodes=2))
+    provider._nodes_terminate([n.id for n in provider._nodes_of(gang)])  # then the daemon dies
+    assert placement_groups.names() == ["gpuorch-abc-7-1"]
+    make_provider().list_managed()  # the restarted daemon's first pass: the gang's nodes all ended
+    assert placement_groups.names() == []
