@@ -62,7 +62,8 @@ def table(pairs: list[Pair]) -> str:
     for p in pairs:
         f = f"{p.fabric.kind} {p.fabric.gbps:g} Gb/s" if p.fabric else "-"
         rows.append(f"| {p.id} | {p.role} | {f} | {p.few['gpus']} → {p.many['gpus']} {p.gpu.name} | "
-                    f"{p.measured:.3f} | {p.predicted():.3f} | {p.predicted() - p.measured:+.3f} | [link]({p.source}) |")
+                    f"{p.measured:.3f} | {p.predicted():.3f} | {p.predicted() - p.measured:+.3f} | "
+                    f"[link]({p.source}) |")
     return "\n".join(rows)
 
 
