@@ -92,7 +92,9 @@ def shortfall(idx: OfferIndex, refused: dict[int, Refusal]) -> Shortfall | None:
     return Shortfall(c.label, c.gpu, c.gpu_count, r.need_gib or 0.0, r.usable_gib or 0.0)
 
 
-MULTI_NODE = "gpuorch places a job on one instance (multi-node placement is not supported yet)"
+# What a job that needs more than one instance must say (docs/sizing.md, "Multi-node jobs").
+MULTI_NODE = ("gpuorch places a job on one instance unless it asks for a gang with nodes: N (N instances of one "
+              "type, on a provider that places that many)")
 
 
 def beyond_one_node(spec: JobSpec) -> str | None:
