@@ -50,7 +50,8 @@ def test_the_price_cap_is_on_the_gang_s_total(offer, job):
     base = {"resources": {"gpu": "H100:8"}, "nodes": 2, "spot_policy": "on-demand"}
     assert plan(job(**base, max_price_per_hour=200), [o], options=GANGS).candidates
     capped = plan(job(**base, max_price_per_hour=150), [o], options=GANGS)
-    assert not capped.candidates and "price" in capped.rejected[0].reason
+    assert not capped.candidates
+    assert capped.rejected[0].reason == "above max_price_per_hour $150/h (cheapest $196.64/h for 2 nodes)"
 
 
 def test_providers_that_place_fewer_nodes_are_refused_naming_nodes(offer, job):
