@@ -32,7 +32,9 @@ ATTENTION_FLOPS = 12.0  # x L * h * s per token, forward + backward
 # "Runtime"). The PCIe and NVL variants of a family are assumed alike (their lower peak is in the
 # table already), and GH200 like H100. Families without an entry use the table's class default
 # (``GpuSpec.efficiency``): an assumption.
-UTILISATION = {"A100": 0.70, "H100": 0.42, "GH200": 0.42, "H200": 0.55}
+# B200 through H100 on one stack: Megatron-Bridge's Llama 3 8B FP8 runs reach 1576 vs 744 model
+# TFLOP/s per GPU, so 0.42 * 1576/744 * 989/2250 = 0.39 (tests/data/runtime-cross-gpu.yaml).
+UTILISATION = {"A100": 0.70, "H100": 0.42, "GH200": 0.42, "H200": 0.55, "B200": 0.39}
 AC_SPEED = {"none": 1.0, "selective": 0.9, "full": 0.8}  # share of speed left after recomputation
 COMPILE_SPEED = 1.15  # torch.compile (torchtitan Table 1: 6,667 vs 5,762 TPS/GPU)
 # float8 speeds up the linear layers only; attention (FlashAttention) stays bf16. Solved from
