@@ -17,7 +17,8 @@ PAIRS = yaml.safe_load((Path(__file__).resolve().parents[1] / "data" / "runtime-
 def _predicted_ratio(pair: dict) -> float:
     gpu, ref = gpus.lookup(pair["gpu"]), gpus.lookup(pair["ref"])
     assert gpu is not None and ref is not None
-    return (UTILISATION[gpus.family(gpu.name)] * gpu.bf16_tflops) / (UTILISATION[gpus.family(ref.name)] * ref.bf16_tflops)
+    mine = UTILISATION[gpus.family(gpu.name)] * gpu.bf16_tflops
+    return mine / (UTILISATION[gpus.family(ref.name)] * ref.bf16_tflops)
 
 
 def test_pairs_have_sources_and_one_calibration_point():
