@@ -121,3 +121,14 @@ def test_plan_cli_shows_per_node_and_total_prices_for_a_gang(tmp_path):
     text = CliRunner().invoke(app, ["--config", str(cfg), "plan", str(spec)]).stdout.splitlines()
     assert "a gang of 2 instances of one type in one zone" in text[0] and "total $/h" in text[1]
     assert " 2x8xA100-80GB " in text[2] and "ddp 2x8" in text[2]
+
+
+def test_inference_nodes_serve_replicas(offer, job):
+    o = offer("g6e.xlarge", "L40S", 1.86, count=1)
+    spec = {"model": {"preset": "llama-3.1-8b", "method": "inference", "tokens": "100M", "micro_batch": 8},
+            "spot_policy": "on-demand"}
+    one = plan(job(**spec), [o], options=GANGS).candidates[0]
+    two = plan(job(**spec, nodes=2), [o], options=GANGS).candidates[0]
+    # Two replicas generate twice as fast for the same memory per GPU; the nodes cost about the same in all.
+    assert two.est_hours == pytest.approx(one.est_hours / 2)
+    assert two.per_gpu_gib == pytest.approx(one.per_gpu_gib)
