@@ -132,3 +132,25 @@ def test_inference_nodes_serve_replicas(offer, job):
     # Two replicas generate twice as fast for the same memory per GPU; the nodes cost about the same in all.
     assert two.est_hours == pytest.approx(one.est_hours / 2)
     assert two.per_gpu_gib == pytest.approx(one.per_gpu_gib)
+
+
+def test_the_daemon_s_gang_limits_are_memoised_and_respected(offer, job):
+    from gpuorch.placement import OfferIndex, candidates
+
+    offers = [_p5(offer), offer("a3-highgpu-8g", "H100", 88.0, count=8, link="nvlink", provider="gcp")]
+    idx = OfferIndex(offers)
+    limits = PlacementOptions(max_nodes={"aws": 4, "gcp": 1})
+    spec = job(resources={"gpu": "H100:8"}, nodes=2)
+    first = candidates(spec, idx, options=limits)
+    assert {c.offer.provider for c in first} == {"aws"} and len(idx.placed) == 1  # memoised, gcp refused
+    assert candidates(spec, idx, options=limits) == first and len(idx.placed) == 1
+    # Other limits are another key, and a one-node job ignores them (one memo for any limits).
+    assert {c.offer.provider for c in candidates(spec, idx, options=PlacementOptions(max_nodes={"gcp": 2}))} == {
+        "gcp"}
+    single = job(resources={"gpu": "H100:8"})
+    candidates(single, idx, options=limits)
+    candidates(single, idx)
+    assert len(idx.placed) == 3
+    # Options that set anything else are not memoised.
+    candidates(spec, idx, options=PlacementOptions(default_hours=3))
+    assert len(idx.placed) == 3
