@@ -103,6 +103,8 @@ def estimate(
     gpu: str = typer.Option(None, "--gpu", help="Check the fit on this GPU model."),
     tokens: str = typer.Option(None, "--tokens", help="Tokens to train on (or generate): adds runtime estimates."),
     efficiency: float = typer.Option(None, "--efficiency", help="Model FLOPs utilisation (default per GPU class)."),
+    fabric: str = typer.Option(None, "--fabric", help="Network between nodes for multi-node hours, KIND:GBPS "
+                               "(efa:3200, infiniband:1600; default ethernet:100)."),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Estimate GPU memory per GPU, and the smallest GPU configurations that fit.
@@ -130,8 +132,14 @@ def estimate(
         "kv_cache_dtype": kv_cache_dtype, "max_batched_tokens": max_batched_tokens,
         "distributed": {"strategy": strategy, "degree": gpus if strategy != "none" else None} if strategy else None,
     })  # fmt: skip
+    from gpuorch.sizing.fabric import parse_fabric
+
     try:
-        report = estimate_report(w, gpus, gpu)
+        net = parse_fabric(fabric) if fabric is not None else None
+    except ValueError as e:
+        fail(f"--fabric: {e}")
+    try:
+        report = estimate_report(w, gpus, gpu, net)
     except UserInputError as e:
         fail(str(e))
     if json_out:

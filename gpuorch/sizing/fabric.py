@@ -60,6 +60,20 @@ class Fabric:
 UNKNOWN_FABRIC = Fabric("ethernet", UNKNOWN_GBPS)
 
 
+def parse_fabric(text: str) -> Fabric:
+    """``KIND:GBPS`` (``efa:3200``, ``infiniband:1600``, ``ethernet:100``). Raises ValueError
+    with the fix."""
+    kind, sep, gbps = text.strip().lower().partition(":")
+    try:
+        rate = float(gbps) if sep else 0.0
+    except ValueError:
+        rate = 0.0
+    if kind not in FABRIC_KINDS or rate <= 0:
+        raise ValueError(f"{text!r} is not KIND:GBPS; give one of {', '.join(FABRIC_KINDS)} and the Gb/s per node, "
+                         "e.g. efa:3200")
+    return Fabric(kind, rate)
+
+
 def _grad_bytes(w: Workload) -> float:
     if w.method == "full":
         return (4.0 if w.uses_master else 2.0) * w.n_params
