@@ -99,12 +99,13 @@ def test_runtime_pays_for_the_fabric_between_nodes(offer, job):
 
 def test_plan_cli_refuses_a_gang_no_ranked_provider_places(tmp_path):
     spec = tmp_path / "gang.yaml"
-    spec.write_text("name: g\nrun: torchrun train.py\nnodes: 2\nresources: {gpu: 'H100:8'}\n")
+    # the clouds' adapters place gangs of up to MAX_NODES (16): one node more than that
+    spec.write_text("name: g\nrun: torchrun train.py\nnodes: 17\nresources: {gpu: 'H100:8'}\n")
     r = CliRunner().invoke(app, ["plan", str(spec), "--price-list"])
     assert r.exit_code == 2
     line = r.output.strip().splitlines()[-1]
-    assert line.startswith("error: nodes: 2 instances, but none of the providers ranked (aws, azure, gcp) places "
-                           "more than 1 per job; use nodes: 1")
+    assert line.startswith("error: nodes: 17 instances, but none of the providers ranked (aws, azure, gcp) places "
+                           "more than 16 per job; use nodes: 16")
 
 
 def test_plan_cli_shows_per_node_and_total_prices_for_a_gang(tmp_path):
