@@ -248,6 +248,7 @@ class Reconciler:
         """Apply's first step: record what observe saw (spot price moves, the log and the metrics
         of each attempt whose agent answered), before the money gate is read."""
         self.money.track_prices(view, offers, seen_at)
+        self.money.record_billing(view, self.clock.now())  # launch and end times from the cloud's record
         job_id, seen, self._runners = view.job.id or 0, self._runners, []
         for row, runner in seen:
             try:
@@ -298,7 +299,7 @@ class Reconciler:
         seen_at = self.offers.seen_at  # when the catalog was last read (spot price moves)
         requeue = self.settings.no_offer_retry_s
         self.applier.terminated = set()  # this pass's terminations; `observed` predates them
-        self.money.begin_pass()
+        self.money.begin_pass(observed)
         # Leases are renewed (in bulk) once less than RENEW_WHEN_LEFT of them is left.
         renew_at = min((j.lease_expires for j in claimed if j.lease_expires is not None), default=now) \
             - timedelta(seconds=self.lease_s * RENEW_WHEN_LEFT)
@@ -342,6 +343,7 @@ class Reconciler:
             self._runners = []
         self._forget(claimed, live)
         self.money.finish_sweeps(now)
+        self.money.record_finished_ends(self.clock.now())
         terminated = self.applier.terminated
         sweep_orphans(self.store, self.providers, self.leases, observed, ok, now, live, terminated)
         self.volumes.sweep(ok, now)
