@@ -233,7 +233,7 @@ class Money:
                 r = s.get(Attempt, row.id)
                 if r is None:
                     continue
-                moved = max(abs((value - (aware(getattr(r, name)) or value)).total_seconds()) for name, value in f.items())
+                moved = max(abs((v - (aware(getattr(r, k)) or v)).total_seconds()) for k, v in f.items())
                 for name, value in f.items():
                     setattr(r, name, value)
                 if moved >= 1.0:  # a launch's call latency is not news; an outage's end time is
