@@ -90,7 +90,7 @@ class AzureProvider(ManagedDisks, Provider):
         self.home = home
         self._given_offers = offers
         self._seen: dict[str, Instance] = {}  # VM name -> as last seen
-        self._terminated: set[str] = set()  # VM names this provider asked ARM to delete
+        self._terminated: dict[str, datetime] = {}  # VM names this provider asked ARM to delete -> when
         self._tombstones: dict[str, tuple[float, Instance]] = {}  # VM name -> (expiry, ended instance)
         self._hosts: dict[str, str] = {}  # VM name -> address (static for the VM's life)
         self._runner_options = runner_options
@@ -286,7 +286,7 @@ class AzureProvider(ManagedDisks, Provider):
             self._runners.forget(instance_id)
         if not is_vm_name(instance_id):
             return
-        self._terminated.add(instance_id)
+        self._terminated.setdefault(instance_id, self._now())
         self._hosts.pop(instance_id, None)
         self._arm.begin_delete(instance_id)
         log.info("azure: deleting %s", instance_id)
@@ -363,8 +363,11 @@ class AzureProvider(ManagedDisks, Provider):
             state, reason = InstanceState.PREEMPTED, EVICTED_DELETED
         else:
             state, reason = InstanceState.TERMINATED, last.state_reason or "deleted outside gpuorch"
+        # Billing ended when the VM stopped: ARM's status time if it was seen stopped, else our
+        # delete call; for an eviction that deleted it unseen, the first look that missed it.
+        ended = last.ended_at or self._terminated.get(name) or self._now()
         tomb = last.model_copy(update={"state": state, "state_reason": reason, "host": None, "port": None,
-                                       "ended_at": self._now()})
+                                       "ended_at": ended})
         self._tombstones[name] = (now + self.options.tombstone_s, tomb)
         return tomb
 
