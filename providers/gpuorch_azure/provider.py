@@ -364,8 +364,8 @@ class AzureProvider(ManagedDisks, Provider):
         else:
             state, reason = InstanceState.TERMINATED, last.state_reason or "deleted outside gpuorch"
         # Billing ended when the VM stopped: ARM's status time if it was seen stopped, else our
-        # delete call; for an eviction that deleted it unseen, the first look that missed it.
-        ended = last.ended_at or self._terminated.get(name) or self._now()
+        # delete call. An eviction that deleted it unseen leaves no record: None (the daemon's look).
+        ended = last.ended_at or self._terminated.get(name)
         tomb = last.model_copy(update={"state": state, "state_reason": reason, "host": None, "port": None,
                                        "ended_at": ended})
         self._tombstones[name] = (now + self.options.tombstone_s, tomb)
