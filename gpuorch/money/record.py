@@ -59,10 +59,12 @@ def _differs(a: datetime | None, b: datetime) -> bool:
 def corrections(row: Attempt, inst: Instance | None, now: datetime) -> dict[str, datetime]:
     """Fields of ``row`` to set from the cloud's record of its instance ``inst`` (as listed this
     pass): ``launched_at`` from ``created_at``, and for an ended row ``ended_at`` from the
-    instance's end. Empty when the row already agrees, the cloud says nothing, or its time lies in
-    our future (skew: looked at again next pass)."""
-    if inst is None or row.launched_at is None:
-        return {}
+    instance's end. An ended row that never recorded its launch (a crash between the launch call
+    and its record, the attempt then closed) is billed for the instance the cloud made all the
+    same. Empty when the row already agrees, the cloud says nothing, or its time lies in our
+    future (skew: looked at again next pass)."""
+    if inst is None or (row.launched_at is None and row.status != AttemptStatus.ENDED):
+        return {}  # a requested attempt's instance is adopted by decide, not here
     out: dict[str, datetime] = {}
     start = aware(row.launched_at)
     created = aware(inst.created_at)

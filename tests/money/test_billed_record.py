@@ -152,3 +152,12 @@ def test_a_finished_jobs_attempt_is_billed_to_the_clouds_end(store, fake, clock)
     assert r.ended_at.replace(tzinfo=UTC) == ended
     ran = (ended - r.launched_at.replace(tzinfo=UTC)).total_seconds()
     assert ran > 100 and attempt_cost(r, clock.now()) == pytest.approx(SPOT * ran / 3600)
+
+
+def test_an_instance_made_for_an_attempt_closed_without_its_launch_record_is_billed():
+    """A crash between the launch call and its record, then the attempt closed: the instance the
+    cloud made (and the orphan sweep ended) is the attempt's cost all the same."""
+    closed = row(status=AttemptStatus.ENDED, launched_at=None, ended_at=at(5))
+    fixes = corrections(closed, inst(InstanceState.TERMINATED, at(1), at(40)), at(60))
+    assert fixes == {"launched_at": at(1), "ended_at": at(40)}
+    assert corrections(row(status=AttemptStatus.REQUESTED, launched_at=None), inst(created=at(1)), at(60)) == {}
