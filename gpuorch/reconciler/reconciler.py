@@ -41,7 +41,7 @@ from threading import Event
 
 from sqlmodel import Session, select
 
-from gpuorch.clock import Clock, SystemClock
+from gpuorch.clock import Clock, SystemClock, time_scales
 from gpuorch.jobs.logmirror import LogMirror
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.money.caps import Policy
@@ -109,7 +109,7 @@ class Reconciler:
         the same for the agents' status reads (``StatusReads``)."""
         self.store, self.providers = store, dict(providers)
         self.clock = clock or SystemClock()
-        self.settings = settings or Settings()
+        self.settings = dataclasses.replace(settings or Settings(), time_scales=time_scales(self.providers))
         # host/pid/random: operators see which process holds a job; unique across restarts
         self.owner = owner or f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:6]}"
         self.lease_s, self.backoff_s, self.offers_ttl_s = lease_s, backoff_s, offers_ttl_s
