@@ -103,14 +103,24 @@ def spot_notice_deadline(status: Mapping[str, Any] | None) -> datetime | None:
     return marked + timedelta(seconds=SPOT_NOTICE_S) if marked is not None else None
 
 
+def spot_end(status: Mapping[str, Any] | None) -> datetime | None:
+    """When EC2 ended a spot instance, from its request's ``Status`` once it reads
+    ``instance-terminated-*`` / ``instance-stopped-*`` (the status's update time)."""
+    code = str((status or {}).get("Code") or "")
+    ended = code.startswith(("instance-terminated-", "instance-stopped-"))
+    return utc(status.get("UpdateTime")) if ended and status else None
+
+
 def earliest(*deadlines: datetime | None) -> datetime | None:
     return min((d for d in deadlines if d is not None), default=None)
 
 
 def to_instance(d: Mapping[str, Any], region: str, deadline: datetime | None = None,
-                tags: Mapping[str, str] | None = None, stop: ScheduledStop | None = None) -> Instance:
+                tags: Mapping[str, str] | None = None, stop: ScheduledStop | None = None,
+                ended: datetime | None = None) -> Instance:
     """One ``DescribeInstances``/``RunInstances`` instance. ``tags`` fill in for a response that
-    carries none (RunInstances' does not always)."""
+    carries none (RunInstances' does not always); ``ended``, for one no longer running whose
+    ``StateTransitionReason`` carries no time (a spot reclaim: its request's status time)."""
     reason = (d.get("StateReason") or {}).get("Code") or None
     state = instance_state(d["State"]["Name"], reason)
     host = d.get("PublicIpAddress") or d.get("PrivateIpAddress")
@@ -123,7 +133,7 @@ def to_instance(d: Mapping[str, Any], region: str, deadline: datetime | None = N
         scheduled_stop=stop if state.alive else None,
         # Billing ends at the transition out of running; EC2 reports no time for some reasons
         # (then the daemon's observation stands: gpuorch.money.record).
-        ended_at=None if state.alive else transition_time(d.get("StateTransitionReason")),
+        ended_at=None if state.alive else transition_time(d.get("StateTransitionReason")) or ended,
     )
 
 

@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from moto_helpers import interrupt_spot
+from moto_helpers import interrupt_spot, mark_spot_request
 
 from gpuorch.provider.port import InstanceState, LaunchRequest, Offer
 from gpuorch_aws import AwsProvider
-from gpuorch_aws.parse import to_instance, transition_time
+from gpuorch_aws.parse import spot_end, to_instance, transition_time
 
 pytestmark = pytest.mark.aws
 
@@ -66,3 +66,21 @@ def test_a_spot_reclaim_without_a_dated_reason_leaves_the_end_to_the_daemon(prov
     interrupt_spot("us-east-1", inst.id)
     gone = provider.get(inst.id)
     assert gone.state == InstanceState.PREEMPTED and gone.ended_at is None
+
+
+def test_a_spot_reclaim_is_dated_by_its_spot_requests_status(provider: AwsProvider, offer: Offer, ec2: Any) -> None:
+    """The reclaim's reason carries no time; the instance's spot request, once it reads
+    ``instance-terminated-*``, dates the end (moto's UpdateTime is fixed: 2015-01-01)."""
+    inst = provider.launch(LaunchRequest(job_id=7, attempt=1, offer=offer, spot=True))
+    interrupt_spot("us-east-1", inst.id)
+    mark_spot_request(ec2, "us-east-1", inst.id, code="instance-terminated-no-capacity")
+    gone = provider.get(inst.id)
+    assert gone.state == InstanceState.PREEMPTED and gone.ended_at == datetime(2015, 1, 1, tzinfo=UTC)
+    assert next(i for i in provider.list_managed() if i.id == inst.id).ended_at == gone.ended_at
+
+
+def test_a_spot_request_still_fulfilled_dates_nothing() -> None:
+    assert spot_end({"Code": "fulfilled", "UpdateTime": datetime(2026, 1, 1, tzinfo=UTC)}) is None
+    assert spot_end({"Code": "instance-stopped-no-capacity", "UpdateTime": datetime(2026, 1, 1, tzinfo=UTC)}) \
+        == datetime(2026, 1, 1, tzinfo=UTC)
+    assert spot_end(None) is None
