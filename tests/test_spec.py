@@ -133,3 +133,21 @@ def test_workdir_must_exist(tmp_path):
     p.write_text("name: x\nrun: echo\nworkdir: nope\n")
     with pytest.raises(UserInputError, match="workdir"):
         load_spec(p)
+
+
+def test_the_daemons_light_copy_of_every_example_spec_reads_as_the_stored_one():
+    from pathlib import Path
+
+    from gpuorch.jobs.spec import JobSpec, load_spec, load_stored
+
+    examples = sorted((Path(__file__).resolve().parents[1] / "configs" / "examples").glob("*.yaml"))
+    checked = 0
+    for path in examples:
+        try:
+            spec = load_spec(path)
+        except Exception:  # a sweep file, not a job spec
+            continue
+        text = spec.model_dump_json()
+        assert load_stored(text) == JobSpec.model_validate_json(text) == spec, path.name
+        checked += 1
+    assert checked >= 5

@@ -137,6 +137,13 @@ class Client:
     def sweep_cancel(self, ref: str) -> dict[str, Any]:
         return self._json("POST", f"/sweeps/{_q(ref)}/cancel")
 
+    def sweep_update(self, ref: str, budget: float | None = None, deadline: str | None = None) -> dict[str, Any]:
+        """The deadline goes as written (``8h``): the server resolves it against its own clock."""
+        return _sweep_times(self._json("POST", f"/sweeps/{_q(ref)}/update", {"budget": budget, "deadline": deadline}))
+
+    def sweep_resume(self, ref: str, budget: float | None = None, deadline: str | None = None) -> dict[str, Any]:
+        return _sweep_times(self._json("POST", f"/sweeps/{_q(ref)}/resume", {"budget": budget, "deadline": deadline}))
+
 
 def _sweep_times(report: dict[str, Any]) -> dict[str, Any]:
     """A sweep's deadline back to a datetime, as JobService returns it."""

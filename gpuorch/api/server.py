@@ -24,7 +24,7 @@ import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException
 
 from gpuorch.api import auth, upload
@@ -53,6 +53,15 @@ class SweepSubmitRequest(BaseModel):
     spec: dict[str, Any]  # the sweep as the user wrote it, its template job inline and without ``workdir``
     source: str = "sweep file"  # names the sweep in error lines (the CLI sends the file name)
     workdir_tar: str | None = None  # base64 of a gzipped tar of the template job's workdir (upload.py)
+
+
+class SweepLimitsRequest(BaseModel):
+    """``sweep update`` / ``sweep resume``: a new cap (USD) and/or deadline (``8h`` or an ISO time,
+    resolved against the server's clock, as ``sweep submit``'s is)."""
+
+    model_config = ConfigDict(extra="forbid")
+    budget: float | None = None
+    deadline: str | None = None
 
 
 class _Refused(Exception):
@@ -224,6 +233,14 @@ def create_app(service: JobService, token: str, uploads: Path, limits: ApiConfig
     @r.post("/sweeps/{ref}/cancel")
     def sweep_cancel(ref: str) -> Response:
         return _json(service.sweep_cancel(ref))
+
+    @r.post("/sweeps/{ref}/update")
+    def sweep_update(ref: str, body: SweepLimitsRequest) -> Response:
+        return _json(service.sweep_update(ref, body.budget, body.deadline))
+
+    @r.post("/sweeps/{ref}/resume")
+    def sweep_resume(ref: str, body: SweepLimitsRequest) -> Response:
+        return _json(service.sweep_resume(ref, body.budget, body.deadline))
 
     app.include_router(r)
     return app

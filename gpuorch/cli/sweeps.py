@@ -159,17 +159,6 @@ DEADLINE_OPTION = typer.Option(None, "--deadline", help="The new deadline: a dur
                                                           "(2026-11-28T08:00, UTC unless an offset is given).")
 
 
-def _local_only(ctx: typer.Context, what: str) -> Any:
-    from gpuorch.cli.jobs import _backend
-    from gpuorch.errors import UserInputError
-
-    backend = _backend(ctx)
-    if not hasattr(backend, what):
-        raise UserInputError(f"--server: `gpuorch sweep {what.removeprefix('sweep_')}` is not served over the "
-                             "HTTP API yet; run it on the control host")
-    return backend
-
-
 @sweep_app.command("update")
 def update(ctx: typer.Context, name: str = NAME_ARG, budget: float = BUDGET_OPTION, deadline: str = DEADLINE_OPTION,
            json_out: bool = JSON_OPTION) -> None:
@@ -177,10 +166,10 @@ def update(ctx: typer.Context, name: str = NAME_ARG, budget: float = BUDGET_OPTI
 
     Example: gpuorch sweep update tiny-mlp-sweep --budget 12 --deadline 8h
     """
-    from gpuorch.cli.jobs import _errors
+    from gpuorch.cli.jobs import _backend, _errors
 
     with _errors():
-        sweep = _local_only(ctx, "sweep_update").sweep_update(name, budget, deadline)
+        sweep = _backend(ctx).sweep_update(name, budget, deadline)
     if json_out:
         emit_json(sweep)
     else:
@@ -196,10 +185,10 @@ def resume(ctx: typer.Context, name: str = NAME_ARG, budget: float = BUDGET_OPTI
 
     Example: gpuorch sweep resume tiny-mlp-sweep
     """
-    from gpuorch.cli.jobs import _errors
+    from gpuorch.cli.jobs import _backend, _errors
 
     with _errors():
-        sweep = _local_only(ctx, "sweep_resume").sweep_resume(name, budget, deadline)
+        sweep = _backend(ctx).sweep_resume(name, budget, deadline)
     if json_out:
         emit_json(sweep)
     else:

@@ -43,7 +43,7 @@ from sqlmodel import Session, select
 
 from gpuorch.clock import Clock, SystemClock, time_scales
 from gpuorch.jobs.logmirror import LogMirror
-from gpuorch.jobs.spec import JobSpec
+from gpuorch.jobs.spec import JobSpec, load_stored
 from gpuorch.money.caps import Policy
 from gpuorch.ops.crashpoints import crashpoint
 from gpuorch.ops.diskfull import DiskFullLog
@@ -185,7 +185,7 @@ class Reconciler:
         if cached is not None and cached[0] == job.spec:
             return cached[1]
         try:
-            spec = JobSpec.model_validate_json(job.spec)
+            spec = load_stored(job.spec)
         except ValueError as e:  # pydantic's ValidationError is one
             raise UnreadableSpec(_first_error(e)) from None
         self._specs[job.id or 0] = (job.spec, spec)

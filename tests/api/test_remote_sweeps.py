@@ -235,3 +235,57 @@ def test_a_sweep_with_a_wrong_token_queues_nothing_and_keeps_no_upload(api, remo
             urllib.request.urlopen(urllib.request.Request(f"{api.url}{path}", method=method, data=b"{}"
                                                           if method == "POST" else None), timeout=30)
         assert e.value.code == 401, path
+
+
+def test_remote_update_and_resume_change_the_servers_sweep_as_the_local_commands_do(
+        remote, on_server, laptop, server_store, tmp_path):
+    assert remote("sweep", "submit", str(sweep_file(tmp_path, {**SWEEP, "job": INLINE}))).exit_code == 0
+    r = remote("sweep", "update", "lr", "--budget", "9.5", "--deadline", "12h", "--json")
+    assert r.exit_code == 0, r.output
+    [sweep], _ = stored(server_store)
+    assert sweep.max_cost == 9.5  # the server's store, resolved against the server's clock
+    moved = sweep.deadline.replace(tzinfo=None) - utcnow().replace(tzinfo=None)
+    assert 11.9 * 3600 < moved.total_seconds() <= 12 * 3600
+    there, here = remote("sweep", "update", "lr", "--budget", "7"), on_server("sweep", "update", "lr", "--budget", "8")
+    assert there.exit_code == here.exit_code == 0
+    assert there.output.replace("$7.00", "$8.00") == here.output  # the same line, remote or local
+    r = remote("sweep", "resume", "lr")
+    assert r.exit_code == 2 and r.output == on_server("sweep", "resume", "lr").output
+    assert r.output.count("\n") == 1 and "is still active" in r.output
+    assert remote("sweep", "cancel", "lr").exit_code == 0
+    r = remote("sweep", "resume", "lr", "--budget", "6", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["trials_resumed"] == 2 and json.loads(r.output)["max_cost"] == 6
+    [sweep], jobs = stored(server_store)
+    assert sweep.status.value == "active" and not any(j.cancel_requested for j in jobs)
+    assert not (laptop / "state.db").exists()
+
+
+@pytest.mark.parametrize(("args", "field"), [
+    (["--deadline", "2020-01-01T00:00"], "--deadline: 2020-01-01 00:00 UTC is in the past"),
+    (["--deadline", "soon"], "--deadline:"),
+    (["--budget", "-3"], "--budget: $-3.00 is not a budget"),
+    ([], "update: nothing to change"),
+])
+def test_a_bad_remote_update_gets_the_local_line_exit_2_and_changes_nothing(
+        remote, on_server, laptop, server_store, tmp_path, args, field):
+    assert remote("sweep", "submit", str(sweep_file(tmp_path, {**SWEEP, "job": INLINE}))).exit_code == 0
+    [before], _ = stored(server_store)
+    there, here = remote("sweep", "update", "lr", *args), on_server("sweep", "update", "lr", *args)
+    assert there.exit_code == here.exit_code == 2 and there.output == here.output, there.output
+    assert there.output.count("\n") == 1 and field in there.output
+    [after], _ = stored(server_store)
+    assert (after.max_cost, after.deadline) == (before.max_cost, before.deadline)
+
+
+def test_the_limits_body_is_checked_field_by_field(api, token, server_store, tmp_path, remote, laptop):
+    assert remote("sweep", "submit", str(sweep_file(tmp_path, {**SWEEP, "job": INLINE}))).exit_code == 0
+    for body, field in (({"budget": "lots"}, "budget"), ({"cap": 3}, "cap")):
+        req = urllib.request.Request(f"{api.url}/v1/sweeps/lr/update", data=json.dumps(body).encode(),
+                                     method="POST", headers={"Authorization": f"Bearer {token}",
+                                                             "Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=30)
+        assert e.value.code == 422 and field in json.loads(e.value.read())["error"]
+    [sweep], _ = stored(server_store)
+    assert sweep.max_cost == 5

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from gpuorch.errors import UserInputError
 from gpuorch.jobs.service import JobService
-from gpuorch.jobs.spec import JobSpec, parse_spec
+from gpuorch.jobs.spec import JobSpec, load_stored, parse_spec
 from gpuorch.jobs.yamlsafe import loads
 from gpuorch.ops.config import DaemonConfig
 from gpuorch.ops.config_sources import load_config
@@ -88,7 +88,8 @@ def test_any_spec_is_stored_as_the_daemon_reads_it_or_refused_in_one_line(servic
     rows = stored(service)
     assert len(rows) == before + 1
     row = next(r for r in rows if r.id == out["id"])
-    assert JobSpec.model_validate_json(row.spec) == spec  # the daemon's load, exactly
+    assert JobSpec.model_validate_json(row.spec) == spec  # the stored form, exactly
+    assert load_stored(row.spec) == spec  # and the daemon's lighter copy of it
 
 
 @BOUNDED
