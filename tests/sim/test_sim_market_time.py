@@ -4,9 +4,10 @@ market hours; a preempted zone is avoided for ``avoid_preempted_zone_s`` of mark
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
-from conftest import write_trace
 from sqlmodel import select
 
 from gpuorch.clock import time_scale, time_scales, wall_s
@@ -21,6 +22,11 @@ from gpuorch.testing.fake_provider import FakeProvider
 SCALE = 120.0
 
 
+def write_trace(path: Path, data: list[int]) -> Path:
+    path.write_text(json.dumps({"metadata": {"gap_seconds": 60.0}, "data": data}))
+    return path
+
+
 def test_only_a_simulated_market_has_a_time_scale(make_sim, tmp_path):
     sim = make_sim(traces=[f"us-east-1a={write_trace(tmp_path / 'a.json', [1] * 10)}"], time_scale=SCALE)
     fake = FakeProvider()
@@ -32,7 +38,7 @@ def test_only_a_simulated_market_has_a_time_scale(make_sim, tmp_path):
 def test_a_back_off_on_the_sim_lasts_its_market_length(make_sim, store, tmp_path):
     zero = write_trace(tmp_path / "us-east-1a_v100_1.json", [0] * 100)  # no spot capacity, ever
     sim = make_sim(traces=[f"us-east-1a={zero}"], time_scale=SCALE, agents="external")
-    rec = Reconciler(store, {"sim": sim}, backoff_s=300.0)
+    rec = Reconciler(store, {"sim": sim}, backoff_s=300.0, launch_wait_s=60.0)  # the pass waits for its launch
     job = jobs.submit(store, parse_spec({"name": "t", "run": "true", "resources": {"gpu": "V100"},
                                          "spot_policy": "spot"}), datetime.now(UTC))
     rec.run_pass()
