@@ -251,16 +251,20 @@ class Money:
                if reported_end(i) is not None and (k, i.ended_at) not in self._settled}
         if not due:
             return
-        ids = sorted({k[1] for k in due})
-        with self.store.write() as s:
+        ids, fixes = sorted({k[1] for k in due}), {}
+        with self.store.read() as s:  # most looks find nothing to fix: no write lock for them
             for k in range(0, len(ids), 500):
-                rows = s.exec(select(Attempt).join(Job, col(Job.id) == col(Attempt.job_id)).where(
-                    col(Attempt.job_id).in_(ids[k:k + 500]), col(Job.status).in_(TERMINAL),
-                    Attempt.status == AttemptStatus.ENDED))
-                for r in rows:
-                    inst = due.get((r.provider, r.job_id, r.number))
-                    for name, value in corrections(r, inst, now).items():
-                        setattr(r, name, value)
+                for r in s.exec(select(Attempt).join(Job, col(Job.id) == col(Attempt.job_id)).where(
+                        col(Attempt.job_id).in_(ids[k:k + 500]), col(Job.status).in_(TERMINAL),
+                        Attempt.status == AttemptStatus.ENDED)):
+                    if f := corrections(r, due.get((r.provider, r.job_id, r.number)), now):
+                        fixes[r.id] = f
+        if fixes:
+            with self.store.write() as s:
+                for attempt_id, f in fixes.items():
+                    if (r := s.get(Attempt, attempt_id)) is not None:
+                        for name, value in f.items():
+                            setattr(r, name, value)
         if len(self._settled) > 1_000_000:  # a daemon life that long: start over (re-checking is harmless)
             self._settled.clear()
         self._settled.update((k, i.ended_at) for k, i in due.items())

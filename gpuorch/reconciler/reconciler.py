@@ -343,9 +343,9 @@ class Reconciler:
             self._runners = []
         self._forget(claimed, live)
         self.money.finish_sweeps(now)
-        self.money.record_finished_ends(self.clock.now())
         terminated = self.applier.terminated
         sweep_orphans(self.store, self.providers, self.leases, observed, ok, now, live, terminated)
+        self.money.record_finished_ends(self.clock.now())  # after the orphan sweep: protection first
         self.volumes.sweep(ok, now)
         self._sweep_keys(now)
         self.mirror.update(observed, ok, terminated, now)
