@@ -262,9 +262,9 @@ class Money:
         if fixes:
             with self.store.write() as s:
                 for attempt_id, f in fixes.items():
-                    if (r := s.get(Attempt, attempt_id)) is not None:
+                    if (stored := s.get(Attempt, attempt_id)) is not None:
                         for name, value in f.items():
-                            setattr(r, name, value)
+                            setattr(stored, name, value)
         if len(self._settled) > 1_000_000:  # a daemon life that long: start over (re-checking is harmless)
             self._settled.clear()
         self._settled.update((k, i.ended_at) for k, i in due.items())
