@@ -48,7 +48,9 @@ def gang_candidate(cand: Candidate, nodes: int) -> Candidate:
     offer = o.model_copy(update={"price_per_hour": gang_cost_per_hour(o.price_per_hour, nodes),
                                  "spot_price_per_hour": None if spot is None else gang_cost_per_hour(spot, nodes)})
     ranked = cand.ranked_price_per_hour
-    return replace(cand, offer=offer, est_cost=cand.est_cost * nodes,
+    # Placement already costs a gang over every node (Candidate.nodes); an older candidate did not.
+    cost = cand.est_cost if cand.nodes == nodes else cand.est_cost * nodes
+    return replace(cand, offer=offer, est_cost=cost, nodes=1,
                    ranked_price_per_hour=None if ranked is None else ranked * nodes)
 
 
