@@ -33,6 +33,9 @@ class Settings:
     # Queued jobs launched per pass at most: a long queue drains over several short passes, so
     # each pass still observes every running job (notices) within a bounded time.
     launch_batch: int = 200
+    # (provider, market seconds per wall second) of simulated markets (gpuorch.clock.time_scales):
+    # their policy timers (back-offs, zone avoidance) are market durations.
+    time_scales: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)

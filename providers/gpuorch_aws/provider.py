@@ -39,7 +39,16 @@ from .config import AwsOptions, parse_options
 from .gang import MAX_NODES, AwsGangs
 from .images import Image, resolve_image
 from .offers import BucketSource, CatalogPrices, PriceSource, fetch_offers
-from .parse import PROVIDER, earliest, reclaim_deadline, scheduled_stop, spot_notice_deadline, to_instance
+from .parse import (
+    PROVIDER,
+    earliest,
+    reclaim_deadline,
+    scheduled_stop,
+    spot_end,
+    spot_notice_deadline,
+    to_instance,
+    transition_time,
+)
 from .requests import attempt_filters, gang_run_instances_kwargs, managed_filters, run_instances_kwargs
 from .volumes import EbsVolumes
 
@@ -82,6 +91,7 @@ class AwsProvider(AwsGangs, EbsVolumes, Provider):
         self.home = home
         self._runners = Runners(home, options.ssh_user, runner_options, provider="aws", notice=NoticeSource(kind="aws"))
         self._where: dict[str, str] = {}  # instance or volume id -> region
+        self._ended: dict[str, datetime] = {}  # reclaimed spot instance -> its request's end time
         self._images: dict[str, Image] = {}
         self._subnets: dict[str, dict[str, str]] = {}  # region -> zone -> subnet
         self._zones: dict[str, dict[str, str]] = {}  # region -> zone id -> zone name
@@ -271,9 +281,32 @@ class AwsProvider(AwsGangs, EbsVolumes, Provider):
                                       SpotInstanceRequestIds=sirs[i:i + _BATCH]).get("SpotInstanceRequests", []):
                 iid = requests.get(sir["SpotInstanceRequestId"], "")
                 deadlines[iid] = earliest(deadlines.get(iid), spot_notice_deadline(sir.get("Status")))
+        ended = self._spot_ends(region, [d for d in descs if d["State"]["Name"] not in ("pending", "running")])
         for d in descs:
             self._where[d["InstanceId"]] = region
-        return [to_instance(d, region, deadlines.get(d["InstanceId"]), stop=stops.get(d["InstanceId"])) for d in descs]
+        return [to_instance(d, region, deadlines.get(d["InstanceId"]), stop=stops.get(d["InstanceId"]),
+                            ended=ended.get(d["InstanceId"])) for d in descs]
+
+    def _spot_ends(self, region: str, ended: list[dict[str, Any]]) -> dict[str, datetime]:
+        """When EC2 ended each reclaimed spot instance whose description dates nothing: its spot
+        request's status time, kept once known (an ended instance's record is final)."""
+        ask = {d["SpotInstanceRequestId"]: d["InstanceId"] for d in ended
+               if d.get("SpotInstanceRequestId") and d["InstanceId"] not in self._ended
+               and transition_time(d.get("StateTransitionReason")) is None}
+        sirs = list(ask)
+        for i in range(0, len(sirs), _BATCH):
+            try:
+                found = self._ec2.call(region, "describe_spot_instance_requests",
+                                       SpotInstanceRequestIds=sirs[i:i + _BATCH])
+            except NotFoundError:  # a request EC2 no longer keeps: nothing to date the end with
+                found = {}
+            for sir in found.get("SpotInstanceRequests", []):
+                if (end := spot_end(sir.get("Status"))) is not None:  # undated yet: asked again next time
+                    self._ended[ask.get(sir["SpotInstanceRequestId"], "")] = end
+        out = {d["InstanceId"]: self._ended[d["InstanceId"]] for d in ended if d["InstanceId"] in self._ended}
+        if len(self._ended) > 100_000:  # a long life: forget (asking again is harmless)
+            self._ended.clear()
+        return out
 
     def _find(self, resource_id: str, lookup: Callable[[str], list[T]]) -> tuple[str, T]:
         """(region, first item) from ``lookup(region)`` in the region the id was seen in, else in

@@ -383,8 +383,10 @@ class AzureProvider(AzureGangs, ManagedDisks, Provider):
             state, reason = InstanceState.PREEMPTED, EVICTED_DELETED
         else:
             state, reason = InstanceState.TERMINATED, last.state_reason or "deleted outside gpuorch"
+        # ARM keeps no record of a deleted VM: its status time if it was seen stopped, else none (the
+        # daemon bills a delete it asked for until its call, an eviction unseen until its look).
         tomb = last.model_copy(update={"state": state, "state_reason": reason, "host": None, "port": None,
-                                       "ended_at": self._now()})
+                                       "ended_at": last.ended_at})
         self._tombstones[name] = (now + self.options.tombstone_s, tomb)
         return tomb
 

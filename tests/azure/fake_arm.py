@@ -211,7 +211,7 @@ class FakeArm:
                 if vm is None:
                     continue
                 if vm["properties"].get("evictionPolicy") == "Deallocate":
-                    vm["_power"] = "deallocated"
+                    vm["_power"], vm["_stopped"] = "deallocated", at
                 else:
                     self._remove(name)
         for name, vm in list(self.vms.items()):
@@ -256,7 +256,11 @@ class FakeArm:
             power = self._power(vm)
             if power:
                 codes.append(f"PowerState/{power}")
-            props["instanceView"] = {"statuses": [{"code": c, "level": "Info"} for c in codes]}
+            # As ARM: the provisioning status is dated (the last operation's end: the creation, or an
+            # eviction's deallocation); the power status is not.
+            when = (_EPOCH + dt.timedelta(seconds=vm.get("_stopped", vm["_created"]))).isoformat()
+            props["instanceView"] = {"statuses": [{"code": c, "level": "Info", **(
+                {"time": when} if c.startswith("ProvisioningState/") else {})} for c in codes]}
         return out
 
     # -- proximity placement groups ------------------------------------------------------------

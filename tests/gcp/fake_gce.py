@@ -135,12 +135,12 @@ class FakeGce:
             inst = self.instances.get((zone, name))
             op = next((o for o in self.operations.values() if o["operationType"] == "compute.instances.preempted"
                        and o["targetLink"].endswith(f"/zones/{zone}/instances/{name}") and o["status"] != "DONE"), None)
-            if op is not None:
-                op.update(status="DONE", progress=100, endTime=ts(now))
+            if op is not None:  # done when due, whenever the fake's clock got here
+                op.update(status="DONE", progress=100, endTime=ts(due))
             if inst is None:
                 continue
             if inst.get("scheduling", {}).get("instanceTerminationAction") == "STOP":
-                inst.update(status="TERMINATED", lastStopTimestamp=ts(now))
+                inst.update(status="TERMINATED", lastStopTimestamp=ts(due))
             else:
                 self.remove_instance(zone, name)
         for inst in self.instances.values():
