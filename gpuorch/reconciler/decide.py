@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from gpuorch.placement import Candidate, OfferIndex, candidates
+from gpuorch.placement.cost import PlacementOptions
 from gpuorch.policy.recovery import RecoveryContext, get_strategy
 from gpuorch.provider.port import Offer
 from gpuorch.reconciler.actions import GO_ON, Decision, Drain, End, Launch, SetJob, Step, done
@@ -75,7 +76,8 @@ def _ranked(view: JobView, now: datetime, offers: Offers, avoid: Avoid, s: Setti
     A job's volume pins it to the volume's zone (see volumes.py): placement requires that zone.
     """
     strategy = get_strategy(view.spec.recovery.strategy if view.spec.recovery else s.recovery_strategy)
-    ranked = candidates(view.spec, offers, avoid=avoid, volume_zone=view.job.volume_zone, limit=limit)
+    gangs = PlacementOptions(max_nodes=dict(s.max_nodes)) if view.spec.nodes > 1 and s.max_nodes else None
+    ranked = candidates(view.spec, offers, avoid=avoid, volume_zone=view.job.volume_zone, limit=limit, options=gangs)
     return strategy.rank(ranked, recovery_context(view, now, s, preempting))
 
 

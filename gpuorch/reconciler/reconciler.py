@@ -41,7 +41,7 @@ from threading import Event
 
 from sqlmodel import Session, select
 
-from gpuorch.clock import Clock, SystemClock, time_scales
+from gpuorch.clock import Clock, SystemClock
 from gpuorch.jobs.logmirror import LogMirror
 from gpuorch.jobs.spec import JobSpec, load_stored
 from gpuorch.money.caps import Policy
@@ -62,7 +62,7 @@ from gpuorch.reconciler.orphans import sweep_keys, sweep_orphans
 from gpuorch.reconciler.recording import Recording
 from gpuorch.reconciler.scheduled import ScheduledStops
 from gpuorch.reconciler.status_reads import RUNNER_ERRORS, StatusReads, read_status
-from gpuorch.reconciler.views import AttemptView, JobView, Settings
+from gpuorch.reconciler.views import AttemptView, JobView, Settings, for_providers
 from gpuorch.reconciler.volumes import Volumes
 from gpuorch.runners.port import Runner
 from gpuorch.store import Store
@@ -109,7 +109,7 @@ class Reconciler:
         the same for the agents' status reads (``StatusReads``)."""
         self.store, self.providers = store, dict(providers)
         self.clock = clock or SystemClock()
-        self.settings = dataclasses.replace(settings or Settings(), time_scales=time_scales(self.providers))
+        self.settings = for_providers(settings or Settings(), self.providers)
         # host/pid/random: operators see which process holds a job; unique across restarts
         self.owner = owner or f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:6]}"
         self.lease_s, self.backoff_s, self.offers_ttl_s = lease_s, backoff_s, offers_ttl_s
