@@ -20,6 +20,9 @@ a fake clock (a night in seconds of CPU):
   median rule waits for finished trials, which a cap this tight may not allow), and names the
   trials' last step (``objective.max_step: 700``, unless ``--no-max-step``) so that money goes
   to the trials it can finish (``gpuorch.sweeps.finish``).
+- **The night** ends at the sweep's deadline (plus 10 minutes), when every trial has ended, or
+  after an hour with nothing running and no launch asked for (the sweep waits on money: the
+  morning). An hour without spot capacity, with trials still probing for it, does not end it.
 - **The serial baseline**: the same trials one at a time (``max_parallel: 1``), no cap, on the
   same market; it "finishes" the trials that end before its running spend passes the cap.
 
@@ -48,7 +51,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "providers"))
 
 import yaml  # noqa: E402
-from sqlmodel import select  # noqa: E402
+from sqlmodel import func, select  # noqa: E402
 
 from gpuorch.clock import FakeClock  # noqa: E402
 from gpuorch.errors import UserInputError  # noqa: E402
@@ -155,8 +158,11 @@ def run(seed: int, hours: float, parallel: int, cap: float | None, rule: str | N
         passes += 1
         if fake.live_instances():
             idle_since = clock.now()
-        elif (clock.now() - idle_since).total_seconds() > 3600:  # an hour with nothing running: the morning
-            break
+        elif (clock.now() - idle_since).total_seconds() > 3600:  # an hour with nothing running: the morning,
+            with store.read() as s:  # unless trials are still asking for spot (no capacity is not the end)
+                asked = s.exec(select(func.max(Attempt.requested_at))).one()
+            if asked is None or asked.replace(tzinfo=UTC) <= clock.now() - timedelta(hours=1):
+                break
         with store.read() as s:
             if all(j.status.terminal for j in intent.trials_of(s, sweep.id or 0)):
                 break

@@ -3,7 +3,7 @@
 #   - System packages (scripts/deps.sh, also `make deps`): OpenSSH server for the SSH runner's
 #     tests, Chromium for the dashboard's browser tests, podman/runc/busybox for the container tests.
 #   - Azurite (npm, into .azurite/): the az:// checkpoint store's tests run against it.
-#   - the `workloads` extra (torch 2.13.0 CPU, transformers, peft): the `workloads`-marked tests.
+#   - the `workloads` extra (torch 2.13.0 CPU, transformers, peft, lightning): the `workloads`-marked tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -73,8 +73,8 @@ fi
 
 # gpuorch.integrations' tests train real models: torch==2.13.0 is the CPU build kept on these
 # machines (pinned: any other version downloads a CUDA build of several GB).
-if [ -x .venv/bin/python ] && ! .venv/bin/python -c "import torch, transformers, peft" >/dev/null 2>&1; then
-  echo "test-services: installing the workloads extra (torch==2.13.0 CPU, transformers, peft, accelerate) into .venv"
+if [ -x .venv/bin/python ] && ! .venv/bin/python -c "import torch, transformers, peft, lightning" >/dev/null 2>&1; then
+  echo "test-services: installing the workloads extra (torch==2.13.0 CPU, transformers, peft, accelerate, lightning) into .venv"
   .venv/bin/python -m pip install -q -e '.[workloads]' \
     || echo "test-services: could not install the workloads extra; the workloads tests will be skipped" >&2
 fi

@@ -14,16 +14,24 @@ import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from gpuorch.money.billing import BillingRule
 
-__all__ = ["AdapterCatalog", "BillingRule", "Family", "Shape", "gpu_memory_mib", "price_or_none"]
+__all__ = ["AdapterCatalog", "BillingRule", "FabricKind", "Family", "Shape", "gpu_memory_mib", "price_or_none"]
+
+
+# The network between instances of a family, as the multi-node runtime estimate reads it
+# (gpuorch.sizing.fabric): InfiniBand, RDMA over Ethernet (RoCE, GCP's RDMA), AWS's EFA, GCP's
+# GPUDirect-TCPX(O), or plain TCP over Ethernet.
+FabricKind = Literal["infiniband", "rdma", "efa", "tcpx", "ethernet"]
 
 
 @dataclass(frozen=True)
 class Family:
     """An instance family carrying GPUs. ``link`` is the GPU-to-GPU path inside the node (none in
-    use for one GPU); ``network_gbps`` the instance's network for multi-node jobs."""
+    use for one GPU); ``network_gbps`` the largest size's network between nodes, over ``fabric``
+    (sources: docs/sizing.md, "Instance families")."""
 
     provider: str
     pattern: str  # regular expression on the instance type
@@ -31,6 +39,7 @@ class Family:
     max_gpus: int
     link: str  # nvlink | pcie | infinity-fabric
     network_gbps: float
+    fabric: FabricKind = "ethernet"
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,11 @@ class AdapterCatalog:
 
     def family_of(self, instance_type: str) -> Family | None:
         return next((f for f in self.families if re.match(f.pattern, instance_type)), None)
+
+    def fabric_for(self, instance_type: str) -> tuple[str, float] | None:
+        """(fabric kind, Gb/s per node) between instances of this type; None for an unknown family."""
+        f = self.family_of(instance_type)
+        return (f.fabric, f.network_gbps) if f else None
 
     def interconnect_for(self, instance_type: str, gpu_count: int) -> str | None:
         """The GPU-to-GPU link of a multi-GPU instance; None for one GPU or an unknown family."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from gpuorch.catalog.adapter import Family
 
-__all__ = ["Family", "family_of", "interconnect_for"]
+__all__ = ["Family", "fabric_for", "family_of", "interconnect_for"]
 
 
 def family_of(provider: str, instance_type: str) -> Family | None:
@@ -25,3 +25,12 @@ def interconnect_for(provider: str, instance_type: str, gpu_count: int) -> str |
 
     found = catalog_of(provider)
     return found.interconnect_for(instance_type, gpu_count) if found is not None else None
+
+
+def fabric_for(provider: str, instance_type: str) -> tuple[str, float] | None:
+    """(fabric kind, Gb/s per node) between instances of this type; None for an unknown family
+    (local, sim, a CSV's own instance types)."""
+    from gpuorch.catalog.registry import catalog_of
+
+    found = catalog_of(provider)
+    return found.fabric_for(instance_type) if found is not None else None

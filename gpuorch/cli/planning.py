@@ -21,6 +21,7 @@ from gpuorch.cli.planning_view import (
     candidate_dict,
     check_known,
     freshness,
+    gang_limits,
     offer_source,
     strategy_cell,
     warn_flagged,
@@ -102,6 +103,8 @@ def estimate(
     gpu: str = typer.Option(None, "--gpu", help="Check the fit on this GPU model."),
     tokens: str = typer.Option(None, "--tokens", help="Tokens to train on (or generate): adds runtime estimates."),
     efficiency: float = typer.Option(None, "--efficiency", help="Model FLOPs utilisation (default per GPU class)."),
+    fabric: str = typer.Option(None, "--fabric", help="Network between nodes for multi-node hours, KIND:GBPS "
+                               "(efa:3200, infiniband:1600; default ethernet:100)."),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Estimate GPU memory per GPU, and the smallest GPU configurations that fit.
@@ -129,8 +132,14 @@ def estimate(
         "kv_cache_dtype": kv_cache_dtype, "max_batched_tokens": max_batched_tokens,
         "distributed": {"strategy": strategy, "degree": gpus if strategy != "none" else None} if strategy else None,
     })  # fmt: skip
+    from gpuorch.sizing.fabric import parse_fabric
+
     try:
-        report = estimate_report(w, gpus, gpu)
+        net = parse_fabric(fabric) if fabric is not None else None
+    except ValueError as e:
+        fail(f"--fabric: {e}")
+    try:
+        report = estimate_report(w, gpus, gpu, net)
     except UserInputError as e:
         fail(str(e))
     if json_out:
@@ -250,9 +259,19 @@ def plan(
         fail(str(e))
     check_known("provider", "providers", list(spec.providers or ()), {o.provider for o in found}, source)
     check_known("region", "regions", list(spec.regions or ()), {o.region for o in found}, source)
-    options = PlacementOptions()
+    hours = PlacementOptions().default_hours
     if spec.deadline is not None and spec.deadline.job_hours is not None:
-        options = PlacementOptions(default_hours=spec.deadline.job_hours)
+        hours = spec.deadline.job_hours
+    # A gang goes only to providers whose adapter places that many nodes (Provider.max_nodes).
+    limits = gang_limits({o.provider for o in found}) if spec.nodes > 1 else None
+    if limits is not None:
+        mine = {p: n for p, n in limits.items() if not spec.providers or p in spec.providers}
+        if not any(n >= spec.nodes for n in mine.values()):
+            most = max(mine.values(), default=1)
+            fail(f"nodes: {spec.nodes} instances, but none of the providers ranked ({', '.join(sorted(mine))}) "
+                 f"places more than {most} per job; use nodes: {most}, or configure a provider whose adapter places "
+                 f"gangs (gpuorch doctor lists each one's nodes per job) (ranked {source})")
+    options = PlacementOptions(default_hours=hours, max_nodes=limits)
     work_line, work = work_assumption(spec, options.default_hours)
     try:
         result = placement.plan(spec, found, limit=top, options=options)
@@ -266,23 +285,27 @@ def plan(
     if json_out:
         candidates = [candidate_dict(c) for c in result.candidates]
         emit_json({"job": spec.name, "source": source, "work": work, "strategy": spec.strategy.model_dump(),
+                   "nodes": spec.nodes,
                    "candidates": candidates, "rejected": rejected, "prices": freshness(catalog, price_list)})
         return
-    typer.echo(f"ranked {source}; {work_line}")
+    gang = spec.nodes > 1
+    typer.echo(f"ranked {source}; {work_line}" + (f"; a gang of {spec.nodes} instances of one type in one zone: "
+                                                  "$/h per node, est. $ over every node" if gang else ""))
     w = max([16, *(len(c.offer.instance_type) for c in result.candidates)])
-    g = max([13, *(len(f"{c.offer.gpu_count}x{c.offer.gpu}") for c in result.candidates if c.offer.gpu)])
+    g = max([13, *(len(f"{c.nodes}x{c.offer.gpu_count}x{c.offer.gpu}") for c in result.candidates if c.offer.gpu)])
     typer.echo(f"{'provider':<8} {'zone':<18} {'instance':<{w}} {'gpu':<{g}} {'uses':<10} {'market':<9} "
-               f"{'$/h':>8} {'hours':>7} {'est. $':>9}")
+               f"{'$/h':>8} " + (f"{'total $/h':>9} " if gang else "") + f"{'hours':>7} {'est. $':>9}")
     for c in result.candidates:
         o = c.offer
-        gpu_s = f"{o.gpu_count}x{o.gpu}" if o.gpu else "-"
+        gpu_s = (f"{c.nodes}x" if gang else "") + (f"{o.gpu_count}x{o.gpu}" if o.gpu else "-")
         market = "spot" if c.spot else "on-demand"
         notes = [f"{o.gpu_count} GPUs, the job uses {c.gpus_used}"] if c.larger else []
         if c.ranked_price_per_hour is not None:  # a zone far below its siblings: ranked at their median
             notes.append(f"listed ${c.price_per_hour:.3f}/h, ranked at ${c.ranked_price_per_hour:.3f}/h")
         uses = strategy_cell(c, spec.strategy.degree)
+        total = f"{c.total_price_per_hour:>9.3f} " if gang else ""
         typer.echo(f"{o.provider:<8} {o.zone:<18} {o.instance_type:<{w}} {gpu_s:<{g}} {uses:<10} "
-                   f"{market:<9} {c.price_per_hour:>8.3f} {c.est_finish_hours:>7.2f} {c.est_cost:>9.2f}"
+                   f"{market:<9} {c.price_per_hour:>8.3f} {total}{c.est_finish_hours:>7.2f} {c.est_cost:>9.2f}"
                    + (f"  ({'; '.join(notes)})" if notes else ""))  # fmt: skip
     best = result.candidates[0]
     if best.larger:

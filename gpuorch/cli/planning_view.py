@@ -95,11 +95,28 @@ def warn_flagged(catalog: Path | None) -> None:
             typer.echo(f"warning: {line}", err=True)
 
 
+def gang_limits(providers: set[str]) -> dict[str, int]:
+    """The most nodes each provider places per job: its class's ``max_nodes`` capability (read,
+    never assumed per provider); one that cannot be imported places 1."""
+    from gpuorch.registry import provider_class
+
+    limits = {}
+    for name in sorted(providers):
+        try:
+            limits[name] = int(getattr(provider_class(name), "max_nodes", 1))
+        except UserInputError:
+            limits[name] = 1
+    return limits
+
+
 def candidate_dict(c: Any) -> dict[str, Any]:
+    """One candidate as JSON; ``price_per_hour`` is per instance, ``total_price_per_hour`` and
+    ``est_cost`` count every node of a gang."""
     o = c.offer
     return {
         "provider": o.provider, "region": o.region, "zone": o.zone, "instance_type": o.instance_type,
         "gpu": o.gpu, "gpu_count": o.gpu_count, "spot": c.spot, "price_per_hour": c.price_per_hour,
+        "nodes": c.nodes, "total_price_per_hour": c.total_price_per_hour,
         "est_hours": round(c.est_hours, 4), "est_cost": round(c.est_cost, 4),
         "est_finish_hours": round(c.est_finish_hours, 4),
         "per_gpu_gib": round(c.per_gpu_gib, 2) if c.per_gpu_gib is not None else None,
@@ -129,6 +146,8 @@ def strategy_cell(c: Any, degree: int | None) -> str:
     """What the candidate assumes: the strategy and the GPUs used (``1 of 8``: one GPU of eight;
     ``tp2 x4``: four tensor-parallel replicas of two GPUs)."""
     used, count = c.gpus_used or c.offer.gpu_count, c.offer.gpu_count
+    if c.nodes > 1:  # a gang: the strategy over every node's GPUs
+        return f"{c.sharding or 'ddp'} {c.nodes}x{used}"
     if c.sharding == "tp" and degree and degree < used:
         return f"tp{degree} x{used // degree}"
     if used < count:

@@ -6,6 +6,8 @@
   the newest complete one).
 - ``gpuorch.integrations.hf``: ``GpuorchCallback`` for ``transformers.Trainer`` and
   ``resume_checkpoint()`` for its ``resume_from_checkpoint``.
+- ``gpuorch.integrations.lightning``: ``GpuorchCheckpoint`` for a PyTorch Lightning ``Trainer``
+  and ``resume_checkpoint()`` for ``trainer.fit(ckpt_path=...)``.
 - ``gpuorch.integrations.protocol``: the stdlib parts both use (the environment, the notice
   flag, COMPLETE markers).
 

@@ -86,20 +86,35 @@ def candidates(
 ) -> list[Candidate]:
     """Every pair that holds ``spec`` (at most ``limit``), cheapest expected total first.
 
-    Memoised on the index when ``avoid`` is None or a ``KeyedAvoid`` and ``options`` is None
-    (the daemon's case); a fresh list each call, so callers may reorder it."""
-    if options is not None or not (avoid is None or isinstance(avoid, KeyedAvoid)):
+    Memoised on the index when ``avoid`` is None or a ``KeyedAvoid`` and ``options`` is None or
+    sets nothing but ``max_nodes`` (the daemon's case: each provider's ``Provider.max_nodes``, so
+    a gang only goes where it can be placed); a fresh list each call, so callers may reorder it."""
+    gangs = _gang_key(options)
+    if gangs is None or not (avoid is None or isinstance(avoid, KeyedAvoid)):
         return plan(spec, offers, avoid=avoid, volume_zone=volume_zone, options=options, limit=limit,
                     explain=False).candidates
     idx = index_for(offers)
-    key = (placement_key(spec), volume_zone, limit, avoid.key if avoid is not None else None)
+    key = (placement_key(spec), volume_zone, limit, avoid.key if avoid is not None else None,
+           gangs if spec.nodes > 1 else ())
     found = idx.placed.get(key)
     if found is None:
-        found = plan(spec, idx, avoid=avoid, volume_zone=volume_zone, limit=limit, explain=False).candidates
+        found = plan(spec, idx, avoid=avoid, volume_zone=volume_zone, limit=limit, explain=False,
+                     options=options).candidates
         if len(idx.placed) >= MEMO_SIZE:
             del idx.placed[next(iter(idx.placed))]
         idx.placed[key] = found
     return list(found)
+
+
+def _gang_key(options: PlacementOptions | None) -> tuple[tuple[str, int], ...] | None:
+    """What of ``options`` a memo key needs: () without options, the ``max_nodes`` items when that
+    is all they set; None when they set anything else (then nothing is memoised)."""
+    if options is None:
+        return ()
+    limits = options.max_nodes
+    if options != PlacementOptions(max_nodes=limits):
+        return None
+    return tuple(sorted(limits.items())) if limits is not None else ()
 
 
 def fits(spec: JobSpec, offer: Offer) -> bool:

@@ -76,8 +76,10 @@ def rejections(spec: JobSpec, idx: OfferIndex, volume_zone: str | None, refused:
                       if (p := (idx.spot_price if spot else idx.price)[r]) is not None]
             if not prices:
                 reason = "no spot offering (spot_policy: spot)"
-            elif min(prices) > cap:
-                reason = f"above max_price_per_hour ${cap:g}/h (cheapest ${min(prices):.2f}/h)"
+            elif min(prices) > cap:  # ``cap`` is per instance; a gang's is the total over its nodes
+                n = spec.nodes
+                reason = (f"above max_price_per_hour ${cap * n:g}/h (cheapest ${min(prices) * n:.2f}/h for {n} nodes)"
+                          if n > 1 else f"above max_price_per_hour ${cap:g}/h (cheapest ${min(prices):.2f}/h)")
             else:
                 reason = "avoided (recent preemption, capacity or quota trouble)"
         out.append(Rejection(c.provider, c.instance_type, c.gpu, c.gpu_count, c.stop - c.start, reason, filtered))
@@ -92,7 +94,9 @@ def shortfall(idx: OfferIndex, refused: dict[int, Refusal]) -> Shortfall | None:
     return Shortfall(c.label, c.gpu, c.gpu_count, r.need_gib or 0.0, r.usable_gib or 0.0)
 
 
-MULTI_NODE = "gpuorch places a job on one instance (multi-node placement is not supported yet)"
+# What a job that needs more than one instance must say (docs/sizing.md, "Multi-node jobs").
+MULTI_NODE = ("gpuorch places a job on one instance unless it asks for a gang with nodes: N (N instances of one "
+              "type, on a provider that places that many)")
 
 
 def beyond_one_node(spec: JobSpec) -> str | None:

@@ -6,6 +6,12 @@ group expected cost is linear in the price, and the index keeps each group in pr
 groups are merged lazily with a heap, so a placement touches only the offers it returns; the
 region and volume-zone filters build their price orders once and cache them on the index.
 Ties on cost go to the earlier finish, then to catalog order.
+
+A gang (``nodes: N``) is N instances of one offer (one type, one zone): its expected cost is N
+times one instance's (every node bills, restores the checkpoint and is redone after a
+preemption), a preemption of any node ends the attempt (N times the interruption rate), and
+``max_price_per_hour`` caps the gang's hourly total. ``PlacementOptions.max_nodes`` (each
+provider's ``Provider.max_nodes``) refuses the classes of providers that cannot place N nodes.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ class Candidate:
     sharding: str | None = None  # the strategy assumed on this offer: none, ddp, fsdp, zero2, zero3, tp
     gpus_used: int = 0  # of the offer's GPUs the job uses (0: not known, read as all of them)
     ranked_price_per_hour: float | None = None  # set when ranking used a robust spot figure, not the listed one
+    nodes: int = 1  # instances of ``offer`` the job runs on (a gang); prices are per node, est_cost is the total
 
     @property
     def larger(self) -> bool:
@@ -47,7 +54,13 @@ class Candidate:
 
     @property
     def price_per_hour(self) -> float:
+        """One instance's price (per node of a gang)."""
         return self.offer.price(self.spot)
+
+    @property
+    def total_price_per_hour(self) -> float:
+        """What the job pays per hour: every node."""
+        return self.price_per_hour * self.nodes
 
 
 @dataclass(frozen=True)
@@ -144,7 +157,9 @@ def plan(
 
     unknown = opts.unknown_interruptions_per_hour
     rates = [opts.interruptions_per_hour.get(b, unknown) for b in BUCKET_CODES] + [unknown]
-    cap = spec.max_price_per_hour if spec.max_price_per_hour is not None else math.inf
+    nodes = spec.nodes
+    # The cap is on the gang's hourly total; prices in the index are per instance.
+    cap = spec.max_price_per_hour / nodes if spec.max_price_per_hour is not None else math.inf
     providers = set(spec.providers) if spec.providers else None
     allowed_markets = markets(spec.spot_policy)
     store = store_provider(spec.checkpoint.url.scheme) if spec.checkpoint else None  # whose cloud holds it
@@ -160,14 +175,20 @@ def plan(
             continue
         if providers is not None and c.provider not in providers:
             continue
+        most = opts.max_nodes.get(c.provider, 1) if opts.max_nodes is not None else nodes
+        if nodes > most:
+            refused[ci] = Refusal(f"nodes: {nodes}, but provider {c.provider} places at most {most} per job; use "
+                                  f"nodes: {most} or a provider that places more (Provider.max_nodes)")
+            continue
         fits[ci] = fit
         scen, ckpt = _scenario(spec, opts, c, fit)
         egress = _egress_per_gib(store, opts, idx, c.provider)
         for spot in allowed_markets:
             same_cloud = opts.egress_same_cloud_usd_per_gib
             for bucket, per_gib, order in _groups(idx, ci, spot, where, allowed, egress, same_cloud, listed):
-                rate = rates[bucket] if spot else 0.0
+                rate = rates[bucket] * nodes if spot else 0.0  # any node's preemption ends a gang's attempt
                 a, b, finish = linear(scen, spot, rate, opts.restore_gib * per_gib, ckpt * per_gib)
+                a, b = a * nodes, b * nodes  # every node bills and restores
                 if order.prices[0] <= cap:
                     heap.append((order.prices[0] * a + b, finish, order.rows[0], len(groups), 0))
                 groups.append((order, a, b, ci, spot))
@@ -185,7 +206,7 @@ def plan(
         ranked = ranked_spot[row] if spot else None
         robust = ranked if ranked is not None and ranked != idx.listed_spot_price[row] else None
         cand = Candidate(idx.offers[row], spot, hours, cost, finish / 3600, fit.per_gpu_gib, fit.sharding,
-                         fit.gpus_used, robust)
+                         fit.gpus_used, robust, nodes)
         if avoid is not None and avoid(cand):
             continue
         chosen.append(cand)

@@ -5,6 +5,12 @@ the GPU count, the per-GPU memory floor of ``resources.gpu``, vCPU and RAM, then
 ``model:`` block -- precision support, the interconnect the workload demands, and the memory
 estimate on the GPUs the job's declared ``distributed`` strategy uses (undeclared: one GPU; a
 multi-GPU offer is then only a place to run it). Results are cached per (job needs, index).
+
+A gang (``nodes: N`` > 1) runs on N instances of the class: the strategy spans every node (its
+``degree`` counts the GPUs it uses on each instance, as ``GPUORCH_DISTRIBUTED_DEGREE`` does; an
+undeclared strategy is torchrun's DDP over every GPU of every node), memory is sized over all
+N x GPUs, and the runtime pays the strategy's traffic over the family's fabric between nodes
+(``gpuorch.sizing.fabric``). Inference nodes serve replicas.
 """
 
 from __future__ import annotations
@@ -12,10 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuorch import gpus
+from gpuorch.catalog.families import fabric_for
 from gpuorch.jobs.spec import GpuRequirement, JobSpec
 from gpuorch.placement.index import OfferClass, OfferIndex
 from gpuorch.sizing import GIB, best_estimate, checkpoint_bytes, estimate_hours, unsupported
-from gpuorch.sizing.workload import Workload
+from gpuorch.sizing.fabric import Fabric
+from gpuorch.sizing.workload import Distributed, Workload
 
 
 @dataclass(frozen=True)
@@ -27,11 +35,12 @@ class Needs:
     memory_gib: float
     workload: Workload | None
     allow_larger: bool = False
+    nodes: int = 1  # instances of the class the job spans (a gang)
 
     @classmethod
     def of(cls, spec: JobSpec) -> Needs:
         r = spec.resources
-        return cls(r.gpu, r.cpus, r.memory, spec.model, r.allow_larger)
+        return cls(r.gpu, r.cpus, r.memory, spec.model, r.allow_larger, spec.nodes)
 
     def gpus_used(self, offered: int) -> int:
         """GPUs the job uses on an instance with ``offered`` (all of them without resources.gpu)."""
@@ -45,7 +54,7 @@ class ClassFit:
     sharding: str | None
     checkpoint_gib: float  # restored after each preemption
     gpus_used: int = 0  # of the instance's GPUs: fewer than it has when the job allows larger, or when a
-    # model job declares no distributed strategy (one GPU)
+    # model job declares no distributed strategy (one GPU); per node for a gang
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,9 @@ def _evaluate(needs: Needs, c: OfferClass) -> ClassFit | Refusal:
         return Refusal(why)
     # A model job is sized on the GPUs its distributed strategy uses: one without a strategy (a
     # multi-GPU offer is only a place to run it), else the degree or every GPU it may use here.
+    nodes = needs.nodes
+    if nodes > 1 and w.training and w.strategy.strategy == "none":  # torchrun's DDP over every GPU
+        w = w.model_copy(update={"distributed": Distributed(strategy="ddp")})
     strategy, may_use = w.strategy, used
     if strategy.strategy == "none":
         used = 1
@@ -95,9 +107,11 @@ def _evaluate(needs: Needs, c: OfferClass) -> ClassFit | Refusal:
     if w.interconnect == "nvlink" and used > 1 and link not in gpus.FAST_LINKS:
         return Refusal(f"GPUs linked by {link or 'an unknown interconnect'}; the job asks for interconnect: nvlink")
     usable = min(c.gpu_memory_gib, spec.usable)
-    est, ok = best_estimate(w, used, usable)
+    # Training state shards over every GPU of the gang; inference nodes are replicas of one node.
+    total = used * nodes if w.training else used
+    est, ok = best_estimate(w, total, usable)
     if not ok:
-        over = (f"{est.sharding} over {used}" if used > 1 else
+        over = (f"{est.sharding} over {total}" + (f" on {nodes} nodes" if total > used else "") if total > 1 else
                 "on one GPU: the job declares no distributed strategy" if strategy.strategy == "none" else
                 f"{strategy.strategy} on this offer's one GPU")
         return Refusal(f"needs {est.per_gpu_gib:.1f} GiB per GPU ({over}), has {usable:.1f}", est.per_gpu_gib,
@@ -105,8 +119,14 @@ def _evaluate(needs: Needs, c: OfferClass) -> ClassFit | Refusal:
     # Tensor-parallel inference serves one replica per `degree` GPUs of the offer (tensor x data
     # parallel); everything else runs on the GPUs it uses and leaves the rest idle.
     busy = may_use if est.sharding == "tp" else used
-    hours = estimate_hours(w, spec, busy, link, est.sharding)
+    hours = estimate_hours(w, spec, busy * nodes, link, est.sharding, nodes, class_fabric(c) if nodes > 1 else None)
     return ClassFit(hours, est.per_gpu_gib, est.sharding, checkpoint_bytes(w) / GIB, busy)
+
+
+def class_fabric(c: OfferClass) -> Fabric | None:
+    """The network between instances of the class's family (None: unknown, e.g. local or sim)."""
+    found = fabric_for(c.provider, c.instance_type)
+    return Fabric(*found) if found is not None else None
 
 
 def larger_refusal(req: GpuRequirement, offered: int) -> str:

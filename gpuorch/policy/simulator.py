@@ -31,15 +31,20 @@ class PolicyError(RuntimeError):
     """A policy asked for something the market does not offer (spot where there is none)."""
 
 
-LOOKBACK_TICKS = 443
-"""How far back ``Observation.uptime`` looks: one day of 195 s ticks."""
+LOOKBACK_S = 86_400
+"""How far back ``Observation.uptime`` looks: one day, whatever the tick (443 ticks of 195 s)."""
 
 
-def market_view(avail: np.ndarray, start: int, ticks: int) -> tuple[np.ndarray, np.ndarray]:
+def lookback_ticks(gap_s: int) -> int:
+    """:data:`LOOKBACK_S` in whole ticks of ``gap_s`` (rounded down, at least one)."""
+    return max(1, LOOKBACK_S // gap_s)
+
+
+def market_view(avail: np.ndarray, start: int, ticks: int, gap_s: int = 195) -> tuple[np.ndarray, np.ndarray]:
     """``(up_ticks, uptime)``, each ``[zones + 1, ticks]``, for the ticks ``start .. start+ticks``.
 
     ``up_ticks``: the length of the current run of availability (history included);
-    ``uptime``: the fraction of the last :data:`LOOKBACK_TICKS` ticks (or of all the history
+    ``uptime``: the fraction of the last day (:func:`lookback_ticks`) (or of all the history
     there is) with spot available. Both only look backwards. The extra last row is for "spot
     in any zone".
     """
@@ -49,7 +54,7 @@ def market_view(avail: np.ndarray, start: int, ticks: int) -> tuple[np.ndarray, 
     last_down = np.maximum.accumulate(np.where(avail[:, :end], -1, idx), axis=1)
     up = np.where(avail[:, :end], idx - last_down, 0)
     ups = np.concatenate([np.zeros((avail.shape[0], 1)), np.cumsum(avail[:, :end], axis=1)], axis=1)
-    lo = np.maximum(idx - LOOKBACK_TICKS + 1, 0)
+    lo = np.maximum(idx - lookback_ticks(gap_s) + 1, 0)
     uptime = (ups[:, idx + 1] - ups[:, lo]) / (idx + 1 - lo)
     return up[:, start:end], uptime[:, start:end]
 
@@ -60,7 +65,7 @@ def simulate(policy: Policy, job: Job, avail: np.ndarray, start: int = 0) -> Out
     if avail.ndim != 2 or not 0 <= start <= avail.shape[1] - job.deadline_ticks:
         raise ValueError("avail must be [zones, ticks] and cover the deadline after start")
     zones = avail.shape[0]
-    up_ticks, uptime = market_view(avail, start, job.deadline_ticks)
+    up_ticks, uptime = market_view(avail, start, job.deadline_ticks, job.gap_s)
     spot_now = avail[:, start : start + job.deadline_ticks].T.tolist()
     up_now = up_ticks[:-1].T.tolist()
     uptime_now = uptime[:-1].T.tolist()

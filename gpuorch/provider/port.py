@@ -125,6 +125,15 @@ class ScheduledStop(Model):
 
 
 class Instance(Model):
+    """One instance as the provider reports it now.
+
+    Billed times (the cloud's own record; ``gpuorch.money.record`` bills from them): ``created_at``
+    is the provider's launch time, and ``ended_at``, set only once the instance is no longer
+    alive, its stop or termination time - a reclaim's deadline, not the look that found it gone.
+    Either is None where the provider keeps no such record (the daemon's observation then
+    stands). The contract suite checks both against the calls that caused them.
+    """
+
     id: str
     provider: str
     region: str

@@ -15,6 +15,7 @@ from pathlib import Path
 from gpuorch.clock import Clock
 from gpuorch.errors import ProviderError
 from gpuorch.jobs import events
+from gpuorch.money.record import billed_end, reported_end
 from gpuorch.ops.crashpoints import crashpoint
 from gpuorch.provider.port import Provider
 from gpuorch.reconciler import actions as A
@@ -40,6 +41,7 @@ class Applier:
         self.money, self.volumes, self.launching, self.recording, self.pool = money, volumes, launching, recording, pool
         self.heartbeat_every_s, self.home = heartbeat_every_s, home
         self.terminated: set[str] = set()  # this pass's terminations (the listing predates them)
+        self.terminated_at: dict[str, datetime] = {}  # instance id -> when this daemon's terminate call returned
         self.heartbeats: dict[tuple[int, int], datetime] = {}  # (job, attempt) -> last heartbeat sent
 
     def _heartbeat(self, job_id: int, a: AttemptView) -> None:
@@ -102,13 +104,21 @@ class Applier:
                 self._drain(job_id, a, action, now)  # type: ignore[arg-type]
                 crashpoint("drain.recorded")
             case A.End():
-                self.recording.end(view, a, action, now)  # type: ignore[arg-type]
+                # Billed until the cloud's end time, else our terminate call's, else this pass's look.
+                row = a.row  # type: ignore[union-attr]
+                stop = self.terminated_at.pop(row.instance_id, None) if row.instance_id else None
+                until = billed_end(row.launched_at, reported_end(a.instance) or stop or now,  # type: ignore[union-attr]
+                                   self.clock.now())
+                self.recording.end(view, a, action, now, until)  # type: ignore[arg-type]
                 crashpoint("end.recorded")
             case A.Terminate():
                 self.leases.check(job_id, self.clock.now())
                 try:
                     self.providers[a.row.provider].terminate(action.instance_id)  # type: ignore[union-attr]
                     self.terminated.add(action.instance_id)
+                    if len(self.terminated_at) > 10_000:  # ids whose End never came (a crash, a lost lease)
+                        self.terminated_at.clear()
+                    self.terminated_at[action.instance_id] = self.clock.now()
                     crashpoint("terminate.called")
                 except ProviderError as e:
                     log.warning("terminate %s failed (the orphan sweep retries): %s", action.instance_id, e)

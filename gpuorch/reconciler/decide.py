@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from gpuorch.placement import Candidate, OfferIndex, candidates
+from gpuorch.placement.cost import PlacementOptions
 from gpuorch.policy.recovery import RecoveryContext, get_strategy
 from gpuorch.provider.port import Offer
 from gpuorch.reconciler.actions import GO_ON, Decision, Drain, End, Launch, SetJob, Step, done
@@ -51,15 +52,17 @@ class Replacing(NamedTuple):
 
 def recovery_context(view: JobView, now: datetime, s: Settings, preempting: AttemptView | None) -> RecoveryContext:
     """The job's recent preemptions, for the recovery strategy: the newest one's region, and every
-    market that preempted or lost the job within ``avoid_preempted_zone_s``."""
+    market that preempted or lost the job within ``avoid_preempted_zone_s`` (of its provider's
+    market time: ``Settings.time_scales``)."""
     hit = [a.row for a in view.attempts
            if a.row.reason in (TerminationReason.PREEMPTED, TerminationReason.LOST)
            or a.row.status == AttemptStatus.DRAINING]
     if preempting is not None and all(r.number != preempting.row.number for r in hit):
         hit.append(preempting.row)  # noticed this pass: not yet recorded as draining
-    window = s.avoid_preempted_zone_s
+    window, scales = s.avoid_preempted_zone_s, dict(s.time_scales)  # market seconds, on a simulated market
     recent = frozenset((r.provider, r.zone, r.spot) for r in hit
-                       if (when := r.notice_at or r.ended_at) is None or (now - when).total_seconds() < window)
+                       if (when := r.notice_at or r.ended_at) is None
+                       or (now - when).total_seconds() * scales.get(r.provider, 1.0) < window)
     last = max(hit, key=lambda r: r.number, default=None)
     return RecoveryContext(preempted_region=(last.provider, last.region) if last else None,
                            preempted_spot=last.spot if last else None, recent=recent, avoid_s=s.avoid_preempted_zone_s)
@@ -73,7 +76,8 @@ def _ranked(view: JobView, now: datetime, offers: Offers, avoid: Avoid, s: Setti
     A job's volume pins it to the volume's zone (see volumes.py): placement requires that zone.
     """
     strategy = get_strategy(view.spec.recovery.strategy if view.spec.recovery else s.recovery_strategy)
-    ranked = candidates(view.spec, offers, avoid=avoid, volume_zone=view.job.volume_zone, limit=limit)
+    gangs = PlacementOptions(max_nodes=dict(s.max_nodes)) if view.spec.nodes > 1 and s.max_nodes else None
+    ranked = candidates(view.spec, offers, avoid=avoid, volume_zone=view.job.volume_zone, limit=limit, options=gangs)
     return strategy.rank(ranked, recovery_context(view, now, s, preempting))
 
 

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import func
 from sqlmodel import select
 
+from gpuorch.clock import time_scale, wall_s
 from gpuorch.errors import AuthError, NoCapacityError, PermanentError, ProviderError, QuotaError
 from gpuorch.jobs import events
 from gpuorch.ops.crashpoints import crashpoint
@@ -47,7 +48,9 @@ def gang_candidate(cand: Candidate, nodes: int) -> Candidate:
     offer = o.model_copy(update={"price_per_hour": gang_cost_per_hour(o.price_per_hour, nodes),
                                  "spot_price_per_hour": None if spot is None else gang_cost_per_hour(spot, nodes)})
     ranked = cand.ranked_price_per_hour
-    return replace(cand, offer=offer, est_cost=cand.est_cost * nodes,
+    # Placement already costs a gang over every node (Candidate.nodes); an older candidate did not.
+    cost = cand.est_cost if cand.nodes == nodes else cand.est_cost * nodes
+    return replace(cand, offer=offer, est_cost=cost, nodes=1,
                    ranked_price_per_hour=None if ranked is None else ranked * nodes)
 
 
@@ -177,7 +180,9 @@ class Launching:
             r = s.get(Attempt, row.id)
             r.status, r.reason, r.message, r.ended_at = AttemptStatus.ENDED, reason, message, now  # type: ignore[union-attr]
             if backoff:
-                until = now + timedelta(seconds=backoff_s or self.backoff_s)
+                # A back-off is a market duration: on a simulated market it rests its market length.
+                scale = time_scale(self.providers.get(row.provider))
+                until = now + timedelta(seconds=wall_s(backoff_s or self.backoff_s, scale))
                 b = s.get(Backoff, backoff) or Backoff(key=backoff, until=until)
                 b.until, b.reason = until, message
                 s.add(b)

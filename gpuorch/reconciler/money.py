@@ -9,25 +9,27 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 
 from sqlalchemy import and_, exists, func, or_, text
 from sqlmodel import Session, col, select
 
+from gpuorch.clock import aware
 from gpuorch.jobs import events
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.money.caps import IN_FLIGHT, Gate, Ledger, Policy, SweepState, day_start, gate_for, runway_s
 from gpuorch.money.cost import current_price, with_price_change
+from gpuorch.money.record import as_seen, corrections, reported_end
 from gpuorch.placement import Candidate
-from gpuorch.provider.port import Offer, Provider
+from gpuorch.provider.port import Instance, Offer, Provider
 from gpuorch.reconciler import actions as A
 from gpuorch.reconciler.views import AttemptView, JobView
 from gpuorch.runners.port import Runner, RunnerUnavailable
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, Sweep, SweepStatus
-from gpuorch.sweeps.finish import Unfinished, finish_first
+from gpuorch.sweeps.finish import Unfinished, finish_first, first_rung, unjudged
 from gpuorch.sweeps.metrics import merge_lines, steps_of
 from gpuorch.sweeps.pruning import TrialHistory, extend_history, parse_history, verdict
 from gpuorch.sweeps.spec import Pruning, SweepSpec
@@ -52,6 +54,9 @@ class Money:
         self._verdicts: dict[tuple[int, int], str | None] = {}  # (job id, history length) -> verdict
         self._max_steps: dict[int, int] = {}  # sweep id -> objective.max_step, where named
         self._waits: dict[int, str] = {}  # job id -> why it waits for trials ahead (finish first), this ledger
+        # This pass's listing by (provider, job, attempt): the cloud's record of launch and end times.
+        self._observed: Mapping[tuple[str, int, int], Instance] = {}
+        self._settled: set[tuple[tuple[str, int, int], datetime | None]] = set()  # ends checked (finished jobs)
 
     # -- the gate -------------------------------------------------------------------------
     def _applies(self, job: Job, spec: JobSpec) -> bool:
@@ -65,7 +70,11 @@ class Money:
         rows = s.exec(select(Attempt, Job.sweep_id).join(Job, col(Job.id) == col(Attempt.job_id)).where(or_(
             col(Attempt.status) != AttemptStatus.ENDED, col(Attempt.ended_at) >= day_start(now),
             col(Job.status).not_in(TERMINAL), col(Job.sweep_id).in_(ids))))
-        ledger = Ledger.build(list(rows), now, self.policy)
+        # A live attempt whose instance the listing already shows ended (the daemon was away) is
+        # billed to the cloud's end time from this pass's first look on, not to now.
+        seen = self._observed
+        ledger = Ledger.build([(as_seen(a, seen.get((a.provider, a.job_id, a.number)), now), sid) for a, sid in rows],
+                              now, self.policy)
         if not ids:
             return ledger, {}
         flying: dict[int, int] = {}
@@ -101,15 +110,19 @@ class Money:
                 (finished if status == JobStatus.SUCCEEDED else trials).append(t)
             spent = ledger.sweeps[w.id].spent if w.id in ledger.sweeps else 0.0
             waits = finish_first(w.max_cost, spent, max_step, trials, finished)
-            if w.id in self._rules:  # with pruning, a fresh trial may start: most end early at a rung
-                fresh = {t.job_id for t in trials if not t.running and not t.held and not t.step}
-                waits = {k: v for k, v in waits.items() if k not in fresh}
+            if w.id in self._rules:  # with pruning, a trial not judged yet runs to the first rung (finish.unjudged)
+                firsts = [pts[0][0] for h in s.exec(select(Job.objective_history).where(Job.sweep_id == w.id)).all()
+                          if (pts := parse_history(h))]
+                free = unjudged(trials, first_rung(self._rules[w.id][0].min_steps, firsts))
+                waits = {k: v for k, v in waits.items() if k not in free}
             out.update(waits)
         return out
 
-    def begin_pass(self) -> None:
+    def begin_pass(self, observed: Mapping[tuple[str, int, int], Instance] | None = None) -> None:
+        """A new pass; ``observed``: its listing (instances by provider, job and attempt)."""
         self._loaded = None
         self._histories = {}
+        self._observed = observed if observed is not None else {}
 
     def gate(self, view: JobView, now: datetime) -> Gate | None:
         if not self._applies(view.job, view.spec):
@@ -208,6 +221,56 @@ class Money:
                 s.get(Attempt, a.row.id).drain_until = now  # type: ignore[union-attr]
 
     # -- observations ----------------------------------------------------------------------------
+    def record_billing(self, view: JobView, now: datetime) -> None:
+        """Bring each attempt's billed interval to the cloud's record of its instance
+        (``gpuorch.money.record.corrections``): the launch time after the launch's first listing,
+        the end time after a termination the daemon asked for (recorded at the pass that asked).
+        Writes only what differs; most passes write nothing."""
+        fixes = [(a.row, f) for a in view.attempts
+                 if (f := corrections(a.row, self._observed.get((a.row.provider, a.row.job_id, a.row.number)), now))]
+        if not fixes:
+            return
+        with self.txn(view.job.id or 0) as (s, _):
+            for row, f in fixes:
+                r = s.get(Attempt, row.id)
+                if r is None:
+                    continue
+                moved = max(abs((v - (aware(getattr(r, k)) or v)).total_seconds()) for k, v in f.items())
+                for name, value in f.items():
+                    setattr(r, name, value)
+                if moved >= 1.0:  # a launch's call latency is not news; an outage's end time is
+                    events.record(s, now, "billing", "billed " + ", ".join(
+                        f"{'from' if k == 'launched_at' else 'until'} {v.isoformat(timespec='milliseconds')}"
+                        for k, v in f.items()) + " (the cloud's record)", job_id=row.job_id, attempt=row.number)
+
+    def record_finished_ends(self, now: datetime) -> None:
+        """``record_billing`` for the attempts of finished jobs, which no pass views any more: an
+        instance whose termination failed and that the orphan sweep stopped later, or one the
+        cloud ended after the job's last pass, is billed to the cloud's end. Each ended instance
+        is checked once per daemon life; written without a lease (no daemon holds a finished
+        job), and every daemon would write the same cloud time."""
+        due = {k: i for k, i in self._observed.items()
+               if reported_end(i) is not None and (k, i.ended_at) not in self._settled}
+        if not due:
+            return
+        ids, fixes = sorted({k[1] for k in due}), {}
+        with self.store.read() as s:  # most looks find nothing to fix: no write lock for them
+            for k in range(0, len(ids), 500):
+                for r in s.exec(select(Attempt).join(Job, col(Job.id) == col(Attempt.job_id)).where(
+                        col(Attempt.job_id).in_(ids[k:k + 500]), col(Job.status).in_(TERMINAL),
+                        Attempt.status == AttemptStatus.ENDED)):
+                    if f := corrections(r, due.get((r.provider, r.job_id, r.number)), now):
+                        fixes[r.id] = f
+        if fixes:
+            with self.store.write() as s:
+                for attempt_id, f in fixes.items():
+                    if (stored := s.get(Attempt, attempt_id)) is not None:
+                        for name, value in f.items():
+                            setattr(stored, name, value)
+        if len(self._settled) > 1_000_000:  # a daemon life that long: start over (re-checking is harmless)
+            self._settled.clear()
+        self._settled.update((k, i.ended_at) for k, i in due.items())
+
     def track_prices(self, view: JobView, offers: Sequence[Offer], seen_at: datetime | None) -> None:
         """Record a new spot price for each live spot attempt whose market's offer moved."""
         if seen_at is None:

@@ -64,7 +64,7 @@ from gpuorch.reconciler.rows import HeldRows, UnreadableSpec
 from gpuorch.reconciler.scheduled import ScheduledStops
 from gpuorch.reconciler.status_reads import RUNNER_ERRORS, Read, ReadKey, StatusReads, batch_reads, read_status
 from gpuorch.reconciler.steady import SteadyJobs
-from gpuorch.reconciler.views import AttemptView, JobView, Settings
+from gpuorch.reconciler.views import AttemptView, JobView, Settings, for_providers
 from gpuorch.reconciler.volumes import Volumes
 from gpuorch.runners.port import Runner
 from gpuorch.store import Store
@@ -99,7 +99,7 @@ class Reconciler:
         the same for the agents' status reads (``StatusReads``)."""
         self.store, self.providers = store, dict(providers)
         self.clock = clock or SystemClock()
-        self.settings = settings or Settings()
+        self.settings = for_providers(settings or Settings(), self.providers)
         # host/pid/random: operators see which process holds a job; unique across restarts
         self.owner = owner or f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:6]}"
         self.lease_s, self.backoff_s, self.offers_ttl_s = lease_s, backoff_s, offers_ttl_s
@@ -208,6 +208,7 @@ class Reconciler:
         """Apply's first step: record what observe saw (spot price moves, the log and the metrics
         of each attempt whose agent answered), before the money gate is read."""
         self.money.track_prices(view, offers, seen_at)
+        self.money.record_billing(view, self.clock.now())  # launch and end times from the cloud's record
         job_id, seen, self._runners = view.job.id or 0, self._runners, []
         for row, runner in seen:
             try:
@@ -258,7 +259,7 @@ class Reconciler:
         seen_at = self.offers.seen_at  # when the catalog was last read (spot price moves)
         requeue = self.settings.no_offer_retry_s
         self.applier.terminated = set()  # this pass's terminations; `observed` predates them
-        self.money.begin_pass()
+        self.money.begin_pass(observed)
         self.steady.begin_pass()
         # Leases are renewed (in bulk) once less than RENEW_WHEN_LEFT of them is left.
         renew_at = min((j.lease_expires for j in claimed if j.lease_expires is not None), default=now) \
@@ -311,6 +312,7 @@ class Reconciler:
         self.money.finish_sweeps(now)
         terminated = self.applier.terminated
         sweep_orphans(self.store, self.providers, self.leases, observed, ok, now, live, terminated)
+        self.money.record_finished_ends(self.clock.now())  # after the orphan sweep: protection first
         self.volumes.sweep(ok, now)
         self._sweep_keys(now)
         self.mirror.update(observed, ok, terminated, now)

@@ -115,7 +115,9 @@ class Recording:
             if st.last_checkpoint_at:
                 r.last_checkpoint_at = datetime.fromtimestamp(st.last_checkpoint_at, now.tzinfo)
 
-    def end(self, view: JobView, a: AttemptView, end: A.End, now: datetime) -> None:
+    def end(self, view: JobView, a: AttemptView, end: A.End, now: datetime, ended_at: datetime | None = None) -> None:
+        """Record the attempt's end; ``ended_at``: when its billing stopped (the cloud's record,
+        ``gpuorch.money.record.billed_end``), default ``now``."""
         job_id = view.job.id or 0
         with self._txn(job_id) as (s, job):
             r = s.get(Attempt, a.row.id)
@@ -125,7 +127,7 @@ class Recording:
                 self._record_checkpoints(s, job_id, r, end.status, now)
             if end.status is not None and r.resumed_from is None:
                 r.resumed_from = end.status.restored_from
-            r.status, r.ended_at, r.message = AttemptStatus.ENDED, now, end.message
+            r.status, r.ended_at, r.message = AttemptStatus.ENDED, ended_at or now, end.message
             # A draining attempt keeps the reason its drain recorded, unless the job finished first.
             finished = end.reason == TerminationReason.SUCCEEDED
             r.reason = (r.reason or TerminationReason.PREEMPTED) if was_draining and not finished else end.reason

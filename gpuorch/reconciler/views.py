@@ -6,14 +6,16 @@ the runners' answers, with no write to the store or to files; ``decide`` reads n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuorch.agent.protocol import AgentStatus
+from gpuorch.clock import time_scales
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.money.caps import Gate
 from gpuorch.policy.recovery import DEFAULT_STRATEGY
-from gpuorch.provider.port import Instance
+from gpuorch.provider.port import Instance, Provider
 from gpuorch.store.models import Attempt, Job
 
 
@@ -33,6 +35,19 @@ class Settings:
     # Queued jobs launched per pass at most: a long queue drains over several short passes, so
     # each pass still observes every running job (notices) within a bounded time.
     launch_batch: int = 200
+    # (provider, market seconds per wall second) of simulated markets (gpuorch.clock.time_scales):
+    # their policy timers (back-offs, zone avoidance) are market durations.
+    time_scales: tuple[tuple[str, float], ...] = ()
+    # (provider, Provider.max_nodes) of the daemon's providers: a gang (``nodes: N``) is placed
+    # only where it can be launched. Empty: no limit (placement's own default, for tests).
+    max_nodes: tuple[tuple[str, int], ...] = ()
+
+
+def for_providers(settings: Settings, providers: Mapping[str, Provider]) -> Settings:
+    """``settings`` with what the daemon's providers say of themselves: their market clocks and
+    the most nodes each places per job."""
+    return dataclasses.replace(settings, time_scales=time_scales(providers),
+                               max_nodes=tuple((n, p.max_nodes) for n, p in sorted(providers.items())))
 
 
 @dataclass(frozen=True)

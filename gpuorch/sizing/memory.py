@@ -59,7 +59,11 @@ LOSS_BYTES = {"eager": 17.0, "chunked": 2.0, "fused": 0.0}  # per token per voca
 INFER_ACT = 2.2  # x 2 * (2h + 2kv + 3i) bytes per prefill token: one layer's buffers
 CONTEXT_GIB = 0.5  # CUDA context: outside PyTorch's allocator, so torch's peak never shows it
 WORKSPACE_GIB = 0.5  # cuBLAS / cuDNN workspaces and allocator slack
-NCCL_GIB = 0.5  # communicator buffers per GPU when several GPUs talk (outside PyTorch's allocator too)
+NCCL_GIB = 0.5  # one communicator's buffers per GPU when several GPUs talk (outside PyTorch's allocator too)
+# vLLM's tensor-parallel workers hold two NCCL communicators (a PyNcclCommunicator for the world
+# group and one for the TP group, vllm/distributed/device_communicators/cuda_communicator.py) and
+# custom all-reduce IPC buffers; a training job's process group holds one.
+VLLM_TP_COMMUNICATORS = 2
 HEADROOM = 0.05  # share of usable memory a fit leaves free
 
 # vLLM's default max_num_batched_tokens for `vllm serve` (chunked prefill): 8192 on cards with 70 GiB
@@ -251,8 +255,10 @@ def _inference_activations(w: Workload, n: int, card_gib: float | None) -> tuple
     return kv / n, act / n, logits
 
 
-def nccl_gib(gpus: int, mode: str) -> float:
-    return NCCL_GIB if gpus > 1 and mode != "none" else 0.0
+def nccl_gib(gpus: int, mode: str, training: bool = True) -> float:
+    if gpus <= 1 or mode == "none":
+        return 0.0
+    return NCCL_GIB * (VLLM_TP_COMMUNICATORS if mode == "tp" and not training else 1)
 
 
 def estimate_memory(
@@ -271,7 +277,7 @@ def estimate_memory(
         kv, act, logits = _inference_activations(w, n if mode == "tp" else 1, card_gib)
     parts |= {"activations": act, "logits": logits, "kv_cache": kv}
     out = {k: parts[k] / GIB for k in COMPONENTS if k != "overhead"}
-    out["overhead"] = CONTEXT_GIB + WORKSPACE_GIB + nccl_gib(gpus, mode)
+    out["overhead"] = CONTEXT_GIB + WORKSPACE_GIB + nccl_gib(gpus, mode, w.training)
     return MemoryEstimate(gpus, mode, out)
 
 

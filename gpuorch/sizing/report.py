@@ -6,6 +6,7 @@ from typing import Any
 
 from gpuorch import gpus
 from gpuorch.errors import UserInputError
+from gpuorch.sizing.fabric import Fabric
 from gpuorch.sizing.fit import MAX_NODES, Fit, best_estimate, smallest_fit, smallest_fits, unsupported
 from gpuorch.sizing.memory import HEADROOM, MemoryEstimate, allowed_gib, estimate_memory
 from gpuorch.sizing.runtime import estimate_hours
@@ -105,17 +106,20 @@ def workload_summary(w: Workload) -> dict[str, Any]:
     }
 
 
-def _fit_dict(w: Workload, f: Fit) -> dict[str, Any]:
+def _fit_dict(w: Workload, f: Fit, fabric: Fabric | None = None) -> dict[str, Any]:
     d = f.as_dict()
     spec = gpus.lookup(f.gpu)
     if spec is not None and (w.tokens is not None or w.duration is not None):
-        d["est_hours"] = estimate_hours(w, spec, f.gpu_count, f.link if f.gpu_count > 1 else None, f.sharding, f.nodes)
+        link = f.link if f.gpus_per_node > 1 else None
+        d["est_hours"] = estimate_hours(w, spec, f.gpu_count, link, f.sharding, f.nodes, fabric)
     return d
 
 
-def estimate_report(w: Workload, gpu_count: int = 1, gpu_name: str | None = None) -> dict[str, Any]:
+def estimate_report(w: Workload, gpu_count: int = 1, gpu_name: str | None = None,
+                    fabric: Fabric | None = None) -> dict[str, Any]:  # fmt: skip
     """The per-GPU breakdown on ``gpu_count`` GPUs (checked against ``gpu_name`` when given) and
-    the smallest configuration of every GPU model that fits. Raises UserInputError."""
+    the smallest configuration of every GPU model that fits; multi-node hours over ``fabric``
+    (None: unknown, 100 Gb/s Ethernet). Raises UserInputError."""
     est = check_fit(w, gpu_name, gpu_count) if gpu_name else estimate_memory(w, gpu_count)
     gpu = gpus.lookup(gpu_name) if gpu_name else None
     fits = smallest_fits(w)
@@ -123,7 +127,7 @@ def estimate_report(w: Workload, gpu_count: int = 1, gpu_name: str | None = None
         raise no_fit_error(w)
     smallest: dict[str, Any] = {}
     for f in fits:
-        smallest.setdefault(f.scope.replace("-", "_"), _fit_dict(w, f))
+        smallest.setdefault(f.scope.replace("-", "_"), _fit_dict(w, f, fabric))
     return {
         "workload": workload_summary(w),
         "gpu": gpu.name if gpu else None,
@@ -133,6 +137,7 @@ def estimate_report(w: Workload, gpu_count: int = 1, gpu_name: str | None = None
         "total_gib": round(est.total_gib, 2),
         "breakdown": {k: round(v, 2) for k, v in est.breakdown.items()},
         "headroom": HEADROOM,
-        "fits": [_fit_dict(w, f) for f in fits],
+        "fits": [_fit_dict(w, f, fabric) for f in fits],
+        "fabric": {"kind": fabric.kind, "gbps": fabric.gbps} if fabric else None,
         "smallest": {k: smallest.get(k) for k in ("single", "node", "multi_node")},
     }

@@ -21,6 +21,7 @@ batch / step time, per replica. Prefill is not modelled.
 from __future__ import annotations
 
 from gpuorch.gpus import FAST_LINKS, GpuSpec, family
+from gpuorch.sizing.fabric import Fabric, node_factor
 from gpuorch.sizing.memory import weight_bytes
 from gpuorch.sizing.workload import Workload
 
@@ -31,7 +32,9 @@ ATTENTION_FLOPS = 12.0  # x L * h * s per token, forward + backward
 # "Runtime"). The PCIe and NVL variants of a family are assumed alike (their lower peak is in the
 # table already), and GH200 like H100. Families without an entry use the table's class default
 # (``GpuSpec.efficiency``): an assumption.
-UTILISATION = {"A100": 0.70, "H100": 0.42, "GH200": 0.42, "H200": 0.55}
+# B200 through H100 on one stack: Megatron-Bridge's Llama 3 8B FP8 runs reach 1576 vs 744 model
+# TFLOP/s per GPU, so 0.42 * 1576/744 * 989/2250 = 0.39 (tests/data/runtime-cross-gpu.yaml).
+UTILISATION = {"A100": 0.70, "H100": 0.42, "GH200": 0.42, "H200": 0.55, "B200": 0.39}
 AC_SPEED = {"none": 1.0, "selective": 0.9, "full": 0.8}  # share of speed left after recomputation
 COMPILE_SPEED = 1.15  # torch.compile (torchtitan Table 1: 6,667 vs 5,762 TPS/GPU)
 # float8 speeds up the linear layers only; attention (FlashAttention) stays bf16. Solved from
@@ -44,10 +47,7 @@ BANDWIDTH_EFFICIENCY = 0.75
 # Scaling per GPU relative to one GPU. Inside a node, by link: NVLink / Infinity Fabric, PCIe
 # (PCIe-only multi-GPU stalls on all-reduce, worse when the weights travel too: ZeRO-3, FSDP, TP).
 SCALE_FAST, SCALE_PCIE, SCALE_PCIE_SHARDED = 0.95, 0.70, 0.55
-# Across nodes, by fabric: RDMA at 400 Gb/s per GPU (InfiniBand, EFA) costs ~3% (torchtitan: 5,605
-# TPS/GPU on 128 H100s vs 5,762 on 8); plain Ethernet is an assumption.
-NODE_SCALE = {"infiniband": 0.97, "efa": 0.97, "rdma": 0.97, "ethernet": 0.80}
-NODE_SCALE_UNKNOWN = 0.85
+# Across nodes: the strategy's traffic over the fabric (``fabric.node_factor``).
 
 
 def utilisation(w: Workload, gpu: GpuSpec) -> float:
@@ -63,31 +63,26 @@ def training_flops(w: Workload, tokens: float) -> float:
     return flops_per_token(w) * tokens
 
 
-def scaling(gpus: int, link: str | None, sharding: str, nodes: int = 1, fabric: str | None = None) -> float:
-    """Per-GPU efficiency of a multi-GPU job relative to one GPU."""
+def scaling(gpus: int, link: str | None, sharding: str) -> float:
+    """Per-GPU efficiency of a multi-GPU job inside one node relative to one GPU (the nodes of a
+    multi-node job lose what ``fabric.node_factor`` says on top)."""
     if gpus <= 1:
         return 1.0
     if link in FAST_LINKS:
-        s = SCALE_FAST
-    elif sharding in ("zero3", "fsdp", "tp"):
-        s = SCALE_PCIE_SHARDED
-    else:
-        s = SCALE_PCIE
-    if nodes > 1:
-        s *= NODE_SCALE.get(fabric or "", NODE_SCALE_UNKNOWN)
-    return s
+        return SCALE_FAST
+    if sharding in ("zero3", "fsdp", "tp"):
+        return SCALE_PCIE_SHARDED
+    return SCALE_PCIE
 
 
-def _bf16_tflops(
-    w: Workload, gpu: GpuSpec, gpus: int, link: str | None, sharding: str, nodes: int, fabric: str | None
-) -> float:
-    """TFLOPS the configuration sustains at the 16-bit rate (0: the GPU cannot run the precision)."""
+def _bf16_tflops(w: Workload, gpu: GpuSpec, gpus: int, link: str | None, sharding: str) -> float:
+    """TFLOPS one node's ``gpus`` sustain at the 16-bit rate (0: the GPU cannot run the precision)."""
     precision = w.compute_precision
     if precision == "fp8" and gpu.fp8_tflops <= 0:
         return 0.0
     peak = gpu.tflops("bf16" if precision == "fp8" else precision)
     speed = AC_SPEED[w.ac_mode] * (COMPILE_SPEED if w.compile else 1.0) * (QLORA_SPEED if w.method == "qlora" else 1.0)
-    return gpus * peak * utilisation(w, gpu) * speed * scaling(gpus, link, sharding, nodes, fabric)
+    return gpus * peak * utilisation(w, gpu) * speed * scaling(gpus, link, sharding)
 
 
 def _work_per_token(w: Workload) -> float:
@@ -101,14 +96,19 @@ def _work_per_token(w: Workload) -> float:
 
 def training_tokens_per_s(
     w: Workload, gpu: GpuSpec, gpus: int = 1, link: str | None = None, sharding: str = "none", nodes: int = 1,
-    fabric: str | None = None,
+    fabric: Fabric | None = None,
 ) -> float:
-    """Tokens per second of the whole configuration."""
-    return _bf16_tflops(w, gpu, gpus, link, sharding, nodes, fabric) * 1e12 / _work_per_token(w)
+    """Tokens per second of the whole configuration: ``gpus`` in all, over ``nodes`` nodes joined
+    by ``fabric`` (None: unknown, taken as plain 100 Gb/s Ethernet)."""
+    nodes = max(1, min(nodes, gpus))
+    per_node = gpus // nodes
+    per_gpu = _bf16_tflops(w, gpu, per_node, link, sharding) * 1e12 / _work_per_token(w) / per_node
+    return gpus * per_gpu * node_factor(w, sharding, nodes, fabric, per_gpu)
 
 
 def training_tflops(
-    w: Workload, gpu: GpuSpec, gpus: int, link: str | None, sharding: str, nodes: int = 1, fabric: str | None = None
+    w: Workload, gpu: GpuSpec, gpus: int, link: str | None, sharding: str, nodes: int = 1,
+    fabric: Fabric | None = None,
 ) -> float:
     """Model TFLOPS the whole configuration sustains (the MFU tables' numerator)."""
     return training_tokens_per_s(w, gpu, gpus, link, sharding, nodes, fabric) * flops_per_token(w) / 1e12
@@ -132,16 +132,17 @@ def decode_tokens_per_s(
 
 def estimate_hours(
     w: Workload, gpu: GpuSpec, gpus: int = 1, link: str | None = None, sharding: str = "none", nodes: int = 1,
-    fabric: str | None = None,
+    fabric: Fabric | None = None,
 ) -> float | None:
-    """Hours of work (without start-up) on this configuration; None when ``w`` states neither
-    ``tokens`` nor ``duration``."""
+    """Hours of work (without start-up) on this configuration (``gpus`` in all over ``nodes``);
+    None when ``w`` states neither ``tokens`` nor ``duration``. Inference nodes serve replicas."""
     if w.duration is not None:
         return w.duration / 3600
     if w.tokens is None:
         return None
     if not w.training:
-        return w.tokens / decode_tokens_per_s(w, gpu, gpus, link, sharding) / 3600
+        nodes = max(1, min(nodes, gpus))
+        return w.tokens / (nodes * decode_tokens_per_s(w, gpu, gpus // nodes, link, sharding)) / 3600
     rate = training_tokens_per_s(w, gpu, gpus, link, sharding, nodes, fabric)
     if rate <= 0:
         return None

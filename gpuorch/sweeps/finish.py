@@ -11,11 +11,17 @@ with its checkpoint, once past its runway; not running: it waits, and starts onl
 margin), unless it is the first running one. So the budget
 is not spread over more trials than it can finish, and a held trial resumes from its checkpoint
 once the money it needs is known to be there (older trials finished, or a raised cap).
+
+With a pruning rule, a trial the rule has not judged yet is not held (:func:`unjudged`): a fresh
+one may start, since most trials end at the first rung, and a started one runs to that rung.
+Holding it earlier would buy neither a pruning decision nor a finish: its spend is wasted unless
+the money to resume it turns up (bench/sweep.py seed 1: two trials started before any estimate
+existed, held five minutes later, below the rung, and never resumed).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 EVIDENCE = 0.1  # share of max_step a running trial must have done before its rate counts
@@ -54,4 +60,27 @@ def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[
         else:
             need += left
         first = first and not t.running
+    return out
+
+
+def first_rung(min_steps: int, first_steps: Iterable[int]) -> int | None:
+    """The step of a pruning rule's first decision: its ``min_steps``, else (ASHA's default,
+    :func:`gpuorch.sweeps.pruning.verdict`) the first step any trial reported, at least 1; None
+    while nothing has been reported."""
+    if min_steps > 0:
+        return min_steps
+    first = min(first_steps, default=None)
+    return None if first is None else max(1, first)
+
+
+def unjudged(trials: Sequence[Unfinished], rung: int | None) -> set[int]:
+    """Job ids finish-first must not hold under a pruning rule: fresh trials (not running, not
+    held, nothing reported) and running ones below the first ``rung`` (all running ones that have
+    reported nothing, or every running one while no rung is known)."""
+    out = set()
+    for t in trials:
+        fresh = not t.running and not t.held and not t.step
+        below = t.running and (not t.step or rung is None or t.step < rung)
+        if fresh or below:
+            out.add(t.job_id)
     return out

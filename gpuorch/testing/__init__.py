@@ -4,6 +4,7 @@
   test module; requires pytest), and ``wait_until``.
 - ``runner_contract``: ``RunnerContract``, the runner port's suite (local, SSH, fake runners).
 - ``volume_contract``: ``VolumeContract``, the suite of the ``SupportsVolumes`` capability.
+- ``gang_contract``: ``GangContract``, the gang section every adapter with ``max_nodes > 1`` passes.
 - ``import_contracts``: the ``allowlist`` import-linter contract (the adapter kit rule).
 - ``fake_provider``: ``FakeProvider``, a deterministic in-memory cloud (fake clock).
 - ``fake_job``: the FakeProvider's jobs and the fake agent that runs them.
@@ -20,14 +21,16 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gpuorch.testing.contract import ProviderContract, SupportsCapacityControl, wait_until
+    from gpuorch.testing.gang_contract import GangContract
     from gpuorch.testing.runner_contract import RunnerContract
     from gpuorch.testing.volume_contract import VolumeContract
 
 _HOMES = {
     "ProviderContract": "contract", "SupportsCapacityControl": "contract", "wait_until": "contract",
-    "RunnerContract": "runner_contract", "VolumeContract": "volume_contract",
+    "RunnerContract": "runner_contract", "VolumeContract": "volume_contract", "GangContract": "gang_contract",
 }
-__all__ = ["ProviderContract", "RunnerContract", "SupportsCapacityControl", "VolumeContract", "wait_until"]
+__all__ = ["GangContract", "ProviderContract", "RunnerContract", "SupportsCapacityControl", "VolumeContract",
+           "wait_until"]
 
 
 def __getattr__(name: str) -> Any:

@@ -87,6 +87,11 @@ class ProviderContract:
     end_timeout_s: ClassVar[float] = 30.0  # terminate or preemption deadline -> ended
     poll_s: ClassVar[float] = 0.05
     notice_s: ClassVar[float] = 0.5  # preemption notice used by the tests
+    # Billed times: how far the provider's clock and resolution may put a time outside the call
+    # that caused it (EC2 dates a termination to the second), and how long a look is held back
+    # to show that an end is dated when it happened, not when it was seen.
+    clock_skew_s: ClassVar[float] = 1.0
+    late_look_s: ClassVar[float] = 2.0
     # An id in the provider's format that no instance has.
     missing_instance_id: ClassVar[str] = "i-0123456789abcdef0"
     # The installation the tests launch for (like a store's installation id), and another one.
@@ -324,6 +329,50 @@ class ProviderContract:
         gone = self.wait(provider, lambda: self.ended(provider, inst.id), self.end_timeout_s, "the preemption")
         assert gone is _GONE or gone.state == InstanceState.PREEMPTED
         provider.terminate(inst.id)  # the daemon's cleanup of a reclaimed instance is quiet too
+
+    # -- billed times (Instance: created_at, ended_at) ----------------------------------------
+    def test_launch_time_lies_within_the_launch_call_and_a_live_instance_has_no_end(
+        self, provider: Provider, offer: Offer, job_id: int, launch: Launch
+    ) -> None:
+        skew = timedelta(seconds=self.clock_skew_s)
+        before = self.now(provider)
+        inst = launch(self.request(offer, job_id))
+        after = self.now(provider)
+        for seen in (inst, provider.get(inst.id), *(i for i in provider.list_managed() if i.id == inst.id)):
+            assert seen.created_at is None or before - skew <= seen.created_at <= after + skew, seen.created_at
+            assert seen.ended_at is None, "ended_at is set only once the instance is no longer alive"
+
+    def test_a_termination_is_dated_between_the_call_and_the_look(
+        self, provider: Provider, offer: Offer, job_id: int, launch: Launch
+    ) -> None:
+        skew = timedelta(seconds=self.clock_skew_s)
+        inst = launch(self.request(offer, job_id))
+        self.wait_running(provider, inst.id)
+        before = self.now(provider)
+        provider.terminate(inst.id)
+        first = self.wait(provider, lambda: self.ended(provider, inst.id), self.end_timeout_s, "termination")
+        seen_at = self.now(provider)
+        self.advance(provider, self.late_look_s)
+        for gone in (first, self.ended(provider, inst.id)):
+            if gone is None or gone is _GONE or gone.ended_at is None:
+                continue
+            assert before - skew <= gone.ended_at <= seen_at + skew, (gone.ended_at, before, seen_at)
+            assert gone.created_at is None or gone.ended_at >= gone.created_at - skew
+
+    def test_a_reclaim_is_dated_at_its_deadline_not_at_a_late_look(
+        self, provider: Provider, offer: Offer, job_id: int, launch: Launch
+    ) -> None:
+        skew = timedelta(seconds=self.clock_skew_s)
+        inst = launch(self.request(offer, job_id))
+        self.wait_running(provider, inst.id)
+        self.inject_preemption(provider, inst.id, self.notice_s)
+        deadline = provider.get(inst.id).preemption_deadline
+        self.advance(provider, self.notice_s + self.late_look_s)  # nobody looks until well after it
+        gone = self.wait(provider, lambda: self.ended(provider, inst.id), self.end_timeout_s, "the preemption")
+        if gone is not _GONE and gone.ended_at is not None:
+            assert deadline is not None, "a reclaim with an end time announced its deadline"
+            assert deadline - skew <= gone.ended_at <= deadline + skew, (gone.ended_at, deadline)
+        provider.terminate(inst.id)
 
 
 # Stands for "the provider no longer knows the instance", which ends it as surely as a state.

@@ -15,15 +15,15 @@ from gpuorch.provider.catalog import AdapterCatalog, BillingRule, Family, Shape
 FAMILIES: tuple[Family, ...] = (
     Family("aws", r"g4dn\.", "T4", 8, "pcie", 100),
     Family("aws", r"p3\.", "V100", 8, "nvlink", 25),
-    Family("aws", r"p3dn\.", "V100-32GB", 8, "nvlink", 100),
+    Family("aws", r"p3dn\.", "V100-32GB", 8, "nvlink", 100, "efa"),
     Family("aws", r"g5\.", "A10G", 8, "pcie", 100),
     Family("aws", r"g6\.", "L4", 8, "pcie", 100),
     Family("aws", r"g6e\.", "L40S", 8, "pcie", 400),
-    Family("aws", r"p4d\.", "A100", 8, "nvlink", 400),
-    Family("aws", r"p4de\.", "A100-80GB", 8, "nvlink", 400),
-    Family("aws", r"p5\.", "H100", 8, "nvlink", 3200),
-    Family("aws", r"p5en?\.", "H200", 8, "nvlink", 3200),
-    Family("aws", r"p6-b200\.", "B200", 8, "nvlink", 3200),
+    Family("aws", r"p4d\.", "A100", 8, "nvlink", 400, "efa"),
+    Family("aws", r"p4de\.", "A100-80GB", 8, "nvlink", 400, "efa"),
+    Family("aws", r"p5\.", "H100", 8, "nvlink", 3200, "efa"),
+    Family("aws", r"p5en?\.", "H200", 8, "nvlink", 3200, "efa"),
+    Family("aws", r"p6-b200\.", "B200", 8, "nvlink", 3200, "efa"),
 )
 
 # GPUs, vCPUs and RAM (GiB) per instance type, for the row audit: the EC2 "Accelerated computing

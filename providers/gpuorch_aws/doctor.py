@@ -51,6 +51,8 @@ def probes(p: AwsProvider, region: str) -> list[Probe]:
         ("ec2:DescribeSpotPriceHistory" + where,
          lambda: ec2.call(region, "describe_spot_price_history", MaxResults=5)),
         ("ec2:DescribeSubnets" + where, lambda: ec2.call(region, "describe_subnets", MaxResults=5)),
+        # Every listing sweeps the placement groups of ended gangs (gang.py): without this, gangs leak theirs.
+        ("ec2:DescribePlacementGroups" + where, lambda: ec2.call(region, "describe_placement_groups")),
         ("ec2:RunInstances" + where, dry_run(run)),
         ("ec2:CreateTags" + where, dry_run(lambda: ec2.call(
             region, "create_tags", Resources=[PROBE_ID], Tags=[{"Key": "gpuorch:doctor", "Value": "1"}], DryRun=True))),

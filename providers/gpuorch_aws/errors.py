@@ -43,6 +43,7 @@ AUTH = frozenset({
 })  # fmt: skip
 NOT_FOUND = frozenset({
     "InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed", "InvalidVolume.NotFound", "InvalidVolumeID.Malformed",
+    "InvalidPlacementGroup.Unknown",
 })  # fmt: skip
 # botocore exception class names (matched along the MRO, so botocore need not be imported).
 _TRANSIENT_EXC = frozenset({"EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError",

@@ -17,6 +17,7 @@ Preemption, as EC2 shows it:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -42,6 +43,22 @@ _STATES = {
 
 def utc(ts: datetime | None) -> datetime | None:
     return ts.astimezone(UTC) if ts is not None else None
+
+
+# EC2 dates its most recent state transition in ``StateTransitionReason``: "User initiated
+# (2026-11-28 08:48:26 GMT)" for a stop or termination through the API (moto writes "UTC").
+_TRANSITION_AT = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:GMT|UTC)\)")
+
+
+def transition_time(reason: str | None) -> datetime | None:
+    """The time in an instance's ``StateTransitionReason``, if it carries one (to the second)."""
+    m = _TRANSITION_AT.search(reason or "")
+    if m is None:
+        return None
+    try:
+        return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+    except ValueError:
+        return None
 
 
 def instance_state(ec2_state: str, reason_code: str | None) -> InstanceState:
@@ -86,14 +103,24 @@ def spot_notice_deadline(status: Mapping[str, Any] | None) -> datetime | None:
     return marked + timedelta(seconds=SPOT_NOTICE_S) if marked is not None else None
 
 
+def spot_end(status: Mapping[str, Any] | None) -> datetime | None:
+    """When EC2 ended a spot instance, from its request's ``Status`` once it reads
+    ``instance-terminated-*`` / ``instance-stopped-*`` (the status's update time)."""
+    code = str((status or {}).get("Code") or "")
+    ended = code.startswith(("instance-terminated-", "instance-stopped-"))
+    return utc(status.get("UpdateTime")) if ended and status else None
+
+
 def earliest(*deadlines: datetime | None) -> datetime | None:
     return min((d for d in deadlines if d is not None), default=None)
 
 
 def to_instance(d: Mapping[str, Any], region: str, deadline: datetime | None = None,
-                tags: Mapping[str, str] | None = None, stop: ScheduledStop | None = None) -> Instance:
+                tags: Mapping[str, str] | None = None, stop: ScheduledStop | None = None,
+                ended: datetime | None = None) -> Instance:
     """One ``DescribeInstances``/``RunInstances`` instance. ``tags`` fill in for a response that
-    carries none (RunInstances' does not always)."""
+    carries none (RunInstances' does not always); ``ended``, for one no longer running whose
+    ``StateTransitionReason`` carries no time (a spot reclaim: its request's status time)."""
     reason = (d.get("StateReason") or {}).get("Code") or None
     state = instance_state(d["State"]["Name"], reason)
     host = d.get("PublicIpAddress") or d.get("PrivateIpAddress")
@@ -104,6 +131,9 @@ def to_instance(d: Mapping[str, Any], region: str, deadline: datetime | None = N
         tags=tags_of(d) or dict(tags or {}), created_at=utc(d.get("LaunchTime")), host=host, port=22 if host else None,
         state_reason=reason, preemption_deadline=deadline if state.alive else None,
         scheduled_stop=stop if state.alive else None,
+        # Billing ends at the transition out of running; EC2 reports no time for some reasons
+        # (then the daemon's observation stands: gpuorch.money.record).
+        ended_at=None if state.alive else transition_time(d.get("StateTransitionReason")) or ended,
     )
 
 

@@ -32,13 +32,24 @@ from gpuorch.provider import (
     launch_cloud_config,
     utcnow,
 )
+from gpuorch.provider.port import TAG_NODE
 
 from .calls import Ec2, RetryPolicy
 from .config import AwsOptions, parse_options
+from .gang import MAX_NODES, AwsGangs
 from .images import Image, resolve_image
 from .offers import BucketSource, CatalogPrices, PriceSource, fetch_offers
-from .parse import PROVIDER, earliest, reclaim_deadline, scheduled_stop, spot_notice_deadline, to_instance
-from .requests import attempt_filters, managed_filters, run_instances_kwargs
+from .parse import (
+    PROVIDER,
+    earliest,
+    reclaim_deadline,
+    scheduled_stop,
+    spot_end,
+    spot_notice_deadline,
+    to_instance,
+    transition_time,
+)
+from .requests import attempt_filters, gang_run_instances_kwargs, managed_filters, run_instances_kwargs
 from .volumes import EbsVolumes
 
 log = logging.getLogger("gpuorch.aws")
@@ -48,11 +59,13 @@ _BATCH = 100
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 
 
-class AwsProvider(EbsVolumes, Provider):
-    """Contract: ``gpuorch.provider.port.Provider``; also ``SupportsVolumes``."""
+class AwsProvider(AwsGangs, EbsVolumes, Provider):
+    """Contract: ``gpuorch.provider.port.Provider``; also ``SupportsVolumes``; gangs (``nodes:``)
+    in a cluster placement group (gang.py, ``gpuorch.provider.gang_cloud``)."""
 
     name = PROVIDER
     runs_containers = True  # the agent runs docker on the VM (docs/workloads.md)
+    max_nodes = MAX_NODES
 
     def __init__(self, options: AwsOptions, *, home: Path | None = None, session: Any = None,
                  prices: PriceSource | None = None, buckets: BucketSource | None = None,
@@ -78,6 +91,7 @@ class AwsProvider(EbsVolumes, Provider):
         self.home = home
         self._runners = Runners(home, options.ssh_user, runner_options, provider="aws", notice=NoticeSource(kind="aws"))
         self._where: dict[str, str] = {}  # instance or volume id -> region
+        self._ended: dict[str, datetime] = {}  # reclaimed spot instance -> its request's end time
         self._images: dict[str, Image] = {}
         self._subnets: dict[str, dict[str, str]] = {}  # region -> zone -> subnet
         self._zones: dict[str, dict[str, str]] = {}  # region -> zone id -> zone name
@@ -142,7 +156,13 @@ class AwsProvider(EbsVolumes, Provider):
     # -- instances ---------------------------------------------------------------------------
     def launch(self, request: LaunchRequest) -> Instance:
         """See ``Provider.launch``. Looks for the attempt's tagged instance first (moto ignores
-        ClientToken; EC2 honours it, which covers a crash between create and tag visibility)."""
+        ClientToken; EC2 honours it, which covers a crash between create and tag visibility).
+        Node 0 of a gang (``request.nodes`` > 1) launches the whole gang (gang.py)."""
+        if request.nodes > 1 and request.node == 0:
+            return self._gang_launch(request)
+        return self._launch_one(request)
+
+    def _launch_one(self, request: LaunchRequest) -> Instance:
         o = request.offer
         self.check_offer(o)
         self._check_region(o.region)
@@ -158,6 +178,8 @@ class AwsProvider(EbsVolumes, Provider):
                 security_group_ids=self.options.security_group_ids.get(o.region, ()),
                 key_name=self.options.key_name, instance_profile=self.options.instance_profile,
                 cloud_config=launch_cloud_config(self.home, request))
+            if request.nodes > 1:
+                kwargs = gang_run_instances_kwargs(kwargs, request)
         except ValueError as e:
             raise PermanentError(f"launch of job {request.job_id} attempt {request.attempt}: {e}",
                                  code="InvalidRequest") from None
@@ -170,7 +192,9 @@ class AwsProvider(EbsVolumes, Provider):
     def _find_attempt(self, request: LaunchRequest) -> Instance | None:
         region = request.offer.region
         filters = attempt_filters(request.job_id, request.attempt, request.owner)
-        found = [i for i in self._describe(region, Filters=filters) if i.owner == request.owner]
+        node = request.tags.get(TAG_NODE)  # a gang's node k, or a single instance (no node tag)
+        found = [i for i in self._describe(region, Filters=filters)
+                 if i.owner == request.owner and i.tags.get(TAG_NODE) == node]
         if not found:
             return None
         # One, unless EC2 lost a token: then the live one, else the newest.
@@ -180,15 +204,27 @@ class AwsProvider(EbsVolumes, Provider):
         """See ``Provider.get``; ``preemption_deadline`` from the spot notice, or from a scheduled
         stop within ``retirement_drain_s`` of it (``scheduled_stop`` tells of it before)."""
         region, d = self._describe_instance(instance_id)
-        return self._instances(region, [d])[0]
+        inst = self._instances(region, [d])[0]
+        return self._gang_observe(inst) if TAG_NODE in inst.tags else inst
 
     def list_managed(self) -> list[Instance]:
-        """See ``Provider.list_managed``: every region, ``tag:gpuorch:managed=true``, any owner."""
-        return [i for region in self.options.regions for i in self._describe(region, Filters=managed_filters())]
+        """See ``Provider.list_managed``: every region, ``tag:gpuorch:managed=true``, any owner; a
+        gang as its node 0. Sweeps the placement groups of ended gangs (gang.py)."""
+        listed = [i for region in self.options.regions for i in self._describe(region, Filters=managed_filters())]
+        return self._gang_present(listed)
 
     def terminate(self, instance_id: str) -> None:
-        """See ``Provider.terminate``: quiet if EC2 does not know the id in any configured region."""
+        """See ``Provider.terminate``: quiet if EC2 does not know the id in any configured region.
+        A gang's node: every node, then its placement group."""
         self._runners.forget(instance_id)
+        try:
+            region, d = self._describe_instance(instance_id)
+        except NotFoundError:
+            return
+        inst = to_instance(d, region)
+        if TAG_NODE in inst.tags:
+            self._gang_terminate(inst)
+            return
         try:
             self._find(instance_id, lambda r: self._ec2.call(r, "terminate_instances", InstanceIds=[instance_id])
                        .get("TerminatingInstances", []))
@@ -197,7 +233,10 @@ class AwsProvider(EbsVolumes, Provider):
 
     def runner(self, instance: Instance) -> Runner:
         """An SSH runner to ``instance`` as ``ssh_user``, its host key pinned (see ``ssh.py``).
-        Raises RunnerUnavailable while the instance has no address."""
+        Raises RunnerUnavailable while the instance has no address. A gang: one runner per node,
+        node 0's private address as ``MASTER_ADDR`` (``gang_cloud.GangRunner``)."""
+        if TAG_NODE in instance.tags:
+            return self._gang_runner(instance)
         return self._runners.get(instance)
 
     def doctor(self) -> list[Finding]:
@@ -242,9 +281,32 @@ class AwsProvider(EbsVolumes, Provider):
                                       SpotInstanceRequestIds=sirs[i:i + _BATCH]).get("SpotInstanceRequests", []):
                 iid = requests.get(sir["SpotInstanceRequestId"], "")
                 deadlines[iid] = earliest(deadlines.get(iid), spot_notice_deadline(sir.get("Status")))
+        ended = self._spot_ends(region, [d for d in descs if d["State"]["Name"] not in ("pending", "running")])
         for d in descs:
             self._where[d["InstanceId"]] = region
-        return [to_instance(d, region, deadlines.get(d["InstanceId"]), stop=stops.get(d["InstanceId"])) for d in descs]
+        return [to_instance(d, region, deadlines.get(d["InstanceId"]), stop=stops.get(d["InstanceId"]),
+                            ended=ended.get(d["InstanceId"])) for d in descs]
+
+    def _spot_ends(self, region: str, ended: list[dict[str, Any]]) -> dict[str, datetime]:
+        """When EC2 ended each reclaimed spot instance whose description dates nothing: its spot
+        request's status time, kept once known (an ended instance's record is final)."""
+        ask = {d["SpotInstanceRequestId"]: d["InstanceId"] for d in ended
+               if d.get("SpotInstanceRequestId") and d["InstanceId"] not in self._ended
+               and transition_time(d.get("StateTransitionReason")) is None}
+        sirs = list(ask)
+        for i in range(0, len(sirs), _BATCH):
+            try:
+                found = self._ec2.call(region, "describe_spot_instance_requests",
+                                       SpotInstanceRequestIds=sirs[i:i + _BATCH])
+            except NotFoundError:  # a request EC2 no longer keeps: nothing to date the end with
+                found = {}
+            for sir in found.get("SpotInstanceRequests", []):
+                if (end := spot_end(sir.get("Status"))) is not None:  # undated yet: asked again next time
+                    self._ended[ask.get(sir["SpotInstanceRequestId"], "")] = end
+        out = {d["InstanceId"]: self._ended[d["InstanceId"]] for d in ended if d["InstanceId"] in self._ended}
+        if len(self._ended) > 100_000:  # a long life: forget (asking again is harmless)
+            self._ended.clear()
+        return out
 
     def _find(self, resource_id: str, lookup: Callable[[str], list[T]]) -> tuple[str, T]:
         """(region, first item) from ``lookup(region)`` in the region the id was seen in, else in

@@ -93,6 +93,33 @@ class Arm:
         except NotFoundError:
             return
 
+    # -- proximity placement groups of gangs (gang.py), as ARM JSON --------------------------
+    def get_ppg(self, name: str) -> dict[str, Any]:
+        """NotFoundError when ARM does not know it."""
+        rg = self.options.resource_group
+        return self.call(f"get proximity placement group {name}",
+                         lambda: self.client.proximity_placement_groups.get(rg, name)).as_dict()
+
+    def create_ppg(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create (or update) the group; ARM answers at once (no long-running operation)."""
+        rg = self.options.resource_group
+        return self.call(f"create proximity placement group {name} in {body.get('location')}",
+                         lambda: self.client.proximity_placement_groups.create_or_update(rg, name, body)).as_dict()
+
+    def list_ppgs(self) -> list[dict[str, Any]]:
+        rg = self.options.resource_group
+        return self.call(f"list proximity placement groups of {rg}", lambda: [
+            g.as_dict() for g in self.client.proximity_placement_groups.list_by_resource_group(rg)])
+
+    def delete_ppg(self, name: str) -> None:
+        """Quiet if unknown; a ProviderError while a VM still references it."""
+        rg = self.options.resource_group
+        try:
+            self.call(f"delete proximity placement group {name}",
+                      lambda: self.client.proximity_placement_groups.delete(rg, name))
+        except NotFoundError:
+            return
+
     # -- managed disks (volumes.py), as ARM JSON ---------------------------------------------
     def get_disk(self, name: str) -> dict[str, Any]:
         """NotFoundError when ARM does not know it."""

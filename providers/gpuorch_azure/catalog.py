@@ -19,15 +19,15 @@ DATA = Path(__file__).resolve().parent / "data"
 # fmt: off
 FAMILIES: tuple[Family, ...] = (
     Family("azure", r"Standard_NC\d+as_T4_v3", "T4", 4, "pcie", 32),
-    Family("azure", r"Standard_ND40rs_v2", "V100-32GB", 8, "nvlink", 100),
+    Family("azure", r"Standard_ND40rs_v2", "V100-32GB", 8, "nvlink", 100, "infiniband"),
     Family("azure", r"Standard_NV\d+ads_A10_v5", "A10", 2, "pcie", 40),
     Family("azure", r"Standard_NC\d+ads_A100_v4", "A100-PCIE-80GB", 4, "pcie", 80),
-    Family("azure", r"Standard_ND96asr_v4", "A100", 8, "nvlink", 1600),
-    Family("azure", r"Standard_ND96amsr_A100_v4", "A100-80GB", 8, "nvlink", 1600),
+    Family("azure", r"Standard_ND96asr_v4", "A100", 8, "nvlink", 1600, "infiniband"),
+    Family("azure", r"Standard_ND96amsr_A100_v4", "A100-80GB", 8, "nvlink", 1600, "infiniband"),
     Family("azure", r"Standard_NC\d+adi?s_H100_v5", "H100-NVL", 2, "pcie", 80),
-    Family("azure", r"Standard_ND96isr_H100_v5", "H100", 8, "nvlink", 3200),
-    Family("azure", r"Standard_ND96isr_H200_v5", "H200", 8, "nvlink", 3200),
-    Family("azure", r"Standard_ND96isr_MI300X_v5", "MI300X", 8, "infinity-fabric", 3200),
+    Family("azure", r"Standard_ND96isr_H100_v5", "H100", 8, "nvlink", 3200, "infiniband"),
+    Family("azure", r"Standard_ND96isr_H200_v5", "H200", 8, "nvlink", 3200, "infiniband"),
+    Family("azure", r"Standard_ND96isr_MI300X_v5", "MI300X", 8, "infinity-fabric", 3200, "infiniband"),
 )
 
 # GPUs, vCPUs and RAM (GiB) per VM size, for the row audit: the Azure GPU VM-size pages

@@ -33,7 +33,8 @@ def probes(p: AzureProvider) -> list[Probe]:
 
     return [(f"Microsoft.Compute/virtualMachines/read in {rg} (list)", arm.list_vms),
             (f"Microsoft.Compute/virtualMachines/read in {rg} (get)", read_one),
-            (f"Microsoft.Compute/disks/read in {rg} (job volumes)", arm.list_disks)]
+            (f"Microsoft.Compute/disks/read in {rg} (job volumes)", arm.list_disks),
+            (f"Microsoft.Compute/proximityPlacementGroups/read in {rg} (gangs)", arm.list_ppgs)]
 
 
 def doctor(p: AzureProvider) -> list[Finding]:

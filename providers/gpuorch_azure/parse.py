@@ -65,6 +65,15 @@ def failure_code(vm: Mapping[str, Any]) -> str | None:
     return None
 
 
+def stopped_at(vm: Mapping[str, Any]) -> datetime | None:
+    """When a VM that is no longer running stopped, as its instance view dates it: the ``time``
+    of its ``PowerState/*`` status where ARM gives one, else of its ``ProvisioningState/*``
+    status (the last operation's end: the deallocation of an evicted VM, a failed allocation)."""
+    view = (vm.get("properties") or {}).get("instanceView") or {}
+    dated = {str(s.get("code") or "").split("/", 1)[0]: utc(s.get("time")) for s in view.get("statuses") or ()}
+    return dated.get("PowerState") or dated.get("ProvisioningState")
+
+
 def is_spot(vm: Mapping[str, Any]) -> bool:
     return str((vm.get("properties") or {}).get("priority") or "").lower() in ("spot", "low")
 
@@ -135,4 +144,5 @@ def to_instance(vm: Mapping[str, Any], host: str | None = None,
         instance_type=str((props.get("hardwareProfile") or {}).get("vmSize") or ""), spot=is_spot(vm), state=state,
         tags=gpuorch_tags(vm.get("tags"), wanted_tags), created_at=utc(props.get("timeCreated")),
         host=host if state.alive else None, port=22 if host and state.alive else None, state_reason=reason,
+        ended_at=None if state.alive or state == InstanceState.STOPPING else stopped_at(vm),
     )

@@ -46,10 +46,12 @@ from gpuorch.provider import (
     Runner,
     utcnow,
 )
+from gpuorch.provider.port import TAG_NODE
 
 from .calls import Arm, Exists
 from .config import AzureOptions, parse_options
 from .errors import classify, translate
+from .gang import MAX_NODES, AzureGangs
 from .names import is_vm_name, split_zone, vm_name
 from .offers import catalog_offers, select_offers
 from .parse import (
@@ -62,18 +64,20 @@ from .parse import (
     public_address,
     to_instance,
 )
-from .requests import login_key, vm_body
+from .requests import login_key, vm_body, with_proximity_placement_group
 from .volumes import ManagedDisks
 
 log = logging.getLogger("gpuorch.azure")
 
 
-class AzureProvider(ManagedDisks, Provider):
-    """Contract: ``gpuorch.provider.port.Provider``; volumes: ``SupportsVolumes`` (volumes.py)."""
+class AzureProvider(AzureGangs, ManagedDisks, Provider):
+    """Contract: ``gpuorch.provider.port.Provider``; volumes: ``SupportsVolumes`` (volumes.py);
+    gangs (``nodes:``) in a proximity placement group (gang.py, ``gpuorch.provider.gang_cloud``)."""
 
     name = PROVIDER
     price_source = "Azure Retail Prices API (prices.azure.com) + resource_skus (sizes, zones)"
     runs_containers = True  # the agent runs docker on the VM (docs/workloads.md)
+    max_nodes = MAX_NODES
 
     def __init__(self, options: AzureOptions, *, home: Path | None = None, credential: Any = None,
                  sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,
@@ -158,7 +162,11 @@ class AzureProvider(ManagedDisks, Provider):
         """See ``Provider.launch``. Looks for the token's VM first; creates it (only if missing)
         and follows the create for at most ``launch_wait_s``, because capacity and quota refusals
         (``AllocationFailed``) arrive while it runs. A VM such a refusal leaves behind is deleted
-        before NoCapacityError/QuotaError is raised. Still running after the wait: PENDING."""
+        before NoCapacityError/QuotaError is raised. Still running after the wait: PENDING.
+        Node 0 of a gang (``request.nodes`` > 1) launches the whole gang (gang.py)."""
+        return self._gang_launch(request) if request.nodes > 1 and request.node == 0 else self._launch_one(request)
+
+    def _launch_one(self, request: LaunchRequest) -> Instance:
         o = request.offer
         self.check_offer(o)
         if o.region not in self.options.regions:
@@ -173,6 +181,8 @@ class AzureProvider(ManagedDisks, Provider):
         if found is not None:
             return found
         body = self._body(request, name)
+        if request.placement_group:
+            body = with_proximity_placement_group(body, self._ppg_id(request))
         try:
             poller = self._arm.begin_create(name, body)
         except Exists:  # a racing launch created it between our look and our create
@@ -253,8 +263,9 @@ class AzureProvider(ManagedDisks, Provider):
             tomb = self._tombstone(instance_id)
             if tomb is None:
                 raise
-            return tomb
-        return self._observe(vm)
+            return self._gang_observe(tomb) if TAG_NODE in tomb.tags else tomb
+        inst = self._observe(vm)
+        return self._gang_observe(inst) if TAG_NODE in inst.tags else inst
 
     def list_managed(self) -> list[Instance]:
         """See ``Provider.list_managed``: the resource group's VMs tagged ``gpuorch:managed``
@@ -277,7 +288,7 @@ class AzureProvider(ManagedDisks, Provider):
                 tomb = self._tombstone(name)
                 if tomb is not None and tomb.tags.get(TAG_MANAGED) == "true" and tomb.id not in {i.id for i in out}:
                     out.append(tomb)
-        return out
+        return self._gang_present(out)  # a gang as its node 0; sweeps ended gangs' groups
 
     def terminate(self, instance_id: str) -> None:
         """See ``Provider.terminate``: asks ARM to delete the VM (its NIC, IP and OS disk go with
@@ -286,6 +297,9 @@ class AzureProvider(ManagedDisks, Provider):
             self._runners.forget(instance_id)
         if not is_vm_name(instance_id):
             return
+        seen = self._seen.get(instance_id) or self._find_quietly(instance_id)
+        if seen is not None and TAG_NODE in seen.tags:
+            return self._gang_terminate(seen)  # every node, then the group
         self._terminated.add(instance_id)
         self._hosts.pop(instance_id, None)
         self._arm.begin_delete(instance_id)
@@ -294,8 +308,8 @@ class AzureProvider(ManagedDisks, Provider):
     def runner(self, instance: Instance) -> Runner:
         """An SSH runner to the VM's address as ``admin_user``, its host key pinned (the AWS
         runner every SSH-reached adapter uses, gpuorch.runners.pool), reading Azure's Scheduled
-        Events for the notice."""
-        return self._runner_pool().get(instance)
+        Events for the notice. A gang: one runner per node, node 0's private IP as ``MASTER_ADDR``."""
+        return self._gang_runner(instance) if TAG_NODE in instance.tags else self._runner_pool().get(instance)
 
     def doctor(self) -> list[Finding]:
         """``SupportsDoctor``: credentials through the SDK's standard chain and each permission the
@@ -322,6 +336,12 @@ class AzureProvider(ManagedDisks, Provider):
         if not inst.state.alive:
             self._hosts.pop(name, None)
         return inst
+
+    def _find_quietly(self, name: str) -> Instance | None:
+        try:
+            return self._observe(self._arm.get_vm(name))
+        except NotFoundError:
+            return None
 
     def _host(self, name: str, vm: dict[str, Any]) -> str | None:
         """The VM's address: its public IP (``public_ip``), else its private one. Two reads of
@@ -363,8 +383,10 @@ class AzureProvider(ManagedDisks, Provider):
             state, reason = InstanceState.PREEMPTED, EVICTED_DELETED
         else:
             state, reason = InstanceState.TERMINATED, last.state_reason or "deleted outside gpuorch"
+        # ARM keeps no record of a deleted VM: its status time if it was seen stopped, else none (the
+        # daemon bills a delete it asked for until its call, an eviction unseen until its look).
         tomb = last.model_copy(update={"state": state, "state_reason": reason, "host": None, "port": None,
-                                       "ended_at": self._now()})
+                                       "ended_at": last.ended_at})
         self._tombstones[name] = (now + self.options.tombstone_s, tomb)
         return tomb
 

@@ -61,6 +61,8 @@ class Gce:
         self.disks = compute_v1.DisksClient(**kwargs)
         self.zone_operations = compute_v1.ZoneOperationsClient(**kwargs)
         self.global_operations = compute_v1.GlobalOperationsClient(**kwargs)
+        self._policies: Any = None  # ResourcePoliciesClient and RegionOperationsClient, made for the first gang
+        self._region_operations: Any = None
 
     # -- calls -------------------------------------------------------------------------------
     def call(self, what: str, fn: Callable[[], Any]) -> Any:
@@ -221,8 +223,52 @@ class Gce:
             op = as_dict(self.call(f"gce zoneOperations.wait {name}", wait))
         return op
 
+    # -- compact placement policies of gangs (gang.py) -----------------------------------------
+    def policies(self) -> Any:
+        if self._policies is None:
+            self._policies = self.compute_v1.ResourcePoliciesClient(**self._kwargs)
+            self._region_operations = self.compute_v1.RegionOperationsClient(**self._kwargs)
+        return self._policies
+
+    def insert_policy(self, region: str, body: dict[str, Any], request_id: str) -> dict[str, Any]:
+        resource = self.compute_v1.ResourcePolicy(body)
+        return as_dict(self.call(f"gce resourcePolicies.insert {body.get('name')} in {region}",
+                                 lambda: self.policies().insert_unary(request={
+                                     "project": self.project, "region": region, "resource_policy_resource": resource,
+                                     "request_id": request_id}, retry=None)))
+
+    def get_policy(self, region: str, name: str) -> dict[str, Any]:
+        return as_dict(self.call(f"gce resourcePolicies.get {region}/{name}", lambda: self.policies().get(
+            project=self.project, region=region, resource_policy=name, retry=None)))
+
+    def delete_policy(self, region: str, name: str) -> dict[str, Any]:
+        return as_dict(self.call(f"gce resourcePolicies.delete {region}/{name}", lambda: self.policies().delete_unary(
+            project=self.project, region=region, resource_policy=name, retry=None)))
+
+    def list_policies(self) -> list[tuple[str, dict[str, Any]]]:
+        """``(region, policy)`` of every resource policy of the project (aggregated, all pages)."""
+        request = self.compute_v1.AggregatedListResourcePoliciesRequest(project=self.project)
+
+        def listing() -> list[tuple[str, dict[str, Any]]]:
+            pager = self.policies().aggregated_list(request=request, retry=None)
+            return [(scope.rsplit("/", 1)[-1], as_dict(p)) for scope, scoped in pager for p in scoped.resource_policies]
+
+        return self.call("gce resourcePolicies.aggregatedList", listing)
+
+    def wait_region(self, region: str, op: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """``wait`` for a region operation (a resource policy's insert)."""
+        self.policies()
+        deadline = self.monotonic() + timeout_s
+        while op.get("status") != "DONE" and self.monotonic() < deadline:
+            name = op["name"]
+            wait = functools.partial(self._region_operations.wait, project=self.project, region=region,
+                                     operation=name, retry=None, timeout=150.0)
+            op = as_dict(self.call(f"gce regionOperations.wait {name}", wait))
+        return op
+
     def close(self) -> None:
-        for client in (self.instances, self.disks, self.zone_operations, self.global_operations, self._billing):
+        for client in (self.instances, self.disks, self.zone_operations, self.global_operations, self._billing,
+                       self._policies, self._region_operations):
             transport = getattr(client, "transport", None)
             if transport is not None:
                 transport.close()

@@ -16,10 +16,10 @@ FAMILIES: tuple[Family, ...] = (
     Family("gcp", r"g2-standard-", "L4", 8, "pcie", 100),
     Family("gcp", r"a2-(highgpu|megagpu)-", "A100", 16, "nvlink", 100),
     Family("gcp", r"a2-ultragpu-", "A100-80GB", 8, "nvlink", 100),
-    Family("gcp", r"a3-highgpu-", "H100", 8, "nvlink", 1000),
-    Family("gcp", r"a3-megagpu-", "H100", 8, "nvlink", 1800),
-    Family("gcp", r"a3-ultragpu-", "H200", 8, "nvlink", 3200),
-    Family("gcp", r"a4-highgpu-", "B200", 8, "nvlink", 3200),
+    Family("gcp", r"a3-highgpu-", "H100", 8, "nvlink", 1000, "tcpx"),
+    Family("gcp", r"a3-megagpu-", "H100", 8, "nvlink", 1800, "tcpx"),
+    Family("gcp", r"a3-ultragpu-", "H200", 8, "nvlink", 3200, "rdma"),
+    Family("gcp", r"a4-highgpu-", "B200", 8, "nvlink", 3200, "rdma"),
     # N1 VMs with attached GPUs, named ``n1-standard-8+nvidia-tesla-t4x2`` (n1_instance_type); N1's
     # network is 2 Gbps per vCPU up to 32 Gbps.
     Family("gcp", r"n1-\w+-\d+\+nvidia-tesla-t4x", "T4", 4, "pcie", 32),

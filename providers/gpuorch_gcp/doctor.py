@@ -53,6 +53,7 @@ def probes(p: GcpProvider) -> list[Probe]:
         *((f"compute.instances.list in {z}", lambda z=z: gce.list_zone(z, managed)) for z in zones),
         *((f"compute.zoneOperations.list in {z}", lambda z=z: gce.operations(managed, zone=z)) for z in zones),
         ("compute.disks.list (aggregated; job volumes)", lambda: gce.list_disks(managed)),
+        ("compute.resourcePolicies.list (aggregated; gangs' placement policies)", gce.list_policies),
     ]
 
 

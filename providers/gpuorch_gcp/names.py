@@ -16,7 +16,7 @@ import re
 import uuid
 from collections.abc import Mapping
 
-from gpuorch.provider.port import TAG_ATTEMPT, TAG_JOB, TAG_MANAGED, TAG_OWNER
+from gpuorch.provider.port import TAG_ATTEMPT, TAG_JOB, TAG_MANAGED, TAG_NODE, TAG_OWNER
 
 NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
@@ -71,7 +71,7 @@ def labels_from_tags(tags: Mapping[str, str]) -> dict[str, str]:
     return labels
 
 
-_KNOWN = {label_key(t): t for t in (TAG_MANAGED, TAG_JOB, TAG_ATTEMPT, TAG_OWNER)}
+_KNOWN = {label_key(t): t for t in (TAG_MANAGED, TAG_JOB, TAG_ATTEMPT, TAG_OWNER, TAG_NODE)}
 
 
 def tags_from_labels(labels: Mapping[str, str]) -> dict[str, str]:

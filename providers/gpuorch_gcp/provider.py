@@ -33,26 +33,30 @@ from gpuorch.provider import (
     RunnerUnavailable,
     utcnow,
 )
+from gpuorch.provider.port import TAG_NODE
 
 from .calls import Gce, RetryPolicy
 from .config import DEFAULT_SCOPES, GcpOptions, parse_options
 from .errors import operation_error
+from .gang import MAX_NODES, GcpGangs
 from .names import instance_name, label_filter, label_key, request_id
 from .offers import catalog_offers
 from .parse import HOSTKEYS, PREEMPTED_OP, PROVIDER, gone_preempted, host_keys, is_spot, preempted_ops, to_instance
-from .requests import instance_body
+from .requests import instance_body, with_placement_policy
 from .volumes import PersistentDisks
 
 log = logging.getLogger("gpuorch.gcp")
 _PREEMPTED_FILTER = f'operationType = "{PREEMPTED_OP}"'
 
 
-class GcpProvider(PersistentDisks, Provider):
-    """Contract: ``gpuorch.provider.port.Provider``; volumes: ``SupportsVolumes`` (volumes.py)."""
+class GcpProvider(GcpGangs, PersistentDisks, Provider):
+    """Contract: ``gpuorch.provider.port.Provider``; volumes: ``SupportsVolumes`` (volumes.py);
+    gangs (``nodes:``) under a compact placement policy (gang.py, ``gpuorch.provider.gang_cloud``)."""
 
     name = PROVIDER
     price_source = "Compute Engine machineTypes + Cloud Billing Catalog API (services/6F81-5844-456A/skus)"
     runs_containers = True  # the agent runs docker on the VM (docs/workloads.md)
+    max_nodes = MAX_NODES
 
     def __init__(self, options: GcpOptions, *, home: Path | None = None, credentials: Any = None,
                  sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,
@@ -137,7 +141,13 @@ class GcpProvider(PersistentDisks, Provider):
     def launch(self, request: LaunchRequest) -> Instance:
         """See ``Provider.launch``. Inserts the token-named VM with the token's ``requestId`` and
         waits (at most ``operation_timeout_s``) for the insert to finish, because capacity and
-        quota refusals arrive in the operation. 409 (the name exists): that VM is returned."""
+        quota refusals arrive in the operation. 409 (the name exists): that VM is returned.
+        Node 0 of a gang (``request.nodes`` > 1) launches the whole gang (gang.py)."""
+        if request.nodes > 1 and request.node == 0:
+            return self._gang_launch(request)
+        return self._launch_one(request)
+
+    def _launch_one(self, request: LaunchRequest) -> Instance:
         o = request.offer
         self.check_offer(o)
         if not self.options.allows(o.zone):
@@ -149,6 +159,8 @@ class GcpProvider(PersistentDisks, Provider):
                 network=self.options.network, subnetwork=self.options.subnetwork, external_ip=self.options.external_ip,
                 service_account=self.options.service_account, scopes=DEFAULT_SCOPES,
                 cloud_config=self._cloud_config(request))
+            if request.placement_group:
+                body = with_placement_policy(body, self._policy_url(request))
         except ValueError as e:
             raise PermanentError(f"launch of job {request.job_id} attempt {request.attempt}: {e}",
                                  code="InvalidRequest") from None
@@ -176,14 +188,19 @@ class GcpProvider(PersistentDisks, Provider):
     def _get_or_placeholder(self, request: LaunchRequest, name: str, missing: InstanceState) -> Instance:
         o = request.offer
         try:
-            return self.get(f"{o.zone}/{name}")
+            return self._get_one(f"{o.zone}/{name}")
         except NotFoundError:
             return Instance(id=f"{o.zone}/{name}", provider=PROVIDER, region=o.region, zone=o.zone,
                             instance_type=o.instance_type, spot=request.spot, state=missing, tags=request.tags)
 
     def get(self, instance_id: str) -> Instance:
         """See ``Provider.get``. A spot VM GCE deleted after reclaiming it reads PREEMPTED while
-        its ``compute.instances.preempted`` operation is still listed; NotFoundError otherwise."""
+        its ``compute.instances.preempted`` operation is still listed; NotFoundError otherwise.
+        A gang's node: the gang, as its node 0 (gang.py)."""
+        inst = self._get_one(instance_id)
+        return self._gang_observe(inst) if TAG_NODE in inst.tags else inst
+
+    def _get_one(self, instance_id: str) -> Instance:
         zone, name = self._split(instance_id)
         try:
             d = self._gce.get(zone, name)
@@ -212,16 +229,20 @@ class GcpProvider(PersistentDisks, Provider):
             gone = gone_preempted(key, op, self._seen.get(key))
             if gone.tags.get(TAG_MANAGED) == "true":
                 out.append(gone)
-        return out
+        return self._gang_present(out)  # a gang as its node 0; sweeps ended gangs' policies
 
     def terminate(self, instance_id: str) -> None:
         """See ``Provider.terminate``: deletes the VM and returns without waiting; quiet when GCE
-        does not know it (404) or the id is not one of ours."""
+        does not know it (404) or the id is not one of ours. A gang's node: every node, then its policy."""
         if self._runners is not None:
             self._runners.forget(instance_id)
         try:
             zone, name = self._split(instance_id)
+            seen = self._seen.get(instance_id) or self._get_one(instance_id)
         except NotFoundError:
+            return
+        if TAG_NODE in seen.tags:
+            self._gang_terminate(seen)
             return
         try:
             self._gce.delete(zone, name)
@@ -233,7 +254,10 @@ class GcpProvider(PersistentDisks, Provider):
         """An SSH runner to the VM's external IP as ``ssh_user`` (the runner every SSH-reached
         adapter uses, gpuorch.runners.pool), reading GCE's preemption notice. Before each new
         connection it pins the host keys the guest published in guest attributes, with the key
-        gpuorch supplied (``_published_host_keys``); not ready until they are published."""
+        gpuorch supplied (``_published_host_keys``); not ready until they are published. A gang:
+        one runner per node, node 0's internal IP as ``MASTER_ADDR`` (``gang_cloud.GangRunner``)."""
+        if TAG_NODE in instance.tags:
+            return self._gang_runner(instance)
         return self._runner_pool().get(instance)
 
     def doctor(self) -> list[Finding]:

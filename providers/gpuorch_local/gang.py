@@ -14,15 +14,14 @@ instance (node 0's id), as a cloud's cluster of N VMs behind one launch.
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import datetime
 from pathlib import Path
 
-from gpuorch.agent.protocol import AgentConfig, AgentStatus
 from gpuorch.errors import NotFoundError
-from gpuorch.provider import InstanceState, Runner
-from gpuorch.provider.gang import node_of, node_token, rendezvous_env
-from gpuorch.provider.localdir import InstanceDir, LocalRunner, Meta, instance_id_for
+from gpuorch.provider import InstanceState
+from gpuorch.provider.gang import node_of, node_token
+from gpuorch.provider.gang_cloud import GangRunner as GangRunner  # one LocalRunner per node, 127.0.0.1
+from gpuorch.provider.localdir import InstanceDir, Meta, instance_id_for
 from gpuorch.provider.localdir.instances import REASON_PREEMPTED, REASON_TERMINATED
 
 REASON_GANG = "gang-node-ended"  # why a node ended: another node of its gang did
@@ -75,34 +74,3 @@ def end_gang(nodes: list[InstanceDir], now: datetime) -> None:
             d.end(InstanceState.TERMINATED, REASON_TERMINATED, now)
         except NotFoundError:
             continue
-
-
-class GangRunner(Runner):
-    """The Runner of a gang: one LocalRunner per node (see the module docstring)."""
-
-    def __init__(self, runners: list[LocalRunner], nproc_per_node: int, port: int) -> None:
-        self.runners, self.nproc, self.port = runners, nproc_per_node, port
-
-    def start(self, config: AgentConfig, workdir: Path | None = None) -> None:
-        """Start every node's agent (idempotent per node); RunnerUnavailable while one is not up."""
-        nodes = len(self.runners)
-        for rank, runner in enumerate(self.runners):
-            env = {**config.env, **rendezvous_env(rank, nodes, "127.0.0.1", self.nproc, self.port)}
-            runner.start(dataclasses.replace(config, env=env, upload_checkpoints=rank == 0), workdir)
-
-    def status(self) -> AgentStatus | None:
-        return self.runners[0].status()
-
-    def read_log(self, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
-        return self.runners[0].read_log(offset, limit)
-
-    def read_metrics(self, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
-        return self.runners[0].read_metrics(offset, limit)
-
-    def heartbeat(self) -> None:
-        for runner in self.runners:
-            runner.heartbeat()
-
-    def request_stop(self, deadline: float) -> None:
-        for runner in self.runners:
-            runner.request_stop(deadline)

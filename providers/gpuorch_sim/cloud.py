@@ -76,7 +76,7 @@ def settle(inst: InstanceDir, meta: Meta, market: SimMarket, now: float, reclaim
         return m
     lifetime = m.tags.get(TAG_LIFETIME)
     if lifetime and now >= m.created_at.timestamp() + float(lifetime):
-        return inst.end(InstanceState.TERMINATED, REASON_LIFETIME, at)
+        return inst.end(InstanceState.TERMINATED, REASON_LIFETIME, _dt(m.created_at.timestamp() + float(lifetime)))
     if reclaim is not None and m.preemption_deadline is None:
         if reclaim.notice_at is not None and now >= reclaim.notice_at:
             m = inst.announce(_dt(reclaim.kill_at), at)

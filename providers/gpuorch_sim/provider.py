@@ -261,6 +261,12 @@ class SimProvider(Provider):
         """Stop the cloud process (tests and benchmarks clean up with this)."""
         stop_cloud(self.home)
 
+    @property
+    def time_scale(self) -> float:
+        """``gpuorch.clock.SimulatedMarket``: market seconds per wall second. The daemon's policy
+        timers (back-offs, zone avoidance) for this provider run in market time."""
+        return self.options.time_scale
+
     def sim_time(self, wall: float | None = None) -> float:
         """Seconds into the traces at ``wall`` (default: now)."""
         return self.market.clock.sim(time.time() if wall is None else wall)

@@ -179,7 +179,7 @@ def test_a_job_no_single_instance_can_hold_is_refused_remotely(api, token, remot
     spec = tmp_path / "multi.yaml"
     spec.write_text(f"name: multi\nrun: x\n{body}\n")
     r = remote("submit", str(spec))
-    assert r.exit_code == 2 and message in r.output and "multi-node placement is not supported yet" in r.output
+    assert r.exit_code == 2 and message in r.output and "unless it asks for a gang with nodes: N" in r.output
     with pytest.raises(RemoteRefused) as there:  # the server refuses it too, for any client
         Client(api.url, token).submit_raw(yaml.safe_load(spec.read_text()), str(spec), None)
     assert message in str(there.value)

@@ -15,6 +15,7 @@ import boto3
 import pytest
 from moto import mock_aws  # imported before any boto3 session exists: moto hooks new sessions
 from moto_helpers import REGIONS, add_dlami, remove_refusals, static_prices  # noqa: F401
+from moto_placement import PlacementGroups
 
 from gpuorch.clock import utcnow
 from gpuorch.provider.port import Offer
@@ -46,6 +47,7 @@ class SharedClients:
     def __init__(self) -> None:
         self.session = boto3.Session(region_name="us-east-1")
         self.clients: dict[str, Any] = {}
+        self.placement_groups = PlacementGroups()  # what moto lacks (moto_placement.py)
 
     def get_credentials(self) -> Any:  # what the doctor asks of a boto3 session
         return self.session.get_credentials()
@@ -54,6 +56,7 @@ class SharedClients:
         assert service == "ec2", service
         if region_name not in self.clients:
             self.clients[region_name] = self.session.client(service, region_name=region_name, **kwargs)
+            self.placement_groups.attach(region_name, self.clients[region_name])
         return self.clients[region_name]
 
 
@@ -69,7 +72,14 @@ def _unhook() -> Iterator[None]:
 
 
 @pytest.fixture
-def moto() -> Iterator[None]:
+def placement_groups(session: SharedClients) -> PlacementGroups:
+    """EC2 placement groups (moto has none: moto_placement.py), emptied with moto's state."""
+    return session.placement_groups
+
+
+@pytest.fixture
+def moto(placement_groups: PlacementGroups) -> Iterator[None]:
+    placement_groups.reset()
     with mock_aws():
         for region in REGIONS:
             add_dlami(region)

@@ -11,6 +11,11 @@
   ``BadRequest`` across zones); a deleted VM lets go of its data disks.
 - ``GET /subscriptions/{s}/providers/Microsoft.Compute/skus?$filter=location eq '...'`` answers
   ``resource_skus`` (ARM's JSON: capabilities, locationInfo zones, restrictions), paged.
+- Proximity placement groups: ``PUT/GET/DELETE .../Microsoft.Compute/proximityPlacementGroups/{g}``
+  and ``GET .../proximityPlacementGroups``, with the ``virtualMachines`` that reference them. A
+  VM create naming a group that does not exist is 404 ``NotFound``, one in another location or
+  zone than the group's is 400 ``BadRequest``; a delete while a VM still references the group is
+  refused 409 ``OperationNotAllowed`` (the code is this fake's choice: ARM's docs name none).
 - Its own clock (``advance``): VMs boot ``boot_s`` after their create succeeds, deletions take
   ``delete_s``, evictions happen at their time. Nothing ever sleeps.
 - Failures to inject: ``refuse(code, ...)`` (at submit, as ARM answers the PUT; or in the
@@ -54,6 +59,8 @@ _DISK = re.compile(_RG + r"/Microsoft\.Compute/disks/(?P<name>[^/]+)$", re.IGNOR
 _DISKS = re.compile(_RG + r"/Microsoft\.Compute/disks$", re.IGNORECASE)
 _ATTACH = re.compile(_RG + r"/Microsoft\.Compute/virtualMachines/(?P<name>[^/]+)/attachDetachDataDisks$",
                      re.IGNORECASE)
+_PPG = re.compile(_RG + r"/Microsoft\.Compute/proximityPlacementGroups/(?P<name>[^/]+)$", re.IGNORECASE)
+_PPGS = re.compile(_RG + r"/Microsoft\.Compute/proximityPlacementGroups$", re.IGNORECASE)
 _SKUS = re.compile(r"/subscriptions/(?P<sub>[^/]+)/providers/Microsoft\.Compute/skus$", re.IGNORECASE)
 _NET = re.compile(_RG + r"/Microsoft\.Network/(?P<kind>networkInterfaces|publicIPAddresses)/(?P<name>[^/]+)$",
                   re.IGNORECASE)
@@ -132,6 +139,7 @@ class FakeArm:
         with self.lock:
             self.vms: dict[str, dict[str, Any]] = {}
             self.disks: dict[str, dict[str, Any]] = {}
+            self.ppgs: dict[str, dict[str, Any]] = {}  # lower-case name -> proximity placement group
             self.resource_skus: list[dict[str, Any]] = []
             self.nics: dict[str, dict[str, Any]] = {}
             self.ips: dict[str, dict[str, Any]] = {}
@@ -203,7 +211,7 @@ class FakeArm:
                 if vm is None:
                     continue
                 if vm["properties"].get("evictionPolicy") == "Deallocate":
-                    vm["_power"] = "deallocated"
+                    vm["_power"], vm["_stopped"] = "deallocated", at
                 else:
                     self._remove(name)
         for name, vm in list(self.vms.items()):
@@ -248,10 +256,65 @@ class FakeArm:
             power = self._power(vm)
             if power:
                 codes.append(f"PowerState/{power}")
-            props["instanceView"] = {"statuses": [{"code": c, "level": "Info"} for c in codes]}
+            # As ARM: the provisioning status is dated (the last operation's end: the creation, or an
+            # eviction's deallocation); the power status is not.
+            when = (_EPOCH + dt.timedelta(seconds=vm.get("_stopped", vm["_created"]))).isoformat()
+            props["instanceView"] = {"statuses": [{"code": c, "level": "Info", **(
+                {"time": when} if c.startswith("ProvisioningState/") else {})} for c in codes]}
         return out
 
+    # -- proximity placement groups ------------------------------------------------------------
+    def ppg_members(self, name: str) -> list[str]:
+        gid = self._id("Microsoft.Compute/proximityPlacementGroups", name).lower()
+        return sorted(n for n, vm in self.vms.items()
+                      if str(((vm["properties"].get("proximityPlacementGroup") or {}).get("id")) or "").lower() == gid)
+
+    def _ppg_view(self, group: dict[str, Any]) -> dict[str, Any]:
+        out = json.loads(json.dumps(group))
+        out["properties"]["virtualMachines"] = [
+            {"id": self._id("Microsoft.Compute/virtualMachines", n)} for n in self.ppg_members(group["name"])]
+        return out
+
+    def _ppg(self, method: str, name: str, body: dict[str, Any] | None) -> tuple[int, Any, dict[str, str]]:
+        group = self.ppgs.get(name.lower())
+        if method == "GET":
+            return (200, self._ppg_view(group), {}) if group else _not_found("proximityPlacementGroups", name)
+        if method == "PUT":
+            body = body or {}
+            created = group is None
+            group = {"id": self._id("Microsoft.Compute/proximityPlacementGroups", name), "name": name,
+                     "type": "Microsoft.Compute/proximityPlacementGroups", "location": body.get("location"),
+                     "tags": body.get("tags") or {}, "properties": dict(body.get("properties") or {})}
+            if body.get("zones"):
+                group["zones"] = list(body["zones"])
+            self.ppgs[name.lower()] = group
+            return (201 if created else 200), self._ppg_view(group), {}
+        if method == "DELETE":
+            if group is None:
+                return 204, None, {}
+            if self.ppg_members(name):
+                return 409, {"error": {"code": "OperationNotAllowed", "message": (
+                    f"Proximity placement group {name} is referenced by VMs {self.ppg_members(name)}.")}}, {}
+            del self.ppgs[name.lower()]
+            return 200, None, {}
+        return 405, {"error": {"code": "MethodNotAllowed", "message": method}}, {}
+
+    def _ppg_refusal(self, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]] | None:
+        gid = str(((body.get("properties") or {}).get("proximityPlacementGroup") or {}).get("id") or "")
+        if not gid:
+            return None
+        group = self.ppgs.get(gid.rstrip("/").rsplit("/", 1)[-1].lower())
+        if group is None:
+            return 404, {"error": {"code": "NotFound", "message": f"Proximity placement group {gid} not found."}}, {}
+        if group.get("location") != body.get("location") or (group.get("zones") or []) != (body.get("zones") or []):
+            return 400, {"error": {"code": "BadRequest", "message": (
+                f"The VM and proximity placement group {group['name']} must share location and zone.")}}, {}
+        return None
+
     def _create(self, name: str, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+        refused = self._ppg_refusal(body)
+        if refused is not None:
+            return refused
         props = body.get("properties") or {}
         size = (props.get("hardwareProfile") or {}).get("vmSize", "")
         region = body.get("location", "")
@@ -417,7 +480,7 @@ class FakeArm:
                     page["nextLink"] = f"{self.url}{path}?{q}"
                 return 200, page, {}
             m = (_VM.match(path) or _VMS.match(path) or _NET.match(path) or _DISK.match(path) or _DISKS.match(path)
-                 or _ATTACH.match(path))
+                 or _ATTACH.match(path) or _PPG.match(path) or _PPGS.match(path))
             if m is None:
                 return 400, {"error": {"code": "InvalidRequestUri", "message": f"fake ARM has no {path}"}}, {}
             if m["sub"].lower() != self.subscription:
@@ -432,6 +495,10 @@ class FakeArm:
                     (405, {"error": {"code": "MethodNotAllowed", "message": method}}, {})
             if _DISKS.match(path):
                 return 200, {"value": [self.disks[k] for k in sorted(self.disks)]}, {}
+            if _PPGS.match(path):
+                return 200, {"value": [self._ppg_view(self.ppgs[k]) for k in sorted(self.ppgs)]}, {}
+            if _PPG.match(path):
+                return self._ppg(method, m["name"], body)
             if _DISK.match(path):
                 return self._disk(method, m["name"], body)
             if _VMS.match(path):

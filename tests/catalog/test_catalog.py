@@ -11,7 +11,7 @@ import pytest
 
 from gpuorch import catalog
 from gpuorch.catalog import COLUMNS, load_rows, parse_csv, select, write_csv
-from gpuorch.catalog.families import interconnect_for
+from gpuorch.catalog.families import fabric_for, interconnect_for
 from gpuorch.catalog.registry import billing_rule
 from gpuorch.errors import UserInputError
 from gpuorch.money import billing
@@ -202,6 +202,18 @@ def test_families():
     assert interconnect_for("gcp", "a3-megagpu-8g", 8) == "nvlink"
     assert interconnect_for("azure", "Standard_ND96isr_MI300X_v5", 8) == "infinity-fabric"
     assert interconnect_for("aws", "p5.4xlarge", 1) is None
+
+
+def test_family_fabrics_between_nodes():
+    # The network a gang's nodes talk over (docs/sizing.md, "Instance families"): kind and Gb/s per node.
+    assert fabric_for("aws", "p5.48xlarge") == ("efa", 3200)
+    assert fabric_for("aws", "p4d.24xlarge") == ("efa", 400)
+    assert fabric_for("aws", "g5.48xlarge") == ("ethernet", 100)
+    assert fabric_for("gcp", "a3-highgpu-8g") == ("tcpx", 1000)
+    assert fabric_for("gcp", "a4-highgpu-8g") == ("rdma", 3200)
+    assert fabric_for("azure", "Standard_ND96isr_H100_v5") == ("infiniband", 3200)
+    assert fabric_for("azure", "Standard_NC80adis_H100_v5") == ("ethernet", 80)
+    assert fabric_for("nimbus", "p5.48xlarge") is None and fabric_for("aws", "m7i.large") is None
 
 
 @pytest.mark.parametrize(

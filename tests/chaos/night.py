@@ -18,7 +18,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -29,7 +29,8 @@ from gpuorch.checkpoint import list_manifests, open_store
 from gpuorch.checkpoint.handoff import read_completed
 from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
-from gpuorch.money.cost import attempt_cost, price_changes
+from gpuorch.money.caps import day_start
+from gpuorch.money.cost import attempt_cost, cost_between, price_changes
 from gpuorch.ops.crashpoints import ENV as CRASH_ENV
 from gpuorch.ops.crashpoints import LOG_ENV as CRASH_LOG_ENV
 from gpuorch.provider.localdir.instances import Meta
@@ -45,7 +46,11 @@ SCALE = 600.0  # a 195 s tick lasts a third of a second
 # Four zones that come and go (us-east-1d reclaims without notice) and one that mostly stays.
 ZONES = ("us-east-1c", "us-east-1d", "us-east-1f", "us-east-2a", "us-west-2a")
 ORPHAN_GRACE_S = 30.0  # wall seconds an instance may bill without a live attempt (a few daemon lives)
-RECORD_LAG_S = 10.0  # wall seconds an attempt's launch or end may be recorded after the fact
+BILLED_SLACK_S = 1.0  # seconds an attempt's recorded interval may differ from the sim's, in all
+# Caps the night runs under (a job's and the day's): loose enough that every job finishes, checked
+# against what the sim billed.
+JOB_CAP = 2.0
+DAILY_CAP = 40.0
 
 
 def chain(seed: str, steps: int) -> str:
@@ -77,7 +82,7 @@ class Night:
             sim["faults"] = {"rate": self.faults, "seed": self.rng.randrange(1 << 30)}
         config = {"providers": {"sim": sim}, "poll_s": 0.3, "max_sleep_s": 0.3, "lease_s": 1.0,
                   "heartbeat_timeout_s": 30, "backoff_s": 3, "recovery_strategy": "same-region-first",
-                  "avoid_preempted_zone_s": 40}
+                  "avoid_preempted_zone_s": 40, "daily_budget": DAILY_CAP}
         (self.home / "config.yaml").write_text(yaml.safe_dump(config))
         self.store = Store(f"sqlite:///{self.home / 'state.db'}")
 
@@ -129,7 +134,7 @@ class Night:
                 "env": {"SEED": seed, "STEPS": str(steps), "STEP_S": "0.05", "EVERY": "25",
                         "LEDGER": str(self.home / "ledger" / f"chain-{i}.log")},
                 "checkpoint": {"store": (self.home / "ckpt").as_uri(), "interval": "0.5s", "keep": 1000},
-                "retry": {"max_preemptions": 200},
+                "retry": {"max_preemptions": 200}, "budget": {"max_cost": JOB_CAP},
             })
             job = jobs.submit(self.store, spec, datetime.now(UTC))
             self.steps[job.id] = (seed, steps)  # type: ignore[index]
@@ -192,12 +197,16 @@ class Night:
 
     def check_money(self) -> dict:
         """Σ attempt costs against what the sim billed: each instance's interval (created to
-        ended) at its attempt's prices. Every billed instance belongs to an attempt row, and the
-        two sums differ by no more than each attempt's launch and end being recorded a daemon
-        life late (``RECORD_LAG_S`` at its price)."""
+        ended) at its attempt's prices. Every billed instance belongs to an attempt row; the
+        attempts are billed from the cloud's record (gpuorch.money.record), so the two sums differ
+        by no more than ``BILLED_SLACK_S`` per attempt at its price, however late each daemon
+        life saw a launch or an end. And no cap was crossed by what the sim billed: each job's,
+        and the daily one on every UTC day."""
         rows = {(str(j), str(a.number)): a for j, atts in self.attempts().items() for a in atts}
         now = datetime.now(UTC)
         billed = slack = 0.0
+        per_job: Counter[str] = Counter()
+        per_day: Counter[str] = Counter()
         for _, m in self.instances():
             key = (m.tags.get("gpuorch:job"), m.tags.get("gpuorch:attempt"))
             a = rows.get(key)  # type: ignore[arg-type]
@@ -205,11 +214,21 @@ class Night:
             interval = SimpleNamespace(launched_at=m.created_at, ended_at=m.ended_at or now,
                                        price_per_hour=a.price_per_hour, billing_granularity_s=a.billing_granularity_s,
                                        min_billing_s=a.min_billing_s, price_changes=a.price_changes)
-            billed += attempt_cost(interval, now)  # type: ignore[arg-type]
-            slack += 2 * RECORD_LAG_S * max([a.price_per_hour, *(p for _, p in price_changes(a))]) / 3600
+            cost = attempt_cost(interval, now)  # type: ignore[arg-type]
+            billed += cost
+            per_job[key[0] or ""] += cost
+            day = day_start(m.created_at)
+            while day < (m.ended_at or now):  # an interval across midnight adds to both days
+                per_day[day.date().isoformat()] += cost_between(interval, day, day + timedelta(days=1), now)  # type: ignore[arg-type]
+                day += timedelta(days=1)
+            slack += BILLED_SLACK_S * max([a.price_per_hour, *(p for _, p in price_changes(a))]) / 3600
         recorded = sum(attempt_cost(a, now) for a in rows.values() if a.launched_at is not None)
         assert abs(recorded - billed) <= slack + 1e-9, f"attempts cost {recorded:.4f}, the sim billed {billed:.4f}"
-        return {"billed": round(billed, 4), "recorded": round(recorded, 4), "slack": round(slack, 4)}
+        over = {j: c for j, c in per_job.items() if c > JOB_CAP + 1e-9}
+        assert not over, f"jobs billed over their ${JOB_CAP} cap: {over}"
+        assert all(c <= DAILY_CAP + 1e-9 for c in per_day.values()), f"a day billed over ${DAILY_CAP}: {per_day}"
+        return {"billed": round(billed, 4), "recorded": round(recorded, 4), "slack": round(slack, 4),
+                "max_job": round(max(per_job.values(), default=0.0), 4), "days": dict(per_day)}
 
     def check_end(self) -> dict:
         """Every job finished exactly once with the right result, every relaunch resumed from the

@@ -96,7 +96,7 @@ def test_submit_refuses_a_job_only_several_nodes_could_hold(tmp_path, body, mess
     p.write_text(f"name: multi\nrun: python train.py\n{body}\n")
     r = cli("submit", str(p))
     assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
-    assert message in r.output and "multi-node placement is not supported yet" in r.output
+    assert message in r.output and "unless it asks for a gang with nodes: N" in r.output
     assert json.loads(cli("status", "--json").output)["jobs"] == []
 
 

@@ -212,12 +212,13 @@ def test_plan_says_when_only_several_nodes_would_hold_the_job(tmp_path, catalog)
     line = one_line_error(cli("plan", str(spec), "--catalog", catalog))
     assert "the largest configuration, gcp a3-highgpu-8g (8xH100), needs " in line
     assert re.search(r"it needs \d+ nodes of 8xH100 \(zero3\), but gpuorch places a job on one instance", line)
-    assert "multi-node placement is not supported yet" in line and "method qlora or lora" in line
+    assert "unless it asks for a gang with nodes: N" in line and "method qlora or lora" in line
     assert "more GPUs" not in line  # the largest configuration is a full node already
     spec.write_text("name: wide\nrun: x\nresources: {gpu: 'H100:16'}\n")
     line = one_line_error(cli("plan", str(spec), "--catalog", catalog))
     assert line == ("error: wide: resources.gpu asks for 16 H100 on one instance; no instance has more than 8, and "
-                    "gpuorch places a job on one instance (multi-node placement is not supported yet): "
+                    "gpuorch places a job on one instance unless it asks for a gang with nodes: N (N instances of "
+                    "one type, on a provider that places that many): "
                     f"ask for at most 8 GPUs, or use a model: block to size the job (ranked price list {catalog})")
 
 

@@ -56,6 +56,7 @@ def fake(fake_server: FakeGce) -> FakeGce:
         fake_server._by_request_id.clear()
         fake_server._reclaims.clear()
         fake_server.guest_attributes.clear()
+        fake_server.policies.clear()
         fake_server.offset_s = 0.0
         fake_server.boot_s = 0.0
     return fake_server

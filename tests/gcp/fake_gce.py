@@ -15,6 +15,13 @@ Just the paths the adapter uses, answering with the JSON shapes GCE uses (camelC
   with their ``users``, refused as GCE refuses them (400 ``resourceInUseByAnotherResource``
   for a disk another VM holds or a delete of an attached disk, 400 ``invalid`` across zones);
   a deleted VM lets go of its disks
+- ``POST   /compute/v1/projects/{p}/regions/{r}/resourcePolicies[?requestId=]``, ``GET .../{name}``,
+  ``DELETE .../{name}``, ``GET /compute/v1/projects/{p}/aggregated/resourcePolicies``, and the
+  region operations ``GET .../regions/{r}/operations/{op}``, ``POST .../{op}/wait``: compact
+  placement policies (``groupPlacementPolicy``: ``vmCount``, ``collocation``), refused as GCE
+  refuses them: an instance insert naming a policy that does not exist (404), one more VM than
+  its ``vmCount`` or a VM in another zone than the first (400 ``invalid``); a delete while a VM
+  uses it (400 ``resourceInUseByAnotherResource``); a name taken (409 ``alreadyExists``)
 - ``GET    /compute/v1/projects/{p}/aggregated/machineTypes`` (``machine_types``, the API's JSON)
 - ``GET    /compute/v1/projects/{p}/aggregated/acceleratorTypes[?maxResults=&pageToken=]``
   (``accelerator_types``: ``name``, ``zone``, ``maximumCardsPerInstance``), paged like GCE: at
@@ -93,6 +100,8 @@ class FakeGce:
     slow_attach: bool = False
     # (zone, name) -> {(namespace, key): value}: what the VM's guest wrote (``publish``)
     guest_attributes: dict[tuple[str, str], dict[tuple[str, str], str]] = field(default_factory=dict)
+    # (region, name) -> resource policy (compact placement of a gang)
+    policies: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.lock = threading.RLock()
@@ -126,12 +135,12 @@ class FakeGce:
             inst = self.instances.get((zone, name))
             op = next((o for o in self.operations.values() if o["operationType"] == "compute.instances.preempted"
                        and o["targetLink"].endswith(f"/zones/{zone}/instances/{name}") and o["status"] != "DONE"), None)
-            if op is not None:
-                op.update(status="DONE", progress=100, endTime=ts(now))
+            if op is not None:  # done when due, whenever the fake's clock got here
+                op.update(status="DONE", progress=100, endTime=ts(due))
             if inst is None:
                 continue
             if inst.get("scheduling", {}).get("instanceTerminationAction") == "STOP":
-                inst.update(status="TERMINATED", lastStopTimestamp=ts(now))
+                inst.update(status="TERMINATED", lastStopTimestamp=ts(due))
             else:
                 self.remove_instance(zone, name)
         for inst in self.instances.values():
@@ -206,13 +215,14 @@ class FakeGce:
         now = self.now()
         name = body["name"]
         nat = f"10.{len(self.instances) // 250}.{len(self.instances) % 250}.{next(self._ids) % 250}"
+        serial = next(self._ids)
         inst = {
             **body, "kind": "compute#instance", "id": str(next(self._ids)),
             "zone": f"{BASE}/projects/{self.project}/zones/{zone}",
             "machineType": f"{BASE}/projects/{self.project}/{body['machineType']}",
             "status": "PROVISIONING", "creationTimestamp": ts(now), "_ready_at": now + timedelta(seconds=self.boot_s),
             "selfLink": f"{BASE}/projects/{self.project}/zones/{zone}/instances/{name}",
-            "networkInterfaces": [{"networkIP": "10.128.0.2", "accessConfigs": [
+            "networkInterfaces": [{"networkIP": f"10.128.{serial // 250}.{serial % 250 + 2}", "accessConfigs": [
                 {"name": "External NAT", "type": "ONE_TO_ONE_NAT", "natIP": nat}]}],
         }  # fmt: skip
         self.instances[(zone, name)] = inst
@@ -224,6 +234,9 @@ class FakeGce:
         if (zone, name) in self.instances:
             return 409, _error(409, f"The resource 'projects/{self.project}/zones/{zone}/instances/{name}' "
                                     "already exists", "alreadyExists")
+        refused = self._policy_refusal(zone, body)
+        if refused is not None:
+            return refused
         refusal = next((r for r in self.refusals if r.when(zone, body)), None)
         if refusal is not None:
             error = {"errors": [{"code": refusal.code, "message": f"{refusal.message}: {refusal.code}"}]}
@@ -233,6 +246,48 @@ class FakeGce:
             op = self._operation(zone, "insert", name)
         if request_id:
             self._by_request_id[request_id] = (zone, op["name"])
+        return 200, op
+
+    # -- resource policies (compact placement) ------------------------------------------------
+    def policy_link(self, region: str, name: str) -> str:
+        return f"{BASE}/projects/{self.project}/regions/{region}/resourcePolicies/{name}"
+
+    def _policy_key(self, url: str) -> tuple[str, str]:
+        parts = url.rstrip("/").split("/")
+        return parts[-3], parts[-1]
+
+    def policy_users(self, region: str, name: str) -> list[dict[str, Any]]:
+        return [i for i in self.instances.values()
+                if any(self._policy_key(u) == (region, name) for u in i.get("resourcePolicies") or ())]
+
+    def _policy_refusal(self, zone: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        for url in body.get("resourcePolicies") or ():
+            region, name = self._policy_key(url)
+            policy = self.policies.get((region, name))
+            if policy is None or not zone.startswith(region):
+                return 404, _error(404, f"The resource '{url}' was not found", "notFound")
+            users = self.policy_users(region, name)
+            count = int((policy.get("groupPlacementPolicy") or {}).get("vmCount") or 0)
+            if count and len(users) >= count:
+                return 400, _error(400, f"Resource policy {name} allows {count} VMs", "invalid")
+            zones = {str(u["zone"]).rsplit("/", 1)[-1] for u in users}
+            if zones and zones != {zone}:
+                return 400, _error(400, f"VMs of compact placement policy {name} must share one zone", "invalid")
+        return None
+
+    def insert_policy(self, region: str, body: dict[str, Any], request_id: str | None) -> tuple[int, dict[str, Any]]:
+        if request_id and request_id in self._by_request_id:
+            return 200, self.operations[self._by_request_id[request_id]]
+        name = body["name"]
+        if (region, name) in self.policies:
+            return 409, _error(409, f"The resource '{self.policy_link(region, name)}' already exists", "alreadyExists")
+        self.policies[(region, name)] = {
+            **body, "kind": "compute#resourcePolicy", "id": str(next(self._ids)), "status": "READY",
+            "region": f"{BASE}/projects/{self.project}/regions/{region}", "creationTimestamp": ts(self.now()),
+            "selfLink": self.policy_link(region, name)}
+        op = self._operation(region, "insert", name, target=self.policy_link(region, name))
+        if request_id:
+            self._by_request_id[request_id] = (region, op["name"])
         return 200, op
 
     def remove_instance(self, zone: str, name: str) -> None:
@@ -341,6 +396,7 @@ def matches(item: dict[str, Any], filter_: str) -> bool:
 
 
 _ZONE = r"/compute/v1/projects/(?P<p>[^/]+)/zones/(?P<z>[^/]+)"
+_REGION = r"/compute/v1/projects/(?P<p>[^/]+)/regions/(?P<r>[^/]+)"
 ROUTES = [
     ("POST", re.compile(_ZONE + r"/instances$"), "insert"),
     ("GET", re.compile(_ZONE + r"/instances$"), "list"),
@@ -353,6 +409,12 @@ ROUTES = [
     ("GET", re.compile(_ZONE + r"/disks/(?P<d>[^/]+)$"), "get_disk"),
     ("DELETE", re.compile(_ZONE + r"/disks/(?P<d>[^/]+)$"), "delete_disk"),
     ("GET", re.compile(r"/compute/v1/projects/(?P<p>[^/]+)/aggregated/disks$"), "agg_disks"),
+    ("POST", re.compile(_REGION + r"/resourcePolicies$"), "insert_policy"),
+    ("GET", re.compile(_REGION + r"/resourcePolicies/(?P<n>[^/]+)$"), "get_policy"),
+    ("DELETE", re.compile(_REGION + r"/resourcePolicies/(?P<n>[^/]+)$"), "delete_policy"),
+    ("GET", re.compile(r"/compute/v1/projects/(?P<p>[^/]+)/aggregated/resourcePolicies$"), "agg_policies"),
+    ("GET", re.compile(_REGION + r"/operations/(?P<o>[^/]+)$"), "region_op"),
+    ("POST", re.compile(_REGION + r"/operations/(?P<o>[^/]+)/wait$"), "region_op"),
     ("GET", re.compile(r"/compute/v1/projects/(?P<p>[^/]+)/aggregated/machineTypes$"), "agg_machine_types"),
     ("GET", re.compile(r"/compute/v1/projects/(?P<p>[^/]+)/aggregated/acceleratorTypes$"), "agg_accelerator_types"),
     ("GET", re.compile(_ZONE + r"/operations$"), "ops"),
@@ -488,6 +550,38 @@ def _handler(fake: FakeGce) -> type:
                          "selfLink": f"{BASE}/projects/{fake.project}/zones/{p['z']}/instances/{p['n']}"
                                      f"/guestAttributes/{path}",
                          "queryValue": {"items": items}}
+
+        def _insert_policy(self, p: dict[str, str], q: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
+            return fake.insert_policy(p["r"], body, q.get("requestId"))
+
+        def _get_policy(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+            policy = fake.policies.get((p["r"], p["n"]))
+            if policy is None:
+                return 404, _error(404, f"The resource '{fake.policy_link(p['r'], p['n'])}' was not found", "notFound")
+            return 200, policy
+
+        def _delete_policy(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+            status, policy = self._get_policy(p, q, body)
+            if status != 200:
+                return status, policy
+            users = fake.policy_users(p["r"], p["n"])
+            if users:
+                return 400, _error(400, f"The resource_policy resource '{policy['selfLink']}' is already being used "
+                                        f"by '{users[0]['selfLink']}'", "resourceInUseByAnotherResource")
+            del fake.policies[(p["r"], p["n"])]
+            return 200, fake._operation(p["r"], "delete", p["n"], target=policy["selfLink"])
+
+        def _agg_policies(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+            scoped: dict[str, dict[str, Any]] = {}
+            for (r, _), policy in fake.policies.items():
+                scoped.setdefault(f"regions/{r}", {"resourcePolicies": []})["resourcePolicies"].append(policy)
+            return 200, {"kind": "compute#resourcePolicyAggregatedList", "items": scoped}
+
+        def _region_op(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+            op = fake.operations.get((p["r"], p["o"]))
+            if op is None:
+                return 404, _error(404, f"operation {p['o']} not found", "notFound")
+            return 200, op
 
         def _op(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
             op = fake.operations.get((p["z"], p["o"]))

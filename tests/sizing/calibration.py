@@ -49,7 +49,7 @@ class Point:
         return gib
 
     def outside_torch(self, mode: str) -> float:
-        return CONTEXT_GIB + nccl_gib(self.gpus, mode)
+        return CONTEXT_GIB + nccl_gib(self.gpus, mode, self.workload.training)
 
     def error(self) -> float:
         """(estimate - measured) / measured; None-safe only for measured kinds."""

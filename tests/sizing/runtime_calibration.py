@@ -15,6 +15,7 @@ import yaml
 from gpuorch import gpus as gpu_table
 from gpuorch.gpus import GpuSpec
 from gpuorch.sizing import Workload
+from gpuorch.sizing.fabric import Fabric
 from gpuorch.sizing.runtime import training_tokens_per_s
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "runtime-calibration.yaml"
@@ -28,7 +29,7 @@ class Run:
     gpu: GpuSpec
     gpus: int
     nodes: int
-    fabric: str | None
+    fabric: Fabric | None
     tps_per_gpu: float
     workload: Workload
 
@@ -45,8 +46,13 @@ class Run:
 def _run(d: dict[str, Any]) -> Run:
     spec = gpu_table.lookup(d["gpu"])
     assert spec is not None, d["gpu"]
-    return Run(d["id"], d["source"], d["published"], spec, int(d["gpus"]), int(d.get("nodes", 1)), d.get("fabric"),
+    return Run(d["id"], d["source"], d["published"], spec, int(d["gpus"]), int(d.get("nodes", 1)), fabric(d),
                float(d["tps_per_gpu"]), Workload.model_validate(d["model"]))
+
+
+def fabric(d: dict[str, Any]) -> Fabric | None:
+    f = d.get("fabric")
+    return Fabric(str(f["kind"]), float(f["gbps"])) if f else None
 
 
 def load(path: Path = DATA) -> list[Run]:

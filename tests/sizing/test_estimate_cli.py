@@ -56,3 +56,16 @@ def test_the_knobs_reach_the_estimate():
 def test_bad_input_is_one_line_naming_the_flag(args, line):
     r = runner.invoke(app, ["estimate", *args])
     assert r.exit_code == 2 and r.stderr.startswith(line) and r.stderr.count("\n") == 1, r.output
+
+
+def test_fabric_sets_the_network_of_multi_node_layouts():
+    args = ["--preset", "llama-3.1-70b", "--method", "full", "--tokens", "1B", "--seq-len", "4096",
+            "--activation-checkpointing", "full"]
+    unknown, efa = estimate(*args), estimate(*args, "--fabric", "efa:3200")
+    assert unknown["fabric"] is None and efa["fabric"] == {"kind": "efa", "gbps": 3200.0}
+    multi = [(u, e) for u, e in zip(unknown["fits"], efa["fits"], strict=True) if u["nodes"] > 1]
+    one = [(u, e) for u, e in zip(unknown["fits"], efa["fits"], strict=True) if u["nodes"] == 1]
+    assert multi and all(e["est_hours"] < u["est_hours"] for u, e in multi)  # 100 Gb/s Ethernet is slower
+    assert all(e["est_hours"] == u["est_hours"] for u, e in one)  # one node: no fabric involved
+    r = runner.invoke(app, ["estimate", "--params", "7B", "--fabric", "myrinet:10"])
+    assert r.exit_code == 2 and r.output.strip().splitlines()[-1].startswith("error: --fabric: 'myrinet:10' is not")

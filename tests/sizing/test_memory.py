@@ -15,6 +15,7 @@ from gpuorch.sizing.memory import (
     LOSS_BYTES,
     NCCL_GIB,
     NF4_BYTES,
+    VLLM_TP_COMMUNICATORS,
     WORKSPACE_GIB,
     allowed_gib,
     checkpoint_bytes,
@@ -154,7 +155,10 @@ def test_fsdp_shards_fp32_master_states_and_a_frozen_base_in_its_own_dtype():
 def test_overhead_and_headroom():
     one = estimate_memory(Workload(params="1B", method="inference")).breakdown
     assert one["overhead"] == CONTEXT_GIB + WORKSPACE_GIB
+    # vLLM's TP workers hold two NCCL communicators (world and TP groups); a training group one.
     assert estimate_memory(Workload(params="1B", method="inference"), 2, "tp").breakdown["overhead"] == (
+        CONTEXT_GIB + WORKSPACE_GIB + VLLM_TP_COMMUNICATORS * NCCL_GIB)
+    assert estimate_memory(Workload(params="1B", method="full"), 2, "zero3").breakdown["overhead"] == (
         CONTEXT_GIB + WORKSPACE_GIB + NCCL_GIB)
     # A fit leaves HEADROOM of the usable memory free: an estimate inside it is refused.
     est = estimate_memory(Workload(params="7B", method="lora"))

@@ -56,3 +56,44 @@ def test_finish_first_holds_what_the_money_cannot_finish():
                                          u(3, 300, 0.0, running=False, held=True)])
     assert 3 not in waits and 2 in waits
 
+
+
+def test_under_a_pruning_rule_a_trial_runs_to_the_first_rung_before_finish_first_may_hold_it():
+    """bench/sweep.py seed 1: trials started before any estimate existed were held minutes later,
+    below the rung, and never resumed: spend that bought neither a pruning decision nor a finish."""
+    from gpuorch.sweeps.finish import first_rung, unjudged
+
+    def u(i, step, running=True, held=False):
+        return Unfinished(i, running, held, step, 0.1)
+
+    assert first_rung(0, []) is None and first_rung(0, [50, 100]) == 50 and first_rung(0, [0]) == 1
+    assert first_rung(200, [50]) == 200
+    trials = [u(1, 100), u(2, 38), u(3, None), u(4, None, running=False), u(5, 20, running=False, held=True),
+              u(6, 50)]
+    # 1 and 6 are at or past the rung (the rule has had its say); 5 is held (it resumes by finish-first's order)
+    assert unjudged(trials, 50) == {2, 3, 4}
+    assert unjudged(trials, None) == {1, 2, 3, 4, 6}  # nothing reported anywhere yet: no rung known
+    # what finish-first would hold, less what the rule has not judged yet
+    waits = finish_first(0.60, 0.30, 600, [u(1, 100), u(2, 38)])
+    assert set(waits) == {2} and set(waits) - unjudged([u(1, 100), u(2, 38)], 50) == set()
+
+
+def test_a_trial_started_before_any_estimate_reaches_the_rung_instead_of_being_held_below_it(store, clock, tmp_path):
+    """Through the reconciler: the second trial starts with no estimate yet; when the first one's
+    progress gives one, the cap cannot finish both. The second runs on to ASHA's rung (step 300)
+    and is pruned there, instead of being held at about step 60 with nothing to show for it."""
+    fake = FakeProvider(clock, script=FakeJobScript(duration_s=600, checkpoint_every_s=60, metrics=loss,
+                                                    metrics_every_s=30))
+    rec = Reconciler(store, {"fake": fake}, clock=clock, budget=Policy(decision_interval_s=30, stop_grace_s=60))
+    sweep = submit(store, clock, tmp_path, max_parallel=2, budget={"max_cost": 0.36},
+                   parameters={"LR": [0.003, 0.001]}, pruning={"rule": "asha", "min_steps": 300},
+                   objective={"metric": "loss", "mode": "min", "max_step": 600})
+    for _ in range(300):
+        rec.run_pass()
+        clock.advance(7)
+    first, second = trials(store, sweep.id)
+    assert first.status == JobStatus.SUCCEEDED
+    assert second.status == JobStatus.PRUNED, second.message
+    assert "at step 300" in (second.message or "")
+    r = report(store, sweep.id, clock)
+    assert r["spend"]["wasted"] == 0 and r["spent"] <= 0.36 + 1e-9

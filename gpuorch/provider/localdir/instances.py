@@ -117,8 +117,8 @@ class InstanceDir:
         processes killed) if a preemption deadline passed even though no reaper acted on it."""
         now = now or utcnow()
         meta = self.read().observed(now)
-        if meta.preemption_due(now):
-            meta = self.end(InstanceState.PREEMPTED, REASON_PREEMPTED, now)
+        if meta.preemption_due(now):  # reclaimed at its deadline, whenever a look gets to it
+            meta = self.end(InstanceState.PREEMPTED, REASON_PREEMPTED, min(now, meta.preemption_deadline or now))
         return meta
 
     def create(self, meta: Meta) -> bool:
