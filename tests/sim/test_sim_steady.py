@@ -172,6 +172,9 @@ def test_skipped_jobs_still_get_their_heartbeats_at_their_own_pace(store, make_s
     clock = FakeClock(datetime.now(UTC))  # the daemon's time; the sim's instances live in wall time
     rec = Reconciler(store, {"sim": sim}, clock=clock, settings=Settings(heartbeat_timeout_s=40.0))  # every 10 s
     ids = running(store, sim, rec, 2, tmp_path)
+    for _ in range(2):  # money corrects launched_at to the sim's wall-clock record once: a write, so decided again
+        clock.advance(2)
+        rec.run_pass()
     beats = {i: run_dir(store, sim, i) / "heartbeat" for i in ids}
     seen = {i: {path.stat().st_mtime_ns} for i, path in beats.items()}  # the ramp's last heartbeat
     skipped = []
