@@ -47,28 +47,15 @@ sys.path.insert(0, str(REPO / "providers"))
 sys.path.insert(0, str(REPO / "bench"))
 
 import yaml  # noqa: E402
+from daemon_kit import cpu_s, mem_mb, submit_all  # noqa: E402
 from placement import SHAPES, TOKENS, synthetic_catalog  # noqa: E402
-from recovery import submit_all  # noqa: E402
 from sqlmodel import func, select  # noqa: E402
 
 from gpuorch.store import Store  # noqa: E402
 from gpuorch.store.models import Attempt  # noqa: E402
 
 TRACES = REPO / "tests" / "data" / "spot-traces" / "aws-p3-2023"
-TICK = os.sysconf("SC_CLK_TCK")
 PASS_LINE = re.compile(r"pass (\w+) in ([0-9.]+) s")
-
-
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime, all threads
-
-
-def mem_mb(pid: int, key: str) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def job_fields(i: int, rng: random.Random) -> dict:

@@ -42,7 +42,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,9 +49,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "providers"))
 
 import yaml  # noqa: E402
+from daemon_kit import Agents, cpu_s, free_port, mem_mb, pass_totals, seed_running, submit_all  # noqa: E402
 from sqlmodel import func, select  # noqa: E402
 
-from gpuorch.agent.protocol import CONFIG_FILE, STATUS_FILE, AgentStatus, write_atomic  # noqa: E402
 from gpuorch.clock import FakeClock  # noqa: E402
 from gpuorch.jobs import intent as jobs  # noqa: E402
 from gpuorch.jobs.spec import parse_spec  # noqa: E402
@@ -65,7 +64,6 @@ from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider  # noqa: E
 TRACES = REPO / "tests" / "data" / "spot-traces" / "aws-p3-2023"
 POLL_S = 2.0  # the daemon's default (configs/daemon.yaml)
 RAMP_LIMIT_S = 1800  # 10,000 jobs launch in a few minutes on a loaded 2-core machine
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -74,140 +72,6 @@ def pct(values: list[float], q: float) -> float:
 
 
 # -- 1 and 2: a real daemon with 1,000 running sim jobs -------------------------------------------
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime, all threads
-
-
-def mem_mb(pid: int, key: str) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-class Agents:
-    """Plays the agents of ``agents: external`` instances: running, as soon as started."""
-
-    def __init__(self, instances: Path) -> None:
-        self.instances = instances
-        self.done: set[str] = set()
-
-    def step(self) -> int:
-        started = 0
-        if not self.instances.exists():
-            return 0
-        for d in os.scandir(self.instances):
-            if d.name in self.done or d.name.startswith("."):
-                continue
-            run = Path(d.path) / "run"
-            if (run / CONFIG_FILE).exists():
-                now = time.time()
-                write_atomic(run / STATUS_FILE, AgentStatus(state="running", started_at=now, running_since=now,
-                                                            updated_at=now).to_json())
-                self.done.add(d.name)
-                started += 1
-        return started
-
-
-SUBMIT_BATCH = 1000  # jobs per writing transaction when the bench submits them
-
-
-def submit_all(store: Store, specs: list[dict]) -> None:
-    """Queue the jobs as ``jobs.submit`` does (a job row and its ``submitted`` event each), a
-    thousand per transaction: 10,000 single-job transactions take minutes on a loaded machine."""
-    from gpuorch.jobs import events
-    from gpuorch.store.models import Job, JobStatus
-
-    parsed = [parse_spec(spec) for spec in specs]
-    for k in range(0, len(parsed), SUBMIT_BATCH):
-        with store.write() as s:
-            now = datetime.now(UTC)
-            rows = [Job(name=p.name, spec=p.model_dump_json(), status=JobStatus.QUEUED, created_at=now, updated_at=now)
-                    for p in parsed[k:k + SUBMIT_BATCH]]
-            s.add_all(rows)
-            s.flush()
-            for job in rows:
-                events.record(s, now, "submitted", f"job {job.name} queued", job_id=job.id)
-
-
-def seed_running(store: Store, home: Path, sim: dict, spec: dict, n: int) -> set[str]:
-    """The fast ramp (``--seed-running``): job 1 goes the real way (submitted, launched on the
-    sim and its agent played by a reconciler in this process, which then releases its lease);
-    jobs 2..n are copies of its job and attempt rows and of its sim instance's files (the record,
-    ``agent.json``, ``status.json``), each with its own id, client token and tags, written in bulk.
-    The daemon then adopts n running jobs at its first pass, as after a restart. Launching 10,000
-    jobs through the daemon takes over 20 minutes on a loaded 2-core machine; this takes seconds,
-    and the steady state it measures is the same. Returns the instance ids (their agents are
-    played already)."""
-    from gpuorch.provider.localdir import instance_id_for
-    from gpuorch.provider.port import TAG_JOB, client_token
-    from gpuorch_sim.provider import SimProvider
-
-    p = SimProvider.from_config(sim, home)
-    rec = Reconciler(store, {"sim": p}, settings=Settings(poll_s=POLL_S))
-    submit_all(store, [{**spec, "name": "job-0"}])
-    agents = Agents(home / "sim" / "instances")
-    for _ in range(600):
-        rec.run_pass()
-        agents.step()
-        with store.read() as s:
-            if s.exec(select(func.count()).select_from(Attempt).where(Attempt.status == AttemptStatus.RUNNING)).one():
-                break
-        time.sleep(0.1)
-    rec.release_leases()
-    rec.pool.close()
-    rec.reads.close()
-    with store.read() as s:
-        job, att = s.exec(select(Job)).one(), s.exec(select(Attempt)).one()
-    root = home / "sim" / "instances"
-    src = root / str(att.instance_id)
-    meta = json.loads((src / "meta.json").read_text())
-    agent_json, status_json = (src / "run" / CONFIG_FILE).read_text(), (src / "run" / STATUS_FILE).read_text()
-    job_cols = job.model_dump(exclude={"id", "lease_owner", "lease_expires"})
-    att_cols = att.model_dump(exclude={"id", "job_id", "instance_id"})
-    seeded = {str(att.instance_id)}
-    for k in range(1, n, SUBMIT_BATCH):
-        with store.write() as s:
-            rows = [Job(**{**job_cols, "name": f"job-{i}"}) for i in range(k, min(n, k + SUBMIT_BATCH))]
-            s.add_all(rows)
-            s.flush()
-            for j in rows:
-                token = client_token(j.id or 0, att.number, store.installation_id)
-                iid = instance_id_for(token, "sim")
-                run = root / iid / "run"
-                run.mkdir(parents=True)
-                (root / iid / "meta.json").write_text(json.dumps(
-                    {**meta, "id": iid, "client_token": token, "tags": {**meta["tags"], TAG_JOB: str(j.id)}}))
-                (run / CONFIG_FILE).write_text(agent_json)
-                (run / STATUS_FILE).write_text(status_json)
-                s.add(Attempt(**{**att_cols, "job_id": j.id, "instance_id": iid}))
-                seeded.add(iid)
-    return seeded
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def pass_totals(port: int) -> tuple[float, int]:
-    """(seconds, count) of the daemon's passes so far, from its /metrics."""
-    from urllib.request import urlopen
-
-    total, count = 0.0, 0
-    with urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:  # noqa: S310 (a local daemon)
-        for line in r.read().decode().splitlines():
-            if line.startswith("gpuorch_reconcile_pass_duration_seconds_sum"):
-                total = float(line.split()[-1])
-            elif line.startswith("gpuorch_reconcile_pass_duration_seconds_count"):
-                count = int(float(line.split()[-1]))
-    return total, count
-
-
 def fresh_database(server: str) -> tuple[str, str]:
     """A new empty database on the PostgreSQL server ``server`` (a SQLAlchemy URL naming any
     database there): (its URL, its name)."""
@@ -242,7 +106,7 @@ def daemon_bench(n: int, window: float, notices: int, rng: random.Random, url: s
     store = Store(url)
     spec = {"run": "python train.py", "spot_policy": "on-demand", "providers": ["sim"],
             "checkpoint": {"store": f"file://{home / 'ckpt'}", "interval": "10m"}}
-    seeded = seed_running(store, home, sim, spec, n) if seed else set()
+    seeded = seed_running(store, home, sim, spec, n, POLL_S) if seed else set()
     if not seed:
         submit_all(store, [{**spec, "name": f"job-{i}"} for i in range(n)])
     env = {**os.environ, "GPUORCH_HOME": str(home), "GPUORCH_DATABASE_URL": url}
