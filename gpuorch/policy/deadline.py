@@ -9,6 +9,10 @@ on-demand can meet the deadline. Rules, first match wins:
    provided the slack still covers this changeover plus one more to fall back to on-demand.
    From on-demand, only once that spot has been up for ``confirm`` changeovers' time: most
    runs that end sooner are blips that would buy two changeovers for almost no spot time.
+   When the slack covers fewer than ``scarce`` changeovers, that wait grows in proportion
+   (``confirm x scarce / changeovers left``): a move off on-demand spends two of the few
+   changeovers left (there and, at the preemption, back), and once they are gone the job runs
+   on on-demand to the end, so the last ones go to runs that have lasted longest.
 3. Stay on on-demand (rather than idle) while no spot qualifies: idling from on-demand and
    coming back costs a changeover.
 4. With no spot anywhere: idle while the slack left after this tick stays at or above a
@@ -17,7 +21,10 @@ on-demand can meet the deadline. Rules, first match wins:
    back more than a few hours of a loose deadline buys on-demand that long outages rarely
    need. With several zones it is never less than ``multi_zone_floor`` changeovers: the job
    moves on every preemption, and running out of slack for moves late in the job (after an
-   outage of every zone) would leave it on on-demand to the end.
+   outage of every zone) would leave it on on-demand to the end. But never start on-demand
+   when that would leave too little slack ever to leave it (fewer than the two changeovers of
+   a spot run and its fallback): wait for spot instead while a start from idle stays safe,
+   since on-demand now would be on-demand to the end.
 5. The shared deadline guard (:func:`gpuorch.policy.baselines.deadline_guard`) has the last
    word, so a feasible deadline is never missed.
 
@@ -50,6 +57,7 @@ class GpuorchPolicy:
     reserve_cap_h: float = 6.0
     confirm: float = 2.0
     multi_zone_floor: float = 12.0
+    scarce: float = 8.0
     name: str = "gpuorch"
 
     def reserve_ticks(self, job: Job, state: State, zones: int = 1) -> float:
@@ -61,6 +69,11 @@ class GpuorchPolicy:
             reserve = max(reserve, self.multi_zone_floor * job.changeover_s / job.gap_s)
         return reserve
 
+    def confirm_s(self, job: Job, state: State) -> float:
+        """How long a spot run must have lasted before the job leaves on-demand for it, in seconds."""
+        left = state.slack_ticks(job, 1) * job.gap_s / max(job.changeover_s, 1)  # changeovers the slack covers
+        return self.confirm * job.changeover_s * max(1.0, self.scarce / max(left, 1e-9))
+
     def decide(self, job: Job, state: State, obs: Observation) -> Action:
         running = live_spot(state)
         spot = running or best_spot_zone(obs)
@@ -71,10 +84,14 @@ class GpuorchPolicy:
         elif (
             spot is not None
             and state.slack_ticks(job, 2) > 0
-            and (not on_demand or obs.up_ticks[spot.zone] * job.gap_s >= self.confirm * job.changeover_s)
+            and (not on_demand or obs.up_ticks[spot.zone] * job.gap_s >= self.confirm_s(job, state))
         ):
             action = spot
-        elif on_demand or state.slack_ticks(job, 1) - 1 < self.reserve_ticks(job, state, len(obs.spot)):
+        elif on_demand:
+            action = OD
+        elif spot is None and state.slack_ticks(job, 3) <= 0 and state.slack_ticks(job, 2) - 1 > 0:
+            action = None  # on-demand now would be for good: wait while a spot start stays safe
+        elif state.slack_ticks(job, 1) - 1 < self.reserve_ticks(job, state, len(obs.spot)):
             action = OD
         else:
             action = None

@@ -171,6 +171,12 @@ def decide_live(sit: Situation, policy: GpuorchPolicy | None = None) -> LiveDeci
         else:
             why = f"no spot capacity and slack {_hours(slack)} is down to the reserve {_hours(reserve)}"
         return out("on-demand", None, f"on-demand: {why}")
+    if (saved.slack_ticks(job, 2) - 1) * GAP_S < at_risk:  # spot would be refused by then: waiting buys nothing
+        return out("on-demand", None, f"on-demand: no spot capacity, and slack {_hours(slack)} could no longer "
+                   f"absorb a preemption ({_hours(at_risk)} of work at risk) and a second start-up")
+    if slack < reserve:  # the policy's rule 4: on-demand now would be on-demand to the end
+        return out("wait", None, f"waits for spot capacity: slack {_hours(slack)} is below the reserve "
+                   f"{_hours(reserve)}, but on-demand now would leave too little to ever move to spot")
     return out("wait", None, f"waits for spot capacity: slack {_hours(slack)} is above the reserve {_hours(reserve)}")
 
 

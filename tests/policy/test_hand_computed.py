@@ -16,8 +16,10 @@ from gpuorch.policy import (
     GpuorchPolicy,
     GreedyPolicy,
     Job,
+    Observation,
     OnDemandPolicy,
     Placement,
+    State,
     UniformProgressPolicy,
 )
 from gpuorch.policy.optimal import optimal_costs, optimal_plan
@@ -35,8 +37,10 @@ CASES = {
         # time 4 h = remaining 2.5 h + 2 changeovers rounded up -> on-demand for good, t4-6.
         "uniform-progress": (11, 2, 3),
         # At t2, slack after idling (2 ticks) falls below the reserve (4 x 6/8 = 3): on-demand
-        # t2-3 (3.0 h done), spot t4-5.
-        "gpuorch": (10, 4, 2),
+        # t2-3 (3.0 h done). At t4 spot is back, but the slack (2 ticks) covers only 4 changeovers,
+        # fewer than `scarce` (8): leaving on-demand needs a run of 2 x 0.5 h x 8/4 = 2 h and this
+        # one is 1 h old, so on-demand t4 finishes the job.
+        "gpuorch": (11, 2, 3),
     },
     "00011000": {
         # Idles while slack lasts; at t3 no slack is left for a spot start -> on-demand t3-7.
@@ -44,8 +48,10 @@ CASES = {
         "greedy": (15, 0, 5),
         # Behind the line from t1: on-demand t1-5; spot never comes 2 changeovers ahead.
         "uniform-progress": (15, 0, 5),
-        # No slack to spare above the reserve at t0: on-demand t0-2 (2.5 h), spot t3-4.
-        "gpuorch": (11, 2, 3),
+        # No slack to spare above the reserve at t0: on-demand t0-2 (2.5 h). At t3 the slack (3
+        # ticks) covers 6 changeovers, fewer than 8: leaving on-demand needs a run of 2 x 0.5 h x
+        # 8/6 = 1.3 h and this one is 1 h old: on-demand t3 (3.5 h); at t4 it is 2 h old: spot t4.
+        "gpuorch": (13, 1, 4),
     },
 }
 OPTIMAL = {"11001111": 5, "00011000": 11}
@@ -122,3 +128,44 @@ def test_on_demand_zone_is_irrelevant() -> None:
     outcome = simulate(Wandering(), hourly_job(), trace("00000000", "00000000"))
     assert (outcome.cost, outcome.changeovers) == (15, 1)
     assert Placement("on-demand", 0) == OD
+
+
+# The rules of GpuorchPolicy that turn on how many changeovers the slack still covers, on a job of
+# 1-minute ticks, 10-minute changeovers and 4 h of work (``State`` and ``Observation`` by hand).
+RULES_JOB = Job.from_hours(work_h=4, deadline_h=8, changeover_h=1 / 6, gap_s=60, on_demand_price=3, spot_price=1)
+
+
+def state_with_slack(changeovers: float, placement: Placement | None = None) -> State:
+    """The state 4 h in whose slack, once one more changeover is paid, is ``changeovers`` changeovers."""
+    tick = 240
+    slack_ticks = round(changeovers * 10)
+    done = (tick + 10 + slack_ticks) * 60 - (RULES_JOB.deadline_ticks * 60 - RULES_JOB.work_s)
+    state = State(tick, done, placement, 0)
+    assert state.slack_ticks(RULES_JOB, 1) == slack_ticks
+    return state
+
+
+def market(*up_minutes: int) -> Observation:
+    return Observation(tuple(m > 0 for m in up_minutes), tuple(up_minutes), tuple(1.0 for _ in up_minutes), 1.0)
+
+
+def test_no_spot_and_on_demand_would_be_for_good_waits_while_a_spot_start_stays_safe() -> None:
+    policy = GpuorchPolicy()
+    # 1.5 changeovers of slack after on-demand's start-up: too little ever to move to spot and
+    # back (2), so on-demand now would be for good: it waits (a spot start needs more than 1)
+    assert policy.decide(RULES_JOB, state_with_slack(1.5), market(0, 0)) is None
+    # 2.5: on-demand now still leaves room to leave it later; the reserve rule sends it there
+    assert policy.decide(RULES_JOB, state_with_slack(2.5), market(0, 0)) == OD
+    # 1: a spot start could no longer fall back, so waiting buys nothing: on-demand
+    assert policy.decide(RULES_JOB, state_with_slack(1), market(0, 0)) == OD
+
+
+def test_leaving_on_demand_needs_a_longer_run_when_few_changeovers_are_left() -> None:
+    policy, spot = GpuorchPolicy(), Placement(SPOT, 1)
+    # 20 changeovers of slack: a run of 2 changeovers (20 min) is enough to leave on-demand
+    assert policy.decide(RULES_JOB, state_with_slack(20, OD), market(0, 25)) == spot
+    # 4 left: it needs 2 x 8/4 = 4 changeovers (40 min) of run
+    assert policy.decide(RULES_JOB, state_with_slack(4, OD), market(0, 25)) == OD
+    assert policy.decide(RULES_JOB, state_with_slack(4, OD), market(0, 40)) == spot
+    # from idle, spot is taken at once whatever is left (the wait would spend the same slack)
+    assert policy.decide(RULES_JOB, state_with_slack(4), market(0, 1)) == spot

@@ -37,6 +37,16 @@ def test_no_spot_and_slack_down_to_the_reserve_goes_on_demand():
     assert "down to the reserve" in d.reason
 
 
+def test_no_spot_and_too_little_slack_ever_to_leave_on_demand_waits_while_spot_stays_safe():
+    # 20 min of slack (one 634 s start-up leaves too little for a later spot run and its fallback):
+    # on-demand now would be on-demand to the end, so it waits for spot capacity instead
+    d = decide_live(sit(deadline_h=4 + 30.6 / 60, checkpoint_s=300.0))
+    assert d.kind == "wait" and d.slack_s < d.reserve_s and "too little to ever move to spot" in d.reason
+    # checkpoints every 10 min: a spot launch would already be refused for risk, so waiting buys nothing
+    d = decide_live(sit(deadline_h=4 + 30.6 / 60, checkpoint_s=600.0))
+    assert d.kind == "on-demand" and "could no longer absorb a preemption" in d.reason
+
+
 def test_no_slack_goes_on_demand_even_with_spot():
     d = decide_live(sit(deadline_h=4 + 20 / 60, markets=(A, B)))  # 20 min of slack: not two start-ups
     assert d.kind == "on-demand" and 0 < d.slack_s < 2 * 634 and "too risky" in d.reason
