@@ -3,7 +3,8 @@ it ships with the repository, the simulator and the optimum reproduce the data R
 from two independent implementations on it, and the gpuorch policy's single-region properties hold.
 
 The multi-region 5% target is measured by ``bench/policy.py`` (docs/benchmarks.md), not here:
-on this set it is not met (about 9% above the optimum at 52 h / 0.1 h).
+on this set it is not met (9.2%, 13.4% and 9.4% above the optimum at 52 h / 0.1 h, 52 h / 0.2 h
+and 70 h / 0.2 h). The multi-region test below guards the 52 h / 0.1 h level reached, no more.
 """
 
 from __future__ import annotations
@@ -67,6 +68,15 @@ def test_gpuorch_single_region_costs_no_more_than_uniform_progress_and_misses_no
     assert 104.8 - 0.05 <= up <= 109.5 + 0.05  # the README's Uniform Progress range
     assert missed == up_missed == 0
     assert ours <= up
+
+
+def test_multi_region_gpuorch_misses_nothing_and_stays_within_ten_percent_of_the_optimum(setting) -> None:
+    """A regression guard at the level measured (+9.2%), not the 5% target, which is not met."""
+    avail, job, starts = setting
+    runs = [simulate(GpuorchPolicy(), job, avail, int(s)) for s in starts]
+    best = optimal_costs(job, np.stack([avail[:, s : s + job.deadline_ticks] for s in starts]))
+    assert not any(r.missed for r in runs)
+    assert np.mean([r.cost for r in runs]) <= 1.10 * best.mean()
 
 
 def test_uptime_looks_back_one_day_whatever_the_tick() -> None:
