@@ -9,10 +9,11 @@ on-demand can meet the deadline. Rules, first match wins:
    provided the slack still covers this changeover plus one more to fall back to on-demand.
    From on-demand, only once that spot has been up for ``confirm`` changeovers' time: most
    runs that end sooner are blips that would buy two changeovers for almost no spot time.
-   When the slack covers fewer than ``scarce`` changeovers, that wait grows in proportion
-   (``confirm x scarce / changeovers left``): a move off on-demand spends two of the few
-   changeovers left (there and, at the preemption, back), and once they are gone the job runs
-   on on-demand to the end, so the last ones go to runs that have lasted longest.
+   When the slack covers fewer changeovers than one per ``scarce_h`` hours of the job's work
+   (8 for a 48 h job), that wait grows in proportion (``confirm x that number / changeovers
+   left``): a move off on-demand spends two of the few changeovers left (there and, at the
+   preemption, back), and once they are gone the job runs on on-demand to the end, so the last
+   ones go to runs that have lasted longest.
 3. Stay on on-demand (rather than idle) while no spot qualifies: idling from on-demand and
    coming back costs a changeover.
 4. With no spot anywhere: idle while the slack left after this tick stays at or above a
@@ -57,7 +58,7 @@ class GpuorchPolicy:
     reserve_cap_h: float = 6.0
     confirm: float = 2.0
     multi_zone_floor: float = 12.0
-    scarce: float = 8.0
+    scarce_h: float = 6.0
     name: str = "gpuorch"
 
     def reserve_ticks(self, job: Job, state: State, zones: int = 1) -> float:
@@ -72,7 +73,8 @@ class GpuorchPolicy:
     def confirm_s(self, job: Job, state: State) -> float:
         """How long a spot run must have lasted before the job leaves on-demand for it, in seconds."""
         left = state.slack_ticks(job, 1) * job.gap_s / max(job.changeover_s, 1)  # changeovers the slack covers
-        return self.confirm * job.changeover_s * max(1.0, self.scarce / max(left, 1e-9))
+        scarce = job.work_s / (self.scarce_h * 3600)  # one changeover per scarce_h hours of work: 8 for 48 h
+        return self.confirm * job.changeover_s * max(1.0, scarce / max(left, 1e-9))
 
     def decide(self, job: Job, state: State, obs: Observation) -> Action:
         running = live_spot(state)

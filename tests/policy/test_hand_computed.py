@@ -37,10 +37,8 @@ CASES = {
         # time 4 h = remaining 2.5 h + 2 changeovers rounded up -> on-demand for good, t4-6.
         "uniform-progress": (11, 2, 3),
         # At t2, slack after idling (2 ticks) falls below the reserve (4 x 6/8 = 3): on-demand
-        # t2-3 (3.0 h done). At t4 spot is back, but the slack (2 ticks) covers only 4 changeovers,
-        # fewer than `scarce` (8): leaving on-demand needs a run of 2 x 0.5 h x 8/4 = 2 h and this
-        # one is 1 h old, so on-demand t4 finishes the job.
-        "gpuorch": (11, 2, 3),
+        # t2-3 (3.0 h done), spot t4-5.
+        "gpuorch": (10, 4, 2),
     },
     "00011000": {
         # Idles while slack lasts; at t3 no slack is left for a spot start -> on-demand t3-7.
@@ -48,10 +46,8 @@ CASES = {
         "greedy": (15, 0, 5),
         # Behind the line from t1: on-demand t1-5; spot never comes 2 changeovers ahead.
         "uniform-progress": (15, 0, 5),
-        # No slack to spare above the reserve at t0: on-demand t0-2 (2.5 h). At t3 the slack (3
-        # ticks) covers 6 changeovers, fewer than 8: leaving on-demand needs a run of 2 x 0.5 h x
-        # 8/6 = 1.3 h and this one is 1 h old: on-demand t3 (3.5 h); at t4 it is 2 h old: spot t4.
-        "gpuorch": (13, 1, 4),
+        # No slack to spare above the reserve at t0: on-demand t0-2 (2.5 h), spot t3-4.
+        "gpuorch": (11, 2, 3),
     },
 }
 OPTIMAL = {"11001111": 5, "00011000": 11}
@@ -130,14 +126,14 @@ def test_on_demand_zone_is_irrelevant() -> None:
     assert Placement("on-demand", 0) == OD
 
 
-# The rules of GpuorchPolicy that turn on how many changeovers the slack still covers, on a job of
-# 1-minute ticks, 10-minute changeovers and 4 h of work (``State`` and ``Observation`` by hand).
-RULES_JOB = Job.from_hours(work_h=4, deadline_h=8, changeover_h=1 / 6, gap_s=60, on_demand_price=3, spot_price=1)
+# The rules of GpuorchPolicy that turn on how many changeovers the slack still covers, on a 48 h
+# job of 1-minute ticks and 10-minute changeovers, 10 h in (``State`` and ``Observation`` by hand).
+RULES_JOB = Job.from_hours(work_h=48, deadline_h=56, changeover_h=1 / 6, gap_s=60, on_demand_price=3, spot_price=1)
 
 
 def state_with_slack(changeovers: float, placement: Placement | None = None) -> State:
-    """The state 4 h in whose slack, once one more changeover is paid, is ``changeovers`` changeovers."""
-    tick = 240
+    """The state 10 h in whose slack, once one more changeover is paid, is ``changeovers`` changeovers."""
+    tick = 600
     slack_ticks = round(changeovers * 10)
     done = (tick + 10 + slack_ticks) * 60 - (RULES_JOB.deadline_ticks * 60 - RULES_JOB.work_s)
     state = State(tick, done, placement, 0)
@@ -164,8 +160,11 @@ def test_leaving_on_demand_needs_a_longer_run_when_few_changeovers_are_left() ->
     policy, spot = GpuorchPolicy(), Placement(SPOT, 1)
     # 20 changeovers of slack: a run of 2 changeovers (20 min) is enough to leave on-demand
     assert policy.decide(RULES_JOB, state_with_slack(20, OD), market(0, 25)) == spot
-    # 4 left: it needs 2 x 8/4 = 4 changeovers (40 min) of run
+    # 4 left, fewer than one per 6 h of the 48 h of work (8): it needs 2 x 8/4 = 4 changeovers (40 min)
     assert policy.decide(RULES_JOB, state_with_slack(4, OD), market(0, 25)) == OD
     assert policy.decide(RULES_JOB, state_with_slack(4, OD), market(0, 40)) == spot
     # from idle, spot is taken at once whatever is left (the wait would spend the same slack)
     assert policy.decide(RULES_JOB, state_with_slack(4), market(0, 1)) == spot
+    # a 4 h job needs fewer changeovers (one per 6 h: 0.7): with 5 left, a run of 2 changeovers is enough
+    short = Job.from_hours(work_h=4, deadline_h=8, changeover_h=1 / 6, gap_s=60, on_demand_price=3, spot_price=1)
+    assert policy.confirm_s(short, State(240, short.work_s - 3 * 3600 + 60, OD, 0)) == 2 * 600
