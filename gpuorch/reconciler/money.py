@@ -122,8 +122,10 @@ class Money:
                 firsts = [pts[0][0] for h in s.exec(select(Job.objective_history).where(Job.sweep_id == w.id)).all()
                           if (pts := parse_history(h))]
                 rung = first_rung(self._rules[w.id][0].min_steps, firsts)
+            pruned = [ledger.jobs[j].spent for j in s.exec(select(Job.id).where(
+                Job.sweep_id == w.id, Job.status == JobStatus.PRUNED)).all() if j in ledger.jobs] if rung else []
             out.update(finish_first(w.max_cost, spent, max_step, trials, finished, pruning=w.id in self._rules,
-                                    rung=rung))
+                                    rung=rung, pruned=pruned))
         return out, resuming
 
     def begin_pass(self, observed: Mapping[tuple[str, int, int], Instance] | None = None) -> None:
@@ -200,7 +202,24 @@ class Money:
             return gate.hold.message
         if not gate.affords(cand):
             return f"launch refused: its worst case ${gate.need(cand):.4f} does not fit the budget"
-        return None
+        return self._unproven(s, job, spec, cand)
+
+    def _unproven(self, s: Session, job: Job, spec: JobSpec, cand: Candidate) -> str | None:
+        """A sweep naming ``objective.max_step`` bets one trial at a time on spot until it has
+        checkpointed: a spot launch of a
+        checkpointing trial waits while another trial's live spot attempt has no checkpoint yet
+        (one reclaim, above all one without notice, would take every trial started together with
+        nothing saved; bench/sweep.py seed 4: three trials lost together in us-east-1d). It waits
+        rather than go to a dearer market: the cap is spent on the same offers, a few minutes later."""
+        if job.sweep_id not in self._max_steps or not cand.spot or spec.checkpoint is None:
+            return None  # with objective.max_step: the sweep keeps its money for trials that finish
+        other = s.exec(select(Attempt.job_id, Attempt.zone).join(Job, col(Job.id) == col(Attempt.job_id)).where(
+            Job.sweep_id == job.sweep_id, Attempt.job_id != job.id, Attempt.status != AttemptStatus.ENDED,
+            col(Attempt.spot).is_(True), col(Attempt.last_checkpoint).is_(None))).first()
+        if other is None:
+            return None
+        return (f"waiting: trial {other[0]} of the sweep has no checkpoint yet on spot ({other[1]}); one new "
+                "spot trial at a time until it has one")
 
     def runway_until(self, spec: JobSpec, cand: Candidate, now: datetime) -> datetime:
         """The end of the runway a launch on ``cand`` is admitted with (``Attempt.runway_until``)."""

@@ -45,12 +45,14 @@ class Unfinished:
 
 def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[Unfinished],
                  finished: Sequence[Unfinished] = (), *, pruning: bool = False,
-                 rung: int | None = None) -> dict[int, str]:
+                 rung: int | None = None, pruned: Sequence[float] = ()) -> dict[int, str]:
     """Job id -> why it waits: the trials the money cannot carry to ``max_step`` after the ones
     before them (see the module docstring); ``finished``: the sweep's succeeded trials, whose
     spend per step informs the estimate. Empty while nothing can be estimated. With ``pruning``
     (first decision at ``rung``; None: none known yet), a running trial below the rung is never
-    held and counts the money to the rung, and a fresh one needs that money only."""
+    held and counts the money to the rung, and a fresh one needs that money only: at least what
+    the sweep's ``pruned`` trials spent each on average (start-up and final checkpoint
+    included), or the steps to the rung at the sweep's rate."""
     done = [t for t in finished if t.step and t.step > 0 and t.cost > 0]
     ran = done or [t for t in trials if t.step and t.step >= max_step * EVIDENCE and t.cost > 0]
     if not ran:
@@ -67,6 +69,8 @@ def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[
         step = t.step if t.step and t.step > 0 else 0.0
         to_rung = t.job_id in early and rung is not None
         left = max(0.0, (rung if to_rung else max_step) - step) * rate  # type: ignore[operator]
+        if to_rung and pruned:  # what getting to a rung cost the trials that ended there
+            left = max(left, sum(pruned) / len(pruned) - t.cost)
         fresh = not t.running and not t.held and not progressed(t)
         # a start must clearly fit (no hold, resume, hold again), unless nothing is ahead of it
         margin = 1.0 if t.running or first else RESUME_MARGIN
