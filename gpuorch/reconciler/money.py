@@ -209,10 +209,14 @@ class Money:
         checkpointed: a spot launch of a
         checkpointing trial waits while another trial's live spot attempt has no checkpoint yet
         (one reclaim, above all one without notice, would take every trial started together with
-        nothing saved; bench/sweep.py seed 4: three trials lost together in us-east-1d). It waits
+        nothing saved; bench/sweep.py seed 4: three trials lost together in us-east-1d). Only fresh
+        trials wait (seed 1: the preempted leader waited behind a fresh trial and lost its place). It waits
         rather than go to a dearer market: the cap is spent on the same offers, a few minutes later."""
         if job.sweep_id not in self._max_steps or not cand.spot or spec.checkpoint is None:
             return None  # with objective.max_step: the sweep keeps its money for trials that finish
+        step = json.loads(job.metrics).get("step") if job.metrics else None
+        if job.status == JobStatus.HELD or (isinstance(step, int | float) and step > 0):
+            return None  # a trial with progress resumes: it is the one the money is kept for
         other = s.exec(select(Attempt.job_id, Attempt.zone).join(Job, col(Job.id) == col(Attempt.job_id)).where(
             Job.sweep_id == job.sweep_id, Attempt.job_id != job.id, Attempt.status != AttemptStatus.ENDED,
             col(Attempt.spot).is_(True), col(Attempt.last_checkpoint).is_(None))).first()
