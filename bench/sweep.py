@@ -40,6 +40,7 @@ import argparse
 import json
 import math
 import random
+import re
 import sys
 import tempfile
 import time
@@ -127,6 +128,16 @@ TEMPLATE = {"run": "python train.py --lr {LR} --seed {SEED}", "resources": {"gpu
             "retry": {"max_preemptions": 100}}
 
 
+def maker(made: dict[tuple[int, str], int], job_id: int, name: str) -> int | None:
+    """The attempt that wrote checkpoint ``name``: its row's, else the number the scripted job
+    puts in the name (``p000300-a7``: attempt 7 uploaded it, and was lost before the daemon read
+    its report, so no row records it, though a later attempt restored it)."""
+    if (job_id, name) in made:
+        return made[(job_id, name)]
+    m = re.search(r"-a(\d+)$", name)
+    return int(m.group(1)) if m else None
+
+
 def run(seed: int, hours: float, parallel: int, cap: float | None, rule: str | None, workdir: Path,
         stop_at_spend: float | None = None, finish_first: bool = False) -> dict:
     clock = FakeClock(START)
@@ -176,8 +187,7 @@ def run(seed: int, hours: float, parallel: int, cap: float | None, rule: str | N
         jobs = intent.trials_of(s, sweep.id or 0)
         attempts = list(s.exec(select(Attempt).where(Attempt.job_id.in_([j.id for j in jobs]))))  # type: ignore[union-attr]
         made = {(c.job_id, c.name): c.attempt for c in s.exec(select(Checkpoint))}
-    resumed = {(a.job_id, made[(a.job_id, a.resumed_from)]) for a in attempts
-               if a.resumed_from and (a.job_id, a.resumed_from) in made}
+    resumed = {(a.job_id, n) for a in attempts if a.resumed_from and (n := maker(made, a.job_id, a.resumed_from))}
     useful_reasons = {TerminationReason.SUCCEEDED.value, "pruned"}
     spend = wasted = 0.0
     for a in attempts:

@@ -1,8 +1,9 @@
 """Time as a dependency: the daemon uses the wall clock, tests a FakeClock they advance.
 
 Market time: a simulated provider (the sim) replays its markets ``time_scale`` times faster than
-the wall clock. Its policy timers - back-offs, zone avoidance - are market durations: a 300 s
-back-off at 120x rests 2.5 wall seconds, not 10 market hours. ``SimulatedMarket`` is how such
+the wall clock. Its policy timers - back-offs, zone avoidance, the no-offer retry, the deadline
+policy's re-check and probe holds - are market durations: a 300 s back-off at 120x rests 2.5
+wall seconds, not 10 market hours. ``SimulatedMarket`` is how such
 a provider says so; ``time_scale`` and ``wall_s`` are what the daemon converts with.
 """
 
@@ -45,6 +46,15 @@ def time_scales(providers: Mapping[str, object]) -> tuple[tuple[str, float], ...
 def wall_s(market_s: float, scale: float) -> float:
     """Wall seconds of a policy duration stated in market seconds."""
     return market_s / scale if scale > 0 else market_s
+
+
+def scale_of(scales: tuple[tuple[str, float], ...], provider: str | None = None) -> float:
+    """The market clock of ``provider`` among ``scales`` (``Settings.time_scales``: 1 when it is
+    not simulated); with no provider, the fastest market there (a timer that waits for any
+    provider's market to change, like the no-offer retry)."""
+    if provider is None:
+        return max((sc for _, sc in scales), default=1.0)
+    return dict(scales).get(provider, 1.0)
 
 
 class SystemClock:

@@ -173,7 +173,8 @@ class SweepState:
     deadline: datetime | None
     max_parallel: int
     in_flight: int  # trials starting, running or recovering
-    held: int = 0  # trials held (they resume before fresh trials start)
+    held: int = 0  # trials held that may resume now (they resume before fresh trials start)
+    resuming: frozenset[int] = frozenset()  # queued trials with progress (a preemption's): they go with held ones
 
 
 @dataclass
@@ -347,7 +348,7 @@ def gate_for(job: Job, spec: JobSpec, sweep: SweepState | None, ledger: Ledger, 
     elif sweep is not None and job.status not in IN_FLIGHT and sweep.in_flight >= sweep.max_parallel:
         hold = Hold(job.status if job.status == JobStatus.HELD else JobStatus.QUEUED,
                     f"waiting for a slot: sweep {sweep.name} runs {sweep.max_parallel} at a time")
-    elif sweep is not None and job.status == JobStatus.QUEUED and sweep.held:
+    elif sweep is not None and job.status == JobStatus.QUEUED and sweep.held and jid not in sweep.resuming:
         hold = Hold(JobStatus.QUEUED, f"waiting: held trials of sweep {sweep.name} resume first")
     elif wait is not None and job.status not in IN_FLIGHT:
         hold = Hold(JobStatus.HELD if job.status == JobStatus.HELD else JobStatus.QUEUED, wait.replace(

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from gpuorch.clock import scale_of, wall_s
 from gpuorch.jobs.spec import SpotPolicy
 from gpuorch.money.caps import Policy
 from gpuorch.placement import Candidate
@@ -55,9 +56,10 @@ def _ts(epoch: float | None, like: datetime) -> datetime | None:
     return datetime.fromtimestamp(epoch, like.tzinfo) if epoch is not None else None
 
 
-def _markets(view: JobView, ranked: Sequence[Candidate], now: datetime) -> tuple[Market, ...]:
+def _markets(view: JobView, ranked: Sequence[Candidate], now: datetime,
+             scales: tuple[tuple[str, float], ...] = ()) -> tuple[Market, ...]:
     """Spot markets among the candidates, placement order; each one's run since it last preempted
-    the job or had no capacity for it (a day when it never did)."""
+    the job or had no capacity for it (a day when it never did), in its provider's market seconds."""
     last_hit: dict[str, datetime] = {}
     for a in view.attempts:
         r = a.row
@@ -71,11 +73,12 @@ def _markets(view: JobView, ranked: Sequence[Candidate], now: datetime) -> tuple
         key = market_key(c.offer.provider, c.offer.region, c.offer.zone)
         if c.spot and key not in out:
             hit = last_hit.get(key)
-            out[key] = Market(key, min(DAY_S, (now - hit).total_seconds()) if hit else DAY_S)
+            up = (now - hit).total_seconds() * scale_of(scales, c.offer.provider) if hit else DAY_S
+            out[key] = Market(key, min(DAY_S, up))
     return tuple(out.values())
 
 
-def probe_held(view: JobView, now: datetime) -> set[str]:
+def probe_held(view: JobView, now: datetime, scales: tuple[tuple[str, float], ...] = ()) -> set[str]:
     """Spot markets not to probe again yet: each launch that finds no capacity is an attempt row,
     so a job waiting for spot probes a market that keeps refusing less and less often.
 
@@ -83,10 +86,12 @@ def probe_held(view: JobView, now: datetime) -> set[str]:
     instance there; after a refusal at ``last`` the market is held until ``last`` plus the run's
     length so far (at most ``PROBE_MAX_S``), on top of the daemon's back-off of the offer class.
     With a 5 min back-off the probes come at 0, 5, 10, 20, 40, 70, 100 ... min: a handful of rows
-    per market in the first hour, then two an hour, instead of twelve.
+    per market in the first hour, then two an hour, instead of twelve. ``PROBE_MAX_S`` is market
+    time: on a simulated market (``scales``: ``Settings.time_scales``) it rests its wall length.
     """
     first: dict[str, datetime] = {}
     last: dict[str, datetime] = {}
+    longest: dict[str, float] = {}
     for a in view.attempts:
         r = a.row
         if not r.spot:
@@ -96,11 +101,12 @@ def probe_held(view: JobView, now: datetime) -> set[str]:
             when = r.ended_at or r.requested_at or now
             first.setdefault(key, when)
             last[key] = when
+            longest[key] = wall_s(PROBE_MAX_S, scale_of(scales, r.provider))
         elif r.launched_at is not None:  # it had capacity: a new run starts at the next refusal
             first.pop(key, None)
             last.pop(key, None)
     return {key for key, when in last.items()
-            if now < when + timedelta(seconds=min(PROBE_MAX_S, (when - first[key]).total_seconds()))}
+            if now < when + timedelta(seconds=min(longest[key], (when - first[key]).total_seconds()))}
 
 
 def situation(view: JobView, ranked: Sequence[Candidate], now: datetime, s: Settings,
@@ -136,7 +142,7 @@ def situation(view: JobView, ranked: Sequence[Candidate], now: datetime, s: Sett
     ran = [a.row for a in view.attempts if a.row.reason not in NEVER_RAN]
     moved = bool(ran) and ran[-1].reason == TerminationReason.MOVED
     sit = Situation(job.created_at, deadline, now, work_s, done, startup,
-                    spec.checkpoint.interval if spec.checkpoint else None, _markets(view, ranked, now),
+                    spec.checkpoint.interval if spec.checkpoint else None, _markets(view, ranked, now, s.time_scales),
                     running, market, unsaved, starting, margin, moved)  # type: ignore[arg-type]
     return sit, max_hours
 
@@ -153,7 +159,7 @@ def deadline_launch(view: JobView, ranked: list[Candidate], now: datetime, s: Se
     saying why the job waits."""
     if not applies(view) or not ranked:
         return ranked, GO_ON
-    held = probe_held(view, now)
+    held = probe_held(view, now, s.time_scales)
     if held:  # as if backed off: "no spot" there, so the policy waits or goes on-demand
         ranked = [c for c in ranked if not c.spot or _key(c) not in held]
         if not ranked:
@@ -167,8 +173,11 @@ def deadline_launch(view: JobView, ranked: list[Candidate], now: datetime, s: Se
         message = (f"{WAITING} capacity; slack {decision.slack_s / 3600:.1f} h, "
                    f"reserve {decision.reserve_s / 3600:.1f} h")
         notes = () if (view.job.message or "").startswith(WAITING) else (_note(decision, sit),)
-        hold = SetJob(JobStatus.QUEUED, message, not_before=now + timedelta(seconds=decision.recheck_s))
-        return [], done(*notes, hold, requeue_after=decision.recheck_s)
+        # spot comes back on its market's clock: the re-check is the length of the candidates' fastest
+        scale = max((scale_of(s.time_scales, c.offer.provider) for c in ranked), default=1.0)
+        recheck = wall_s(decision.recheck_s, scale)
+        hold = SetJob(JobStatus.QUEUED, message, not_before=now + timedelta(seconds=recheck))
+        return [], done(*notes, hold, requeue_after=recheck)
     chose = Step((_note(decision, sit),))
     if decision.kind == "spot":
         key = decision.market

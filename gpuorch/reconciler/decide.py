@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
+from gpuorch.clock import scale_of, wall_s
 from gpuorch.placement import Candidate, OfferIndex, candidates
 from gpuorch.placement.cost import PlacementOptions
 from gpuorch.policy.recovery import RecoveryContext, get_strategy
@@ -189,10 +190,11 @@ def _launch(view: JobView, r: Replacing, now: datetime, offers: Offers, avoid: A
     ranked, chose = deadline_launch(view, ranked, now, s)
     if chose.done:
         return chose
-    if not ranked:
+    if not ranked:  # an offer may come back on any provider: the retry is the fastest market's length
+        retry = wall_s(s.no_offer_retry_s, scale_of(s.time_scales))
         return Step(chose.actions + (SetJob(
             JobStatus.QUEUED, "no offer fits the job right now (all filtered, backed off or without capacity)",
-            not_before=now + timedelta(seconds=s.no_offer_retry_s)),), s.no_offer_retry_s, True)
+            not_before=now + timedelta(seconds=retry)),), retry, True)
     predecessor, deadline = None, None
     if r.drained is not None:
         predecessor, deadline = r.drained.row.number, r.drain.until  # type: ignore[union-attr]

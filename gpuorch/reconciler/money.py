@@ -29,7 +29,7 @@ from gpuorch.reconciler.views import AttemptView, JobView
 from gpuorch.runners.port import Runner, RunnerUnavailable
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, Sweep, SweepStatus
-from gpuorch.sweeps.finish import Unfinished, finish_first, first_rung, unjudged
+from gpuorch.sweeps.finish import Unfinished, finish_first, first_rung, progressed
 from gpuorch.sweeps.metrics import merge_lines, steps_of
 from gpuorch.sweeps.pruning import TrialHistory, extend_history, parse_history, verdict
 from gpuorch.sweeps.spec import Pruning, SweepSpec
@@ -79,20 +79,26 @@ class Money:
             return ledger, {}
         flying: dict[int, int] = {}
         held: dict[int, int] = {}
-        for sid, status, n in s.exec(select(Job.sweep_id, Job.status, func.count()).where(
-                col(Job.sweep_id).in_(ids), col(Job.status).in_([*IN_FLIGHT, JobStatus.HELD]))
-                .group_by(col(Job.sweep_id), col(Job.status))).all():
-            into = held if status == JobStatus.HELD else flying
-            into[sid or 0] = into.get(sid or 0, 0) + n
+        for sid, n in s.exec(select(Job.sweep_id, func.count()).where(
+                col(Job.sweep_id).in_(ids), col(Job.status).in_(IN_FLIGHT)).group_by(col(Job.sweep_id))).all():
+            flying[sid or 0] = n
+        self._waits, resuming = self._finish_first(s, active, ledger)
+        waiting = set(self._waits)
+        for jid, sid in s.exec(select(Job.id, Job.sweep_id).where(col(Job.sweep_id).in_(ids),
+                                                                 Job.status == JobStatus.HELD)).all():
+            if jid not in waiting:  # a held trial finish-first keeps waiting does not block fresh ones
+                held[sid or 0] = held.get(sid or 0, 0) + 1
         sweeps = {w.id: SweepState(w.id, w.name, w.max_cost, w.deadline, w.max_parallel, flying.get(w.id, 0),
-                                   held.get(w.id, 0))
+                                   held.get(w.id, 0), frozenset(resuming.get(w.id or 0, ())))
                   for w in active if w.id is not None}
-        self._waits = self._finish_first(s, active, ledger)
         return ledger, sweeps
 
-    def _finish_first(self, s: Session, active: list[Sweep], ledger: Ledger) -> dict[int, str]:
-        """Job id -> why it waits for trials ahead of it (sweeps naming ``objective.max_step``)."""
+    def _finish_first(self, s: Session, active: list[Sweep], ledger: Ledger) -> tuple[dict[int, str],
+                                                                                     dict[int, set[int]]]:
+        """Job id -> why it waits for trials ahead of it (sweeps naming ``objective.max_step``);
+        and per sweep, its queued trials with progress (they resume, like held ones)."""
         out: dict[int, str] = {}
+        resuming: dict[int, set[int]] = {}
         for w in active:
             max_step = self._max_steps.get(w.id or 0)
             if max_step is None or w.max_cost is None:
@@ -108,15 +114,19 @@ class Money:
                                float(step) if isinstance(step, int | float) and not isinstance(step, bool) else None,
                                spent)
                 (finished if status == JobStatus.SUCCEEDED else trials).append(t)
+                if status == JobStatus.QUEUED and progressed(t):
+                    resuming.setdefault(w.id or 0, set()).add(t.job_id)
             spent = ledger.sweeps[w.id].spent if w.id in ledger.sweeps else 0.0
-            waits = finish_first(w.max_cost, spent, max_step, trials, finished)
-            if w.id in self._rules:  # with pruning, a trial not judged yet runs to the first rung (finish.unjudged)
+            rung = None
+            if w.id in self._rules:  # with pruning, a trial not judged yet needs the money to the first rung only
                 firsts = [pts[0][0] for h in s.exec(select(Job.objective_history).where(Job.sweep_id == w.id)).all()
                           if (pts := parse_history(h))]
-                free = unjudged(trials, first_rung(self._rules[w.id][0].min_steps, firsts))
-                waits = {k: v for k, v in waits.items() if k not in free}
-            out.update(waits)
-        return out
+                rung = first_rung(self._rules[w.id][0].min_steps, firsts)
+            pruned = [ledger.jobs[j].spent for j in s.exec(select(Job.id).where(
+                Job.sweep_id == w.id, Job.status == JobStatus.PRUNED)).all() if j in ledger.jobs] if rung else []
+            out.update(finish_first(w.max_cost, spent, max_step, trials, finished, pruning=w.id in self._rules,
+                                    rung=rung, pruned=pruned))
+        return out, resuming
 
     def begin_pass(self, observed: Mapping[tuple[str, int, int], Instance] | None = None) -> None:
         """A new pass; ``observed``: its listing (instances by provider, job and attempt)."""
@@ -192,7 +202,28 @@ class Money:
             return gate.hold.message
         if not gate.affords(cand):
             return f"launch refused: its worst case ${gate.need(cand):.4f} does not fit the budget"
-        return None
+        return self._unproven(s, job, spec, cand)
+
+    def _unproven(self, s: Session, job: Job, spec: JobSpec, cand: Candidate) -> str | None:
+        """A sweep naming ``objective.max_step`` bets one trial at a time on spot until it has
+        checkpointed: a spot launch of a
+        checkpointing trial waits while another trial's live spot attempt has no checkpoint yet
+        (one reclaim, above all one without notice, would take every trial started together with
+        nothing saved; bench/sweep.py seed 4: three trials lost together in us-east-1d). Only fresh
+        trials wait (seed 1: the preempted leader waited behind a fresh trial and lost its place). It waits
+        rather than go to a dearer market: the cap is spent on the same offers, a few minutes later."""
+        if job.sweep_id not in self._max_steps or not cand.spot or spec.checkpoint is None:
+            return None  # with objective.max_step: the sweep keeps its money for trials that finish
+        step = json.loads(job.metrics).get("step") if job.metrics else None
+        if job.status == JobStatus.HELD or (isinstance(step, int | float) and step > 0):
+            return None  # a trial with progress resumes: it is the one the money is kept for
+        other = s.exec(select(Attempt.job_id, Attempt.zone).join(Job, col(Job.id) == col(Attempt.job_id)).where(
+            Job.sweep_id == job.sweep_id, Attempt.job_id != job.id, Attempt.status != AttemptStatus.ENDED,
+            col(Attempt.spot).is_(True), col(Attempt.last_checkpoint).is_(None))).first()
+        if other is None:
+            return None
+        return (f"waiting: trial {other[0]} of the sweep has no checkpoint yet on spot ({other[1]}); one new "
+                "spot trial at a time until it has one")
 
     def runway_until(self, spec: JobSpec, cand: Candidate, now: datetime) -> datetime:
         """The end of the runway a launch on ``cand`` is admitted with (``Attempt.runway_until``)."""

@@ -5,18 +5,24 @@ Each unfinished trial's cost to finish is the steps it has left times the sweep'
 that of its finished trials (start-up and billing minimums included once), else pooled over the
 trials that have done at least a tenth of ``max_step`` (the template is the same; the furthest
 along weigh most). Before either exists nothing is held. Going through
-the trials, running ones first, then held, then queued, each in id order, a trial whose finish
+the trials, running ones first, then those with progress (held, or queued after a preemption),
+then fresh ones, each in id order, a trial whose finish
 does not fit in the cap after the finishes of those before it is held (running: a clean stop
 with its checkpoint, once past its runway; not running: it waits, and starts only with a 10%
-margin), unless it is the first running one. So the budget
+margin, or without it when no trial is ahead of it), unless it is the first running one. A fresh
+trial must also leave the trials ahead their resume margin (a spot trial ahead that is
+preempted needs it to start again). So the budget
 is not spread over more trials than it can finish, and a held trial resumes from its checkpoint
 once the money it needs is known to be there (older trials finished, or a raised cap).
 
-With a pruning rule, a trial the rule has not judged yet is not held (:func:`unjudged`): a fresh
-one may start, since most trials end at the first rung, and a started one runs to that rung.
-Holding it earlier would buy neither a pruning decision nor a finish: its spend is wasted unless
-the money to resume it turns up (bench/sweep.py seed 1: two trials started before any estimate
-existed, held five minutes later, below the rung, and never resumed).
+With a pruning rule, a running trial the rule has not judged yet (below the first rung) is not
+held: it runs to that rung, since most trials end there, and holding it earlier buys neither a
+pruning decision nor a finish (bench/sweep.py seed 1: two trials held five minutes after their
+start, below the rung, never resumed). A fresh trial needs only the money to reach the first
+rung, but after the finishes of the trials ahead of it: letting fresh trials start regardless
+spends what those need (seed 3: seven fresh trials pruned at the rung while the leader, preempted
+at step 450, was left without the money to finish). A trial with progress that is not running
+(held, or queued after a preemption) goes before fresh ones, whatever its status.
 """
 
 from __future__ import annotations
@@ -38,29 +44,49 @@ class Unfinished:
 
 
 def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[Unfinished],
-                 finished: Sequence[Unfinished] = ()) -> dict[int, str]:
+                 finished: Sequence[Unfinished] = (), *, pruning: bool = False,
+                 rung: int | None = None, pruned: Sequence[float] = ()) -> dict[int, str]:
     """Job id -> why it waits: the trials the money cannot carry to ``max_step`` after the ones
     before them (see the module docstring); ``finished``: the sweep's succeeded trials, whose
-    spend per step informs the estimate. Empty while nothing can be estimated."""
+    spend per step informs the estimate. Empty while nothing can be estimated. With ``pruning``
+    (first decision at ``rung``; None: none known yet), a running trial below the rung is never
+    held and counts the money to the rung, and a fresh one needs that money only: at least what
+    the sweep's ``pruned`` trials spent each on average (start-up and final checkpoint
+    included), or the steps to the rung at the sweep's rate."""
     done = [t for t in finished if t.step and t.step > 0 and t.cost > 0]
     ran = done or [t for t in trials if t.step and t.step >= max_step * EVIDENCE and t.cost > 0]
     if not ran:
         return {}
     rate = sum(t.cost for t in ran) / sum(t.step or 0.0 for t in ran)  # pooled: the furthest along weigh most
-    order = sorted(trials, key=lambda t: (not t.running, not t.held, t.job_id))
+    order = sorted(trials, key=lambda t: (not t.running, not (t.held or progressed(t)), t.job_id))
+    early = unjudged(trials, rung) if pruning else set()
     out: dict[int, str] = {}
-    need, first = spent, True
+    # need: what the trials let through will spend; reserve: the same at their resume margin, what
+    # a fresh trial must leave them (a spot trial ahead that is preempted resumes only with it)
+    need = reserve = spent
+    first = True  # nothing counted ahead yet
     for t in order:
         step = t.step if t.step and t.step > 0 else 0.0
-        left = max(0.0, max_step - step) * rate
-        margin = 1.0 if t.running else RESUME_MARGIN  # a start must clearly fit: no hold, resume, hold again
-        if need + left * margin > max_cost and not (first and t.running):
-            out[t.job_id] = (f"held: the cap (${max_cost:.2f}) cannot also finish this trial (about ${left:.2f} more) "
+        to_rung = t.job_id in early and rung is not None
+        left = max(0.0, (rung if to_rung else max_step) - step) * rate  # type: ignore[operator]
+        if to_rung and pruned:  # what getting to a rung cost the trials that ended there
+            left = max(left, sum(pruned) / len(pruned) - t.cost)
+        fresh = not t.running and not t.held and not progressed(t)
+        # a start must clearly fit (no hold, resume, hold again), unless nothing is ahead of it
+        margin = 1.0 if t.running or first else RESUME_MARGIN
+        free = (first and t.running) or (t.job_id in early and (t.running or rung is None))
+        if (reserve if fresh else need) + left * margin > max_cost and not free:
+            what = f"take this trial to the first rung (step {rung})" if to_rung else "finish this trial"
+            out[t.job_id] = (f"held: the cap (${max_cost:.2f}) cannot also {what} (about ${left:.2f} more) "
                              "after the trials ahead of it; resumes from its checkpoint when it can")
         else:
-            need += left
-        first = first and not t.running
+            need, reserve, first = need + left, reserve + left * RESUME_MARGIN, False
     return out
+
+
+def progressed(t: Unfinished) -> bool:
+    """A trial that has reported a step: one not running resumes from its checkpoint."""
+    return bool(t.step and t.step > 0)
 
 
 def first_rung(min_steps: int, first_steps: Iterable[int]) -> int | None:
@@ -74,9 +100,10 @@ def first_rung(min_steps: int, first_steps: Iterable[int]) -> int | None:
 
 
 def unjudged(trials: Sequence[Unfinished], rung: int | None) -> set[int]:
-    """Job ids finish-first must not hold under a pruning rule: fresh trials (not running, not
-    held, nothing reported) and running ones below the first ``rung`` (all running ones that have
-    reported nothing, or every running one while no rung is known)."""
+    """Job ids the pruning rule has not judged yet: fresh trials (not running, not held, nothing
+    reported), which finish-first takes to the first ``rung`` only, and running ones below it (all
+    running ones that have reported nothing, or every running one while no rung is known), which
+    it never holds."""
     out = set()
     for t in trials:
         fresh = not t.running and not t.held and not t.step

@@ -36,7 +36,9 @@ def test_max_step_spends_less_on_trials_that_never_finish(tmp_path):
         out[name] = run(store, FakeClock(), tmp_path / name, **objective)
         store.close()
     (with_, r_with), (without, r_without) = out["with"], out["without"]
-    assert JobStatus.HELD in with_ and JobStatus.HELD not in without  # the last trial waits with its checkpoint
+    # the last trial waits (held with its checkpoint, or, started after the first checkpoint of
+    # the others, queued before it spends anything)
+    assert with_[2] in (JobStatus.HELD, JobStatus.QUEUED) and JobStatus.HELD not in without
     assert with_.count(JobStatus.SUCCEEDED) > without.count(JobStatus.SUCCEEDED)  # without: all three, none done
     assert r_with["spend"]["wasted"] < r_without["spend"]["wasted"]
     assert r_with["spent"] <= 0.50 + 1e-9 and r_without["spent"] <= 0.50 + 1e-9
@@ -97,3 +99,35 @@ def test_a_trial_started_before_any_estimate_reaches_the_rung_instead_of_being_h
     assert "at step 300" in (second.message or "")
     r = report(store, sweep.id, clock)
     assert r["spend"]["wasted"] == 0 and r["spent"] <= 0.36 + 1e-9
+
+
+def test_under_a_pruning_rule_fresh_trials_take_only_what_the_leaders_finish_leaves():
+    """bench/sweep.py seed 3: fresh trials started (and were pruned at the rung) on the money the
+    leader needed to finish; preempted at step 450, it was left without it. A fresh trial needs
+    the money to the first rung after the finishes of the trials ahead; a running one below the
+    rung is still never held; a queued trial with progress (a preemption's) goes before fresh ones."""
+    def u(i, step, cost, running=True, held=False):
+        return Unfinished(i, running, held, step, cost)
+
+    # $0.002 a step (the leader's $0.20 for 100 steps): the leader needs $1.00 more, $1.10 at its
+    # resume margin (what it needs to start again if preempted); a fresh trial $0.10 to the rung
+    # at step 50 (x 1.1 to start); $0.90 spent of $2.25: two fresh trials fit, not a third (which
+    # would fit if the leader's margin were not left to it: 0.90 + 1.00 + 3 x 0.11 = 2.23)
+    lead = u(1, 100, 0.2)
+    fresh = [u(i, None, 0.0, running=False) for i in (4, 5, 6)]
+    waits = finish_first(2.25, 0.90, 600, [lead, *fresh], pruning=True, rung=50)
+    assert set(waits) == {6} and "first rung (step 50)" in waits[6]
+    # trials pruned at the rung spent $0.15 each (start-up, final checkpoint): that is the price
+    waits = finish_first(2.25, 0.90, 600, [lead, *fresh], pruning=True, rung=50, pruned=[0.14, 0.16])
+    assert set(waits) == {5, 6}  # 0.90 + 1.10 + 0.165 fits, a second 0.165 does not
+    # the old exemption let all of them start: without pruning, none may (each needs $1.20)
+    assert set(finish_first(2.25, 0.90, 600, [lead, *fresh])) == {4, 5, 6}
+    # a running trial below the rung runs on to it, and its way there counts for those behind
+    below = u(2, 20, 0.04)
+    waits = finish_first(2.25, 0.90, 600, [lead, below, *fresh], pruning=True, rung=50)
+    assert 2 not in waits and set(waits) == {5, 6}
+    # preempted at step 450 (queued, not held): it goes before the fresh ones, which wait for it;
+    # with nothing ahead of it, it resumes when its finish fits ($1.28 + $0.30), margin or not
+    leader = u(1, 450, 0.9, running=False)
+    waits = finish_first(1.60, 1.28, 600, [leader, *fresh], pruning=True, rung=50)
+    assert 1 not in waits and set(waits) == {4, 5, 6}

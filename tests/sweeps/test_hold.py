@@ -40,3 +40,24 @@ def test_reservations_hold_the_youngest_trial_and_it_resumes_before_fresh_trials
     r = report(store, sweep.id, clock)
     assert 0.70 - 0.1 < r["spent"] <= 0.70 + 1e-9  # the cap is used, and never crossed
     assert fake.live_instances() == []
+
+
+def test_a_preempted_trial_with_progress_is_not_queued_behind_held_ones():
+    """Seeds 3 and 4 of bench/sweep.py: the leader, preempted at step 350-450 and queued for
+    capacity, waited for 'held trials resume first' behind a held trial that finish first kept
+    waiting: neither ever started. A queued trial with progress goes with the held ones
+    (``SweepState.resuming``); held trials finish first keeps waiting are not counted."""
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from gpuorch.jobs.spec import parse_spec
+    from gpuorch.money.caps import Ledger, SweepState, gate_for
+
+    now = datetime(2026, 11, 27, 23, 30, tzinfo=UTC)
+    spec = parse_spec({"name": "t", "run": "true", "resources": {"gpu": "A100:80GB:1"}})
+    sweep = SweepState(1, "night", 2.5, None, max_parallel=3, in_flight=0, held=1, resuming=frozenset({1}))
+    led, policy = Ledger.build([], now, Policy()), Policy()
+    leader = gate_for(SimpleNamespace(id=1, status=JobStatus.QUEUED), spec, sweep, led, policy)  # type: ignore[arg-type]
+    fresh = gate_for(SimpleNamespace(id=5, status=JobStatus.QUEUED), spec, sweep, led, policy)  # type: ignore[arg-type]
+    assert leader.hold is None
+    assert fresh.hold is not None and "held trials" in fresh.hold.message
