@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import select
 
 from gpuorch.jobs.spec import JobSpec, load_stored
 from gpuorch.reconciler.leases import Leases
 from gpuorch.store import Store
-from gpuorch.store.models import Attempt, Job
+from gpuorch.store.models import Attempt, AttemptStatus, Job
 
 IN_CHUNK = 500  # ids per IN (...) list: well under every database's parameter limit
 
@@ -32,6 +33,16 @@ def first_error(e: ValueError) -> str:
         err = errors()[0]
         return f"{'.'.join(str(p) for p in err['loc']) or 'spec'}: {err['msg']}"
     return str(e)
+
+
+def light(row: Attempt) -> Attempt:
+    """``row`` without its stored offer (``Attempt.offer``, half a kilobyte of JSON) unless it is
+    still ``REQUESTED``: only such a row is launched again (``Relaunch``: ``launching.attempt_offer``
+    reads it), a launched row never is, and these rows are never written back (every write reads
+    its row afresh in ``Reconciler._txn``). Set as the loaded value, so the row stays clean."""
+    if row.offer is not None and row.status != AttemptStatus.REQUESTED:
+        set_committed_value(row, "offer", None)
+    return row
 
 
 class HeldRows:
@@ -49,7 +60,7 @@ class HeldRows:
                 chunk = list(job_ids[k:k + IN_CHUNK])
                 for row in s.exec(select(Attempt).where(Attempt.job_id.in_(chunk))  # type: ignore[attr-defined]
                                   .order_by(Attempt.job_id, Attempt.number)):  # type: ignore[arg-type]
-                    out[row.job_id].append(row)
+                    out[row.job_id].append(light(row))
         return out
 
     def held_attempts(self, claimed: list[Job]) -> dict[int, list[Attempt]]:
