@@ -74,7 +74,7 @@ class SimProvider(Provider):
 
             self.faults = FaultPlan.from_options(options.faults, seed_salt=os.getpid())
         self._instances = Instances(self.instances_dir, self.market)
-        self._instance_cache: dict[str, tuple[tuple[int, int, int], InstanceState, Instance]] = {}
+        self._instance_cache: dict[str, tuple[Meta, InstanceState, Instance]] = {}
         self._runners: dict[str, LocalRunner] = {}
         self._catalog = _load_catalog(options.catalog)  # extra offers, read once
         self._sold = {(o.zone, o.instance_type) for o in self._catalog}
@@ -132,10 +132,10 @@ class SimProvider(Provider):
         """The instance as the market has it now; Instance objects are reused while unchanged."""
         meta, seen = self._instances.settled(inst, now)
         cached = self._instance_cache.get(inst.id)
-        if cached is not None and cached[0] == seen.key and cached[1] == meta.state:
+        if cached is not None and cached[0] is seen.meta and cached[1] == meta.state:  # the same record read
             return cached[2]
         instance = meta.to_instance()
-        self._instance_cache[inst.id] = (seen.key, meta.state, instance)
+        self._instance_cache[inst.id] = (seen.meta, meta.state, instance)
         return instance
 
     # -- the port ----------------------------------------------------------------------------
