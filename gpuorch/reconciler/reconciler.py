@@ -249,8 +249,7 @@ class Reconciler:
         crashpoint("pass.observed")
         self.scheduled_stops.note(observed, {j.id for j in claimed if j.id is not None}, now)
         self._attempts = self.rows.held_attempts(claimed)
-        live = {(r.provider, r.job_id, r.number) for rows in self._attempts.values() for r in rows
-                if r.status != AttemptStatus.ENDED}
+        live = self.rows.live_keys(self._attempts)
         reading = self._read_agents([j for j in claimed if not self.pool.busy(j.id or 0)], observed, live)
         offers = self._current_offers(now)
         index = self.offers.index()  # one per catalog refresh: placements are memoised on it

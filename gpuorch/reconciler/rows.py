@@ -51,6 +51,7 @@ class HeldRows:
         self.attempts: dict[int, list[Attempt]] = {}  # kept across passes: see held_attempts
         self.jobs: dict[int, Job] = {}  # job rows kept across passes: see Leases.claim(known=)
         self._specs: dict[int, tuple[str, JobSpec]] = {}  # parsed specs by job id, with their text
+        self._live: dict[int, tuple[list[Attempt], tuple[tuple[str, int, int], ...]]] = {}  # see live_keys
 
     def load_attempts(self, job_ids: Sequence[int]) -> dict[int, list[Attempt]]:
         """Every attempt of these jobs, by job, in number order: one query per ``IN_CHUNK`` jobs."""
@@ -70,6 +71,21 @@ class HeldRows:
                and j.id not in fresh}
         out.update(self.load_attempts([j.id or 0 for j in claimed if j.id not in out]))
         self.attempts = dict(out)
+        return out
+
+    def live_keys(self, attempts: dict[int, list[Attempt]]) -> set[tuple[str, int, int]]:
+        """(provider, job id, number) of every attempt not ended, worked out again only for a
+        job whose list of rows is not the one kept (a kept list is never changed in place)."""
+        out: set[tuple[str, int, int]] = set()
+        memo = self._live
+        for job_id, rows in attempts.items():
+            got = memo.get(job_id)
+            if got is None or got[0] is not rows:
+                got = memo[job_id] = (rows, tuple((r.provider, r.job_id, r.number) for r in rows
+                                                  if r.status != AttemptStatus.ENDED))
+            out.update(got[1])
+        if len(memo) > 2 * len(attempts) + 100:
+            self._live = {k: v for k, v in memo.items() if k in attempts}
         return out
 
     def drop(self, job_id: int) -> None:

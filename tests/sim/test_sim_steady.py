@@ -259,3 +259,22 @@ def test_a_sim_record_rewritten_within_one_timestamp_tick_is_read_again(make_sim
     os.utime(meta, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert os.stat(meta).st_ino == st.st_ino and os.stat(meta).st_size == st.st_size
     assert sim.get(inst.id).spot  # written less than SETTLE_S ago: read again
+
+
+def test_the_instance_mirror_skips_a_listing_of_the_same_instances_and_records_a_change(store, make_sim, tmp_path):
+    from gpuorch.store.models import Instance as InstanceRow
+
+    sim = make_sim(**SIM)
+    rec = Reconciler(store, {"sim": sim})
+    ids = running(store, sim, rec, 2, tmp_path)
+    rec.run_pass()
+    with statements(store) as seen:
+        rec.run_pass()
+    assert not [s for s in seen if "instance" in s.lower() and "attempt" not in s.lower()]  # the table is not read
+    with store.read() as s:
+        inst = s.exec(select(Attempt).where(Attempt.job_id == ids[0])).one().instance_id
+    sim._terminate(inst)  # ended behind the daemon's back: a new Instance object in the listing
+    rec.run_pass()
+    with store.read() as s:
+        states = {r.instance_id: r.state for r in s.exec(select(InstanceRow))}
+    assert states[inst] == "terminated"
