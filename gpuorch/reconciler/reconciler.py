@@ -37,6 +37,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from operator import itemgetter
 from pathlib import Path
 from threading import Event
 
@@ -342,8 +343,9 @@ class Reconciler:
         held = {j.id for j in claimed}
         self.rows.forget(held)
         self.steady.forget(held)
-        alive = {(k[1], k[2]) for k in live}
-        self.applier.heartbeats = {k: v for k, v in self.applier.heartbeats.items() if k in alive}
+        alive = set(map(itemgetter(1, 2), live))
+        if not self.applier.heartbeats.keys() <= alive:
+            self.applier.heartbeats = {k: v for k, v in self.applier.heartbeats.items() if k in alive}
 
     def _sweep_keys(self, now: datetime) -> None:
         if self.home is None or (self._keys_swept_at is not None

@@ -122,4 +122,5 @@ class SteadyJobs:
 
     def forget(self, held: set[int | None]) -> None:
         """Drop the jobs this daemon does not hold any more."""
-        self._memo = {k: v for k, v in self._memo.items() if k in held}
+        if not self._memo.keys() <= held:  # a subset test most passes; rebuilt only when a job left
+            self._memo = {k: v for k, v in self._memo.items() if k in held}

@@ -250,6 +250,7 @@ def test_a_sim_record_rewritten_within_one_timestamp_tick_is_read_again(make_sim
     sim = make_sim(**SIM)
     inst = sim.launch(LaunchRequest(job_id=1, attempt=1, offer=sim.offers()[0], spot=False, owner="me"))
     meta = sim.instances_dir / inst.id / "meta.json"
+    os.utime(meta)  # written just now, however slowly the launch went on a loaded machine
     assert not sim.get(inst.id).spot
     st = os.stat(meta)
     text = meta.read_text()
