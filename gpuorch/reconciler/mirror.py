@@ -30,15 +30,18 @@ class InstanceMirror:
         self.store, self.refresh_s = store, refresh_s
         self._known: dict[Key, tuple[str, bool]] = {}  # -> (state, terminated) as in the table
         self._read_at: datetime | None = None
+        self._last: tuple[dict[tuple[str, int, int], Instance], set[str]] | None = None  # what the last update saw
 
     def update(self, observed: dict[tuple[str, int, int], Instance], ok: set[str], terminated: set[str],
                now: datetime) -> None:
         """``observed``: what the providers listed this pass; ``ok``: the providers listed fine
         (an instance missing from their listing is gone); ``terminated``: instance ids this pass
         terminated (``observed`` predates that)."""
+        full = self._read_at is None or (now - self._read_at).total_seconds() >= self.refresh_s
+        if not full and not terminated and self._unchanged(observed, ok):
+            return  # the very instances the table already holds, as they were: nothing to read or write
         seen = {(k[0], inst.id): (k, inst) for k, inst in observed.items()}
         want = {key: "terminating" if inst.id in terminated else inst.state.value for key, (_, inst) in seen.items()}
-        full = self._read_at is None or (now - self._read_at).total_seconds() >= self.refresh_s
         if full:
             where = or_(InstanceRow.terminated_at.is_(None),  # type: ignore[union-attr]
                         InstanceRow.instance_id.in_([i for _, i in seen]))  # type: ignore[attr-defined]
@@ -48,6 +51,7 @@ class InstanceMirror:
             suspects |= {key for key, (_, ended) in self._known.items()
                          if not ended and key[0] in ok and key not in seen}
             if not suspects:
+                self._last = (dict(observed), set(ok)) if not terminated else None
                 return
             where = InstanceRow.instance_id.in_([i for _, i in suspects])  # type: ignore[attr-defined]
         with self.store.read() as s:
@@ -83,3 +87,13 @@ class InstanceMirror:
                 return
         for key, row in rows.items():
             self._known[key] = (row.state, row.terminated_at is not None)
+        self._last = (dict(observed), set(ok)) if not terminated else None
+
+    def _unchanged(self, observed: dict[tuple[str, int, int], Instance], ok: set[str]) -> bool:
+        """Whether this pass listed the same providers and the same Instance objects (providers
+        hand out a new one on any change) as the last update that brought the table up to date."""
+        last = self._last
+        if last is None or last[1] != ok or len(last[0]) != len(observed):
+            return False
+        before = last[0]
+        return all(before.get(k) is v for k, v in observed.items())

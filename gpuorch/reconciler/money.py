@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from sqlalchemy import and_, exists, func, or_, text
 from sqlmodel import Session, col, select
@@ -32,7 +33,9 @@ from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, Sweep, 
 from gpuorch.sweeps.finish import Unfinished, finish_first, first_rung, progressed
 from gpuorch.sweeps.metrics import merge_lines, steps_of
 from gpuorch.sweeps.pruning import TrialHistory, extend_history, parse_history, verdict
-from gpuorch.sweeps.spec import Pruning, SweepSpec
+
+if TYPE_CHECKING:  # the sweep spec's models (0.8 MB) are loaded only once a sweep is active: _rules_of
+    from gpuorch.sweeps.spec import Pruning
 
 log = logging.getLogger("gpuorch.reconciler")
 
@@ -154,6 +157,8 @@ class Money:
         """The pruning rule (and objective mode) of each active sweep that names one."""
         for w in active:
             if w.id is not None and w.id not in self._rule_cache:
+                from gpuorch.sweeps.spec import SweepSpec
+
                 spec = SweepSpec.model_validate_json(w.spec)
                 self._rule_cache[w.id] = (spec.pruning, w.objective_mode) if spec.pruning is not None else None
                 if spec.objective is not None and spec.objective.max_step is not None:

@@ -37,6 +37,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from operator import itemgetter
 from pathlib import Path
 from threading import Event
 
@@ -204,11 +205,14 @@ class Reconciler:
         self.reads.read(wanted)
         return self.reads.pending_jobs()
 
-    def _record_observed(self, view: JobView, offers: list[Offer], seen_at: datetime | None) -> None:
+    def _record_observed(self, view: JobView, offers: list[Offer], seen_at: datetime | None,
+                         billed_at: datetime | None) -> None:
         """Apply's first step: record what observe saw (spot price moves, the log and the metrics
-        of each attempt whose agent answered), before the money gate is read."""
+        of each attempt whose agent answered), before the money gate is read. ``billed_at``: when
+        the billed times were checked against the cloud's record (None: a steady job, ``steady.py``)."""
         self.money.track_prices(view, offers, seen_at)
-        self.money.record_billing(view, self.clock.now())  # launch and end times from the cloud's record
+        if billed_at is not None:
+            self.money.record_billing(view, billed_at)  # launch and end times from the cloud's record
         job_id, seen, self._runners = view.job.id or 0, self._runners, []
         for row, runner in seen:
             try:
@@ -246,8 +250,7 @@ class Reconciler:
         crashpoint("pass.observed")
         self.scheduled_stops.note(observed, {j.id for j in claimed if j.id is not None}, now)
         self._attempts = self.rows.held_attempts(claimed)
-        live = {(r.provider, r.job_id, r.number) for rows in self._attempts.values() for r in rows
-                if r.status != AttemptStatus.ENDED}
+        live = self.rows.live_keys(self._attempts)
         reading = self._read_agents([j for j in claimed if not self.pool.busy(j.id or 0)], observed, live)
         offers = self._current_offers(now)
         index = self.offers.index()  # one per catalog refresh: placements are memoised on it
@@ -280,7 +283,8 @@ class Reconciler:
                     continue
                 try:
                     view = self._view(job, observed, ok)
-                    self._record_observed(view, offers, seen_at)
+                    billed_at = None if self.steady.billed(view) else self.clock.now()
+                    self._record_observed(view, offers, seen_at, billed_at)
                     if (gate := self.money.gate(view, now)) is not None:
                         view = dataclasses.replace(view, gate=gate)
                     scoped = self.volumes.offers_for(view.spec, offers)  # a volume job: providers with volumes
@@ -293,7 +297,7 @@ class Reconciler:
                     decision = decide(view, now, placing, avoid=avoid, settings=settings)
                     self.applier.apply(view, decision, now)
                     self.money.after(decision)
-                    self.steady.note(view, decision, context)
+                    self.steady.note(view, decision, context, billed_at)
                     if job.status == JobStatus.QUEUED and any(isinstance(a, Launch) for a in decision.actions):
                         launched += 1
                     requeue = min(requeue, decision.requeue_after)
@@ -339,8 +343,9 @@ class Reconciler:
         held = {j.id for j in claimed}
         self.rows.forget(held)
         self.steady.forget(held)
-        alive = {(k[1], k[2]) for k in live}
-        self.applier.heartbeats = {k: v for k, v in self.applier.heartbeats.items() if k in alive}
+        alive = set(map(itemgetter(1, 2), live))
+        if not self.applier.heartbeats.keys() <= alive:
+            self.applier.heartbeats = {k: v for k, v in self.applier.heartbeats.items() if k in alive}
 
     def _sweep_keys(self, now: datetime) -> None:
         if self.home is None or (self._keys_swept_at is not None

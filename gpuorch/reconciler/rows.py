@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import select
 
 from gpuorch.jobs.spec import JobSpec, load_stored
 from gpuorch.reconciler.leases import Leases
 from gpuorch.store import Store
-from gpuorch.store.models import Attempt, Job
+from gpuorch.store.models import Attempt, AttemptStatus, Job
 
 IN_CHUNK = 500  # ids per IN (...) list: well under every database's parameter limit
 
@@ -34,12 +35,23 @@ def first_error(e: ValueError) -> str:
     return str(e)
 
 
+def light(row: Attempt) -> Attempt:
+    """``row`` without its stored offer (``Attempt.offer``, half a kilobyte of JSON) unless it is
+    still ``REQUESTED``: only such a row is launched again (``Relaunch``: ``launching.attempt_offer``
+    reads it), a launched row never is, and these rows are never written back (every write reads
+    its row afresh in ``Reconciler._txn``). Set as the loaded value, so the row stays clean."""
+    if row.offer is not None and row.status != AttemptStatus.REQUESTED:
+        set_committed_value(row, "offer", None)
+    return row
+
+
 class HeldRows:
     def __init__(self, store: Store, leases: Leases) -> None:
         self.store, self.leases = store, leases
         self.attempts: dict[int, list[Attempt]] = {}  # kept across passes: see held_attempts
         self.jobs: dict[int, Job] = {}  # job rows kept across passes: see Leases.claim(known=)
         self._specs: dict[int, tuple[str, JobSpec]] = {}  # parsed specs by job id, with their text
+        self._live: dict[int, tuple[list[Attempt], tuple[tuple[str, int, int], ...]]] = {}  # see live_keys
 
     def load_attempts(self, job_ids: Sequence[int]) -> dict[int, list[Attempt]]:
         """Every attempt of these jobs, by job, in number order: one query per ``IN_CHUNK`` jobs."""
@@ -49,7 +61,7 @@ class HeldRows:
                 chunk = list(job_ids[k:k + IN_CHUNK])
                 for row in s.exec(select(Attempt).where(Attempt.job_id.in_(chunk))  # type: ignore[attr-defined]
                                   .order_by(Attempt.job_id, Attempt.number)):  # type: ignore[arg-type]
-                    out[row.job_id].append(row)
+                    out[row.job_id].append(light(row))
         return out
 
     def held_attempts(self, claimed: list[Job]) -> dict[int, list[Attempt]]:
@@ -59,6 +71,21 @@ class HeldRows:
                and j.id not in fresh}
         out.update(self.load_attempts([j.id or 0 for j in claimed if j.id not in out]))
         self.attempts = dict(out)
+        return out
+
+    def live_keys(self, attempts: dict[int, list[Attempt]]) -> set[tuple[str, int, int]]:
+        """(provider, job id, number) of every attempt not ended, worked out again only for a
+        job whose list of rows is not the one kept (a kept list is never changed in place)."""
+        out: set[tuple[str, int, int]] = set()
+        memo = self._live
+        for job_id, rows in attempts.items():
+            got = memo.get(job_id)
+            if got is None or got[0] is not rows:
+                got = memo[job_id] = (rows, tuple((r.provider, r.job_id, r.number) for r in rows
+                                                  if r.status != AttemptStatus.ENDED))
+            out.update(got[1])
+        if len(memo) > 2 * len(attempts) + 100:
+            self._live = {k: v for k, v in memo.items() if k in attempts}
         return out
 
     def drop(self, job_id: int) -> None:
@@ -81,4 +108,5 @@ class HeldRows:
 
     def forget(self, held: set[int | None]) -> None:
         """Drop the parsed specs of jobs this daemon no longer works on."""
-        self._specs = {k: v for k, v in self._specs.items() if k in held}
+        if not self._specs.keys() <= held:  # a subset test (in C) most passes; rebuilt only when one left
+            self._specs = {k: v for k, v in self._specs.items() if k in held}

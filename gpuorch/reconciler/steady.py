@@ -18,6 +18,9 @@ for the job while all of these hold:
 
 A skipped job still gets what runs at its own pace: its log and metrics are mirrored and its
 spot price tracked (before, as for every job) and its heartbeat goes out when due (``Applier``).
+Its billing is not checked again (``billed``): ``money.record.corrections`` of the same attempt
+row and the same instance is the same (nothing) once every time the instance reports lies in
+the past, as it did when the steady decision was noted (a write there renews the rows).
 A steady pair's apply writes nothing the second time (``Recording.progress`` writes only what
 changed, and a write would have renewed the rows), so skipping it is the same as running it.
 """
@@ -25,7 +28,9 @@ changed, and a write would have renewed the rows), so skipping it is the same as
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
+from gpuorch.clock import aware
 from gpuorch.reconciler.actions import Decision, Heartbeat, Progress
 from gpuorch.reconciler.views import JobView
 from gpuorch.store.models import AttemptStatus
@@ -41,6 +46,7 @@ class Steady:
     context: tuple[object, ...]  # the offers index, the back-off keys, the settings
     attempt: int  # the running attempt the steady pair is about
     requeue_after: float
+    billed: bool = False  # no instance time lay in the future: billing corrections would repeat (none)
 
 
 def _seen(view: JobView) -> Seen:
@@ -67,6 +73,15 @@ def clock_free(view: JobView) -> bool:
         a.row.status == AttemptStatus.DRAINING for a in view.attempts)
 
 
+def past(view: JobView, now: datetime) -> bool:
+    """Whether every time the attempts' instances report (launch, end) lies before ``now``."""
+    for a in view.attempts:
+        inst = a.instance
+        if inst is not None and any(t is not None and t > now for t in (aware(inst.created_at), aware(inst.ended_at))):
+            return False
+    return True
+
+
 class SteadyJobs:
     """The steady decisions of the last passes, by job id. Only the pass's thread uses it."""
 
@@ -87,15 +102,25 @@ class SteadyJobs:
         self.skipped += 1
         return memo
 
-    def note(self, view: JobView, d: Decision, context: tuple[object, ...]) -> None:
-        """Remember ``d`` for ``view``'s job if it was steady and clock free; else forget the job."""
+    def billed(self, view: JobView) -> bool:
+        """Whether this job's billing was checked on these very attempt rows and instances, with
+        nothing to correct then or later (``Steady.billed``)."""
+        memo = self._memo.get(view.job.id or 0)
+        return memo is not None and memo.billed and memo.job is view.job and len(memo.attempts) == len(view.attempts) \
+            and all(m[0] is a.row and m[1] is a.instance for m, a in zip(memo.attempts, view.attempts, strict=True))
+
+    def note(self, view: JobView, d: Decision, context: tuple[object, ...], now: datetime | None = None) -> None:
+        """Remember ``d`` for ``view``'s job if it was steady and clock free; else forget the job.
+        ``now``: the time its billing was checked this pass (None: not checked)."""
         job_id = view.job.id or 0
         number = steady_attempt(d)
         if number is not None and clock_free(view):
-            self._memo[job_id] = Steady(view.job, _seen(view), context, number, d.requeue_after)
+            billed = now is not None and past(view, now)
+            self._memo[job_id] = Steady(view.job, _seen(view), context, number, d.requeue_after, billed)
         else:
             self._memo.pop(job_id, None)
 
     def forget(self, held: set[int | None]) -> None:
         """Drop the jobs this daemon does not hold any more."""
-        self._memo = {k: v for k, v in self._memo.items() if k in held}
+        if not self._memo.keys() <= held:  # a subset test most passes; rebuilt only when a job left
+            self._memo = {k: v for k, v in self._memo.items() if k in held}

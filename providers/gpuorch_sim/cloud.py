@@ -26,6 +26,7 @@ from gpuorch.agent.protocol import write_atomic
 from gpuorch.errors import NotFoundError
 from gpuorch.provider import InstanceState
 from gpuorch.provider.localdir import InstanceDir, Meta, spawn_detached
+from gpuorch.provider.localdir.runner import SETTLE_S
 
 from .market import Reclaim, SimClock, SimMarket, SimOptions
 
@@ -108,6 +109,7 @@ class _Seen:
     reclaim: Reclaim | None
     event: float | None = None  # next_event of this record
     booted: Meta | None = None  # the record observed after its boot (made once)
+    settled: bool = True  # older than SETTLE_S when read: its key cannot hide a rewrite
 
     def observed(self, now: float) -> Meta:
         """``meta.observed`` at ``now``, without a copy per call."""
@@ -138,10 +140,13 @@ class Instances:
             raise NotFoundError(f"sim instance {inst.id} not found") from None
         key = (st.st_ino, st.st_mtime_ns, st.st_size)
         seen = self._seen.get(inst.id)
-        if seen is None or seen.key != key:
+        if seen is None or seen.key != key or not seen.settled:
+            # A record rewritten within the file system's timestamp tick, same size, on a reused
+            # inode has the same key: one written less than SETTLE_S ago is always read again.
             meta = inst.read()
             reclaim = self.reclaim_of(meta)
-            seen = self._seen[inst.id] = _Seen(key, meta, reclaim, next_event(meta, reclaim))
+            seen = self._seen[inst.id] = _Seen(key, meta, reclaim, next_event(meta, reclaim),
+                                               settled=time.time() - st.st_mtime > SETTLE_S)
         return seen
 
     def settled(self, inst: InstanceDir, now: float) -> tuple[Meta, _Seen]:

@@ -22,12 +22,11 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
 from gpuorch.agent.protocol import AgentStatus
-from gpuorch.doctor.findings import Finding
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
 from gpuorch.provider import (
     TAG_MANAGED,
@@ -40,11 +39,14 @@ from gpuorch.provider import (
     RunnerUnavailable,
 )
 from gpuorch.provider.localdir import REASON_TERMINATED, InstanceDir, LocalRunner, Meta, capacity, instance_id_for
-from gpuorch.testing.faults import FaultPlan
 
 from .cloud import MARKET_FILE, TAG_LIFETIME, Instances, ensure_cloud, open_market, stop_cloud
 from .market import PROVIDER, SimClock, SimMarket, SimOptions, resolve
 from .runner import ExternalAgentRunner
+
+if TYPE_CHECKING:  # the doctor's and the fault plan's modules load only when used (a daemon's steady memory)
+    from gpuorch.doctor.findings import Finding
+    from gpuorch.testing.faults import FaultPlan
 
 T = TypeVar("T")
 
@@ -66,9 +68,13 @@ class SimProvider(Provider):
         self.options = options
         self.market: SimMarket = open_market(self.home, options)
         # Seeded, and salted with the pid so that each daemon life draws its own sequence.
-        self.faults = FaultPlan.from_options(options.faults, seed_salt=os.getpid())
+        self.faults: FaultPlan | None = None
+        if options.faults:
+            from gpuorch.testing.faults import FaultPlan
+
+            self.faults = FaultPlan.from_options(options.faults, seed_salt=os.getpid())
         self._instances = Instances(self.instances_dir, self.market)
-        self._instance_cache: dict[str, tuple[tuple[int, int, int], InstanceState, Instance]] = {}
+        self._instance_cache: dict[str, tuple[Meta, InstanceState, Instance]] = {}
         self._runners: dict[str, LocalRunner] = {}
         self._catalog = _load_catalog(options.catalog)  # extra offers, read once
         self._sold = {(o.zone, o.instance_type) for o in self._catalog}
@@ -105,7 +111,10 @@ class SimProvider(Provider):
         ``home/sim``. Raises UserInputError naming the option for anything invalid."""
         opts = cls.from_config_options(options)
         try:
-            FaultPlan.from_options(opts.faults)
+            if opts.faults:
+                from gpuorch.testing.faults import FaultPlan
+
+                FaultPlan.from_options(opts.faults)
         except (ValueError, TypeError) as e:
             raise UserInputError(f"providers.sim.{e}") from None
         return cls(Path(home) / "sim", opts)
@@ -123,10 +132,10 @@ class SimProvider(Provider):
         """The instance as the market has it now; Instance objects are reused while unchanged."""
         meta, seen = self._instances.settled(inst, now)
         cached = self._instance_cache.get(inst.id)
-        if cached is not None and cached[0] == seen.key and cached[1] == meta.state:
+        if cached is not None and cached[0] is seen.meta and cached[1] == meta.state:  # the same record read
             return cached[2]
         instance = meta.to_instance()
-        self._instance_cache[inst.id] = (seen.key, meta.state, instance)
+        self._instance_cache[inst.id] = (seen.meta, meta.state, instance)
         return instance
 
     # -- the port ----------------------------------------------------------------------------
@@ -242,6 +251,8 @@ class SimProvider(Provider):
 
     def doctor(self) -> list[Finding]:
         """``SupportsDoctor``: a simulated market needs no credentials, only its state directory."""
+        from gpuorch.doctor.findings import Finding
+
         check = f"provider {self.name}"
         probe = self.instances_dir / ".doctor-probe"
         try:

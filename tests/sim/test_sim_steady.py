@@ -56,6 +56,15 @@ def play_agent(run: Path, **fields: object) -> None:
     os.utime(run / STATUS_FILE, (now - 10, now - 10))
 
 
+def settle_records(sim) -> None:  # type: ignore[no-untyped-def]
+    """Date the instance records 10 s back, as the agents' statuses are: a record written less
+    than SETTLE_S ago is read again at every listing (a rewrite in the same timestamp tick)."""
+    past = time.time() - 10
+    for d in sim.instances_dir.iterdir():
+        if (d / "meta.json").exists():
+            os.utime(d / "meta.json", (past, past))
+
+
 def running(store: Store, sim, rec: Reconciler, n: int, tmp_path: Path) -> list[int]:  # type: ignore[no-untyped-def]
     spec = {"run": "python train.py", "spot_policy": "on-demand", "providers": ["sim"],
             "checkpoint": {"store": f"file://{tmp_path / 'ckpt'}", "interval": "10m"}}
@@ -69,6 +78,7 @@ def running(store: Store, sim, rec: Reconciler, n: int, tmp_path: Path) -> list[
         with store.read() as s:
             if [a.status for a in s.exec(select(Attempt))] == [AttemptStatus.RUNNING] * n:
                 break
+    settle_records(sim)
     rec.run_pass()  # the first pass that sees them running remembers their steady decisions
     return ids  # type: ignore[return-value]
 
@@ -186,3 +196,86 @@ def test_skipped_jobs_still_get_their_heartbeats_at_their_own_pace(store, make_s
             seen[i].add(path.stat().st_mtime_ns)
     assert skipped == [2] * 30  # never decided again...
     assert [len(v) - 1 for v in seen.values()] == [6, 6]  # ...yet a heartbeat every 10 s each, not every pass
+
+
+class CountingMoney:
+    """Counts the billing checks a reconciler's money step makes (the real step runs)."""
+
+    def __init__(self, rec: Reconciler) -> None:
+        self.calls = 0
+        real = rec.money.record_billing
+
+        def record_billing(view, now):  # type: ignore[no-untyped-def]
+            self.calls += 1
+            real(view, now)
+
+        rec.money.record_billing = record_billing  # type: ignore[method-assign]
+
+
+def test_skipped_jobs_do_not_check_their_billing_again_until_a_row_or_instance_changes(store, make_sim, tmp_path):
+    sim = make_sim(**SIM)
+    rec = Reconciler(store, {"sim": sim})
+    ids = running(store, sim, rec, 3, tmp_path)
+    for _ in range(2):  # money corrects launched_at to the sim's record once (a write): then steady
+        rec.run_pass()
+    counted = CountingMoney(rec)
+    rec.run_pass()
+    assert rec.steady.skipped == 3 and counted.calls == 0
+    with store.read() as s:
+        inst = s.exec(select(Attempt).where(Attempt.job_id == ids[0])).one().instance_id
+    sim.inject_preemption(inst, 120.0)  # a new Instance object: its billing is looked at again
+    rec.run_pass()
+    assert counted.calls == 1
+
+
+def test_billing_is_checked_every_pass_while_an_instance_time_lies_in_the_daemons_future(store, make_sim, tmp_path):
+    from datetime import UTC, datetime
+
+    from gpuorch.clock import FakeClock
+
+    sim = make_sim(**SIM)
+    clock = FakeClock(datetime.now(UTC))
+    rec = Reconciler(store, {"sim": sim}, clock=clock)
+    running(store, sim, rec, 2, tmp_path)
+    clock.advance(-3600)  # the cloud's clock an hour ahead of ours (skew)
+    counted = CountingMoney(rec)
+    for _ in range(3):
+        rec.run_pass()
+    assert counted.calls == 6  # every job, every pass: a correction may become due as our clock passes
+
+
+def test_a_sim_record_rewritten_within_one_timestamp_tick_is_read_again(make_sim):
+    from gpuorch.provider.port import LaunchRequest
+
+    sim = make_sim(**SIM)
+    inst = sim.launch(LaunchRequest(job_id=1, attempt=1, offer=sim.offers()[0], spot=False, owner="me"))
+    meta = sim.instances_dir / inst.id / "meta.json"
+    os.utime(meta)  # written just now, however slowly the launch went on a loaded machine
+    assert not sim.get(inst.id).spot
+    st = os.stat(meta)
+    text = meta.read_text()
+    assert '"spot": false' in text
+    with open(meta, "r+") as f:  # same inode, same size, the same mtime: the cache key cannot tell
+        f.write(text.replace('"spot": false', '"spot": true '))
+    os.utime(meta, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(meta).st_ino == st.st_ino and os.stat(meta).st_size == st.st_size
+    assert sim.get(inst.id).spot  # written less than SETTLE_S ago: read again
+
+
+def test_the_instance_mirror_skips_a_listing_of_the_same_instances_and_records_a_change(store, make_sim, tmp_path):
+    from gpuorch.store.models import Instance as InstanceRow
+
+    sim = make_sim(**SIM)
+    rec = Reconciler(store, {"sim": sim})
+    ids = running(store, sim, rec, 2, tmp_path)
+    rec.run_pass()
+    with statements(store) as seen:
+        rec.run_pass()
+    assert not [s for s in seen if "instance" in s.lower() and "attempt" not in s.lower()]  # the table is not read
+    with store.read() as s:
+        inst = s.exec(select(Attempt).where(Attempt.job_id == ids[0])).one().instance_id
+    sim._terminate(inst)  # ended behind the daemon's back: a new Instance object in the listing
+    rec.run_pass()
+    with store.read() as s:
+        states = {r.instance_id: r.state for r in s.exec(select(InstanceRow))}
+    assert states[inst] == "terminated"

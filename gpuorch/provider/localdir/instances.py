@@ -25,7 +25,6 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from gpuorch.agent.job import remove_containers
 from gpuorch.agent.protocol import read_status, write_atomic
 from gpuorch.clock import utcnow
 from gpuorch.errors import NotFoundError
@@ -197,6 +196,8 @@ class InstanceDir:
 
     def kill(self) -> None:
         """SIGKILL the agent's and the job's process groups (the pids they recorded)."""
+        from gpuorch.agent.job import remove_containers  # the agent's job module: only when killing
+
         agent_pid = _read_pid(self.agent_pid_file)
         status = read_status(self.run_dir)
         kill_instance(self.path, [agent_pid, status.pid if status else None])
