@@ -81,6 +81,8 @@ class Meta(BaseModel):
 class InstanceDir:
     """The files of one local instance, and the only code that changes them."""
 
+    durable = True  # records fsync'd (write_atomic); the sim's need only survive a process's crash
+
     def __init__(self, path: Path) -> None:
         self.path = path
 
@@ -130,7 +132,7 @@ class InstanceDir:
         staging = self.path.parent / f".staging-{self.id}-{secrets.token_hex(4)}"
         staging.mkdir(parents=True)
         try:
-            write_atomic(staging / META_FILE, meta.model_dump_json(indent=2))
+            write_atomic(staging / META_FILE, meta.model_dump_json(indent=2), self.durable)
             os.rename(staging, self.path)
             return True
         except OSError:
@@ -157,7 +159,7 @@ class InstanceDir:
             return self._write(change(self.read()))
 
     def _write(self, meta: Meta) -> Meta:
-        write_atomic(self.meta_file, meta.model_dump_json(indent=2))
+        write_atomic(self.meta_file, meta.model_dump_json(indent=2), self.durable)
         return meta
 
     def announce(self, deadline: datetime, now: datetime | None = None) -> Meta:
@@ -174,7 +176,8 @@ class InstanceDir:
 
         meta = self.update(change).observed(now)
         if meta.state.alive and meta.preemption_deadline is not None:
-            write_atomic(self.notice_file, json.dumps({"deadline": meta.preemption_deadline.timestamp()}) + "\n")
+            write_atomic(self.notice_file, json.dumps({"deadline": meta.preemption_deadline.timestamp()}) + "\n",
+                         self.durable)
         return meta
 
     # -- the end of an instance ------------------------------------------------------------
