@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 FIX = "grant the IAM policy of docs/aws.md to the identity boto3 finds (env, profile, SSO, instance role)"
 PROBE_ID = "i-0123456789abcdef0"  # a syntactically valid id that a dry run never touches
+PROBE_TYPE = "g5.xlarge"
 
 
 def dry_run(call: Callable[[], Any]) -> Callable[[], None]:
@@ -42,14 +43,18 @@ def probes(p: AwsProvider, region: str) -> list[Probe]:
 
     def run() -> None:
         image = p._image(region)
-        ec2.call(region, "run_instances", ImageId=image.id, InstanceType="g5.xlarge", MinCount=1, MaxCount=1,
+        ec2.call(region, "run_instances", ImageId=image.id, InstanceType=PROBE_TYPE, MinCount=1, MaxCount=1,
                  DryRun=True)
 
+    # One instance type's rows: an empty answer still proves the permission, and an emulator that
+    # ignores MaxResults (moto) would otherwise serialise every type and price it knows.
+    one_type = [{"Name": "instance-type", "Values": [PROBE_TYPE]}]
     return [
         ("ec2:DescribeInstances" + where, lambda: ec2.call(region, "describe_instances", MaxResults=5)),
-        ("ec2:DescribeInstanceTypes" + where, lambda: ec2.call(region, "describe_instance_types", MaxResults=5)),
+        ("ec2:DescribeInstanceTypes" + where,
+         lambda: ec2.call(region, "describe_instance_types", MaxResults=5, Filters=one_type)),
         ("ec2:DescribeSpotPriceHistory" + where,
-         lambda: ec2.call(region, "describe_spot_price_history", MaxResults=5)),
+         lambda: ec2.call(region, "describe_spot_price_history", MaxResults=5, InstanceTypes=[PROBE_TYPE])),
         ("ec2:DescribeSubnets" + where, lambda: ec2.call(region, "describe_subnets", MaxResults=5)),
         # Every listing sweeps the placement groups of ended gangs (gang.py): without this, gangs leak theirs.
         ("ec2:DescribePlacementGroups" + where, lambda: ec2.call(region, "describe_placement_groups")),
