@@ -111,7 +111,11 @@ class Applier:
     def end_pass(self) -> None:
         """Launches not recorded by now are dropped (a pass that stopped early): nothing was
         recorded or called for them, and the next pass decides them again."""
-        self._batch, self._started, self._starts = None, [], []
+        started, self._batch, self._started, self._starts = self._started, None, [], []
+        try:  # launches started and not waited for: their jobs stay busy until those end
+            self.pool.wait(started, block=False)
+        except Exception:
+            log.exception("a launch batch of this pass failed")
 
     def _launch_batch(self, now: datetime) -> None:
         """The batch's intents in one transaction (``Launching.intents``), then its cloud calls on

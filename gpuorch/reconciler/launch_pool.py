@@ -72,13 +72,14 @@ class LaunchPool:
                 self._busy[job_id] = future
         return future
 
-    def wait(self, started: Sequence[tuple[Sequence[int], Future[object]]]) -> None:
-        """Wait for batches ``start`` started, together, within what is left of the pass's wait;
-        one still running then goes on in the background (its errors are logged). Raises the
-        first error of a batch that ended."""
+    def wait(self, started: Sequence[tuple[Sequence[int], Future[object]]], block: bool = True) -> None:
+        """Wait for batches ``start`` started, together, within what is left of the pass's wait
+        (``block=False``: none); one still running then goes on in the background (its errors
+        are logged, its jobs busy until it ends). Raises the first error of a batch that ended."""
         error: BaseException | None = None
         for job_ids, future in started:
             left = self.wait_s if self._pass_deadline is None else max(0.0, self._pass_deadline - time.monotonic())
+            left = left if block else 0.0
             try:
                 future.result(timeout=left)
             except FutureTimeout:
