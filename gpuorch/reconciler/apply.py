@@ -13,6 +13,7 @@ started again by this daemon (a runner's start does nothing once it has).
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import datetime
@@ -56,6 +57,8 @@ class Applier:
         self._batch: list[tuple[JobView, A.Launch]] | None = None  # the pass's launches not yet recorded
         self._started: list[tuple[list[int], Future[object]]] = []  # the pass's launch batches on the pool
         self._starts: list[tuple[JobView, AttemptView]] = []  # the pass's agent starts not yet made
+        self._renew_lock = threading.Lock()
+        self._renewed_at: datetime | None = None  # the leases' last renewal (a pass's slow launches)
         self.started: set[tuple[int, int, str]] = set()  # (job, attempt, instance) whose runner started its agent
 
     def _holds(self, job_id: int, now: datetime) -> bool:
@@ -67,6 +70,7 @@ class Applier:
 
     def begin_pass(self) -> None:
         """From now until ``flush``, launches are recorded and made a batch at a time."""
+        self._renewed_at = self.clock.now()  # the claim left every lease at least 2/3 of its length
         self._batch, self._started, self._starts = [], [], []
 
     def flush(self, now: datetime) -> None:
@@ -136,15 +140,27 @@ class Applier:
             self._started.append(([v.job.id or 0 for v, _, _ in part], self.pool.start(
                 [v.job.id or 0 for v, _, _ in part], lambda part=part: self._launch_share(part, now))))  # type: ignore[misc]
 
+    def _renew_when_due(self) -> None:
+        """Slow launches must not outlive the leases of the jobs they are for: renewed (in bulk)
+        every third of a lease, as the pass does between jobs."""
+        t = self.clock.now()
+        with self._renew_lock:
+            if self._renewed_at is not None and (t - self._renewed_at).total_seconds() < self.leases.lease_s / 3:
+                return
+            self._renewed_at = t
+        self.leases.renew(t)
+
     def _launch_share(self, part: list[tuple[JobView, A.Launch, First]], now: datetime) -> None:
         launched: Launched = []
         for view, action, first in part:
+            self._renew_when_due()
             try:
                 self.launching.launch(view, action, now, first, launched)
             except LeaseLost:
                 log.info("job %s: lease lost (expired or taken over); its launch is dropped", view.job.id)
             except Exception:  # one job's trouble must not stall the others; the next pass retries it
                 log.exception("job %s: launch failed", view.job.id)
+        self._renew_when_due()
         self.launching.record_launched(launched, now)
 
     def _heartbeat(self, job_id: int, a: AttemptView) -> None:
@@ -176,7 +192,9 @@ class Applier:
     def _one(self, view: JobView, job_id: int, action: A.Action, a: AttemptView | None, now: datetime) -> None:  # noqa: C901
         """One action; ``a``: the attempt it is about (None for job-wide ones)."""
         match action:
-            case A.Launch() if self._batch is not None:  # in a pass: recorded with the pass's other launches
+            # In a pass: recorded with the pass's other launches, unless caps apply to the job (the
+            # next job's gate must see this one's attempt, as it did when each launch came at once).
+            case A.Launch() if self._batch is not None and view.gate is None:
                 self._batch.append((view, action))
                 if len(self._batch) >= LAUNCH_BATCH:
                     self._launch_batch(now)
