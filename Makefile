@@ -29,9 +29,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check gpuorch providers tests bench scripts
 	$(VENV)/bin/mypy
 
+# Worker processes for pytest-xdist (docs/development.md, "Test workers"); 0 runs the suite in one process.
+TEST_WORKERS ?= 4
+
 test: lint
 	./scripts/test-services.sh
-	$(PY) -m pytest -q -ra
+	$(PY) -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 bench: $(STAMP)
 	for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

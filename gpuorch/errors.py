@@ -12,6 +12,8 @@ botocore, google-api-core or azure-core exceptions. The reconciler decides by cl
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class GpuorchError(Exception):
     """Base of every error gpuorch raises on purpose."""
@@ -94,3 +96,9 @@ def runtime_line(e: BaseException) -> str:
     if isinstance(e, OSError):
         return f"{e.strerror or text}{f': {e.filename}' if e.filename else ''}; check the path and its permissions"
     return f"internal error ({type(e).__name__}: {text}); rerun with GPUORCH_DEBUG=1 and report it as a gpuorch bug"
+
+
+def field_path(loc: Iterable[object]) -> str:
+    """A validation error's location as one dotted line. A part that is empty or not printable
+    (a key holding a newline, say) is shown quoted, so the message stays one line."""
+    return ".".join(part if part.isprintable() and part else repr(part) for part in map(str, loc))

@@ -9,6 +9,14 @@ from gpuorch.store import Store
 
 # Variables that steer the tests themselves, not gpuorch: kept so a run can be replayed.
 KEPT = {"GPUORCH_CHAOS_SEED"}
+# Markers of the files that run for minutes (real training, the chaos night): collected first, so
+# that `make test`'s workers (pytest-xdist, --dist loadfile) start them first and none is left
+# running one alone at the end.
+LONG = ("workloads", "chaos")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in LONG))  # stable: files stay whole
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from gpuorch.errors import UserInputError
+from gpuorch.errors import UserInputError, field_path
 from gpuorch.jobs import validate as v_
 from gpuorch.jobs.gpu_request import GpuRequirement, Strict
 from gpuorch.policy.recovery import get_strategy
@@ -298,7 +298,7 @@ _FIX_HINTS = {
 
 def _format_error(err: ErrorDetails, source: str) -> str:
     path = err["loc"][:-2] if err["loc"][-1:] == ("[key]",) else err["loc"]  # a bad key: its message names it
-    loc = ".".join(str(p) for p in path) or "(top level)"
+    loc = field_path(path) or "(top level)"
     if not err["loc"] and str(err["msg"]).startswith("Value error, "):  # a model-level check names its field
         return f"{source}: {str(err['msg']).removeprefix('Value error, ')}"
     kind = err["type"]

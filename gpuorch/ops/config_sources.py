@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuorch.errors import UserInputError
+from gpuorch.errors import UserInputError, field_path
 from gpuorch.store.paths import default_home, default_url
 
 if TYPE_CHECKING:  # pydantic, YAML and the model load with the first full ``load`` (see store_location)
@@ -221,7 +221,7 @@ def describe(e: ValidationError, origins: Origins) -> str:
     """One line: the source that set the bad value, the field, and the fix."""
     err = e.errors()[0]
     loc = tuple(str(x) for x in err["loc"])
-    field_name = ".".join(loc)
+    field_name = field_path(loc)
     source = next((origins[loc[:i]] for i in range(len(loc), 0, -1) if loc[:i] in origins), "config")
     if err["type"] == "extra_forbidden":
         known = _known(loc[:-1])

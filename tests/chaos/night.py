@@ -45,7 +45,10 @@ START_S = 12720 * 195
 SCALE = 600.0  # a 195 s tick lasts a third of a second
 # Four zones that come and go (us-east-1d reclaims without notice) and one that mostly stays.
 ZONES = ("us-east-1c", "us-east-1d", "us-east-1f", "us-east-2a", "us-west-2a")
-ORPHAN_GRACE_S = 30.0  # wall seconds an instance may bill without a live attempt (a few daemon lives)
+# How long an instance may bill without a live attempt: a few daemon lives, and at least 30 s of
+# wall time. Both must pass, since on a loaded machine a short life may end before its first pass.
+ORPHAN_GRACE_S = 30.0
+ORPHAN_GRACE_LIVES = 8
 BILLED_SLACK_S = 1.0  # seconds an attempt's recorded interval may differ from the sim's, in all
 # Caps the night runs under (a job's and the day's): loose enough that every job finishes, checked
 # against what the sim billed.
@@ -69,7 +72,7 @@ class Night:
     kills: Counter[str] = field(default_factory=Counter)  # how each daemon life ended
     steps: dict[int, tuple[str, int]] = field(default_factory=dict)  # job id -> (seed, steps)
     daemon: subprocess.Popen[bytes] | None = None
-    orphan_since: dict[str, float] = field(default_factory=dict)  # instance id -> first seen unowned
+    orphan_since: dict[str, tuple[float, int]] = field(default_factory=dict)  # id -> (time, lives) first seen unowned
 
     def __post_init__(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
@@ -189,11 +192,14 @@ class Night:
         now = time.monotonic()
         orphans = {m.id for _, m in instances
                    if (m.tags.get("gpuorch:job"), m.tags.get("gpuorch:attempt")) not in owned}
-        self.orphan_since = {i: self.orphan_since.get(i, now) for i in orphans}
+        lives = sum(self.kills.values())
+        self.orphan_since = {i: self.orphan_since.get(i, (now, lives)) for i in orphans}
         # A crash between "launch called" and "launch recorded" leaves one until a daemon's orphan
         # sweep (or its adoption by the attempt) a life or two later; never longer.
-        stale = [i for i, t in self.orphan_since.items() if now - t > ORPHAN_GRACE_S]
-        assert not stale, f"instances without a live attempt for over {ORPHAN_GRACE_S}s: {stale}"
+        stale = [i for i, (t, n) in self.orphan_since.items()
+                 if now - t > ORPHAN_GRACE_S and lives - n >= ORPHAN_GRACE_LIVES]
+        assert not stale, (f"instances without a live attempt for over {ORPHAN_GRACE_S}s and "
+                           f"{ORPHAN_GRACE_LIVES} daemon lives: {stale}")
 
     def check_money(self) -> dict:
         """Σ attempt costs against what the sim billed: each instance's interval (created to

@@ -75,6 +75,7 @@ def test_nan_from_yaml_is_refused_not_turned_into_any_gpu(tmp_path):
     ({**BASE, "deadline": {"at": "8h", "job_hours": 1e20}}, "deadline.job_hours"),
     ({**BASE, "retry": {"max_preemptions": 10**30}}, "retry.max_preemptions"),
     ({**BASE, "providers": ["x"] * 1000}, "providers"),
+    ({**BASE, "resources": {"gpu": "T4", "a\nb": 1}}, "resources.'a\\nb'"),  # a key quoted: still one line
 ])
 def test_bad_values_are_refused_in_one_line(data, field):
     refused(data, field)

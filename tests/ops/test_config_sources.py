@@ -97,6 +97,8 @@ def test_environment_overrides_nested_fields_and_mappings(monkeypatch):
     ("user", "metrics: {prot: 1}\n", "{user}: metrics.prot: unknown option; known options here: enabled, host, port"),
     ("state", "colour: blue\n", "{state}: colour: unknown option; known options here: home,"),
     ("user", "log_format: xml\n", "{user}: log_format: Input should be 'text' or 'json'"),
+    # a key that is not one printable line is quoted, so the message stays one line
+    ("user", 'metrics: {"a\\nb": 1, "": 2}\n', "{user}: metrics.'a\\nb': unknown option; known options here: enabled"),
     ("system", "poll_s: [\n", "{system}: line 2: malformed YAML"),
     ("user", "- a list\n", "{user}: the file must hold a mapping of options"),
     ("state", "home: /elsewhere\n", "{state}: home: cannot be set in the state directory's own config"),
