@@ -127,14 +127,16 @@ def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in names}
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Readers see the old or the new content, never a torn file."""
+def write_atomic(path: Path, text: str, durable: bool = True) -> None:
+    """Readers see the old or the new content, never a torn file. ``durable``: fsync'd before
+    the rename, so it also survives a crash of the host (without: of any process only)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

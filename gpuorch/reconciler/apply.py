@@ -3,12 +3,19 @@
 No re-entry into decide: an action that fails is recorded (an event, the attempt's
 ``start_error``, a launch retry) or logged and decided on the NEXT pass, which observes its
 result. Launches run on the ``LaunchPool`` (a hung cloud call holds only its own job).
+
+Within a pass (``begin_pass`` .. ``flush``) launches and agent starts are collected and carried
+out a batch at a time (``LAUNCH_BATCH``): the launches' intents in one write transaction, the
+starts after one lease check for all of them. An agent whose runner's ``start`` returned is not
+started again by this daemon (a runner's start does nothing once it has).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from datetime import datetime
 from pathlib import Path
 
@@ -20,8 +27,8 @@ from gpuorch.ops.crashpoints import crashpoint
 from gpuorch.provider.port import Provider
 from gpuorch.reconciler import actions as A
 from gpuorch.reconciler.launch_pool import LaunchPool
-from gpuorch.reconciler.launching import Launching
-from gpuorch.reconciler.leases import Leases
+from gpuorch.reconciler.launching import First, Launched, Launching
+from gpuorch.reconciler.leases import LeaseLost, Leases
 from gpuorch.reconciler.money import Money, Txn
 from gpuorch.reconciler.recording import Recording
 from gpuorch.reconciler.views import AttemptView, JobView
@@ -31,18 +38,132 @@ from gpuorch.runners.port import RunnerUnavailable
 from gpuorch.store.models import Attempt, AttemptStatus, JobStatus, TerminationReason
 
 log = logging.getLogger("gpuorch.reconciler")
+LAUNCH_BATCH = 100  # queued launches whose intents one write transaction records
+LAUNCHES_PER_WORKER = 25  # launches a pool worker makes, then records in one transaction, at least
 
 
 class Applier:
     def __init__(self, providers: Mapping[str, Provider], txn: Txn, leases: Leases, clock: Clock, money: Money,
                  volumes: Volumes, launching: Launching, recording: Recording, pool: LaunchPool,
-                 heartbeat_every_s: Callable[[], float], home: Path | None = None) -> None:
+                 heartbeat_every_s: Callable[[], float], home: Path | None = None,
+                 held_ids: Callable[[Sequence[int], datetime], set[int]] | None = None) -> None:
         self.providers, self._txn, self.leases, self.clock = providers, txn, leases, clock
         self.money, self.volumes, self.launching, self.recording, self.pool = money, volumes, launching, recording, pool
         self.heartbeat_every_s, self.home = heartbeat_every_s, home
+        self.held_ids = held_ids or (lambda ids, t: {i for i in ids if self._holds(i, t)})
         self.terminated: set[str] = set()  # this pass's terminations (the listing predates them)
         self.terminated_at: dict[str, datetime] = {}  # instance id -> when this daemon's terminate call returned
         self.heartbeats: dict[tuple[int, int], datetime] = {}  # (job, attempt) -> last heartbeat sent
+        self._batch: list[tuple[JobView, A.Launch]] | None = None  # the pass's launches not yet recorded
+        self._started: list[tuple[list[int], Future[object]]] = []  # the pass's launch batches on the pool
+        self._starts: list[tuple[JobView, AttemptView]] = []  # the pass's agent starts not yet made
+        self._renew_lock = threading.Lock()
+        self._renewed_at: datetime | None = None  # the leases' last renewal (a pass's slow launches)
+        self.started: set[tuple[int, int, str]] = set()  # (job, attempt, instance) whose runner started its agent
+
+    def _holds(self, job_id: int, now: datetime) -> bool:
+        try:
+            self.leases.check(job_id, now)
+            return True
+        except LeaseLost:
+            return False
+
+    def begin_pass(self) -> None:
+        """From now until ``flush``, launches are recorded and made a batch at a time."""
+        self._renewed_at = self.clock.now()  # the claim left every lease at least 2/3 of its length
+        self._batch, self._started, self._starts = [], [], []
+
+    def flush(self, now: datetime) -> None:
+        """Record the pass's last launches, then wait for the pass's launches together (at most
+        the launch pool's wait); the first error of one that ended is raised."""
+        if self._starts:
+            self._start_batch(now)
+        if self._batch:
+            self._launch_batch(now)
+        started, self._started = self._started, []
+        self.pool.wait(started)
+
+    def _start_agent(self, view: JobView, a: AttemptView, now: datetime) -> None:
+        job_id = view.job.id or 0
+        vol = view.spec.volume
+        volume_id = "" if vol is None else self.volumes.attach(job_id, vol.size, a.row, a.instance.id, now,  # type: ignore[union-attr]
+                                                               vol.type)
+        if volume_id is not None and self.recording.start_agent(view, a, now, volume_id or None):
+            self.started.add((job_id, a.row.number, a.instance.id))  # type: ignore[union-attr]
+        crashpoint("agent.started")
+
+    def _start_batch(self, now: datetime) -> None:
+        """The agent starts the pass collected, after one lease check for all of them (a read)."""
+        starts, self._starts = self._starts, []
+        held = self.held_ids([view.job.id or 0 for view, _ in starts], self.clock.now())
+        for view, a in starts:
+            if view.job.id not in held:
+                log.info("job %s: lease lost (expired or taken over); its agent start is dropped", view.job.id)
+                continue
+            try:
+                self._start_agent(view, a, now)
+            except LeaseLost:
+                log.info("job %s: lease lost (expired or taken over); its agent start is dropped", view.job.id)
+            except Exception:  # one job's trouble must not stall the others; the next pass retries it
+                log.exception("job %s: agent start failed", view.job.id)
+
+    def forget(self, alive: set[tuple[int, int]]) -> None:
+        """Drop what is kept of attempts that are no longer live (``alive``: (job, attempt))."""
+        if not self.heartbeats.keys() <= alive:  # a C subset test on most passes: nothing left
+            self.heartbeats = {k: v for k, v in self.heartbeats.items() if k in alive}
+        if self.started:
+            self.started = {k for k in self.started if k[:2] in alive}
+
+    def end_pass(self) -> None:
+        """Launches not recorded by now are dropped (a pass that stopped early): nothing was
+        recorded or called for them, and the next pass decides them again."""
+        started, self._batch, self._started, self._starts = self._started, None, [], []
+        try:  # launches started and not waited for: their jobs stay busy until those end
+            self.pool.wait(started, block=False)
+        except Exception:
+            log.exception("a launch batch of this pass failed")
+
+    def _launch_batch(self, now: datetime) -> None:
+        """The batch's intents in one transaction (``Launching.intents``), then its cloud calls on
+        the pool, a share per worker, each share's launches recorded in one transaction."""
+        batch, self._batch = self._batch or [], []
+        go = []
+        for view, action, first in self.launching.intents(batch, now):
+            if first[1] is not None:
+                go.append((view, action, first))
+                continue
+            try:  # no candidate admitted: nothing to call; the job says why
+                self.launching.launch(view, action, now, first)
+            except LeaseLost:
+                log.info("job %s: lease lost (expired or taken over); its work this pass is dropped", view.job.id)
+        share = max(LAUNCHES_PER_WORKER, -(-len(go) // self.pool.workers))
+        for k in range(0, len(go), share):
+            part = go[k:k + share]
+            self._started.append(([v.job.id or 0 for v, _, _ in part], self.pool.start(
+                [v.job.id or 0 for v, _, _ in part], lambda part=part: self._launch_share(part, now))))  # type: ignore[misc]
+
+    def _renew_when_due(self) -> None:
+        """Slow launches must not outlive the leases of the jobs they are for: renewed (in bulk)
+        every third of a lease, as the pass does between jobs."""
+        t = self.clock.now()
+        with self._renew_lock:
+            if self._renewed_at is not None and (t - self._renewed_at).total_seconds() < self.leases.lease_s / 3:
+                return
+            self._renewed_at = t
+        self.leases.renew(t)
+
+    def _launch_share(self, part: list[tuple[JobView, A.Launch, First]], now: datetime) -> None:
+        launched: Launched = []
+        for view, action, first in part:
+            self._renew_when_due()
+            try:
+                self.launching.launch(view, action, now, first, launched)
+            except LeaseLost:
+                log.info("job %s: lease lost (expired or taken over); its launch is dropped", view.job.id)
+            except Exception:  # one job's trouble must not stall the others; the next pass retries it
+                log.exception("job %s: launch failed", view.job.id)
+        self._renew_when_due()
+        self.launching.record_launched(launched, now)
 
     def _heartbeat(self, job_id: int, a: AttemptView) -> None:
         """Tell the agent the control host is alive (its dead-man switch), every
@@ -73,6 +194,12 @@ class Applier:
     def _one(self, view: JobView, job_id: int, action: A.Action, a: AttemptView | None, now: datetime) -> None:  # noqa: C901
         """One action; ``a``: the attempt it is about (None for job-wide ones)."""
         match action:
+            # In a pass: recorded with the pass's other launches, unless caps apply to the job (the
+            # next job's gate must see this one's attempt, as it did when each launch came at once).
+            case A.Launch() if self._batch is not None and view.gate is None:
+                self._batch.append((view, action))
+                if len(self._batch) >= LAUNCH_BATCH:
+                    self._launch_batch(now)
             case A.Launch():
                 first = self.launching.intent(view, action, 0, now)  # intent here; the cloud call on the pool
                 if first[1] is None:  # no candidate admitted: nothing to call
@@ -89,14 +216,15 @@ class Applier:
                     row.status, row.instance_id, row.launched_at = AttemptStatus.LAUNCHED, action.instance.id, now  # type: ignore[union-attr]
                     events.record(s, now, "adopted", f"found instance {action.instance.id} already launched",
                                   job_id=job_id, attempt=row.number)  # type: ignore[union-attr]
+            case A.StartAgent() if (job_id, a.row.number, a.instance.id) in self.started:  # type: ignore[union-attr]
+                pass  # its runner started it: a runner's start does nothing once it has (Runner.start)
+            case A.StartAgent() if self._batch is not None:  # in a pass: one lease check for the pass's starts
+                self._starts.append((view, a))  # type: ignore[arg-type]
+                if len(self._starts) >= LAUNCH_BATCH:
+                    self._start_batch(now)
             case A.StartAgent():
                 self.leases.check(job_id, self.clock.now())
-                vol = view.spec.volume
-                volume_id = "" if vol is None else self.volumes.attach(job_id, vol.size, a.row, a.instance.id, now,  # type: ignore[union-attr]
-                                                                       vol.type)
-                if volume_id is not None:
-                    self.recording.start_agent(view, a, now, volume_id or None)  # type: ignore[arg-type]
-                crashpoint("agent.started")
+                self._start_agent(view, a, now)  # type: ignore[arg-type]
             case A.Progress():
                 self.recording.progress(job_id, a, action.status, now)  # type: ignore[arg-type]
                 crashpoint("progress.recorded")

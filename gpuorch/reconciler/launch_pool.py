@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
@@ -24,7 +24,7 @@ log = logging.getLogger("gpuorch.reconciler")
 
 class LaunchPool:
     def __init__(self, workers: int = 8, wait_s: float = 5.0) -> None:
-        self.wait_s = wait_s
+        self.wait_s, self.workers = wait_s, workers
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuorch-launch")
         self._lock = threading.Lock()
         self._busy: dict[int, Future[object]] = {}  # job id -> its launch in flight
@@ -55,7 +55,7 @@ class LaunchPool:
                 log.warning("job %s: launch still running after %.1fs; the pass goes on without it", job_id, left)
             else:
                 log.debug("job %s: launch goes on in the background (the pass's launch wait is used up)", job_id)
-            future.add_done_callback(lambda f: self._done(job_id, f))
+            future.add_done_callback(lambda f: self._done((job_id,), f))
             return False
         except BaseException:
             self._forget(job_id)
@@ -63,16 +63,47 @@ class LaunchPool:
         self._forget(job_id)
         return True
 
-    def _forget(self, job_id: int) -> None:
+    def start(self, job_ids: Sequence[int], launch: Callable[[], object]) -> Future[object]:
+        """Start ``launch``, the launches of a batch of jobs (none of them busy), on the pool: its
+        jobs are busy until it ends. ``wait`` waits for it."""
         with self._lock:
-            self._busy.pop(job_id, None)
+            future = self._pool.submit(launch)
+            for job_id in job_ids:
+                self._busy[job_id] = future
+        return future
 
-    def _done(self, job_id: int, f: Future[object]) -> None:
-        if (e := f.exception()) is not None:
-            log.error("job %s: background launch failed: %s", job_id, e, exc_info=e)
+    def wait(self, started: Sequence[tuple[Sequence[int], Future[object]]], block: bool = True) -> None:
+        """Wait for batches ``start`` started, together, within what is left of the pass's wait
+        (``block=False``: none); one still running then goes on in the background (its errors
+        are logged, its jobs busy until it ends). Raises the first error of a batch that ended."""
+        error: BaseException | None = None
+        for job_ids, future in started:
+            left = self.wait_s if self._pass_deadline is None else max(0.0, self._pass_deadline - time.monotonic())
+            left = left if block else 0.0
+            try:
+                future.result(timeout=left)
+            except FutureTimeout:
+                log.debug("jobs %s..: %d launches go on in the background", job_ids[0], len(job_ids))
+                future.add_done_callback(lambda f, ids=job_ids: self._done(ids, f))  # type: ignore[misc]
+                continue
+            except BaseException as e:
+                error = error or e
+            self._forget(*job_ids)
+        if error is not None:
+            raise error
+
+    def _forget(self, *job_ids: int) -> None:
         with self._lock:
-            self._busy.pop(job_id, None)
-            self._settled.add(job_id)
+            for job_id in job_ids:
+                self._busy.pop(job_id, None)
+
+    def _done(self, job_ids: Sequence[int], f: Future[object]) -> None:
+        if (e := f.exception()) is not None:
+            log.error("job %s: background launch failed: %s", ", ".join(map(str, job_ids)), e, exc_info=e)
+        with self._lock:
+            for job_id in job_ids:
+                self._busy.pop(job_id, None)
+            self._settled.update(job_ids)
 
     def in_flight(self) -> set[int]:
         """Jobs whose launch is running now."""

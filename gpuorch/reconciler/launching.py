@@ -7,29 +7,41 @@ money and back-off it needs. A launch the provider refuses closes the attempt an
 offer class; a transient failure leaves it requested, and the next pass repeats the same call
 (with the same offer), at most ``Settings.max_launch_retries`` times. The launch calls run on
 ``LaunchPool`` (launch_pool.py), so a hung cloud call holds only its own job.
+
+A queue drains a batch at a time (issue 18): the pass hands its launches to ``intents``, which
+records every job's first attempt in one write transaction (``batch_txn.py``: the jobs' lease
+check is that transaction's ``SELECT``), and then the pool makes the cloud calls, a share per
+worker, each share's "launched" records one transaction (``record_launched``). Intent still
+comes first: no cloud call before its attempt row is committed; a crash between the call and
+its record leaves a tagged instance the next pass adopts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
 from sqlalchemy import func
-from sqlmodel import select
+from sqlmodel import Session, col, select
 
-from gpuorch.clock import time_scale, wall_s
+from gpuorch.clock import Clock, SystemClock, time_scale, wall_s
 from gpuorch.errors import AuthError, NoCapacityError, PermanentError, ProviderError, QuotaError
 from gpuorch.jobs import events
+from gpuorch.money.record import billed_start
 from gpuorch.ops.crashpoints import crashpoint
 from gpuorch.placement.rank import Candidate
 from gpuorch.provider.gang import gang_cost_per_hour
-from gpuorch.provider.port import LaunchRequest, Offer, Provider
+from gpuorch.provider.port import Instance, LaunchRequest, Offer, Provider
 from gpuorch.reconciler import actions as A
+from gpuorch.reconciler.batch_txn import TxnMany
 from gpuorch.reconciler.money import Money, Txn
 from gpuorch.reconciler.views import JobView, Settings
-from gpuorch.store.models import Attempt, AttemptStatus, Backoff, JobStatus, TerminationReason
+from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Job, JobStatus, TerminationReason
 from gpuorch.store.models import Event as EventRow
+
+log = logging.getLogger("gpuorch.reconciler")
 
 
 def backoff_key(provider: str, region: str = "", instance_type: str = "", spot: bool | None = None) -> str:
@@ -65,62 +77,104 @@ def attempt_offer(row: Attempt) -> Offer:
                  billing_granularity_s=row.billing_granularity_s, min_billing_s=row.min_billing_s)
 
 
+First = tuple[int, Attempt | None, str | None]  # ``intent``'s answer: candidate position, row, why refused
+Launched = list[tuple[JobView, Attempt, Instance]]  # launches made and not yet recorded (``record_launched``)
+
+
 class Launching:
     def __init__(self, providers: Mapping[str, Provider], txn: Txn, money: Money, settings: Settings,
-                 installation_id: str, backoff_s: float) -> None:
+                 installation_id: str, backoff_s: float, txn_many: TxnMany | None = None,
+                 clock: Clock | None = None) -> None:
         self.providers, self._txn, self.money, self.settings = providers, txn, money, settings
-        self.installation_id, self.backoff_s = installation_id, backoff_s
+        self.installation_id, self.backoff_s, self._txn_many = installation_id, backoff_s, txn_many
+        self._now = (clock or SystemClock()).now
 
-    def launch(self, view: JobView, action: A.Launch, now: datetime,
-               first: tuple[int, Attempt | None, str | None] | None = None) -> None:
+    def launch(self, view: JobView, action: A.Launch, now: datetime, first: First | None = None,
+               launched: Launched | None = None) -> None:
         """Launch on the first candidate that the caps admit and that has capacity. ``first``:
-        ``intent``'s answer when the pass recorded the first attempt already."""
+        ``intent``'s answer when the pass recorded the first attempt already. ``launched``: where
+        to leave a made launch for ``record_launched`` (one transaction for a batch), instead of
+        recording it here."""
         job_id = view.job.id or 0
         k, row, refused = first if first is not None else self.intent(view, action, 0, now)
         while row is not None:
-            if self.launch_attempt(view, row, now):
+            if self.launch_attempt(view, row, now, launched):
                 return
             k, row, refused = self.intent(view, action, k + 1, now)
         with self._txn(job_id) as (s, job):
             job.status, job.message = JobStatus.QUEUED, refused or "no capacity on the candidate offers; will try again"
 
-    def intent(self, view: JobView, action: A.Launch, start: int, now: datetime,
-               ) -> tuple[int, Attempt | None, str | None]:
+    def intent(self, view: JobView, action: A.Launch, start: int, now: datetime) -> First:
         """Record the attempt row for the first candidate from ``start`` on that the caps admit:
         (its position, the row, why the last candidate looked at was refused); no row when none
-        was admitted. The pass records the first intent itself (a queue drains at the pass's pace,
-        not the launch pool's); the pool records the next ones after a refused launch."""
+        was admitted. The pass records the first intents itself, a batch at a time (``intents``:
+        a queue drains at the pass's pace, not the launch pool's); the pool records the next
+        ones after a refused launch."""
+        with self._txn(view.job.id or 0) as (s, job):
+            first = self._intent_in(s, job, view, action, start, now, None)
+        if first[1] is not None:
+            crashpoint("launch.intent")
+        return first
+
+    def intents(self, batch: Sequence[tuple[JobView, A.Launch]], now: datetime,
+                ) -> list[tuple[JobView, A.Launch, First]]:
+        """``intent`` for a batch of jobs in one write transaction (the lease check of every job
+        one ``SELECT``, the attempt rows and their events one flush). A job whose lease is lost
+        is left out (logged), as ``LeaseLost`` leaves one job's work. Needs ``txn_many``."""
+        assert self._txn_many is not None
+        ids = [view.job.id or 0 for view, _ in batch]
+        out = []
+        with self._txn_many(ids) as (s, held):
+            last: dict[int, int] = {}
+            for k in range(0, len(ids), 500):
+                last.update(s.exec(select(col(Attempt.job_id), func.max(Attempt.number))
+                                   .where(col(Attempt.job_id).in_(ids[k:k + 500])).group_by(col(Attempt.job_id))).all())
+            for view, action in batch:
+                job_id = view.job.id or 0
+                job = held.get(job_id)
+                if job is None:
+                    log.info("job %s: lease lost (expired or taken over); its launch this pass is dropped", job_id)
+                    continue
+                out.append((view, action, self._intent_in(s, job, view, action, 0, now, last.get(job_id, 0))))
+        if any(first[1] is not None for _, _, first in out):
+            crashpoint("launch.intent")
+        return out
+
+    def _intent_in(self, s: Session, job: Job, view: JobView, action: A.Launch, start: int, now: datetime,
+                   last: int | None) -> First:
+        """``intent`` inside the caller's transaction; ``last``: the job's last attempt number if
+        known (None: read here)."""
         job_id = view.job.id or 0
         refused: str | None = None
         for k in range(start, len(action.candidates)):
             cand = gang_candidate(action.candidates[k], view.spec.nodes)  # a gang is admitted for every node
             o = cand.offer
-            with self._txn(job_id) as (s, job):
-                refused = self.money.admit(s, job, view.spec, cand, now)
-                if refused is not None:  # the budget check and the attempt row it admits are one transaction
-                    continue
+            refused = self.money.admit(s, job, view.spec, cand, now)
+            if refused is not None:  # the budget check and the attempt row it admits are one transaction
+                continue
+            if last is None:
                 last = s.exec(select(Attempt.number).where(Attempt.job_id == job_id)
-                              .order_by(Attempt.number.desc())).first()  # type: ignore[attr-defined]
-                row = Attempt(job_id=job_id, number=(last or 0) + 1, provider=o.provider, region=o.region, zone=o.zone,
-                              instance_type=o.instance_type, gpu=o.gpu, gpu_count=o.gpu_count, spot=cand.spot,
-                              price_per_hour=cand.price_per_hour, billing_granularity_s=o.billing_granularity_s,
-                              min_billing_s=o.min_billing_s, predecessor=action.predecessor, requested_at=now,
-                              offer=o.model_dump_json(), runway_until=self.money.runway_until(view.spec, cand, now))
-                s.add(row)
-                recovering = job.preemptions and job.status == JobStatus.RECOVERING
-                job.status = JobStatus.RECOVERING if recovering else JobStatus.STARTING
-                market = "spot" if cand.spot else "on-demand"
-                # A larger instance than the job asked for is never silent (resources.allow_larger).
-                larger = f" ({o.gpu_count} GPUs, the job uses {cand.gpus_used})" if cand.larger else ""
-                events.record(s, now, "launch_requested",
-                              f"{o.provider} {o.zone} {o.instance_type} {market} at ${cand.price_per_hour:.3f}/h"
-                              f"{larger}", job_id=job_id, attempt=row.number)
-            crashpoint("launch.intent")
+                              .order_by(Attempt.number.desc())).first() or 0  # type: ignore[attr-defined]
+            row = Attempt(job_id=job_id, number=last + 1, provider=o.provider, region=o.region, zone=o.zone,
+                          instance_type=o.instance_type, gpu=o.gpu, gpu_count=o.gpu_count, spot=cand.spot,
+                          price_per_hour=cand.price_per_hour, billing_granularity_s=o.billing_granularity_s,
+                          min_billing_s=o.min_billing_s, predecessor=action.predecessor, requested_at=now,
+                          offer=o.model_dump_json(), runway_until=self.money.runway_until(view.spec, cand, now))
+            s.add(row)
+            recovering = job.preemptions and job.status == JobStatus.RECOVERING
+            job.status = JobStatus.RECOVERING if recovering else JobStatus.STARTING
+            market = "spot" if cand.spot else "on-demand"
+            # A larger instance than the job asked for is never silent (resources.allow_larger).
+            larger = f" ({o.gpu_count} GPUs, the job uses {cand.gpus_used})" if cand.larger else ""
+            events.record(s, now, "launch_requested",
+                          f"{o.provider} {o.zone} {o.instance_type} {market} at ${cand.price_per_hour:.3f}/h"
+                          f"{larger}", job_id=job_id, attempt=row.number)
             return k, row, refused
         return len(action.candidates), None, refused
 
-    def launch_attempt(self, view: JobView, row: Attempt, now: datetime) -> bool:
-        """Call launch for a recorded attempt (idempotent by client token). True if it has an instance."""
+    def launch_attempt(self, view: JobView, row: Attempt, now: datetime, launched: Launched | None = None) -> bool:
+        """Call launch for a recorded attempt (idempotent by client token). True if it has an
+        instance. ``launched``: see ``launch``."""
         job_id = view.job.id or 0
         provider = self.providers.get(row.provider)
         if provider is None:
@@ -146,6 +200,9 @@ class Launching:
         except ProviderError as e:  # TransientError, or an adapter's unclassified error: retry, bounded
             return self._launch_retry(job_id, row, e, now)
         crashpoint("launch.called")  # the instance exists and nothing says so yet: tags find it again
+        if launched is not None:
+            launched.append((view, row, inst))
+            return True
         with self._txn(job_id) as (s, _):
             r = s.get(Attempt, row.id)
             if r is None or r.status != AttemptStatus.REQUESTED:  # adopted meanwhile, or ended: the orphan sweep
@@ -155,6 +212,28 @@ class Launching:
                           attempt=row.number)
         crashpoint("launch.recorded")
         return True
+
+    def record_launched(self, launched: Launched, now: datetime) -> None:
+        """Record a batch's launches (``launch(..., launched)``) in one write transaction. An
+        attempt adopted or ended meanwhile, or a job whose lease is lost, is left as it is: the
+        orphan sweep takes an instance nobody owns. Needs ``txn_many``."""
+        if not launched:
+            return
+        assert self._txn_many is not None
+        with self._txn_many([view.job.id or 0 for view, _, _ in launched]) as (s, held):
+            rows = {r.id: r for k in range(0, len(launched), 500) for r in s.exec(select(Attempt).where(
+                col(Attempt.id).in_([row.id for _, row, _ in launched[k:k + 500]])))}
+            for view, row, inst in launched:
+                r = rows.get(row.id)
+                if view.job.id not in held or r is None or r.status != AttemptStatus.REQUESTED:
+                    continue
+                # Billed from the cloud's launch time when it gives one (money.record): recorded now,
+                # the next pass's look at the cloud's record has nothing to correct (a write a job).
+                r.status, r.instance_id, r.launched_at = AttemptStatus.LAUNCHED, inst.id, billed_start(
+                    r.requested_at, inst.created_at, max(now, self._now()))
+                events.record(s, now, "launched", f"instance {inst.id} ({inst.state.value})", job_id=r.job_id,
+                              attempt=r.number)
+        crashpoint("launch.recorded")
 
     def _launch_retry(self, job_id: int, row: Attempt, error: ProviderError, now: datetime) -> bool:
         """A launch that failed transiently stays requested: the next pass repeats the same

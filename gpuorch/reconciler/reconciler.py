@@ -52,6 +52,7 @@ from gpuorch.placement import KeyedAvoid
 from gpuorch.provider.port import Instance, InstanceState, Offer, Provider
 from gpuorch.reconciler.actions import Launch
 from gpuorch.reconciler.apply import Applier
+from gpuorch.reconciler.batch_txn import BatchTxn
 from gpuorch.reconciler.decide import decide
 from gpuorch.reconciler.launch_pool import LaunchPool
 from gpuorch.reconciler.launching import Launching, backoff_key
@@ -117,10 +118,13 @@ class Reconciler:
         self.scheduled_stops = ScheduledStops(store)  # warnings of stops announced far ahead
         self.pool = LaunchPool(launch_workers, launch_wait_s)
         self.reads = StatusReads(observe_workers, observe_wait_s)
-        launching = Launching(self.providers, self._txn, self.money, self.settings, store.installation_id, backoff_s)
+        batch_txn = BatchTxn(store, self.leases, self.clock, lambda job_id: self.rows.drop(job_id))
+        launching = Launching(self.providers, self._txn, self.money, self.settings, store.installation_id, backoff_s,
+                              batch_txn, self.clock)
         recording = Recording(self.providers, self._txn, self.settings, self.volumes)
         self.applier = Applier(self.providers, self._txn, self.leases, self.clock, self.money, self.volumes,
-                               launching, recording, self.pool, lambda: heartbeat_every_s(self.settings), home)
+                               launching, recording, self.pool, lambda: heartbeat_every_s(self.settings), home,
+                               batch_txn.held_ids)
         self._keys_swept_at: datetime | None = None
         self._runners: list[tuple[Attempt, Runner]] = []  # the job's runners that answered (observe -> record)
         self._attempts: dict[int, list[Attempt]] = {}  # this pass's attempts, by job id
@@ -236,6 +240,7 @@ class Reconciler:
             return 0.0
         now = self.clock.now()
         self.pool.new_pass()
+        self.applier.begin_pass()  # its launches are recorded a batch at a time (flush, below)
         # A launch still running now may finish after this pass's listing, leaving an attempt
         # launched whose instance the listing predates ("disappeared"): such jobs wait a pass.
         launching = self.pool.in_flight()
@@ -267,12 +272,15 @@ class Reconciler:
         # Leases are renewed (in bulk) once less than RENEW_WHEN_LEFT of them is left.
         renew_at = min((j.lease_expires for j in claimed if j.lease_expires is not None), default=now) \
             - timedelta(seconds=self.lease_s * RENEW_WHEN_LEFT)
-        launched = 0  # queued jobs launched this pass (Settings.launch_batch)
+        # Queued jobs launched this pass, and the time their decisions and launches took
+        # (Settings.launch_batch, launch_budget_s): at least one a pass, so a queue always drains.
+        launched, launch_s, budget, most = 0, 0.0, settings.launch_budget(), settings.launch_batch
         try:
             for job in claimed:
                 if stop is not None and stop.is_set():
                     return 0.0  # the leases taken are released by the daemon on its way out
-                if launched >= settings.launch_batch and job.status == JobStatus.QUEUED:
+                queued = job.status == JobStatus.QUEUED
+                if queued and launched and ((most is not None and launched >= most) or launch_s >= budget):
                     requeue = 0.0  # the next pass, at once, takes the next batch
                     continue
                 if (t := self.clock.now()) >= renew_at:
@@ -309,7 +317,16 @@ class Reconciler:
                     if not DISK_FULL.report(e, f"job {job.id}: reconcile"):
                         log.exception("job %s: reconcile failed", job.id)
                     requeue = min(requeue, self.settings.poll_s)
+                finally:
+                    if queued:
+                        launch_s += (self.clock.now() - t).total_seconds()
+            try:
+                self.applier.flush(now)  # the pass's last launches; then its launches are waited for
+            except Exception as e:  # the next pass decides the jobs again
+                if not DISK_FULL.report(e, "launches"):
+                    log.exception("the pass's launches failed")
         finally:
+            self.applier.end_pass()
             self._attempts, self._batched = {}, {}
             self._runners = []
         self._forget(claimed, live)
@@ -343,9 +360,7 @@ class Reconciler:
         held = {j.id for j in claimed}
         self.rows.forget(held)
         self.steady.forget(held)
-        alive = set(map(itemgetter(1, 2), live))
-        if not self.applier.heartbeats.keys() <= alive:
-            self.applier.heartbeats = {k: v for k, v in self.applier.heartbeats.items() if k in alive}
+        self.applier.forget(set(map(itemgetter(1, 2), live)))
 
     def _sweep_keys(self, now: datetime) -> None:
         if self.home is None or (self._keys_swept_at is not None

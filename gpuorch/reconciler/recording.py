@@ -36,19 +36,22 @@ class Recording:
     def __init__(self, providers: Mapping[str, Provider], txn: Txn, settings: Settings, volumes: Volumes) -> None:
         self.providers, self._txn, self.settings, self.volumes = providers, txn, settings, volumes
 
-    def start_agent(self, view: JobView, a: AttemptView, now: datetime, volume_id: str | None = None) -> None:
-        """Start the agent (idempotent; retried next pass while the runner is not ready). When the
-        attempt cannot go on because its volume cannot be mounted (the runner said so, or its
-        device is still not there ``volume_wait_s`` after the attach), record why as its
-        ``start_error``: the next pass's decide ends it."""
+    def start_agent(self, view: JobView, a: AttemptView, now: datetime, volume_id: str | None = None) -> bool:
+        """Start the agent (idempotent; retried next pass while the runner is not ready); True if
+        the runner started it (or had: its ``start`` returned). When the attempt cannot go on
+        because its volume cannot be mounted (the runner said so, or its device is still not
+        there ``volume_wait_s`` after the attach), record why as its ``start_error``: the next
+        pass's decide ends it."""
         failed = self._start(view, a, now, volume_id)
-        if failed is not None:
+        if failed:
             with self._txn(view.job.id or 0) as (s, _):
                 r = s.get(Attempt, a.row.id)
                 if r is not None and r.start_error is None:
                     r.start_error = failed
+        return failed == ""
 
     def _start(self, view: JobView, a: AttemptView, now: datetime, volume_id: str | None) -> str | None:
+        """Why the agent cannot start for good; "" if it started; None if not yet."""
         pred_deadline = None
         if a.row.predecessor is not None:
             pred = next((p.row for p in view.attempts if p.row.number == a.row.predecessor), None)
@@ -59,8 +62,9 @@ class Recording:
         workdir = Path(view.spec.workdir) if view.spec.workdir else None
         try:
             self.providers[a.row.provider].runner(a.instance).start(cfg, workdir)  # type: ignore[arg-type]
+            return ""
         except VolumeMountFailed as e:
-            return str(e)
+            return str(e) or "the volume cannot be mounted"
         except VolumeNotReady as e:
             waited = (now - (a.row.volume_attached_at or now)).total_seconds()
             if waited >= self.settings.volume_wait_s:

@@ -32,15 +32,21 @@ class Settings:
     heartbeat_timeout_s: float | None = None  # the agents' dead-man switch (None: off)
     max_lifetime_s: float | None = None  # LaunchRequest.max_lifetime_s: the cloud-side backstop
     volume_wait_s: float = 60.0  # a job volume's device must show up this long after its attach
-    # Queued jobs launched per pass at most: a long queue drains over several short passes, so
-    # each pass still observes every running job (notices) within a bounded time.
-    launch_batch: int = 200
+    # A pass launches queued jobs while their decisions and launches have taken less than
+    # launch_budget_s (None: a quarter of poll_s), and at most launch_batch of them (None: no
+    # count), at least one: a long queue drains over several short passes, so each pass still
+    # observes every running job (notices) within a bounded time.
+    launch_batch: int | None = None
+    launch_budget_s: float | None = None
     # (provider, market seconds per wall second) of simulated markets (gpuorch.clock.time_scales):
     # their policy timers (back-offs, zone avoidance) are market durations.
     time_scales: tuple[tuple[str, float], ...] = ()
     # (provider, Provider.max_nodes) of the daemon's providers: a gang (``nodes: N``) is placed
     # only where it can be launched. Empty: no limit (placement's own default, for tests).
     max_nodes: tuple[tuple[str, int], ...] = ()
+
+    def launch_budget(self) -> float:
+        return self.poll_s / 4 if self.launch_budget_s is None else self.launch_budget_s
 
 
 def for_providers(settings: Settings, providers: Mapping[str, Provider]) -> Settings:

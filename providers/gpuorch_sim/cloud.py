@@ -121,6 +121,15 @@ class _Seen:
         return m
 
 
+class SimInstanceDir(InstanceDir):
+    """A sim instance's files, written atomically but not fsync'd: they stand for a cloud's
+    records, which live on no control host's disk; a SIGKILL of the daemon or of this process
+    (what the crash tests do) loses nothing, only a host crash could. An fsync per record cost a
+    queue drain ~25 ms a launch on a loaded disk (docs/benchmarks.md, issue 18, session 6)."""
+
+    durable = False
+
+
 class Instances:
     """The instance records under ``root``, each parsed again only when its file changed."""
 
@@ -166,7 +175,7 @@ class Instances:
         for name in names:
             d = self._dirs.get(name)
             if d is None:
-                d = self._dirs[name] = InstanceDir(self.root / name)
+                d = self._dirs[name] = SimInstanceDir(self.root / name)
             yield d
 
 

@@ -40,7 +40,7 @@ from gpuorch.provider import (
 )
 from gpuorch.provider.localdir import REASON_TERMINATED, InstanceDir, LocalRunner, Meta, capacity, instance_id_for
 
-from .cloud import MARKET_FILE, TAG_LIFETIME, Instances, ensure_cloud, open_market, stop_cloud
+from .cloud import MARKET_FILE, TAG_LIFETIME, Instances, SimInstanceDir, ensure_cloud, open_market, stop_cloud
 from .market import PROVIDER, SimClock, SimMarket, SimOptions, resolve
 from .runner import ExternalAgentRunner
 
@@ -126,7 +126,7 @@ class SimProvider(Provider):
     def _dir(self, instance_id: str) -> InstanceDir:
         if not _ID.fullmatch(instance_id):  # also keeps "../x" from reaching the filesystem
             raise NotFoundError(f"sim instance {instance_id!r} not found")
-        return InstanceDir(self.instances_dir / instance_id)
+        return SimInstanceDir(self.instances_dir / instance_id)
 
     def _instance(self, inst: InstanceDir, now: float) -> Instance:
         """The instance as the market has it now; Instance objects are reused while unchanged."""
@@ -150,7 +150,7 @@ class SimProvider(Provider):
         return self._faulty("launch", self._launch, request)
 
     def _launch(self, request: LaunchRequest) -> Instance:
-        inst = InstanceDir(self.instances_dir / instance_id_for(request.client_token, PROVIDER))
+        inst = SimInstanceDir(self.instances_dir / instance_id_for(request.client_token, PROVIDER))
         now = time.time()
         try:
             return self._instance(inst, now)  # launched before: idempotent by client token

@@ -25,4 +25,4 @@ class ExternalAgentRunner(LocalRunner):
             if (self.rundir / CONFIG_FILE).exists():
                 return
             self.rundir.mkdir(exist_ok=True)
-            write_atomic(self.rundir / CONFIG_FILE, config.to_json())
+            write_atomic(self.rundir / CONFIG_FILE, config.to_json(), durable=False)  # as the sim's records

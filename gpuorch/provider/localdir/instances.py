@@ -80,6 +80,8 @@ class Meta(BaseModel):
 class InstanceDir:
     """The files of one local instance, and the only code that changes them."""
 
+    durable = True  # records fsync'd (write_atomic); the sim's need only survive a process's crash
+
     def __init__(self, path: Path) -> None:
         self.path = path
 
@@ -129,7 +131,7 @@ class InstanceDir:
         staging = self.path.parent / f".staging-{self.id}-{secrets.token_hex(4)}"
         staging.mkdir(parents=True)
         try:
-            write_atomic(staging / META_FILE, meta.model_dump_json(indent=2))
+            write_atomic(staging / META_FILE, meta.model_dump_json(indent=2), self.durable)
             os.rename(staging, self.path)
             return True
         except OSError:
@@ -156,7 +158,7 @@ class InstanceDir:
             return self._write(change(self.read()))
 
     def _write(self, meta: Meta) -> Meta:
-        write_atomic(self.meta_file, meta.model_dump_json(indent=2))
+        write_atomic(self.meta_file, meta.model_dump_json(indent=2), self.durable)
         return meta
 
     def announce(self, deadline: datetime, now: datetime | None = None) -> Meta:
@@ -173,7 +175,8 @@ class InstanceDir:
 
         meta = self.update(change).observed(now)
         if meta.state.alive and meta.preemption_deadline is not None:
-            write_atomic(self.notice_file, json.dumps({"deadline": meta.preemption_deadline.timestamp()}) + "\n")
+            write_atomic(self.notice_file, json.dumps({"deadline": meta.preemption_deadline.timestamp()}) + "\n",
+                         self.durable)
         return meta
 
     # -- the end of an instance ------------------------------------------------------------

@@ -1,0 +1,62 @@
+"""One write transaction for a batch of jobs: the queue drain's launches (launching.py).
+
+``Reconciler._txn`` locks one job's row and checks its lease; a drain of thousands of queued
+jobs paid a ``BEGIN IMMEDIATE`` and a commit (an fsync'd WAL write) per job and per step. Here
+the jobs' rows are read in one ``SELECT`` whose ``WHERE`` is the lease check (this daemon's
+owner, a lease expiry later than now), locked ``FOR UPDATE`` on PostgreSQL (SQLite's ``BEGIN
+IMMEDIATE`` serialises every writer anyway), and handed over by id: a job whose lease is lost is
+simply absent, and the caller drops its work (as ``LeaseLost`` does for one job). The rows'
+caches are dropped first, as ``_txn`` does: the next pass reads what this writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
+
+from sqlmodel import Session, col, select
+
+from gpuorch.clock import Clock
+from gpuorch.reconciler.leases import Leases
+from gpuorch.store import Store
+from gpuorch.store.models import Job
+
+CHUNK = 500  # ids per IN list (well under every database's bound-parameter limit)
+
+TxnMany = Callable[[Sequence[int]], AbstractContextManager[tuple[Session, dict[int, Job]]]]
+
+
+class BatchTxn:
+    def __init__(self, store: Store, leases: Leases, clock: Clock, drop: Callable[[int], None]) -> None:
+        self.store, self.leases, self.clock, self.drop = store, leases, clock, drop
+
+    @contextmanager
+    def __call__(self, job_ids: Sequence[int]) -> Iterator[tuple[Session, dict[int, Job]]]:
+        """A write transaction over the jobs of ``job_ids`` this daemon still holds (by id)."""
+        for job_id in job_ids:
+            self.drop(job_id)
+        with self.store.write() as s:
+            now = self.clock.now()
+            ids = sorted(set(job_ids))
+            held: dict[int, Job] = {}
+            for k in range(0, len(ids), CHUNK):
+                stmt = (select(Job).where(col(Job.id).in_(ids[k:k + CHUNK]), col(Job.lease_owner) == self.leases.owner,
+                                          col(Job.lease_expires) > now).order_by(col(Job.id)).with_for_update())
+                held.update((j.id or 0, j) for j in s.exec(stmt) if self.leases.held(j, now))
+            yield s, held
+            t = self.clock.now()
+            for job in held.values():
+                job.updated_at = t
+
+    def held_ids(self, job_ids: Sequence[int], now: datetime) -> set[int]:
+        """Which of ``job_ids`` this daemon still holds: the lease check of a batch of side effects
+        that write nothing (``Leases.check`` for one job), in one read."""
+        ids = sorted(set(job_ids))
+        out: set[int] = set()
+        with self.store.read() as s:
+            for k in range(0, len(ids), CHUNK):
+                out.update(i for i in s.exec(select(col(Job.id)).where(
+                    col(Job.id).in_(ids[k:k + CHUNK]), col(Job.lease_owner) == self.leases.owner,
+                    col(Job.lease_expires) > now)) if i is not None)
+        return out
