@@ -52,54 +52,60 @@ def main() -> None:
     from gpuorch.store import Store
 
     sim = {"traces": str(TRACES), "agents": "external", "boot_s": 0, "time_scale": 60}
-    url = f"sqlite:///{home / 'state.db'}"
-    store = Store(url)
-    spec = {"run": "python train.py", "spot_policy": "on-demand", "providers": ["sim"],
-            "checkpoint": {"store": f"file://{home / 'ckpt'}", "interval": "10m"}}
-    t0 = time.monotonic()
-    seed_running(store, home, sim, spec, args.jobs, 2.0)
-    seeded_s = time.monotonic() - t0
-    modules_before = len(sys.modules)
-    config = DaemonConfig(providers={"sim": sim}, home=home, database_url=url, log_level="warning")
-    rec = build_reconciler(config, store, Metrics(store))
-    warm = 0
-    while warm < 30:  # adopt, mirror, then settle into the steady skip
-        warm += 1
-        rec.run_pass()
-        if rec.steady.skipped == args.jobs:
-            break
-    cpu = []
-    prof = None
-    if args.profile:
-        import cProfile
+    try:
+        url = f"sqlite:///{home / 'state.db'}"
+        store = Store(url)
+        spec = {"run": "python train.py", "spot_policy": "on-demand", "providers": ["sim"],
+                "checkpoint": {"store": f"file://{home / 'ckpt'}", "interval": "10m"}}
+        t0 = time.monotonic()
+        seed_running(store, home, sim, spec, args.jobs, 2.0)
+        seeded_s = time.monotonic() - t0
+        modules_before = len(sys.modules)
+        config = DaemonConfig(providers={"sim": sim}, home=home, database_url=url, log_level="warning")
+        rec = build_reconciler(config, store, Metrics(store))
+        warm = 0
+        while warm < 30:  # adopt, mirror, then settle into the steady skip
+            warm += 1
+            rec.run_pass()
+            if rec.steady.skipped == args.jobs:
+                break
+        cpu = []
+        prof = None
+        if args.profile:
+            import cProfile
 
-        prof = cProfile.Profile()
-    for _ in range(args.passes):
-        c0 = time.thread_time()
+            prof = cProfile.Profile()
+        for _ in range(args.passes):
+            c0 = time.thread_time()
+            if prof is not None:
+                prof.enable()
+            rec.run_pass()
+            if prof is not None:
+                prof.disable()
+            cpu.append(time.thread_time() - c0)
         if prof is not None:
-            prof.enable()
-        rec.run_pass()
-        if prof is not None:
-            prof.disable()
-        cpu.append(time.thread_time() - c0)
-    if prof is not None:
-        prof.dump_stats(args.profile)
-    if args.tracemalloc:
-        import tracemalloc
+            prof.dump_stats(args.profile)
+        if args.tracemalloc:
+            import tracemalloc
 
-        snap = tracemalloc.take_snapshot()
-        for stat in snap.statistics("filename")[:25]:
-            print(f"{stat.size / 1e6:8.2f} MB {stat.count:8d}  {stat.traceback[0].filename}")
-        print(f"traced total {sum(s.size for s in snap.statistics('filename')) / 1e6:.1f} MB")
-    out = {"jobs": args.jobs, "passes": args.passes, "warm_passes": warm, "skipped": rec.steady.skipped,
-           "pass_cpu_ms_median": round(statistics.median(cpu) * 1000, 1),
-           "pass_cpu_ms_min": round(min(cpu) * 1000, 1), "us_per_job": round(statistics.median(cpu) / args.jobs * 1e6),
-           "rss_mb": round(mem_mb(os.getpid(), "VmRSS"), 1), "modules": len(sys.modules),
-           "modules_by_daemon": len(sys.modules) - modules_before, "seed_s": round(seeded_s, 1),
-           "load_avg_1m": round(os.getloadavg()[0], 2)}
-    rec.release_leases()
-    rec.pool.close()
-    rec.reads.close()
+            snap = tracemalloc.take_snapshot()
+            for stat in snap.statistics("filename")[:25]:
+                print(f"{stat.size / 1e6:8.2f} MB {stat.count:8d}  {stat.traceback[0].filename}")
+            print(f"traced total {sum(s.size for s in snap.statistics('filename')) / 1e6:.1f} MB")
+        out = {"jobs": args.jobs, "passes": args.passes, "warm_passes": warm, "skipped": rec.steady.skipped,
+               "pass_cpu_ms_median": round(statistics.median(cpu) * 1000, 1),
+               "pass_cpu_ms_min": round(min(cpu) * 1000, 1),
+               "us_per_job": round(statistics.median(cpu) / args.jobs * 1e6),
+               "rss_mb": round(mem_mb(os.getpid(), "VmRSS"), 1), "modules": len(sys.modules),
+               "modules_by_daemon": len(sys.modules) - modules_before, "seed_s": round(seeded_s, 1),
+               "load_avg_1m": round(os.getloadavg()[0], 2)}
+        rec.release_leases()
+        rec.pool.close()
+        rec.reads.close()
+    finally:  # the sim's cloud process outlives a daemon by design: a benchmark ends it itself
+        from gpuorch_sim.provider import SimProvider
+
+        SimProvider.from_config(sim, home).stop_cloud()
     print(json.dumps(out))
 
 
