@@ -315,6 +315,9 @@ def daemon(once: bool = typer.Option(False, "--once", help="Run one reconcile pa
     """
     from gpuorch.ops import daemon as d
     from gpuorch.ops.logfmt import configure_logging
+    from gpuorch.ops.malloc import limit_arenas
+
+    limit_arenas()  # before any thread starts
 
     cfg = cli_config()
     if log_format not in (None, "json", "text"):
