@@ -73,7 +73,10 @@ def scenario(tmp_path_factory):
     token = secrets.token_urlsafe(24)
     api = ApiThread(DaemonConfig(home=home, daily_budget=2.0, api=ApiConfig(token=token, port=0)), store).start()
     try:
-        yield {"url": api.url, "token": token, "train": train.id, "sweep": sweep.id, "home": home, "store": store}
+        # "beat": a pass's heartbeat now, for a test that shows the daemon as alive however long
+        # the module's earlier tests took (its heartbeat counts as alive for a few intervals only)
+        yield {"url": api.url, "token": token, "train": train.id, "sweep": sweep.id, "home": home, "store": store,
+               "beat": lambda: beat.passed(utcnow(), "ok")}
     finally:
         api.stop()
         rec.release_leases()

@@ -112,6 +112,7 @@ def test_costs_jobs_sweeps_and_daemon_pages_render(page, scenario):
     page.click(f"table.sweeps a[href='/ui/sweeps/{scenario['sweep']}']")  # the list links to the sweep's page
     expect(page.locator("#curves svg path.series")).to_have_count(3)
     _shot(page, "sweeps")
+    scenario["beat"]()
     page.click("nav >> text=Daemon")
     expect(page.locator(".daemon-alive")).to_have_count(1)
     _shot(page, "daemon")
