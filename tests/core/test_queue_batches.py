@@ -29,15 +29,21 @@ def statuses(store) -> list[JobStatus]:  # type: ignore[no-untyped-def]
         return [j.status for j in s.exec(select(Job).order_by(Job.id))]  # type: ignore[arg-type]
 
 
-def test_a_queue_drains_in_batches_and_each_pass_asks_for_the_next_at_once(store, clock):
+def drain(store, clock, settings: Settings, queued: int, passes: int) -> tuple[list[float], list[int]]:  # type: ignore[no-untyped-def]
+    """Submit ``queued`` jobs, run ``passes`` passes: each pass's wait, and the jobs launched by then."""
     fake = FakeProvider(clock, script=FakeJobScript(duration_s=10 * 3600, checkpoint_every_s=3600))
-    rec = Reconciler(store, {"fake": fake}, clock=clock, settings=Settings(launch_batch=3))
-    for i in range(7):
+    rec = Reconciler(store, {"fake": fake}, clock=clock, settings=settings)
+    for i in range(queued):
         jobs.submit(store, parse_spec({**SPEC, "name": f"q{i}"}), clock.now())
     waits, launched = [], []
-    for _ in range(3):
+    for _ in range(passes):
         waits.append(rec.run_pass())
         launched.append(sum(s != JobStatus.QUEUED for s in statuses(store)))
+    return waits, launched
+
+
+def test_a_queue_drains_in_batches_and_each_pass_asks_for_the_next_at_once(store, clock):
+    waits, launched = drain(store, clock, Settings(launch_batch=3), queued=7, passes=3)
     assert launched == [3, 6, 7]
     assert waits[0] == 0 and waits[1] == 0 and waits[2] > 0
     assert statuses(store)[:3] != [JobStatus.QUEUED] * 3  # in claim order: the oldest first
@@ -118,14 +124,7 @@ def test_a_job_whose_lease_is_lost_is_left_out_of_the_batch_and_the_others_launc
 def test_a_pass_stops_launching_once_its_time_budget_is_spent_and_asks_for_the_next_at_once(store, clock):
     """The budget is read on the daemon's clock: with none (0 s) each pass still launches one
     queued job, so a queue always drains; the pass still looks at its running jobs."""
-    fake = FakeProvider(clock, script=FakeJobScript(duration_s=10 * 3600, checkpoint_every_s=3600))
-    rec = Reconciler(store, {"fake": fake}, clock=clock, settings=Settings(launch_budget_s=0))
-    for i in range(3):
-        jobs.submit(store, parse_spec({**SPEC, "name": f"q{i}"}), clock.now())
-    waits, launched = [], []
-    for _ in range(3):
-        waits.append(rec.run_pass())
-        launched.append(sum(s != JobStatus.QUEUED for s in statuses(store)))
+    waits, launched = drain(store, clock, Settings(launch_budget_s=0), queued=3, passes=3)
     assert launched == [1, 2, 3]
     assert waits[0] == 0 and waits[1] == 0 and waits[2] > 0
 
