@@ -35,7 +35,7 @@ from gpuorch.placement.rank import Candidate
 from gpuorch.provider.gang import gang_cost_per_hour
 from gpuorch.provider.port import Instance, LaunchRequest, Offer, Provider
 from gpuorch.reconciler import actions as A
-from gpuorch.reconciler.batch_txn import TxnMany
+from gpuorch.reconciler.batch_txn import CHUNK, TxnMany
 from gpuorch.reconciler.money import Money, Txn
 from gpuorch.reconciler.views import JobView, Settings
 from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Job, JobStatus, TerminationReason
@@ -126,9 +126,10 @@ class Launching:
         out = []
         with self._txn_many(ids) as (s, held):
             last: dict[int, int] = {}
-            for k in range(0, len(ids), 500):
+            for k in range(0, len(ids), CHUNK):
                 last.update(s.exec(select(col(Attempt.job_id), func.max(Attempt.number))
-                                   .where(col(Attempt.job_id).in_(ids[k:k + 500])).group_by(col(Attempt.job_id))).all())
+                                   .where(col(Attempt.job_id).in_(ids[k:k + CHUNK]))
+                                   .group_by(col(Attempt.job_id))).all())
             for view, action in batch:
                 job_id = view.job.id or 0
                 job = held.get(job_id)
