@@ -11,10 +11,10 @@ sends itself SIGKILL: no cleanup, no lease release, no flushed buffers, as a pow
 
 The points the reconciler passes (``gpuorch.reconciler``: reconciler.py, launching.py,
 recording.py, orphans.py), in order of a pass:
-``pass.observed``, ``launch.intent`` (attempt row committed, provider not yet called),
+``pass.observed``, ``orphan.terminated``, ``launch.intent`` (attempt row committed, provider not yet called),
 ``launch.called`` (the provider created the instance, nothing recorded yet), ``launch.recorded``,
 ``agent.started``, ``progress.recorded``, ``drain.recorded``, ``terminate.called`` (the instance
-is going, its attempt not yet ended), ``end.recorded``, ``orphan.terminated``, ``pass.done``.
+is going, its attempt not yet ended), ``end.recorded``, ``pass.done``.
 """
 
 from __future__ import annotations

@@ -37,11 +37,12 @@ Key = tuple[str, int, int]  # (provider, job id, attempt number)
 
 
 def sweep_orphans(store: Store, providers: Mapping[str, Provider], leases: Leases, observed: dict[Key, Instance],
-                  ok: set[str], now: datetime, live: set[Key], terminated: set[str]) -> None:
+                  ok: set[str], now: datetime, live: set[Key]) -> None:
     """``observed``: this pass's listing; ``ok``: providers listed fine; ``live``: keys of
-    attempts loaded after the listing and unfinished then; ``terminated``: ids terminated this pass."""
+    attempts loaded after the listing and unfinished then. Run before the pass's own launches and
+    terminations (each a crash point), so a daemon that dies mid-pass still sweeps."""
     suspects = {key: inst for key, inst in observed.items()
-                if key[0] in ok and inst.state.alive and key not in live and inst.id not in terminated}
+                if key[0] in ok and inst.state.alive and key not in live}
     if not suspects:
         return
     with store.read() as s:

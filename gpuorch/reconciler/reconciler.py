@@ -256,6 +256,9 @@ class Reconciler:
         self.scheduled_stops.note(observed, {j.id for j in claimed if j.id is not None}, now)
         self._attempts = self.rows.held_attempts(claimed)
         live = self.rows.live_keys(self._attempts)
+        # Protection first: before the pass's launches and terminations (each a crash point), so a
+        # daemon that dies mid-pass every life still sweeps what an earlier life left billing.
+        sweep_orphans(self.store, self.providers, self.leases, observed, ok, now, live)
         reading = self._read_agents([j for j in claimed if not self.pool.busy(j.id or 0)], observed, live)
         offers = self._current_offers(now)
         index = self.offers.index()  # one per catalog refresh: placements are memoised on it
@@ -332,8 +335,7 @@ class Reconciler:
         self._forget(claimed, live)
         self.money.finish_sweeps(now)
         terminated = self.applier.terminated
-        sweep_orphans(self.store, self.providers, self.leases, observed, ok, now, live, terminated)
-        self.money.record_finished_ends(self.clock.now())  # after the orphan sweep: protection first
+        self.money.record_finished_ends(self.clock.now())
         self.volumes.sweep(ok, now)
         self._sweep_keys(now)
         self.mirror.update(observed, ok, terminated, now)

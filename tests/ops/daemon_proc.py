@@ -18,14 +18,14 @@ CONFIG = "providers: {local: {}}\npoll_s: 0.2\nmax_sleep_s: 0.5\n"
 
 class DaemonProcess:
     def __init__(self, home: Path, name: str = "daemon", config: str = CONFIG + "metrics: {enabled: false}\n",
-                 watchdog_usec: int = 30_000_000) -> None:
+                 watchdog_usec: int = 30_000_000, env: dict[str, str] | None = None) -> None:
         self.home = home
         self.config = home / f"{name}.yaml"
         self.config.write_text(config)
         self.log_path = home / f"{name}.log"
         self.notify = NotifySocket()
         env = {**os.environ, "GPUORCH_HOME": str(home), "NOTIFY_SOCKET": self.notify.env_value,
-               "WATCHDOG_USEC": str(watchdog_usec)}
+               "WATCHDOG_USEC": str(watchdog_usec), **(env or {})}
         with self.log_path.open("w") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "gpuorch", "--config", str(self.config), "daemon", "--log-format", "json"],
