@@ -108,16 +108,14 @@ class _Seen:
     meta: Meta
     reclaim: Reclaim | None
     event: float | None = None  # next_event of this record
-    booted: Meta | None = None  # the record observed after its boot (made once)
     settled: bool = True  # older than SETTLE_S when read: its key cannot hide a rewrite
 
     def observed(self, now: float) -> Meta:
-        """``meta.observed`` at ``now``, without a copy per call."""
+        """``meta.observed`` at ``now``, without a copy per call: once booted, the record kept is
+        the booted one (a boot is not written to meta.json, so the file's key stays the same)."""
         m = self.meta
         if m.state == InstanceState.PENDING and now >= m.ready_at.timestamp():
-            if self.booted is None:
-                self.booted = m.observed(_dt(now))
-            return self.booted
+            m = self.meta = m.observed(_dt(now))
         return m
 
 

@@ -264,3 +264,22 @@ def test_host_gpus_become_one_on_demand_offer(tmp_path: Path, monkeypatch: pytes
     assert (host.zone, host.gpu, host.gpu_count, host.spot_price_per_hour) == ("local-host", "A100-80GB", 2, None)
     assert host.instance_type == "local.host.a100-80gb.2" and host.price_per_hour > 0
     assert host in LocalProvider(tmp_path / "local").offers()
+
+
+def test_records_of_one_offer_share_one_offer_object_and_read_back_equal(provider: LocalProvider) -> None:
+    t4 = [o for o in provider.offers() if o.instance_type == T4]
+    a, b, c = (provider.launch(LaunchRequest(job_id=j, attempt=1, offer=o, spot=False))
+               for j, o in ((1, t4[0]), (2, t4[0]), (3, t4[1])))
+    ra, rb, rc = (InstanceDir(provider.instances_dir / i.id).read() for i in (a, b, c))
+    assert ra.offer is rb.offer and ra.offer == t4[0]  # one object for the daemon to keep, not one a record
+    assert rc.offer is not ra.offer and rc.offer == t4[1]
+    assert ra.tags == a.tags and ra.id == a.id and ra.state == InstanceState.PENDING
+
+
+def test_a_malformed_record_is_a_value_error(tmp_path: Path) -> None:
+    inst = InstanceDir(tmp_path / "i-1")
+    inst.path.mkdir()
+    for text in ("[]", '{"offer": {"zone": ["x"]}}', '{"id": "i-1"}', "not json"):
+        inst.meta_file.write_text(text)
+        with pytest.raises(ValueError):
+            inst.read()

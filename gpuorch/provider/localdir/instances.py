@@ -17,6 +17,7 @@ import json
 import os
 import secrets
 import shutil
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -77,6 +78,33 @@ class Meta(BaseModel):
         )
 
 
+# Records of one offer share one ``Offer`` (frozen) and their tag names one string each: a
+# daemon keeps a record per instance (the sim's listing cache), and the offer was most of it
+# (~1.8 KB of ~3 KB an instance). Bounded: cleared when a catalog's worth of offers is exceeded.
+_OFFERS: dict[tuple[tuple[str, object], ...], Offer] = {}
+_OFFERS_MAX = 4096
+
+
+def parse_meta(text: str) -> Meta:
+    """``Meta`` from ``meta.json``'s text (ValueError if it is not one)."""
+    raw = json.loads(text)
+    if not isinstance(raw, dict) or not isinstance(raw.get("offer"), dict):
+        return Meta.model_validate(raw)  # the model's own error
+    key = tuple(raw["offer"].items())
+    try:
+        offer = _OFFERS.get(key)
+    except TypeError:  # an unhashable value: not an offer the model would take either
+        return Meta.model_validate(raw)
+    if offer is None:
+        if len(_OFFERS) >= _OFFERS_MAX:
+            _OFFERS.clear()
+        offer = _OFFERS[key] = Offer.model_validate(raw["offer"])
+    raw["offer"] = offer
+    if isinstance(tags := raw.get("tags"), dict):
+        raw["tags"] = {sys.intern(k) if isinstance(k, str) else k: v for k, v in tags.items()}
+    return Meta.model_validate(raw)
+
+
 class InstanceDir:
     """The files of one local instance, and the only code that changes them."""
 
@@ -109,9 +137,10 @@ class InstanceDir:
     def read(self) -> Meta:
         """The stored record. Raises NotFoundError if there is none."""
         try:
-            return Meta.model_validate_json(self.meta_file.read_text())
+            text = self.meta_file.read_text()
         except FileNotFoundError:
             raise NotFoundError(f"local instance {self.id} not found") from None
+        return parse_meta(text)
 
     def observe(self, now: datetime | None = None) -> Meta:
         """The record as the instance is now: booted if its boot time passed, and reclaimed (its

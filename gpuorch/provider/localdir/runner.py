@@ -54,12 +54,12 @@ class LocalRunner(Runner):
         self.notice_poll_s = notice_poll_s  # how often the agent reads notice.json
         self.final_checkpoint_grace_s = final_checkpoint_grace_s  # None: the agent config's
         self._status: tuple[tuple[int, int, int], AgentStatus] | None = None  # (stat key, parsed)
-        self._paths: dict[str, Path] = {}
+        self._paths: dict[str, str] = {}  # str, not Path: a daemon keeps a runner per instance
 
-    def _path(self, name: str) -> Path:
+    def _path(self, name: str) -> str:
         path = self._paths.get(name)
         if path is None:
-            path = self._paths[name] = self.rundir / name
+            path = self._paths[name] = os.path.join(self.rundir, name)
         return path
 
     def _require(self, *states: InstanceState) -> None:
