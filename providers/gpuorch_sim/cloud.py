@@ -32,6 +32,8 @@ from .market import Reclaim, SimClock, SimMarket, SimOptions
 
 MARKET_FILE = "market.json"  # the options and the clock's origin: one timeline for every process
 LOCK_FILE = "cloud.lock"  # held by the running cloud process; its pid inside
+SPAWN_FILE = "cloud.spawn"  # flock'd around a spawn; its mtime is the last spawn's time
+SPAWN_WAIT_S = 5.0
 TAG_LIFETIME = "gpuorch-sim:max-lifetime-s"
 REASON_LIFETIME = "max-lifetime"
 SCAN_S = 0.1
@@ -189,14 +191,25 @@ def cloud_running(home: Path) -> bool:
 
 
 def ensure_cloud(home: Path) -> None:
-    """Start the cloud process for ``home`` unless one runs (a second one would exit at once)."""
-    if not cloud_running(home):
-        spawn_detached([sys.executable, "-m", "gpuorch_sim.cloud", str(home)], cwd=home, log=home / "cloud.log",
-                       packages=("gpuorch_sim",))
+    """Start the cloud process for ``home`` unless one runs or was started in the last
+    ``SPAWN_WAIT_S`` (it takes a second to import and lock): a batch of launches on the launch
+    pool's threads spawned one each, all but one of which exited at once."""
+    if cloud_running(home):
+        return
+    with open(home / SPAWN_FILE, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # one spawner at a time: this daemon's threads, other daemons
+        if time.time() - os.fstat(f.fileno()).st_mtime < SPAWN_WAIT_S and os.fstat(f.fileno()).st_size:
+            return
+        if not cloud_running(home):
+            spawn_detached([sys.executable, "-m", "gpuorch_sim.cloud", str(home)], cwd=home,
+                           log=home / "cloud.log", packages=("gpuorch_sim",))
+            f.write(".")  # the mtime says when
 
 
 def stop_cloud(home: Path) -> None:
-    """SIGTERM the cloud process of ``home`` if one runs (tests, benchmarks)."""
+    """SIGTERM the cloud process of ``home`` if one runs (tests, benchmarks); the next
+    ``ensure_cloud`` may start one at once."""
+    (home / SPAWN_FILE).unlink(missing_ok=True)
     try:
         pid = int((home / LOCK_FILE).read_text().strip() or 0)
     except (FileNotFoundError, ValueError):

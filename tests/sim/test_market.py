@@ -4,6 +4,7 @@ notices, capacity from the trace, boot and changeover, and the lifetime backstop
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from conftest import PRICES, TRACES, write_trace
@@ -131,3 +132,22 @@ def test_options_are_checked_with_the_option_named(tmp_path):
         SimProvider.from_config({"traces": str(TRACES), "time_scale": 0}, tmp_path)
     with pytest.raises(UserInputError, match="providers.sim.faults"):
         SimProvider.from_config({"traces": str(TRACES), "faults": {"rate": 3}}, tmp_path)
+
+
+def test_a_batch_of_launches_on_many_threads_starts_one_cloud_process(make_sim, tmp_path, monkeypatch):
+    import gpuorch_sim.cloud as cloud
+
+    spawned = []
+    real = cloud.spawn_detached
+    monkeypatch.setattr(cloud, "spawn_detached", lambda *a, **k: spawned.append(real(*a, **k)))
+    f = write_trace(tmp_path / "z.json", [1])
+    sim = make_sim(traces=[f"zz-1a={f}"], boot_s=0)
+    offer = sim.offers()[0]
+    with ThreadPoolExecutor(8) as pool:  # the launch pool's shape: concurrent launches, no cloud yet
+        list(pool.map(lambda j: sim.launch(LaunchRequest(job_id=j, attempt=1, offer=offer, spot=False)), range(16)))
+    wait_until(lambda: cloud.cloud_running(sim.home), what="the cloud process")
+    assert len(spawned) == 1
+    sim.stop_cloud()  # a deliberate stop: the next launch may start one at once
+    wait_until(lambda: not cloud.cloud_running(sim.home), what="the cloud to stop")
+    sim.launch(LaunchRequest(job_id=99, attempt=1, offer=offer, spot=False))
+    assert len(spawned) == 2
