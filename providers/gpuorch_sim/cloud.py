@@ -34,6 +34,7 @@ MARKET_FILE = "market.json"  # the options and the clock's origin: one timeline 
 LOCK_FILE = "cloud.lock"  # held by the running cloud process; its pid inside
 SPAWN_FILE = "cloud.spawn"  # flock'd around a spawn; its mtime is the last spawn's time
 SPAWN_WAIT_S = 5.0
+LOCK_TRIES = 20  # 1 s
 TAG_LIFETIME = "gpuorch-sim:max-lifetime-s"
 REASON_LIFETIME = "max-lifetime"
 SCAN_S = 0.1
@@ -223,9 +224,13 @@ def stop_cloud(home: Path) -> None:
 
 def run(home: Path) -> int:
     lock = open(home / LOCK_FILE, "a+")  # noqa: SIM115 - held for the life of the process
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    for _ in range(LOCK_TRIES):  # a `cloud_running` probe holds the lock for an instant: not a rival
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            time.sleep(0.05)
+    else:
         return 0  # another cloud process runs this market
     lock.truncate(0)
     lock.write(f"{os.getpid()}\n")
