@@ -1,23 +1,13 @@
-"""Fixtures for the sim provider's tests: real trace files, synthetic ones, and cleanup."""
+"""Fixtures for the sim provider's tests: SimProviders in their own homes, and their cleanup (the data: sim_data.py)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from gpuorch_sim.provider import SimProvider
-
-DATA = Path(__file__).resolve().parents[1] / "data"
-TRACES = DATA / "spot-traces" / "aws-p3-2023"
-PRICES = DATA / "spot-prices" / "aws-p3-2023"
-
-
-def write_trace(path: Path, data: list[int], gap_s: float = 60.0) -> Path:
-    path.write_text(json.dumps({"metadata": {"gap_seconds": gap_s}, "data": data}))
-    return path
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import TRACES
+from sim_data import TRACES
 
 from gpuorch.errors import UserInputError
 from gpuorch.provider.port import InstanceState, LaunchRequest, Offer

@@ -7,7 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from conftest import PRICES, TRACES
+from sim_data import PRICES, TRACES
 
 from gpuorch.clock import utcnow
 from gpuorch.provider.localdir.instances import InstanceDir, Meta

@@ -7,7 +7,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import PRICES, TRACES, write_trace
+from sim_data import PRICES, TRACES, write_trace
 
 from gpuorch.errors import NoCapacityError, PermanentError, UserInputError
 from gpuorch.provider.localdir.instances import Meta

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import write_trace
+from sim_data import write_trace
 from sqlmodel import select
 
 from gpuorch.agent.protocol import AgentConfig

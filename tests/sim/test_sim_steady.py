@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from conftest import TRACES
+from sim_data import TRACES
 from sqlalchemy import event
 from sqlmodel import select
 
