@@ -19,6 +19,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from gpuorch.errors import NotFoundError, PermanentError, TransientError
+from gpuorch.provider.disk_types import DiskTypes
 from gpuorch.provider.port import TAG_MANAGED, Volume
 from gpuorch.runners.volume_mount import AZURE_LUN
 
@@ -61,33 +62,21 @@ def disk_body(region: str, zone: str, size: float, disk_type: str, tags: dict[st
     return body
 
 
-class ManagedDisks:
+class ManagedDisks(DiskTypes):
     """Mixed into ``AzureProvider``; see ``gpuorch.provider.port.SupportsVolumes``."""
 
     options: AzureOptions
     _arm: Arm
 
+    DISK_SIZES = SIZE_GIB
+    DISK_SIZE_DEFAULT = (4, 32767)
+    _attachable = staticmethod(attachable)
+
     @classmethod
-    def volume_types(cls, options: dict[str, Any]) -> tuple[str, ...]:
-        """The disk types a job's ``volume.type`` may name here, ``volume_type`` (the default) first."""
+    def _default_disk_type(cls, options: dict[str, Any]) -> str:
         from .config import parse_options
 
-        default = parse_options(options).volume_type
-        return (default, *(t for t in SIZE_GIB if t != default))
-
-    @classmethod
-    def volume_size_range(cls, options: dict[str, Any], disk_type: str | None = None) -> tuple[int, int]:
-        """GiB a volume of ``disk_type`` (default: ``volume_type``) may have; no call."""
-        return SIZE_GIB.get(disk_type or cls.volume_types(options)[0], (4, 32767))
-
-    @classmethod
-    def volume_attachable(cls, options: dict[str, Any], instance_type: str, disk_type: str | None = None) -> bool:
-        """Whether VM size ``instance_type`` can attach ``disk_type`` (default: ``volume_type``); no call."""
-        return (disk_type or cls.volume_types(options)[0]) in attachable(instance_type)
-
-    def can_attach_volume(self, instance_type: str, disk_type: str | None = None) -> bool:
-        """The same for this provider's options (the daemon's placement of volume jobs)."""
-        return (disk_type or self.options.volume_type) in attachable(instance_type)
+        return parse_options(options).volume_type
 
     def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str],
                       disk_type: str | None = None) -> Volume:

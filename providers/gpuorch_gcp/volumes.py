@@ -21,6 +21,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from gpuorch.errors import NotFoundError, PermanentError, TransientError
+from gpuorch.provider.disk_types import DiskTypes
 from gpuorch.provider.port import TAG_MANAGED, Volume
 
 from .disks import SIZE_GB, attachable, size_gb
@@ -67,33 +68,21 @@ def disk_body(zone: str, size_gib: float, disk_type: str, tags: dict[str, str]) 
             "type_": f"zones/{zone}/diskTypes/{disk_type}", "labels": labels_from_tags(tags)}
 
 
-class PersistentDisks:
+class PersistentDisks(DiskTypes):
     """Mixed into ``GcpProvider``; see ``gpuorch.provider.port.SupportsVolumes``."""
 
     options: GcpOptions
     _gce: Gce
 
+    DISK_SIZES = SIZE_GB
+    DISK_SIZE_DEFAULT = (1, 65536)
+    _attachable = staticmethod(attachable)
+
     @classmethod
-    def volume_types(cls, options: dict[str, Any]) -> tuple[str, ...]:
-        """The disk types a job's ``volume.type`` may name here, ``volume_type`` (the default) first."""
+    def _default_disk_type(cls, options: dict[str, Any]) -> str:
         from .config import parse_options
 
-        default = parse_options(options).volume_type
-        return (default, *(t for t in SIZE_GB if t != default))
-
-    @classmethod
-    def volume_size_range(cls, options: dict[str, Any], disk_type: str | None = None) -> tuple[int, int]:
-        """GiB a volume of ``disk_type`` (default: ``volume_type``) may have; no call."""
-        return SIZE_GB.get(disk_type or cls.volume_types(options)[0], (1, 65536))
-
-    @classmethod
-    def volume_attachable(cls, options: dict[str, Any], instance_type: str, disk_type: str | None = None) -> bool:
-        """Whether ``instance_type`` can attach ``disk_type`` (default: ``volume_type``; disks.py); no call."""
-        return (disk_type or cls.volume_types(options)[0]) in attachable(instance_type)
-
-    def can_attach_volume(self, instance_type: str, disk_type: str | None = None) -> bool:
-        """The same for this provider's options (the daemon's placement of volume jobs)."""
-        return (disk_type or self.options.volume_type) in attachable(instance_type)
+        return parse_options(options).volume_type
 
     def create_volume(self, *, region: str, zone: str, size_gib: float, tags: dict[str, str],
                       disk_type: str | None = None) -> Volume:
