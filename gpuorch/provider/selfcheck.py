@@ -11,6 +11,7 @@ token or account secret is ever printed.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from gpuorch.doctor.findings import Finding
 from gpuorch.errors import AuthError, ProviderError
@@ -40,3 +41,16 @@ def permission_findings(check: str, credentials: str, probes: Iterable[Probe], f
 
 def _code(e: ProviderError) -> str:
     return e.code or "no code"
+
+
+def state_dir_finding(check: str, directory: Path, home: Path) -> Finding | None:
+    """A failing finding if the daemon cannot write in ``directory`` (a provider whose instances
+    are files under ``home``: local, sim); None if it can."""
+    probe = directory / ".doctor-probe"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        return Finding.fail(check, f"cannot write in {directory}: {e.strerror}",
+                            f"chown -R gpuorch {home} (the daemon's user)")
+    return None

@@ -40,6 +40,7 @@ from gpuorch.provider.localdir import (
     instance_id_for,
     spawn_detached,
 )
+from gpuorch.provider.selfcheck import state_dir_finding
 
 from .gang import GangRunner, end_gang, gang_dirs, observe_gang
 from .market import PROVIDER, default_offers, host_offers
@@ -240,13 +241,8 @@ class LocalProvider(Provider):
     def doctor(self) -> list[Finding]:
         """``SupportsDoctor``: the local provider needs no credentials, only its state directory."""
         check = f"provider {self.name}"
-        probe = self.instances_dir / ".doctor-probe"
-        try:
-            probe.write_bytes(b"")
-            probe.unlink()
-        except OSError as e:
-            return [Finding.fail(check, f"cannot write in {self.instances_dir}: {e.strerror}",
-                                 f"chown -R gpuorch {self.home} (the daemon's user)")]
+        if (unwritable := state_dir_finding(check, self.instances_dir, self.home)) is not None:
+            return [unwritable]
         alive = sum(1 for i in self.list_managed() if i.state.alive)
         return [Finding.ok(check, f"no credentials needed; {alive} instance(s) alive under {self.instances_dir}")]
 

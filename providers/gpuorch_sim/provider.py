@@ -252,15 +252,11 @@ class SimProvider(Provider):
     def doctor(self) -> list[Finding]:
         """``SupportsDoctor``: a simulated market needs no credentials, only its state directory."""
         from gpuorch.doctor.findings import Finding
+        from gpuorch.provider.selfcheck import state_dir_finding
 
         check = f"provider {self.name}"
-        probe = self.instances_dir / ".doctor-probe"
-        try:
-            probe.write_bytes(b"")
-            probe.unlink()
-        except OSError as e:
-            return [Finding.fail(check, f"cannot write in {self.instances_dir}: {e.strerror}",
-                                 f"chown -R gpuorch {self.home} (the daemon's user)")]
+        if (unwritable := state_dir_finding(check, self.instances_dir, self.home)) is not None:
+            return [unwritable]
         return [Finding.ok(check, f"no credentials needed (a simulated market); state under {self.home}")]
 
     def set_capacity(self, zone: str, instance_type: str, spot: bool, available: bool) -> None:
