@@ -80,6 +80,7 @@ __all__ = ["LeaseLost", "Reconciler", "backoff_key"]
 
 HEARTBEAT_EVERY_S = 30.0  # at most; and at least four heartbeats per dead-man timeout
 KEY_SWEEP_EVERY_S = 60.0
+QUEUED_CLAIM_MIN = 200  # queued jobs a pass claims at least (Leases.claim(queued=)): two launch batches
 
 
 
@@ -110,6 +111,7 @@ class Reconciler:
         self.offers = OfferCache(self.providers, offers_ttl_s)
         self.leases = Leases(store, self.owner, lease_s)
         self._last_pass_at: datetime | None = None
+        self.queued_limit = QUEUED_CLAIM_MIN  # queued jobs the next claim takes at most (run_pass)
         self.money = Money(store, budget or Policy(), self._txn)  # caps, sweeps, prices, metrics
         if logs is not None:
             self.money.metrics_sink = logs.append_metrics
@@ -248,7 +250,7 @@ class Reconciler:
             self.rows.drop(job_id)
         # Claim, then observe: observations then postdate every write of a daemon whose lease
         # this pass took over (its writes need an unexpired lease; we took an expired one).
-        claimed = self.leases.claim(now, self._last_pass_at, known=self.rows.jobs)
+        claimed = self.leases.claim(now, self._last_pass_at, known=self.rows.jobs, queued=self.queued_limit)
         self.rows.jobs = {j.id or 0: j for j in claimed}
         self._last_pass_at = now
         observed, ok = self._observe()  # before reading attempts: see orphans.py
@@ -278,14 +280,16 @@ class Reconciler:
         # Queued jobs launched this pass, and the time their decisions and launches took
         # (Settings.launch_batch, launch_budget_s): at least one a pass, so a queue always drains.
         launched, launch_s, budget, most = 0, 0.0, settings.launch_budget(), settings.launch_batch
+        considered, cut = 0, False  # queued jobs decided; whether the budget left some for the next pass
         try:
             for job in claimed:
                 if stop is not None and stop.is_set():
                     return 0.0  # the leases taken are released by the daemon on its way out
-                queued = job.status == JobStatus.QUEUED
+                queued = job.status == JobStatus.QUEUED and not job.cancel_requested  # a cancel is never left
                 if queued and launched and ((most is not None and launched >= most) or launch_s >= budget):
-                    requeue = 0.0  # the next pass, at once, takes the next batch
+                    requeue, cut = 0.0, True  # the next pass, at once, takes the next batch
                     continue
+                considered += queued
                 if (t := self.clock.now()) >= renew_at:
                     self.leases.renew(t)
                     renew_at = t + timedelta(seconds=self.lease_s * (1 - RENEW_WHEN_LEFT))
@@ -323,6 +327,13 @@ class Reconciler:
                 finally:
                     if queued:
                         launch_s += (self.clock.now() - t).total_seconds()
+            # The next claim's limit on queued jobs (Leases.claim(queued=)): twice what the budget let
+            # this pass decide, so the budget, not the limit, ends the launches; doubled, at once, when
+            # the limit left jobs out and the budget did not end the pass (jobs on hold at the head).
+            if cut:
+                self.queued_limit = max(QUEUED_CLAIM_MIN, 2 * considered)
+            elif self.leases.truncated:
+                self.queued_limit, requeue = 2 * self.queued_limit, 0.0
             try:
                 self.applier.flush(now)  # the pass's last launches; then its launches are waited for
             except Exception as e:  # the next pass decides the jobs again
