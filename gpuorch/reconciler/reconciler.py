@@ -132,7 +132,7 @@ class Reconciler:
         self._attempts: dict[int, list[Attempt]] = {}  # this pass's attempts, by job id
         self._batched: dict[ReadKey, Read] = {}  # this pass's status reads made in one call per provider
         self.rows = HeldRows(store, self.leases)  # job and attempt rows, parsed specs: kept across passes
-        self.steady = SteadyJobs()  # jobs whose observation did not change are not decided again
+        self.steady = SteadyJobs(lambda: self.settings.boot_timeout_s)  # unchanged jobs are not decided again
         self._unreadable: dict[int, str] = {}  # spec text of live jobs logged as unreadable (once each)
 
     # -- load ------------------------------------------------------------------------------
@@ -305,7 +305,7 @@ class Reconciler:
                     scoped = self.volumes.offers_for(view.spec, offers)  # a volume job: providers with volumes
                     placing = index if scoped is offers else scoped
                     context = (placing, avoid_key, settings)
-                    if (same := self.steady.unchanged(view, context)) is not None:  # steady.py: decide would repeat
+                    if (same := self.steady.unchanged(view, context, now, self.applier.started)) is not None:
                         self.applier.heartbeat(view, same.attempt)
                         requeue = min(requeue, same.requeue_after)
                         continue
@@ -327,9 +327,8 @@ class Reconciler:
                 finally:
                     if queued:
                         launch_s += (self.clock.now() - t).total_seconds()
-            # The next claim's limit on queued jobs (Leases.claim(queued=)): twice what the budget let
-            # this pass decide, so the budget, not the limit, ends the launches; doubled, at once, when
-            # the limit left jobs out and the budget did not end the pass (jobs on hold at the head).
+            # The next claim's limit on queued jobs (Leases.claim(queued=)): twice what the budget let this pass
+            # decide; doubled, at once, when it left jobs out and the budget was not spent (jobs on hold).
             if cut:
                 self.queued_limit = max(QUEUED_CLAIM_MIN, 2 * considered)
             elif self.leases.truncated:
