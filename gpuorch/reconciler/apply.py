@@ -178,8 +178,9 @@ class Applier:
         except (RunnerUnavailable, ProviderError, NotImplementedError, OSError):
             pass
 
-    def heartbeat(self, view: JobView, attempt: int) -> None:
-        """The heartbeat of a job whose steady decision is not made again (steady.py), when due."""
+    def heartbeat(self, view: JobView, attempt: int | None) -> None:
+        """The heartbeat of a job whose steady decision is not made again (steady.py), when due
+        (None: a booting attempt's, whose agent never answered: none)."""
         for a in reversed(view.attempts):  # the current attempt: the last one
             if a.row.number == attempt:
                 self._heartbeat(view.job.id or 0, a)

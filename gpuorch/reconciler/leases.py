@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
-from sqlalchemy import String, and_, or_, type_coerce, update
+from sqlalchemy import String, and_, not_, or_, type_coerce, update
 from sqlalchemy.orm import Mapped
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import Select
@@ -69,13 +69,14 @@ class Leases:
         # Jobs the last claim took anew (free, expired, or another daemon's), not just renewed:
         # someone else may have written them since this daemon last looked.
         self.taken: set[int] = set()
+        self.truncated = False  # the last claim's ``queued`` limit left queued jobs out
 
     def held(self, job: Job | None, now: datetime) -> bool:
         return (job is not None and job.lease_owner == self.owner and job.lease_expires is not None
                 and job.lease_expires > now)
 
     def claim(self, now: datetime, last_pass_at: datetime | None = None,
-              known: Mapping[int, Job] | None = None) -> list[Job]:
+              known: Mapping[int, Job] | None = None, queued: int | None = None) -> list[Job]:
         """Lease every job that needs attention and is free, expired or ours (renewing ours when due).
 
         Candidate rows are locked ``FOR UPDATE SKIP LOCKED`` on PostgreSQL (SQLite's BEGIN
@@ -89,6 +90,12 @@ class Leases:
         ``known``: job rows the caller read in earlier passes and has not written since; those
         this daemon held throughout and nobody asked to cancel are returned as they are (with
         their lease expiry brought up to date) instead of read again.
+
+        ``queued``: claim at most this many of the jobs that wait for their first launch (queued,
+        due, not cancelled, no live attempt), the oldest first (``head``), of those free or ours;
+        every other job that needs attention is claimed as before. A pass does not launch more
+        than its budget, so the rest of a long queue costs it nothing, and stays free for another
+        daemon. ``truncated`` says whether the limit left such jobs out.
         """
         # A row read back always has its primary key: ids selected here are ``int``, never None.
         job_id, owner, expires = cast(Mapped[int], col(Job.id)), col(Job.lease_owner), col(Job.lease_expires)
@@ -96,7 +103,15 @@ class Leases:
         wanted = or_(col(Job.status).not_in(TERMINAL), job_id.in_(busy))
         due = now + timedelta(seconds=self.lease_s * RENEW_WHEN_LEFT)
         free = or_(owner.is_(None), expires < now, and_(owner == self.owner, expires < due))
-        self.taken = set()
+        self.taken, self.truncated = set(), False
+        if queued is not None:  # the queue's head: its first ``queued`` jobs this daemon may hold
+            head = and_(col(Job.status) == JobStatus.QUEUED, col(Job.cancel_requested).is_(False), job_id.not_in(busy),
+                        or_(col(Job.not_before).is_(None), col(Job.not_before) <= now))
+            first = select(job_id).where(head, or_(owner.is_(None), expires < now, owner == self.owner)) \
+                .order_by(job_id).limit(queued).correlate(None)  # its own scan of the table, not the row's
+            wanted = and_(wanted, or_(not_(head), job_id.in_(first)))
+            with self.store.read() as s:
+                self.truncated = len(s.exec(first).all()) >= queued
         with self.store.read() as s:  # the usual pass: nothing to take or renew, no write lock
             due_any = s.exec(select(job_id).where(wanted).where(free).limit(1)).first()
         if due_any is not None:

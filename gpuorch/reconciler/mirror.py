@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from sqlalchemy import or_
+from sqlalchemy import insert, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
@@ -58,35 +58,40 @@ class InstanceMirror:
             rows = {(r.provider, r.instance_id): r for r in s.exec(select(InstanceRow).where(where))}
         if full:
             self._known, self._read_at = {}, now
-        changes: list[InstanceRow] = []
+        # New rows are inserted, changed ones updated by primary key, each kind in one statement
+        # (executemany): no ORM object is built for a new row, none is merged (a SELECT and a flush each).
+        known = {key: (row.state, row.terminated_at is not None) for key, row in rows.items()}
+        added: list[dict[str, object]] = []
+        changed: list[dict[str, object]] = []
         for key in suspects & set(seen):
             k, inst = seen[key]
-            row = rows.get(key)
+            row, state, ended = rows.get(key), want[key], not inst.state.alive
             if row is None:
-                row = InstanceRow(provider=k[0], instance_id=inst.id, job_id=k[1], attempt=k[2], region=inst.region,
-                                  zone=inst.zone, instance_type=inst.instance_type, spot=inst.spot, state="",
-                                  first_seen=now)
-            if row.state != want[key]:
-                row.state, row.last_seen = want[key], now
-                if not inst.state.alive:
-                    row.terminated_at = now
-                changes.append(row)
-            rows[key] = row
+                added.append({"provider": k[0], "instance_id": inst.id, "job_id": k[1], "attempt": k[2],
+                              "region": inst.region, "zone": inst.zone, "instance_type": inst.instance_type,
+                              "spot": inst.spot, "state": state, "first_seen": now, "last_seen": now,
+                              "terminated_at": now if ended else None})
+                known[key] = (state, ended)
+            elif row.state != state:
+                changed.append({"id": row.id, "state": state, "last_seen": now,
+                                "terminated_at": now if ended else row.terminated_at})
+                known[key] = (state, ended or row.terminated_at is not None)
         for key, row in rows.items():
             if key not in seen and key[0] in ok and row.terminated_at is None:
-                row.state, row.terminated_at = "gone", now
-                changes.append(row)
-        if changes:
+                changed.append({"id": row.id, "state": "gone", "last_seen": row.last_seen, "terminated_at": now})
+                known[key] = ("gone", True)
+        if added or changed:
             try:
                 with self.store.write() as s:
-                    for row in changes:
-                        s.merge(row)
+                    if added:
+                        s.execute(insert(InstanceRow), added)
+                    if changed:
+                        s.execute(update(InstanceRow), changed)
             except IntegrityError:  # another daemon recorded the same new instance first
                 log.info("instance table: a row was written concurrently; reading it all again next pass")
                 self._known, self._read_at = {}, None
                 return
-        for key, row in rows.items():
-            self._known[key] = (row.state, row.terminated_at is not None)
+        self._known.update(known)
         self._last = (dict(observed), set(ok)) if not terminated else None
 
     def _unchanged(self, observed: dict[tuple[str, int, int], Instance], ok: set[str]) -> bool:

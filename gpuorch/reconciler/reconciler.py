@@ -80,6 +80,7 @@ __all__ = ["LeaseLost", "Reconciler", "backoff_key"]
 
 HEARTBEAT_EVERY_S = 30.0  # at most; and at least four heartbeats per dead-man timeout
 KEY_SWEEP_EVERY_S = 60.0
+QUEUED_CLAIM_MIN = 200  # queued jobs a pass claims at least (Leases.claim(queued=)): two launch batches
 
 
 
@@ -110,6 +111,7 @@ class Reconciler:
         self.offers = OfferCache(self.providers, offers_ttl_s)
         self.leases = Leases(store, self.owner, lease_s)
         self._last_pass_at: datetime | None = None
+        self.queued_limit = QUEUED_CLAIM_MIN  # queued jobs the next claim takes at most (run_pass)
         self.money = Money(store, budget or Policy(), self._txn)  # caps, sweeps, prices, metrics
         if logs is not None:
             self.money.metrics_sink = logs.append_metrics
@@ -130,7 +132,7 @@ class Reconciler:
         self._attempts: dict[int, list[Attempt]] = {}  # this pass's attempts, by job id
         self._batched: dict[ReadKey, Read] = {}  # this pass's status reads made in one call per provider
         self.rows = HeldRows(store, self.leases)  # job and attempt rows, parsed specs: kept across passes
-        self.steady = SteadyJobs()  # jobs whose observation did not change are not decided again
+        self.steady = SteadyJobs(lambda: self.settings.boot_timeout_s)  # unchanged jobs are not decided again
         self._unreadable: dict[int, str] = {}  # spec text of live jobs logged as unreadable (once each)
 
     # -- load ------------------------------------------------------------------------------
@@ -248,7 +250,7 @@ class Reconciler:
             self.rows.drop(job_id)
         # Claim, then observe: observations then postdate every write of a daemon whose lease
         # this pass took over (its writes need an unexpired lease; we took an expired one).
-        claimed = self.leases.claim(now, self._last_pass_at, known=self.rows.jobs)
+        claimed = self.leases.claim(now, self._last_pass_at, known=self.rows.jobs, queued=self.queued_limit)
         self.rows.jobs = {j.id or 0: j for j in claimed}
         self._last_pass_at = now
         observed, ok = self._observe()  # before reading attempts: see orphans.py
@@ -278,14 +280,16 @@ class Reconciler:
         # Queued jobs launched this pass, and the time their decisions and launches took
         # (Settings.launch_batch, launch_budget_s): at least one a pass, so a queue always drains.
         launched, launch_s, budget, most = 0, 0.0, settings.launch_budget(), settings.launch_batch
+        considered, cut = 0, False  # queued jobs decided; whether the budget left some for the next pass
         try:
             for job in claimed:
                 if stop is not None and stop.is_set():
                     return 0.0  # the leases taken are released by the daemon on its way out
-                queued = job.status == JobStatus.QUEUED
+                queued = job.status == JobStatus.QUEUED and not job.cancel_requested  # a cancel is never left
                 if queued and launched and ((most is not None and launched >= most) or launch_s >= budget):
-                    requeue = 0.0  # the next pass, at once, takes the next batch
+                    requeue, cut = 0.0, True  # the next pass, at once, takes the next batch
                     continue
+                considered += queued
                 if (t := self.clock.now()) >= renew_at:
                     self.leases.renew(t)
                     renew_at = t + timedelta(seconds=self.lease_s * (1 - RENEW_WHEN_LEFT))
@@ -301,7 +305,7 @@ class Reconciler:
                     scoped = self.volumes.offers_for(view.spec, offers)  # a volume job: providers with volumes
                     placing = index if scoped is offers else scoped
                     context = (placing, avoid_key, settings)
-                    if (same := self.steady.unchanged(view, context)) is not None:  # steady.py: decide would repeat
+                    if (same := self.steady.unchanged(view, context, now, self.applier.started)) is not None:
                         self.applier.heartbeat(view, same.attempt)
                         requeue = min(requeue, same.requeue_after)
                         continue
@@ -323,6 +327,12 @@ class Reconciler:
                 finally:
                     if queued:
                         launch_s += (self.clock.now() - t).total_seconds()
+            # The next claim's limit on queued jobs (Leases.claim(queued=)): twice what the budget let this pass
+            # decide; doubled, at once, when it left jobs out and the budget was not spent (jobs on hold).
+            if cut:
+                self.queued_limit = max(QUEUED_CLAIM_MIN, 2 * considered)
+            elif self.leases.truncated:
+                self.queued_limit, requeue = 2 * self.queued_limit, 0.0
             try:
                 self.applier.flush(now)  # the pass's last launches; then its launches are waited for
             except Exception as e:  # the next pass decides the jobs again

@@ -23,15 +23,23 @@ row and the same instance is the same (nothing) once every time the instance rep
 the past, as it did when the steady decision was noted (a write there renews the rows).
 A steady pair's apply writes nothing the second time (``Recording.progress`` writes only what
 changed, and a write would have renewed the rows), so skipping it is the same as running it.
+
+A booting attempt is skipped too (issue 18: a drain's launched jobs were decided every pass until
+their agents answered): a launched attempt whose instance is alive and whose agent has not
+answered, for which decide says "start its agent" (reachable) or nothing (not yet). There the
+only clock decide reads is the boot timeout, so the memo holds until it, and a start is skipped
+only once its runner's start returned (``Applier.started``: this daemon does not start it again).
+No heartbeat goes out for it (decide sends none to an agent that never answered).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from datetime import datetime
 
 from gpuorch.clock import aware
-from gpuorch.reconciler.actions import Decision, Heartbeat, Progress
+from gpuorch.reconciler.actions import Decision, Heartbeat, Progress, StartAgent
 from gpuorch.reconciler.views import JobView
 from gpuorch.store.models import AttemptStatus
 
@@ -44,9 +52,10 @@ class Steady:
     job: object
     attempts: Seen
     context: tuple[object, ...]  # the offers index, the back-off keys, the settings
-    attempt: int  # the running attempt the steady pair is about
+    attempt: int | None  # the running attempt the steady pair is about (its heartbeat); None: booting
     requeue_after: float
     billed: bool = False  # no instance time lay in the future: billing corrections would repeat (none)
+    boot: tuple[int, str, datetime | None] | None = None  # booting: (attempt, instance id, launched at)
 
 
 def _seen(view: JobView) -> Seen:
@@ -67,6 +76,20 @@ def steady_attempt(d: Decision) -> int | None:
     return None
 
 
+def booting(view: JobView, d: Decision) -> tuple[int, str, datetime | None] | None:
+    """(attempt, instance id, launched at) if ``d`` is decide's word on a booting attempt (above)."""
+    if not view.attempts:
+        return None
+    a = view.attempts[-1]
+    row, inst = a.row, a.instance
+    if row.status != AttemptStatus.LAUNCHED or row.start_error is not None or a.agent is not None \
+            or inst is None or not inst.state.alive or not a.observed:
+        return None
+    if list(d.actions) != ([StartAgent(row.number)] if a.reachable else []):
+        return None
+    return row.number, inst.id, row.launched_at or row.requested_at
+
+
 def clock_free(view: JobView) -> bool:
     """Whether decide's steady path for this view reads no clock (point 2 above)."""
     return view.gate is None and view.spec.deadline is None and not any(
@@ -85,20 +108,29 @@ def past(view: JobView, now: datetime) -> bool:
 class SteadyJobs:
     """The steady decisions of the last passes, by job id. Only the pass's thread uses it."""
 
-    def __init__(self) -> None:
+    def __init__(self, boot_timeout_s: Callable[[], float] = lambda: 900.0) -> None:
+        self.boot_timeout_s = boot_timeout_s  # Settings.boot_timeout_s: a booting memo holds until it
         self._memo: dict[int, Steady] = {}
         self.skipped = 0  # jobs skipped in the last pass (tests and benchmarks read it)
 
     def begin_pass(self) -> None:
         self.skipped = 0
 
-    def unchanged(self, view: JobView, context: tuple[object, ...]) -> Steady | None:
-        """The remembered steady decision if nothing it was made from changed, else None."""
+    def unchanged(self, view: JobView, context: tuple[object, ...], now: datetime | None = None,
+                  started: Container[tuple[int, int, str]] = ()) -> Steady | None:
+        """The remembered steady decision if nothing it was made from changed, else None. A
+        booting one needs ``now`` (before the boot timeout) and ``started`` (``Applier.started``)."""
         memo = self._memo.get(view.job.id or 0)
         if memo is None or memo.job is not view.job or not clock_free(view) or len(memo.context) != len(context) \
                 or any(not (x is y or x == y) for x, y in zip(memo.context, context, strict=True)) \
                 or not _same(memo.attempts, _seen(view)):
             return None
+        if (boot := memo.boot) is not None:
+            number, instance_id, launched = boot
+            if launched is not None and (now is None or (now - launched).total_seconds() > self.boot_timeout_s()):
+                return None  # the boot timeout: decide ends the attempt
+            if view.attempts[-1].reachable and (view.job.id or 0, number, instance_id) not in started:
+                return None  # its agent start did not go through: apply makes it again
         self.skipped += 1
         return memo
 
@@ -113,10 +145,12 @@ class SteadyJobs:
         """Remember ``d`` for ``view``'s job if it was steady and clock free; else forget the job.
         ``now``: the time its billing was checked this pass (None: not checked)."""
         job_id = view.job.id or 0
-        number = steady_attempt(d)
-        if number is not None and clock_free(view):
+        number, boot = steady_attempt(d), None
+        if number is None:
+            boot = booting(view, d)
+        if (number is not None or boot is not None) and clock_free(view):
             billed = now is not None and past(view, now)
-            self._memo[job_id] = Steady(view.job, _seen(view), context, number, d.requeue_after, billed)
+            self._memo[job_id] = Steady(view.job, _seen(view), context, number, d.requeue_after, billed, boot)
         else:
             self._memo.pop(job_id, None)
 

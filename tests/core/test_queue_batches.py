@@ -153,3 +153,86 @@ def test_the_time_budget_counts_the_passs_own_time(store):
         if rec.run_pass() > 0:
             break
     assert JobStatus.QUEUED not in statuses(store)
+
+
+def owned(store, owner: str) -> list[int]:  # type: ignore[no-untyped-def]
+    with store.read() as s:
+        return sorted(j.id for j in s.exec(select(Job).where(Job.lease_owner == owner)))  # type: ignore[misc]
+
+
+def launched_ids(store) -> list[int]:  # type: ignore[no-untyped-def]
+    with store.read() as s:
+        return sorted(r.job_id for r in s.exec(select(Attempt)))
+
+
+def test_a_pass_claims_and_views_only_the_head_of_the_queue_it_can_launch(store, clock, monkeypatch):
+    """A pass claims (and so views) the queued jobs its launches can reach, the oldest first, not
+    the whole queue; its running jobs are claimed as ever, and the rest of the queue stays free."""
+    monkeypatch.setattr("gpuorch.reconciler.reconciler.QUEUED_CLAIM_MIN", 4)
+    fake = FakeProvider(clock, script=FakeJobScript(duration_s=10 * 3600, checkpoint_every_s=3600))
+    rec = Reconciler(store, {"fake": fake}, clock=clock, settings=Settings(launch_batch=3), owner="d1")
+    rec.queued_limit = 4
+    ids = [jobs.submit(store, parse_spec({**SPEC, "name": f"q{i}"}), clock.now()).id for i in range(40)]
+    viewed: list[int] = []
+    real_view = rec._view
+    monkeypatch.setattr(rec, "_view", lambda job, *a: viewed.append(job.id) or real_view(job, *a))
+    assert rec.run_pass() == 0
+    assert owned(store, "d1") == ids[:4] and launched_ids(store) == ids[:3]  # 4 claimed of 40, 3 launched
+    assert viewed == ids[:3]  # the fourth was past the pass's launches: not viewed
+    assert rec.queued_limit == 6  # twice what the pass's launches reached
+    viewed.clear()
+    rec.run_pass()
+    assert owned(store, "d1") == ids[:9] and launched_ids(store) == ids[:6]  # 3 launched + the head's 6
+    assert sorted(viewed) == ids[:6]
+    for _ in range(20):
+        rec.run_pass()
+        clock.advance(2)
+    assert launched_ids(store) == ids and JobStatus.QUEUED not in statuses(store)
+
+
+def test_two_daemons_split_the_head_of_one_queue_and_never_launch_a_job_twice(store, clock, monkeypatch):
+    monkeypatch.setattr("gpuorch.reconciler.reconciler.QUEUED_CLAIM_MIN", 4)
+    fake = FakeProvider(clock, script=FakeJobScript(duration_s=10 * 3600, checkpoint_every_s=3600))
+    d1, d2 = (Reconciler(store, {"fake": fake}, clock=clock, settings=Settings(launch_batch=2), owner=o)
+              for o in ("d1", "d2"))
+    d1.queued_limit = d2.queued_limit = 4
+    ids = [jobs.submit(store, parse_spec({**SPEC, "name": f"q{i}"}), clock.now()).id for i in range(30)]
+    d1.run_pass()
+    d2.run_pass()
+    assert owned(store, "d1") == ids[:4] and owned(store, "d2") == ids[4:8]  # the next four free ones
+    for _ in range(15):
+        d1.run_pass()
+        d2.run_pass()
+        clock.advance(2)
+    with store.read() as s:
+        attempts = list(s.exec(select(Attempt)))
+    assert sorted(a.job_id for a in attempts) == ids  # every job launched, once
+    assert fake.count("launch") == len(ids) and len(fake.live_instances()) == len(ids)
+
+
+def test_the_limit_grows_at_once_when_the_head_of_the_queue_does_not_use_the_budget(store, clock, monkeypatch):
+    """With no launch cap and time to spare, a pass that ran out of claimed queued jobs asks for
+    the next pass at once and claims twice as many: a long queue is not held to the floor."""
+    monkeypatch.setattr("gpuorch.reconciler.reconciler.QUEUED_CLAIM_MIN", 2)
+    fake = FakeProvider(clock, script=FakeJobScript(duration_s=10 * 3600, checkpoint_every_s=3600))
+    rec = Reconciler(store, {"fake": fake}, clock=clock, owner="d1")
+    rec.queued_limit = 2
+    for i in range(13):
+        jobs.submit(store, parse_spec({**SPEC, "name": f"q{i}"}), clock.now())
+    waits, counts = [], []
+    for _ in range(4):
+        waits.append(rec.run_pass())
+        counts.append(len(launched_ids(store)))
+    assert counts == [2, 6, 13, 13] and waits[:2] == [0, 0] and waits[2] > 0  # 2, then 4 more, then the other 7
+
+
+def test_a_cancel_far_down_the_queue_is_handled_in_the_next_pass(store, clock, monkeypatch):
+    monkeypatch.setattr("gpuorch.reconciler.reconciler.QUEUED_CLAIM_MIN", 2)
+    fake = FakeProvider(clock, script=FakeJobScript(duration_s=10 * 3600, checkpoint_every_s=3600))
+    rec = Reconciler(store, {"fake": fake}, clock=clock, settings=Settings(launch_batch=1), owner="d1")
+    rec.queued_limit = 2
+    ids = [jobs.submit(store, parse_spec({**SPEC, "name": f"q{i}"}), clock.now()).id for i in range(20)]
+    with store.write() as s:
+        s.exec(update(Job).where(col(Job.id) == ids[-1]).values(cancel_requested=True))  # type: ignore[call-overload]
+    rec.run_pass()
+    assert statuses(store)[-1] == JobStatus.CANCELLED and launched_ids(store) == ids[:1]
