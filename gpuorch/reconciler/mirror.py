@@ -12,11 +12,12 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from sqlalchemy import insert, or_, update
+from sqlalchemy import insert, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
 from gpuorch.provider.port import Instance
+from gpuorch.reconciler.batch_txn import CHUNK
 from gpuorch.store import Store
 from gpuorch.store.models import Instance as InstanceRow
 
@@ -43,8 +44,6 @@ class InstanceMirror:
         seen = {(k[0], inst.id): (k, inst) for k, inst in observed.items()}
         want = {key: "terminating" if inst.id in terminated else inst.state.value for key, (_, inst) in seen.items()}
         if full:
-            where = or_(InstanceRow.terminated_at.is_(None),  # type: ignore[union-attr]
-                        InstanceRow.instance_id.in_([i for _, i in seen]))  # type: ignore[attr-defined]
             suspects = set(seen)
         else:
             suspects = {key for key, state in want.items() if self._known.get(key, ("", False))[0] != state}
@@ -53,9 +52,14 @@ class InstanceMirror:
             if not suspects:
                 self._last = (dict(observed), set(ok)) if not terminated else None
                 return
-            where = InstanceRow.instance_id.in_([i for _, i in suspects])  # type: ignore[attr-defined]
+        # The rows of the suspects (a full read: of every instance listed, and every row not ended),
+        # CHUNK ids per IN list: a list of every instance would pass SQLite's bound-parameter limit.
+        ids = sorted({i for _, i in suspects})
+        reads = [select(InstanceRow).where(InstanceRow.terminated_at.is_(None))] if full else []  # type: ignore[union-attr]
+        reads += [select(InstanceRow).where(InstanceRow.instance_id.in_(ids[k:k + CHUNK]))  # type: ignore[attr-defined]
+                  for k in range(0, len(ids), CHUNK)]
         with self.store.read() as s:
-            rows = {(r.provider, r.instance_id): r for r in s.exec(select(InstanceRow).where(where))}
+            rows = {(r.provider, r.instance_id): r for read in reads for r in s.exec(read)}
         if full:
             self._known, self._read_at = {}, now
         # New rows are inserted, changed ones updated by primary key, each kind in one statement

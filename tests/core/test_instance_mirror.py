@@ -1,9 +1,12 @@
-"""The instance table's mirror: two daemons recording the same new instance at once."""
+"""The instance table's mirror: two daemons recording the same new instance at once, and more
+instances than one IN list holds."""
 
 from __future__ import annotations
 
+import sqlite3
 from contextlib import contextmanager
 
+from sqlalchemy import event
 from sqlmodel import select
 
 from gpuorch.provider.port import Instance, InstanceState
@@ -40,3 +43,24 @@ def test_a_row_written_by_another_daemon_between_read_and_write_does_not_fail_th
     assert (row.instance_id, row.state, row.job_id) == ("fake-1", "terminated", 1)
     assert row.terminated_at is not None
     other_store.close()
+
+
+def test_more_instances_than_one_in_list_holds_are_mirrored_and_ended(store, clock, monkeypatch):
+    import gpuorch.reconciler.mirror as mirror
+
+    monkeypatch.setattr(mirror, "CHUNK", 3, raising=False)  # the real one (500) in miniature: 30 ids, ten IN lists
+    for engine in (store._read, store._write):  # and SQLite's bound-parameter limit (32,766) as well
+        event.listen(engine, "connect", lambda conn, _: conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 20))
+        engine.dispose()
+    observed = {("fake", j, 1): Instance(**{**INST.model_dump(), "id": f"fake-{j}"}) for j in range(30)}
+    m = InstanceMirror(store, refresh_s=60)
+    m.update(observed, {"fake"}, set(), clock.now())
+    clock.advance(61)  # a full read of the table
+    del observed[("fake", 4, 1)]  # gone from the listing
+    observed[("fake", 7, 1)] = Instance(**{**INST.model_dump(), "id": "fake-7", "state": InstanceState.TERMINATED})
+    m.update(observed, {"fake"}, set(), clock.now())
+    with store.read() as s:
+        rows = {r.instance_id: r for r in s.exec(select(InstanceRow))}
+    assert len(rows) == 30
+    assert {i for i, r in rows.items() if r.terminated_at is not None} == {"fake-4", "fake-7"}
+    assert (rows["fake-4"].state, rows["fake-7"].state, rows["fake-0"].state) == ("gone", "terminated", "running")
