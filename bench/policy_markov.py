@@ -79,7 +79,7 @@ def up_state(age_h: float, others: int) -> int:
     return bucket(UP_EDGES_H, age_h) * OTHERS + min(others, OTHERS - 1)
 
 
-_FOLLOWERS: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+_FOLLOWERS: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 
 def follower(avail: np.ndarray, gap_s: int) -> tuple[np.ndarray, np.ndarray]:
@@ -87,9 +87,9 @@ def follower(avail: np.ndarray, gap_s: int) -> tuple[np.ndarray, np.ndarray]:
 
     Causal: tick t's entries depend on ticks <= t + 1 only, and :func:`learn` reads them up to now.
     """
-    key = id(avail)
-    if key in _FOLLOWERS:
-        return _FOLLOWERS[key]
+    hit = _FOLLOWERS.get(id(avail))
+    if hit is not None and hit[0] is avail:  # the entry holds the array: its id cannot be reused meanwhile
+        return hit[1], hit[2]
     zones, ticks = avail.shape
     rows = avail.T.tolist()
     up = [0] * zones
@@ -111,7 +111,7 @@ def follower(avail: np.ndarray, gap_s: int) -> tuple[np.ndarray, np.ndarray]:
         else:
             outage += 1
             state[t] = N_UP + bucket(OUT_EDGES_H, outage * gap_s / 3600)
-    _FOLLOWERS[key] = (state, ended)
+    _FOLLOWERS[id(avail)] = (avail, state, ended)
     return state, ended
 
 
@@ -231,11 +231,21 @@ class MarkovPolicy:
         return self.programme(job, state, obs) if mine else self.rules.decide(job, state, obs)
 
 
+_SETS: dict[str, tuple[np.ndarray, int]] = {}
+
+
+def market(name: str) -> tuple[np.ndarray, int]:
+    """``(avail[zone, tick], gap_s)`` of one shipped set, loaded once."""
+    if name not in _SETS:
+        traces = [load_trace(p) for p in trace_files(TRACES / SETS[name])]
+        _SETS[name] = (np.stack([t.available for t in traces]), traces[0].gap_s)
+    return _SETS[name]
+
+
 def gap_pct(name: str, seed: int, deadline_h: float, changeover_h: float, make) -> tuple[float, float, int]:
     """(mean cost, mean optimum, misses) of ``make(job, avail, start)`` over one seed's windows, multi-region."""
-    traces = [load_trace(p) for p in trace_files(TRACES / SETS[name])]
-    avail = np.stack([t.available for t in traces])
-    job = Job.from_hours(work_h=48, deadline_h=deadline_h, changeover_h=changeover_h, gap_s=traces[0].gap_s,
+    avail, gap_s = market(name)
+    job = Job.from_hours(work_h=48, deadline_h=deadline_h, changeover_h=changeover_h, gap_s=gap_s,
                          on_demand_price=3.06, spot_price=0.9731)  # fmt: skip
     starts = window_starts(avail.shape[1], job, WINDOWS[name], seed)
     best = optimal_costs(job, np.stack([avail[:, s : s + job.deadline_ticks] for s in starts]))
