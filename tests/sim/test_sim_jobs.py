@@ -43,6 +43,8 @@ def test_a_reclaim_kills_the_running_job_after_its_notice(two_zones, tmp_path):
     runner.start(AgentConfig(job_id=1, attempt=1, job_name="t", run=FAKE_JOB, checkpoint_url=store_url,
                              env={"STEPS": "100000", "STEP_S": "0.01"}, sync_interval_s=0.2))
     st = wait_until(lambda: (s := runner.status()) and s.state == "running" and s.pid and s, what="the job")
+    # The job says "start" once its SIGUSR1 handler is set: a notice before that kills it (exit 138).
+    wait_until(lambda: b"start at step" in runner.read_log()[0], what="the job's handler")
     sim.inject_preemption(inst.id, notice_s=3.0)
     done = wait_until(lambda: (s := runner.status()) and s.final_done and s, what="the final checkpoint")
     assert done.notice_reason == "preemption" and done.final_checkpoint is not None
