@@ -110,8 +110,8 @@ class Leases:
             first = select(job_id).where(head, or_(owner.is_(None), expires < now, owner == self.owner)) \
                 .order_by(job_id).limit(queued).correlate(None)  # its own scan of the table, not the row's
             wanted = and_(wanted, or_(not_(head), job_id.in_(first)))
-            with self.store.read() as s:
-                self.truncated = len(s.exec(first).all()) >= queued
+            with self.store.read() as s:  # whether the head reaches the limit: its queued-th row, not all of them
+                self.truncated = s.exec(first.offset(max(0, queued - 1)).limit(1)).first() is not None
         with self.store.read() as s:  # the usual pass: nothing to take or renew, no write lock
             due_any = s.exec(select(job_id).where(wanted).where(free).limit(1)).first()
         if due_any is not None:

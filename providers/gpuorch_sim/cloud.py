@@ -199,7 +199,8 @@ def ensure_cloud(home: Path) -> None:
         return
     with open(home / SPAWN_FILE, "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)  # one spawner at a time: this daemon's threads, other daemons
-        if time.time() - os.fstat(f.fileno()).st_mtime < SPAWN_WAIT_S and os.fstat(f.fileno()).st_size:
+        last = os.fstat(f.fileno())
+        if last.st_size and time.time() - last.st_mtime < SPAWN_WAIT_S:
             return
         if not cloud_running(home):
             spawn_detached([sys.executable, "-m", "gpuorch_sim.cloud", str(home)], cwd=home,
