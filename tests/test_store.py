@@ -75,3 +75,29 @@ def test_a_newer_schema_is_refused(tmp_path):
     with pytest.raises(SchemaTooNew, match="upgrade gpuorch"):
         Store(url)
 
+
+
+def test_sqlite_engines_keep_few_idle_connections_after_a_burst(tmp_path):
+    """Eight threads reading at once all get a connection; afterwards each engine keeps at most
+    POOL_KEEP of them (each holds a page cache), the others are closed."""
+    import threading
+
+    from gpuorch.store.db import POOL_KEEP
+
+    store = Store(f"sqlite:///{tmp_path / 'state.db'}")
+    together = threading.Barrier(8, timeout=30)
+    counts: list[int] = []
+
+    def read() -> None:
+        with store.read() as s:
+            counts.append(s.exec(select(func.count()).select_from(Job)).one())
+            together.wait()  # all eight sessions hold a connection at this point
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert counts == [0] * 8
+    assert store._read.pool.checkedin() <= POOL_KEEP  # type: ignore[attr-defined]
+    assert store._read.pool.checkedout() == 0  # type: ignore[attr-defined]

@@ -22,10 +22,16 @@ from gpuorch.store.models import Meta
 from gpuorch.store.paths import PRIVATE_FILE, default_home, default_url, private_dir, private_file
 
 BUSY_TIMEOUT_MS = 30_000
+# Idle connections each SQLite engine keeps. Every connection holds its own page cache (up to 2 MB):
+# the default five per engine, kept after a burst of the launch pool's threads, cost the daemon
+# ~1.5 MB of RSS at 1,000 jobs (docs/benchmarks.md, issue 11). Further concurrent users open their
+# own connection and close it on return (unlimited overflow: nobody waits for one).
+POOL_KEEP = 2
 
 
-def _sqlite_engine(url: str, immediate: bool) -> Engine:
-    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False})
+def _sqlite_engine(url: str, immediate: bool, on_file: bool) -> Engine:
+    pool = {"pool_size": POOL_KEEP, "max_overflow": -1} if on_file else {}  # in memory: one connection a thread
+    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}, **pool)
 
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn: sqlite3.Connection, _record: object) -> None:
@@ -55,8 +61,9 @@ class Store:
             if plain:
                 private_dir(Path(path).parent)
                 Path(path).touch(mode=PRIVATE_FILE)  # before SQLite creates it with the umask's mode
-            self._read = _sqlite_engine(url, immediate=False)
-            self._write = _sqlite_engine(url, immediate=True)
+            on_file = bool(path) and ":memory:" not in path and "mode=memory" not in path
+            self._read = _sqlite_engine(url, immediate=False, on_file=on_file)
+            self._write = _sqlite_engine(url, immediate=True, on_file=on_file)
         else:
             self._read = self._write = create_engine(url, pool_pre_ping=True)
         with self._write.begin() as conn:

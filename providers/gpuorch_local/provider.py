@@ -40,7 +40,6 @@ from gpuorch.provider.localdir import (
     instance_id_for,
     spawn_detached,
 )
-from gpuorch.provider.selfcheck import state_dir_finding
 
 from .gang import GangRunner, end_gang, gang_dirs, observe_gang
 from .market import PROVIDER, default_offers, host_offers
@@ -240,6 +239,8 @@ class LocalProvider(Provider):
 
     def doctor(self) -> list[Finding]:
         """``SupportsDoctor``: the local provider needs no credentials, only its state directory."""
+        from gpuorch.provider.selfcheck import state_dir_finding  # the doctor's, not the daemon's
+
         check = f"provider {self.name}"
         if (unwritable := state_dir_finding(check, self.instances_dir, self.home)) is not None:
             return [unwritable]
