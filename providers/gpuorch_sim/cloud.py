@@ -26,6 +26,7 @@ from gpuorch.agent.protocol import write_atomic
 from gpuorch.errors import NotFoundError
 from gpuorch.provider import InstanceState
 from gpuorch.provider.localdir import InstanceDir, Meta, spawn_detached
+from gpuorch.provider.localdir.instances import CHANGES_FILE
 from gpuorch.provider.localdir.runner import SETTLE_S
 
 from .market import Reclaim, SimClock, SimMarket, SimOptions
@@ -121,6 +122,14 @@ class _Seen:
             m = self.meta = m.observed(_dt(now))
         return m
 
+    def due(self) -> float | None:
+        """The wall time from which this record, unwritten, may be observed otherwise: its boot
+        (PENDING reads RUNNING at ``ready_at``) or ``event`` (None: never)."""
+        boot = self.meta.ready_at.timestamp() if self.meta.state == InstanceState.PENDING else None
+        if boot is None or self.event is None:
+            return boot if boot is not None else self.event
+        return min(boot, self.event)
+
 
 class SimInstanceDir(InstanceDir):
     """A sim instance's files, written atomically but not fsync'd: they stand for a cloud's
@@ -131,13 +140,85 @@ class SimInstanceDir(InstanceDir):
     durable = False
 
 
+LOG_ROTATE_BYTES = 1 << 20  # the change log is started over (by a full listing) past this size
+
+
+def make_change_log(root: Path) -> None:
+    """Create ``root``'s change log if it has none (``InstanceDir.note_change`` writes only to
+    an existing one)."""
+    root.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(root / CHANGES_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+
+
 class Instances:
-    """The instance records under ``root``, each parsed again only when its file changed."""
+    """The instance records under ``root``, each parsed again only when its file changed.
+
+    ``changes`` reads the change log (``gpuorch.provider.localdir.instances``): which records
+    were written since it last looked, so a listing need not look at the others."""
 
     def __init__(self, root: Path, market: SimMarket) -> None:
         self.root, self.market = root, market
         self._seen: dict[str, _Seen] = {}
         self._dirs: dict[str, InstanceDir] = {}
+        self._log: tuple[int, int] | None = None  # (inode, offset) of the change log read so far
+
+    def changes(self) -> set[str] | None:
+        """The names the change log gained since the last call: every record written meanwhile
+        (by any process) is among them. None when that is not known (the first call, a log
+        missing, started over or shorter than read): the caller reads every record, and the
+        next call answers from here on. A line not yet complete is left for the next call; a
+        name may be no instance's (the tail of a line, read after a start over): callers skip
+        what they cannot read."""
+        try:
+            with open(self.root / CHANGES_FILE, "rb") as f:
+                st = os.fstat(f.fileno())
+                pos = self._log
+                if pos is None or pos[0] != st.st_ino or st.st_size < pos[1]:
+                    self._log = (st.st_ino, st.st_size)
+                    return None
+                if st.st_size == pos[1]:
+                    return set()
+                f.seek(pos[1])
+                data = f.read(st.st_size - pos[1])
+        except FileNotFoundError:
+            self._log = None
+            return None
+        end = data.rfind(b"\n") + 1
+        self._log = (pos[0], pos[1] + end)
+        return {name for name in data[:end].decode(errors="replace").split("\n") if name}
+
+    def rotate_log(self) -> None:
+        """Start the change log over once it is long. Only right after ``changes`` answered None
+        and before every record is read: a line left in the old log belongs to a record written
+        before that read. Another reader holding an offset in the old log sees a new inode and
+        reads every record once."""
+        path = self.root / CHANGES_FILE
+        try:
+            if os.stat(path).st_size < LOG_ROTATE_BYTES:
+                return
+        except FileNotFoundError:
+            return
+        tmp = self.root / f"{CHANGES_FILE}.{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            ino = os.fstat(fd).st_ino
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        self._log = (ino, 0)
+
+    def named(self, names: set[str]) -> Iterator[InstanceDir]:
+        """The directories of these names (sorted; whether they exist is the reader's question)."""
+        for name in sorted(names):
+            if name.startswith(".") or "/" in name or not name:
+                continue
+            d = self._dirs.get(name)
+            if d is None:
+                d = self._dirs[name] = SimInstanceDir(self.root / name)
+            yield d
+
+    def seen(self, name: str) -> _Seen | None:
+        return self._seen.get(name)
 
     def reclaim_of(self, meta: Meta) -> Reclaim | None:
         return self.market.reclaim(meta.offer.zone, meta.created_at.timestamp()) if meta.spot else None
