@@ -48,6 +48,7 @@ from .cloud import (
     SimInstanceDir,
     ensure_cloud,
     make_change_log,
+    next_event,
     open_market,
     stop_cloud,
 )
@@ -61,6 +62,7 @@ if TYPE_CHECKING:  # the doctor's and the fault plan's modules load only when us
 T = TypeVar("T")
 
 MAX_RUNNERS = 100_000  # runners kept; the cache starts over beyond
+CLOUD_CHECK_S = 1.0  # a launch looks for the cloud process at most this often (SimProvider._ensure_cloud)
 FULL_LIST_S = 60.0  # a listing reads every record at least this often (one written around the change log)
 _ID = re.compile(r"sim-[A-Za-z0-9][A-Za-z0-9_.-]{0,120}")
 
@@ -94,6 +96,7 @@ class SimProvider(Provider):
         self._listing: list[Instance] = []
         self._full_at: float | None = None
         self._due: list[tuple[float, str]] = []
+        self._cloud_checked_at: float | None = None  # monotonic time of the last ensure_cloud
         self._runners: dict[str, LocalRunner] = {}
         self._catalog = _load_catalog(options.catalog)  # extra offers, read once
         self._sold = {(o.zone, o.instance_type) for o in self._catalog}
@@ -191,10 +194,24 @@ class SimProvider(Provider):
             tags[TAG_LIFETIME] = f"{request.max_lifetime_s:g}"
         created = datetime.fromtimestamp(now, UTC)
         ready = created + timedelta(seconds=self.market.boot_wall_s(request.attempt))
-        inst.create(Meta(id=inst.id, client_token=request.client_token, tags=tags, offer=o, spot=request.spot,
-                         state=InstanceState.PENDING, created_at=created, ready_at=ready))
-        ensure_cloud(self.home)
-        return self._instance(inst, time.time())
+        meta = Meta(id=inst.id, client_token=request.client_token, tags=tags, offer=o, spot=request.spot,
+                    state=InstanceState.PENDING, created_at=created, ready_at=ready)
+        made = inst.create(meta)
+        self._ensure_cloud()
+        now = time.time()
+        event = next_event(meta, self._instances.reclaim_of(meta))
+        if made and (event is None or now < event):  # the record just written, nothing due: not read back
+            return meta.observed(datetime.fromtimestamp(now, UTC)).to_instance()
+        return self._instance(inst, now)
+
+    def _ensure_cloud(self) -> None:
+        """``ensure_cloud``, at most once a second from this provider (a lock file's open and
+        ``flock`` a launch, before): the cloud process, started, runs until idle; and what it
+        does late the listing does too (it settles what is due)."""
+        now = time.monotonic()
+        if self._cloud_checked_at is None or not 0 <= now - self._cloud_checked_at < CLOUD_CHECK_S:
+            ensure_cloud(self.home)
+            self._cloud_checked_at = now
 
     def get(self, instance_id: str) -> Instance:
         """Raises NotFoundError for an id never launched here. Settles what is due."""
@@ -284,6 +301,7 @@ class SimProvider(Provider):
             raise NotFoundError(f"sim instance {instance_id!r} not found")
         inst.announce(datetime.now(UTC) + timedelta(seconds=notice_s))
         ensure_cloud(self.home)
+        self._cloud_checked_at = time.monotonic()
 
     def doctor(self) -> list[Finding]:
         """``SupportsDoctor``: a simulated market needs no credentials, only its state directory."""
@@ -303,6 +321,7 @@ class SimProvider(Provider):
     def stop_cloud(self) -> None:
         """Stop the cloud process (tests and benchmarks clean up with this)."""
         stop_cloud(self.home)
+        self._cloud_checked_at = None  # the next launch starts one again
 
     @property
     def time_scale(self) -> float:
