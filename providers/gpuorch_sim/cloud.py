@@ -13,6 +13,7 @@ watching. It exits once no instance has been alive for ``cloud_idle_exit_s``.
 from __future__ import annotations
 
 import fcntl
+import heapq
 import json
 import os
 import sys
@@ -39,6 +40,7 @@ LOCK_TRIES = 20  # 1 s
 TAG_LIFETIME = "gpuorch-sim:max-lifetime-s"
 REASON_LIFETIME = "max-lifetime"
 SCAN_S = 0.1
+FULL_SCAN_S = 60.0  # the cloud process reads every record at least this often (else only what the change log names)
 
 
 def _dt(epoch: float) -> datetime:
@@ -318,24 +320,38 @@ def run(home: Path) -> int:
     lock.write(f"{os.getpid()}\n")
     lock.flush()
     market_mtime, idle_since, instances = 0, time.time(), None
+    alive: dict[str, bool] = {}  # by name, whether the record reads alive
+    due: list[tuple[float, str]] = []  # (next_event, name), earliest first
+    full_at: float | None = None
     while True:
         mtime = (home / MARKET_FILE).stat().st_mtime_ns
         if instances is None or mtime != market_mtime:  # a daemon started a new replay
-            market_mtime, instances = mtime, Instances(home / "instances", load_market(home))
-        now, alive, wake = time.time(), False, time.time() + 1.0
-        for inst in instances.all():
+            market_mtime, instances, full_at = mtime, Instances(home / "instances", load_market(home)), None
+        now = time.time()
+        # Only the records written since the last look (the change log) and those due; every one
+        # every FULL_SCAN_S (a record written around the log) or when the log cannot tell.
+        changed = instances.changes()
+        if changed is None or full_at is None or not 0 <= now - full_at < FULL_SCAN_S:
+            full_at, alive, due = now, {}, []
+            dirs: Iterator[InstanceDir] = instances.all()
+        else:
+            while due and due[0][0] <= now:
+                changed.add(heapq.heappop(due)[1])
+            dirs = instances.named(changed)
+        for inst in dirs:
             try:
                 meta, seen = instances.settled(inst, now)
             except (NotFoundError, ValueError, OSError):
+                alive.pop(inst.id, None)
                 continue  # being created, or removed
-            event = seen.event
-            alive = alive or meta.state.alive
-            if event is not None:
-                wake = min(wake, event)
-        idle_since = now if alive else idle_since
+            alive[inst.id] = meta.state.alive
+            if seen.event is not None:
+                heapq.heappush(due, (seen.event, inst.id))
+        idle_since = now if any(alive.values()) else idle_since
         if now - idle_since > instances.market.options.cloud_idle_exit_s:
             return 0
         # Wake for the next event; look at least every SCAN_S for instances launched meanwhile.
+        wake = due[0][0] if due else now + 1.0
         time.sleep(min(max(wake - time.time(), 0.005), SCAN_S))
 
 

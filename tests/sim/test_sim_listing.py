@@ -95,3 +95,22 @@ def test_the_change_log_started_over_is_read_from_its_start(make_sim, monkeypatc
     sim.terminate(launched[0].id)
     assert {i.id: i.state for i in sim.list_managed()}[launched[0].id] == InstanceState.TERMINATED
     assert reads == [launched[0].id]
+
+
+def test_the_cloud_process_ends_an_instance_launched_after_it_started(make_sim, tmp_path):
+    """The cloud process reads what the change log names: an instance launched while it runs
+    is settled on time (its lifetime) with no daemon listing it."""
+    from sim_data import write_trace
+
+    import gpuorch_sim.cloud as cloud
+    from gpuorch.testing import wait_until
+
+    f = write_trace(tmp_path / "z.json", [1])
+    sim = make_sim(traces=[f"zz-1a={f}"], time_scale=10, boot_s=0)
+    offer = sim.offers()[0]
+    sim.launch(LaunchRequest(job_id=1, attempt=1, offer=offer, spot=False, owner="me"))
+    wait_until(lambda: cloud.cloud_running(sim.home), what="the cloud process")
+    late = sim.launch(LaunchRequest(job_id=2, attempt=1, offer=offer, spot=False, owner="me", max_lifetime_s=1.0))
+    gone = wait_until(lambda: not (m := sim._instances.read(sim._dir(late.id)).meta).state.alive and m,
+                      timeout_s=10, what="the lifetime limit")
+    assert (gone.state, gone.state_reason) == (InstanceState.TERMINATED, "max-lifetime")
