@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 
+from sqlalchemy import update
 from sqlmodel import Session, col, select
 
 from gpuorch.clock import Clock
@@ -25,6 +26,7 @@ from gpuorch.store.models import Job
 CHUNK = 500  # ids per IN list (well under every database's bound-parameter limit)
 
 TxnMany = Callable[[Sequence[int]], AbstractContextManager[tuple[Session, dict[int, Job]]]]
+TxnIds = Callable[[Sequence[int]], AbstractContextManager[tuple[Session, set[int]]]]
 
 
 class BatchTxn:
@@ -48,6 +50,27 @@ class BatchTxn:
             t = self.clock.now()
             for job in held.values():
                 job.updated_at = t
+
+    @contextmanager
+    def ids(self, job_ids: Sequence[int]) -> Iterator[tuple[Session, set[int]]]:
+        """``__call__`` for a write that needs no job row, only which jobs are still held: their
+        ids read by the same lease check (Core, no ORM row: a job row carries its spec), locked
+        the same way, and their ``updated_at`` set in one ``UPDATE`` per chunk at the end."""
+        for job_id in job_ids:
+            self.drop(job_id)
+        with self.store.write() as s:
+            now = self.clock.now()
+            ids = sorted(set(job_ids))
+            held: set[int] = set()
+            for k in range(0, len(ids), CHUNK):
+                held.update(i for i in s.exec(select(col(Job.id)).where(
+                    col(Job.id).in_(ids[k:k + CHUNK]), col(Job.lease_owner) == self.leases.owner,
+                    col(Job.lease_expires) > now).with_for_update()) if i is not None)
+            yield s, held
+            t, done = self.clock.now(), sorted(held)
+            for k in range(0, len(done), CHUNK):
+                s.execute(update(Job).where(col(Job.id).in_(done[k:k + CHUNK])).values(updated_at=t)
+                          .execution_options(synchronize_session=False))
 
     def held_ids(self, job_ids: Sequence[int], now: datetime) -> set[int]:
         """Which of ``job_ids`` this daemon still holds: the lease check of a batch of side effects

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from sqlalchemy import func
+from sqlalchemy import func, update
 from sqlmodel import Session, col, select
 
 from gpuorch.clock import Clock, SystemClock, time_scale, wall_s
@@ -35,7 +35,7 @@ from gpuorch.placement.rank import Candidate
 from gpuorch.provider.gang import gang_cost_per_hour
 from gpuorch.provider.port import Instance, LaunchRequest, Offer, Provider
 from gpuorch.reconciler import actions as A
-from gpuorch.reconciler.batch_txn import CHUNK, TxnMany
+from gpuorch.reconciler.batch_txn import CHUNK, TxnIds, TxnMany
 from gpuorch.reconciler.money import Money, Txn
 from gpuorch.reconciler.views import JobView, Settings
 from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Job, JobStatus, TerminationReason
@@ -84,9 +84,10 @@ Launched = list[tuple[JobView, Attempt, Instance]]  # launches made and not yet 
 class Launching:
     def __init__(self, providers: Mapping[str, Provider], txn: Txn, money: Money, settings: Settings,
                  installation_id: str, backoff_s: float, txn_many: TxnMany | None = None,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, txn_ids: TxnIds | None = None) -> None:
         self.providers, self._txn, self.money, self.settings = providers, txn, money, settings
         self.installation_id, self.backoff_s, self._txn_many = installation_id, backoff_s, txn_many
+        self._txn_ids = txn_ids  # record_launched's transaction (BatchTxn.ids)
         self._now = (clock or SystemClock()).now
 
     def launch(self, view: JobView, action: A.Launch, now: datetime, first: First | None = None,
@@ -217,23 +218,33 @@ class Launching:
     def record_launched(self, launched: Launched, now: datetime) -> None:
         """Record a batch's launches (``launch(..., launched)``) in one write transaction. An
         attempt adopted or ended meanwhile, or a job whose lease is lost, is left as it is: the
-        orphan sweep takes an instance nobody owns. Needs ``txn_many``."""
+        orphan sweep takes an instance nobody owns. Needs ``txn_ids``."""
         if not launched:
             return
-        assert self._txn_many is not None
-        with self._txn_many([view.job.id or 0 for view, _, _ in launched]) as (s, held):
-            rows = {r.id: r for k in range(0, len(launched), 500) for r in s.exec(select(Attempt).where(
-                col(Attempt.id).in_([row.id for _, row, _ in launched[k:k + 500]])))}
+        assert self._txn_ids is not None
+        with self._txn_ids([view.job.id or 0 for view, _, _ in launched]) as (s, held):
+            # Each attempt's status and request time (Core: no ORM row, which carries its offer), then
+            # the launched ones updated by primary key in one executemany.
+            ids = [row.id for _, row, _ in launched]
+            state = {}
+            for k in range(0, len(ids), CHUNK):
+                for rid, status, requested_at in s.exec(select(col(Attempt.id), col(Attempt.status),
+                                                               col(Attempt.requested_at))
+                                                        .where(col(Attempt.id).in_(ids[k:k + CHUNK]))):
+                    state[rid] = (status, requested_at)
+            changes: list[dict[str, object]] = []
             for view, row, inst in launched:
-                r = rows.get(row.id)
-                if view.job.id not in held or r is None or r.status != AttemptStatus.REQUESTED:
+                got = state.get(row.id)
+                if view.job.id not in held or got is None or got[0] != AttemptStatus.REQUESTED:
                     continue
                 # Billed from the cloud's launch time when it gives one (money.record): recorded now,
                 # the next pass's look at the cloud's record has nothing to correct (a write a job).
-                r.status, r.instance_id, r.launched_at = AttemptStatus.LAUNCHED, inst.id, billed_start(
-                    r.requested_at, inst.created_at, max(now, self._now()))
-                events.record(s, now, "launched", f"instance {inst.id} ({inst.state.value})", job_id=r.job_id,
-                              attempt=r.number)
+                changes.append({"id": row.id, "status": AttemptStatus.LAUNCHED, "instance_id": inst.id,
+                                "launched_at": billed_start(got[1], inst.created_at, max(now, self._now()))})
+                events.record(s, now, "launched", f"instance {inst.id} ({inst.state.value})", job_id=row.job_id,
+                              attempt=row.number)
+            if changes:
+                s.execute(update(Attempt), changes)
         crashpoint("launch.recorded")
 
     def _launch_retry(self, job_id: int, row: Attempt, error: ProviderError, now: datetime) -> bool:

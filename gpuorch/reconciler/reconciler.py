@@ -122,7 +122,7 @@ class Reconciler:
         self.reads = StatusReads(observe_workers, observe_wait_s)
         batch_txn = BatchTxn(store, self.leases, self.clock, lambda job_id: self.rows.drop(job_id))
         launching = Launching(self.providers, self._txn, self.money, self.settings, store.installation_id, backoff_s,
-                              batch_txn, self.clock)
+                              batch_txn, self.clock, batch_txn.ids)
         recording = Recording(self.providers, self._txn, self.settings, self.volumes)
         self.applier = Applier(self.providers, self._txn, self.leases, self.clock, self.money, self.volumes,
                                launching, recording, self.pool, lambda: heartbeat_every_s(self.settings), home,

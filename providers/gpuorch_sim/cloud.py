@@ -13,6 +13,7 @@ watching. It exits once no instance has been alive for ``cloud_idle_exit_s``.
 from __future__ import annotations
 
 import fcntl
+import heapq
 import json
 import os
 import sys
@@ -26,6 +27,7 @@ from gpuorch.agent.protocol import write_atomic
 from gpuorch.errors import NotFoundError
 from gpuorch.provider import InstanceState
 from gpuorch.provider.localdir import InstanceDir, Meta, spawn_detached
+from gpuorch.provider.localdir.instances import CHANGES_FILE
 from gpuorch.provider.localdir.runner import SETTLE_S
 
 from .market import Reclaim, SimClock, SimMarket, SimOptions
@@ -38,6 +40,7 @@ LOCK_TRIES = 20  # 1 s
 TAG_LIFETIME = "gpuorch-sim:max-lifetime-s"
 REASON_LIFETIME = "max-lifetime"
 SCAN_S = 0.1
+FULL_SCAN_S = 60.0  # the cloud process reads every record at least this often (else only what the change log names)
 
 
 def _dt(epoch: float) -> datetime:
@@ -121,6 +124,14 @@ class _Seen:
             m = self.meta = m.observed(_dt(now))
         return m
 
+    def due(self) -> float | None:
+        """The wall time from which this record, unwritten, may be observed otherwise: its boot
+        (PENDING reads RUNNING at ``ready_at``) or ``event`` (None: never)."""
+        boot = self.meta.ready_at.timestamp() if self.meta.state == InstanceState.PENDING else None
+        if boot is None or self.event is None:
+            return boot if boot is not None else self.event
+        return min(boot, self.event)
+
 
 class SimInstanceDir(InstanceDir):
     """A sim instance's files, written atomically but not fsync'd: they stand for a cloud's
@@ -131,13 +142,85 @@ class SimInstanceDir(InstanceDir):
     durable = False
 
 
+LOG_ROTATE_BYTES = 1 << 20  # the change log is started over (by a full listing) past this size
+
+
+def make_change_log(root: Path) -> None:
+    """Create ``root``'s change log if it has none (``InstanceDir.note_change`` writes only to
+    an existing one)."""
+    root.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(root / CHANGES_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+
+
 class Instances:
-    """The instance records under ``root``, each parsed again only when its file changed."""
+    """The instance records under ``root``, each parsed again only when its file changed.
+
+    ``changes`` reads the change log (``gpuorch.provider.localdir.instances``): which records
+    were written since it last looked, so a listing need not look at the others."""
 
     def __init__(self, root: Path, market: SimMarket) -> None:
         self.root, self.market = root, market
         self._seen: dict[str, _Seen] = {}
         self._dirs: dict[str, InstanceDir] = {}
+        self._log: tuple[int, int] | None = None  # (inode, offset) of the change log read so far
+
+    def changes(self) -> set[str] | None:
+        """The names the change log gained since the last call: every record written meanwhile
+        (by any process) is among them. None when that is not known (the first call, a log
+        missing, started over or shorter than read): the caller reads every record, and the
+        next call answers from here on. A line not yet complete is left for the next call; a
+        name may be no instance's (the tail of a line, read after a start over): callers skip
+        what they cannot read."""
+        try:
+            with open(self.root / CHANGES_FILE, "rb") as f:
+                st = os.fstat(f.fileno())
+                pos = self._log
+                if pos is None or pos[0] != st.st_ino or st.st_size < pos[1]:
+                    self._log = (st.st_ino, st.st_size)
+                    return None
+                if st.st_size == pos[1]:
+                    return set()
+                f.seek(pos[1])
+                data = f.read(st.st_size - pos[1])
+        except FileNotFoundError:
+            self._log = None
+            return None
+        end = data.rfind(b"\n") + 1
+        self._log = (pos[0], pos[1] + end)
+        return {name for name in data[:end].decode(errors="replace").split("\n") if name}
+
+    def rotate_log(self) -> None:
+        """Start the change log over once it is long. Only right after ``changes`` answered None
+        and before every record is read: a line left in the old log belongs to a record written
+        before that read. Another reader holding an offset in the old log sees a new inode and
+        reads every record once."""
+        path = self.root / CHANGES_FILE
+        try:
+            if os.stat(path).st_size < LOG_ROTATE_BYTES:
+                return
+        except FileNotFoundError:
+            return
+        tmp = self.root / f"{CHANGES_FILE}.{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            ino = os.fstat(fd).st_ino
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        self._log = (ino, 0)
+
+    def named(self, names: set[str]) -> Iterator[InstanceDir]:
+        """The directories of these names (sorted; whether they exist is the reader's question)."""
+        for name in sorted(names):
+            if name.startswith(".") or "/" in name or not name:
+                continue
+            d = self._dirs.get(name)
+            if d is None:
+                d = self._dirs[name] = SimInstanceDir(self.root / name)
+            yield d
+
+    def seen(self, name: str) -> _Seen | None:
+        return self._seen.get(name)
 
     def reclaim_of(self, meta: Meta) -> Reclaim | None:
         return self.market.reclaim(meta.offer.zone, meta.created_at.timestamp()) if meta.spot else None
@@ -237,24 +320,38 @@ def run(home: Path) -> int:
     lock.write(f"{os.getpid()}\n")
     lock.flush()
     market_mtime, idle_since, instances = 0, time.time(), None
+    alive: dict[str, bool] = {}  # by name, whether the record reads alive
+    due: list[tuple[float, str]] = []  # (next_event, name), earliest first
+    full_at: float | None = None
     while True:
         mtime = (home / MARKET_FILE).stat().st_mtime_ns
         if instances is None or mtime != market_mtime:  # a daemon started a new replay
-            market_mtime, instances = mtime, Instances(home / "instances", load_market(home))
-        now, alive, wake = time.time(), False, time.time() + 1.0
-        for inst in instances.all():
+            market_mtime, instances, full_at = mtime, Instances(home / "instances", load_market(home)), None
+        now = time.time()
+        # Only the records written since the last look (the change log) and those due; every one
+        # every FULL_SCAN_S (a record written around the log) or when the log cannot tell.
+        changed = instances.changes()
+        if changed is None or full_at is None or not 0 <= now - full_at < FULL_SCAN_S:
+            full_at, alive, due = now, {}, []
+            dirs: Iterator[InstanceDir] = instances.all()
+        else:
+            while due and due[0][0] <= now:
+                changed.add(heapq.heappop(due)[1])
+            dirs = instances.named(changed)
+        for inst in dirs:
             try:
                 meta, seen = instances.settled(inst, now)
             except (NotFoundError, ValueError, OSError):
+                alive.pop(inst.id, None)
                 continue  # being created, or removed
-            event = seen.event
-            alive = alive or meta.state.alive
-            if event is not None:
-                wake = min(wake, event)
-        idle_since = now if alive else idle_since
+            alive[inst.id] = meta.state.alive
+            if seen.event is not None:
+                heapq.heappush(due, (seen.event, inst.id))
+        idle_since = now if any(alive.values()) else idle_since
         if now - idle_since > instances.market.options.cloud_idle_exit_s:
             return 0
         # Wake for the next event; look at least every SCAN_S for instances launched meanwhile.
+        wake = due[0][0] if due else now + 1.0
         time.sleep(min(max(wake - time.time(), 0.005), SCAN_S))
 
 

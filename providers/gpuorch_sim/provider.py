@@ -15,6 +15,7 @@ time whether or not a daemon runs. ``faults`` makes a seeded share of the port's
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import re
@@ -40,7 +41,17 @@ from gpuorch.provider import (
 )
 from gpuorch.provider.localdir import REASON_TERMINATED, InstanceDir, LocalRunner, Meta, capacity, instance_id_for
 
-from .cloud import MARKET_FILE, TAG_LIFETIME, Instances, SimInstanceDir, ensure_cloud, open_market, stop_cloud
+from .cloud import (
+    MARKET_FILE,
+    TAG_LIFETIME,
+    Instances,
+    SimInstanceDir,
+    ensure_cloud,
+    make_change_log,
+    next_event,
+    open_market,
+    stop_cloud,
+)
 from .market import PROVIDER, SimClock, SimMarket, SimOptions, resolve
 from .runner import ExternalAgentRunner
 
@@ -51,6 +62,8 @@ if TYPE_CHECKING:  # the doctor's and the fault plan's modules load only when us
 T = TypeVar("T")
 
 MAX_RUNNERS = 100_000  # runners kept; the cache starts over beyond
+CLOUD_CHECK_S = 1.0  # a launch looks for the cloud process at most this often (SimProvider._ensure_cloud)
+FULL_LIST_S = 60.0  # a listing reads every record at least this often (one written around the change log)
 _ID = re.compile(r"sim-[A-Za-z0-9][A-Za-z0-9_.-]{0,120}")
 
 
@@ -73,8 +86,17 @@ class SimProvider(Provider):
             from gpuorch.testing.faults import FaultPlan
 
             self.faults = FaultPlan.from_options(options.faults, seed_salt=os.getpid())
+        make_change_log(self.instances_dir)
         self._instances = Instances(self.instances_dir, self.market)
         self._instance_cache: dict[str, tuple[Meta, InstanceState, Instance]] = {}
+        # The last listing (list_managed): by name, the instance (None: not a managed one), the
+        # list handed out, when every record was last read, and (due time, name) of records that
+        # change unwritten (a boot, a reclaim, a lifetime: _Seen.due), earliest first.
+        self._listed: dict[str, Instance | None] = {}
+        self._listing: list[Instance] = []
+        self._full_at: float | None = None
+        self._due: list[tuple[float, str]] = []
+        self._cloud_checked_at: float | None = None  # monotonic time of the last ensure_cloud
         self._runners: dict[str, LocalRunner] = {}
         self._catalog = _load_catalog(options.catalog)  # extra offers, read once
         self._sold = {(o.zone, o.instance_type) for o in self._catalog}
@@ -172,10 +194,24 @@ class SimProvider(Provider):
             tags[TAG_LIFETIME] = f"{request.max_lifetime_s:g}"
         created = datetime.fromtimestamp(now, UTC)
         ready = created + timedelta(seconds=self.market.boot_wall_s(request.attempt))
-        inst.create(Meta(id=inst.id, client_token=request.client_token, tags=tags, offer=o, spot=request.spot,
-                         state=InstanceState.PENDING, created_at=created, ready_at=ready))
-        ensure_cloud(self.home)
-        return self._instance(inst, time.time())
+        meta = Meta(id=inst.id, client_token=request.client_token, tags=tags, offer=o, spot=request.spot,
+                    state=InstanceState.PENDING, created_at=created, ready_at=ready)
+        made = inst.create(meta)
+        self._ensure_cloud()
+        now = time.time()
+        event = next_event(meta, self._instances.reclaim_of(meta))
+        if made and (event is None or now < event):  # the record just written, nothing due: not read back
+            return meta.observed(datetime.fromtimestamp(now, UTC)).to_instance()
+        return self._instance(inst, now)
+
+    def _ensure_cloud(self) -> None:
+        """``ensure_cloud``, at most once a second from this provider (a lock file's open and
+        ``flock`` a launch, before): the cloud process, started, runs until idle; and what it
+        does late the listing does too (it settles what is due)."""
+        now = time.monotonic()
+        if self._cloud_checked_at is None or not 0 <= now - self._cloud_checked_at < CLOUD_CHECK_S:
+            ensure_cloud(self.home)
+            self._cloud_checked_at = now
 
     def get(self, instance_id: str) -> Instance:
         """Raises NotFoundError for an id never launched here. Settles what is due."""
@@ -183,19 +219,36 @@ class SimProvider(Provider):
 
     def list_managed(self) -> list[Instance]:
         """Every instance with the managed tag, ended ones included; settles what is due. Only
-        records that changed since the last call are read again."""
+        records written since the last call (the change log: ``Instances.changes``) or due to
+        change unwritten (a boot, a reclaim) are looked at again, and every record at least
+        every ``FULL_LIST_S``; the same list object while nothing changed."""
         return self._faulty("list_managed", self._list)
 
     def _list(self) -> list[Instance]:
-        now, found = time.time(), []
-        for inst in self._instances.all():
+        now = time.time()
+        changed = self._instances.changes()  # before any record is read: a write after it is named next time
+        if changed is None or self._full_at is None or not 0 <= now - self._full_at < FULL_LIST_S:
+            self._full_at, self._listed, self._due = now, {}, []
+            self._instances.rotate_log()  # before the records are read (see there)
+            dirs = self._instances.all()
+        else:
+            while self._due and self._due[0][0] <= now:
+                changed.add(heapq.heappop(self._due)[1])
+            if not changed:
+                return list(self._listing)
+            dirs = self._instances.named({n for n in changed if _ID.fullmatch(n)})
+        for inst in dirs:
             try:
                 instance = self._instance(inst, now)
             except (NotFoundError, ValueError):  # being created, or not a record of ours
+                self._listed.pop(inst.id, None)
                 continue
-            if instance.tags.get(TAG_MANAGED) == "true":
-                found.append(instance)
-        return found
+            self._listed[inst.id] = instance if instance.tags.get(TAG_MANAGED) == "true" else None
+            seen = self._instances.seen(inst.id)
+            if seen is not None and (due := seen.due()) is not None:
+                heapq.heappush(self._due, (due, inst.id))
+        self._listing = [inst for inst in self._listed.values() if inst is not None]  # in the order first listed
+        return list(self._listing)
 
     def terminate(self, instance_id: str) -> None:
         """Kill the instance's processes and mark it TERMINATED. Quiet if gone or unknown."""
@@ -248,6 +301,7 @@ class SimProvider(Provider):
             raise NotFoundError(f"sim instance {instance_id!r} not found")
         inst.announce(datetime.now(UTC) + timedelta(seconds=notice_s))
         ensure_cloud(self.home)
+        self._cloud_checked_at = time.monotonic()
 
     def doctor(self) -> list[Finding]:
         """``SupportsDoctor``: a simulated market needs no credentials, only its state directory."""
@@ -267,6 +321,7 @@ class SimProvider(Provider):
     def stop_cloud(self) -> None:
         """Stop the cloud process (tests and benchmarks clean up with this)."""
         stop_cloud(self.home)
+        self._cloud_checked_at = None  # the next launch starts one again
 
     @property
     def time_scale(self) -> float:

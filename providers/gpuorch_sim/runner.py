@@ -8,21 +8,41 @@ way the agent does. The daemon reads, heartbeats and mirrors logs exactly as wit
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from pathlib import Path
 
 from gpuorch.agent.protocol import CONFIG_FILE, AgentConfig, write_atomic
+from gpuorch.errors import NotFoundError
 from gpuorch.provider import InstanceState, RunnerUnavailable, utcnow
 from gpuorch.provider.localdir import LocalRunner
 
 
 class ExternalAgentRunner(LocalRunner):
     def start(self, config: AgentConfig, workdir: Path | None = None) -> None:
-        """Write ``agent.json`` once; start nothing. RunnerUnavailable unless RUNNING."""
-        self._require(InstanceState.RUNNING)
-        with self.instance.locked():
-            if self.instance.read().observed(utcnow()).state != InstanceState.RUNNING:
-                raise RunnerUnavailable(f"sim instance {self.instance.id} is no longer running")
-            if (self.rundir / CONFIG_FILE).exists():
-                return
-            self.rundir.mkdir(exist_ok=True)
-            write_atomic(self.rundir / CONFIG_FILE, config.to_json(), durable=False)  # as the sim's records
+        """Write ``agent.json`` once; start nothing. RunnerUnavailable unless RUNNING.
+
+        The record is read once, under the instance's lock (``LocalRunner.start`` reads it
+        before and again under the lock); a preemption found due is settled after the lock is
+        let go (``InstanceDir.end`` takes it), as ``_require`` does, and the start refused."""
+        try:
+            with self.instance.locked():
+                now = utcnow()
+                meta = self.instance.read().observed(now)
+                due = meta.preemption_due(now)
+                if not due:
+                    if meta.state != InstanceState.RUNNING:
+                        raise RunnerUnavailable(f"sim instance {self.instance.id} is {meta.state}")
+                    if (self.rundir / CONFIG_FILE).exists():
+                        return
+                    self.rundir.mkdir(exist_ok=True)
+                    # As the sim's records (not fsync'd); compact: ``to_json``'s indent takes json's
+                    # pure-Python encoder, a tenth of an agent start in a queue drain; the same JSON
+                    # to ``AgentConfig.from_json``.
+                    text = json.dumps(asdict(config), sort_keys=True)
+                    write_atomic(self.rundir / CONFIG_FILE, text, durable=False)
+                    return
+        except NotFoundError:
+            raise RunnerUnavailable(f"sim instance {self.instance.id} is gone") from None
+        self._require(InstanceState.RUNNING)  # settles the due preemption: raises RunnerUnavailable
+        raise RunnerUnavailable(f"sim instance {self.instance.id} is no longer running")

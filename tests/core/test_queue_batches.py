@@ -236,3 +236,62 @@ def test_a_cancel_far_down_the_queue_is_handled_in_the_next_pass(store, clock, m
         s.exec(update(Job).where(col(Job.id) == ids[-1]).values(cancel_requested=True))  # type: ignore[call-overload]
     rec.run_pass()
     assert statuses(store)[-1] == JobStatus.CANCELLED and launched_ids(store) == ids[:1]
+
+
+def test_the_launched_records_read_no_job_or_attempt_row_whole(store, clock):
+    """``record_launched`` (on the launch pool's threads) reads the attempts' status and request
+    time and the jobs' ids, not their ORM rows (a job row carries its spec, an attempt its offer)."""
+    import threading
+
+    fake = FakeProvider(clock, script=FakeJobScript(duration_s=10 * 3600, checkpoint_every_s=3600))
+    rec = Reconciler(store, {"fake": fake}, clock=clock)
+    for i in range(30):
+        jobs.submit(store, parse_spec({**SPEC, "name": f"q{i}"}), clock.now())
+    mine = threading.local()
+    seen: list[str] = []
+
+    def record(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
+        if getattr(mine, "on", False) and statement.lstrip().upper().startswith("SELECT"):
+            seen.append(statement)
+
+    recording = rec.applier.launching.record_launched
+
+    def counted(launched, now):  # type: ignore[no-untyped-def]
+        mine.on = True
+        try:
+            recording(launched, now)
+        finally:
+            mine.on = False
+
+    rec.applier.launching.record_launched = counted  # type: ignore[method-assign]
+    event.listen(store._write, "before_cursor_execute", record)
+    try:
+        rec.run_pass()
+    finally:
+        event.remove(store._write, "before_cursor_execute", record)
+    with store.read() as s:
+        rows = list(s.exec(select(Attempt)))
+    assert len(rows) == 30 and {r.status for r in rows} == {AttemptStatus.LAUNCHED}
+    assert all(r.instance_id and r.launched_at is not None for r in rows)
+    assert seen and not [q for q in seen if "job.spec" in q or "attempt.offer" in q]  # was: both, whole rows
+
+
+def test_a_job_whose_lease_is_lost_before_its_launch_is_recorded_stays_requested(store, clock):
+    fake = FakeProvider(clock, script=FakeJobScript(duration_s=10 * 3600, checkpoint_every_s=3600))
+    rec = Reconciler(store, {"fake": fake}, clock=clock, owner="d1")
+    ids = [jobs.submit(store, parse_spec({**SPEC, "name": f"q{i}"}), clock.now()).id for i in range(5)]
+    light = rec.applier.launching._txn_ids
+    assert light is not None
+
+    def taken_over_first(job_ids):  # type: ignore[no-untyped-def]
+        with store.write() as s:  # another daemon took job 3 over while its instance was being launched
+            s.exec(update(Job).where(col(Job.id) == ids[2]).values(lease_owner="d2"))  # type: ignore[call-overload]
+        return light(job_ids)
+
+    rec.applier.launching._txn_ids = taken_over_first
+    rec.run_pass()
+    with store.read() as s:
+        by_job = {r.job_id: r for r in s.exec(select(Attempt))}
+    assert fake.count("launch") == 5
+    assert by_job[ids[2]].status == AttemptStatus.REQUESTED and by_job[ids[2]].instance_id is None
+    assert {by_job[i].status for i in ids if i != ids[2]} == {AttemptStatus.LAUNCHED}

@@ -8,6 +8,11 @@
 meta.json is only ever replaced whole (temp file + rename), so readers need no lock; writers
 take the lock so a terminate and a preemption reaper racing each other cannot lose an update.
 The one state that is not written down is PENDING -> RUNNING: it follows from ``ready_at``.
+
+Where the instances' directory holds a change log (``<home>/instances/.changes``, made by a
+provider that lists from it: the sim), every record written, by any process, then appends the
+instance's id to it, a line each (``note_change``): a listing reads only the records named
+since it last looked instead of every record (``gpuorch_sim.cloud.Instances.changes``).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ RUN_DIR = "run"
 AGENT_PID_FILE = "agent.pid"
 REASON_PREEMPTED = "spot-interruption"
 REASON_TERMINATED = "terminated-by-request"
+CHANGES_FILE = ".changes"  # in the instances' directory, where a provider keeps one (see above)
 
 
 class Meta(BaseModel):
@@ -160,15 +166,36 @@ class InstanceDir:
         staging = self.path.parent / f".staging-{self.id}-{secrets.token_hex(4)}"
         staging.mkdir(parents=True)
         try:
-            write_atomic(staging / META_FILE, meta.model_dump_json(indent=2), self.durable)
+            # The staging directory is nobody's yet: its record needs no temp file and rename of
+            # its own (the directory's rename is the atomic step), only the fsync of a durable one.
+            with open(staging / META_FILE, "w") as f:
+                f.write(meta.model_dump_json(indent=2))
+                if self.durable:
+                    f.flush()
+                    os.fsync(f.fileno())
             os.rename(staging, self.path)
-            return True
         except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
             if self.meta_file.exists():
                 return False  # ENOTEMPTY/EEXIST: another launch got there first
             raise
-        finally:
+        except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
+            raise
+        self.note_change()
+        return True
+
+    def note_change(self) -> None:
+        """Append this instance's id to the change log, if its directory keeps one (after the
+        record's write: a reader that sees the line reads the new record)."""
+        try:
+            fd = os.open(self.path.parent / CHANGES_FILE, os.O_WRONLY | os.O_APPEND)
+        except FileNotFoundError:
+            return
+        try:
+            os.write(fd, f"{self.id}\n".encode())
+        finally:
+            os.close(fd)
 
     @contextmanager
     def locked(self) -> Iterator[None]:
@@ -188,6 +215,7 @@ class InstanceDir:
 
     def _write(self, meta: Meta) -> Meta:
         write_atomic(self.meta_file, meta.model_dump_json(indent=2), self.durable)
+        self.note_change()
         return meta
 
     def announce(self, deadline: datetime, now: datetime | None = None) -> Meta:
