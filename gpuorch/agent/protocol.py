@@ -80,8 +80,9 @@ class AgentConfig:
     # checkpoint but never upload or hand off (rank 0's checkpoint is the job's).
     upload_checkpoints: bool = True
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True)
+    def to_json(self, indent: int | None = 2) -> str:
+        """``indent=None``: compact, for writers in a hot path (an indent takes json's pure-Python encoder)."""
+        return json.dumps(asdict(self), indent=indent, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> AgentConfig:
