@@ -35,7 +35,7 @@ No heartbeat goes out for it (decide sends none to an agent that never answered)
 from __future__ import annotations
 
 from collections.abc import Callable, Container
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from gpuorch.clock import aware
@@ -56,6 +56,7 @@ class Steady:
     requeue_after: float
     billed: bool = False  # no instance time lay in the future: billing corrections would repeat (none)
     boot: tuple[int, str, datetime | None] | None = None  # booting: (attempt, instance id, launched at)
+    quick: tuple[object, object] | None = None  # (offers, seen_at) when it may be kept unviewed (``held``)
 
 
 def _seen(view: JobView) -> Seen:
@@ -141,16 +142,42 @@ class SteadyJobs:
         return memo is not None and memo.billed and memo.job is view.job and len(memo.attempts) == len(view.attempts) \
             and all(m[0] is a.row and m[1] is a.instance for m, a in zip(memo.attempts, view.attempts, strict=True))
 
-    def note(self, view: JobView, d: Decision, context: tuple[object, ...], now: datetime | None = None) -> None:
+    def memo(self, job_id: int) -> Steady | None:
+        return self._memo.get(job_id)
+
+    def held(self, job: object, context: tuple[object, ...], offers: object, seen_at: object) -> Steady | None:
+        """The memo of a running job that may be kept without building its view (the caller then
+        compares its attempt rows, instances and agent statuses by identity, ``Reconciler._held``):
+        a steady pair (not booting), billing checked with nothing to correct, no gate possible
+        (``Steady.quick``), the same job row, offers list, catalog read and context."""
+        memo = self._memo.get(getattr(job, "id", None) or 0)
+        if memo is None or memo.job is not job or memo.attempt is None or not memo.billed or memo.quick is None \
+                or memo.quick[0] is not offers or memo.quick[1] != seen_at or len(memo.context) != len(context) \
+                or any(not (x is y or x == y) for x, y in zip(memo.context, context, strict=True)):
+            return None
+        return memo
+
+    def renew(self, view: JobView, memo: Steady, billed_at: datetime | None,
+              quick: tuple[object, object] | None) -> None:
+        """A memo kept by ``unchanged`` this pass, brought up to date: its billing checked again
+        (``billed_at``, None: not checked) and this pass's ``quick`` (a catalog read since, or
+        billing that had future times then, would otherwise keep it off ``held`` for good)."""
+        billed = memo.billed or (billed_at is not None and past(view, billed_at))
+        if billed != memo.billed or quick != memo.quick:
+            self._memo[view.job.id or 0] = replace(memo, billed=billed, quick=quick)
+
+    def note(self, view: JobView, d: Decision, context: tuple[object, ...], now: datetime | None = None,
+             quick: tuple[object, object] | None = None) -> None:
         """Remember ``d`` for ``view``'s job if it was steady and clock free; else forget the job.
-        ``now``: the time its billing was checked this pass (None: not checked)."""
+        ``now``: the time its billing was checked this pass (None: not checked). ``quick``: the pass's
+        (offers, seen_at) if no gate can apply to the job (``held``)."""
         job_id = view.job.id or 0
         number, boot = steady_attempt(d), None
         if number is None:
             boot = booting(view, d)
         if (number is not None or boot is not None) and clock_free(view):
             billed = now is not None and past(view, now)
-            self._memo[job_id] = Steady(view.job, _seen(view), context, number, d.requeue_after, billed, boot)
+            self._memo[job_id] = Steady(view.job, _seen(view), context, number, d.requeue_after, billed, boot, quick)
         else:
             self._memo.pop(job_id, None)
 
