@@ -222,33 +222,33 @@ class Reconciler:
         seen, self._runners = self._runners, []
         self._pull(view.job.id or 0, seen)
 
-    def _held(self, job: Job, memo: Steady, observed: dict[Key, Instance], ok: set[str]
+    def _held(self, job_id: int, memo: Steady, observed: dict[Key, Instance], ok: set[str]
               ) -> tuple[list[tuple[Attempt, Runner]], tuple[Attempt, Instance | None] | None] | None:
         """Whether a job with a steady memo that may be kept unviewed (``SteadyJobs.held``) saw
         exactly what it saw then: the same attempt rows, instances, listed-or-not, and agent
         statuses from this pass's batched reads (all by identity, as ``SteadyJobs.unchanged`` on
         the view ``_view`` would build). Then (the runners that answered, for the log and metrics;
         the running attempt's row and instance, for its heartbeat); else None (view it)."""
-        job_id = job.id or 0
         rows = self._attempts.get(job_id)
         seen = memo.attempts
-        if rows is None or len(rows) != len(seen):
+        if rows is None or len(rows) != len(seen) or len(memo.keys) != len(seen):
             return None
         runners: list[tuple[Attempt, Runner]] = []
         current = None
-        for row, (m_row, m_inst, m_agent, m_reach, m_obs) in zip(rows, seen, strict=True):
+        # the rows are the very objects the memo's keys were read from: no ORM attribute read here
+        for row, (m_row, m_inst, m_agent, m_reach, m_obs), (name, number, ended) in zip(rows, seen, memo.keys,
+                                                                                        strict=True):
             if row is not m_row:
                 return None
-            if row.status == AttemptStatus.ENDED:
-                continue  # the same row object: ENDED then too, seen as observed with nothing else
-            inst = observed.get((row.provider, job_id, row.number))
-            if inst is not m_inst or (row.provider in ok) != m_obs:
+            if ended:
+                continue  # ENDED then, as now: seen as observed with nothing else
+            inst = observed.get((name, job_id, number))
+            if inst is not m_inst or (name in ok) != m_obs:
                 return None
             agent, reachable = None, False
-            if (provider := self._worth_asking(row.provider, inst)) is not None:
+            if (provider := self._worth_asking(name, inst)) is not None:
                 assert inst is not None
-                read = None if provider.runners_may_block else self._batched.get((row.provider, job_id, row.number,
-                                                                                  inst.id))
+                read = None if provider.runners_may_block else self._batched.get((name, job_id, number, inst.id))
                 if read is None:  # read in _view (inline or off the pass): view it
                     return None
                 agent, reachable = read.agent, read.reachable
@@ -256,7 +256,7 @@ class Reconciler:
                     runners.append((row, read.runner))
             if agent is not m_agent or reachable != m_reach:
                 return None
-            if row.number == memo.attempt:
+            if number == memo.attempt:
                 current = (row, inst)
         return runners, current
 
@@ -336,18 +336,19 @@ class Reconciler:
                 if (t := self.clock.now()) >= renew_at:
                     self.leases.renew(t)
                     renew_at = t + timedelta(seconds=self.lease_s * (1 - RENEW_WHEN_LEFT))
-                if self.pool.busy(job.id or 0) or job.id in launching or job.id in reading:  # still out: leave it
+                job_id = job.id or 0  # one ORM attribute read
+                if self.pool.busy(job_id) or job_id in launching or job_id in reading:  # still out: leave it
                     requeue = min(requeue, self.settings.poll_s)
                     continue
                 try:
                     # Kept without a view: a running job whose every input is the object it was (steady.py)
-                    if (memo := self.steady.held(job, (index, avoid_key, settings), offers, seen_at)) is not None \
-                            and (kept := self._held(job, memo, observed, ok)) is not None:
+                    if (memo := self.steady.held(job_id, job, (index, avoid_key, settings), offers, seen_at)) \
+                            is not None and (kept := self._held(job_id, memo, observed, ok)) is not None:
                         runners, current = kept
                         self.steady.skipped += 1
-                        self._pull(job.id or 0, runners)  # as _record_observed: prices and billing unchanged
+                        self._pull(job_id, runners)  # as _record_observed: prices and billing unchanged
                         if current is not None:
-                            self.applier.beat(job.id or 0, *current)
+                            self.applier.beat(job_id, *current)
                         requeue = min(requeue, memo.requeue_after)
                         continue
                     view = self._view(job, observed, ok)

@@ -57,6 +57,7 @@ class Steady:
     billed: bool = False  # no instance time lay in the future: billing corrections would repeat (none)
     boot: tuple[int, str, datetime | None] | None = None  # booting: (attempt, instance id, launched at)
     quick: tuple[object, object] | None = None  # (offers, seen_at) when it may be kept unviewed (``held``)
+    keys: tuple[tuple[str, int, bool], ...] = ()  # (provider, number, ended) of each attempt row, read once
 
 
 def _seen(view: JobView) -> Seen:
@@ -145,12 +146,13 @@ class SteadyJobs:
     def memo(self, job_id: int) -> Steady | None:
         return self._memo.get(job_id)
 
-    def held(self, job: object, context: tuple[object, ...], offers: object, seen_at: object) -> Steady | None:
+    def held(self, job_id: int, job: object, context: tuple[object, ...], offers: object,
+             seen_at: object) -> Steady | None:
         """The memo of a running job that may be kept without building its view (the caller then
         compares its attempt rows, instances and agent statuses by identity, ``Reconciler._held``):
         a steady pair (not booting), billing checked with nothing to correct, no gate possible
         (``Steady.quick``), the same job row, offers list, catalog read and context."""
-        memo = self._memo.get(getattr(job, "id", None) or 0)
+        memo = self._memo.get(job_id)
         if memo is None or memo.job is not job or memo.attempt is None or not memo.billed or memo.quick is None \
                 or memo.quick[0] is not offers or memo.quick[1] != seen_at or len(memo.context) != len(context) \
                 or any(not (x is y or x == y) for x, y in zip(memo.context, context, strict=True)):
@@ -177,7 +179,9 @@ class SteadyJobs:
             boot = booting(view, d)
         if (number is not None or boot is not None) and clock_free(view):
             billed = now is not None and past(view, now)
-            self._memo[job_id] = Steady(view.job, _seen(view), context, number, d.requeue_after, billed, boot, quick)
+            keys = tuple((a.row.provider, a.row.number, a.row.status == AttemptStatus.ENDED) for a in view.attempts)
+            self._memo[job_id] = Steady(view.job, _seen(view), context, number, d.requeue_after, billed, boot, quick,
+                                        keys)
         else:
             self._memo.pop(job_id, None)
 
