@@ -30,6 +30,18 @@ answered, for which decide says "start its agent" (reachable) or nothing (not ye
 only clock decide reads is the boot timeout, so the memo holds until it, and a start is skipped
 only once its runner's start returned (``Applier.started``: this daemon does not start it again).
 No heartbeat goes out for it (decide sends none to an agent that never answered).
+
+A running job's steady memo may be used before its view is built (``held``, then
+``Reconciler._held``; issue 18: the view, the money checks and the compare above cost ~40 us a
+job a pass): when no gate can ever apply to the job (no daily cap, budget or sweep), its
+placement offers were the pass's index, its billing was checked with nothing to correct, and this
+pass has the same job row, offers list and catalog read (``seen_at``: so no spot price can have
+moved for its same rows) and the same context. Then the attempt rows, instances, listed-or-not and
+the batched agent statuses are compared by identity, from plain keys read when the memo was
+noted (``Steady.keys``); the job's log and metrics are pulled and its heartbeat goes out when
+due, as for a viewed job. Anything else (a status read inline or off the pass, a booting
+attempt, a new object anywhere) builds the view as above. A memo kept by ``unchanged`` is
+renewed with the pass's catalog read and billing check (``renew``).
 """
 
 from __future__ import annotations
