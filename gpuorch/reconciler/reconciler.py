@@ -314,6 +314,7 @@ class Reconciler:
         avoid_key = None if avoid is None else avoid.key
         seen_at = self.offers.seen_at  # when the catalog was last read (spot price moves)
         requeue = self.settings.no_offer_retry_s
+        this_pass = (offers, seen_at)  # the memos' Steady.quick: one tuple shared by the pass's memos
         self.applier.terminated = set()  # this pass's terminations; `observed` predates them
         self.money.begin_pass(observed)
         self.steady.begin_pass()
@@ -359,7 +360,7 @@ class Reconciler:
                     scoped = self.volumes.offers_for(view.spec, offers)  # a volume job: providers with volumes
                     placing = index if scoped is offers else scoped
                     context = (placing, avoid_key, settings)
-                    quick = (offers, seen_at) if placing is index and self.money.ungated(job, view.spec) else None
+                    quick = this_pass if placing is index and self.money.ungated(job, view.spec) else None
                     if (same := self.steady.unchanged(view, context, now, self.applier.started)) is not None:
                         self.steady.renew(view, same, billed_at, quick)
                         self.applier.heartbeat(view, same.attempt)

@@ -59,7 +59,7 @@ from gpuorch.store.models import AttemptStatus
 Seen = tuple[tuple[object, object, object, bool, bool], ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one a held job: slots, no __dict__ (10,000 of them)
 class Steady:
     job: object
     attempts: Seen
@@ -177,7 +177,9 @@ class SteadyJobs:
         (``billed_at``, None: not checked) and this pass's ``quick`` (a catalog read since, or
         billing that had future times then, would otherwise keep it off ``held`` for good)."""
         billed = memo.billed or (billed_at is not None and past(view, billed_at))
-        if billed != memo.billed or quick != memo.quick:
+        was = memo.quick  # compared by identity: an offers list is never compared element by element
+        if billed != memo.billed or not (was is quick or (was is not None and quick is not None
+                                                           and was[0] is quick[0] and was[1] == quick[1])):
             self._memo[view.job.id or 0] = replace(memo, billed=billed, quick=quick)
 
     def note(self, view: JobView, d: Decision, context: tuple[object, ...], now: datetime | None = None,
