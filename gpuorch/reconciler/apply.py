@@ -24,7 +24,7 @@ from gpuorch.errors import ProviderError
 from gpuorch.jobs import events
 from gpuorch.money.record import billed_end, reported_end
 from gpuorch.ops.crashpoints import crashpoint
-from gpuorch.provider.port import Provider
+from gpuorch.provider.port import Instance, Provider
 from gpuorch.reconciler import actions as A
 from gpuorch.reconciler.launch_pool import LaunchPool
 from gpuorch.reconciler.launching import First, Launched, Launching
@@ -166,14 +166,17 @@ class Applier:
         self.launching.record_launched(launched, now)
 
     def _heartbeat(self, job_id: int, a: AttemptView) -> None:
+        self.beat(job_id, a.row, a.instance)
+
+    def beat(self, job_id: int, row: Attempt, instance: Instance | None) -> None:
         """Tell the agent the control host is alive (its dead-man switch), every
         ``heartbeat_every_s``: often enough for the switch, not a file write per job per pass."""
-        key, t = (job_id, a.row.number), self.clock.now()
+        key, t = (job_id, row.number), self.clock.now()
         last = self.heartbeats.get(key)
         if last is not None and (t - last).total_seconds() < self.heartbeat_every_s():
             return
         try:
-            self.providers[a.row.provider].runner(a.instance).heartbeat()  # type: ignore[arg-type]
+            self.providers[row.provider].runner(instance).heartbeat()  # type: ignore[arg-type]
             self.heartbeats[key] = t
         except (RunnerUnavailable, ProviderError, NotImplementedError, OSError):
             pass

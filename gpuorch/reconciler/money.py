@@ -65,6 +65,11 @@ class Money:
     def _applies(self, job: Job, spec: JobSpec) -> bool:
         return self.policy.daily_cap is not None or spec.budget is not None or job.sweep_id is not None
 
+    def ungated(self, job: Job, spec: JobSpec) -> bool:
+        """Whether no gate can ever apply to this job row (no daily cap, budget or sweep): its
+        steady decision may be kept without a view (steady.py, ``Steady.quick``)."""
+        return not self._applies(job, spec)
+
     def _load(self, s: Session, now: datetime) -> tuple[Ledger, dict[int, SweepState]]:
         active = list(s.exec(select(Sweep).where(Sweep.status == SweepStatus.ACTIVE)))
         self._rules_of(active)

@@ -65,7 +65,7 @@ from gpuorch.reconciler.recording import Recording
 from gpuorch.reconciler.rows import HeldRows, UnreadableSpec
 from gpuorch.reconciler.scheduled import ScheduledStops
 from gpuorch.reconciler.status_reads import RUNNER_ERRORS, Read, ReadKey, StatusReads, batch_reads, read_status
-from gpuorch.reconciler.steady import SteadyJobs
+from gpuorch.reconciler.steady import Steady, SteadyJobs
 from gpuorch.reconciler.views import AttemptView, JobView, Settings, for_providers
 from gpuorch.reconciler.volumes import Volumes
 from gpuorch.runners.port import Runner
@@ -219,8 +219,51 @@ class Reconciler:
         self.money.track_prices(view, offers, seen_at)
         if billed_at is not None:
             self.money.record_billing(view, billed_at)  # launch and end times from the cloud's record
-        job_id, seen, self._runners = view.job.id or 0, self._runners, []
-        for row, runner in seen:
+        seen, self._runners = self._runners, []
+        self._pull(view.job.id or 0, seen)
+
+    def _held(self, job_id: int, memo: Steady, observed: dict[Key, Instance], ok: set[str]
+              ) -> tuple[list[tuple[Attempt, Runner]], tuple[Attempt, Instance | None] | None] | None:
+        """Whether a job with a steady memo that may be kept unviewed (``SteadyJobs.held``) saw
+        exactly what it saw then: the same attempt rows, instances, listed-or-not, and agent
+        statuses from this pass's batched reads (all by identity, as ``SteadyJobs.unchanged`` on
+        the view ``_view`` would build). Then (the runners that answered, for the log and metrics;
+        the running attempt's row and instance, for its heartbeat); else None (view it)."""
+        rows = self._attempts.get(job_id)
+        seen = memo.attempts
+        if rows is None or len(rows) != len(seen) or len(memo.keys) != len(seen):
+            return None
+        runners: list[tuple[Attempt, Runner]] = []
+        current = None
+        # the rows are the very objects the memo's keys were read from: no ORM attribute read here
+        for row, (m_row, m_inst, m_agent, m_reach, m_obs), (name, number, ended) in zip(rows, seen, memo.keys,
+                                                                                        strict=True):
+            if row is not m_row:
+                return None
+            if ended:
+                continue  # ENDED then, as now: seen as observed with nothing else
+            inst = observed.get((name, job_id, number))
+            if inst is not m_inst or (name in ok) != m_obs:
+                return None
+            agent, reachable = None, False
+            if (provider := self._worth_asking(name, inst)) is not None:
+                assert inst is not None
+                read = None if provider.runners_may_block else self._batched.get((name, job_id, number, inst.id))
+                if read is None:  # read in _view (inline or off the pass): view it
+                    return None
+                agent, reachable = read.agent, read.reachable
+                if agent is not None and read.runner is not None:
+                    runners.append((row, read.runner))
+            if agent is not m_agent or reachable != m_reach:
+                return None
+            if number == memo.attempt:
+                current = (row, inst)
+        return runners, current
+
+    def _pull(self, job_id: int, runners: list[tuple[Attempt, Runner]]) -> None:
+        """The log and metrics of each attempt whose agent answered (``_record_observed``'s part
+        that runs at its own pace, for a job kept without a view)."""
+        for row, runner in runners:
             try:
                 if self.logs is not None:
                     self.logs.pull(job_id, row.number, runner)
@@ -271,6 +314,7 @@ class Reconciler:
         avoid_key = None if avoid is None else avoid.key
         seen_at = self.offers.seen_at  # when the catalog was last read (spot price moves)
         requeue = self.settings.no_offer_retry_s
+        this_pass = (offers, seen_at)  # the memos' Steady.quick: one tuple shared by the pass's memos
         self.applier.terminated = set()  # this pass's terminations; `observed` predates them
         self.money.begin_pass(observed)
         self.steady.begin_pass()
@@ -293,10 +337,21 @@ class Reconciler:
                 if (t := self.clock.now()) >= renew_at:
                     self.leases.renew(t)
                     renew_at = t + timedelta(seconds=self.lease_s * (1 - RENEW_WHEN_LEFT))
-                if self.pool.busy(job.id or 0) or job.id in launching or job.id in reading:  # still out: leave it
+                job_id = job.id or 0  # one ORM attribute read
+                if self.pool.busy(job_id) or job_id in launching or job_id in reading:  # still out: leave it
                     requeue = min(requeue, self.settings.poll_s)
                     continue
                 try:
+                    # Kept without a view: a running job whose every input is the object it was (steady.py)
+                    if (memo := self.steady.held(job_id, job, (index, avoid_key, settings), offers, seen_at)) \
+                            is not None and (kept := self._held(job_id, memo, observed, ok)) is not None:
+                        runners, current = kept
+                        self.steady.skipped += 1
+                        self._pull(job_id, runners)  # as _record_observed: prices and billing unchanged
+                        if current is not None:
+                            self.applier.beat(job_id, *current)
+                        requeue = min(requeue, memo.requeue_after)
+                        continue
                     view = self._view(job, observed, ok)
                     billed_at = None if self.steady.billed(view) else self.clock.now()
                     self._record_observed(view, offers, seen_at, billed_at)
@@ -305,14 +360,16 @@ class Reconciler:
                     scoped = self.volumes.offers_for(view.spec, offers)  # a volume job: providers with volumes
                     placing = index if scoped is offers else scoped
                     context = (placing, avoid_key, settings)
+                    quick = this_pass if placing is index and self.money.ungated(job, view.spec) else None
                     if (same := self.steady.unchanged(view, context, now, self.applier.started)) is not None:
+                        self.steady.renew(view, same, billed_at, quick)
                         self.applier.heartbeat(view, same.attempt)
                         requeue = min(requeue, same.requeue_after)
                         continue
                     decision = decide(view, now, placing, avoid=avoid, settings=settings)
                     self.applier.apply(view, decision, now)
                     self.money.after(decision)
-                    self.steady.note(view, decision, context, billed_at)
+                    self.steady.note(view, decision, context, billed_at, quick)
                     if job.status == JobStatus.QUEUED and any(isinstance(a, Launch) for a in decision.actions):
                         launched += 1
                     requeue = min(requeue, decision.requeue_after)

@@ -30,12 +30,24 @@ answered, for which decide says "start its agent" (reachable) or nothing (not ye
 only clock decide reads is the boot timeout, so the memo holds until it, and a start is skipped
 only once its runner's start returned (``Applier.started``: this daemon does not start it again).
 No heartbeat goes out for it (decide sends none to an agent that never answered).
+
+A running job's steady memo may be used before its view is built (``held``, then
+``Reconciler._held``; issue 18: the view, the money checks and the compare above cost ~40 us a
+job a pass): when no gate can ever apply to the job (no daily cap, budget or sweep), its
+placement offers were the pass's index, its billing was checked with nothing to correct, and this
+pass has the same job row, offers list and catalog read (``seen_at``: so no spot price can have
+moved for its same rows) and the same context. Then the attempt rows, instances, listed-or-not and
+the batched agent statuses are compared by identity, from plain keys read when the memo was
+noted (``Steady.keys``); the job's log and metrics are pulled and its heartbeat goes out when
+due, as for a viewed job. Anything else (a status read inline or off the pass, a booting
+attempt, a new object anywhere) builds the view as above. A memo kept by ``unchanged`` is
+renewed with the pass's catalog read and billing check (``renew``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Container
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from gpuorch.clock import aware
@@ -47,7 +59,7 @@ from gpuorch.store.models import AttemptStatus
 Seen = tuple[tuple[object, object, object, bool, bool], ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one a held job: slots, no __dict__ (10,000 of them)
 class Steady:
     job: object
     attempts: Seen
@@ -56,6 +68,8 @@ class Steady:
     requeue_after: float
     billed: bool = False  # no instance time lay in the future: billing corrections would repeat (none)
     boot: tuple[int, str, datetime | None] | None = None  # booting: (attempt, instance id, launched at)
+    quick: tuple[object, object] | None = None  # (offers, seen_at) when it may be kept unviewed (``held``)
+    keys: tuple[tuple[str, int, bool], ...] = ()  # (provider, number, ended) of each attempt row, read once
 
 
 def _seen(view: JobView) -> Seen:
@@ -141,16 +155,47 @@ class SteadyJobs:
         return memo is not None and memo.billed and memo.job is view.job and len(memo.attempts) == len(view.attempts) \
             and all(m[0] is a.row and m[1] is a.instance for m, a in zip(memo.attempts, view.attempts, strict=True))
 
-    def note(self, view: JobView, d: Decision, context: tuple[object, ...], now: datetime | None = None) -> None:
+    def memo(self, job_id: int) -> Steady | None:
+        return self._memo.get(job_id)
+
+    def held(self, job_id: int, job: object, context: tuple[object, ...], offers: object,
+             seen_at: object) -> Steady | None:
+        """The memo of a running job that may be kept without building its view (the caller then
+        compares its attempt rows, instances and agent statuses by identity, ``Reconciler._held``):
+        a steady pair (not booting), billing checked with nothing to correct, no gate possible
+        (``Steady.quick``), the same job row, offers list, catalog read and context."""
+        memo = self._memo.get(job_id)
+        if memo is None or memo.job is not job or memo.attempt is None or not memo.billed or memo.quick is None \
+                or memo.quick[0] is not offers or memo.quick[1] != seen_at or len(memo.context) != len(context) \
+                or any(not (x is y or x == y) for x, y in zip(memo.context, context, strict=True)):
+            return None
+        return memo
+
+    def renew(self, view: JobView, memo: Steady, billed_at: datetime | None,
+              quick: tuple[object, object] | None) -> None:
+        """A memo kept by ``unchanged`` this pass, brought up to date: its billing checked again
+        (``billed_at``, None: not checked) and this pass's ``quick`` (a catalog read since, or
+        billing that had future times then, would otherwise keep it off ``held`` for good)."""
+        billed = memo.billed or (billed_at is not None and past(view, billed_at))
+        was = memo.quick  # compared by identity: an offers list is never compared element by element
+        if billed != memo.billed or not (was is quick or (was is not None and quick is not None
+                                                           and was[0] is quick[0] and was[1] == quick[1])):
+            self._memo[view.job.id or 0] = replace(memo, billed=billed, quick=quick)
+
+    def note(self, view: JobView, d: Decision, context: tuple[object, ...], now: datetime | None = None,
+             quick: tuple[object, object] | None = None) -> None:
         """Remember ``d`` for ``view``'s job if it was steady and clock free; else forget the job.
-        ``now``: the time its billing was checked this pass (None: not checked)."""
+        ``now``: the time its billing was checked this pass (None: not checked). ``quick``: the pass's
+        (offers, seen_at) if no gate can apply to the job (``held``)."""
         job_id = view.job.id or 0
         number, boot = steady_attempt(d), None
         if number is None:
             boot = booting(view, d)
         if (number is not None or boot is not None) and clock_free(view):
             billed = now is not None and past(view, now)
-            self._memo[job_id] = Steady(view.job, _seen(view), context, number, d.requeue_after, billed, boot)
+            keys = tuple((a.row.provider, a.row.number, a.row.status == AttemptStatus.ENDED) for a in view.attempts)
+            self._memo[job_id] = Steady(view.job, _seen(view), context, number, d.requeue_after, billed, boot, quick,
+                                        keys)
         else:
             self._memo.pop(job_id, None)
 
