@@ -64,8 +64,8 @@ from gpuorch.reconciler.orphans import sweep_keys, sweep_orphans
 from gpuorch.reconciler.recording import Recording
 from gpuorch.reconciler.rows import HeldRows, UnreadableSpec
 from gpuorch.reconciler.scheduled import ScheduledStops
-from gpuorch.reconciler.status_reads import RUNNER_ERRORS, Read, ReadKey, StatusReads, batch_reads, read_status
-from gpuorch.reconciler.steady import Steady, SteadyJobs
+from gpuorch.reconciler.status_reads import RUNNER_ERRORS, Read, ReadKey, StatusReads, read_status, start_reads
+from gpuorch.reconciler.steady import SteadyJobs, kept_unviewed
 from gpuorch.reconciler.views import AttemptView, JobView, Settings, for_providers
 from gpuorch.reconciler.volumes import Volumes
 from gpuorch.runners.port import Runner
@@ -185,31 +185,11 @@ class Reconciler:
         return provider
 
     def _read_agents(self, claimed: list[Job], observed: dict[Key, Instance], live: set[Key]) -> set[int]:
-        """Start this pass's agent status reads from runners that may block (SSH), all at once, and
-        wait for them together (at most ``observe_wait_s``); the ids of the jobs whose read is still
-        out, left alone this pass. A provider that reads many agents in one call
-        (``SupportsAgentStatuses``) is asked once for its live attempts (``live``: plain keys, no row
-        read again); the rest are read in ``_view``."""
-        wanted = []
-        self._batched = {}
-        for name, p in self.providers.items():
-            if p.runners_may_block or not hasattr(p, "agent_statuses"):
-                continue
-            asked = [((name, job_id, number, inst.id), inst) for (prov, job_id, number) in live if prov == name
-                     and (inst := observed.get((prov, job_id, number))) is not None and self._worth_asking(prov, inst)]
-            self._batched.update(batch_reads(p, asked))
-        blocking = {name for name, p in self.providers.items() if p.runners_may_block}  # others answer inline
-        if blocking:
-            for job in claimed:
-                for row in self._attempts.get(job.id or 0, ()):
-                    if row.provider not in blocking or row.status == AttemptStatus.ENDED:
-                        continue
-                    inst = observed.get((row.provider, row.job_id, row.number))
-                    if (provider := self._worth_asking(row.provider, inst)) is not None:
-                        assert inst is not None
-                        wanted.append(((row.provider, row.job_id, row.number, inst.id), provider.runner, inst))
-        self.reads.read(wanted)
-        return self.reads.pending_jobs()
+        """This pass's agent status reads (``status_reads.start_reads``); the ids of the jobs whose
+        read is still out, left alone this pass."""
+        rows = [row for job in claimed for row in self._attempts.get(job.id or 0, ())]
+        self._batched, pending = start_reads(self.providers, self.reads, rows, observed, live, self._worth_asking)
+        return pending
 
     def _record_observed(self, view: JobView, offers: list[Offer], seen_at: datetime | None,
                          billed_at: datetime | None) -> None:
@@ -221,44 +201,6 @@ class Reconciler:
             self.money.record_billing(view, billed_at)  # launch and end times from the cloud's record
         seen, self._runners = self._runners, []
         self._pull(view.job.id or 0, seen)
-
-    def _held(self, job_id: int, memo: Steady, observed: dict[Key, Instance], ok: set[str]
-              ) -> tuple[list[tuple[Attempt, Runner]], tuple[Attempt, Instance | None] | None] | None:
-        """Whether a job with a steady memo that may be kept unviewed (``SteadyJobs.held``) saw
-        exactly what it saw then: the same attempt rows, instances, listed-or-not, and agent
-        statuses from this pass's batched reads (all by identity, as ``SteadyJobs.unchanged`` on
-        the view ``_view`` would build). Then (the runners that answered, for the log and metrics;
-        the running attempt's row and instance, for its heartbeat); else None (view it)."""
-        rows = self._attempts.get(job_id)
-        seen = memo.attempts
-        if rows is None or len(rows) != len(seen) or len(memo.keys) != len(seen):
-            return None
-        runners: list[tuple[Attempt, Runner]] = []
-        current = None
-        # the rows are the very objects the memo's keys were read from: no ORM attribute read here
-        for row, (m_row, m_inst, m_agent, m_reach, m_obs), (name, number, ended) in zip(rows, seen, memo.keys,
-                                                                                        strict=True):
-            if row is not m_row:
-                return None
-            if ended:
-                continue  # ENDED then, as now: seen as observed with nothing else
-            inst = observed.get((name, job_id, number))
-            if inst is not m_inst or (name in ok) != m_obs:
-                return None
-            agent, reachable = None, False
-            if (provider := self._worth_asking(name, inst)) is not None:
-                assert inst is not None
-                read = None if provider.runners_may_block else self._batched.get((name, job_id, number, inst.id))
-                if read is None:  # read in _view (inline or off the pass): view it
-                    return None
-                agent, reachable = read.agent, read.reachable
-                if agent is not None and read.runner is not None:
-                    runners.append((row, read.runner))
-            if agent is not m_agent or reachable != m_reach:
-                return None
-            if number == memo.attempt:
-                current = (row, inst)
-        return runners, current
 
     def _pull(self, job_id: int, runners: list[tuple[Attempt, Runner]]) -> None:
         """The log and metrics of each attempt whose agent answered (``_record_observed``'s part
@@ -343,8 +285,9 @@ class Reconciler:
                     continue
                 try:
                     # Kept without a view: a running job whose every input is the object it was (steady.py)
-                    if (memo := self.steady.held(job_id, job, (index, avoid_key, settings), offers, seen_at)) \
-                            is not None and (kept := self._held(job_id, memo, observed, ok)) is not None:
+                    memo = self.steady.held(job_id, job, (index, avoid_key, settings), offers, seen_at)
+                    if memo is not None and (kept := kept_unviewed(memo, job_id, self._attempts.get(job_id), observed,
+                                                                   ok, self._worth_asking, self._batched)) is not None:
                         runners, current = kept
                         self.steady.skipped += 1
                         self._pull(job_id, runners)  # as _record_observed: prices and billing unchanged

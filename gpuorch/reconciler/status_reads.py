@@ -21,8 +21,9 @@ from typing import NamedTuple, Protocol
 
 from gpuorch.agent.protocol import AgentStatus
 from gpuorch.errors import ProviderError
-from gpuorch.provider.port import Instance
+from gpuorch.provider.port import Instance, Provider
 from gpuorch.runners.port import Runner, RunnerUnavailable
+from gpuorch.store.models import Attempt, AttemptStatus
 
 log = logging.getLogger("gpuorch.reconciler")
 
@@ -115,3 +116,33 @@ class StatusReads:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def start_reads(providers: Mapping[str, Provider], reads: StatusReads, rows: Iterable[Attempt],
+                observed: Mapping[tuple[str, int, int], Instance], live: Iterable[tuple[str, int, int]],
+                ask: Callable[[str, Instance | None], Provider | None]) -> tuple[dict[ReadKey, Read], set[int]]:
+    """Start a pass's agent status reads from runners that may block (SSH), all at once, and wait
+    for them together (at most ``StatusReads.wait_s``). A provider that reads many agents in one
+    call (``SupportsAgentStatuses``) is asked once for its ``live`` attempts (plain keys, no row
+    read again); the rest are read with each job's view. Returns (the batched reads, the ids of
+    the jobs whose read is still out). ``rows``: the claimed jobs' attempts; ``ask``: the provider
+    worth asking for an attempt's agent, if any."""
+    batched: dict[ReadKey, Read] = {}
+    live = list(live)
+    for name, p in providers.items():
+        if p.runners_may_block or not hasattr(p, "agent_statuses"):
+            continue
+        asked = [((name, job_id, number, inst.id), inst) for (prov, job_id, number) in live if prov == name
+                 and (inst := observed.get((prov, job_id, number))) is not None and ask(prov, inst)]
+        batched.update(batch_reads(p, asked))
+    blocking = {name for name, p in providers.items() if p.runners_may_block}  # others answer inline
+    wanted = []
+    for row in rows if blocking else ():
+        if row.provider not in blocking or row.status == AttemptStatus.ENDED:
+            continue
+        inst = observed.get((row.provider, row.job_id, row.number))
+        if (provider := ask(row.provider, inst)) is not None:
+            assert inst is not None
+            wanted.append(((row.provider, row.job_id, row.number, inst.id), provider.runner, inst))
+    reads.read(wanted)
+    return batched, reads.pending_jobs()

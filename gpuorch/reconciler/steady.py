@@ -32,7 +32,7 @@ only once its runner's start returned (``Applier.started``: this daemon does not
 No heartbeat goes out for it (decide sends none to an agent that never answered).
 
 A running job's steady memo may be used before its view is built (``held``, then
-``Reconciler._held``; issue 18: the view, the money checks and the compare above cost ~40 us a
+``kept_unviewed``; issue 18: the view, the money checks and the compare above cost ~40 us a
 job a pass): when no gate can ever apply to the job (no daily cap, budget or sweep), its
 placement offers were the pass's index, its billing was checked with nothing to correct, and this
 pass has the same job row, offers list and catalog read (``seen_at``: so no spot price can have
@@ -46,14 +46,17 @@ renewed with the pass's catalog read and billing check (``renew``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from gpuorch.clock import aware
+from gpuorch.provider.port import Instance, Provider
 from gpuorch.reconciler.actions import Decision, Heartbeat, Progress, StartAgent
+from gpuorch.reconciler.status_reads import Read, ReadKey
 from gpuorch.reconciler.views import JobView
-from gpuorch.store.models import AttemptStatus
+from gpuorch.runners.port import Runner
+from gpuorch.store.models import Attempt, AttemptStatus
 
 # (row, instance, agent status, reachable, observed) of each attempt, in order
 Seen = tuple[tuple[object, object, object, bool, bool], ...]
@@ -161,7 +164,7 @@ class SteadyJobs:
     def held(self, job_id: int, job: object, context: tuple[object, ...], offers: object,
              seen_at: object) -> Steady | None:
         """The memo of a running job that may be kept without building its view (the caller then
-        compares its attempt rows, instances and agent statuses by identity, ``Reconciler._held``):
+        compares its attempt rows, instances and agent statuses by identity, ``kept_unviewed``):
         a steady pair (not booting), billing checked with nothing to correct, no gate possible
         (``Steady.quick``), the same job row, offers list, catalog read and context."""
         memo = self._memo.get(job_id)
@@ -203,3 +206,43 @@ class SteadyJobs:
         """Drop the jobs this daemon does not hold any more."""
         if not self._memo.keys() <= held:  # a subset test most passes; rebuilt only when a job left
             self._memo = {k: v for k, v in self._memo.items() if k in held}
+
+
+def kept_unviewed(memo: Steady, job_id: int, rows: Sequence[Attempt] | None,
+                  observed: Mapping[tuple[str, int, int], Instance], ok: Container[str],
+                  ask: Callable[[str, Instance | None], Provider | None], batched: Mapping[ReadKey, Read]
+                  ) -> tuple[list[tuple[Attempt, Runner]], tuple[Attempt, Instance | None] | None] | None:
+    """Whether a job whose memo may be kept unviewed (``SteadyJobs.held``) saw exactly what it saw
+    then: the same attempt ``rows``, instances, listed-or-not (``ok``) and agent statuses from this
+    pass's ``batched`` reads, all by identity, as ``SteadyJobs.unchanged`` on the view the pass
+    would build. Then (the runners that answered, for the log and metrics; the running attempt's
+    row and instance, for its heartbeat); else None (view it). ``ask``: the provider worth asking
+    for an attempt's agent (``Reconciler._worth_asking``)."""
+    seen = memo.attempts
+    if rows is None or len(rows) != len(seen) or len(memo.keys) != len(seen):
+        return None
+    runners: list[tuple[Attempt, Runner]] = []
+    current = None
+    # the rows are the very objects the memo's keys were read from: no ORM attribute read here
+    for row, (m_row, m_inst, m_agent, m_reach, m_obs), (name, number, ended) in zip(rows, seen, memo.keys, strict=True):
+        if row is not m_row:
+            return None
+        if ended:
+            continue  # ENDED then, as now: seen as observed with nothing else
+        inst = observed.get((name, job_id, number))
+        if inst is not m_inst or (name in ok) != m_obs:
+            return None
+        agent, reachable = None, False
+        if (provider := ask(name, inst)) is not None:
+            assert inst is not None
+            read = None if provider.runners_may_block else batched.get((name, job_id, number, inst.id))
+            if read is None:  # read in the view (inline or off the pass): view it
+                return None
+            agent, reachable = read.agent, read.reachable
+            if agent is not None and read.runner is not None:
+                runners.append((row, read.runner))
+        if agent is not m_agent or reachable != m_reach:
+            return None
+        if number == memo.attempt:
+            current = (row, inst)
+    return runners, current
