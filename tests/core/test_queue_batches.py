@@ -100,20 +100,28 @@ def test_a_pass_records_a_batch_of_launches_in_a_few_write_transactions(store, c
     assert len(begins) <= 6
 
 
-def test_a_job_whose_lease_is_lost_is_left_out_of_the_batch_and_the_others_launch(store, clock):
+def pass_with_job_3_taken_over(store, clock, txn: str) -> tuple[FakeProvider, list[int]]:  # type: ignore[no-untyped-def]
+    """Five queued jobs and one pass of daemon d1, in which another daemon takes job 3's lease
+    just before the launching transaction ``txn`` (``_txn_many``: the intents; ``_txn_ids``: the
+    launched records) runs."""
     fake = FakeProvider(clock, script=FakeJobScript(duration_s=10 * 3600, checkpoint_every_s=3600))
     rec = Reconciler(store, {"fake": fake}, clock=clock, owner="d1")
     ids = [jobs.submit(store, parse_spec({**SPEC, "name": f"q{i}"}), clock.now()).id for i in range(5)]
-    batch = rec.applier.launching._txn_many
-    assert batch is not None
+    real = getattr(rec.applier.launching, txn)
+    assert real is not None
 
     def taken_over_first(job_ids):  # type: ignore[no-untyped-def]
-        with store.write() as s:  # another daemon took job 3 over after this pass's claim
+        with store.write() as s:
             s.exec(update(Job).where(col(Job.id) == ids[2]).values(lease_owner="d2"))  # type: ignore[call-overload]
-        return batch(job_ids)
+        return real(job_ids)
 
-    rec.applier.launching._txn_many = taken_over_first
+    setattr(rec.applier.launching, txn, taken_over_first)
     rec.run_pass()
+    return fake, ids  # type: ignore[return-value]
+
+
+def test_a_job_whose_lease_is_lost_is_left_out_of_the_batch_and_the_others_launch(store, clock):
+    fake, ids = pass_with_job_3_taken_over(store, clock, "_txn_many")  # after this pass's claim
     with store.read() as s:
         launched = {r.job_id for r in s.exec(select(Attempt))}
         job3 = s.get(Job, ids[2])
@@ -277,19 +285,7 @@ def test_the_launched_records_read_no_job_or_attempt_row_whole(store, clock):
 
 
 def test_a_job_whose_lease_is_lost_before_its_launch_is_recorded_stays_requested(store, clock):
-    fake = FakeProvider(clock, script=FakeJobScript(duration_s=10 * 3600, checkpoint_every_s=3600))
-    rec = Reconciler(store, {"fake": fake}, clock=clock, owner="d1")
-    ids = [jobs.submit(store, parse_spec({**SPEC, "name": f"q{i}"}), clock.now()).id for i in range(5)]
-    light = rec.applier.launching._txn_ids
-    assert light is not None
-
-    def taken_over_first(job_ids):  # type: ignore[no-untyped-def]
-        with store.write() as s:  # another daemon took job 3 over while its instance was being launched
-            s.exec(update(Job).where(col(Job.id) == ids[2]).values(lease_owner="d2"))  # type: ignore[call-overload]
-        return light(job_ids)
-
-    rec.applier.launching._txn_ids = taken_over_first
-    rec.run_pass()
+    fake, ids = pass_with_job_3_taken_over(store, clock, "_txn_ids")  # while its instance was being launched
     with store.read() as s:
         by_job = {r.job_id: r for r in s.exec(select(Attempt))}
     assert fake.count("launch") == 5
