@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
-import pkgutil
 import sys
 from typing import Any, Dict, List, Optional
 
@@ -35,6 +34,8 @@ def _entry_points(group: str) -> Dict[str, str]:
 
 def bundled_tables() -> Dict[str, Dict[str, str]]:
     """The tables packed into the agent bundle, or {} outside one (a missing or unreadable file)."""
+    import pkgutil  # here: read only where no entry points are installed (the instance), not by the daemon
+
     try:
         data = pkgutil.get_data(__name__.rpartition(".")[0], PLUGINS_FILE)
     except OSError:

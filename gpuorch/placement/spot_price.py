@@ -10,12 +10,18 @@ a zone at the median of its siblings instead, unless the job asks for ``spot_pri
 from __future__ import annotations
 
 from collections.abc import Sequence
-from statistics import median
 
 from gpuorch.provider.port import Offer
 
 # "Far below": under half the median of the same type's spot prices in the region's other zones.
 FAR_BELOW = 0.5
+
+
+def _median(xs: list[float]) -> float:
+    # statistics.median's answer; the daemon would otherwise import statistics for this one call
+    xs = sorted(xs)
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
 
 
 def robust_spot_prices(offers: Sequence[Offer]) -> list[float | None]:
@@ -34,7 +40,7 @@ def robust_spot_prices(offers: Sequence[Offer]) -> list[float | None]:
         for k, r in enumerate(rows):
             own = prices[k]
             assert own is not None
-            siblings = median(p for j, p in enumerate(prices) if j != k and p is not None)
+            siblings = _median([p for j, p in enumerate(prices) if j != k and p is not None])
             if own < FAR_BELOW * siblings:
                 out[r] = siblings
     return out

@@ -23,13 +23,13 @@ from gpuorch.errors import UserInputError
 class Trace:
     zone: str
     gap_s: float
-    data: tuple[int, ...]
+    data: bytes  # one byte a tick (0 or 1): a daemon on the sim keeps every zone's trace (~9 x 20k ticks)
 
     @classmethod
     def load(cls, zone: str, path: Path) -> Trace:
         raw = _read(path)
         try:
-            gap, data = float(raw["metadata"]["gap_seconds"]), tuple(1 if int(v) > 0 else 0 for v in raw["data"])
+            gap, data = float(raw["metadata"]["gap_seconds"]), bytes(1 if int(v) > 0 else 0 for v in raw["data"])
         except (KeyError, TypeError, ValueError):
             raise UserInputError(f"{path}: not a spot trace; expected {{\"metadata\": {{\"gap_seconds\": N}}, "
                                  "\"data\": [1, 0, ...]}}") from None
@@ -47,10 +47,13 @@ class Trace:
         """Start of the first tick after the one holding ``t`` whose sample is 0: when a spot
         instance alive at ``t`` is reclaimed. None if the trace never drops."""
         k, n = self._tick(t), len(self.data)
-        for i in range(k + 1, k + 1 + n):
-            if self.data[i % n] == 0:
-                return i * self.gap_s
-        return None
+        start = (k + 1) % n
+        j = self.data.find(0, start)
+        if j < 0:
+            j = self.data.find(0, 0, start)
+            if j < 0:
+                return None
+        return (k + 1 + (j - start) % n) * self.gap_s
 
     def fraction_available(self) -> float:
         return sum(self.data) / len(self.data)

@@ -36,6 +36,17 @@ def test_trace_lookup_and_next_drop(tmp_path):
     assert Trace.load("z", write_trace(tmp_path / "all.json", [1, 1])).next_drop(0) is None
 
 
+def test_next_drop_is_the_first_zero_tick_after_t_across_cycles(tmp_path):
+    samples = [0, 1, 1, 0, 0, 1, 1, 1]
+    t = Trace.load("z", write_trace(tmp_path / "z.json", samples, gap_s=10))
+    for x in range(-100, 200, 3):  # every tick position, before the trace's start and across wraps
+        k = x // 10
+        first = next(i for i in range(k + 1, k + 1 + len(samples)) if samples[i % len(samples)] == 0)
+        assert t.next_drop(x) == first * 10
+    one = Trace.load("z", write_trace(tmp_path / "one.json", [0], gap_s=10))
+    assert one.next_drop(5) == 10 and one.next_drop(-5) == 0
+
+
 def test_zone_files_name_zones_and_explain_mistakes(tmp_path):
     f = write_trace(tmp_path / "anything.json", [1])
     assert zone_files([f"eu-west-1b={f}"], "traces") == {"eu-west-1b": f.resolve()}
