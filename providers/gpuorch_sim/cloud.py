@@ -128,9 +128,38 @@ class _Seen:
         """The wall time from which this record, unwritten, may be observed otherwise: its boot
         (PENDING reads RUNNING at ``ready_at``) or ``event`` (None: never)."""
         boot = self.meta.ready_at.timestamp() if self.meta.state == InstanceState.PENDING else None
-        if boot is None or self.event is None:
-            return boot if boot is not None else self.event
-        return min(boot, self.event)
+        return min((t for t in (boot, self.event) if t is not None), default=None)
+
+
+class Scan:
+    """What one reader of the records (a listing, the cloud process) looks at next: the records
+    the change log names since its last look and those due by then, or every record every
+    ``full_s`` (one written around the log) and whenever the log cannot tell."""
+
+    def __init__(self, instances: Instances, full_s: float) -> None:
+        self.instances, self.full_s = instances, full_s
+        self._full_at: float | None = None
+        self._due: list[tuple[float, str]] = []  # (due time, name), earliest first
+
+    def take(self, now: float) -> set[str] | None:
+        """The names to read at ``now`` (perhaps none); None: read every record (the caller
+        forgets what it kept of them). Called before any record is read: a write after it is
+        named next time."""
+        changed = self.instances.changes()
+        if changed is None or self._full_at is None or not 0 <= now - self._full_at < self.full_s:
+            self._full_at, self._due = now, []
+            return None
+        while self._due and self._due[0][0] <= now:
+            changed.add(heapq.heappop(self._due)[1])
+        return changed
+
+    def due_at(self, when: float | None, name: str) -> None:
+        """Read ``name`` again from ``when`` (None: only when it is written)."""
+        if when is not None:
+            heapq.heappush(self._due, (when, name))
+
+    def next_due(self) -> float | None:
+        return self._due[0][0] if self._due else None
 
 
 class SimInstanceDir(InstanceDir):
@@ -319,25 +348,18 @@ def run(home: Path) -> int:
     lock.truncate(0)
     lock.write(f"{os.getpid()}\n")
     lock.flush()
-    market_mtime, idle_since, instances = 0, time.time(), None
+    market_mtime, idle_since = 0, time.time()
     alive: dict[str, bool] = {}  # by name, whether the record reads alive
-    due: list[tuple[float, str]] = []  # (next_event, name), earliest first
-    full_at: float | None = None
+    scan: Scan | None = None
     while True:
         mtime = (home / MARKET_FILE).stat().st_mtime_ns
-        if instances is None or mtime != market_mtime:  # a daemon started a new replay
-            market_mtime, instances, full_at = mtime, Instances(home / "instances", load_market(home)), None
-        now = time.time()
-        # Only the records written since the last look (the change log) and those due; every one
-        # every FULL_SCAN_S (a record written around the log) or when the log cannot tell.
-        changed = instances.changes()
-        if changed is None or full_at is None or not 0 <= now - full_at < FULL_SCAN_S:
-            full_at, alive, due = now, {}, []
-            dirs: Iterator[InstanceDir] = instances.all()
-        else:
-            while due and due[0][0] <= now:
-                changed.add(heapq.heappop(due)[1])
-            dirs = instances.named(changed)
+        if scan is None or mtime != market_mtime:  # a daemon started a new replay
+            market_mtime, scan = mtime, Scan(Instances(home / "instances", load_market(home)), FULL_SCAN_S)
+        instances, now = scan.instances, time.time()
+        names = scan.take(now)
+        if names is None:
+            alive = {}
+        dirs: Iterator[InstanceDir] = instances.all() if names is None else instances.named(names)
         for inst in dirs:
             try:
                 meta, seen = instances.settled(inst, now)
@@ -345,13 +367,12 @@ def run(home: Path) -> int:
                 alive.pop(inst.id, None)
                 continue  # being created, or removed
             alive[inst.id] = meta.state.alive
-            if seen.event is not None:
-                heapq.heappush(due, (seen.event, inst.id))
+            scan.due_at(seen.event, inst.id)
         idle_since = now if any(alive.values()) else idle_since
         if now - idle_since > instances.market.options.cloud_idle_exit_s:
             return 0
         # Wake for the next event; look at least every SCAN_S for instances launched meanwhile.
-        wake = due[0][0] if due else now + 1.0
+        wake = next_due if (next_due := scan.next_due()) is not None else now + 1.0
         time.sleep(min(max(wake - time.time(), 0.005), SCAN_S))
 
 

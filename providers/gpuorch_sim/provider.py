@@ -15,7 +15,6 @@ time whether or not a daemon runs. ``faults`` makes a seeded share of the port's
 
 from __future__ import annotations
 
-import heapq
 import json
 import os
 import re
@@ -45,6 +44,7 @@ from .cloud import (
     MARKET_FILE,
     TAG_LIFETIME,
     Instances,
+    Scan,
     SimInstanceDir,
     ensure_cloud,
     make_change_log,
@@ -90,12 +90,11 @@ class SimProvider(Provider):
         self._instances = Instances(self.instances_dir, self.market)
         self._instance_cache: dict[str, tuple[Meta, InstanceState, Instance]] = {}
         # The last listing (list_managed): by name, the instance (None: not a managed one), the
-        # list handed out, when every record was last read, and (due time, name) of records that
-        # change unwritten (a boot, a reclaim, a lifetime: _Seen.due), earliest first.
+        # list handed out, and what to read next (records that change unwritten, a boot, a
+        # reclaim, a lifetime, are due at _Seen.due).
         self._listed: dict[str, Instance | None] = {}
         self._listing: list[Instance] = []
-        self._full_at: float | None = None
-        self._due: list[tuple[float, str]] = []
+        self._scan = Scan(self._instances, FULL_LIST_S)
         self._cloud_checked_at: float | None = None  # monotonic time of the last ensure_cloud
         self._runners: dict[str, LocalRunner] = {}
         self._catalog = _load_catalog(options.catalog)  # extra offers, read once
@@ -226,17 +225,15 @@ class SimProvider(Provider):
 
     def _list(self) -> list[Instance]:
         now = time.time()
-        changed = self._instances.changes()  # before any record is read: a write after it is named next time
-        if changed is None or self._full_at is None or not 0 <= now - self._full_at < FULL_LIST_S:
-            self._full_at, self._listed, self._due = now, {}, []
+        names = self._scan.take(now)
+        if names is None:
+            self._listed = {}
             self._instances.rotate_log()  # before the records are read (see there)
             dirs = self._instances.all()
+        elif not names:
+            return list(self._listing)
         else:
-            while self._due and self._due[0][0] <= now:
-                changed.add(heapq.heappop(self._due)[1])
-            if not changed:
-                return list(self._listing)
-            dirs = self._instances.named({n for n in changed if _ID.fullmatch(n)})
+            dirs = self._instances.named({n for n in names if _ID.fullmatch(n)})
         for inst in dirs:
             try:
                 instance = self._instance(inst, now)
@@ -244,9 +241,8 @@ class SimProvider(Provider):
                 self._listed.pop(inst.id, None)
                 continue
             self._listed[inst.id] = instance if instance.tags.get(TAG_MANAGED) == "true" else None
-            seen = self._instances.seen(inst.id)
-            if seen is not None and (due := seen.due()) is not None:
-                heapq.heappush(self._due, (due, inst.id))
+            if (seen := self._instances.seen(inst.id)) is not None:
+                self._scan.due_at(seen.due(), inst.id)
         self._listing = [inst for inst in self._listed.values() if inst is not None]  # in the order first listed
         return list(self._listing)
 

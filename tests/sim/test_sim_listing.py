@@ -72,7 +72,7 @@ def test_a_boot_is_seen_without_a_write_and_every_record_is_read_after_the_full_
     assert {i.state for i in sim.list_managed()} == {InstanceState.PENDING} and reads == []
     later = time.time() + 2 * 3600  # past every ready_at: each record is due, unwritten
     monkeypatch.setattr(sim_provider, "time", SimpleNamespace(time=lambda: later))
-    sim._full_at = later  # (not the full listing: only the due records)
+    sim._scan._full_at = later  # (not the full listing: only the due records)
     assert {i.state for i in sim.list_managed()} == {InstanceState.RUNNING}
     assert sorted(reads) == sorted(i.id for i in launched)
     reads.clear()
@@ -88,7 +88,7 @@ def test_the_change_log_started_over_is_read_from_its_start(make_sim, monkeypatc
     launched = launch(sim, 3)
     sim.list_managed()
     monkeypatch.setattr(cloud, "LOG_ROTATE_BYTES", 1)
-    sim._full_at = None
+    sim._scan._full_at = None
     sim.list_managed()  # a full listing starts the long log over
     assert (sim.instances_dir / ".changes").stat().st_size == 0
     reads = counting_reads(sim)
