@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
+from typing import TypeVar
 
-from sqlalchemy import update
+from sqlalchemy import ColumnElement, update
 from sqlmodel import Session, col, select
 
 from gpuorch.clock import Clock
@@ -23,15 +24,26 @@ from gpuorch.reconciler.leases import Leases
 from gpuorch.store import Store
 from gpuorch.store.models import Job
 
+T = TypeVar("T")
 CHUNK = 500  # ids per IN list (well under every database's bound-parameter limit)
 
 TxnMany = Callable[[Sequence[int]], AbstractContextManager[tuple[Session, dict[int, Job]]]]
 TxnIds = Callable[[Sequence[int]], AbstractContextManager[tuple[Session, set[int]]]]
 
 
+def chunks(ids: Sequence[T]) -> Iterator[Sequence[T]]:
+    """``ids`` in slices of at most ``CHUNK``."""
+    for k in range(0, len(ids), CHUNK):
+        yield ids[k:k + CHUNK]
+
+
 class BatchTxn:
     def __init__(self, store: Store, leases: Leases, clock: Clock, drop: Callable[[int], None]) -> None:
         self.store, self.leases, self.clock, self.drop = store, leases, clock, drop
+
+    def _held(self, chunk: Sequence[int], now: datetime) -> tuple[ColumnElement[bool], ...]:
+        """The lease check, as a ``WHERE``: these jobs, held by this daemon at ``now``."""
+        return col(Job.id).in_(chunk), col(Job.lease_owner) == self.leases.owner, col(Job.lease_expires) > now
 
     @contextmanager
     def __call__(self, job_ids: Sequence[int]) -> Iterator[tuple[Session, dict[int, Job]]]:
@@ -42,9 +54,8 @@ class BatchTxn:
             now = self.clock.now()
             ids = sorted(set(job_ids))
             held: dict[int, Job] = {}
-            for k in range(0, len(ids), CHUNK):
-                stmt = (select(Job).where(col(Job.id).in_(ids[k:k + CHUNK]), col(Job.lease_owner) == self.leases.owner,
-                                          col(Job.lease_expires) > now).order_by(col(Job.id)).with_for_update())
+            for chunk in chunks(ids):
+                stmt = select(Job).where(*self._held(chunk, now)).order_by(col(Job.id)).with_for_update()
                 held.update((j.id or 0, j) for j in s.exec(stmt) if self.leases.held(j, now))
             yield s, held
             t = self.clock.now()
@@ -62,14 +73,13 @@ class BatchTxn:
             now = self.clock.now()
             ids = sorted(set(job_ids))
             held: set[int] = set()
-            for k in range(0, len(ids), CHUNK):
-                held.update(i for i in s.exec(select(col(Job.id)).where(
-                    col(Job.id).in_(ids[k:k + CHUNK]), col(Job.lease_owner) == self.leases.owner,
-                    col(Job.lease_expires) > now).with_for_update()) if i is not None)
+            for chunk in chunks(ids):
+                held.update(i for i in s.exec(select(col(Job.id)).where(*self._held(chunk, now)).with_for_update())
+                            if i is not None)
             yield s, held
-            t, done = self.clock.now(), sorted(held)
-            for k in range(0, len(done), CHUNK):
-                s.execute(update(Job).where(col(Job.id).in_(done[k:k + CHUNK])).values(updated_at=t)
+            t = self.clock.now()
+            for chunk in chunks(sorted(held)):
+                s.execute(update(Job).where(col(Job.id).in_(chunk)).values(updated_at=t)
                           .execution_options(synchronize_session=False))
 
     def held_ids(self, job_ids: Sequence[int], now: datetime) -> set[int]:
@@ -78,8 +88,6 @@ class BatchTxn:
         ids = sorted(set(job_ids))
         out: set[int] = set()
         with self.store.read() as s:
-            for k in range(0, len(ids), CHUNK):
-                out.update(i for i in s.exec(select(col(Job.id)).where(
-                    col(Job.id).in_(ids[k:k + CHUNK]), col(Job.lease_owner) == self.leases.owner,
-                    col(Job.lease_expires) > now)) if i is not None)
+            for chunk in chunks(ids):
+                out.update(i for i in s.exec(select(col(Job.id)).where(*self._held(chunk, now))) if i is not None)
         return out

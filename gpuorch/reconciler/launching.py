@@ -35,7 +35,7 @@ from gpuorch.placement.rank import Candidate
 from gpuorch.provider.gang import gang_cost_per_hour
 from gpuorch.provider.port import Instance, LaunchRequest, Offer, Provider
 from gpuorch.reconciler import actions as A
-from gpuorch.reconciler.batch_txn import CHUNK, TxnIds, TxnMany
+from gpuorch.reconciler.batch_txn import TxnIds, TxnMany, chunks
 from gpuorch.reconciler.money import Money, Txn
 from gpuorch.reconciler.views import JobView, Settings
 from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Job, JobStatus, TerminationReason
@@ -127,9 +127,9 @@ class Launching:
         out = []
         with self._txn_many(ids) as (s, held):
             last: dict[int, int] = {}
-            for k in range(0, len(ids), CHUNK):
+            for chunk in chunks(ids):
                 last.update(s.exec(select(col(Attempt.job_id), func.max(Attempt.number))
-                                   .where(col(Attempt.job_id).in_(ids[k:k + CHUNK]))
+                                   .where(col(Attempt.job_id).in_(chunk))
                                    .group_by(col(Attempt.job_id))).all())
             for view, action in batch:
                 job_id = view.job.id or 0
@@ -227,10 +227,10 @@ class Launching:
             # the launched ones updated by primary key in one executemany.
             ids = [row.id for _, row, _ in launched]
             state = {}
-            for k in range(0, len(ids), CHUNK):
+            for chunk in chunks(ids):
                 for rid, status, requested_at in s.exec(select(col(Attempt.id), col(Attempt.status),
                                                                col(Attempt.requested_at))
-                                                        .where(col(Attempt.id).in_(ids[k:k + CHUNK]))):
+                                                        .where(col(Attempt.id).in_(chunk))):
                     state[rid] = (status, requested_at)
             changes: list[dict[str, object]] = []
             for view, row, inst in launched:
