@@ -150,3 +150,15 @@ def test_plan_shows_a_larger_instance_and_a_robust_spot_price(tmp_path):
 def test_bad_gpu_counts_are_one_line_and_exit_2(tmp_path, gpu, hint):
     r = plan_cli(tmp_path, f'resources: {{gpu: "{gpu}"}}\n')
     assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1 and hint in r.output, r.output
+
+
+def test_the_sibling_median_is_statistics_median_for_odd_and_even_counts():
+    import random
+    import statistics
+
+    from gpuorch.placement.spot_price import _median
+
+    rng = random.Random(7)
+    for n in range(1, 12):
+        xs = [round(rng.uniform(0.1, 9.0), 3) for _ in range(n)]
+        assert _median(list(xs)) == statistics.median(xs)
