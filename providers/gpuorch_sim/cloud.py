@@ -356,10 +356,11 @@ def run(home: Path) -> int:
         if scan is None or mtime != market_mtime:  # a daemon started a new replay
             market_mtime, scan = mtime, Scan(Instances(home / "instances", load_market(home)), FULL_SCAN_S)
         instances, now = scan.instances, time.time()
-        names = scan.take(now)
-        if names is None:
-            alive = {}
-        dirs: Iterator[InstanceDir] = instances.all() if names is None else instances.named(names)
+        dirs: Iterator[InstanceDir]
+        if (names := scan.take(now)) is None:
+            alive, dirs = {}, instances.all()
+        else:
+            dirs = instances.named(names)
         for inst in dirs:
             try:
                 meta, seen = instances.settled(inst, now)

@@ -49,10 +49,8 @@ class Trace:
         k, n = self._tick(t), len(self.data)
         start = (k + 1) % n
         j = self.data.find(0, start)
-        if j < 0:
-            j = self.data.find(0, 0, start)
-            if j < 0:
-                return None
+        if j < 0 and (j := self.data.find(0)) < 0:  # none from start on: the first of the next cycle
+            return None
         return (k + 1 + (j - start) % n) * self.gap_s
 
     def fraction_available(self) -> float:
