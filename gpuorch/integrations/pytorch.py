@@ -125,6 +125,9 @@ class TorchCheckpointer:
     def save(self, step: int, extra: Any = None) -> Path:
         """Write ``step-N`` (every rank must call it; rank 0 writes the files and COMPLETE)."""
         path = self.root / f"{PREFIX}{step}"
+        # Cleared before the state is taken: a notice that lands while this save runs asks for
+        # another at the next step (cleared after, it was lost once COMPLETE was on disk).
+        self.notice.clear()
         rngs: list[Any] = [rng_state()]
         if _distributed() and torch.distributed.get_world_size() > 1:
             gathered: list[Any] | None = [None] * torch.distributed.get_world_size() if rank() == 0 else None
@@ -144,6 +147,5 @@ class TorchCheckpointer:
             prune(self.root, self.keep, PREFIX)
         if _distributed():
             torch.distributed.barrier()  # no rank runs ahead into a checkpoint still being written
-        self.notice.clear()
         self.saved.append(path)
         return path

@@ -28,3 +28,24 @@ def test_interrupted_on_notice_and_resumed_ends_with_the_uninterrupted_loss(tmp_
     assert f"resuming from step-{noticed}" in (tmp_path / "cut.log").read_text()
     assert resumed["steps"] == reference["steps"] == 240
     assert resumed["final_loss"] == reference["final_loss"]  # bitwise
+
+
+def test_a_notice_that_lands_during_a_save_is_answered_by_the_next_step(tmp_path, monkeypatch):
+    """The harness (and an agent) sends the notice as soon as it sees a COMPLETE marker, which
+    can be before the save that wrote it returns: that notice must not be cleared with it."""
+    from gpuorch.integrations import pytorch as integration
+
+    model = torch.nn.Linear(2, 1)
+    ckpt = integration.TorchCheckpointer(model, every=60, root=tmp_path, install_handler=False)
+    real = integration.mark_complete
+
+    def complete_then_notice(path, step):
+        real(path, step)
+        ckpt.notice.requested = True  # the signal handler's effect, as the marker appears
+
+    monkeypatch.setattr(integration, "mark_complete", complete_then_notice)
+    assert ckpt.step_end(60) is not None
+    monkeypatch.setattr(integration, "mark_complete", real)
+    assert ckpt.should_save(61)  # not a multiple of 60: only the notice asks for it
+    assert ckpt.step_end(61) == tmp_path / "step-61"
+    assert not ckpt.should_save(62)

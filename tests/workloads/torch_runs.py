@@ -34,7 +34,11 @@ def start(script: Path, root: Path, env: dict[str, str], tag: str, nproc: int = 
 
 
 def finish(proc: subprocess.Popen[bytes], root: Path, tag: str, timeout_s: float = 480) -> dict:
-    code = proc.wait(timeout=timeout_s)
+    try:
+        code = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc)  # a hung rank would otherwise outlive the test and load the rest of the suite
+        raise
     assert code == 0, (root / f"{tag}.log").read_text()[-3000:]
     return json.loads((root / f"{tag}.json").read_text())
 

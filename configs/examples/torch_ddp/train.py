@@ -16,6 +16,7 @@ On the notice signal (SIGUSR1 by default) it checkpoints at the next step and ke
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import time
@@ -104,6 +105,11 @@ def main() -> None:
             with open(result, "w") as f:
                 json.dump({"final_loss": final, "steps": step}, f)
     if distributed:
+        # DDP's reducer holds the process group: drop it, and agree every rank got here, while
+        # all are still connected; torn down only as a peer exits, gloo could hang in teardown.
+        del ckpt, optimizer, scheduler, model, loss
+        gc.collect()
+        dist.barrier()
         dist.destroy_process_group()
 
 
