@@ -10,6 +10,7 @@ whose progress is a function of the clock (``FakeJobScript``).
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -77,6 +78,7 @@ class FakeProvider(Provider):
         self.volume_device_delay_s = 0.0
         self.volume_attached_at: dict[tuple[str, str], datetime] = {}  # (volume, instance) -> first attach
         self._seq = 0
+        self._launching = threading.Lock()
         self.faults = faults
 
     # -- knobs ---------------------------------------------------------------------------
@@ -129,7 +131,11 @@ class FakeProvider(Provider):
         return self._faulty("launch", self._launch, request)
 
     def _launch(self, request: LaunchRequest) -> Instance:
-        for rec in self._instances.values():
+        with self._launching:  # the launch pool's workers: one token's look-then-create at a time
+            return self._launch_locked(request)
+
+    def _launch_locked(self, request: LaunchRequest) -> Instance:
+        for rec in list(self._instances.values()):
             if rec.instance.tags.get("client_token") == request.client_token:
                 return self._settle(rec)
         o = request.offer
@@ -172,7 +178,9 @@ class FakeProvider(Provider):
         return self._faulty("list_managed", self._list)
 
     def _list(self) -> list[Instance]:
-        return [self._settle(r) for r in self._instances.values() if r.instance.tags.get("gpuorch:managed") == "true"]
+        # a snapshot (one C call): a background launch may add an instance meanwhile
+        return [self._settle(r) for r in list(self._instances.values())
+                if r.instance.tags.get("gpuorch:managed") == "true"]
 
     def terminate(self, instance_id: str) -> None:
         self._record("terminate", instance_id)
