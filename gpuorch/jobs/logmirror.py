@@ -14,6 +14,7 @@ from gpuorch.runners.port import Runner, RunnerUnavailable
 from gpuorch.store.paths import PRIVATE_FILE, private_dir
 
 MAX_REMEMBERED = 100_000  # attempts whose mirrored size is kept in memory
+PULL_LIMIT = 1 << 20  # bytes of a job's log one pull copies at most
 
 
 class LogMirror:
@@ -60,9 +61,10 @@ class LogMirror:
                 out.append((x, float(v)))
         return out[-limit:]
 
-    def pull(self, job_id: int, attempt: int, runner: Runner) -> None:
+    def pull(self, job_id: int, attempt: int, runner: Runner) -> bool:
         """Append whatever the runner has beyond what is mirrored already (the file size,
-        remembered after the first look so that a poll with nothing new costs no file access here)."""
+        remembered after the first look so that a poll with nothing new costs no file access here).
+        Whether it caught up: False if the runner could not be read or had more than one read."""
         key = (job_id, attempt)
         offset = self._sizes.get(key)
         if offset is None:
@@ -71,9 +73,9 @@ class LogMirror:
             except FileNotFoundError:
                 offset = 0
         try:
-            data, _ = runner.read_log(offset)
+            data, _ = runner.read_log(offset, PULL_LIMIT)
         except (RunnerUnavailable, OSError):
-            return
+            return False
         if data:
             p = self.path(job_id, attempt)
             private_dir(p.parent)  # a job's output may print its env: its owner's alone
@@ -83,3 +85,4 @@ class LogMirror:
         if len(self._sizes) >= MAX_REMEMBERED:
             self._sizes.clear()
         self._sizes[key] = offset
+        return len(data) < PULL_LIMIT

@@ -61,10 +61,11 @@ from gpuorch.reconciler.mirror import InstanceMirror
 from gpuorch.reconciler.money import Money
 from gpuorch.reconciler.observe import Key, OfferCache, backoffs, list_instances
 from gpuorch.reconciler.orphans import sweep_keys, sweep_orphans
+from gpuorch.reconciler.pulls import Pulls
 from gpuorch.reconciler.recording import Recording
 from gpuorch.reconciler.rows import HeldRows, UnreadableSpec
 from gpuorch.reconciler.scheduled import ScheduledStops
-from gpuorch.reconciler.status_reads import RUNNER_ERRORS, Read, ReadKey, StatusReads, read_status, start_reads
+from gpuorch.reconciler.status_reads import Read, ReadKey, StatusReads, read_status, start_reads
 from gpuorch.reconciler.steady import SteadyJobs, kept_unviewed
 from gpuorch.reconciler.views import AttemptView, JobView, Settings, for_providers
 from gpuorch.reconciler.volumes import Volumes
@@ -115,6 +116,7 @@ class Reconciler:
         self.money = Money(store, budget or Policy(), self._txn)  # caps, sweeps, prices, metrics
         if logs is not None:
             self.money.metrics_sink = logs.append_metrics
+        self.pulls = Pulls(logs, self.money, self.clock.now)  # logs and metrics of agents that answered
         self.volumes = Volumes(store, self.providers, self._txn)  # spec volume: (docs/aws.md)
         self.mirror = InstanceMirror(store)
         self.scheduled_stops = ScheduledStops(store)  # warnings of stops announced far ahead
@@ -200,18 +202,7 @@ class Reconciler:
         if billed_at is not None:
             self.money.record_billing(view, billed_at)  # launch and end times from the cloud's record
         seen, self._runners = self._runners, []
-        self._pull(view.job.id or 0, seen)
-
-    def _pull(self, job_id: int, runners: list[tuple[Attempt, Runner]]) -> None:
-        """The log and metrics of each attempt whose agent answered (``_record_observed``'s part
-        that runs at its own pace, for a job kept without a view)."""
-        for row, runner in runners:
-            try:
-                if self.logs is not None:
-                    self.logs.pull(job_id, row.number, runner)
-            except RUNNER_ERRORS as e:
-                log.info("job %s attempt %s: log not read this pass: %s", job_id, row.number, e)
-            self.money.collect_metrics(job_id, row, runner, self.clock.now())
+        self.pulls.pull(view.job.id or 0, seen)
 
     def _avoid(self, now: datetime) -> KeyedAvoid | None:
         return backoffs(self.store, now)
@@ -287,10 +278,12 @@ class Reconciler:
                     # Kept without a view: a running job whose every input is the object it was (steady.py)
                     memo = self.steady.held(job_id, job, (index, avoid_key, settings), offers, seen_at)
                     if memo is not None and (kept := kept_unviewed(memo, job_id, self._attempts.get(job_id), observed,
-                                                                   ok, self._worth_asking, self._batched)) is not None:
+                                                                   ok, self._worth_asking, self._batched,
+                                                                   job_id in self.pulls.behind)) is not None:
                         runners, current = kept
                         self.steady.skipped += 1
-                        self._pull(job_id, runners)  # as _record_observed: prices and billing unchanged
+                        if runners:  # as _record_observed: prices and billing unchanged
+                            self.pulls.pull(job_id, runners)
                         if current is not None:
                             self.applier.beat(job_id, *current)
                         requeue = min(requeue, memo.requeue_after)
@@ -371,6 +364,7 @@ class Reconciler:
         """Drop the caches of jobs and attempts this daemon no longer works on."""
         held = {j.id for j in claimed}
         self.rows.forget(held)
+        self.pulls.forget(held)
         self.steady.forget(held)
         self.applier.forget(set(map(itemgetter(1, 2), live)))
 

@@ -36,11 +36,15 @@ ReadKey = tuple[str, int, int, str]  # provider, job id, attempt number, instanc
 
 
 class Read(NamedTuple):
-    """A finished read: the runner (None if none could be made) and the agent's status."""
+    """A finished read: the runner (None if none could be made) and the agent's status.
+    ``new``: False when a batched read's answer was the very object of the provider's previous
+    answer for the instance, i.e. none of the agent's files (status, log, metrics) changed since
+    (``SupportsAgentStatuses``); then the log and metrics need no look (``Reconciler._pull``)."""
 
     runner: Runner | None
     agent: AgentStatus | None
     reachable: bool
+    new: bool = True
 
 
 def read_status(runner_of: Callable[[Instance], Runner], instance: Instance) -> Read:
@@ -57,15 +61,20 @@ class SupportsAgentStatuses(Protocol):
     """A provider whose runners answer inline and that reads many agents' statuses in one call
     (the sim: one ``stat`` per agent, no record check the listing just made). Values by instance
     id: (runner, status), or None for one whose runner cannot answer; an id left out is read
-    on its own."""
+    on its own. An answer that is the very object of the previous call's answer for the same
+    instance promises that nothing the agent writes (its status, the job's log and metrics)
+    changed in between: the caller may skip looking at them."""
 
     def agent_statuses(self, instances: Sequence[Instance]) -> Mapping[str, tuple[Runner, AgentStatus | None] | None]:
         ...
 
 
-def batch_reads(provider: object, wanted: Sequence[tuple[ReadKey, Instance]]) -> dict[ReadKey, Read]:
+def batch_reads(provider: object, wanted: Sequence[tuple[ReadKey, Instance]],
+                answers: dict[ReadKey, object] | None = None) -> dict[ReadKey, Read]:
     """This pass's reads of ``provider``'s agents in one ``agent_statuses`` call, by read key (a
-    provider without the capability, or whose call fails: none, and each is read on its own)."""
+    provider without the capability, or whose call fails: none, and each is read on its own).
+    ``answers``: the provider's raw answers of the previous call, by key, replaced by this call's:
+    an answer that is the same object again gives a Read that is not ``new``."""
     batch = getattr(provider, "agent_statuses", None)
     if batch is None or not wanted:
         return {}
@@ -75,10 +84,16 @@ def batch_reads(provider: object, wanted: Sequence[tuple[ReadKey, Instance]]) ->
         log.debug("batched status read failed: %s", e)
         return {}
     out = {}
+    before = {} if answers is None else answers
     for key, inst in wanted:
         if inst.id in got:
             answer = got[inst.id]
-            out[key] = Read(None, None, False) if answer is None else Read(answer[0], answer[1], True)
+            out[key] = Read(None, None, False) if answer is None else \
+                Read(answer[0], answer[1], True, answer is not before.get(key))
+            before[key] = answer
+    if answers is not None and len(answers) > len(out):  # keys no longer asked: forget them
+        for key in answers.keys() - out.keys():
+            del answers[key]
     return out
 
 
@@ -88,6 +103,7 @@ class StatusReads:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuorch-observe")
         # Only the pass's thread touches this (the workers run read_status alone): no lock.
         self._out: dict[ReadKey, Future[Read]] = {}
+        self.answers: dict[str, dict[ReadKey, object]] = {}  # by provider, its last batched answers (batch_reads)
 
     def read(self, wanted: Iterable[tuple[ReadKey, Callable[[Instance], Runner], Instance]]) -> None:
         """Start a read for each key that has none out, then wait for all of them together, at
@@ -134,7 +150,7 @@ def start_reads(providers: Mapping[str, Provider], reads: StatusReads, rows: Ite
             continue
         asked = [((name, job_id, number, inst.id), inst) for (prov, job_id, number) in live if prov == name
                  and (inst := observed.get((prov, job_id, number))) is not None and ask(prov, inst)]
-        batched.update(batch_reads(p, asked))
+        batched.update(batch_reads(p, asked, reads.answers.setdefault(name, {})))
     blocking = {name for name, p in providers.items() if p.runners_may_block}  # others answer inline
     wanted = []
     for row in rows if blocking else ():

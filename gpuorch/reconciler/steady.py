@@ -210,14 +210,16 @@ class SteadyJobs:
 
 def kept_unviewed(memo: Steady, job_id: int, rows: Sequence[Attempt] | None,
                   observed: Mapping[tuple[str, int, int], Instance], ok: Container[str],
-                  ask: Callable[[str, Instance | None], Provider | None], batched: Mapping[ReadKey, Read]
+                  ask: Callable[[str, Instance | None], Provider | None], batched: Mapping[ReadKey, Read],
+                  behind: bool = True
                   ) -> tuple[list[tuple[Attempt, Runner]], tuple[Attempt, Instance | None] | None] | None:
     """Whether a job whose memo may be kept unviewed (``SteadyJobs.held``) saw exactly what it saw
     then: the same attempt ``rows``, instances, listed-or-not (``ok``) and agent statuses from this
     pass's ``batched`` reads, all by identity, as ``SteadyJobs.unchanged`` on the view the pass
-    would build. Then (the runners that answered, for the log and metrics; the running attempt's
-    row and instance, for its heartbeat); else None (view it). ``ask``: the provider worth asking
-    for an attempt's agent (``Reconciler._worth_asking``)."""
+    would build. Then (the runners that answered with something ``new`` to read, for the log and
+    metrics, or all that answered when the job is ``behind`` on them; the running attempt's row and
+    instance, for its heartbeat); else None (view it). ``ask``: the provider worth asking for an
+    attempt's agent (``Reconciler._worth_asking``)."""
     seen = memo.attempts
     if rows is None or len(rows) != len(seen) or len(memo.keys) != len(seen):
         return None
@@ -239,7 +241,7 @@ def kept_unviewed(memo: Steady, job_id: int, rows: Sequence[Attempt] | None,
             if read is None:  # read in the view (inline or off the pass): view it
                 return None
             agent, reachable = read.agent, read.reachable
-            if agent is not None and read.runner is not None:
+            if agent is not None and read.runner is not None and (read.new or behind):
                 runners.append((row, read.runner))
         if agent is not m_agent or reachable != m_reach:
             return None

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
-from gpuorch.agent.protocol import AgentStatus
+from gpuorch.agent.protocol import JOB_LOG, METRICS_FILE, STATUS_FILE, AgentStatus
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
 from gpuorch.provider import (
     TAG_MANAGED,
@@ -39,6 +39,7 @@ from gpuorch.provider import (
     RunnerUnavailable,
 )
 from gpuorch.provider.localdir import REASON_TERMINATED, InstanceDir, LocalRunner, Meta, capacity, instance_id_for
+from gpuorch.provider.localdir.watch import RunDirWatch
 
 from .cloud import (
     MARKET_FILE,
@@ -97,6 +98,8 @@ class SimProvider(Provider):
         self._scan = Scan(self._instances, FULL_LIST_S)
         self._cloud_checked_at: float | None = None  # monotonic time of the last ensure_cloud
         self._runners: dict[str, LocalRunner] = {}
+        self._watch: RunDirWatch | None = None  # agent_statuses' change signal
+        self._answers: dict[str, tuple[Runner, AgentStatus | None]] = {}  # its last answers
         self._catalog = _load_catalog(options.catalog)  # extra offers, read once
         self._sold = {(o.zone, o.instance_type) for o in self._catalog}
 
@@ -279,14 +282,31 @@ class SimProvider(Provider):
         """The agents' statuses of instances this pass's ``list_managed`` returned, in one call
         (as a cloud lists its instances in one): by instance id, (runner, status), or None for
         one whose runner cannot answer. A listed instance's record was just read, so each costs
-        one ``stat`` of its ``status.json`` while that is unchanged."""
+        one ``stat`` of its ``status.json`` while that is unchanged, and nothing at all while no
+        file of its agent changed since the last call (``RunDirWatch``): then the answer is the
+        very object of that call, which tells the caller that nothing is new in the agent's
+        status, log or metrics (``SupportsAgentStatuses``)."""
+        if self._watch is None:  # made at the first call: only a daemon's passes ask (an inotify instance each)
+            self._watch = RunDirWatch((STATUS_FILE, JOB_LOG, METRICS_FILE))
+        watch, last = self._watch, self._answers
+        self._answers = {}  # until this call is through: events drained now are in no answer kept
+        changed = watch.changes()
         out: dict[str, tuple[Runner, AgentStatus | None] | None] = {}
         for inst in instances:
+            iid = inst.id
+            if changed is not None and iid not in changed and (prev := last.get(iid)) is not None \
+                    and watch.watching(iid):
+                out[iid] = prev
+                continue
             try:
                 runner = self._runner(inst)
-                out[inst.id] = (runner, runner.listed_status())
+                watch.add(iid, str(runner.rundir))  # before the read: a write after it is an event
+                out[iid] = (runner, runner.listed_status())
             except (NotFoundError, RunnerUnavailable, OSError):
-                out[inst.id] = None
+                out[iid] = None
+        asked = out.keys()
+        watch.keep(set(asked))
+        self._answers = {k: v for k, v in out.items() if v is not None}
         return out
 
     def inject_preemption(self, instance_id: str, notice_s: float) -> None:
