@@ -21,10 +21,11 @@ them through):
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
-from sqlalchemy import String, and_, not_, or_, type_coerce, update
+from sqlalchemy import String, and_, func, not_, or_, type_coerce, update
 from sqlalchemy.orm import Mapped
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import Select
@@ -59,6 +60,15 @@ def _aware(raw: object) -> datetime:
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    version: int  # Store.data_version before the claim read anything
+    until: datetime  # Leases._until
+    queued: int | None
+    truncated: bool
+    pairs: list[tuple[int, Job]]  # (id, row) of the jobs held, in id order
+
+
 class LeaseLost(Exception):
     """Another daemon owns the job now, or this daemon's lease expired: drop its remaining work."""
 
@@ -70,6 +80,7 @@ class Leases:
         # someone else may have written them since this daemon last looked.
         self.taken: set[int] = set()
         self.truncated = False  # the last claim's ``queued`` limit left queued jobs out
+        self._kept: _Kept | None = None  # the last claim's answer while the store is unchanged (_same)
 
     def held(self, job: Job | None, now: datetime) -> bool:
         return (job is not None and job.lease_owner == self.owner and job.lease_expires is not None
@@ -97,6 +108,9 @@ class Leases:
         than its budget, so the rest of a long queue costs it nothing, and stays free for another
         daemon. ``truncated`` says whether the limit left such jobs out.
         """
+        version = self.store.data_version()  # before any read: a commit after it shows at the next claim
+        if (same := self._same(version, now, known, queued)) is not None:
+            return same
         # A row read back always has its primary key: ids selected here are ``int``, never None.
         job_id, owner, expires = cast(Mapped[int], col(Job.id)), col(Job.lease_owner), col(Job.lease_expires)
         busy = select(Attempt.job_id).where(Attempt.status != AttemptStatus.ENDED)
@@ -134,7 +148,36 @@ class Leases:
             if job.lease_expires != lease_expires:  # renewed: most passes it is not (an ORM set costs)
                 job.lease_expires = lease_expires
             jobs.append(job)
+        if version is not None and due_any is None:  # nothing taken: this answer holds while the store is unchanged
+            self._kept = _Kept(version, self._until(now, light), queued, self.truncated,
+                               [(i, j) for (i, _, _), j in zip(light, jobs, strict=True)])
         return jobs
+
+    def _same(self, version: int | None, now: datetime, known: Mapping[int, Job] | None,
+              queued: int | None) -> list[Job] | None:
+        """The last claim's jobs, if nothing it read can have changed: nobody committed since
+        (``Store.data_version``), no lease or queued job's ``not_before`` it depends on came due,
+        the same queued limit, and every row still the one the caller keeps (``known``)."""
+        kept, self._kept = self._kept, None
+        if kept is None or version is None or kept.version != version or now >= kept.until \
+                or kept.queued != queued or known is None or any(known.get(i) is not j for i, j in kept.pairs):
+            return None
+        self._kept = kept
+        self.taken, self.truncated = set(), kept.truncated
+        return [j for _, j in kept.pairs]
+
+    def _until(self, now: datetime, light: list[tuple[int, bool, datetime]]) -> datetime:
+        """When a claim's answer may change with no write: our first lease comes due for renewal,
+        another daemon's lease expires (free to take), or a queued job's ``not_before`` passes."""
+        renew = timedelta(seconds=self.lease_s * RENEW_WHEN_LEFT)
+        times = [expires - renew for _, _, expires in light]
+        owner, expires, not_before = col(Job.lease_owner), col(Job.lease_expires), col(Job.not_before)
+        with self.store.read() as s:
+            times += [t for t in (
+                s.exec(select(func.min(expires)).where(owner.is_not(None), owner != self.owner, expires > now)).one(),
+                s.exec(select(func.min(not_before)).where(col(Job.status) == JobStatus.QUEUED, not_before > now)).one(),
+            ) if t is not None]
+        return min(times, default=now + timedelta(seconds=self.lease_s))
 
     def _take(self, candidates: Select[int, str | None, datetime | None], now: datetime,
               last_pass_at: datetime | None) -> None:

@@ -74,11 +74,18 @@ class OfferCache:
         return max(self.at.values(), default=None)
 
 
-def list_instances(providers: Mapping[str, Provider], installation_id: str) -> tuple[dict[Key, Instance], set[str]]:
+def list_instances(providers: Mapping[str, Provider], installation_id: str,
+                   keys: dict[int, tuple[Instance, Key | None]] | None = None) -> tuple[dict[Key, Instance], set[str]]:
     """Instances of this installation by (provider, job, attempt), and the providers listed OK.
-    Of several instances for one key (there should be none), a live one wins."""
+    Of several instances for one key (there should be none), a live one wins. ``keys``: each
+    instance's key (None: not this installation's) by object, from the last call; replaced by this
+    call's. Providers hand out the same object while an instance is unchanged (the sim does), so
+    its tags are parsed once, not every pass."""
     found: dict[Key, Instance] = {}
     ok: set[str] = set()
+    before = keys.copy() if keys else {}
+    if keys is not None:
+        keys.clear()
     for name, p in providers.items():
         try:
             listed = p.list_managed()
@@ -87,10 +94,18 @@ def list_instances(providers: Mapping[str, Provider], installation_id: str) -> t
             continue
         ok.add(name)
         for inst in listed:
-            if inst.owner == installation_id and inst.job_id is not None and inst.attempt is not None:
-                key = (name, inst.job_id, inst.attempt)
-                if key not in found or inst.state.alive:
-                    found[key] = inst
+            got = before.get(id(inst))
+            if got is not None and got[0] is inst:
+                key = got[1]
+            elif inst.owner == installation_id and (job_id := inst.job_id) is not None \
+                    and (attempt := inst.attempt) is not None:
+                key = (name, job_id, attempt)
+            else:
+                key = None
+            if keys is not None:
+                keys[id(inst)] = (inst, key)  # the instance is kept with its id: the id is not reused meanwhile
+            if key is not None and (key not in found or inst.state.alive):
+                found[key] = inst
     return found, ok
 
 

@@ -136,6 +136,7 @@ class Reconciler:
         self.rows = HeldRows(store, self.leases)  # job and attempt rows, parsed specs: kept across passes
         self.steady = SteadyJobs(lambda: self.settings.boot_timeout_s)  # unchanged jobs are not decided again
         self._unreadable: dict[int, str] = {}  # spec text of live jobs logged as unreadable (once each)
+        self._keys: dict[int, tuple[Instance, Key | None]] = {}  # list_instances' keys of the last listing
 
     # -- load ------------------------------------------------------------------------------
     def _current_offers(self, now: datetime) -> list[Offer]:
@@ -146,7 +147,7 @@ class Reconciler:
 
     def _observe(self) -> tuple[dict[Key, Instance], set[str]]:
         """Instances of this installation by (provider, job, attempt), and providers listed OK."""
-        return list_instances(self.providers, self.store.installation_id)
+        return list_instances(self.providers, self.store.installation_id, self._keys)
 
     def release_leases(self) -> None:
         self.leases.release()
@@ -189,7 +190,7 @@ class Reconciler:
     def _read_agents(self, claimed: list[Job], observed: dict[Key, Instance], live: set[Key]) -> set[int]:
         """This pass's agent status reads (``status_reads.start_reads``); the ids of the jobs whose
         read is still out, left alone this pass."""
-        rows = [row for job in claimed for row in self._attempts.get(job.id or 0, ())]
+        rows = (row for job in claimed for row in self._attempts.get(job.id or 0, ()))  # looked at if runners block
         self._batched, pending = start_reads(self.providers, self.reads, rows, observed, live, self._worth_asking)
         return pending
 

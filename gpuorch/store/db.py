@@ -73,7 +73,20 @@ class Store:
         if url.startswith("sqlite") and plain:
             for f in (path, f"{path}-wal", f"{path}-shm"):  # SQLite gives its side files the database's mode
                 private_file(Path(f))
+        self._version_path = path if url.startswith("sqlite") and plain else None
+        self._version: sqlite3.Connection | None = None
         self.installation_id = self._installation_id()
+
+    def data_version(self) -> int | None:
+        """A number that changes whenever anyone (another process, or this one's own engines)
+        commits to the store: SQLite's ``PRAGMA data_version``, on a connection of its own that
+        never writes. None where there is no such signal (PostgreSQL, an in-memory database)."""
+        if self._version_path is None:
+            return None
+        if self._version is None:
+            self._version = sqlite3.connect(self._version_path, timeout=BUSY_TIMEOUT_MS / 1000,
+                                            isolation_level=None, check_same_thread=False)
+        return int(self._version.execute("PRAGMA data_version").fetchone()[0])
 
     @classmethod
     def open_default(cls) -> Store:
@@ -107,6 +120,9 @@ class Store:
                 return row.value
 
     def close(self) -> None:
+        if self._version is not None:
+            self._version.close()
+            self._version = None
         self._read.dispose()
         if self._write is not self._read:
             self._write.dispose()

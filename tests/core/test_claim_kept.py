@@ -1,0 +1,137 @@
+"""A claim with nothing committed since the last one reads nothing (``Leases._same``, issue 18),
+yet sees at once a commit by anyone and every change that comes with time alone: another
+daemon's lease expiring, its own lease coming due for renewal, a queued job's ``not_before``.
+
+Real SQLite files, a second ``Store`` on the same file as "another process", a fake clock;
+statements counted by a SQLAlchemy listener. Nothing is timed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+
+from sqlalchemy import event, update
+from sqlmodel import col, select
+
+from gpuorch.jobs import intent as jobs
+from gpuorch.jobs.spec import parse_spec
+from gpuorch.reconciler.leases import Leases
+from gpuorch.store import Store
+from gpuorch.store.models import Job
+
+SPEC = parse_spec({"name": "train", "run": "python train.py", "resources": {"gpu": "A100:80GB:1"}})
+
+
+@contextmanager
+def statements(store: Store) -> Iterator[list[str]]:
+    seen: list[str] = []
+
+    def record(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
+        seen.append(statement)
+
+    for e in {store._read, store._write}:
+        event.listen(e, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        for e in {store._read, store._write}:
+            event.remove(e, "before_cursor_execute", record)
+
+
+def claim(leases: Leases, clock, known: dict[int, Job]) -> list[Job]:  # type: ignore[no-untyped-def]
+    """A claim as the reconciler makes it: with the rows it kept (``HeldRows.jobs``)."""
+    got = leases.claim(clock.now(), known=known, queued=200)
+    known.clear()
+    known.update({j.id: j for j in got})
+    return got
+
+
+def test_data_version_changes_with_any_commit_and_only_then(store, clock):
+    other = Store(store.url)
+    try:
+        v = store.data_version()
+        assert v is not None and store.data_version() == v
+        with store.read() as s:
+            s.exec(select(Job)).all()
+        assert store.data_version() == v  # a read is no change
+        jobs.submit(other, SPEC, clock.now())
+        assert (v2 := store.data_version()) != v  # another connection's commit
+        jobs.submit(store, SPEC, clock.now())
+        assert store.data_version() != v2  # this store's own engines are other connections too
+    finally:
+        other.close()
+    memory = Store("sqlite:///:memory:")
+    assert memory.data_version() is None  # in memory: no signal, every claim reads
+    memory.close()
+
+
+def test_a_claim_with_nothing_committed_since_reads_nothing_and_returns_the_same_rows(store, clock):
+    ids = [jobs.submit(store, SPEC, clock.now()).id for _ in range(3)]
+    leases, known = Leases(store, "d1", lease_s=60), {}
+    first = claim(leases, clock, known)  # takes them: a write
+    second = claim(leases, clock, known)  # reads what the write left: the answer to keep
+    assert [j.id for j in first] == [j.id for j in second] == ids
+    clock.advance(5)
+    with statements(store) as seen:
+        third = claim(leases, clock, known)
+    assert seen == []
+    assert all(a is b for a, b in zip(third, second, strict=True))
+
+
+def test_a_cancel_committed_elsewhere_is_seen_by_the_next_claim(store, clock):
+    (job_id,) = [jobs.submit(store, SPEC, clock.now()).id]
+    leases, known = Leases(store, "d1", lease_s=60), {}
+    claim(leases, clock, known)
+    claim(leases, clock, known)
+    other = Store(store.url)
+    try:
+        jobs.cancel(other, str(job_id), clock.now())
+    finally:
+        other.close()
+    (job,) = claim(leases, clock, known)
+    assert job.cancel_requested
+
+
+def test_another_daemons_lease_is_taken_once_it_expires_with_no_commit_in_between(store, clock):
+    mine, theirs = jobs.submit(store, SPEC, clock.now()).id, jobs.submit(store, SPEC, clock.now()).id
+    with store.write() as s:  # the other daemon holds one job for 30 s more
+        s.exec(update(Job).where(col(Job.id) == theirs)
+               .values(lease_owner="d2", lease_expires=clock.now() + timedelta(seconds=30)))
+    leases, known = Leases(store, "d1", lease_s=60), {}
+    claim(leases, clock, known)
+    assert [j.id for j in claim(leases, clock, known)] == [mine]
+    clock.advance(29)
+    assert [j.id for j in claim(leases, clock, known)] == [mine]
+    clock.advance(2)
+    assert sorted(j.id for j in claim(leases, clock, known)) == [mine, theirs]
+
+
+def test_its_own_lease_is_renewed_when_due_with_no_commit_in_between(store, clock):
+    (job_id,) = [jobs.submit(store, SPEC, clock.now()).id]
+    leases, known = Leases(store, "d1", lease_s=60), {}
+    claim(leases, clock, known)
+    (job,) = claim(leases, clock, known)
+    expires = job.lease_expires
+    clock.advance(21)  # less than 2/3 of the lease left: renewed at the next claim
+    (job,) = claim(leases, clock, known)
+    assert job.id == job_id
+    with store.read() as s:
+        assert s.get(Job, job_id).lease_expires > expires  # type: ignore[union-attr,operator]
+
+
+def test_a_queued_job_whose_not_before_passes_moves_the_queue_head_with_no_commit_in_between(store, clock):
+    """With a queued limit of one, the head is the oldest due job: a job waiting for its
+    ``not_before`` is held meanwhile as any other, and once it is due it is the head and the
+    younger one leaves the claim."""
+    waiting, due = jobs.submit(store, SPEC, clock.now()).id, jobs.submit(store, SPEC, clock.now()).id
+    with store.write() as s:
+        s.exec(update(Job).where(col(Job.id) == waiting).values(not_before=clock.now() + timedelta(seconds=10)))
+    leases, known = Leases(store, "d1", lease_s=60), {}
+    for _ in range(2):
+        got = leases.claim(clock.now(), known=known, queued=1)
+        known = {j.id: j for j in got}
+    assert sorted(known) == [waiting, due]
+    clock.advance(11)
+    assert [j.id for j in leases.claim(clock.now(), known=known, queued=1)] == [waiting]
