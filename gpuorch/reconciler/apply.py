@@ -168,10 +168,12 @@ class Applier:
     def _heartbeat(self, job_id: int, a: AttemptView) -> None:
         self.beat(job_id, a.row, a.instance)
 
-    def beat(self, job_id: int, row: Attempt, instance: Instance | None) -> None:
+    def beat(self, job_id: int, row: Attempt, instance: Instance | None, number: int | None = None,
+             now: datetime | None = None) -> None:
         """Tell the agent the control host is alive (its dead-man switch), every
-        ``heartbeat_every_s``: often enough for the switch, not a file write per job per pass."""
-        key, t = (job_id, row.number), self.clock.now()
+        ``heartbeat_every_s``: often enough for the switch, not a file write per job per pass.
+        ``number``: the row's, known without an ORM read; ``now``: the pass's time (else the clock's)."""
+        key, t = (job_id, row.number if number is None else number), self.clock.now() if now is None else now
         last = self.heartbeats.get(key)
         if last is not None and (t - last).total_seconds() < self.heartbeat_every_s():
             return

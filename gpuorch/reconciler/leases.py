@@ -66,7 +66,9 @@ class _Kept:
     until: datetime  # Leases._until
     queued: int | None
     truncated: bool
-    pairs: list[tuple[int, Job]]  # (id, row) of the jobs held, in id order
+    ids: list[int]  # of the jobs held, in id order
+    jobs: list[Job]  # their rows, in the same order
+    soonest: datetime | None
 
 
 class LeaseLost(Exception):
@@ -81,6 +83,8 @@ class Leases:
         self.taken: set[int] = set()
         self.truncated = False  # the last claim's ``queued`` limit left queued jobs out
         self._kept: _Kept | None = None  # the last claim's answer while the store is unchanged (_same)
+        self.ids: list[int] = []  # the ids of the jobs the last claim returned, in its order (no ORM read)
+        self.soonest: datetime | None = None  # the first of their lease expiries, when known without one
 
     def held(self, job: Job | None, now: datetime) -> bool:
         return (job is not None and job.lease_owner == self.owner and job.lease_expires is not None
@@ -133,7 +137,9 @@ class Leases:
         mine = (owner == self.owner, expires > now, wanted)
         with self.store.read() as s:  # also ours: rows we hold that someone had locked just now
             if known is None:
-                return list(s.exec(select(Job).where(*mine).order_by(job_id)))
+                held = list(s.exec(select(Job).where(*mine).order_by(job_id)))
+                self.ids, self.soonest = [j.id for j in held], None  # type: ignore[misc]
+                return held
             # Rows known from an earlier read are reused unless taken anew or cancelled since
             # (a user's cancel request is the one write to a held job not made by its holder).
             light = held_rows(s, select(job_id, col(Job.cancel_requested), type_coerce(expires, String()))
@@ -148,9 +154,10 @@ class Leases:
             if job.lease_expires != lease_expires:  # renewed: most passes it is not (an ORM set costs)
                 job.lease_expires = lease_expires
             jobs.append(job)
+        self.ids = [i for i, _, _ in light]
+        self.soonest = min((t for _, _, t in light), default=None)
         if version is not None and due_any is None:  # nothing taken: this answer holds while the store is unchanged
-            self._kept = _Kept(version, self._until(now, light), queued, self.truncated,
-                               [(i, j) for (i, _, _), j in zip(light, jobs, strict=True)])
+            self._kept = _Kept(version, self._until(now, light), queued, self.truncated, self.ids, jobs, self.soonest)
         return jobs
 
     def _same(self, version: int | None, now: datetime, known: Mapping[int, Job] | None,
@@ -160,11 +167,12 @@ class Leases:
         the same queued limit, and every row still the one the caller keeps (``known``)."""
         kept, self._kept = self._kept, None
         if kept is None or version is None or kept.version != version or now >= kept.until \
-                or kept.queued != queued or known is None or any(known.get(i) is not j for i, j in kept.pairs):
+                or kept.queued != queued or known is None \
+                or any(known.get(i) is not j for i, j in zip(kept.ids, kept.jobs, strict=True)):
             return None
         self._kept = kept
-        self.taken, self.truncated = set(), kept.truncated
-        return [j for _, j in kept.pairs]
+        self.taken, self.truncated, self.ids, self.soonest = set(), kept.truncated, kept.ids, kept.soonest
+        return list(kept.jobs)
 
     def _until(self, now: datetime, light: list[tuple[int, bool, datetime]]) -> datetime:
         """When a claim's answer may change with no write: our first lease comes due for renewal,

@@ -14,13 +14,11 @@ every write checks, with the job's row locked, that this daemon still holds the 
 lease (``leases.py``), so a restarted or second daemon never double-acts. Nothing here sleeps:
 ``run_pass`` returns how soon it wants to run again.
 
-A pass costs little when nothing changes, so one daemon keeps a thousand running jobs on a few
-percent of a core (docs/benchmarks.md): leases are claimed and renewed in bulk and only when due,
-instances are listed once per provider, the jobs' attempts are read in one query (and
-kept, like the job rows, while the job is held and unwritten: rows.py), parsed specs
-are cached by job (and spec text), a job whose observation did not change is not decided again
-(steady.py), agent heartbeats go out every ``heartbeat_every_s`` rather
-than every pass, and the apply, mirror and orphan steps write (or even read) only what changed.
+A pass costs little when nothing changes (docs/benchmarks.md, issue 18): a claim with nothing
+committed since reads nothing (leases.py), rows are kept while held and unwritten (rows.py),
+instances are listed once per provider and agents read in one call that says what is new,
+unchanged jobs are not decided again, nor viewed, and kept on identity alone when nothing of
+theirs moved (steady.py); heartbeats go out every ``heartbeat_every_s``, not every pass.
 
 The pass's parts, collaborators given what they need: ``observe.py`` (offers, listing),
 ``apply.py`` with ``launching.py`` and ``recording.py`` (agent progress, checkpoints, ends),
@@ -66,7 +64,7 @@ from gpuorch.reconciler.recording import Recording
 from gpuorch.reconciler.rows import HeldRows, UnreadableSpec
 from gpuorch.reconciler.scheduled import ScheduledStops
 from gpuorch.reconciler.status_reads import Read, ReadKey, StatusReads, read_status, start_reads
-from gpuorch.reconciler.steady import SteadyJobs, kept_unviewed
+from gpuorch.reconciler.steady import Quiet, QuietJobs, SteadyJobs, kept_unviewed
 from gpuorch.reconciler.views import AttemptView, JobView, Settings, for_providers
 from gpuorch.reconciler.volumes import Volumes
 from gpuorch.runners.port import Runner
@@ -82,7 +80,6 @@ __all__ = ["LeaseLost", "Reconciler", "backoff_key"]
 HEARTBEAT_EVERY_S = 30.0  # at most; and at least four heartbeats per dead-man timeout
 KEY_SWEEP_EVERY_S = 60.0
 QUEUED_CLAIM_MIN = 200  # queued jobs a pass claims at least (Leases.claim(queued=)): two launch batches
-
 
 
 def heartbeat_every_s(settings: Settings) -> float:
@@ -135,6 +132,7 @@ class Reconciler:
         self._batched: dict[ReadKey, Read] = {}  # this pass's status reads made in one call per provider
         self.rows = HeldRows(store, self.leases)  # job and attempt rows, parsed specs: kept across passes
         self.steady = SteadyJobs(lambda: self.settings.boot_timeout_s)  # unchanged jobs are not decided again
+        self.quiet = QuietJobs()  # and those kept unviewed, kept again on identity checks
         self._unreadable: dict[int, str] = {}  # spec text of live jobs logged as unreadable (once each)
         self._keys: dict[int, tuple[Instance, Key | None]] = {}  # list_instances' keys of the last listing
 
@@ -187,13 +185,6 @@ class Reconciler:
             return None
         return provider
 
-    def _read_agents(self, claimed: list[Job], observed: dict[Key, Instance], live: set[Key]) -> set[int]:
-        """This pass's agent status reads (``status_reads.start_reads``); the ids of the jobs whose
-        read is still out, left alone this pass."""
-        rows = (row for job in claimed for row in self._attempts.get(job.id or 0, ()))  # looked at if runners block
-        self._batched, pending = start_reads(self.providers, self.reads, rows, observed, live, self._worth_asking)
-        return pending
-
     def _record_observed(self, view: JobView, offers: list[Offer], seen_at: datetime | None,
                          billed_at: datetime | None) -> None:
         """Apply's first step: record what observe saw (spot price moves, the log and the metrics
@@ -228,17 +219,19 @@ class Reconciler:
         # Claim, then observe: observations then postdate every write of a daemon whose lease
         # this pass took over (its writes need an unexpired lease; we took an expired one).
         claimed = self.leases.claim(now, self._last_pass_at, known=self.rows.jobs, queued=self.queued_limit)
-        self.rows.jobs = {j.id or 0: j for j in claimed}
+        ids = self.leases.ids  # the claimed jobs' ids, in order: no ORM attribute read a job
+        self.rows.jobs = dict(zip(ids, claimed, strict=True))
         self._last_pass_at = now
         observed, ok = self._observe()  # before reading attempts: see orphans.py
         crashpoint("pass.observed")
-        self.scheduled_stops.note(observed, {j.id for j in claimed if j.id is not None}, now)
-        self._attempts = self.rows.held_attempts(claimed)
+        self.scheduled_stops.note(observed, self.rows.jobs, now)
+        self._attempts = self.rows.held_attempts(ids)
         live = self.rows.live_keys(self._attempts)
         # Protection first: before the pass's launches and terminations (each a crash point), so a
         # daemon that dies mid-pass every life still sweeps what an earlier life left billing.
         sweep_orphans(self.store, self.providers, self.leases, observed, ok, now, live)
-        reading = self._read_agents([j for j in claimed if not self.pool.busy(j.id or 0)], observed, live)
+        rows = (row for i in ids if not self.pool.busy(i) for row in self._attempts.get(i, ()))  # if runners block
+        self._batched, reading = start_reads(self.providers, self.reads, rows, observed, live, self._worth_asking)
         offers = self._current_offers(now)
         index = self.offers.index()  # one per catalog refresh: placements are memoised on it
         settings = self.settings
@@ -253,16 +246,27 @@ class Reconciler:
         self.money.begin_pass(observed)
         self.steady.begin_pass()
         # Leases are renewed (in bulk) once less than RENEW_WHEN_LEFT of them is left.
-        renew_at = min((j.lease_expires for j in claimed if j.lease_expires is not None), default=now) \
+        renew_at = (self.leases.soonest or min((j.lease_expires for j in claimed if j.lease_expires), default=now)) \
             - timedelta(seconds=self.lease_s * RENEW_WHEN_LEFT)
         # Queued jobs launched this pass, and the time their decisions and launches took
         # (Settings.launch_batch, launch_budget_s): at least one a pass, so a queue always drains.
         launched, launch_s, budget, most = 0, 0.0, settings.launch_budget(), settings.launch_batch
         considered, cut = 0, False  # queued jobs decided; whether the budget left some for the next pass
+        self.quiet.begin_pass((index, avoid_key, settings, offers, seen_at, ok))
+        quiet, memos, attempts, batched = self.quiet, self.steady, self._attempts, self._batched
         try:
-            for job in claimed:
+            for job_id, job in zip(ids, claimed, strict=True):
                 if stop is not None and stop.is_set():
                     return 0.0  # the leases taken are released by the daemon on its way out
+                # Kept on identity checks alone: kept unviewed last pass, every input the object it was (steady.py)
+                if (q := quiet.kept(job_id, job, attempts.get(job_id), memos.memo(job_id), observed, batched)) \
+                        is not None and not (self.pool.busy(job_id) or job_id in launching or job_id in reading):
+                    memos.skipped += 1
+                    if q.current is not None:
+                        self.applier.beat(job_id, *q.current, number=q.number, now=now)
+                    requeue = min(requeue, q.memo.requeue_after)
+                    continue
+                quiet.drop(job_id)
                 queued = job.status == JobStatus.QUEUED and not job.cancel_requested  # a cancel is never left
                 if queued and launched and ((most is not None and launched >= most) or launch_s >= budget):
                     requeue, cut = 0.0, True  # the next pass, at once, takes the next batch
@@ -271,7 +275,6 @@ class Reconciler:
                 if (t := self.clock.now()) >= renew_at:
                     self.leases.renew(t)
                     renew_at = t + timedelta(seconds=self.lease_s * (1 - RENEW_WHEN_LEFT))
-                job_id = job.id or 0  # one ORM attribute read
                 if self.pool.busy(job_id) or job_id in launching or job_id in reading:  # still out: leave it
                     requeue = min(requeue, self.settings.poll_s)
                     continue
@@ -281,10 +284,12 @@ class Reconciler:
                     if memo is not None and (kept := kept_unviewed(memo, job_id, self._attempts.get(job_id), observed,
                                                                    ok, self._worth_asking, self._batched,
                                                                    job_id in self.pulls.behind)) is not None:
-                        runners, current = kept
+                        runners, current, checks = kept
                         self.steady.skipped += 1
                         if runners:  # as _record_observed: prices and billing unchanged
                             self.pulls.pull(job_id, runners)
+                        else:  # nothing new: the next pass may keep it on identity alone
+                            quiet.note(job_id, Quiet(job, attempts.get(job_id), memo, checks, current, memo.attempt))
                         if current is not None:
                             self.applier.beat(job_id, *current)
                         requeue = min(requeue, memo.requeue_after)
@@ -336,7 +341,7 @@ class Reconciler:
             self.applier.end_pass()
             self._attempts, self._batched = {}, {}
             self._runners = []
-        self._forget(claimed, live)
+        self._forget(ids, live)
         self.money.finish_sweeps(now)
         terminated = self.applier.terminated
         self.money.record_finished_ends(self.clock.now())
@@ -361,12 +366,13 @@ class Reconciler:
             quarantine_job(s, row, reason, now)
         log.error("job %s: quarantined: its stored spec cannot be read (%s)", job_id, one_line(reason))
 
-    def _forget(self, claimed: list[Job], live: set[Key]) -> None:
+    def _forget(self, ids: list[int], live: set[Key]) -> None:
         """Drop the caches of jobs and attempts this daemon no longer works on."""
-        held = {j.id for j in claimed}
+        held: set[int | None] = set(ids)
         self.rows.forget(held)
         self.pulls.forget(held)
         self.steady.forget(held)
+        self.quiet.forget(held)
         self.applier.forget(set(map(itemgetter(1, 2), live)))
 
     def _sweep_keys(self, now: datetime) -> None:

@@ -64,12 +64,12 @@ class HeldRows:
                     out[row.job_id].append(light(row))
         return out
 
-    def held_attempts(self, claimed: list[Job]) -> dict[int, list[Attempt]]:
-        """The attempts of the jobs held, from the cache where it is good, else in one query."""
-        fresh = self.leases.taken
-        out = {j.id or 0: rows for j in claimed if (rows := self.attempts.get(j.id or 0)) is not None
-               and j.id not in fresh}
-        out.update(self.load_attempts([j.id or 0 for j in claimed if j.id not in out]))
+    def held_attempts(self, ids: list[int]) -> dict[int, list[Attempt]]:
+        """The attempts of the jobs held (by id), from the cache where it is good, else in one query."""
+        fresh, kept = self.leases.taken, self.attempts
+        out = {i: rows for i in ids if (rows := kept.get(i)) is not None and i not in fresh}
+        if len(out) < len(ids):
+            out.update(self.load_attempts([i for i in ids if i not in out]))
         self.attempts = dict(out)
         return out
 

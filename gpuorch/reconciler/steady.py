@@ -60,6 +60,9 @@ from gpuorch.store.models import Attempt, AttemptStatus
 
 # (row, instance, agent status, reachable, observed) of each attempt, in order
 Seen = tuple[tuple[object, object, object, bool, bool], ...]
+# what kept_unviewed compared for an attempt not ended: (listing key, instance, read key or None, agent, reachable)
+Check = tuple[tuple[str, int, int], Instance | None, ReadKey | None, object, bool]
+Current = tuple[Attempt, Instance | None] | None  # the running attempt's row and instance (its heartbeat)
 
 
 @dataclass(frozen=True, slots=True)  # one a held job: slots, no __dict__ (10,000 of them)
@@ -211,20 +214,20 @@ class SteadyJobs:
 def kept_unviewed(memo: Steady, job_id: int, rows: Sequence[Attempt] | None,
                   observed: Mapping[tuple[str, int, int], Instance], ok: Container[str],
                   ask: Callable[[str, Instance | None], Provider | None], batched: Mapping[ReadKey, Read],
-                  behind: bool = True
-                  ) -> tuple[list[tuple[Attempt, Runner]], tuple[Attempt, Instance | None] | None] | None:
+                  behind: bool = True) -> tuple[list[tuple[Attempt, Runner]], Current, tuple[Check, ...]] | None:
     """Whether a job whose memo may be kept unviewed (``SteadyJobs.held``) saw exactly what it saw
     then: the same attempt ``rows``, instances, listed-or-not (``ok``) and agent statuses from this
     pass's ``batched`` reads, all by identity, as ``SteadyJobs.unchanged`` on the view the pass
     would build. Then (the runners that answered with something ``new`` to read, for the log and
     metrics, or all that answered when the job is ``behind`` on them; the running attempt's row and
-    instance, for its heartbeat); else None (view it). ``ask``: the provider worth asking for an
-    attempt's agent (``Reconciler._worth_asking``)."""
+    instance, for its heartbeat; what was compared, for ``QuietJobs``); else None (view it).
+    ``ask``: the provider worth asking for an attempt's agent (``Reconciler._worth_asking``)."""
     seen = memo.attempts
     if rows is None or len(rows) != len(seen) or len(memo.keys) != len(seen):
         return None
     runners: list[tuple[Attempt, Runner]] = []
     current = None
+    checks: list[Check] = []
     # the rows are the very objects the memo's keys were read from: no ORM attribute read here
     for row, (m_row, m_inst, m_agent, m_reach, m_obs), (name, number, ended) in zip(rows, seen, memo.keys, strict=True):
         if row is not m_row:
@@ -234,10 +237,11 @@ def kept_unviewed(memo: Steady, job_id: int, rows: Sequence[Attempt] | None,
         inst = observed.get((name, job_id, number))
         if inst is not m_inst or (name in ok) != m_obs:
             return None
-        agent, reachable = None, False
+        agent, reachable, key = None, False, None
         if (provider := ask(name, inst)) is not None:
             assert inst is not None
-            read = None if provider.runners_may_block else batched.get((name, job_id, number, inst.id))
+            key = (name, job_id, number, inst.id)
+            read = None if provider.runners_may_block else batched.get(key)
             if read is None:  # read in the view (inline or off the pass): view it
                 return None
             agent, reachable = read.agent, read.reachable
@@ -245,6 +249,62 @@ def kept_unviewed(memo: Steady, job_id: int, rows: Sequence[Attempt] | None,
                 runners.append((row, read.runner))
         if agent is not m_agent or reachable != m_reach:
             return None
+        checks.append(((name, job_id, number), inst, key, agent, reachable))
         if number == memo.attempt:
             current = (row, inst)
-    return runners, current
+    return runners, current, tuple(checks)
+
+
+@dataclass(frozen=True, slots=True)
+class Quiet:
+    job: object
+    rows: object  # the job's list of attempt rows (HeldRows keeps the list while the rows stay)
+    memo: Steady
+    checks: tuple[Check, ...]
+    current: Current
+    number: int | None  # the running attempt's number (its heartbeat's key)
+
+
+class QuietJobs:
+    """Jobs kept unviewed last pass with nothing new to pull (issue 18): kept again this pass on
+    identity checks alone, cheaper than ``held`` and ``kept_unviewed``, which they stand for. An
+    entry holds while the pass's context (the offers index, back-off keys, settings, offers list,
+    catalog read, providers listed) is what it was (``begin_pass`` drops every entry otherwise),
+    and the job's row, its list of attempt rows, its steady memo, each live attempt's instance
+    and agent status are the very objects ``kept_unviewed`` compared, with no new read
+    (``Read.new``). That is everything ``held`` and ``kept_unviewed`` read, so they would keep the
+    job too. A job not kept here goes the usual way and its entry is dropped (``drop``)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, Quiet] = {}
+        self._context: tuple[object, ...] = ()
+
+    def begin_pass(self, context: tuple[object, ...]) -> None:
+        was, self._context = self._context, context
+        if self._entries and (len(was) != len(context)
+                              or any(not (x is y or x == y) for x, y in zip(was, context, strict=True))):
+            self._entries.clear()
+
+    def note(self, job_id: int, entry: Quiet) -> None:
+        self._entries[job_id] = entry
+
+    def drop(self, job_id: int) -> None:
+        self._entries.pop(job_id, None)
+
+    def kept(self, job_id: int, job: object, rows: object, memo: Steady | None,
+             observed: Mapping[tuple[str, int, int], Instance], batched: Mapping[ReadKey, Read]) -> Quiet | None:
+        e = self._entries.get(job_id)
+        if e is None or e.job is not job or e.rows is not rows or e.memo is not memo:
+            return None
+        for okey, inst, rkey, agent, reachable in e.checks:
+            if observed.get(okey) is not inst:
+                return None
+            if rkey is not None:
+                r = batched.get(rkey)
+                if r is None or r.new or r.agent is not agent or r.reachable != reachable:
+                    return None
+        return e
+
+    def forget(self, held: set[int | None]) -> None:
+        if not self._entries.keys() <= held:
+            self._entries = {k: v for k, v in self._entries.items() if k in held}

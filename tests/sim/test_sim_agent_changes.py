@@ -155,3 +155,35 @@ def test_the_provider_answers_with_the_same_object_while_an_agent_wrote_nothing(
     ids = {i.tags["gpuorch:job"]: i.id for i in listed}
     assert second[ids[str(quiet)]] is first[ids[str(quiet)]]
     assert second[ids[str(talking)]] is not first[ids[str(talking)]]
+
+
+def test_a_job_kept_unviewed_with_nothing_new_is_kept_next_pass_on_identity_alone(store, make_sim, tmp_path,
+                                                                                 monkeypatch):
+    """``QuietJobs``: no ``held`` / ``kept_unviewed`` for it; any change still brings them back."""
+    import gpuorch.reconciler.reconciler as module
+
+    sim = make_sim(**SIM)
+    rec = Reconciler(store, {"sim": sim})
+    talking, quiet = running(store, sim, rec, 2, tmp_path)
+    steady(rec, 2)
+    rec.run_pass()
+    calls: list[int] = []
+    kept = module.kept_unviewed
+
+    def counted(memo, job_id, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(job_id)
+        return kept(memo, job_id, *args, **kwargs)
+
+    monkeypatch.setattr(module, "kept_unviewed", counted)
+    rec.run_pass()
+    assert calls == [] and rec.steady.skipped == 2
+    with open(run_dir(store, sim, talking) / JOB_LOG, "ab") as f:
+        f.write(b"epoch 2\n")
+    rec.run_pass()
+    assert calls == [talking] and rec.steady.skipped == 2  # its read was new: the usual check, and a pull
+    calls.clear()
+    rec.run_pass()
+    assert calls == [talking]  # kept unviewed with nothing to pull: noted quiet again
+    calls.clear()
+    rec.run_pass()
+    assert calls == []
