@@ -14,7 +14,7 @@ from gpuorch.runners.port import Runner, RunnerUnavailable
 from gpuorch.store.paths import PRIVATE_FILE, private_dir
 
 MAX_REMEMBERED = 100_000  # attempts whose mirrored size is kept in memory
-PULL_LIMIT = 1 << 20  # bytes of a job's log one pull copies at most
+PULL_LIMIT = 1 << 20  # bytes of a job's log one pull copies at most: Runner.read_log's default limit
 
 
 class LogMirror:
@@ -73,7 +73,7 @@ class LogMirror:
             except FileNotFoundError:
                 offset = 0
         try:
-            data, _ = runner.read_log(offset, PULL_LIMIT)
+            data, _ = runner.read_log(offset)  # at most PULL_LIMIT
         except (RunnerUnavailable, OSError):
             return False
         if data:

@@ -35,6 +35,7 @@ from gpuorch.clock import utcnow
 from gpuorch.errors import UserInputError
 from gpuorch.jobs.logmirror import LogMirror
 from gpuorch.ops.config import DaemonConfig
+from gpuorch.ops.heap import HeapFreeze
 from gpuorch.ops.sdnotify import Notifier
 from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.reconciler.reconciler import DISK_FULL
@@ -91,6 +92,7 @@ class Daemon:
         self.listener = wake.listen(rec.store)  # None: no signal on this store; the poll finds new jobs
         self._listen_at = time.monotonic() + RELISTEN_S  # when to try again if there is none
         self.woken = 0  # passes started early by the store's signal (tests read it)
+        self.heap = HeapFreeze()  # what a pass leaves alive is frozen out of the cyclic GC's walks
 
     def request_stop(self, *_: object) -> None:
         self._stopping = True
@@ -186,6 +188,8 @@ class Daemon:
         try:
             while not self._stopping:
                 outcome, wait = self._pass()
+                if outcome != "abandoned":  # an abandoned pass's thread still runs: nothing to freeze for it
+                    self.heap.after_pass()
                 self._beat("passed", outcome)
                 if outcome == "ok":
                     self.notifier.watchdog()
@@ -205,6 +209,7 @@ class Daemon:
             self.close()
 
     def close(self) -> None:
+        self.heap.close()
         try:
             self.rec.release_leases()
             log.info("leases released; running jobs are left to the next daemon")
