@@ -8,6 +8,7 @@ lock up front and waits ``busy_timeout`` for it instead.
 from __future__ import annotations
 
 import sqlite3
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, create_engine, select
 
 from gpuorch.store.migrations import migrate
@@ -73,20 +75,50 @@ class Store:
         if url.startswith("sqlite") and plain:
             for f in (path, f"{path}-wal", f"{path}-shm"):  # SQLite gives its side files the database's mode
                 private_file(Path(f))
+        # The change signal's own connection (data_version), and an engine on it (write_unwatched)
         self._version_path = path if url.startswith("sqlite") and plain else None
         self._version: sqlite3.Connection | None = None
+        self._unwatched: Engine | None = None
+        self._version_lock = threading.Lock()  # one user of that connection at a time
         self.installation_id = self._installation_id()
+
+    def _version_conn(self) -> sqlite3.Connection:
+        if self._version is None:
+            assert self._version_path is not None
+            self._version = sqlite3.connect(self._version_path, timeout=BUSY_TIMEOUT_MS / 1000,
+                                            isolation_level=None, check_same_thread=False)
+            self._version.execute("PRAGMA foreign_keys=ON")  # as the engines' connections (_sqlite_engine)
+            self._version.execute("PRAGMA synchronous=NORMAL")
+        return self._version
 
     def data_version(self) -> int | None:
         """A number that changes whenever anyone (another process, or this one's own engines)
-        commits to the store: SQLite's ``PRAGMA data_version``, on a connection of its own that
-        never writes. None where there is no such signal (PostgreSQL, an in-memory database)."""
+        commits to the store, except through ``write_unwatched``: SQLite's ``PRAGMA
+        data_version`` on a connection of its own. None where there is no such signal
+        (PostgreSQL, an in-memory database)."""
         if self._version_path is None:
             return None
-        if self._version is None:
-            self._version = sqlite3.connect(self._version_path, timeout=BUSY_TIMEOUT_MS / 1000,
-                                            isolation_level=None, check_same_thread=False)
-        return int(self._version.execute("PRAGMA data_version").fetchone()[0])
+        with self._version_lock:
+            return int(self._version_conn().execute("PRAGMA data_version").fetchone()[0])
+
+    @contextmanager
+    def write_unwatched(self) -> Iterator[Session]:
+        """``write``, but not a change for ``data_version``: for rows that nothing watching it
+        reads (the daemon's heartbeat, written every few seconds, would otherwise make every
+        claim read the jobs again). SQLite: on the change signal's own connection, whose own
+        commits it does not count; elsewhere the same as ``write``."""
+        if self._version_path is None:
+            with self.write() as s:
+                yield s
+            return
+        with self._version_lock:
+            if self._unwatched is None:
+                conn = self._version_conn()
+                engine = create_engine("sqlite://", creator=lambda: conn, poolclass=StaticPool)
+                event.listen(engine, "begin", lambda c: c.exec_driver_sql("BEGIN IMMEDIATE"))
+                self._unwatched = engine
+            with Session(self._unwatched, expire_on_commit=False) as s, s.begin():
+                yield s
 
     @classmethod
     def open_default(cls) -> Store:
@@ -120,6 +152,9 @@ class Store:
                 return row.value
 
     def close(self) -> None:
+        if self._unwatched is not None:
+            self._unwatched.dispose()
+            self._unwatched = None
         if self._version is not None:
             self._version.close()
             self._version = None

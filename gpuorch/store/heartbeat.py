@@ -156,7 +156,7 @@ class Beater:
     def _update(self, **values: Any) -> None:
         from gpuorch.store.models import Heartbeat
 
-        with self.store.write() as s:
+        with self.store.write_unwatched() as s:  # no claim reads it: not a change for them (Store.data_version)
             row = s.get(Heartbeat, self.owner)
             if row is None:  # removed by hand: recreate it
                 row = Heartbeat(owner=self.owner, host=socket.gethostname(), pid=os.getpid(), version=self.version,

@@ -135,3 +135,23 @@ def test_a_queued_job_whose_not_before_passes_moves_the_queue_head_with_no_commi
     assert sorted(known) == [waiting, due]
     clock.advance(11)
     assert [j.id for j in leases.claim(clock.now(), known=known, queued=1)] == [waiting]
+
+
+def test_the_daemons_heartbeat_is_no_change_for_the_claim_but_a_job_written_beside_it_is(store, clock):
+    from gpuorch.store.heartbeat import Beater, read_state
+
+    jobs.submit(store, SPEC, clock.now())
+    leases, known = Leases(store, "d1", lease_s=60), {}
+    beater = Beater(store, "d1", 5.0, "test")
+    beater.started(clock.now())
+    claim(leases, clock, known)
+    claim(leases, clock, known)
+    v = store.data_version()
+    assert beater.passed(clock.now(), "ok")
+    assert store.data_version() == v  # written through the signal's own connection
+    assert read_state(store, clock.now())["daemons"][0]["last_outcome"] == "ok"  # and committed
+    with statements(store) as seen:
+        claim(leases, clock, known)
+    assert seen == []
+    other = jobs.submit(store, SPEC, clock.now()).id
+    assert other in {j.id for j in claim(leases, clock, known)}
