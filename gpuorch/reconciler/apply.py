@@ -178,7 +178,11 @@ class Applier:
         if last is not None and (t - last).total_seconds() < self.heartbeat_every_s():
             return
         try:
-            self.providers[row.provider].runner(instance).heartbeat()  # type: ignore[arg-type]
+            runner = self.providers[row.provider].runner(instance)  # type: ignore[arg-type]
+            # ``instance`` is this pass's listing's: alive there, a local runner need not read its record again
+            alive = instance is not None and instance.state.alive
+            listed = getattr(runner, "listed_heartbeat", None) if alive else None
+            (listed or runner.heartbeat)()
             self.heartbeats[key] = t
         except (RunnerUnavailable, ProviderError, NotImplementedError, OSError):
             pass

@@ -70,11 +70,12 @@ class SupportsAgentStatuses(Protocol):
 
 
 def batch_reads(provider: object, wanted: Sequence[tuple[ReadKey, Instance]],
-                answers: dict[ReadKey, object] | None = None) -> dict[ReadKey, Read]:
+                answers: dict[ReadKey, tuple[object, Read]] | None = None) -> dict[ReadKey, Read]:
     """This pass's reads of ``provider``'s agents in one ``agent_statuses`` call, by read key (a
     provider without the capability, or whose call fails: none, and each is read on its own).
-    ``answers``: the provider's raw answers of the previous call, by key, replaced by this call's:
-    an answer that is the same object again gives a Read that is not ``new``."""
+    ``answers``: the provider's raw answers of the previous call, by key, each with its Read that
+    is not ``new``, replaced by this call's: an answer that is the same object again gives that
+    Read (the same object again: nothing is made for an agent that wrote nothing)."""
     batch = getattr(provider, "agent_statuses", None)
     if batch is None or not wanted:
         return {}
@@ -86,15 +87,23 @@ def batch_reads(provider: object, wanted: Sequence[tuple[ReadKey, Instance]],
     out = {}
     before = {} if answers is None else answers
     for key, inst in wanted:
-        if inst.id in got:
-            answer = got[inst.id]
-            out[key] = Read(None, None, False) if answer is None else \
-                Read(answer[0], answer[1], True, answer is not before.get(key))
-            before[key] = answer
+        if (answer := got.get(inst.id, _MISSING)) is _MISSING:
+            continue
+        if answer is None:
+            out[key] = Read(None, None, False)
+            before.pop(key, None)
+        elif (was := before.get(key)) is not None and was[0] is answer:
+            out[key] = was[1]
+        else:
+            out[key] = Read(answer[0], answer[1], True)
+            before[key] = (answer, Read(answer[0], answer[1], True, False))
     if answers is not None and len(answers) > len(out):  # keys no longer asked: forget them
         for key in answers.keys() - out.keys():
             del answers[key]
     return out
+
+
+_MISSING = object()
 
 
 class StatusReads:
@@ -103,7 +112,7 @@ class StatusReads:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuorch-observe")
         # Only the pass's thread touches this (the workers run read_status alone): no lock.
         self._out: dict[ReadKey, Future[Read]] = {}
-        self.answers: dict[str, dict[ReadKey, object]] = {}  # by provider, its last batched answers (batch_reads)
+        self.answers: dict[str, dict[ReadKey, tuple[object, Read]]] = {}  # by provider: batch_reads' last answers
 
     def read(self, wanted: Iterable[tuple[ReadKey, Callable[[Instance], Runner], Instance]]) -> None:
         """Start a read for each key that has none out, then wait for all of them together, at

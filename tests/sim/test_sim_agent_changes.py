@@ -187,3 +187,26 @@ def test_a_job_kept_unviewed_with_nothing_new_is_kept_next_pass_on_identity_alon
     calls.clear()
     rec.run_pass()
     assert calls == []
+
+
+def test_a_listed_heartbeat_touches_the_file_without_reading_the_record(store, make_sim, tmp_path, monkeypatch):
+    import os
+    import time
+
+    from gpuorch.provider.localdir.instances import InstanceDir
+
+    sim = make_sim(**SIM)
+    rec = Reconciler(store, {"sim": sim})
+    (job_id,) = running(store, sim, rec, 1, tmp_path)
+    (inst,) = [i for i in sim._list() if i.state.alive]
+    runner = sim.runner(inst)
+    beat = run_dir(store, sim, job_id) / HEARTBEAT_FILE
+    runner.heartbeat()  # type: ignore[attr-defined]
+    os.utime(beat, (time.time() - 100, time.time() - 100))
+    reads: list[str] = []
+    observe = InstanceDir.observe
+    monkeypatch.setattr(InstanceDir, "observe", lambda self, now=None: reads.append(self.id) or observe(self, now))
+    runner.listed_heartbeat()  # type: ignore[attr-defined]
+    assert time.time() - beat.stat().st_mtime < 50 and reads == []
+    runner.heartbeat()
+    assert reads == [inst.id]  # the plain one checks the record

@@ -173,3 +173,12 @@ class LocalRunner(Runner):
         self._require(InstanceState.PENDING, InstanceState.RUNNING)
         self.rundir.mkdir(exist_ok=True)
         (self.rundir / HEARTBEAT_FILE).touch()
+
+    def listed_heartbeat(self) -> None:
+        """``heartbeat`` for an instance its provider's listing has just returned alive (this
+        pass's): the same touch without reading the record again, which was most of a heartbeat's
+        cost (10,000 jobs send 333 a second)."""
+        try:
+            os.utime(self._path(HEARTBEAT_FILE))
+        except FileNotFoundError:  # the first one
+            self.heartbeat()
