@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, func, insert, not_, update
+from sqlalchemy import Table, and_, bindparam, func, insert, not_, update
 from sqlmodel import Session, col, select
 
 from gpuorch.clock import Clock, SystemClock, time_scale, wall_s
@@ -295,7 +295,7 @@ class Launching:
         assert self._txn_ids is not None
         with self._txn_ids([view.job.id or 0 for view, _, _ in launched]) as (s, held):
             # Each attempt's status and request time (Core: no ORM row, which carries its offer), then
-            # the launched ones updated by primary key in one executemany.
+            # the launched ones updated by id in one executemany.
             ids = [row.id for _, row, _ in launched]
             state = {}
             for chunk in chunks(ids):
@@ -311,11 +311,13 @@ class Launching:
                     continue
                 # Billed from the cloud's launch time when it gives one (money.record): recorded now,
                 # the next pass's look at the cloud's record has nothing to correct (a write a job).
-                changes.append({"id": row.id, "status": AttemptStatus.LAUNCHED, "instance_id": inst.id,
-                                "launched_at": billed_start(got[1], inst.created_at, max(now, self._now()))})
+                changes.append({"b_id": row.id, "b_instance": inst.id,
+                                "b_at": billed_start(got[1], inst.created_at, max(now, self._now()))})
                 said.append(("launched", f"instance {inst.id} ({inst.state.value})", row.job_id, row.number))
-            if changes:
-                s.execute(update(Attempt), changes)
+            if changes:  # Core executemany (the ORM's bulk update by primary key cost twice as much)
+                s.execute(update(ATTEMPTS).where(ATTEMPTS.c.id == bindparam("b_id"))
+                          .values(status=AttemptStatus.LAUNCHED, instance_id=bindparam("b_instance"),
+                                  launched_at=bindparam("b_at")), changes)
             events.record_many(s, now, said)
         crashpoint("launch.recorded")
 

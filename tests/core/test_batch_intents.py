@@ -118,5 +118,6 @@ def test_a_pass_launches_every_job_of_an_ungated_batch_once(store, clock):
         rows = list(s.exec(select(Attempt)))
         kinds = sorted(e.kind for e in s.exec(select(Event).where(col(Event.attempt).is_not(None))))
     assert len(rows) == 12 and {r.status for r in rows} == {AttemptStatus.LAUNCHED}
+    assert {r.launched_at for r in rows} == {clock.now()}  # the fake's launch time: the pass's (its clock stood still)
     assert fake.count("launch") == 12 and len({r.instance_id for r in rows}) == 12
     assert kinds == ["launch_requested"] * 12 + ["launched"] * 12
