@@ -121,3 +121,42 @@ def test_a_pass_launches_every_job_of_an_ungated_batch_once(store, clock):
     assert {r.launched_at for r in rows} == {clock.now()}  # the fake's launch time: the pass's (its clock stood still)
     assert fake.count("launch") == 12 and len({r.instance_id for r in rows}) == 12
     assert kinds == ["launch_requested"] * 12 + ["launched"] * 12
+
+
+class Died(BaseException):
+    """The daemon's death at a crash point (not an error the pass would catch)."""
+
+
+def test_a_daemon_that_dies_after_the_batchs_intents_is_followed_by_one_launch_a_job(store, clock, monkeypatch):
+    """Killed right after the Core rows commit (no cloud call yet): the next life relaunches each
+    job from its row (its stored offer, its client token), once."""
+    fake = FakeProvider(clock, script=FakeJobScript(duration_s=3600, checkpoint_every_s=600))
+    for i in range(6):
+        jobs.submit(store, parse_spec({**SPEC, "name": f"q{i}"}), clock.now())
+
+    def crashpoint(name: str) -> None:
+        if name == "launch.intent":
+            raise Died(name)
+
+    monkeypatch.setattr("gpuorch.reconciler.launching.crashpoint", crashpoint)
+    first = Reconciler(store, {"fake": fake}, clock=clock, owner="d1")
+    try:
+        first.run_pass()
+        raise AssertionError("the pass did not reach its intents")
+    except Died:
+        pass
+    first.pool.close()
+    with store.read() as s:
+        assert {r.status for r in s.exec(select(Attempt))} == {AttemptStatus.REQUESTED}
+    assert fake.count("launch") == 0  # intent first: no cloud call before the rows commit
+    monkeypatch.undo()
+    clock.advance(120)  # d1's leases expire
+    second = Reconciler(store, {"fake": fake}, clock=clock, owner="d2")
+    for _ in range(4):
+        second.run_pass()
+        clock.advance(2)
+    with store.read() as s:
+        rows = list(s.exec(select(Attempt)))
+    assert len(rows) == 6 and len({r.job_id for r in rows}) == 6 and {r.number for r in rows} == {1}  # one each
+    assert {r.status for r in rows} <= {AttemptStatus.LAUNCHED, AttemptStatus.RUNNING}
+    assert fake.count("launch") == 6 and len(fake.live_instances()) == 6  # one cloud call, one instance a job
