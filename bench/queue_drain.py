@@ -47,7 +47,7 @@ sys.path.insert(0, str(REPO / "providers"))
 sys.path.insert(0, str(REPO / "bench"))
 
 import yaml  # noqa: E402
-from daemon_kit import cpu_s, mem_mb, submit_all  # noqa: E402
+from daemon_kit import TICK, mem_mb, submit_all  # noqa: E402
 from placement import SHAPES, TOKENS, synthetic_catalog  # noqa: E402
 from sqlmodel import func, select  # noqa: E402
 
@@ -56,6 +56,12 @@ from gpuorch.store.models import Attempt  # noqa: E402
 
 TRACES = REPO / "tests" / "data" / "spot-traces" / "aws-p3-2023"
 PASS_LINE = re.compile(r"pass (\w+) in ([0-9.]+) s")
+
+
+def cpu_s(pid: int) -> tuple[float, float]:
+    """The process's (user + system, system) CPU seconds, all threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK, int(fields[12]) / TICK
 
 
 def job_fields(i: int, rng: random.Random) -> dict:
@@ -87,6 +93,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=2024)
     ap.add_argument("--limit", type=float, default=900.0, help="give up on the drain after this many seconds")
     ap.add_argument("--profile", metavar="FILE", help="run the daemon under py-spy, collapsed stacks to FILE")
+    ap.add_argument("--profile-gil", action="store_true",
+                    help="with --profile: sample only the thread holding the GIL (Python CPU, not GIL waits)")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     home = Path(tempfile.mkdtemp(prefix="gpuorch-bench-queue-"))
@@ -103,15 +111,19 @@ def main() -> None:
     print(f"{len(offers)} offers; {args.jobs} jobs submitted in {time.monotonic() - t:.1f} s")
     env = {**os.environ, "GPUORCH_HOME": str(home)}
     env.pop("GPUORCH_DATABASE_URL", None)
+    # the daemon runs this tree's code, the sim provider included (an editable install may point elsewhere)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), str(REPO / "providers"), env.get("PYTHONPATH")) if p)
     log_path = home / "daemon.log"
     log = open(log_path, "wb")  # noqa: SIM115
     daemon = subprocess.Popen([sys.executable, "-m", "gpuorch", "daemon"], env=env, stdout=log,
                               stderr=subprocess.STDOUT)
     spy = None
     if args.profile:  # sampling slows the daemon a little: its figures are then not the benchmark's
+        gil = ["--gil"] if args.profile_gil else []
         spy = subprocess.Popen(["py-spy", "record", "-p", str(daemon.pid), "-r", "200", "-f", "raw", "-o", args.profile,
-                                "-d", "100", "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    samples: list[tuple[float, float]] = []  # (wall, daemon CPU s)
+                                "-d", "300", "--nonblocking", *gil],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    samples: list[tuple[float, tuple[float, float]]] = []  # (wall, daemon CPU s (all, system))
     out: dict = {"jobs": args.jobs, "offers": len(offers)}
     try:
         t0 = time.monotonic()
@@ -152,7 +164,8 @@ def main() -> None:
     during = [s for start, s in seen if start < done_at]
     out.update({
         "drain_s": round(done_at - first, 2),
-        "daemon_cpu_s": round(cpu_done - cpu_first, 2),
+        "daemon_cpu_s": round(cpu_done[0] - cpu_first[0], 2),
+        "daemon_sys_s": round(cpu_done[1] - cpu_first[1], 2),
         "passes": len(during),
         "pass_s_median": round(statistics.median(during), 3),
         "pass_s_max": round(max(during), 3),

@@ -4,19 +4,38 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
+from sqlalchemy import Table, insert
 from sqlmodel import Session
 
 from gpuorch.store.models import Event
 
 log = logging.getLogger("gpuorch.events")
+EVENTS = cast(Table, Event.__table__)  # type: ignore[attr-defined]
 
 
 def record(s: Session, now: datetime, kind: str, message: str, *, job_id: int | None = None,
            attempt: int | None = None, **data: Any) -> None:
     s.add(Event(ts=now, job_id=job_id, attempt=attempt, kind=kind, message=message,
                 data=json.dumps(data, default=str) if data else None))
+    _log(kind, message, job_id, attempt)
+
+
+def record_many(s: Session, now: datetime, rows: Sequence[tuple[str, str, int, int | None]]) -> None:
+    """``record`` for many events, each (kind, message, job id, attempt) with no data: one Core
+    ``INSERT`` (executemany) in ``s``'s transaction, no ORM object a row (a queue drain writes two
+    events a job; building and flushing their objects was most of their cost)."""
+    if not rows:
+        return
+    s.execute(insert(EVENTS), [{"ts": now, "job_id": job_id, "attempt": attempt, "kind": kind, "message": message,
+                                "data": None} for kind, message, job_id, attempt in rows])
+    for kind, message, job_id, attempt in rows:
+        _log(kind, message, job_id, attempt)
+
+
+def _log(kind: str, message: str, job_id: int | None, attempt: int | None) -> None:
     where = f"job {job_id}" + (f" attempt {attempt}" if attempt is not None else "") if job_id else "daemon"
     log.info("%s: %s: %s", where, kind, message, extra={"job_id": job_id, "attempt": attempt, "kind": kind})

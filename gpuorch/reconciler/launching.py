@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any, cast
 
-from sqlalchemy import func, update
+from sqlalchemy import Table, and_, bindparam, func, insert, not_, update
 from sqlmodel import Session, col, select
 
 from gpuorch.clock import Clock, SystemClock, time_scale, wall_s
@@ -66,9 +67,32 @@ def gang_candidate(cand: Candidate, nodes: int) -> Candidate:
                    ranked_price_per_hour=None if ranked is None else ranked * nodes)
 
 
-def attempt_offer(row: Attempt) -> Offer:
+ATTEMPTS = cast(Table, Attempt.__table__)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class Intended:
+    """An attempt row a batch's intents wrote with Core (``Launching.intents``): what its launch
+    and its record need, and its offer as the object placed (not its JSON, parsed back)."""
+
+    id: int
+    job_id: int
+    number: int
+    provider: str
+    region: str
+    instance_type: str
+    spot: bool
+    offer: Offer
+
+
+AttemptRow = Attempt | Intended
+
+
+def attempt_offer(row: AttemptRow) -> Offer:
     """The offer the attempt was launched on: stored whole since schema 6; an older row's is
     rebuilt from its columns (which lack the offer's size and network fields)."""
+    if isinstance(row, Intended):
+        return row.offer
     if row.offer:
         return Offer.model_validate_json(row.offer)
     return Offer(provider=row.provider, region=row.region, zone=row.zone, instance_type=row.instance_type,
@@ -77,8 +101,17 @@ def attempt_offer(row: Attempt) -> Offer:
                  billing_granularity_s=row.billing_granularity_s, min_billing_s=row.min_billing_s)
 
 
-First = tuple[int, Attempt | None, str | None]  # ``intent``'s answer: candidate position, row, why refused
-Launched = list[tuple[JobView, Attempt, Instance]]  # launches made and not yet recorded (``record_launched``)
+def requested(cand: Candidate) -> str:
+    """The ``launch_requested`` event's message."""
+    o = cand.offer
+    market = "spot" if cand.spot else "on-demand"
+    # A larger instance than the job asked for is never silent (resources.allow_larger).
+    larger = f" ({o.gpu_count} GPUs, the job uses {cand.gpus_used})" if cand.larger else ""
+    return f"{o.provider} {o.zone} {o.instance_type} {market} at ${cand.price_per_hour:.3f}/h{larger}"
+
+
+First = tuple[int, AttemptRow | None, str | None]  # ``intent``'s answer: candidate position, row, why refused
+Launched = list[tuple[JobView, AttemptRow, Instance]]  # launches made and not yet recorded (``record_launched``)
 
 
 class Launching:
@@ -120,27 +153,75 @@ class Launching:
     def intents(self, batch: Sequence[tuple[JobView, A.Launch]], now: datetime,
                 ) -> list[tuple[JobView, A.Launch, First]]:
         """``intent`` for a batch of jobs in one write transaction (the lease check of every job
-        one ``SELECT``, the attempt rows and their events one flush). A job whose lease is lost
-        is left out (logged), as ``LeaseLost`` leaves one job's work. Needs ``txn_many``."""
+        one ``SELECT``). A job whose lease is lost is left out (logged), as ``LeaseLost`` leaves
+        one job's work. Needs ``txn_many``.
+
+        A job no cap, budget or sweep applies to (``Money.ungated``: its admission admits the
+        first candidate, whatever else is reserved) gets its attempt row, its event and its
+        status as part of one Core ``INSERT``/``UPDATE`` for the batch, no ORM object. A job
+        under a cap is admitted as ``intent`` does, after the batch's rows so far are written:
+        its admission reads every reservation made before it in the transaction."""
         assert self._txn_many is not None
         ids = [view.job.id or 0 for view, _ in batch]
-        out = []
+        out: list[tuple[JobView, A.Launch, First]] = []
         with self._txn_many(ids) as (s, held):
             last: dict[int, int] = {}
             for chunk in chunks(ids):
                 last.update(s.exec(select(col(Attempt.job_id), func.max(Attempt.number))
                                    .where(col(Attempt.job_id).in_(chunk))
                                    .group_by(col(Attempt.job_id))).all())
+            pending: list[tuple[int, Candidate, dict[str, Any]]] = []  # (place in out, candidate, row)
             for view, action in batch:
                 job_id = view.job.id or 0
-                job = held.get(job_id)
-                if job is None:
+                if job_id not in held:
                     log.info("job %s: lease lost (expired or taken over); its launch this pass is dropped", job_id)
                     continue
-                out.append((view, action, self._intent_in(s, job, view, action, 0, now, last.get(job_id, 0))))
+                if not self.money.ungated(view.job, view.spec):
+                    self._insert(s, out, pending, now)  # what this admission must see
+                    job = s.get(Job, job_id)  # its row is locked: the lease check above
+                    assert job is not None
+                    out.append((view, action, self._intent_in(s, job, view, action, 0, now, last.get(job_id, 0))))
+                    continue
+                first: First = (0, None, None)  # no candidate: nothing to record
+                if action.candidates:  # admitted: nothing gates it (Money.admit)
+                    cand = gang_candidate(action.candidates[0], view.spec.nodes)
+                    pending.append((len(out), cand, self._row(view, action, cand, last.get(job_id, 0) + 1, now)))
+                out.append((view, action, first))  # a pending row's place: filled by _insert
+            self._insert(s, out, pending, now)
         if any(first[1] is not None for _, _, first in out):
             crashpoint("launch.intent")
         return out
+
+    def _insert(self, s: Session, out: list[tuple[JobView, A.Launch, First]],
+                pending: list[tuple[int, Candidate, dict[str, Any]]], now: datetime) -> None:
+        """Write ``pending``'s attempt rows (one ``INSERT ... RETURNING`` their ids), their events
+        and their jobs' status, as ``_intent_in`` does one; put each row in its place in ``out``;
+        then clear ``pending``."""
+        if not pending:
+            return
+        rows = [row for _, _, row in pending]
+        got = s.execute(insert(ATTEMPTS).returning(ATTEMPTS.c.id, sort_by_parameter_order=True), rows).scalars().all()
+        for (k, cand, row), rid in zip(pending, got, strict=True):
+            view, action, _ = out[k]
+            out[k] = (view, action, (0, Intended(rid, row["job_id"], row["number"], row["provider"], row["region"],
+                                                 row["instance_type"], row["spot"], cand.offer), None))
+        events.record_many(s, now, [("launch_requested", requested(cand), row["job_id"], row["number"])
+                                    for _, cand, row in pending])
+        for chunk in chunks(sorted(row["job_id"] for row in rows)):  # STARTING, unless recovering from a preemption
+            s.execute(update(Job).where(col(Job.id).in_(chunk), not_(and_(col(Job.preemptions) > 0,
+                                                                          col(Job.status) == JobStatus.RECOVERING)))
+                      .values(status=JobStatus.STARTING).execution_options(synchronize_session=False))
+        pending.clear()
+
+    def _row(self, view: JobView, action: A.Launch, cand: Candidate, number: int, now: datetime) -> dict[str, Any]:
+        """The attempt row an admitted ``cand`` gets, as column values."""
+        o = cand.offer
+        return {"job_id": view.job.id or 0, "number": number, "status": AttemptStatus.REQUESTED,
+                "provider": o.provider, "region": o.region, "zone": o.zone, "instance_type": o.instance_type,
+                "gpu": o.gpu, "gpu_count": o.gpu_count, "spot": cand.spot, "price_per_hour": cand.price_per_hour,
+                "billing_granularity_s": o.billing_granularity_s, "min_billing_s": o.min_billing_s,
+                "predecessor": action.predecessor, "requested_at": now, "offer": o.model_dump_json(),
+                "runway_until": self.money.runway_until(view.spec, cand, now)}
 
     def _intent_in(self, s: Session, job: Job, view: JobView, action: A.Launch, start: int, now: datetime,
                    last: int | None) -> First:
@@ -150,31 +231,21 @@ class Launching:
         refused: str | None = None
         for k in range(start, len(action.candidates)):
             cand = gang_candidate(action.candidates[k], view.spec.nodes)  # a gang is admitted for every node
-            o = cand.offer
             refused = self.money.admit(s, job, view.spec, cand, now)
             if refused is not None:  # the budget check and the attempt row it admits are one transaction
                 continue
             if last is None:
                 last = s.exec(select(Attempt.number).where(Attempt.job_id == job_id)
                               .order_by(Attempt.number.desc())).first() or 0  # type: ignore[attr-defined]
-            row = Attempt(job_id=job_id, number=last + 1, provider=o.provider, region=o.region, zone=o.zone,
-                          instance_type=o.instance_type, gpu=o.gpu, gpu_count=o.gpu_count, spot=cand.spot,
-                          price_per_hour=cand.price_per_hour, billing_granularity_s=o.billing_granularity_s,
-                          min_billing_s=o.min_billing_s, predecessor=action.predecessor, requested_at=now,
-                          offer=o.model_dump_json(), runway_until=self.money.runway_until(view.spec, cand, now))
+            row = Attempt(**self._row(view, action, cand, last + 1, now))
             s.add(row)
             recovering = job.preemptions and job.status == JobStatus.RECOVERING
             job.status = JobStatus.RECOVERING if recovering else JobStatus.STARTING
-            market = "spot" if cand.spot else "on-demand"
-            # A larger instance than the job asked for is never silent (resources.allow_larger).
-            larger = f" ({o.gpu_count} GPUs, the job uses {cand.gpus_used})" if cand.larger else ""
-            events.record(s, now, "launch_requested",
-                          f"{o.provider} {o.zone} {o.instance_type} {market} at ${cand.price_per_hour:.3f}/h"
-                          f"{larger}", job_id=job_id, attempt=row.number)
+            events.record(s, now, "launch_requested", requested(cand), job_id=job_id, attempt=row.number)
             return k, row, refused
         return len(action.candidates), None, refused
 
-    def launch_attempt(self, view: JobView, row: Attempt, now: datetime, launched: Launched | None = None) -> bool:
+    def launch_attempt(self, view: JobView, row: AttemptRow, now: datetime, launched: Launched | None = None) -> bool:
         """Call launch for a recorded attempt (idempotent by client token). True if it has an
         instance. ``launched``: see ``launch``."""
         job_id = view.job.id or 0
@@ -224,7 +295,7 @@ class Launching:
         assert self._txn_ids is not None
         with self._txn_ids([view.job.id or 0 for view, _, _ in launched]) as (s, held):
             # Each attempt's status and request time (Core: no ORM row, which carries its offer), then
-            # the launched ones updated by primary key in one executemany.
+            # the launched ones updated by id in one executemany.
             ids = [row.id for _, row, _ in launched]
             state = {}
             for chunk in chunks(ids):
@@ -233,21 +304,24 @@ class Launching:
                                                         .where(col(Attempt.id).in_(chunk))):
                     state[rid] = (status, requested_at)
             changes: list[dict[str, object]] = []
+            said: list[tuple[str, str, int, int | None]] = []
             for view, row, inst in launched:
                 got = state.get(row.id)
                 if view.job.id not in held or got is None or got[0] != AttemptStatus.REQUESTED:
                     continue
                 # Billed from the cloud's launch time when it gives one (money.record): recorded now,
                 # the next pass's look at the cloud's record has nothing to correct (a write a job).
-                changes.append({"id": row.id, "status": AttemptStatus.LAUNCHED, "instance_id": inst.id,
-                                "launched_at": billed_start(got[1], inst.created_at, max(now, self._now()))})
-                events.record(s, now, "launched", f"instance {inst.id} ({inst.state.value})", job_id=row.job_id,
-                              attempt=row.number)
-            if changes:
-                s.execute(update(Attempt), changes)
+                changes.append({"b_id": row.id, "b_instance": inst.id,
+                                "b_at": billed_start(got[1], inst.created_at, max(now, self._now()))})
+                said.append(("launched", f"instance {inst.id} ({inst.state.value})", row.job_id, row.number))
+            if changes:  # Core executemany (the ORM's bulk update by primary key cost twice as much)
+                s.execute(update(ATTEMPTS).where(ATTEMPTS.c.id == bindparam("b_id"))
+                          .values(status=AttemptStatus.LAUNCHED, instance_id=bindparam("b_instance"),
+                                  launched_at=bindparam("b_at")), changes)
+            events.record_many(s, now, said)
         crashpoint("launch.recorded")
 
-    def _launch_retry(self, job_id: int, row: Attempt, error: ProviderError, now: datetime) -> bool:
+    def _launch_retry(self, job_id: int, row: AttemptRow, error: ProviderError, now: datetime) -> bool:
         """A launch that failed transiently stays requested: the next pass repeats the same
         idempotent call. After ``max_launch_retries`` retries the attempt is closed and its offer
         class backed off, so the job moves on to another offer; an instance the lost answers may
@@ -265,7 +339,7 @@ class Launching:
                             backoff=backoff_key(row.provider, row.region, row.instance_type, row.spot))
         return False
 
-    def _close_attempt(self, job_id: int, row: Attempt, reason: TerminationReason, message: str, now: datetime,
+    def _close_attempt(self, job_id: int, row: AttemptRow, reason: TerminationReason, message: str, now: datetime,
                        backoff: str | None = None, backoff_s: float | None = None) -> None:
         with self._txn(job_id) as (s, _):
             r = s.get(Attempt, row.id)
