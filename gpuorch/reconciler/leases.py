@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
-from sqlalchemy import String, and_, func, not_, or_, type_coerce, update
+from sqlalchemy import String, Update, and_, func, not_, or_, type_coerce, update
 from sqlalchemy.orm import Mapped
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import Select
@@ -133,7 +133,13 @@ class Leases:
         with self.store.read() as s:  # the usual pass: nothing to take or renew, no write lock
             due_any = s.exec(select(job_id).where(wanted).where(free).limit(1)).first()
         if due_any is not None:
-            self._take(select(job_id, owner, expires).where(wanted).where(free), now, last_pass_at)
+            # Our unexpired leases due for renewal: one UPDATE by predicate (nothing to note of them);
+            # the rest of ``free`` row by row, skipping rows another writer holds.
+            renew = and_(owner == self.owner, expires > now, expires < due)
+            rest = or_(owner.is_(None), expires.is_(None), not_(renew))  # NULL-safe: a free row is no renewal
+            self._take(select(job_id, owner, expires).where(wanted).where(free, rest), now, last_pass_at,
+                       update(Job).where(wanted, renew).values(lease_expires=now + timedelta(seconds=self.lease_s))
+                       .execution_options(synchronize_session=False))
         mine = (owner == self.owner, expires > now, wanted)
         with self.store.read() as s:  # also ours: rows we hold that someone had locked just now
             if known is None:
@@ -188,10 +194,13 @@ class Leases:
         return min(times, default=now + timedelta(seconds=self.lease_s))
 
     def _take(self, candidates: Select[int, str | None, datetime | None], now: datetime,
-              last_pass_at: datetime | None) -> None:
+              last_pass_at: datetime | None, renewal: Update) -> None:
         """Lease the ``(id, lease_owner, lease_expires)`` rows ``candidates`` selects that no other
-        writer holds locked right now, noting in ``taken`` those that were not already ours."""
+        writer holds locked right now, noting in ``taken`` those that were not already ours; and
+        renew ours with ``renewal`` in the same transaction (a thousand leases renewed every 20 s
+        were a SELECT of every row and an UPDATE of an IN list of their ids)."""
         with self.store.write() as s:
+            s.exec(renewal)
             rows = s.exec(candidates.order_by(col(Job.id)).with_for_update(skip_locked=True, of=Job)).all()
             if rows:
                 s.exec(update(Job).where(col(Job.id).in_([r[0] for r in rows]))
