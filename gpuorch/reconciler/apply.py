@@ -16,7 +16,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from gpuorch.clock import Clock
@@ -50,6 +50,7 @@ class Applier:
         self.providers, self._txn, self.leases, self.clock = providers, txn, leases, clock
         self.money, self.volumes, self.launching, self.recording, self.pool = money, volumes, launching, recording, pool
         self.heartbeat_every_s, self.home = heartbeat_every_s, home
+        self._beat_every = timedelta(seconds=heartbeat_every_s())
         self.held_ids = held_ids or (lambda ids, t: {i for i in ids if self._holds(i, t)})
         self.terminated: set[str] = set()  # this pass's terminations (the listing predates them)
         self.terminated_at: dict[str, datetime] = {}  # instance id -> when this daemon's terminate call returned
@@ -71,6 +72,7 @@ class Applier:
     def begin_pass(self) -> None:
         """From now until ``flush``, launches are recorded and made a batch at a time."""
         self._renewed_at = self.clock.now()  # the claim left every lease at least 2/3 of its length
+        self._beat_every = timedelta(seconds=self.heartbeat_every_s())  # read once a pass, not a job
         self._batch, self._started, self._starts = [], [], []
 
     def flush(self, now: datetime) -> None:
@@ -175,7 +177,7 @@ class Applier:
         ``number``: the row's, known without an ORM read; ``now``: the pass's time (else the clock's)."""
         key, t = (job_id, row.number if number is None else number), self.clock.now() if now is None else now
         last = self.heartbeats.get(key)
-        if last is not None and (t - last).total_seconds() < self.heartbeat_every_s():
+        if last is not None and t - last < self._beat_every:
             return
         try:
             runner = self.providers[row.provider].runner(instance)  # type: ignore[arg-type]

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from operator import is_
 from typing import cast
 
 from sqlalchemy import String, Update, and_, func, not_, or_, type_coerce, update
@@ -174,7 +175,7 @@ class Leases:
         kept, self._kept = self._kept, None
         if kept is None or version is None or kept.version != version or now >= kept.until \
                 or kept.queued != queued or known is None \
-                or any(known.get(i) is not j for i, j in zip(kept.ids, kept.jobs, strict=True)):
+                or not all(map(is_, map(known.get, kept.ids), kept.jobs)):
             return None
         self._kept = kept
         self.taken, self.truncated, self.ids, self.soonest = set(), kept.truncated, kept.ids, kept.soonest

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from operator import is_
 
 from sqlalchemy import insert, update
 from sqlalchemy.exc import IntegrityError
@@ -105,4 +106,4 @@ class InstanceMirror:
         if last is None or last[1] != ok or len(last[0]) != len(observed):
             return False
         before = last[0]
-        return all(before.get(k) is v for k, v in observed.items())
+        return all(map(is_, map(before.get, observed.keys()), observed.values()))  # in C: no frame a key

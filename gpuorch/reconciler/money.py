@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -59,6 +60,7 @@ class Money:
         self._waits: dict[int, str] = {}  # job id -> why it waits for trials ahead (finish first), this ledger
         # This pass's listing by (provider, job, attempt): the cloud's record of launch and end times.
         self._observed: Mapping[tuple[str, int, int], Instance] = {}
+        self._live: AbstractSet[tuple[str, int, int]] = frozenset()  # the pass's live attempt keys (begin_pass)
         self._settled: set[tuple[tuple[str, int, int], datetime | None]] = set()  # ends checked (finished jobs)
 
     # -- the gate -------------------------------------------------------------------------
@@ -136,11 +138,14 @@ class Money:
                                     rung=rung, pruned=pruned))
         return out, resuming
 
-    def begin_pass(self, observed: Mapping[tuple[str, int, int], Instance] | None = None) -> None:
-        """A new pass; ``observed``: its listing (instances by provider, job and attempt)."""
+    def begin_pass(self, observed: Mapping[tuple[str, int, int], Instance] | None = None,
+                   live: AbstractSet[tuple[str, int, int]] = frozenset()) -> None:
+        """A new pass; ``observed``: its listing (instances by provider, job and attempt);
+        ``live``: the keys of the held jobs' attempts not ended, which their views bill."""
         self._loaded = None
         self._histories = {}
         self._observed = observed if observed is not None else {}
+        self._live = live
 
     def gate(self, view: JobView, now: datetime) -> Gate | None:
         if not self._applies(view.job, view.spec):
@@ -290,8 +295,10 @@ class Money:
         cloud ended after the job's last pass, is billed to the cloud's end. Each ended instance
         is checked once per daemon life; written without a lease (no daemon holds a finished
         job), and every daemon would write the same cloud time."""
-        due = {k: i for k, i in self._observed.items()
-               if reported_end(i) is not None and (k, i.ended_at) not in self._settled}
+        observed = self._observed
+        # a set difference in C first: a held job's attempts not ended are billed by its view
+        due = {k: i for k in observed.keys() - self._live
+               if reported_end(i := observed[k]) is not None and (k, i.ended_at) not in self._settled}
         if not due:
             return
         ids, fixes = sorted({k[1] for k in due}), {}

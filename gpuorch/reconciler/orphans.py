@@ -41,8 +41,8 @@ def sweep_orphans(store: Store, providers: Mapping[str, Provider], leases: Lease
     """``observed``: this pass's listing; ``ok``: providers listed fine; ``live``: keys of
     attempts loaded after the listing and unfinished then. Run before the pass's own launches and
     terminations (each a crash point), so a daemon that dies mid-pass still sweeps."""
-    suspects = {key: inst for key, inst in observed.items()
-                if key[0] in ok and inst.state.alive and key not in live}
+    suspects = {key: inst for key in observed.keys() - live  # a set difference in C first
+                if key[0] in ok and (inst := observed[key]).state.alive}
     if not suspects:
         return
     with store.read() as s:

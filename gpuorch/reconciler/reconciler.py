@@ -243,7 +243,7 @@ class Reconciler:
         requeue = self.settings.no_offer_retry_s
         this_pass = (offers, seen_at)  # the memos' Steady.quick: one tuple shared by the pass's memos
         self.applier.terminated = set()  # this pass's terminations; `observed` predates them
-        self.money.begin_pass(observed)
+        self.money.begin_pass(observed, live)
         self.steady.begin_pass()
         # Leases are renewed (in bulk) once less than RENEW_WHEN_LEFT of them is left.
         renew_at = (self.leases.soonest or min((j.lease_expires for j in claimed if j.lease_expires), default=now)) \
