@@ -8,12 +8,11 @@ statements counted by a SQLAlchemy listener. Nothing is timed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 
-from sqlalchemy import event, update
+from sqlalchemy import update
 from sqlmodel import col, select
+from test_steady_pass import statements
 
 from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
@@ -22,22 +21,6 @@ from gpuorch.store import Store
 from gpuorch.store.models import Job
 
 SPEC = parse_spec({"name": "train", "run": "python train.py", "resources": {"gpu": "A100:80GB:1"}})
-
-
-@contextmanager
-def statements(store: Store) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def record(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
-        seen.append(statement)
-
-    for e in {store._read, store._write}:
-        event.listen(e, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        for e in {store._read, store._write}:
-            event.remove(e, "before_cursor_execute", record)
 
 
 def claim(leases: Leases, clock, known: dict[int, Job]) -> list[Job]:  # type: ignore[no-untyped-def]

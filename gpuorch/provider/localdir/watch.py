@@ -66,6 +66,7 @@ class RunDirWatch:
         self._overflow = True  # the first look reads everything
         self._full_at = 0.0
         self._fd = -1
+        self._told = False  # whether a failed watch was logged (once)
         calls = _inotify()
         if calls is not None:
             self._init, self._add, self._rm = calls
@@ -92,8 +93,10 @@ class RunDirWatch:
         wd = self._add(self._fd, os.fsencode(path), MASK)
         if wd < 0:
             err = ctypes.get_errno()
-            if err not in (errno.ENOENT, errno.ENOTDIR):  # not made yet: the next look tries again
-                log.info("cannot watch %s (%s): its agent's files are read every pass", path, os.strerror(err))
+            if err not in (errno.ENOENT, errno.ENOTDIR) and not self._told:  # not made yet: tried again next look
+                self._told = True  # once: a host out of watches would say it for every directory every pass
+                log.info("cannot watch %s (%s): such agents' files are read every pass (fs.inotify.max_user_watches)",
+                         path, os.strerror(err))
             return False
         self._by_wd[wd] = key
         self._wd[key] = wd
