@@ -21,9 +21,22 @@ from gpuorch.store.models import Attempt, AttemptStatus, Job
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_s(pid: int) -> float:
+def cpu_times(pid: int) -> tuple[float, float]:
+    """The process's (user + system, system) CPU seconds, all threads."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime, all threads
+    return (int(fields[11]) + int(fields[12])) / TICK, int(fields[12]) / TICK
+
+
+def cpu_s(pid: int) -> float:
+    return cpu_times(pid)[0]
+
+
+def daemon_env(**extra: str) -> dict[str, str]:
+    """The environment of a daemon a bench starts: this tree's code, its providers included (an
+    editable install may point at another checkout, e.g. from a worktree), and ``extra``."""
+    repo = Path(__file__).resolve().parents[1]
+    path = os.pathsep.join(p for p in (str(repo), str(repo / "providers"), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path, **extra}
 
 
 def mem_mb(pid: int, key: str) -> float:

@@ -47,7 +47,7 @@ sys.path.insert(0, str(REPO / "providers"))
 sys.path.insert(0, str(REPO / "bench"))
 
 import yaml  # noqa: E402
-from daemon_kit import TICK, mem_mb, submit_all  # noqa: E402
+from daemon_kit import cpu_times, daemon_env, mem_mb, submit_all  # noqa: E402
 from placement import SHAPES, TOKENS, synthetic_catalog  # noqa: E402
 from sqlmodel import func, select  # noqa: E402
 
@@ -56,12 +56,6 @@ from gpuorch.store.models import Attempt  # noqa: E402
 
 TRACES = REPO / "tests" / "data" / "spot-traces" / "aws-p3-2023"
 PASS_LINE = re.compile(r"pass (\w+) in ([0-9.]+) s")
-
-
-def cpu_s(pid: int) -> tuple[float, float]:
-    """The process's (user + system, system) CPU seconds, all threads."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK, int(fields[12]) / TICK
 
 
 def job_fields(i: int, rng: random.Random) -> dict:
@@ -109,10 +103,8 @@ def main() -> None:
     t = time.monotonic()
     submit_all(store, [job_fields(i, rng) for i in range(args.jobs)])  # as jobs.submit, a thousand a transaction
     print(f"{len(offers)} offers; {args.jobs} jobs submitted in {time.monotonic() - t:.1f} s")
-    env = {**os.environ, "GPUORCH_HOME": str(home)}
+    env = daemon_env(GPUORCH_HOME=str(home))
     env.pop("GPUORCH_DATABASE_URL", None)
-    # the daemon runs this tree's code, the sim provider included (an editable install may point elsewhere)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), str(REPO / "providers"), env.get("PYTHONPATH")) if p)
     log_path = home / "daemon.log"
     log = open(log_path, "wb")  # noqa: SIM115
     daemon = subprocess.Popen([sys.executable, "-m", "gpuorch", "daemon"], env=env, stdout=log,
@@ -128,7 +120,7 @@ def main() -> None:
     try:
         t0 = time.monotonic()
         while True:
-            samples.append((time.time(), cpu_s(daemon.pid)))
+            samples.append((time.time(), cpu_times(daemon.pid)))
             with store.read() as s:
                 requested = s.exec(select(func.count(func.distinct(Attempt.job_id)))).one()
             if requested >= args.jobs:
@@ -137,7 +129,7 @@ def main() -> None:
                 print(f"only {requested} of {args.jobs} jobs have a launch request; see {log_path}")
                 break
             time.sleep(0.2)
-        done_at, cpu_done = time.time(), cpu_s(daemon.pid)
+        done_at, cpu_done = time.time(), cpu_times(daemon.pid)
         if spy is not None:
             spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
             spy.wait(30)

@@ -49,7 +49,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "providers"))
 
 import yaml  # noqa: E402
-from daemon_kit import Agents, cpu_s, free_port, mem_mb, pass_totals, seed_running, submit_all  # noqa: E402
+from daemon_kit import Agents, cpu_s, daemon_env, free_port, mem_mb, pass_totals, seed_running, submit_all  # noqa: E402
 from sqlmodel import func, select  # noqa: E402
 
 from gpuorch.clock import FakeClock  # noqa: E402
@@ -109,7 +109,7 @@ def daemon_bench(n: int, window: float, notices: int, rng: random.Random, url: s
     seeded = seed_running(store, home, sim, spec, n, POLL_S) if seed else set()
     if not seed:
         submit_all(store, [{**spec, "name": f"job-{i}"} for i in range(n)])
-    env = {**os.environ, "GPUORCH_HOME": str(home), "GPUORCH_DATABASE_URL": url}
+    env = daemon_env(GPUORCH_HOME=str(home), GPUORCH_DATABASE_URL=url)
     log = open(home / "daemon.log", "wb")  # noqa: SIM115
     procs = [subprocess.Popen([sys.executable, "-m", "gpuorch", "daemon"], env=env, stdout=log,
                               stderr=subprocess.STDOUT) for _ in range(daemons)]

@@ -29,7 +29,6 @@ T = TypeVar("T")
 CHUNK = 500  # ids per IN list (well under every database's bound-parameter limit)
 
 TxnIds = Callable[[Sequence[int]], AbstractContextManager[tuple[Session, set[int]]]]
-TxnMany = TxnIds  # the intents' transaction (Launching.intents): the same
 
 
 def chunks(ids: Sequence[T]) -> Iterator[Sequence[T]]:
@@ -66,8 +65,6 @@ class BatchTxn:
             for chunk in chunks(sorted(held)):
                 s.execute(update(Job).where(col(Job.id).in_(chunk)).values(updated_at=t)
                           .execution_options(synchronize_session=False))
-
-    ids = __call__  # record_launched's name for it (a separate attribute: tests replace one of the two)
 
     def held_ids(self, job_ids: Sequence[int], now: datetime) -> set[int]:
         """Which of ``job_ids`` this daemon still holds: the lease check of a batch of side effects

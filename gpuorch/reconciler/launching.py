@@ -36,7 +36,7 @@ from gpuorch.placement.rank import Candidate
 from gpuorch.provider.gang import gang_cost_per_hour
 from gpuorch.provider.port import Instance, LaunchRequest, Offer, Provider
 from gpuorch.reconciler import actions as A
-from gpuorch.reconciler.batch_txn import TxnIds, TxnMany, chunks
+from gpuorch.reconciler.batch_txn import TxnIds, chunks
 from gpuorch.reconciler.money import Money, Txn
 from gpuorch.reconciler.views import JobView, Settings
 from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Job, JobStatus, TerminationReason
@@ -116,11 +116,11 @@ Launched = list[tuple[JobView, AttemptRow, Instance]]  # launches made and not y
 
 class Launching:
     def __init__(self, providers: Mapping[str, Provider], txn: Txn, money: Money, settings: Settings,
-                 installation_id: str, backoff_s: float, txn_many: TxnMany | None = None,
+                 installation_id: str, backoff_s: float, txn_many: TxnIds | None = None,
                  clock: Clock | None = None, txn_ids: TxnIds | None = None) -> None:
         self.providers, self._txn, self.money, self.settings = providers, txn, money, settings
         self.installation_id, self.backoff_s, self._txn_many = installation_id, backoff_s, txn_many
-        self._txn_ids = txn_ids  # record_launched's transaction (BatchTxn.ids)
+        self._txn_ids = txn_ids  # record_launched's transaction (BatchTxn; apart from txn_many: tests replace one)
         self._now = (clock or SystemClock()).now
 
     def launch(self, view: JobView, action: A.Launch, now: datetime, first: First | None = None,

@@ -15,10 +15,9 @@ lease (``leases.py``), so a restarted or second daemon never double-acts. Nothin
 ``run_pass`` returns how soon it wants to run again.
 
 A pass costs little when nothing changes (docs/benchmarks.md, issue 18): a claim with nothing
-committed since reads nothing (leases.py), rows are kept while held and unwritten (rows.py),
-instances are listed once per provider and agents read in one call that says what is new,
-unchanged jobs are not decided again, nor viewed, and kept on identity alone when nothing of
-theirs moved (steady.py); heartbeats go out every ``heartbeat_every_s``, not every pass.
+committed since reads nothing (leases.py), held rows are kept (rows.py), agents are read in one
+call that says what is new, and unchanged jobs are neither decided again nor viewed, but kept on
+identity alone (steady.py); heartbeats go out every ``heartbeat_every_s``, not every pass.
 
 The pass's parts, collaborators given what they need: ``observe.py`` (offers, listing),
 ``apply.py`` with ``launching.py`` and ``recording.py`` (agent progress, checkpoints, ends),
@@ -121,7 +120,7 @@ class Reconciler:
         self.reads = StatusReads(observe_workers, observe_wait_s)
         batch_txn = BatchTxn(store, self.leases, self.clock, lambda job_id: self.rows.drop(job_id))
         launching = Launching(self.providers, self._txn, self.money, self.settings, store.installation_id, backoff_s,
-                              batch_txn, self.clock, batch_txn.ids)
+                              batch_txn, self.clock, batch_txn)
         recording = Recording(self.providers, self._txn, self.settings, self.volumes)
         self.applier = Applier(self.providers, self._txn, self.leases, self.clock, self.money, self.volumes,
                                launching, recording, self.pool, lambda: heartbeat_every_s(self.settings), home,
@@ -258,12 +257,13 @@ class Reconciler:
             for job_id, job in zip(ids, claimed, strict=True):
                 if stop is not None and stop.is_set():
                     return 0.0  # the leases taken are released by the daemon on its way out
+                out = self.pool.busy(job_id) or job_id in launching or job_id in reading  # a launch or read still out
                 # Kept on identity checks alone: kept unviewed last pass, every input the object it was (steady.py)
-                if (q := quiet.kept(job_id, job, attempts.get(job_id), memos.memo(job_id), observed, batched)) \
-                        is not None and not (self.pool.busy(job_id) or job_id in launching or job_id in reading):
+                if not out and (q := quiet.kept(job_id, job, attempts.get(job_id), memos.memo(job_id), observed,
+                                                batched)) is not None:
                     memos.skipped += 1
                     if q.current is not None:
-                        self.applier.beat(job_id, *q.current, number=q.number, now=now)
+                        self.applier.beat(job_id, *q.current, number=q.memo.attempt, now=now)
                     requeue = min(requeue, q.memo.requeue_after)
                     continue
                 quiet.drop(job_id)
@@ -275,23 +275,23 @@ class Reconciler:
                 if (t := self.clock.now()) >= renew_at:
                     self.leases.renew(t)
                     renew_at = t + timedelta(seconds=self.lease_s * (1 - RENEW_WHEN_LEFT))
-                if self.pool.busy(job_id) or job_id in launching or job_id in reading:  # still out: leave it
+                if out:  # still out: leave it
                     requeue = min(requeue, self.settings.poll_s)
                     continue
                 try:
                     # Kept without a view: a running job whose every input is the object it was (steady.py)
                     memo = self.steady.held(job_id, job, (index, avoid_key, settings), offers, seen_at)
-                    if memo is not None and (kept := kept_unviewed(memo, job_id, self._attempts.get(job_id), observed,
-                                                                   ok, self._worth_asking, self._batched,
-                                                                   job_id in self.pulls.behind)) is not None:
+                    if memo is not None and (kept := kept_unviewed(memo, job_id, attempts.get(job_id), observed, ok,
+                                                                   self._worth_asking, batched,
+                                                                   job_id in self.pulls.behind)):
                         runners, current, checks = kept
-                        self.steady.skipped += 1
+                        memos.skipped += 1
                         if runners:  # as _record_observed: prices and billing unchanged
                             self.pulls.pull(job_id, runners)
                         else:  # nothing new: the next pass may keep it on identity alone
-                            quiet.note(job_id, Quiet(job, attempts.get(job_id), memo, checks, current, memo.attempt))
+                            quiet.note(job_id, Quiet(job, attempts.get(job_id), memo, checks, current))
                         if current is not None:
-                            self.applier.beat(job_id, *current)
+                            self.applier.beat(job_id, *current, number=memo.attempt, now=now)
                         requeue = min(requeue, memo.requeue_after)
                         continue
                     view = self._view(job, observed, ok)

@@ -39,7 +39,7 @@ class Read(NamedTuple):
     """A finished read: the runner (None if none could be made) and the agent's status.
     ``new``: False when a batched read's answer was the very object of the provider's previous
     answer for the instance, i.e. none of the agent's files (status, log, metrics) changed since
-    (``SupportsAgentStatuses``); then the log and metrics need no look (``Reconciler._pull``)."""
+    (``SupportsAgentStatuses``); then the log and metrics need no look (``pulls.Pulls``)."""
 
     runner: Runner | None
     agent: AgentStatus | None
@@ -67,6 +67,9 @@ class SupportsAgentStatuses(Protocol):
 
     def agent_statuses(self, instances: Sequence[Instance]) -> Mapping[str, tuple[Runner, AgentStatus | None] | None]:
         ...
+
+
+_MISSING = object()  # no answer for an instance (batch_reads)
 
 
 def batch_reads(provider: object, wanted: Sequence[tuple[ReadKey, Instance]],
@@ -102,8 +105,6 @@ def batch_reads(provider: object, wanted: Sequence[tuple[ReadKey, Instance]],
             del answers[key]
     return out
 
-
-_MISSING = object()
 
 
 class StatusReads:

@@ -82,6 +82,11 @@ def _seen(view: JobView) -> Seen:
     return tuple((a.row, a.instance, a.agent, a.reachable, a.observed) for a in view.attempts)
 
 
+def same_context(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """Element by element, by identity or else equality (an offers index is never compared deeply)."""
+    return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
+
+
 def _same(a: Seen, b: Seen) -> bool:
     return len(a) == len(b) and all(x[0] is y[0] and x[1] is y[1] and x[2] is y[2] and x[3] == y[3] and x[4] == y[4]
                                     for x, y in zip(a, b, strict=True))
@@ -141,8 +146,7 @@ class SteadyJobs:
         """The remembered steady decision if nothing it was made from changed, else None. A
         booting one needs ``now`` (before the boot timeout) and ``started`` (``Applier.started``)."""
         memo = self._memo.get(view.job.id or 0)
-        if memo is None or memo.job is not view.job or not clock_free(view) or len(memo.context) != len(context) \
-                or any(not (x is y or x == y) for x, y in zip(memo.context, context, strict=True)) \
+        if memo is None or memo.job is not view.job or not clock_free(view) or not same_context(memo.context, context) \
                 or not _same(memo.attempts, _seen(view)):
             return None
         if (boot := memo.boot) is not None:
@@ -172,8 +176,7 @@ class SteadyJobs:
         (``Steady.quick``), the same job row, offers list, catalog read and context."""
         memo = self._memo.get(job_id)
         if memo is None or memo.job is not job or memo.attempt is None or not memo.billed or memo.quick is None \
-                or memo.quick[0] is not offers or memo.quick[1] != seen_at or len(memo.context) != len(context) \
-                or any(not (x is y or x == y) for x, y in zip(memo.context, context, strict=True)):
+                or memo.quick[0] is not offers or memo.quick[1] != seen_at or not same_context(memo.context, context):
             return None
         return memo
 
@@ -261,8 +264,7 @@ class Quiet:
     rows: object  # the job's list of attempt rows (HeldRows keeps the list while the rows stay)
     memo: Steady
     checks: tuple[Check, ...]
-    current: Current
-    number: int | None  # the running attempt's number (its heartbeat's key)
+    current: Current  # its heartbeat's attempt (``memo.attempt`` is its number)
 
 
 class QuietJobs:
@@ -281,8 +283,7 @@ class QuietJobs:
 
     def begin_pass(self, context: tuple[object, ...]) -> None:
         was, self._context = self._context, context
-        if self._entries and (len(was) != len(context)
-                              or any(not (x is y or x == y) for x, y in zip(was, context, strict=True))):
+        if self._entries and not same_context(was, context):
             self._entries.clear()
 
     def note(self, job_id: int, entry: Quiet) -> None:

@@ -31,19 +31,22 @@ BUSY_TIMEOUT_MS = 30_000
 POOL_KEEP = 2
 
 
-def _sqlite_engine(url: str, immediate: bool, on_file: bool) -> Engine:
-    pool = {"pool_size": POOL_KEEP, "max_overflow": -1} if on_file else {}  # in memory: one connection a thread
-    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}, **pool)
+def _prepare(dbapi_conn: sqlite3.Connection, _record: object = None) -> None:
+    """Every SQLite connection of a store, the engines' and the change signal's own."""
+    dbapi_conn.isolation_level = None  # pysqlite must not BEGIN on its own; we do (the engines' "begin")
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
 
-    @event.listens_for(engine, "connect")
-    def _connect(dbapi_conn: sqlite3.Connection, _record: object) -> None:
-        dbapi_conn.isolation_level = None  # pysqlite must not BEGIN on its own; we do below
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute("PRAGMA synchronous=NORMAL")
-        cur.close()
+
+def _sqlite_engine(url: str, immediate: bool, on_file: bool, **kwargs: object) -> Engine:
+    pool = {"pool_size": POOL_KEEP, "max_overflow": -1} if on_file else {}  # in memory: one connection a thread
+    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False},
+                           **(kwargs or pool))
+    event.listen(engine, "connect", _prepare)
 
     @event.listens_for(engine, "begin")
     def _begin(conn: Connection) -> None:
@@ -85,10 +88,8 @@ class Store:
     def _version_conn(self) -> sqlite3.Connection:
         if self._version is None:
             assert self._version_path is not None
-            self._version = sqlite3.connect(self._version_path, timeout=BUSY_TIMEOUT_MS / 1000,
-                                            isolation_level=None, check_same_thread=False)
-            self._version.execute("PRAGMA foreign_keys=ON")  # as the engines' connections (_sqlite_engine)
-            self._version.execute("PRAGMA synchronous=NORMAL")
+            self._version = sqlite3.connect(self._version_path, check_same_thread=False)
+            _prepare(self._version)
         return self._version
 
     def data_version(self) -> int | None:
@@ -112,11 +113,9 @@ class Store:
                 yield s
             return
         with self._version_lock:
-            if self._unwatched is None:
+            if self._unwatched is None:  # an engine whose one connection is the signal's
                 conn = self._version_conn()
-                engine = create_engine("sqlite://", creator=lambda: conn, poolclass=StaticPool)
-                event.listen(engine, "begin", lambda c: c.exec_driver_sql("BEGIN IMMEDIATE"))
-                self._unwatched = engine
+                self._unwatched = _sqlite_engine("sqlite://", True, False, creator=lambda: conn, poolclass=StaticPool)
             with Session(self._unwatched, expire_on_commit=False) as s, s.begin():
                 yield s
 

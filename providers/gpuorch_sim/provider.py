@@ -304,8 +304,7 @@ class SimProvider(Provider):
                 out[iid] = (runner, runner.listed_status())
             except (NotFoundError, RunnerUnavailable, OSError):
                 out[iid] = None
-        asked = out.keys()
-        watch.keep(set(asked))
+        watch.keep(set(out))
         self._answers = {k: v for k, v in out.items() if v is not None}
         return out
 
