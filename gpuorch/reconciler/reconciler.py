@@ -243,7 +243,7 @@ class Reconciler:
         this_pass = (offers, seen_at)  # the memos' Steady.quick: one tuple shared by the pass's memos
         self.applier.terminated = set()  # this pass's terminations; `observed` predates them
         self.money.begin_pass(observed, live)
-        self.steady.begin_pass()
+        self.steady.begin_pass(self.applier.started)  # the agent starts that went through (booting memos)
         # Leases are renewed (in bulk) once less than RENEW_WHEN_LEFT of them is left.
         renew_at = (self.leases.soonest or min((j.lease_expires for j in claimed if j.lease_expires), default=now)) \
             - timedelta(seconds=self.lease_s * RENEW_WHEN_LEFT)
@@ -260,7 +260,7 @@ class Reconciler:
                 out = self.pool.busy(job_id) or job_id in launching or job_id in reading  # a launch or read still out
                 # Kept on identity checks alone: kept unviewed last pass, every input the object it was (steady.py)
                 if not out and (q := quiet.kept(job_id, job, attempts.get(job_id), memos.memo(job_id), observed,
-                                                batched)) is not None:
+                                                batched, now)) is not None:
                     memos.skipped += 1
                     if q.current is not None:
                         self.applier.beat(job_id, *q.current, number=q.memo.attempt, now=now)
@@ -280,7 +280,7 @@ class Reconciler:
                     continue
                 try:
                     # Kept without a view: a running job whose every input is the object it was (steady.py)
-                    memo = self.steady.held(job_id, job, (index, avoid_key, settings), offers, seen_at)
+                    memo = memos.held(job_id, job, (index, avoid_key, settings), offers, seen_at, now)
                     if memo is not None and (kept := kept_unviewed(memo, job_id, attempts.get(job_id), observed, ok,
                                                                    self._worth_asking, batched,
                                                                    job_id in self.pulls.behind)):

@@ -31,24 +31,25 @@ only clock decide reads is the boot timeout, so the memo holds until it, and a s
 only once its runner's start returned (``Applier.started``: this daemon does not start it again).
 No heartbeat goes out for it (decide sends none to an agent that never answered).
 
-A running job's steady memo may be used before its view is built (``held``, then
+A running or booting job's steady memo may be used before its view is built (``held``, then
 ``kept_unviewed``; issue 18: the view, the money checks and the compare above cost ~40 us a
 job a pass): when no gate can ever apply to the job (no daily cap, budget or sweep), its
 placement offers were the pass's index, its billing was checked with nothing to correct, and this
 pass has the same job row, offers list and catalog read (``seen_at``: so no spot price can have
-moved for its same rows) and the same context. Then the attempt rows, instances, listed-or-not and
-the batched agent statuses are compared by identity, from plain keys read when the memo was
-noted (``Steady.keys``); the job's log and metrics are pulled and its heartbeat goes out when
-due, as for a viewed job. Anything else (a status read inline or off the pass, a booting
-attempt, a new object anywhere) builds the view as above. A memo kept by ``unchanged`` is
-renewed with the pass's catalog read and billing check (``renew``).
+moved for its same rows) and the same context; a booting memo also needs the pass's ``now``
+before its boot deadline (``Steady.until``) and its agent start gone through (as ``unchanged``).
+Then the attempt rows, instances, listed-or-not and the batched agent statuses are compared by
+identity, from plain keys read when the memo was noted (``Steady.keys``); the job's log and
+metrics are pulled and its heartbeat goes out when due, as for a viewed job. Anything else (a
+status read inline or off the pass, a new object anywhere) builds the view as above. A memo
+kept by ``unchanged`` is renewed with the pass's catalog read and billing check (``renew``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from gpuorch.clock import aware
 from gpuorch.provider.port import Instance, Provider
@@ -76,6 +77,12 @@ class Steady:
     boot: tuple[int, str, datetime | None] | None = None  # booting: (attempt, instance id, launched at)
     quick: tuple[object, object] | None = None  # (offers, seen_at) when it may be kept unviewed (``held``)
     keys: tuple[tuple[str, int, bool], ...] = ()  # (provider, number, ended) of each attempt row, read once
+    until: datetime | None = None  # booting: its boot deadline (launched + the boot timeout); None: none
+
+
+def expired(memo: Steady, now: datetime) -> bool:
+    """Whether a booting memo's boot deadline has passed (decide then ends the attempt)."""
+    return memo.until is not None and now > memo.until
 
 
 def _seen(view: JobView) -> Seen:
@@ -130,6 +137,16 @@ def past(view: JobView, now: datetime) -> bool:
     return True
 
 
+def _boot_holds(memo: Steady, job_id: int, now: datetime, started: Container[tuple[int, int, str]]) -> bool:
+    """Whether a booting memo still holds at ``now``: before its boot deadline (decide then ends the
+    attempt), and its agent start went through if its runner was reachable (else apply makes it again)."""
+    assert memo.boot is not None
+    if expired(memo, now):
+        return False
+    number, instance_id, _ = memo.boot
+    return not memo.attempts[-1][3] or (job_id, number, instance_id) in started
+
+
 class SteadyJobs:
     """The steady decisions of the last passes, by job id. Only the pass's thread uses it."""
 
@@ -137,9 +154,10 @@ class SteadyJobs:
         self.boot_timeout_s = boot_timeout_s  # Settings.boot_timeout_s: a booting memo holds until it
         self._memo: dict[int, Steady] = {}
         self.skipped = 0  # jobs skipped in the last pass (tests and benchmarks read it)
+        self.started: Container[tuple[int, int, str]] = ()  # the pass's Applier.started (``held``)
 
-    def begin_pass(self) -> None:
-        self.skipped = 0
+    def begin_pass(self, started: Container[tuple[int, int, str]] = ()) -> None:
+        self.skipped, self.started = 0, started
 
     def unchanged(self, view: JobView, context: tuple[object, ...], now: datetime | None = None,
                   started: Container[tuple[int, int, str]] = ()) -> Steady | None:
@@ -149,12 +167,8 @@ class SteadyJobs:
         if memo is None or memo.job is not view.job or not clock_free(view) or not same_context(memo.context, context) \
                 or not _same(memo.attempts, _seen(view)):
             return None
-        if (boot := memo.boot) is not None:
-            number, instance_id, launched = boot
-            if launched is not None and (now is None or (now - launched).total_seconds() > self.boot_timeout_s()):
-                return None  # the boot timeout: decide ends the attempt
-            if view.attempts[-1].reachable and (view.job.id or 0, number, instance_id) not in started:
-                return None  # its agent start did not go through: apply makes it again
+        if memo.boot is not None and (now is None or not _boot_holds(memo, view.job.id or 0, now, started)):
+            return None
         self.skipped += 1
         return memo
 
@@ -169,14 +183,16 @@ class SteadyJobs:
         return self._memo.get(job_id)
 
     def held(self, job_id: int, job: object, context: tuple[object, ...], offers: object,
-             seen_at: object) -> Steady | None:
-        """The memo of a running job that may be kept without building its view (the caller then
-        compares its attempt rows, instances and agent statuses by identity, ``kept_unviewed``):
-        a steady pair (not booting), billing checked with nothing to correct, no gate possible
-        (``Steady.quick``), the same job row, offers list, catalog read and context."""
+             seen_at: object, now: datetime) -> Steady | None:
+        """The memo of a running or booting job that may be kept without building its view (the
+        caller then compares its attempt rows, instances and agent statuses by identity,
+        ``kept_unviewed``): billing checked with nothing to correct, no gate possible
+        (``Steady.quick``), the same job row, offers list, catalog read and context; booting, before
+        its boot deadline and with its agent start gone through (``unchanged``)."""
         memo = self._memo.get(job_id)
-        if memo is None or memo.job is not job or memo.attempt is None or not memo.billed or memo.quick is None \
-                or memo.quick[0] is not offers or memo.quick[1] != seen_at or not same_context(memo.context, context):
+        if memo is None or memo.job is not job or not memo.billed or memo.quick is None \
+                or memo.quick[0] is not offers or memo.quick[1] != seen_at or not same_context(memo.context, context) \
+                or (memo.attempt is None and not _boot_holds(memo, job_id, now, self.started)):
             return None
         return memo
 
@@ -203,8 +219,11 @@ class SteadyJobs:
         if (number is not None or boot is not None) and clock_free(view):
             billed = now is not None and past(view, now)
             keys = tuple((a.row.provider, a.row.number, a.row.status == AttemptStatus.ENDED) for a in view.attempts)
+            until = None
+            if boot is not None and boot[2] is not None:
+                until = boot[2] + timedelta(seconds=self.boot_timeout_s())
             self._memo[job_id] = Steady(view.job, _seen(view), context, number, d.requeue_after, billed, boot, quick,
-                                        keys)
+                                        keys, until)
         else:
             self._memo.pop(job_id, None)
 
@@ -293,9 +312,10 @@ class QuietJobs:
         self._entries.pop(job_id, None)
 
     def kept(self, job_id: int, job: object, rows: object, memo: Steady | None,
-             observed: Mapping[tuple[str, int, int], Instance], batched: Mapping[ReadKey, Read]) -> Quiet | None:
+             observed: Mapping[tuple[str, int, int], Instance], batched: Mapping[ReadKey, Read],
+             now: datetime) -> Quiet | None:
         e = self._entries.get(job_id)
-        if e is None or e.job is not job or e.rows is not rows or e.memo is not memo:
+        if e is None or e.job is not job or e.rows is not rows or e.memo is not memo or expired(e.memo, now):
             return None
         for okey, inst, rkey, agent, reachable in e.checks:
             if observed.get(okey) is not inst:

@@ -19,7 +19,9 @@ from gpuorch.agent.protocol import JOB_LOG
 from gpuorch.clock import FakeClock
 from gpuorch.jobs.logmirror import LogMirror
 from gpuorch.reconciler import Reconciler, Settings
-from gpuorch.store.models import Attempt
+from gpuorch.jobs import intent as jobs
+from gpuorch.jobs.spec import parse_spec
+from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, TerminationReason
 
 
 def counting(rec: Reconciler) -> dict[str, list[int]]:
@@ -127,3 +129,41 @@ def test_a_job_under_a_daily_cap_is_viewed_every_pass(store, make_sim, tmp_path)
     for _ in range(3):
         rec.run_pass()
     assert seen["viewed"] == [job_id] * 3
+
+
+def test_a_booting_job_is_kept_without_its_view_until_its_boot_deadline(store, make_sim, tmp_path):
+    """A launched job whose agent never answers (a queue drain's, issue 18) is kept on identity
+    checks once its agent start went through: no view, no row read; the boot deadline still ends
+    the attempt on time, and an agent that answers is seen at once."""
+    sim = make_sim(**SIM)
+    clock = FakeClock(datetime.now(UTC))
+    rec = Reconciler(store, {"sim": sim}, clock=clock, settings=Settings(boot_timeout_s=120.0))
+    spec = {"run": "python train.py", "spot_policy": "on-demand", "providers": ["sim"],
+            "checkpoint": {"store": f"file://{tmp_path / 'ckpt'}", "interval": "10m"}}
+    ids = [jobs.submit(store, parse_spec({**spec, "name": f"j{i}"}), clock.now()).id for i in range(3)]
+    seen = counting(rec)
+    for _ in range(10):  # launch, start the agents (never played), until a pass views nothing
+        clock.advance(2)
+        seen["viewed"].clear()
+        rec.run_pass()
+        if not seen["viewed"]:
+            break
+    assert seen["viewed"] == [] and rec.steady.skipped == 3
+    seen["loaded"].clear()
+    for _ in range(3):
+        clock.advance(2)
+        rec.run_pass()
+    assert seen == {"viewed": [], "loaded": []} and rec.steady.skipped == 3
+    play_agent(run_dir(store, sim, ids[0]))  # one agent answers: its job is viewed, and runs
+    clock.advance(2)
+    rec.run_pass()
+    assert seen["viewed"] == [ids[0]]
+    with store.read() as s:
+        assert s.get(Job, ids[0]).status == JobStatus.RUNNING  # type: ignore[union-attr]
+    clock.advance(120)  # past the others' boot deadline: viewed, and their attempts ended as lost
+    seen["viewed"].clear()
+    rec.run_pass()
+    assert set(ids[1:]) <= set(seen["viewed"])  # (the running one may be too: its agent is 2 min quiet)
+    with store.read() as s:
+        ended = {a.job_id: (a.status, a.reason) for a in s.exec(select(Attempt)) if a.number == 1}
+    assert ended[ids[1]] == ended[ids[2]] == (AttemptStatus.ENDED, TerminationReason.LOST)
