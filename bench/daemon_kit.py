@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -166,3 +167,22 @@ def pass_totals(port: int) -> tuple[float, int]:
             elif line.startswith("gpuorch_reconcile_pass_duration_seconds_count"):
                 count = int(float(line.split()[-1]))
     return total, count
+
+
+def fresh_database(server: str) -> tuple[str, str]:
+    """A new empty database on the PostgreSQL server ``server`` (a SQLAlchemy URL naming any
+    database there): (its URL, its name)."""
+    import psycopg
+
+    base, _, _ = server.rpartition("/")
+    name = f"gpuorch_bench_{os.getpid()}_{random.randrange(1 << 30)}"
+    with psycopg.connect(server.replace("+psycopg", ""), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return f"{base}/{name}", name
+
+
+def drop_database(server: str, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(server.replace("+psycopg", ""), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

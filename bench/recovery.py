@@ -49,7 +49,18 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "providers"))
 
 import yaml  # noqa: E402
-from daemon_kit import Agents, cpu_s, daemon_env, free_port, mem_mb, pass_totals, seed_running, submit_all  # noqa: E402
+from daemon_kit import (  # noqa: E402
+    Agents,
+    cpu_s,
+    daemon_env,
+    drop_database,
+    free_port,
+    fresh_database,
+    mem_mb,
+    pass_totals,
+    seed_running,
+    submit_all,
+)
 from sqlmodel import func, select  # noqa: E402
 
 from gpuorch.clock import FakeClock  # noqa: E402
@@ -72,25 +83,6 @@ def pct(values: list[float], q: float) -> float:
 
 
 # -- 1 and 2: a real daemon with 1,000 running sim jobs -------------------------------------------
-def fresh_database(server: str) -> tuple[str, str]:
-    """A new empty database on the PostgreSQL server ``server`` (a SQLAlchemy URL naming any
-    database there): (its URL, its name)."""
-    import psycopg
-
-    base, _, _ = server.rpartition("/")
-    name = f"gpuorch_bench_{os.getpid()}_{random.randrange(1 << 30)}"
-    with psycopg.connect(server.replace("+psycopg", ""), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return f"{base}/{name}", name
-
-
-def drop_database(server: str, name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(server.replace("+psycopg", ""), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 def daemon_bench(n: int, window: float, notices: int, rng: random.Random, url: str | None = None,
                  daemons: int = 1, pass_time: bool = False, seed: bool = False) -> dict:
     """``url``: the store (None: SQLite in the bench's home); ``daemons``: how many daemon

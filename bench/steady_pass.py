@@ -1,6 +1,6 @@
 """The steady pass in process: what one reconcile pass over N running jobs costs, and what it keeps.
 
-    python bench/steady_pass.py [--jobs 1000] [--passes 7] [--profile FILE] [--tracemalloc]
+    python bench/steady_pass.py [--jobs 1000] [--passes 7] [--profile FILE] [--tracemalloc] [--postgres URL]
 
 The daemon's own reconciler (``ops.daemon.build_reconciler`` with metrics on), a real SQLite
 store and the sim with ``agents: external``, its jobs seeded running as ``bench/recovery.py
@@ -8,7 +8,8 @@ store and the sim with ``agents: external``, its jobs seeded running as ``bench/
 steady, ``--passes`` passes are timed (CPU of this process's thread, ``time.thread_time``; the
 pass runs on it) and their median printed. This is the A/B harness: the same tree's figure moves
 with the machine's load, so compare trees run one after the other. ``--profile`` writes a cProfile
-of the timed passes; ``--tracemalloc`` prints the largest allocations kept by the steady state.
+of the timed passes; ``--tracemalloc`` prints the largest allocations kept by the steady state;
+``--postgres`` puts the store on a fresh database of that PostgreSQL server instead of SQLite.
 
 Prints human lines, then one JSON object on its last line.
 """
@@ -28,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "providers"))
 
-from daemon_kit import mem_mb, seed_running  # noqa: E402
+from daemon_kit import drop_database, fresh_database, mem_mb, seed_running  # noqa: E402
 
 TRACES = REPO / "tests" / "data" / "spot-traces" / "aws-p3-2023"
 
@@ -39,6 +40,7 @@ def main() -> None:
     ap.add_argument("--passes", type=int, default=7)
     ap.add_argument("--profile", help="write a cProfile of the timed passes here")
     ap.add_argument("--tracemalloc", action="store_true", help="print the steady state's largest allocations")
+    ap.add_argument("--postgres", metavar="URL", help="the store on a fresh database of this PostgreSQL server")
     args = ap.parse_args()
     if args.tracemalloc:
         import tracemalloc
@@ -52,8 +54,8 @@ def main() -> None:
     from gpuorch.store import Store
 
     sim = {"traces": str(TRACES), "agents": "external", "boot_s": 0, "time_scale": 60}
+    url, name = fresh_database(args.postgres) if args.postgres else (f"sqlite:///{home / 'state.db'}", "")
     try:
-        url = f"sqlite:///{home / 'state.db'}"
         store = Store(url)
         spec = {"run": "python train.py", "spot_policy": "on-demand", "providers": ["sim"],
                 "checkpoint": {"store": f"file://{home / 'ckpt'}", "interval": "10m"}}
@@ -106,7 +108,10 @@ def main() -> None:
         from gpuorch_sim.provider import SimProvider
 
         SimProvider.from_config(sim, home).stop_cloud()
-    print(json.dumps(out))
+        if name:
+            store.close()
+            drop_database(args.postgres, name)
+    print(json.dumps({**out, "store": "postgresql" if name else "sqlite"}))
 
 
 if __name__ == "__main__":

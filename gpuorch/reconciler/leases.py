@@ -86,6 +86,7 @@ class Leases:
         self._kept: _Kept | None = None  # the last claim's answer while the store is unchanged (_same)
         self.ids: list[int] = []  # the ids of the jobs the last claim returned, in its order (no ORM read)
         self.soonest: datetime | None = None  # the first of their lease expiries, when known without one
+        self.version: int | None = None  # Store.data_version as the last claim read it, before any read
 
     def held(self, job: Job | None, now: datetime) -> bool:
         return (job is not None and job.lease_owner == self.owner and job.lease_expires is not None
@@ -113,7 +114,7 @@ class Leases:
         than its budget, so the rest of a long queue costs it nothing, and stays free for another
         daemon. ``truncated`` says whether the limit left such jobs out.
         """
-        version = self.store.data_version()  # before any read: a commit after it shows at the next claim
+        version = self.version = self.store.data_version()  # before any read: a later commit shows next claim
         if (same := self._same(version, now, known, queued)) is not None:
             return same
         # A row read back always has its primary key: ids selected here are ``int``, never None.

@@ -58,6 +58,7 @@ class Money:
         self._verdicts: dict[tuple[int, int], str | None] = {}  # (job id, history length) -> verdict
         self._max_steps: dict[int, int] = {}  # sweep id -> objective.max_step, where named
         self._waits: dict[int, str] = {}  # job id -> why it waits for trials ahead (finish first), this ledger
+        self._no_sweep_done_at: int | None = None  # the store's data_version when finish_sweeps found none done
         # This pass's listing by (provider, job, attempt): the cloud's record of launch and end times.
         self._observed: Mapping[tuple[str, int, int], Instance] = {}
         self._live: AbstractSet[tuple[str, int, int]] = frozenset()  # the pass's live attempt keys (begin_pass)
@@ -374,12 +375,17 @@ class Money:
             job.objective_history = history
 
     # -- sweeps ------------------------------------------------------------------------------------
-    def finish_sweeps(self, now: datetime) -> None:
-        """Mark active sweeps whose trials have all finished as done."""
+    def finish_sweeps(self, now: datetime, version: int | None = None) -> None:
+        """Mark active sweeps whose trials have all finished as done. ``version``: the store's
+        ``data_version`` read before this pass read anything; while it is the one at which no
+        sweep was found done, none can be (nothing was committed since)."""
+        if version is not None and version == self._no_sweep_done_at:
+            return
         unfinished = exists().where(and_(col(Job.sweep_id) == col(Sweep.id), col(Job.status).not_in(TERMINAL)))
         done = select(Sweep).where(Sweep.status == SweepStatus.ACTIVE, ~unfinished)
         with self.store.read() as s:
             if s.exec(done).first() is None:  # the usual case: no write lock taken
+                self._no_sweep_done_at = version
                 return
         with self.store.write() as s:
             for sw in s.exec(done):

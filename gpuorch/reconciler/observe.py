@@ -109,15 +109,36 @@ def list_instances(providers: Mapping[str, Provider], installation_id: str,
     return found, ok
 
 
-def backoffs(store: Store, now: datetime) -> KeyedAvoid | None:
-    """The back-offs in force, as a predicate keyed by their set (None: there are none):
+class Backoffs:
+    """The back-offs in force (``read``), as a predicate keyed by their set (None: there are none):
     placements are memoised across jobs and passes until a back-off starts or ends
     (``placement.candidates``). A full ranking may ask it about every offer: a candidate of a
-    provider no key names is let through without building a key."""
-    with store.read() as s:
-        keys = frozenset(s.exec(select(Backoff.key).where(Backoff.until > now)))
-    if not keys:
-        return None
+    provider no key names is let through without building a key.
+
+    The rows are read again only when the store changed (``Store.data_version``, as the pass's
+    claim read it before reading anything); between, a back-off whose ``until`` passed drops out,
+    and the same predicate object is handed out while the set is the same."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._rows: list[tuple[str, datetime]] | None = None
+        self._version: int | None = None
+        self._last: KeyedAvoid | None = None
+
+    def read(self, now: datetime, version: int | None = None) -> KeyedAvoid | None:
+        if self._rows is None or version is None or version != self._version:
+            with self.store.read() as s:
+                self._rows = [(k, u) for k, u in s.exec(select(Backoff.key, Backoff.until).where(Backoff.until > now))]
+            self._version = version
+        keys = frozenset(k for k, until in self._rows if until > now)  # UTCDateTime: aware
+        if not keys:
+            return None
+        if self._last is None or self._last.key != keys:
+            self._last = keyed_avoid(keys)
+        return self._last
+
+
+def keyed_avoid(keys: frozenset[str]) -> KeyedAvoid:
     named = {k.split("/", 1)[0] for k in keys}  # every key starts with its provider
 
     def avoid(c: Candidate) -> bool:

@@ -56,7 +56,7 @@ from gpuorch.reconciler.launching import Launching, backoff_key
 from gpuorch.reconciler.leases import RENEW_WHEN_LEFT, LeaseLost, Leases
 from gpuorch.reconciler.mirror import InstanceMirror
 from gpuorch.reconciler.money import Money
-from gpuorch.reconciler.observe import Key, OfferCache, backoffs, list_instances
+from gpuorch.reconciler.observe import Backoffs, Key, OfferCache, list_instances
 from gpuorch.reconciler.orphans import sweep_keys, sweep_orphans
 from gpuorch.reconciler.pulls import Pulls
 from gpuorch.reconciler.recording import Recording
@@ -103,8 +103,8 @@ class Reconciler:
         # host/pid/random: operators see which process holds a job; unique across restarts
         self.owner = owner or f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:6]}"
         self.lease_s, self.backoff_s, self.offers_ttl_s = lease_s, backoff_s, offers_ttl_s
-        self.logs = logs
-        self.home = home
+        self.logs, self.home = logs, home
+        self.backoffs = Backoffs(store)  # the back-offs in force, read again after a commit
         self.offers = OfferCache(self.providers, offers_ttl_s)
         self.leases = Leases(store, self.owner, lease_s)
         self._last_pass_at: datetime | None = None
@@ -196,7 +196,7 @@ class Reconciler:
         self.pulls.pull(view.job.id or 0, seen)
 
     def _avoid(self, now: datetime) -> KeyedAvoid | None:
-        return backoffs(self.store, now)
+        return self.backoffs.read(now, self.leases.version)
 
     # -- the pass ----------------------------------------------------------------------------
     def run_pass(self, stop: Event | None = None) -> float:
@@ -342,7 +342,7 @@ class Reconciler:
             self._attempts, self._batched = {}, {}
             self._runners = []
         self._forget(ids, live)
-        self.money.finish_sweeps(now)
+        self.money.finish_sweeps(now, self.leases.version)
         terminated = self.applier.terminated
         self.money.record_finished_ends(self.clock.now())
         self.volumes.sweep(ok, now)

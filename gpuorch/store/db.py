@@ -22,6 +22,7 @@ from sqlmodel import Session, create_engine, select
 from gpuorch.store.migrations import migrate
 from gpuorch.store.models import Meta
 from gpuorch.store.paths import PRIVATE_FILE, default_home, default_url, private_dir, private_file
+from gpuorch.store.pg_signal import SnapshotSignal
 
 BUSY_TIMEOUT_MS = 30_000
 # Idle connections each SQLite engine keeps. Every connection holds its own page cache (up to 2 MB):
@@ -83,6 +84,7 @@ class Store:
         self._version: sqlite3.Connection | None = None
         self._unwatched: Engine | None = None
         self._version_lock = threading.Lock()  # one user of that connection at a time
+        self._snapshots = SnapshotSignal(self._read) if url.startswith("postgresql") else None
         self.installation_id = self._installation_id()
 
     def _version_conn(self) -> sqlite3.Connection:
@@ -95,8 +97,10 @@ class Store:
     def data_version(self) -> int | None:
         """A number that changes whenever anyone (another process, or this one's own engines)
         commits to the store, except through ``write_unwatched``: SQLite's ``PRAGMA
-        data_version`` on a connection of its own. None where there is no such signal
-        (PostgreSQL, an in-memory database)."""
+        data_version`` on a connection of its own; PostgreSQL's transaction snapshot
+        (``pg_signal.py``). None where there is no such signal (an in-memory database)."""
+        if self._snapshots is not None:
+            return self._snapshots.version()
         if self._version_path is None:
             return None
         with self._version_lock:
@@ -107,9 +111,12 @@ class Store:
         """``write``, but not a change for ``data_version``: for rows that nothing watching it
         reads (the daemon's heartbeat, written every few seconds, would otherwise make every
         claim read the jobs again). SQLite: on the change signal's own connection, whose own
-        commits it does not count; elsewhere the same as ``write``."""
+        commits it does not count; PostgreSQL: its transaction id noted as not a change;
+        elsewhere the same as ``write``."""
         if self._version_path is None:
             with self.write() as s:
+                if self._snapshots is not None:
+                    self._snapshots.note(s.connection())
                 yield s
             return
         with self._version_lock:

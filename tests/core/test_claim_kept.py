@@ -138,3 +138,26 @@ def test_the_daemons_heartbeat_is_no_change_for_the_claim_but_a_job_written_besi
     assert seen == []
     other = jobs.submit(store, SPEC, clock.now()).id
     assert other in {j.id for j in claim(leases, clock, known)}
+
+
+def test_backoffs_are_read_again_only_after_a_commit_and_drop_out_when_they_end(store, clock):
+    from gpuorch.reconciler.observe import Backoffs
+    from gpuorch.store.models import Backoff
+
+    backoffs = Backoffs(store)
+    assert backoffs.read(clock.now(), store.data_version()) is None
+    other = Store(store.url)
+    try:
+        with other.write() as s:
+            s.add(Backoff(key="sim/us-east-1", until=clock.now() + timedelta(seconds=10)))
+    finally:
+        other.close()
+    v = store.data_version()
+    first = backoffs.read(clock.now(), v)
+    assert first is not None and first.key == {"sim/us-east-1"}
+    clock.advance(5)
+    with statements(store) as seen:
+        assert backoffs.read(clock.now(), v) is first  # nothing committed: no read, the same predicate
+        clock.advance(6)
+        assert backoffs.read(clock.now(), v) is None  # its time ended, with no commit in between
+    assert seen == []

@@ -72,9 +72,9 @@ class _Cluster:
     def _run(self, *args: str) -> None:
         subprocess.run([*self.as_user, *args], check=True, capture_output=True, timeout=60)
 
-    def start(self) -> None:
+    def start(self, extra: str = "") -> None:
         self._run(f"{self.bindir}/initdb", "-D", self.data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8")
-        opts = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} -c fsync=off -c max_connections=200"
+        opts = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} -c fsync=off -c max_connections=200 {extra}"
         self._run(f"{self.bindir}/pg_ctl", "-D", self.data, "-l", os.path.join(self.dir, "log"), "-o", opts,
                   "-w", "start")
 
