@@ -84,7 +84,7 @@ def pct(values: list[float], q: float) -> float:
 
 # -- 1 and 2: a real daemon with 1,000 running sim jobs -------------------------------------------
 def daemon_bench(n: int, window: float, notices: int, rng: random.Random, url: str | None = None,
-                 daemons: int = 1, pass_time: bool = False, seed: bool = False) -> dict:
+                 daemons: int = 1, pass_time: bool = False, seed: bool = False, profile: str | None = None) -> dict:
     """``url``: the store (None: SQLite in the bench's home); ``daemons``: how many daemon
     processes share it (HA mode needs PostgreSQL); their CPU is summed, RSS is the largest.
     ``pass_time``: also the mean pass time over the window, from the (first) daemon's /metrics."""
@@ -129,9 +129,16 @@ def daemon_bench(n: int, window: float, notices: int, rng: random.Random, url: s
         with store.read() as s:
             events_before = s.exec(select(func.count()).select_from(Event)).one()
         p0 = pass_totals(port) if pass_time else (0.0, 0)
+        spy = None
+        if profile:  # sampling costs the daemon CPU: a profiled run's figures are not the benchmark's
+            spy = subprocess.Popen(["py-spy", "record", "-p", str(procs[0].pid), "-r", "100", "-f", "raw", "-o",
+                                    profile, "-d", str(int(window)), "--nonblocking"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         c0, w0 = sum(cpu_s(d.pid) for d in procs), time.monotonic()
         time.sleep(window)
         c1, w1 = sum(cpu_s(d.pid) for d in procs), time.monotonic()
+        if spy is not None:
+            spy.wait(60)
         if pass_time:
             p1 = pass_totals(port)
             out["passes_in_window"] = p1[1] - p0[1]
@@ -263,6 +270,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--postgres", metavar="URL", help="run the daemons on a fresh database of this PostgreSQL "
                     "server (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/postgres) instead of SQLite")
+    ap.add_argument("--profile", metavar="FILE", help="py-spy the (first) daemon over the window: raw stacks to FILE")
     ap.add_argument("--daemons", type=int, default=1, help="daemon processes sharing the store (HA: --postgres)")
     ap.add_argument("--no-lost-work", action="store_true", help="skip measurement 3 (a shorter run)")
     ap.add_argument("--seed-running", action="store_true", help="the fast ramp: one job launched the real way, "
@@ -281,7 +289,7 @@ def main() -> None:
     url, name = fresh_database(args.postgres) if args.postgres else (None, "")
     try:
         result.update(daemon_bench(args.jobs, args.window, args.notices, rng, url, args.daemons, args.pass_time,
-                                   args.seed_running))
+                                   args.seed_running, args.profile))
     finally:
         if name:
             drop_database(args.postgres, name)

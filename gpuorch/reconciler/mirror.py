@@ -3,8 +3,11 @@
 
 The mirror remembers the state it last read or wrote for each row, so a pass in which no
 instance changed reads and writes nothing; only the rows of instances whose state moved (or that
-vanished from a provider listed fine) are read and written. Every ``refresh_s`` it reads the
-whole table again, which also picks up rows another daemon wrote meanwhile.
+vanished from a provider listed fine) are read and written. Between full reads, when the same
+providers listed fine as at the last update, only the listing's new objects and the instances it
+no longer lists are looked at (providers hand out a new object on any change). Every
+``refresh_s`` it reads the whole table again, which also picks up rows another daemon wrote
+meanwhile.
 """
 
 from __future__ import annotations
@@ -42,14 +45,28 @@ class InstanceMirror:
         full = self._read_at is None or (now - self._read_at).total_seconds() >= self.refresh_s
         if not full and not terminated and self._unchanged(observed, ok):
             return  # the very instances the table already holds, as they were: nothing to read or write
-        seen = {(k[0], inst.id): (k, inst) for k, inst in observed.items()}
+        last, gone = self._last, None
+        if not full and not terminated and last is not None and last[1] == ok:
+            # Only what changed in the listing since the table was brought up to date (a provider hands
+            # out a new object on any change): the instances it listed then and not now, and new objects.
+            before = last[0]
+            moved = [(k, inst) for k, inst in observed.items() if before.get(k) is not inst]
+            lost = [(k, before[k]) for k in before.keys() - observed.keys()]
+            lost += [(k, was) for k, inst in moved if (was := before.get(k)) is not None and was.id != inst.id]
+            seen = {(k[0], inst.id): (k, inst) for k, inst in moved}
+            gone = {(k[0], was.id) for k, was in lost}
+        else:
+            seen = {(k[0], inst.id): (k, inst) for k, inst in observed.items()}
         want = {key: "terminating" if inst.id in terminated else inst.state.value for key, (_, inst) in seen.items()}
         if full:
             suspects = set(seen)
         else:
             suspects = {key for key, state in want.items() if self._known.get(key, ("", False))[0] != state}
-            suspects |= {key for key, (_, ended) in self._known.items()
-                         if not ended and key[0] in ok and key not in seen}
+            if gone is None:
+                suspects |= {key for key, (_, ended) in self._known.items()
+                             if not ended and key[0] in ok and key not in seen}
+            else:  # as that, for the instances the listing lost: the rest were listed last time too
+                suspects |= {key for key in gone if key[0] in ok and not self._known.get(key, ("", True))[1]}
             if not suspects:
                 self._last = (dict(observed), set(ok)) if not terminated else None
                 return
@@ -82,7 +99,7 @@ class InstanceMirror:
                                 "terminated_at": now if ended else row.terminated_at})
                 known[key] = (state, ended or row.terminated_at is not None)
         for key, row in rows.items():
-            if key not in seen and key[0] in ok and row.terminated_at is None:
+            if (full or key in suspects) and key not in seen and key[0] in ok and row.terminated_at is None:
                 changed.append({"id": row.id, "state": "gone", "last_seen": row.last_seen, "terminated_at": now})
                 known[key] = ("gone", True)
         if added or changed:

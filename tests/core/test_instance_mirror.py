@@ -64,3 +64,34 @@ def test_more_instances_than_one_in_list_holds_are_mirrored_and_ended(store, clo
     assert len(rows) == 30
     assert {i for i, r in rows.items() if r.terminated_at is not None} == {"fake-4", "fake-7"}
     assert (rows["fake-4"].state, rows["fake-7"].state, rows["fake-0"].state) == ("gone", "terminated", "running")
+
+
+def test_between_full_reads_only_what_the_listing_changed_is_looked_at(store, clock):
+    """The listing compared by identity with the last one (issue 18: a drain's passes each listed
+    thousands of unchanged instances): a changed state, a new instance, an instance gone and one
+    replaced under its key each reach the table, and only their rows are read."""
+    observed = {("fake", j, 1): Instance(**{**INST.model_dump(), "id": f"fake-{j}"}) for j in range(6)}
+    m = InstanceMirror(store, refresh_s=600)
+    m.update(dict(observed), {"fake"}, set(), clock.now())
+    asked: list[list[str]] = []  # the instance ids of each read of the table
+
+    def record(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
+        if statement.lstrip().startswith("SELECT") and "FROM instance" in statement:
+            asked.append(sorted(p for p in params if isinstance(p, str)))
+
+    event.listen(store._read, "before_cursor_execute", record)
+    clock.advance(2)
+    observed[("fake", 1, 1)] = Instance(**{**INST.model_dump(), "id": "fake-1", "state": InstanceState.TERMINATED})
+    observed[("fake", 9, 1)] = Instance(**{**INST.model_dump(), "id": "fake-9"})  # new
+    del observed[("fake", 2, 1)]  # gone from the listing
+    observed[("fake", 3, 1)] = Instance(**{**INST.model_dump(), "id": "fake-3b"})  # another instance, same key
+    m.update(dict(observed), {"fake"}, set(), clock.now())
+    assert asked == [["fake-1", "fake-2", "fake-3", "fake-3b", "fake-9"]]
+    with store.read() as s:
+        rows = {r.instance_id: (r.state, r.terminated_at is not None) for r in s.exec(select(InstanceRow))}
+    assert rows == {"fake-0": ("running", False), "fake-1": ("terminated", True), "fake-2": ("gone", True),
+                    "fake-3": ("gone", True), "fake-3b": ("running", False), "fake-4": ("running", False),
+                    "fake-5": ("running", False), "fake-9": ("running", False)}
+    asked.clear()
+    m.update(dict(observed), {"fake"}, set(), clock.now())  # the same objects: nothing read
+    assert asked == []
