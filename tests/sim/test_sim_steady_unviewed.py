@@ -17,10 +17,10 @@ from test_sim_steady import SIM, play_agent, run_dir, running
 
 from gpuorch.agent.protocol import JOB_LOG
 from gpuorch.clock import FakeClock
-from gpuorch.jobs.logmirror import LogMirror
-from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.jobs import intent as jobs
+from gpuorch.jobs.logmirror import LogMirror
 from gpuorch.jobs.spec import parse_spec
+from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, TerminationReason
 
 
