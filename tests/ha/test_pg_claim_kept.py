@@ -143,3 +143,21 @@ def test_the_daemons_heartbeat_is_no_change_but_another_daemons_claim_is(store, 
     finally:
         other.close()
     assert new in {j.id for j in claim(leases, clock, known)}
+
+
+def test_a_server_without_the_snapshot_functions_gives_no_signal_and_every_claim_reads(store, clock):
+    """PostgreSQL before 13 has no ``pg_current_snapshot``: no signal (the claim reads, as without
+    one), and the daemon's heartbeat, written first, is not aborted by the missing function."""
+    signal = store._snapshots
+    signal.SNAPSHOT = "SELECT no_such_function_here()::text"  # as an older server answers
+    (job_id,) = [jobs.submit(store, SPEC, clock.now()).id]
+    beater = Beater(store, "d1", 5.0, "test")
+    beater.started(clock.now())
+    assert beater.passed(clock.now(), "ok")
+    assert read_state(store, clock.now())["daemons"][0]["last_outcome"] == "ok"
+    assert signal.available is False and store.data_version() is None
+    leases, known = Leases(store, "d1", lease_s=60), {}
+    claim(leases, clock, known)
+    with Statements(store) as seen:
+        assert [j.id for j in claim(leases, clock, known)] == [job_id]
+    assert any("FROM job" in s for s in seen)  # read again: nothing tells it the store is unchanged
