@@ -39,7 +39,8 @@ def test_version():
 
 def test_shell_completion_is_on():
     r = runner.invoke(app, ["--show-completion", "bash"])
-    assert r.exit_code == 0 and "_gpuorch_completion" in r.stdout and "complete" in r.stdout
+    # (it failed once in a full run, exit 1, not reproduced alone: say what was printed and raised)
+    assert r.exit_code == 0 and "_gpuorch_completion" in r.stdout and "complete" in r.stdout, (r.output, r.exception)
     assert "--install-completion" in runner.invoke(app, ["--help"]).stdout
 
 
