@@ -37,9 +37,13 @@ def test_version():
     assert r.exit_code == 0 and r.stdout == f"gpuorch {gpuorch.__version__}\n"
 
 
-def test_shell_completion_is_on():
+def test_shell_completion_is_on(monkeypatch):
+    # Typer may take the shell from the process tree, not the argument: under make and xdist that
+    # found none ("Shell  not supported"). The detection is the thin helper replaced here.
+    import typer.completion
+
+    monkeypatch.setattr(typer.completion, "_get_shell_name", lambda: "bash", raising=False)
     r = runner.invoke(app, ["--show-completion", "bash"])
-    # (it failed once in a full run, exit 1, not reproduced alone: say what was printed and raised)
     assert r.exit_code == 0 and "_gpuorch_completion" in r.stdout and "complete" in r.stdout, (r.output, r.exception)
     assert "--install-completion" in runner.invoke(app, ["--help"]).stdout
 
