@@ -19,16 +19,9 @@ from gpuorch.jobs.spec import parse_spec
 from gpuorch.reconciler.leases import Leases
 from gpuorch.store import Store
 from gpuorch.store.models import Job
+from tests.claim_kit import claim
 
 SPEC = parse_spec({"name": "train", "run": "python train.py", "resources": {"gpu": "A100:80GB:1"}})
-
-
-def claim(leases: Leases, clock, known: dict[int, Job]) -> list[Job]:  # type: ignore[no-untyped-def]
-    """A claim as the reconciler makes it: with the rows it kept (``HeldRows.jobs``)."""
-    got = leases.claim(clock.now(), known=known, queued=200)
-    known.clear()
-    known.update({j.id: j for j in got})
-    return got
 
 
 def test_data_version_changes_with_any_commit_and_only_then(store, clock):

@@ -20,6 +20,7 @@ from gpuorch.reconciler.leases import Leases
 from gpuorch.store import Store
 from gpuorch.store.heartbeat import Beater, read_state
 from gpuorch.store.models import Job
+from tests.claim_kit import claim
 from tests.ha.conftest import _Cluster, _pg_bin, _psycopg
 
 pytestmark = pytest.mark.postgres
@@ -67,13 +68,6 @@ class Statements:
 
     def _record(self, conn, cursor, statement, *rest):  # type: ignore[no-untyped-def]
         self.seen.append(statement.strip())
-
-
-def claim(leases: Leases, clock, known: dict[int, Job]) -> list[Job]:  # type: ignore[no-untyped-def]
-    got = leases.claim(clock.now(), known=known, queued=200)
-    known.clear()
-    known.update({j.id: j for j in got})
-    return got
 
 
 def test_the_version_moves_with_another_connections_commit_and_not_with_reads(store, clock):
