@@ -36,7 +36,7 @@ def test_an_unknown_strategy_names_the_field(tmp_path):
         load_config(p)
 
 
-def test_the_metrics_wrapper_keeps_what_the_adapter_says_about_its_runner(tmp_path):
+def test_the_metrics_wrapper_keeps_what_the_adapter_says_about_its_runner_and_launches(tmp_path):
     """Without it the daemon never read a reclaimed local/sim instance's last agent status, and
     a job that had finished was run again (found by the chaos test)."""
     from gpuorch.metrics.instrument import InstrumentedProvider
@@ -44,3 +44,4 @@ def test_the_metrics_wrapper_keeps_what_the_adapter_says_about_its_runner(tmp_pa
 
     wrapped = InstrumentedProvider(LocalProvider(tmp_path / "local"), calls=None, errors=None)  # type: ignore[arg-type]
     assert wrapped.runner_outlives_instance is True
+    assert wrapped.runners_may_block is False and wrapped.launches_may_block is False  # local files: inline, one thread

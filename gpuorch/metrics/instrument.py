@@ -54,6 +54,7 @@ class InstrumentedProvider(Provider):
         # A class attribute of the port: __getattr__ would never see the adapter's value.
         self.runner_outlives_instance = inner.runner_outlives_instance
         self.runners_may_block = inner.runners_may_block
+        self.launches_may_block = inner.launches_may_block
 
     def _call(self, method: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         self._calls.labels(self.name, method).inc()

@@ -127,7 +127,8 @@ class Applier:
 
     def _launch_batch(self, now: datetime) -> None:
         """The batch's intents in one transaction (``Launching.intents``), then its cloud calls on
-        the pool, a share per worker, each share's launches recorded in one transaction."""
+        the pool, a share per worker (those that cannot block: one share, on the pool's local
+        thread), each share's launches recorded in one transaction."""
         batch, self._batch = self._batch or [], []
         go = []
         for view, action, first in self.launching.intents(batch, now):
@@ -138,11 +139,18 @@ class Applier:
                 self.launching.launch(view, action, now, first)
             except LeaseLost:
                 log.info("job %s: lease lost (expired or taken over); its work this pass is dropped", view.job.id)
-        share = max(LAUNCHES_PER_WORKER, -(-len(go) // self.pool.workers))
-        for k in range(0, len(go), share):
-            part = go[k:k + share]
-            self._started.append(([v.job.id or 0 for v, _, _ in part], self.pool.start(
-                [v.job.id or 0 for v, _, _ in part], lambda part=part: self._launch_share(part, now))))  # type: ignore[misc]
+        for may_block in (True, False):  # the pool's threads share the first; its one local thread takes the rest
+            mine = [g for g in go if self._may_block(g[2][1].provider) == may_block]  # type: ignore[union-attr]
+            share = max(LAUNCHES_PER_WORKER, -(-len(mine) // self.pool.workers)) if may_block else max(1, len(mine))
+            for k in range(0, len(mine), share):
+                part = mine[k:k + share]
+                ids = [v.job.id or 0 for v, _, _ in part]
+                self._started.append((ids, self.pool.start(ids, lambda part=part: self._launch_share(part, now),  # type: ignore[misc]
+                                                           may_block)))
+
+    def _may_block(self, provider: str) -> bool:
+        p = self.providers.get(provider)
+        return p is None or p.launches_may_block
 
     def _renew_when_due(self) -> None:
         """Slow launches must not outlive the leases of the jobs they are for: renewed (in bulk)

@@ -73,6 +73,7 @@ class LocalProvider(Provider):
     name = PROVIDER
     runner_outlives_instance = True  # the run dir stays after the process groups are killed
     runners_may_block = False  # its runner reads and writes local files
+    launches_may_block = False  # a launch writes local files
     runs_containers = True  # through podman or docker on this host (providers.local.container)
     max_nodes = 8  # gangs of instance directories, one instance to the daemon (gang.py)
 

@@ -74,6 +74,7 @@ class SimProvider(Provider):
     name = PROVIDER
     runner_outlives_instance = True  # run dirs stay after a reclaim: the agent's last word is readable
     runners_may_block = False  # its runner reads and writes local files
+    launches_may_block = False  # a launch writes local files
 
     def __init__(self, home: Path, options: SimOptions) -> None:
         self.home = Path(home).expanduser().resolve()

@@ -7,6 +7,7 @@ out of it. Real SQLite, FakeProvider, fake clock; statements counted by a SQLAlc
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -98,6 +99,29 @@ def test_a_pass_records_a_batch_of_launches_in_a_few_write_transactions(store, c
     # the claim, the 60 intents, the 60 launches in shares of 25 per pool worker: 1 + 1 + 3 (was
     # 2 a job: 120), whatever the number of jobs up to Applier's LAUNCH_BATCH
     assert len(begins) <= 6
+
+
+def test_launches_that_cannot_block_are_made_on_one_thread_and_recorded_in_one_transaction(store, clock):
+    fake = FakeProvider(clock, script=FakeJobScript(duration_s=10 * 3600, checkpoint_every_s=3600))
+    fake.launches_may_block = False  # as the sim's and the local provider's (local files)
+    threads: set[str] = set()
+    real = fake.launch
+
+    def launch(request):  # type: ignore[no-untyped-def]
+        threads.add(threading.current_thread().name)
+        return real(request)
+
+    fake.launch = launch  # type: ignore[method-assign]
+    rec = Reconciler(store, {"fake": fake}, clock=clock)
+    for i in range(60):
+        jobs.submit(store, parse_spec({**SPEC, "name": f"q{i}"}), clock.now())
+    with write_transactions(store) as begins:
+        rec.run_pass()
+    with store.read() as s:
+        rows = list(s.exec(select(Attempt)))
+    assert len(rows) == 60 and {r.status for r in rows} == {AttemptStatus.LAUNCHED} and fake.count("launch") == 60
+    assert len(threads) == 1 and threads.pop().startswith("gpuorch-launch-local")
+    assert len(begins) <= 3  # the claim, the 60 intents, the 60 launches (three shares, when they may block)
 
 
 def pass_with_job_3_taken_over(store, clock, txn: str) -> tuple[FakeProvider, list[int]]:  # type: ignore[no-untyped-def]
