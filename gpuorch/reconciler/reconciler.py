@@ -247,8 +247,8 @@ class Reconciler:
         # Leases are renewed (in bulk) once less than RENEW_WHEN_LEFT of them is left.
         renew_at = (self.leases.soonest or min((j.lease_expires for j in claimed if j.lease_expires), default=now)) \
             - timedelta(seconds=self.lease_s * RENEW_WHEN_LEFT)
-        # Queued jobs launched this pass, and the time their decisions and launches took
-        # (Settings.launch_batch, launch_budget_s): at least one a pass, so a queue always drains.
+        # Queued jobs launched this pass, and the time their decisions and launches took (Settings.launch_batch,
+        # launch_budget_s; and the pass's age, at most twice that): at least one a pass, so a queue always drains.
         launched, launch_s, budget, most = 0, 0.0, settings.launch_budget(), settings.launch_batch
         considered, cut = 0, False  # queued jobs decided; whether the budget left some for the next pass
         self.quiet.begin_pass((index, avoid_key, settings, offers, seen_at, ok))
@@ -268,7 +268,8 @@ class Reconciler:
                     continue
                 quiet.drop(job_id)
                 queued = job.status == JobStatus.QUEUED and not job.cancel_requested  # a cancel is never left
-                if queued and launched and ((most is not None and launched >= most) or launch_s >= budget):
+                if queued and launched and (cut or (most is not None and launched >= most) or launch_s >= budget
+                                            or (self.clock.now() - now).total_seconds() >= 2 * budget):
                     requeue, cut = 0.0, True  # the next pass, at once, takes the next batch
                     continue
                 considered += queued
@@ -339,8 +340,7 @@ class Reconciler:
                     log.exception("the pass's launches failed")
         finally:
             self.applier.end_pass()
-            self._attempts, self._batched = {}, {}
-            self._runners = []
+            self._attempts, self._batched, self._runners = {}, {}, []
         self._forget(ids, live)
         self.money.finish_sweeps(now, self.leases.version)
         terminated = self.applier.terminated

@@ -33,9 +33,9 @@ class Settings:
     max_lifetime_s: float | None = None  # LaunchRequest.max_lifetime_s: the cloud-side backstop
     volume_wait_s: float = 60.0  # a job volume's device must show up this long after its attach
     # A pass launches queued jobs while their decisions and launches have taken less than
-    # launch_budget_s (None: a quarter of poll_s), and at most launch_batch of them (None: no
-    # count), at least one: a long queue drains over several short passes, so each pass still
-    # observes every running job (notices) within a bounded time.
+    # launch_budget_s (None: a quarter of poll_s) and the pass is younger than twice that, and at
+    # most launch_batch of them (None: no count), at least one: a long queue drains over several
+    # short passes, so each pass still observes every running job (notices) within a bounded time.
     launch_batch: int | None = None
     launch_budget_s: float | None = None
     # (provider, market seconds per wall second) of simulated markets (gpuorch.clock.time_scales):

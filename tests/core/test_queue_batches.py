@@ -101,9 +101,11 @@ def test_a_pass_records_a_batch_of_launches_in_a_few_write_transactions(store, c
     assert len(begins) <= 6
 
 
-def test_launches_that_cannot_block_are_made_on_one_thread_and_recorded_in_one_transaction(store, clock):
+def local_launches(clock) -> tuple[FakeProvider, set[str]]:  # type: ignore[no-untyped-def]
+    """A FakeProvider whose launches cannot block, as the sim's and the local provider's (local
+    files), and the names of the threads that launched."""
     fake = FakeProvider(clock, script=FakeJobScript(duration_s=10 * 3600, checkpoint_every_s=3600))
-    fake.launches_may_block = False  # as the sim's and the local provider's (local files)
+    fake.launches_may_block = False
     threads: set[str] = set()
     real = fake.launch
 
@@ -112,6 +114,11 @@ def test_launches_that_cannot_block_are_made_on_one_thread_and_recorded_in_one_t
         return real(request)
 
     fake.launch = launch  # type: ignore[method-assign]
+    return fake, threads
+
+
+def test_launches_that_cannot_block_are_made_on_one_thread_and_recorded_in_one_transaction(store, clock):
+    fake, threads = local_launches(clock)
     rec = Reconciler(store, {"fake": fake}, clock=clock)
     for i in range(60):
         jobs.submit(store, parse_spec({**SPEC, "name": f"q{i}"}), clock.now())
@@ -185,6 +192,24 @@ def test_the_time_budget_counts_the_passs_own_time(store):
         if rec.run_pass() > 0:
             break
     assert JobStatus.QUEUED not in statuses(store)
+
+
+def test_a_pass_older_than_twice_its_budget_takes_no_more_queued_jobs(store, clock):
+    """Time the pass spent elsewhere (its look at the cloud here; at 10,000 held jobs, their
+    checks and the last batch's agent starts) counts too: a long queue never makes a long pass."""
+    fake = FakeProvider(clock, script=FakeJobScript(duration_s=10 * 3600, checkpoint_every_s=3600))
+    listing = fake.list_managed
+
+    def slow_listing():  # type: ignore[no-untyped-def]
+        clock.advance(1.5)  # a listing that takes 1.5 s; the queued jobs' decisions take none
+        return listing()
+
+    fake.list_managed = slow_listing  # type: ignore[method-assign]
+    rec = Reconciler(store, {"fake": fake}, clock=clock, settings=Settings(launch_budget_s=0.5))
+    for i in range(5):
+        jobs.submit(store, parse_spec({**SPEC, "name": f"q{i}"}), clock.now())
+    assert rec.run_pass() == 0  # the next pass comes at once
+    assert sum(s != JobStatus.QUEUED for s in statuses(store)) == 1  # at least one a pass
 
 
 def owned(store, owner: str) -> list[int]:  # type: ignore[no-untyped-def]
