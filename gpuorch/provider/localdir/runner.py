@@ -49,7 +49,8 @@ class LocalRunner(Runner):
         # ``container``: this host's runtime, its flags and GPU mode for a job's ``image:`` (its
         # ``image`` is ignored); None: the agent detects docker or podman.
         self.container = container
-        self.instance = InstanceDir(Path(instance_dir).resolve())
+        path = Path(instance_dir)  # the providers' are absolute (their resolved home's): no realpath a runner
+        self.instance = InstanceDir(path if path.is_absolute() else path.resolve())
         self.rundir = self.instance.run_dir
         self.notice_poll_s = notice_poll_s  # how often the agent reads notice.json
         self.final_checkpoint_grace_s = final_checkpoint_grace_s  # None: the agent config's
