@@ -5,6 +5,7 @@ library's ``queue`` module for every script in ``bench/``, whose directory Pytho
 the path, and so break ``concurrent.futures`` in ``bench/recovery.py``.)
 
     python bench/queue_drain.py [--jobs 10000] [--offers 50000] [--seed 2024]
+                                [--postgres URL [--daemons 2]]
 
 A real ``gpuorch daemon`` process (SQLite store, the default configuration: 2 s poll, lease 60 s,
 metrics on) runs the ``sim`` provider with ``agents: external`` and ``boot_s: 0`` (launches are
@@ -20,6 +21,11 @@ daemon starts. Measured:
 - ``daemon_cpu_s``: the daemon's user + system CPU seconds over that time (all threads, /proc);
 - the passes' times (the daemon's debug log line per pass): count, median, max;
 - ``daemon_peak_rss_mb`` (VmHWM) and ``daemon_rss_mb`` at the end.
+
+``--postgres URL``: the store is a fresh database on that PostgreSQL server instead of SQLite;
+``--daemons N`` (PostgreSQL only): N daemons share the queue (HA mode). Their CPU is summed, the
+RSS is the largest one's, the passes are all of theirs, and the drain starts at the first pass
+of any of them.
 
 Targets (issue 18): drain < 10 s and < 10 CPU-seconds for 10,000 jobs; no pass over 2 s.
 Prints human lines, then one JSON object on its last line.
@@ -47,7 +53,7 @@ sys.path.insert(0, str(REPO / "providers"))
 sys.path.insert(0, str(REPO / "bench"))
 
 import yaml  # noqa: E402
-from daemon_kit import cpu_times, daemon_env, mem_mb, submit_all  # noqa: E402
+from daemon_kit import cpu_times, daemon_env, drop_database, fresh_database, mem_mb, submit_all  # noqa: E402
 from placement import SHAPES, TOKENS, synthetic_catalog  # noqa: E402
 from sqlmodel import func, select  # noqa: E402
 
@@ -64,6 +70,12 @@ def job_fields(i: int, rng: random.Random) -> dict:
         shape["model"] = {**shape["model"], "tokens": rng.choice(TOKENS)}
     return {"name": f"job-{i}", "run": "python train.py", "checkpoint": {"store": "s3://bucket/run", "interval": "10m"},
             **shape}
+
+
+def cpu_of(daemons: list[subprocess.Popen]) -> tuple[float, float]:
+    """The daemons' (user + system, system) CPU seconds, summed."""
+    times = [cpu_times(d.pid) for d in daemons]
+    return sum(t[0] for t in times), sum(t[1] for t in times)
 
 
 def passes(log: Path) -> list[tuple[float, float]]:
@@ -86,10 +98,15 @@ def main() -> None:
     ap.add_argument("--offers", type=int, default=50_000)
     ap.add_argument("--seed", type=int, default=2024)
     ap.add_argument("--limit", type=float, default=900.0, help="give up on the drain after this many seconds")
-    ap.add_argument("--profile", metavar="FILE", help="run the daemon under py-spy, collapsed stacks to FILE")
+    ap.add_argument("--postgres", metavar="URL", help="a fresh database on this PostgreSQL server (e.g. "
+                    "postgresql+psycopg://postgres@127.0.0.1:5432/postgres) instead of SQLite")
+    ap.add_argument("--daemons", type=int, default=1, help="daemons sharing the queue (HA: needs --postgres)")
+    ap.add_argument("--profile", metavar="FILE", help="run the (first) daemon under py-spy, collapsed stacks to FILE")
     ap.add_argument("--profile-gil", action="store_true",
                     help="with --profile: sample only the thread holding the GIL (Python CPU, not GIL waits)")
     args = ap.parse_args()
+    if args.daemons > 1 and not args.postgres:
+        raise SystemExit("--daemons: several daemons need a shared PostgreSQL store; add --postgres URL")
     rng = random.Random(args.seed)
     home = Path(tempfile.mkdtemp(prefix="gpuorch-bench-queue-"))
     offers = synthetic_catalog(args.offers, rng)
@@ -99,16 +116,17 @@ def main() -> None:
     (home / "config.yaml").write_text(yaml.safe_dump({
         "providers": {"sim": sim}, "metrics": {"enabled": True, "port": 0}, "log_level": "debug",
         "log_format": "json"}))
-    store = Store(f"sqlite:///{home / 'state.db'}")
+    url, db_name = fresh_database(args.postgres) if args.postgres else (f"sqlite:///{home / 'state.db'}", "")
+    store = Store(url)
     t = time.monotonic()
     submit_all(store, [job_fields(i, rng) for i in range(args.jobs)])  # as jobs.submit, a thousand a transaction
     print(f"{len(offers)} offers; {args.jobs} jobs submitted in {time.monotonic() - t:.1f} s")
-    env = daemon_env(GPUORCH_HOME=str(home))
-    env.pop("GPUORCH_DATABASE_URL", None)
-    log_path = home / "daemon.log"
-    log = open(log_path, "wb")  # noqa: SIM115
-    daemon = subprocess.Popen([sys.executable, "-m", "gpuorch", "daemon"], env=env, stdout=log,
-                              stderr=subprocess.STDOUT)
+    env = daemon_env(GPUORCH_HOME=str(home), GPUORCH_DATABASE_URL=url)
+    logs = [home / f"daemon-{k}.log" for k in range(args.daemons)]
+    daemons = [subprocess.Popen([sys.executable, "-m", "gpuorch", "daemon"], env=env,
+                                stdout=open(path, "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
+               for path in logs]
+    daemon = daemons[0]
     spy = None
     if args.profile:  # sampling slows the daemon a little: its figures are then not the benchmark's
         gil = ["--gil"] if args.profile_gil else []
@@ -116,40 +134,45 @@ def main() -> None:
                                 "-d", "300", "--nonblocking", *gil],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     samples: list[tuple[float, tuple[float, float]]] = []  # (wall, daemon CPU s (all, system))
-    out: dict = {"jobs": args.jobs, "offers": len(offers)}
+    out: dict = {"jobs": args.jobs, "offers": len(offers), "store": "postgresql" if args.postgres else "sqlite",
+                 "daemons": args.daemons}
     try:
         t0 = time.monotonic()
         while True:
-            samples.append((time.time(), cpu_times(daemon.pid)))
+            samples.append((time.time(), cpu_of(daemons)))
             with store.read() as s:
                 requested = s.exec(select(func.count(func.distinct(Attempt.job_id)))).one()
             if requested >= args.jobs:
                 break
-            if daemon.poll() is not None or time.monotonic() - t0 > args.limit:
-                print(f"only {requested} of {args.jobs} jobs have a launch request; see {log_path}")
+            if any(d.poll() is not None for d in daemons) or time.monotonic() - t0 > args.limit:
+                print(f"only {requested} of {args.jobs} jobs have a launch request; see {logs[0]}")
                 break
             time.sleep(0.2)
-        done_at, cpu_done = time.time(), cpu_times(daemon.pid)
+        done_at, cpu_done = time.time(), cpu_of(daemons)
         if spy is not None:
             spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
             spy.wait(30)
-        out["daemon_rss_mb"] = round(mem_mb(daemon.pid, "VmRSS"), 1)
-        out["daemon_peak_rss_mb"] = round(mem_mb(daemon.pid, "VmHWM"), 1)
+        out["daemon_rss_mb"] = round(max(mem_mb(d.pid, "VmRSS") for d in daemons), 1)
+        out["daemon_peak_rss_mb"] = round(max(mem_mb(d.pid, "VmHWM") for d in daemons), 1)
         out["launch_requested"] = requested
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(60)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
+        for d in daemons:
+            d.send_signal(signal.SIGTERM)
+        for d in daemons:
+            try:
+                d.wait(60)
+            except subprocess.TimeoutExpired:
+                d.kill()
         from gpuorch_sim.provider import SimProvider
         # agents: external starts no process, so nothing runs on the instances: stopping the
         # sim's cloud process is the whole cleanup (ending 10,000 records one by one took minutes)
         SimProvider.from_config(sim, home).stop_cloud()
         store.close()
-    seen = passes(log_path)
+        if db_name:
+            drop_database(args.postgres, db_name)
+    seen = sorted(p for path in logs for p in passes(path))
     if not seen:
-        raise SystemExit(f"no pass logged; see {log_path}")
+        raise SystemExit(f"no pass logged; see {logs[0]}")
     first = seen[0][0]
     before = [c for w, c in samples if w <= first]  # CPU at the first pass's start (startup excluded)
     cpu_first = before[-1] if before else samples[0][1]
