@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
+import subprocess
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +40,17 @@ def daemon_env(**extra: str) -> dict[str, str]:
     repo = Path(__file__).resolve().parents[1]
     path = os.pathsep.join(p for p in (str(repo), str(repo / "providers"), os.environ.get("PYTHONPATH")) if p)
     return {**os.environ, "PYTHONPATH": path, **extra}
+
+
+def stop_daemons(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM every daemon, then wait for each (a minute), killing one that does not exit."""
+    for d in procs:
+        d.send_signal(signal.SIGTERM)
+    for d in procs:
+        try:
+            d.wait(60)
+        except subprocess.TimeoutExpired:
+            d.kill()
 
 
 def mem_mb(pid: int, key: str) -> float:

@@ -53,7 +53,15 @@ sys.path.insert(0, str(REPO / "providers"))
 sys.path.insert(0, str(REPO / "bench"))
 
 import yaml  # noqa: E402
-from daemon_kit import cpu_times, daemon_env, drop_database, fresh_database, mem_mb, submit_all  # noqa: E402
+from daemon_kit import (  # noqa: E402
+    cpu_times,
+    daemon_env,
+    drop_database,
+    fresh_database,
+    mem_mb,
+    stop_daemons,
+    submit_all,
+)
 from placement import SHAPES, TOKENS, synthetic_catalog  # noqa: E402
 from sqlmodel import func, select  # noqa: E402
 
@@ -156,13 +164,7 @@ def main() -> None:
         out["daemon_peak_rss_mb"] = round(max(mem_mb(d.pid, "VmHWM") for d in daemons), 1)
         out["launch_requested"] = requested
     finally:
-        for d in daemons:
-            d.send_signal(signal.SIGTERM)
-        for d in daemons:
-            try:
-                d.wait(60)
-            except subprocess.TimeoutExpired:
-                d.kill()
+        stop_daemons(daemons)
         from gpuorch_sim.provider import SimProvider
         # agents: external starts no process, so nothing runs on the instances: stopping the
         # sim's cloud process is the whole cleanup (ending 10,000 records one by one took minutes)

@@ -36,7 +36,6 @@ import argparse
 import json
 import os
 import random
-import signal
 import statistics
 import subprocess
 import sys
@@ -59,6 +58,7 @@ from daemon_kit import (  # noqa: E402
     mem_mb,
     pass_totals,
     seed_running,
+    stop_daemons,
     submit_all,
 )
 from sqlmodel import func, select  # noqa: E402
@@ -155,13 +155,7 @@ def daemon_bench(n: int, window: float, notices: int, rng: random.Random, url: s
               f"{out['events_written_in_window']} events written meanwhile")
         out.update(latencies(store, home, sim, agents, notices, rng))
     finally:
-        for d in procs:
-            d.send_signal(signal.SIGTERM)
-        for d in procs:
-            try:
-                d.wait(60)
-            except subprocess.TimeoutExpired:
-                d.kill()
+        stop_daemons(procs)
         from gpuorch_sim.provider import SimProvider
         # agents: external starts no process, so nothing runs on the instances: stopping the
         # sim's cloud process is the whole cleanup (ending 10,000 records one by one took minutes)

@@ -139,14 +139,19 @@ class Applier:
                 self.launching.launch(view, action, now, first)
             except LeaseLost:
                 log.info("job %s: lease lost (expired or taken over); its work this pass is dropped", view.job.id)
-        for may_block in (True, False):  # the pool's threads share the first; its one local thread takes the rest
-            mine = [g for g in go if self._may_block(g[2][1].provider) == may_block]  # type: ignore[union-attr]
-            share = max(LAUNCHES_PER_WORKER, -(-len(mine) // self.pool.workers)) if may_block else max(1, len(mine))
-            for k in range(0, len(mine), share):
-                part = mine[k:k + share]
-                ids = [v.job.id or 0 for v, _, _ in part]
-                self._started.append((ids, self.pool.start(ids, lambda part=part: self._launch_share(part, now),  # type: ignore[misc]
-                                                           may_block)))
+        # Launches that may block share the pool's threads; the rest go, one share, to its local thread.
+        remote: list[tuple[JobView, A.Launch, First]] = []
+        local: list[tuple[JobView, A.Launch, First]] = []
+        for g in go:
+            (remote if self._may_block(g[2][1].provider) else local).append(g)  # type: ignore[union-attr]
+        share = max(LAUNCHES_PER_WORKER, -(-len(remote) // self.pool.workers))
+        parts = [(remote[k:k + share], True) for k in range(0, len(remote), share)]
+        if local:
+            parts.append((local, False))
+        for part, may_block in parts:
+            ids = [v.job.id or 0 for v, _, _ in part]
+            self._started.append((ids, self.pool.start(ids, lambda part=part: self._launch_share(part, now),  # type: ignore[misc]
+                                                       may_block)))
 
     def _may_block(self, provider: str) -> bool:
         p = self.providers.get(provider)

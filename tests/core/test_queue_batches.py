@@ -85,15 +85,20 @@ def write_transactions(store) -> Iterator[list[str]]:  # type: ignore[no-untyped
         event.remove(store._write, "before_cursor_execute", record)
 
 
-def test_a_pass_records_a_batch_of_launches_in_a_few_write_transactions(store, clock):
-    fake = FakeProvider(clock, script=FakeJobScript(duration_s=10 * 3600, checkpoint_every_s=3600))
+def sixty_launched_in_one_pass(store, clock, fake: FakeProvider) -> tuple[list[Attempt], list[str]]:  # type: ignore[no-untyped-def]
+    """Sixty queued jobs, one pass: their attempt rows, and the pass's write transactions."""
     rec = Reconciler(store, {"fake": fake}, clock=clock)
     for i in range(60):
         jobs.submit(store, parse_spec({**SPEC, "name": f"q{i}"}), clock.now())
     with write_transactions(store) as begins:
         rec.run_pass()
     with store.read() as s:
-        rows = list(s.exec(select(Attempt)))
+        return list(s.exec(select(Attempt))), begins
+
+
+def test_a_pass_records_a_batch_of_launches_in_a_few_write_transactions(store, clock):
+    fake = FakeProvider(clock, script=FakeJobScript(duration_s=10 * 3600, checkpoint_every_s=3600))
+    rows, begins = sixty_launched_in_one_pass(store, clock, fake)
     assert len(rows) == 60 and {r.status for r in rows} == {AttemptStatus.LAUNCHED}
     assert len({r.job_id for r in rows}) == 60 and fake.count("launch") == 60  # one instance each
     # the claim, the 60 intents, the 60 launches in shares of 25 per pool worker: 1 + 1 + 3 (was
@@ -119,13 +124,7 @@ def local_launches(clock) -> tuple[FakeProvider, set[str]]:  # type: ignore[no-u
 
 def test_launches_that_cannot_block_are_made_on_one_thread_and_recorded_in_one_transaction(store, clock):
     fake, threads = local_launches(clock)
-    rec = Reconciler(store, {"fake": fake}, clock=clock)
-    for i in range(60):
-        jobs.submit(store, parse_spec({**SPEC, "name": f"q{i}"}), clock.now())
-    with write_transactions(store) as begins:
-        rec.run_pass()
-    with store.read() as s:
-        rows = list(s.exec(select(Attempt)))
+    rows, begins = sixty_launched_in_one_pass(store, clock, fake)
     assert len(rows) == 60 and {r.status for r in rows} == {AttemptStatus.LAUNCHED} and fake.count("launch") == 60
     assert len(threads) == 1 and threads.pop().startswith("gpuorch-launch-local")
     assert len(begins) <= 3  # the claim, the 60 intents, the 60 launches (three shares, when they may block)
