@@ -188,7 +188,7 @@ class Provider(ABC):
     # statuses off the pass. Runners that read local files or memory answer inline.
     runners_may_block: bool = True
     # True when a launch may wait on the network (a cloud API): the daemon spreads a pass's
-    # launches over its launch pool's threads. Launches that write local files run on one thread.
+    # launches over its launch pool's threads. Launches that write local files are made in the pass.
     launches_may_block: bool = True
     # True when its runners' agents can run a job's ``image:`` (docs/workloads.md); ``submit``
     # refuses an image for a job no such enabled provider may take.

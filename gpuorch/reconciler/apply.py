@@ -127,7 +127,7 @@ class Applier:
 
     def _launch_batch(self, now: datetime) -> None:
         """The batch's intents in one transaction (``Launching.intents``), then its cloud calls on
-        the pool, a share per worker (those that cannot block: one share, on the pool's local
+        the pool, a share per worker (those that cannot block: one share, made on the pass's
         thread), each share's launches recorded in one transaction."""
         batch, self._batch = self._batch or [], []
         go = []
@@ -139,7 +139,7 @@ class Applier:
                 self.launching.launch(view, action, now, first)
             except LeaseLost:
                 log.info("job %s: lease lost (expired or taken over); its work this pass is dropped", view.job.id)
-        # Launches that may block share the pool's threads; the rest go, one share, to its local thread.
+        # Launches that may block share the pool's threads; the rest, one share, are made here.
         remote: list[tuple[JobView, A.Launch, First]] = []
         local: list[tuple[JobView, A.Launch, First]] = []
         for g in go:

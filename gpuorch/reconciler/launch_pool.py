@@ -9,9 +9,10 @@ write still checks the lease). A fast launch, the usual case, completes within t
 before. The provider port's rule (``Provider.launch``): return quickly, or raise a "not yet"
 error (a TransientError) and be called again with the same client token.
 
-Launches that cannot block (``Provider.launches_may_block`` False: local files) run on one
-thread of their own, one batch after another: threads would buy them nothing but contention,
-for the GIL and for the store's write lock (a 10,000-job drain on the sim: docs/benchmarks.md).
+Launches that cannot block (``Provider.launches_may_block`` False: local files) are made on the
+pass's own thread: another thread would buy them nothing but contention, for the GIL and for
+the store's write lock (a 10,000-job drain on the sim: one launch thread cost a tenth more CPU
+than none, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ class LaunchPool:
     def __init__(self, workers: int = 8, wait_s: float = 5.0) -> None:
         self.wait_s, self.workers = wait_s, workers
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuorch-launch")
-        self._local = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuorch-launch-local")
         self._lock = threading.Lock()
         self._busy: dict[int, Future[object]] = {}  # job id -> its launch in flight
         self._settled: set[int] = set()  # jobs whose background launch ended since ``settled()``
@@ -69,11 +69,18 @@ class LaunchPool:
         return True
 
     def start(self, job_ids: Sequence[int], launch: Callable[[], object], may_block: bool = True) -> Future[object]:
-        """Start ``launch``, the launches of a batch of jobs (none of them busy), on the pool (on
-        the one local thread unless they ``may_block``): its jobs are busy until it ends. ``wait``
-        waits for it."""
+        """Start ``launch``, the launches of a batch of jobs (none of them busy), on the pool: its
+        jobs are busy until it ends. ``wait`` waits for it. Unless they ``may_block``, they are
+        made here and now, the future returned done (its error, if any, raised by ``wait``)."""
+        if not may_block:
+            done: Future[object] = Future()
+            try:
+                done.set_result(launch())
+            except Exception as e:
+                done.set_exception(e)
+            return done
         with self._lock:
-            future = (self._pool if may_block else self._local).submit(launch)
+            future = self._pool.submit(launch)
             for job_id in job_ids:
                 self._busy[job_id] = future
         return future
@@ -125,4 +132,3 @@ class LaunchPool:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-        self._local.shutdown(wait=False, cancel_futures=True)
