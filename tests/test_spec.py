@@ -148,6 +148,22 @@ def test_the_daemons_light_copy_of_every_example_spec_reads_as_the_stored_one():
         except Exception:  # a sweep file, not a job spec
             continue
         text = spec.model_dump_json()
-        assert load_stored(text) == JobSpec.model_validate_json(text) == spec, path.name
+        light, full = load_stored(text), JobSpec.model_validate_json(text)
+        assert light == full == spec, path.name
+        assert fields_sets(light) == fields_sets(full), path.name  # the same sets, only shared
         checked += 1
     assert checked >= 5
+    a, b = load_stored(text), load_stored(text)
+    assert a.__pydantic_fields_set__ is b.__pydantic_fields_set__  # one set for every spec
+
+
+def fields_sets(m: object, path: str = "") -> dict[str, set[str]]:
+    from pydantic import BaseModel
+
+    assert isinstance(m, BaseModel)
+    out = {path: set(m.model_fields_set)}
+    for name, v in m.__dict__.items():
+        for k, x in enumerate(v if isinstance(v, list | tuple) else [v]):
+            if isinstance(x, BaseModel):
+                out.update(fields_sets(x, f"{path}.{name}[{k}]"))
+    return out
