@@ -44,4 +44,4 @@ def test_the_metrics_wrapper_keeps_what_the_adapter_says_about_its_runner_and_la
 
     wrapped = InstrumentedProvider(LocalProvider(tmp_path / "local"), calls=None, errors=None)  # type: ignore[arg-type]
     assert wrapped.runner_outlives_instance is True
-    assert wrapped.runners_may_block is False and wrapped.launches_may_block is False  # local files: inline, in the pass
+    assert wrapped.runners_may_block is False and wrapped.launches_may_block is False  # local files: in the pass
