@@ -9,9 +9,11 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import IO
 
 from sqlmodel import func, select
 
@@ -40,6 +42,14 @@ def daemon_env(**extra: str) -> dict[str, str]:
     repo = Path(__file__).resolve().parents[1]
     path = os.pathsep.join(p for p in (str(repo), str(repo / "providers"), os.environ.get("PYTHONPATH")) if p)
     return {**os.environ, "PYTHONPATH": path, **extra}
+
+
+def start_daemon(env: dict[str, str], home: Path, out: IO[bytes]) -> subprocess.Popen:
+    """``gpuorch daemon`` with ``env`` (``daemon_env``), its output to ``out``, run from ``home``:
+    ``python -m`` puts the working directory first on the path, so a daemon started from another
+    checkout would run that checkout's code whatever ``PYTHONPATH`` says."""
+    return subprocess.Popen([sys.executable, "-m", "gpuorch", "daemon"], env=env, cwd=home, stdout=out,
+                            stderr=subprocess.STDOUT)
 
 
 def stop_daemons(procs: list[subprocess.Popen]) -> None:

@@ -59,6 +59,7 @@ from daemon_kit import (  # noqa: E402
     drop_database,
     fresh_database,
     mem_mb,
+    start_daemon,
     stop_daemons,
     submit_all,
 )
@@ -131,9 +132,7 @@ def main() -> None:
     print(f"{len(offers)} offers; {args.jobs} jobs submitted in {time.monotonic() - t:.1f} s")
     env = daemon_env(GPUORCH_HOME=str(home), GPUORCH_DATABASE_URL=url)
     logs = [home / f"daemon-{k}.log" for k in range(args.daemons)]
-    daemons = [subprocess.Popen([sys.executable, "-m", "gpuorch", "daemon"], env=env,
-                                stdout=open(path, "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
-               for path in logs]
+    daemons = [start_daemon(env, home, open(path, "wb")) for path in logs]  # noqa: SIM115
     daemon = daemons[0]
     spy = None
     if args.profile:  # sampling slows the daemon a little: its figures are then not the benchmark's

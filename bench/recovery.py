@@ -58,6 +58,7 @@ from daemon_kit import (  # noqa: E402
     mem_mb,
     pass_totals,
     seed_running,
+    start_daemon,
     stop_daemons,
     submit_all,
 )
@@ -103,8 +104,7 @@ def daemon_bench(n: int, window: float, notices: int, rng: random.Random, url: s
         submit_all(store, [{**spec, "name": f"job-{i}"} for i in range(n)])
     env = daemon_env(GPUORCH_HOME=str(home), GPUORCH_DATABASE_URL=url)
     log = open(home / "daemon.log", "wb")  # noqa: SIM115
-    procs = [subprocess.Popen([sys.executable, "-m", "gpuorch", "daemon"], env=env, stdout=log,
-                              stderr=subprocess.STDOUT) for _ in range(daemons)]
+    procs = [start_daemon(env, home, log) for _ in range(daemons)]
     agents = Agents(home / "sim" / "instances")
     agents.done |= seeded
     out: dict = {}
