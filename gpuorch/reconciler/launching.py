@@ -194,20 +194,27 @@ class Launching:
 
     def _insert(self, s: Session, out: list[tuple[JobView, A.Launch, First]],
                 pending: list[tuple[int, Candidate, dict[str, Any]]], now: datetime) -> None:
-        """Write ``pending``'s attempt rows (one ``INSERT ... RETURNING`` their ids), their events
-        and their jobs' status, as ``_intent_in`` does one; put each row in its place in ``out``;
-        then clear ``pending``."""
+        """Write ``pending``'s attempt rows (one ``INSERT``, then their ids read by (job, number)),
+        their events and their jobs' status, as ``_intent_in`` does one; put each row in its place
+        in ``out``; then clear ``pending``. (An ``INSERT ... RETURNING`` in parameter order took
+        twice as long on PostgreSQL as the plain insert and the read together: 250 rows, 20 vs
+        10 ms.)"""
         if not pending:
             return
         rows = [row for _, _, row in pending]
-        got = s.execute(insert(ATTEMPTS).returning(ATTEMPTS.c.id, sort_by_parameter_order=True), rows).scalars().all()
-        for (k, cand, row), rid in zip(pending, got, strict=True):
+        s.execute(insert(ATTEMPTS), rows)
+        job_ids = sorted({row["job_id"] for row in rows})
+        ids = {(job_id, number): rid for chunk in chunks(job_ids)
+               for rid, job_id, number in s.execute(select(ATTEMPTS.c.id, ATTEMPTS.c.job_id, ATTEMPTS.c.number)
+                                                    .where(ATTEMPTS.c.job_id.in_(chunk)))}
+        for k, cand, row in pending:
             view, action, _ = out[k]
+            rid = ids[row["job_id"], row["number"]]
             out[k] = (view, action, (0, Intended(rid, row["job_id"], row["number"], row["provider"], row["region"],
                                                  row["instance_type"], row["spot"], cand.offer), None))
         events.record_many(s, now, [("launch_requested", requested(cand), row["job_id"], row["number"])
                                     for _, cand, row in pending])
-        for chunk in chunks(sorted(row["job_id"] for row in rows)):  # STARTING, unless recovering from a preemption
+        for chunk in chunks(job_ids):  # STARTING, unless recovering from a preemption
             s.execute(update(Job).where(col(Job.id).in_(chunk), not_(and_(col(Job.preemptions) > 0,
                                                                           col(Job.status) == JobStatus.RECOVERING)))
                       .values(status=JobStatus.STARTING).execution_options(synchronize_session=False))
