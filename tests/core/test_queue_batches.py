@@ -106,9 +106,8 @@ def test_a_pass_records_a_batch_of_launches_in_a_few_write_transactions(store, c
     assert len(begins) <= 6
 
 
-def local_launches(clock) -> tuple[FakeProvider, set[str]]:  # type: ignore[no-untyped-def]
-    """A FakeProvider whose launches cannot block, as the sim's and the local provider's (local
-    files), and the names of the threads that launched."""
+def test_launches_that_cannot_block_are_made_on_the_pass_thread_and_recorded_in_one_transaction(store, clock):
+    """As the sim's and the local provider's launches (local files)."""
     fake = FakeProvider(clock, script=FakeJobScript(duration_s=10 * 3600, checkpoint_every_s=3600))
     fake.launches_may_block = False
     threads: set[str] = set()
@@ -119,11 +118,6 @@ def local_launches(clock) -> tuple[FakeProvider, set[str]]:  # type: ignore[no-u
         return real(request)
 
     fake.launch = launch  # type: ignore[method-assign]
-    return fake, threads
-
-
-def test_launches_that_cannot_block_are_made_on_the_pass_thread_and_recorded_in_one_transaction(store, clock):
-    fake, threads = local_launches(clock)
     rows, begins = sixty_launched_in_one_pass(store, clock, fake)
     assert len(rows) == 60 and {r.status for r in rows} == {AttemptStatus.LAUNCHED} and fake.count("launch") == 60
     assert threads == {threading.current_thread().name}  # the pass's (run_pass is called here): no pool thread
