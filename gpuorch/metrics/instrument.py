@@ -51,10 +51,9 @@ class InstrumentedProvider(Provider):
     def __init__(self, inner: Provider, calls: Counter, errors: Counter) -> None:
         self._inner, self._calls, self._errors = inner, calls, errors
         self.name = inner.name
-        # A class attribute of the port: __getattr__ would never see the adapter's value.
-        self.runner_outlives_instance = inner.runner_outlives_instance
-        self.runners_may_block = inner.runners_may_block
-        self.launches_may_block = inner.launches_may_block
+        # Class attributes of the port: __getattr__ would never see the adapter's values.
+        for capability in Provider.DECLARED_CAPABILITIES:
+            setattr(self, capability, getattr(inner, capability))
 
     def _call(self, method: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         self._calls.labels(self.name, method).inc()

@@ -65,6 +65,23 @@ def build_reconciler(config: DaemonConfig, store: Store | None = None, metrics: 
                       logs=LogMirror(config.home), budget=config.budget_policy(), home=config.home)
 
 
+def assemble(config: DaemonConfig) -> tuple[Store, Any, Reconciler]:
+    """The store, the metrics (None when ``metrics.enabled`` is off) and the reconciler that
+    ``gpuorch daemon`` serves for ``config``: every wrapper on. ``gpuorch.testing.daemon`` builds
+    its reconciler here too, so the tests run what users run."""
+    store = Store(config.url)
+    metrics = None
+    if config.metrics.enabled:
+        from gpuorch.metrics import Metrics  # prometheus-client: only the daemon imports it
+
+        metrics = Metrics(store)
+    try:
+        return store, metrics, build_reconciler(config, store, metrics)
+    except Exception:
+        store.close()
+        raise
+
+
 def _start_api(config: DaemonConfig, store: Store) -> ApiThread:
     """The HTTP API in a thread of this process (``api.enabled``), on the daemon's own store."""
     try:
@@ -237,17 +254,7 @@ def run(config: DaemonConfig, *, once: bool = False, stop: threading.Event | Non
     Raises UserInputError (before READY) for a configuration that cannot work.
     """
     notifier = Notifier.from_env(unset=True)  # the local provider's jobs must not inherit the socket
-    store = Store(config.url)
-    metrics = None
-    if config.metrics.enabled:
-        from gpuorch.metrics import Metrics  # prometheus-client: only the daemon imports it
-
-        metrics = Metrics(store)
-    try:
-        rec = build_reconciler(config, store, metrics)
-    except Exception:
-        store.close()
-        raise
+    store, metrics, rec = assemble(config)
     if metrics is not None:
         try:
             url = metrics.start(config.metrics.host, config.metrics.port, rec.owner)

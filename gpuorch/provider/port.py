@@ -15,7 +15,7 @@ import re
 from abc import ABC, abstractmethod
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import Field
 
@@ -195,6 +195,13 @@ class Provider(ABC):
     runs_containers: bool = False
     # The most instances one job may span (spec ``nodes:``); 1: no multi-node placement.
     max_nodes: int = 1
+    # Every capability declared above as a class attribute. A wrapper around a Provider (the
+    # metrics one, any later one) copies each of these from the adapter it wraps: ``__getattr__``
+    # never sees a class attribute, so a forgotten one silently takes the port's default (a gang
+    # adapter's ``max_nodes`` 8 would read 1). ``gpuorch.testing.wrappers`` checks every shipped
+    # wrapper against every shipped provider, so adding a capability here is the whole change.
+    DECLARED_CAPABILITIES: ClassVar[tuple[str, ...]] = (
+        "runner_outlives_instance", "runners_may_block", "launches_may_block", "runs_containers", "max_nodes")
 
     @abstractmethod
     def offers(self) -> list[Offer]:
