@@ -1,6 +1,7 @@
-"""End to end on this machine: the reconciler, the local provider, the real agent and the tiny
-NumPy training job: a sweep whose parameters reach the trials and whose metrics come back, and a
-job stopped cleanly (final checkpoint) before its budget is crossed."""
+"""End to end on this machine: the local provider, the real agent and the tiny NumPy training
+job: a sweep whose parameters reach the trials and whose metrics come back, through the assembled
+daemon (``gpuorch.testing.daemon``); and a job stopped cleanly (final checkpoint) before its
+budget is crossed."""
 
 from __future__ import annotations
 
@@ -16,18 +17,16 @@ from gpuorch.money.cost import attempt_cost
 from gpuorch.provider.port import Offer
 from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.store.models import Checkpoint, Job, JobStatus, Sweep, TerminationReason
-from gpuorch.sweeps import intent
 from gpuorch.sweeps.report import sweep_report
-from gpuorch.sweeps.spec import load_sweep
 from gpuorch.testing import e2e
+from gpuorch.testing.daemon import AssembledDaemon
 from gpuorch_local.provider import LocalProvider
 
 EXAMPLE = e2e.TINY_MLP
 ENV = {"STEPS": "150", "CKPT_EVERY": "50", "STEP_SLEEP": "0.01", "LOG_EVERY": "25", "SEED": "3"}
 
 
-def test_sweep_of_tiny_mlp_runs_its_trials_and_ranks_them_by_loss(store, tmp_path):
-    rec = Reconciler(store, {"local": LocalProvider(tmp_path / "local")}, settings=Settings(poll_s=0.2))
+def test_sweep_of_tiny_mlp_runs_its_trials_and_ranks_them_by_loss(tmp_path):
     doc = {"name": "mlp", "max_parallel": 2, "budget": {"max_cost": 1.0},
            "objective": {"metric": "loss", "mode": "min"},
            "parameters": {"LR": [0.0001, 0.01, 0.001]},
@@ -36,27 +35,31 @@ def test_sweep_of_tiny_mlp_runs_its_trials_and_ranks_them_by_loss(store, tmp_pat
                    "checkpoint": {"store": f"file://{tmp_path / 'ckpt'}", "interval": "1s"}}}
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(doc))
-    sweep = intent.submit(store, *load_sweep(path, rec.clock.now()), rec.clock.now())
+    with AssembledDaemon.start(tmp_path / "home") as d:
+        sweep = d.submit_sweep(path)
 
-    def report() -> dict:
-        with store.read() as s:
-            return sweep_report(s, s.get(Sweep, sweep.id), rec.clock.now())
+        def report() -> dict:
+            with d.store.read() as s:
+                return sweep_report(s, s.get(Sweep, sweep["id"]), d.rec.clock.now())
 
-    e2e.passes_until(rec.run_pass, lambda: report()["status"] == "done")
-    r = report()
+        d.until(lambda: report()["status"] == "done", timeout_s=240)
+        r = report()
+        with d.store.read() as s:
+            trial = s.exec(select(Job).where(Job.name == "mlp-1")).one()
     assert r["counts"] == {"succeeded": 3}
     losses = [t["metrics"]["loss"] for t in r["trials"]]
     assert losses == sorted(losses) and len(set(losses)) == 3  # best first; each LR trained differently
     assert all(t["metrics"]["step"] == 150 for t in r["trials"])  # the last metrics line of each run
     assert 0 < r["spent"] <= 1.0
-    with store.read() as s:
-        trial = s.exec(select(Job).where(Job.name == "mlp-1")).one()
     assert json.loads(trial.params) == {"LR": 0.01}
     # LR reached the job
     assert json.loads(trial.result)["final_loss"] == e2e.tiny_mlp_reference(tmp_path, {**ENV, "LR": "0.01"})
 
 
 def test_job_is_stopped_cleanly_before_its_budget_is_crossed(store, tmp_path):
+    """Bare Reconciler: its budget policy decides every 5 s (the daemon's floor is 30 s) on a
+    $36/h offer, so the cap is reached in seconds; tests/harness/test_gang_money.py checks caps
+    through the assembled daemon."""
     dear = Offer(provider="local", region="local-east", zone="local-east-a", instance_type="local.a100-80gb.1",
                  gpu="A100-80GB", gpu_count=1, gpu_memory_gib=80, vcpus=12, memory_gib=144, price_per_hour=36.0,
                  billing_granularity_s=1, min_billing_s=0)  # a cent a second
