@@ -79,6 +79,14 @@ class AgentConfig:
     # False on the nodes of a multi-node gang other than node 0: they restore the job's
     # checkpoint but never upload or hand off (rank 0's checkpoint is the job's).
     upload_checkpoints: bool = True
+    # Whose checkpoints these are (docs/checkpoints.md "Namespaces"): the daemon's installation
+    # id, written into every manifest and required of every restore. None (an agent run by hand):
+    # manifests that name no owner are accepted as before. ``legacy_checkpoint_url``: a job stored
+    # before namespacing also resumes from its old prefix, only the checkpoints the daemon recorded
+    # for it (``legacy_checkpoints``: name, attempt, step, completed_at).
+    installation: str | None = None
+    legacy_checkpoint_url: str | None = None
+    legacy_checkpoints: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self, indent: int | None = 2) -> str:
         """``indent=None``: compact, for writers in a hot path (an indent takes json's pure-Python encoder)."""
@@ -114,6 +122,7 @@ class AgentStatus:
     ended_at: float | None = None
     error: str | None = None
     updated_at: float | None = None
+    refused: list[str] = field(default_factory=list)  # checkpoints/records not this job's, and why (events)
 
     def to_json(self) -> str:
         return json.dumps(_plain(self), sort_keys=True)
