@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from gpuorch.agent.protocol import AgentStatus
 from gpuorch.errors import ProviderError
@@ -103,6 +103,12 @@ class Recording:
 
     def _record_checkpoints(self, s: Session, job_id: int, r: Attempt, st: AgentStatus, now: datetime) -> None:
         known = set(s.exec(select(Checkpoint.name).where(Checkpoint.job_id == job_id)))
+        if st.final_checkpoint and st.final_checkpoint not in known:
+            # One final per attempt, the newest: after a notice the agent names each upload final
+            # (a sync already under way lands first), and hands off with the last.
+            for old in s.exec(select(Checkpoint).where(Checkpoint.job_id == job_id, Checkpoint.attempt == r.number,
+                                                       col(Checkpoint.final).is_(True))):
+                old.final = False
         for name in st.uploaded:
             if name in known:
                 continue
