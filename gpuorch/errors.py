@@ -8,6 +8,13 @@ botocore, google-api-core or azure-core exceptions. The reconciler decides by cl
 - ``TransientError``: retry the same call later (throttling, 5xx, timeouts).
 - ``PermanentError``: do not retry this request (bad image, auth, invalid parameters).
 - ``NotFoundError``: the resource does not exist (anymore).
+
+Runners translate theirs the same way: ``RunnerUnavailable`` (``gpuorch.runners.port``) is a
+runner's "not yet" (SSH not up, the instance still booting), retried on a later pass until the
+boot timeout; a ``PermanentError`` from ``Runner.start`` (a workdir that cannot be copied: code
+``InvalidWorkdir``) ends the attempt as failed at once, with its message as the cause, and its
+instance is terminated (``reconciler.attempt_steps.start_failed``). ``AuthError`` is the one
+permanent error a runner's start keeps retrying: a person can mend credentials meanwhile.
 """
 
 from __future__ import annotations

@@ -137,6 +137,22 @@ def volume_offers(spec: Any, offers: Sequence[Any], attaches: Mapping[str, Any],
     return kept
 
 
+def workdir_check(spec: Any, source: str) -> None:
+    """Refuse a ``workdir`` that no runner could copy (``gpuorch.runners.workdir``: missing, not a
+    directory, or holding a FIFO, a device, a socket or an unreadable file), in one line. Checked
+    again by the runner at the attempt's start, since the directory may change after submit."""
+    if not spec.workdir:
+        return
+    from pathlib import Path
+
+    from gpuorch.runners.workdir import workdir_problem
+
+    problem = workdir_problem(Path(spec.workdir).expanduser())
+    if problem is not None:
+        shown = spec.workdir if spec.workdir.isprintable() else repr(spec.workdir)
+        raise UserInputError(f"{source}: workdir: {shown}: {problem}")
+
+
 def providers_check(spec: Any, configured: Collection[str], source: str) -> None:
     """Refuse a ``providers:`` restriction naming no enabled provider: the job could never run."""
     if spec.providers is None:
@@ -173,6 +189,7 @@ def fit_check(spec: Any, offers: Sequence[Any], source: str, now: datetime,
     from gpuorch.provider.catalog import load_offers
 
     offers = list(offers)
+    workdir_check(spec, source)
     if configured is not None:
         providers_check(spec, configured, source)
     if spec.checkpoint is not None:  # refuse now what the agent could only fail on, on an instance
@@ -229,7 +246,9 @@ def sweep_deadline_check(spec: Any, trials: list[Any], offers: Sequence[Any], so
                          now: datetime) -> str | None:
     """A trial's deadline (the sweep's, or the template job's when earlier) checked as ``submit``
     checks a job's: refused if on-demand cannot meet it on the fastest fitting offer. Trials share
-    one template: the first stands for all."""
+    one template: the first stands for all. Its ``workdir`` is checked too (``workdir_check``)."""
+    if trials:  # they share one template, and so its workdir
+        workdir_check(trials[0][1], source)
     if not trials or (spec.deadline is None and trials[0][1].deadline is None):
         return None
     job = trials[0][1]

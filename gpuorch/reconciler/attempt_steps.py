@@ -120,7 +120,7 @@ def live(a: AttemptView, now: datetime, s: Settings) -> tuple[Step, End | None]:
             return Step((Adopt(row.number, inst),), requeue_after=0), None
         return Step((Relaunch(row.number),), requeue_after=s.poll_s), None
     if row.start_error is not None:  # a past apply could not start the agent, for good
-        return volume_failed(a)
+        return start_failed(a)
     if not alive(inst):
         return Step(), _gone(a, now)
     assert inst is not None
@@ -143,12 +143,16 @@ def live(a: AttemptView, now: datetime, s: Settings) -> tuple[Step, End | None]:
     return Step((Progress(row.number, agent), Heartbeat(row.number)), requeue_after=s.poll_s), None
 
 
-def volume_failed(a: AttemptView) -> tuple[Step, End]:
-    """The job's volume cannot be mounted on the attempt's instance (the runner said so for good,
-    or its device never showed up; apply recorded why as the attempt's ``start_error``): say so,
-    stop the instance and end the attempt as failed, so the job's retry policy decides what follows."""
+def start_failed(a: AttemptView) -> tuple[Step, End]:
+    """The agent cannot start on the attempt's instance, for good: the job's volume cannot be
+    mounted (the runner said so, or its device never showed up), or the runner raised
+    ``PermanentError`` (a workdir that cannot be copied). Apply recorded why as the attempt's
+    ``start_error``: say so, stop the instance and end the attempt as failed, so the job's retry
+    policy decides what follows. The event is ``volume_failed`` for the volume (its messages start
+    with "volume", ``VolumeMountFailed`` and ``Volumes.attach``), ``start_failed`` otherwise."""
     why = a.row.start_error or "the agent cannot start"
-    return Step((Note("volume_failed", why, attempt=a.row.number),) + terminate_if_alive(a)), \
+    kind = "volume_failed" if why.startswith("volume") else "start_failed"
+    return Step((Note(kind, why, attempt=a.row.number),) + terminate_if_alive(a)), \
         End(a.row.number, TerminationReason.FAILED, why)
 
 

@@ -3,8 +3,9 @@
 
 A collaborator of the apply stage, given the providers, the lease-checked ``txn``, the settings
 and the volumes. Only what changed is written: most polls of a running job write nothing. An
-agent that cannot start for good (its volume) is recorded as the attempt's ``start_error``; the
-next pass's decide ends the attempt (``attempt_steps.volume_failed``).
+agent that cannot start for good (its volume, or a runner's ``PermanentError``: a workdir that cannot
+be copied) is recorded as the attempt's ``start_error``; the next pass's decide ends the attempt
+(``attempt_steps.start_failed``).
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, select
 
 from gpuorch.agent.protocol import AgentStatus
-from gpuorch.errors import ProviderError
+from gpuorch.errors import AuthError, PermanentError, ProviderError
 from gpuorch.jobs import events
 from gpuorch.provider.port import Provider
 from gpuorch.reconciler import actions as A
@@ -40,8 +41,9 @@ class Recording:
         """Start the agent (idempotent; retried next pass while the runner is not ready); True if
         the runner started it (or had: its ``start`` returned). When the attempt cannot go on
         because its volume cannot be mounted (the runner said so, or its device is still not
-        there ``volume_wait_s`` after the attach), record why as its ``start_error``: the next
-        pass's decide ends it."""
+        there ``volume_wait_s`` after the attach) or the runner raised ``PermanentError`` (a
+        workdir that cannot be copied), record why as its ``start_error``: the next pass's
+        decide ends it (``attempt_steps.start_failed``)."""
         failed = self._start(view, a, now, volume_id)
         if failed:
             with self._txn(view.job.id or 0) as (s, _):
@@ -65,6 +67,10 @@ class Recording:
             return ""
         except VolumeMountFailed as e:
             return str(e) or "the volume cannot be mounted"
+        except AuthError as e:  # a person can mend credentials before the boot timeout: not the attempt's fault
+            log.warning("job %s attempt %s: the runner cannot authenticate: %s", view.job.id, a.row.number, e)
+        except PermanentError as e:  # the runner says trying again will not help (a workdir that cannot be copied)
+            return " ".join(str(e).split()) or f"the runner cannot start the agent ({e.code or 'no reason given'})"
         except VolumeNotReady as e:
             waited = (now - (a.row.volume_attached_at or now)).total_seconds()
             if waited >= self.settings.volume_wait_s:
@@ -103,12 +109,6 @@ class Recording:
 
     def _record_checkpoints(self, s: Session, job_id: int, r: Attempt, st: AgentStatus, now: datetime) -> None:
         known = set(s.exec(select(Checkpoint.name).where(Checkpoint.job_id == job_id)))
-        if st.final_checkpoint and st.final_checkpoint not in known:
-            # One final per attempt, the newest: after a notice the agent names each upload final
-            # (a sync already under way lands first), and hands off with the last.
-            for old in s.exec(select(Checkpoint).where(Checkpoint.job_id == job_id, Checkpoint.attempt == r.number,
-                                                       col(Checkpoint.final).is_(True))):
-                old.final = False
         for name in st.uploaded:
             if name in known:
                 continue

@@ -47,6 +47,7 @@ from gpuorch.runners.bundle import agent_bundle
 from gpuorch.runners.connection import SshConnection
 from gpuorch.runners.port import Runner, RunnerUnavailable, VolumeMountFailed, VolumeNotReady
 from gpuorch.runners.volume_mount import NOT_YET, MountTools, mount_script
+from gpuorch.runners.workdir import check_workdir
 
 log = logging.getLogger("gpuorch.runners.ssh")
 AGENT_OUT = "agent.out"
@@ -119,8 +120,11 @@ class SshRunner(Runner):
         mounted there first (``mount_script``: one look for the device, never a wait; formats
         only a blank one; idempotent) and the agent is not started unless it is mounted: raises
         VolumeNotReady (a RunnerUnavailable) while its device is not there yet, VolumeMountFailed
-        when it cannot be mounted (final). Raises RunnerUnavailable otherwise (also if a remote
-        command fails, with its message).
+        when it cannot be mounted (final). PermanentError (final too) for a workdir that cannot be
+        copied (``gpuorch.runners.workdir``: gone, or holding a FIFO, a device or an unreadable
+        file), checked here before anything is packed. Raises RunnerUnavailable otherwise (also if
+        a remote command fails, with its message: a missing Python may still be installed by the
+        instance's boot).
         """
         if self.connection.call("look for the agent", lambda _client, sftp: self._started(sftp)):
             return  # the common case on every later pass: one SFTP stat, nothing packed
@@ -270,8 +274,9 @@ def start_script(run: str, bundle: str, python: str, config_tmp: str, tarball_tm
 
 def _pack(workdir: Path, target: Path) -> Path:
     """``workdir``'s contents as a gzipped tar (symlinks and modes kept, owners dropped)."""
-    if not workdir.is_dir():
-        raise ValueError(f"workdir {workdir} is not a directory")
+    # It may have changed since submit. The rule of a local copy: no FIFO or device reaches the
+    # instance (tar would pack one as such), and no file this host cannot read.
+    check_workdir(workdir)
 
     def anonymous(info: tarfile.TarInfo) -> tarfile.TarInfo:
         info.uid = info.gid = 0

@@ -34,6 +34,7 @@ from gpuorch.clock import utcnow
 from gpuorch.errors import NotFoundError
 from gpuorch.provider.port import InstanceState
 from gpuorch.runners.port import Runner, RunnerUnavailable
+from gpuorch.runners.workdir import check_workdir
 
 from .instances import InstanceDir
 from .procs import spawn_detached
@@ -79,7 +80,10 @@ class LocalRunner(Runner):
         never runs: the daemon sees no status and gives up on the attempt, which is recoverable,
         whereas two agents on one run dir would not be. The instance's lock serialises
         concurrent starts and keeps a terminate from slipping between the check and the spawn.
-        Raises RunnerUnavailable unless the instance is RUNNING.
+        Raises RunnerUnavailable unless the instance is RUNNING (or while a copy fails for what may
+        clear: a full disk here, a file changed meanwhile), PermanentError ``InvalidWorkdir`` for
+        a workdir that cannot be copied at all (``gpuorch.runners.workdir``): gone, or holding a
+        FIFO, a device or an unreadable file.
         """
         self._require(InstanceState.RUNNING)  # settles a due preemption (which takes the lock)
         with self.instance.locked():
@@ -90,10 +94,16 @@ class LocalRunner(Runner):
                 raise RunnerUnavailable(f"local instance {self.instance.id} is no longer running")
             if (self.rundir / CONFIG_FILE).exists():
                 return
+            if workdir is not None:  # it may have changed since submit: checked before anything is copied
+                check_workdir(workdir)
             self.rundir.mkdir(exist_ok=True)
             work = self.rundir / WORK_DIR
             if workdir is not None:
-                shutil.copytree(workdir, work, symlinks=True, dirs_exist_ok=True)
+                try:
+                    shutil.copytree(workdir, work, symlinks=True, dirs_exist_ok=True)
+                except OSError as e:  # the check passed: a race or this host's disk, which may clear
+                    raise RunnerUnavailable(f"workdir {workdir}: copying it failed: {' '.join(str(e).split())[:300]}"
+                                            ) from None
             work.mkdir(exist_ok=True)
             notice = NoticeSource(kind="file", path=str(self.instance.notice_file), poll_s=self.notice_poll_s)
             config = dataclasses.replace(config, notice=notice)  # the caller's object stays as it was
