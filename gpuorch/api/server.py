@@ -18,17 +18,20 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from gpuorch.api import auth, upload
 from gpuorch.api.guard import Guard
+from gpuorch.api.strictjson import StrictJsonRoute
+from gpuorch.bounds import MAX_INT64, Usd
 from gpuorch.errors import UnknownSweep, UserInputError, runtime_line
 from gpuorch.jobs.intent import UnknownJob
 from gpuorch.jobs.service import JobService
@@ -59,9 +62,12 @@ class SweepLimitsRequest(BaseModel):
     """``sweep update`` / ``sweep resume``: a new cap (USD) and/or deadline (``8h`` or an ISO time,
     resolved against the server's clock, as ``sweep submit``'s is)."""
 
-    model_config = ConfigDict(extra="forbid")
-    budget: float | None = None
-    deadline: str | None = None
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    budget: Usd | None = None
+    deadline: str | None = Field(default=None, max_length=200)
+
+
+Id = Annotated[int, PathParam(ge=1, le=MAX_INT64)]  # what the store's INTEGER holds; past it: a 422, not a 500
 
 
 class _Refused(Exception):
@@ -145,7 +151,8 @@ def create_app(service: JobService, token: str, uploads: Path, limits: ApiConfig
     def _invalid(_r: Request, e: Exception) -> JSONResponse:
         err = e.errors()[0]  # type: ignore[attr-defined]
         status = 400 if err.get("type") == "json_invalid" else 422  # not JSON at all: a bad request
-        return _error(status, f"request: {'.'.join(str(x) for x in err['loc'])}: {err['msg']}")
+        return _error(status, f"request: {'.'.join(str(x) for x in err['loc'])}: "
+                              f"{str(err['msg']).removeprefix('Value error, ')}")
 
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(RecursionError, lambda _r, e: _error(400, "request: nested too deeply; flatten it"))
@@ -160,7 +167,8 @@ def create_app(service: JobService, token: str, uploads: Path, limits: ApiConfig
     def health() -> Response:
         return _json({"ok": True})
 
-    r = APIRouter(prefix="/v1", dependencies=[Depends(authorized)])
+    # StrictJsonRoute: NaN, Infinity and 1e400 in a body are a 400 naming the field (api/strictjson.py)
+    r = APIRouter(prefix="/v1", dependencies=[Depends(authorized)], route_class=StrictJsonRoute)
 
     @r.post("/jobs")
     def submit(body: SubmitRequest) -> Response:
@@ -206,7 +214,7 @@ def create_app(service: JobService, token: str, uploads: Path, limits: ApiConfig
         return _json(service.log_state(ref))
 
     @r.get("/jobs/{job_id}/logs/{attempt}")
-    def read_log(job_id: int, attempt: int, offset: int = Query(0, ge=0)) -> Response:
+    def read_log(job_id: Id, attempt: Id, offset: int = Query(0, ge=0, le=MAX_INT64)) -> Response:
         return Response(service.read_log(job_id, attempt, offset), media_type="application/octet-stream")
 
     @r.post("/sweeps")

@@ -154,13 +154,22 @@ def cancel(ctx: typer.Context, name: str = NAME_ARG, json_out: bool = JSON_OPTIO
                    f"{sweep['trials_cancelled']} unfinished trials to stop")
 
 
-BUDGET_OPTION = typer.Option(None, "--budget", help="The sweep's new cap in USD (not below what it has spent).")
+# Text, read by gpuorch.bounds.usd: click's float would take nan, inf and 1e308 (a NaN cap was stored as none).
+BUDGET_OPTION = typer.Option(None, "--budget", metavar="USD",
+                             help="The sweep's new cap in USD (not below what it has spent; at most 1e9).")
 DEADLINE_OPTION = typer.Option(None, "--deadline", help="The new deadline: a duration (8h) or a time "
                                                           "(2026-11-28T08:00, UTC unless an offset is given).")
 
 
+def _budget(text: str | None) -> float | None:
+    """``--budget`` as a finite USD amount in range; UserInputError (exit 2) before anything is sent."""
+    from gpuorch.bounds import usd
+
+    return None if text is None else usd(text, "--budget")
+
+
 @sweep_app.command("update")
-def update(ctx: typer.Context, name: str = NAME_ARG, budget: float = BUDGET_OPTION, deadline: str = DEADLINE_OPTION,
+def update(ctx: typer.Context, name: str = NAME_ARG, budget: str = BUDGET_OPTION, deadline: str = DEADLINE_OPTION,
            json_out: bool = JSON_OPTION) -> None:
     """Raise the sweep's cap or move its deadline; held and queued trials go on under them.
 
@@ -169,7 +178,7 @@ def update(ctx: typer.Context, name: str = NAME_ARG, budget: float = BUDGET_OPTI
     from gpuorch.cli.jobs import _backend, _errors
 
     with _errors():
-        sweep = _backend(ctx).sweep_update(name, budget, deadline)
+        sweep = _backend(ctx).sweep_update(name, _budget(budget), deadline)
     if json_out:
         emit_json(sweep)
     else:
@@ -179,7 +188,7 @@ def update(ctx: typer.Context, name: str = NAME_ARG, budget: float = BUDGET_OPTI
 
 
 @sweep_app.command("resume")
-def resume(ctx: typer.Context, name: str = NAME_ARG, budget: float = BUDGET_OPTION, deadline: str = DEADLINE_OPTION,
+def resume(ctx: typer.Context, name: str = NAME_ARG, budget: str = BUDGET_OPTION, deadline: str = DEADLINE_OPTION,
            json_out: bool = JSON_OPTION) -> None:
     """Restart a done or cancelled sweep's unfinished trials from their checkpoints (held ones first).
 
@@ -188,7 +197,7 @@ def resume(ctx: typer.Context, name: str = NAME_ARG, budget: float = BUDGET_OPTI
     from gpuorch.cli.jobs import _backend, _errors
 
     with _errors():
-        sweep = _backend(ctx).sweep_resume(name, budget, deadline)
+        sweep = _backend(ctx).sweep_resume(name, _budget(budget), deadline)
     if json_out:
         emit_json(sweep)
     else:

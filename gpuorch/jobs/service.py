@@ -349,20 +349,24 @@ class JobService:
     def sweep_update(self, ref: str, budget: float | None = None, deadline: str | None = None) -> dict[str, Any]:
         """New limits for a sweep (``sweeps.intent.update``); UserInputError, nothing changed, for a
         budget below its spend or a deadline in the past. Raises UnknownSweep."""
+        from gpuorch.bounds import usd
         from gpuorch.sweeps import intent
 
         now = self.now()
-        sweep = intent.update(self.store, ref, now, budget, _instant("--deadline", deadline, now))
+        cap = None if budget is None else usd(budget, "--budget")  # NaN would be stored as NULL: no cap
+        sweep = intent.update(self.store, ref, now, cap, _instant("--deadline", deadline, now))
         return {"id": sweep.id, "name": sweep.name, "status": sweep.status.value, "max_cost": sweep.max_cost,
                 "deadline": sweep.deadline}
 
     def sweep_resume(self, ref: str, budget: float | None = None, deadline: str | None = None) -> dict[str, Any]:
         """Restart a done or cancelled sweep's unfinished trials from their checkpoints
         (``sweeps.intent.resume``), optionally with new limits. Raises UnknownSweep."""
+        from gpuorch.bounds import usd
         from gpuorch.sweeps import intent
 
         now = self.now()
-        sweep, hit = intent.resume(self.store, ref, now, budget, _instant("--deadline", deadline, now))
+        cap = None if budget is None else usd(budget, "--budget")
+        sweep, hit = intent.resume(self.store, ref, now, cap, _instant("--deadline", deadline, now))
         return {"id": sweep.id, "name": sweep.name, "status": sweep.status.value, "trials_resumed": hit,
                 "max_cost": sweep.max_cost, "deadline": sweep.deadline}
 
@@ -378,9 +382,13 @@ def _instant(option: str, value: str | None, now: datetime) -> datetime | None:
     """``8h`` or ``2026-11-28T08:00`` as an absolute UTC time; UserInputError naming ``option``."""
     if value is None:
         return None
+    from gpuorch.bounds import too_far
     from gpuorch.when import parse_instant
 
     try:
-        return parse_instant(value, now)
-    except ValueError as e:
-        raise UserInputError(f"{option}: {e}") from None
+        when = parse_instant(value, now)
+    except (ValueError, OverflowError) as e:
+        raise UserInputError(f"{option}: {' '.join(str(e).split())[:200]}") from None
+    if too_far(value, when, now):
+        raise UserInputError(f"{option}: {value[:40]} is more than ten years away; give a nearer time")
+    return when

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
+from gpuorch.bounds import Integer, Number, Usd, describe_bound
 from gpuorch.errors import UserInputError, field_path
 from gpuorch.jobs import validate as v_
 from gpuorch.jobs.gpu_request import GpuRequirement, Strict
@@ -42,7 +43,7 @@ class SpotPolicy(StrEnum):
 class Resources(Strict):
     gpu: GpuRequirement | None = None
     allow_larger: bool = False  # may run on an instance with more GPUs than resources.gpu asks for
-    cpus: float = Field(default=1, ge=0, le=v_.MAX_CPUS)
+    cpus: Number = Field(default=1, ge=0, le=v_.MAX_CPUS)
     memory: Gib = Field(default=0.0, le=v_.MAX_GIB)
     disk: Gib = Field(default=50.0, le=v_.MAX_GIB)
 
@@ -60,7 +61,7 @@ class Checkpoint(Strict):
     store: str  # file:///path, s3://bucket/prefix, gs://bucket/prefix, az://container@account/prefix
     interval: Seconds = Field(default=60.0, le=v_.MAX_SECONDS)  # how often the agent syncs complete checkpoints
     signal: str = "SIGUSR1"  # sent to the job when a preemption notice arrives
-    keep: int = Field(default=3, ge=1, le=v_.MAX_COUNT)  # complete checkpoints kept in the store
+    keep: Integer = Field(default=3, ge=1, le=v_.MAX_COUNT)  # complete checkpoints kept in the store
 
     @field_validator("store")
     @classmethod
@@ -92,8 +93,8 @@ class Checkpoint(Strict):
 
 
 class Retry(Strict):
-    max_preemptions: int = Field(default=20, ge=0, le=v_.MAX_COUNT)  # relaunches after preemption
-    max_failures: int = Field(default=0, ge=0, le=v_.MAX_COUNT)  # relaunches after the job exits non-zero
+    max_preemptions: Integer = Field(default=20, ge=0, le=v_.MAX_COUNT)  # relaunches after preemption
+    max_failures: Integer = Field(default=0, ge=0, le=v_.MAX_COUNT)  # relaunches after the job exits non-zero
 
 
 class Recovery(Strict):
@@ -115,7 +116,7 @@ class Recovery(Strict):
 class Budget(Strict):
     """A hard cap on what the job (or a sweep) may spend, all attempts together (docs/money.md)."""
 
-    max_cost: float = Field(gt=0, le=v_.MAX_USD)  # USD
+    max_cost: Usd  # USD
 
 
 class VolumeRequest(Strict):
@@ -176,7 +177,7 @@ class Deadline(Strict):
     """
 
     at: Annotated[str, BeforeValidator(_instant)]  # ISO-8601 time, or a duration from submission
-    job_hours: float | None = Field(default=None, gt=0, le=v_.MAX_HOURS)  # work; default: the planner's estimate
+    job_hours: Number | None = Field(default=None, gt=0, le=v_.MAX_HOURS)  # work; default: the planner's estimate
     startup: Seconds | None = Field(default=None, le=v_.MAX_SECONDS)  # per launch (boot, setup, restore)
 
     def resolve(self, submitted: datetime) -> datetime:
@@ -196,7 +197,7 @@ class JobSpec(Strict):
     spot_policy: SpotPolicy = SpotPolicy.AUTO
     # robust: rank a zone's spot price far below its region's others at their median (docs/catalog.md)
     spot_price: Literal["robust", "listed"] = "robust"
-    max_price_per_hour: float | None = Field(default=None, gt=0, le=v_.MAX_USD)
+    max_price_per_hour: Usd | None = None
     providers: v_.NameList | None = None  # restrict placement to these providers
     regions: v_.NameList | None = None  # restrict placement to these regions
     checkpoint: Checkpoint | None = None
@@ -210,7 +211,7 @@ class JobSpec(Strict):
     volume: VolumeRequest | None = None
     deadline: Deadline | None = None  # finish by then at the least cost (docs/policy.md)
     image: str | None = None  # setup and run execute in this container image (docs/workloads.md)
-    nodes: int = Field(default=1, ge=1)  # instances the job spans (docs/workloads.md, multi-node)
+    nodes: Integer = Field(default=1, ge=1, le=v_.MAX_NODES)  # instances the job spans (docs/workloads.md, multi-node)
 
     @field_validator("image")
     @classmethod
@@ -293,6 +294,13 @@ _FIX_HINTS = {
     "missing": "required; add it",
     "greater_than": "must be greater than {gt}",
     "greater_than_equal": "must be at least {ge}",
+    "less_than": "must be less than {lt}",
+    "less_than_equal": "must be at most {le}",
+    "finite_number": "must be a finite number (not NaN or infinite); write a number",
+    "int_from_float": "must be a whole number; write it without a fraction",
+    "int_parsing_size": "too large a number; write a smaller one",
+    "int_parsing": "must be a whole number; write it like 4",
+    "float_parsing": "must be a number; write it like 2.5",
 }
 
 
@@ -305,7 +313,7 @@ def _format_error(err: ErrorDetails, source: str) -> str:
     if kind == "extra_forbidden":
         msg = _FIX_HINTS[kind]
     elif kind in _FIX_HINTS:
-        msg = _FIX_HINTS[kind].format(**err.get("ctx", {}))
+        msg = _FIX_HINTS[kind].format(**{k: describe_bound(b) for k, b in err.get("ctx", {}).items()})
     else:
         msg = str(err["msg"]).removeprefix("Value error, ")
     return f"{source}: {loc}: {msg}"

@@ -15,16 +15,14 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator
 
+from gpuorch import bounds
+
 MAX_TEXT = 128 * 1024  # bytes in one env value, run or setup script (ARG_MAX per string is 128 KiB on Linux)
 MAX_ENV = 1000  # variables in a job's env
 MAX_LIST = 100  # entries in providers / regions
-MAX_COUNT = 1_000_000  # retries, keep, and other counts
-MAX_GPUS = 64  # per job; no instance has more
-MAX_CPUS = 4096
-MAX_GIB = 1024.0**2  # 1 PiB: memory, disk, volume size
-MAX_SECONDS = 10 * 366 * 86400.0  # ten years: intervals, startup, deadlines
-MAX_HOURS = MAX_SECONDS / 3600
-MAX_USD = 1e9
+# The numeric bounds are gpuorch.bounds' (one rule for specs, sweeps, the config and the API).
+MAX_COUNT, MAX_GPUS, MAX_CPUS, MAX_GIB = bounds.MAX_COUNT, bounds.MAX_GPUS, bounds.MAX_CPUS, bounds.MAX_GIB
+MAX_SECONDS, MAX_HOURS, MAX_USD, MAX_NODES = bounds.MAX_SECONDS, bounds.MAX_HOURS, bounds.MAX_USD, bounds.MAX_NODES
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 # The agent catches these; SIGKILL and SIGSTOP cannot be caught, and the job could never save.

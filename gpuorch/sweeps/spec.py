@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from gpuorch.bounds import MAX_STEPS, MAX_TRIALS, Integer, Seed, too_far
 from gpuorch.errors import UserInputError
 from gpuorch.jobs.spec import Budget, Deadline, JobSpec, Strict, _format_error, parse_spec
 from gpuorch.when import parse_instant
@@ -38,21 +39,21 @@ from gpuorch.when import parse_instant
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,55}$")  # room for "-<trial>" within a job name
 _VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DISTRIBUTIONS = ("uniform", "loguniform", "int")
-MAX_TRIALS = 10_000
 Scalar = str | int | float | bool
 
 
 class Search(Strict):
     method: Literal["grid", "random"] = "grid"
-    count: int | None = Field(default=None, ge=1)  # random: how many trials
-    seed: int = 0
+    count: Integer | None = Field(default=None, ge=1, le=MAX_TRIALS)  # random: how many trials
+    seed: Seed = 0
 
 
 class Objective(Strict):
     metric: str
     mode: str = "min"
     source: Literal["metrics", "result"] = "metrics"  # rank by the metrics file, or by the result file
-    max_step: int | None = Field(default=None, ge=1)  # a trial's last step: money goes to trials it can finish
+    # a trial's last step: money goes to trials it can finish
+    max_step: Integer | None = Field(default=None, ge=1, le=MAX_STEPS)
 
     @field_validator("mode")
     @classmethod
@@ -68,9 +69,10 @@ PRUNING_RULES = ("median", "asha")
 class Pruning(Strict):
     rule: str
     metric: str | None = None  # must be the objective's (the default)
-    min_steps: int = Field(default=0, ge=0)  # median: no decision before; asha: the first rung (default: first step)
-    min_trials: int = Field(default=1, ge=1)  # median: finished trials before it prunes
-    reduction_factor: int = Field(default=3, ge=2)  # asha
+    # median: no decision before; asha: the first rung (default: first step)
+    min_steps: Integer = Field(default=0, ge=0, le=MAX_STEPS)
+    min_trials: Integer = Field(default=1, ge=1, le=MAX_TRIALS)  # median: finished trials before it prunes
+    reduction_factor: Integer = Field(default=3, ge=2, le=100)  # asha: keep 1/factor at each rung
 
     @field_validator("rule")
     @classmethod
@@ -85,7 +87,7 @@ class SweepSpec(Strict):
     job: dict[str, Any] | str
     parameters: dict[str, list[Scalar] | dict[str, list[float]]]
     search: Search = Field(default_factory=Search)
-    max_parallel: int = Field(default=1, ge=1)
+    max_parallel: Integer = Field(default=1, ge=1, le=MAX_TRIALS)  # more than its trials could never run
     budget: Budget | None = None
     deadline: datetime | None = None  # resolved to absolute UTC by load_sweep
     objective: Objective | None = None
@@ -313,6 +315,7 @@ def parse_sweep(data: Any, source: str, now: datetime, base: Path | None = None,
     if not isinstance(data, dict):
         raise UserInputError(f"{source}: expected a mapping of keys like name, job, parameters")
     data = dict(data)
+    written = data.get("deadline")
     if data.get("deadline") is not None:
         try:
             data["deadline"] = parse_instant(data["deadline"], now)
@@ -328,6 +331,8 @@ def parse_sweep(data: Any, source: str, now: datetime, base: Path | None = None,
     if spec.deadline is not None and spec.deadline <= now:
         raise UserInputError(f"{source}: deadline: {spec.deadline:%Y-%m-%d %H:%M} UTC is in the past; give a later "
                              "time or a duration like 8h")
+    if spec.deadline is not None and too_far(written, spec.deadline, now):
+        raise UserInputError(f"{source}: deadline: {str(written)[:40]} is more than ten years away; give a nearer one")
     try:
         template = _template(spec, base)
         trials = [(params, trial_deadline(trial_spec(spec, template, i, params), spec.deadline, now))
