@@ -62,7 +62,10 @@ class AssembledDaemon:
         text = config if isinstance(config, str) else yaml.safe_dump(dict(config))
         path = home / "daemon-config.yaml"
         path.write_text(text)
-        environ = {"GPUORCH_HOME": str(home), "HOME": os.environ.get("HOME", str(home)), **(env or {})}
+        # No file of this machine or user applies (/etc/gpuorch, ~/.config/gpuorch): only ``config``.
+        environ = {"GPUORCH_HOME": str(home), "HOME": os.environ.get("HOME", str(home)),
+                   "XDG_CONFIG_HOME": str(home / ".no-user-config"),
+                   "CONFIGURATION_DIRECTORY": str(home / ".no-system-config"), **(env or {})}
         return cls(load(path, env=environ).config)
 
     # -- what users do ------------------------------------------------------------------------

@@ -1,6 +1,10 @@
 """Remote submission end to end: the CLI with ``--server`` against a real server on 127.0.0.1,
 a reconcile pass (FakeProvider, or the local provider running real processes), and the answers
-and errors the CLI prints, which must match the local ones."""
+and errors the CLI prints, which must match the local ones.
+
+Bare Reconciler: the reconciler works on the API server fixture's store (server_store), with the
+FakeProvider and a fake clock for one test; the API is what is under test.
+"""
 
 from __future__ import annotations
 

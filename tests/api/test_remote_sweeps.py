@@ -1,7 +1,11 @@
 """Sweeps through the HTTP API: ``gpuorch --server URL sweep submit|status|cancel`` against a real
 server on 127.0.0.1 and a real SQLite store. The "laptop" (the CLI) has a state directory of its
 own, so a sweep that lands anywhere but the server's store is caught; the server checks a sweep
-as a local submit does (``JobService.sweep_submit``) and the CLI prints the same bytes either way."""
+as a local submit does (``JobService.sweep_submit``) and the CLI prints the same bytes either way.
+
+Bare Reconciler: it works on the API server fixture's store (server_store), where the remote
+submit landed; the API is what is under test.
+"""
 
 from __future__ import annotations
 

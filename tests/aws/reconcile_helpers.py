@@ -1,5 +1,9 @@
 """The real reconciler with the AWS adapter (moto), a SQLite store and a scripted agent: moto's
-instances run nothing, so the agent runs from ``start`` until a test says it is done."""
+instances run nothing, so the agent runs from ``start`` until a test says it is done.
+
+Bare Reconciler: the AWS adapter is built on moto with a scripted agent (moto's instances run
+nothing), which no config file can name.
+"""
 
 from __future__ import annotations
 

@@ -4,7 +4,11 @@ mount: tests/ssh/test_ssh_volume_mount.py), deleted when the job ends.
 
 moto's instances run nothing, so the agent is a scripted runner: it records what EC2 says about
 the volume when it is started and then reports the job exited 0. Everything else is the real
-adapter, the real reconciler, a real SQLite store and a fake clock."""
+adapter, the real reconciler, a real SQLite store and a fake clock.
+
+Bare Reconciler: the AWS adapter is built on moto with a scripted agent and a fake clock, which no
+config file can name.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,11 @@
 """End to end on AWS (moto, the real adapter, reconciler and SQLite): a spot job with a volume is
 interrupted; its second attempt, in the volume's zone, finds on the EBS volume the file its first
 attempt wrote there. The instances' side is ``tests/volume_e2e.py`` (the real mount step finds
-the volume by its NVMe serial link, ``/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol...``)."""
+the volume by its NVMe serial link, ``/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol...``).
+
+Bare Reconciler: the AWS adapter is built on moto with its test endpoints and a fake clock, which
+no config file can name.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,11 @@
 """End to end on Azure (the fake ARM over TLS, the real SDK client, the real reconciler and
 SQLite): a zonal job with a volume, evicted; its second attempt finds on the managed disk the
 file its first attempt wrote there. The VMs' side is ``tests/volume_e2e.py`` (the real mount
-step finds the disk by its LUN, ``/dev/disk/azure/scsi1/lun<N>``)."""
+step finds the disk by its LUN, ``/dev/disk/azure/scsi1/lun<N>``).
+
+Bare Reconciler: the Azure adapter is built on the fake ARM (its TLS endpoint and credential) with
+a fake clock, which no config file can name.
+"""
 
 from __future__ import annotations
 

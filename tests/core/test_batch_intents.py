@@ -1,7 +1,11 @@
 """A batch's intents (``Launching.intents``): the attempt rows, events and job statuses of jobs no
 cap applies to are written with Core, one ``INSERT`` for the batch, and are the rows the
 one-job path (``Launching.intent``, the ORM) writes; a job under a budget in the same batch is
-admitted as before, after the rows before it are written. Real SQLite, FakeProvider, fake clock."""
+admitted as before, after the rows before it are written. Real SQLite, FakeProvider, fake clock.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

@@ -4,7 +4,11 @@ through, nothing it is decided from changes but the clock, and only the boot tim
 The memo ends at the boot timeout (the attempt is ended as lost) and when the agent answers.
 
 Real SQLite, FakeProvider whose runner's start launches no agent (as the sim's ``external``
-agents), a fake clock; decide's calls counted."""
+agents), a fake clock; decide's calls counted.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

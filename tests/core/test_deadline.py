@@ -1,5 +1,9 @@
 """A job with a deadline, run by the reconciler with the FakeProvider, a real SQLite store and a
-fake clock: the live policy (gpuorch.policy.live) chooses spot, waiting and on-demand."""
+fake clock: the live policy (gpuorch.policy.live) chooses spot, waiting and on-demand.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

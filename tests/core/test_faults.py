@@ -1,6 +1,10 @@
 """Fault injection: with 20% of the FakeProvider's calls failing (throttling, 5xx, timeouts that
 may hide a launch that happened, capacity, quota) and preemptions on top, every job completes
-exactly once, retries stay bounded, and the failures are logged."""
+exactly once, retries stay bounded, and the failures are logged.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

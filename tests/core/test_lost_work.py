@@ -1,5 +1,9 @@
 """Lost work per attempt (the work between the last durable checkpoint and the kill), exact on a
-fake clock, with and without a notice, and shown by `gpuorch status JOB` and `gpuorch events`."""
+fake clock, with and without a notice, and shown by `gpuorch status JOB` and `gpuorch events`.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

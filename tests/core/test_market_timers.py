@@ -1,7 +1,11 @@
 """Sim time everywhere (issue 12, item 7), the timers left on wall time before: on a provider
 whose market runs ``time_scale`` times faster than the wall clock, the no-offer retry and the
 deadline policy's re-check and probe holds rest their market length. The real reconciler, a
-real SQLite store and a fake clock; the provider is the FakeProvider saying it is simulated."""
+real SQLite store and a fake clock; the provider is the FakeProvider saying it is simulated.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """A hung cloud call holds only its own job: another job's preemption notice is handled in the
-same pass while a launch blocks (a real blocking fake provider; the reconciler never sleeps)."""
+same pass while a launch blocks (a real blocking fake provider; the reconciler never sleeps).
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

@@ -3,7 +3,11 @@ queued jobs, and only while the pass is younger than ``Settings.launch_budget_s`
 run again at once; it still looks at every running job (a notice is handled in a pass that leaves
 queued jobs for the next). A batch's intents are one write transaction (the lease check of every
 job in its ``SELECT``), its launches a few more, and a job whose lease is lost meanwhile is left
-out of it. Real SQLite, FakeProvider, fake clock; statements counted by a SQLAlchemy listener."""
+out of it. Real SQLite, FakeProvider, fake clock; statements counted by a SQLAlchemy listener.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

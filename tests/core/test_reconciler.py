@@ -1,4 +1,8 @@
-"""The reconciler with the FakeProvider, a real SQLite store and a fake clock."""
+"""The reconciler with the FakeProvider, a real SQLite store and a fake clock.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Defects of the reconciler (issue 11), each shown with the FakeProvider, real SQLite and a fake clock."""
+"""Defects of the reconciler (issue 11), each shown with the FakeProvider, real SQLite and a fake clock.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

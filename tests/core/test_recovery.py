@@ -1,4 +1,8 @@
-"""Recovery strategies: pure ranking, and the reconciler picking the replacement's market by them."""
+"""Recovery strategies: pure ranking, and the reconciler picking the replacement's market by them.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

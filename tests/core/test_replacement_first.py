@@ -2,7 +2,11 @@
 recorded (and its cloud call started) while the pass is still going through the other jobs, so a
 preempted job's decision latency does not grow with the number of jobs. First launches of a queue
 are still recorded a batch at a time. Real SQLite, FakeProvider, fake clock; the order of the
-pass's calls is logged, no time measured."""
+pass's calls is logged, no time measured.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

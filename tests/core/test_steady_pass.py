@@ -3,6 +3,9 @@ whatever the number of jobs, heartbeats at their own pace. And the shortcuts kee
 rules: a daemon whose lease lapsed or was taken over does nothing, whatever it had cached.
 
 Real SQLite store, the FakeProvider, a fake clock; statements counted by a SQLAlchemy listener.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
 """
 
 from __future__ import annotations

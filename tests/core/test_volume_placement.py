@@ -1,5 +1,9 @@
 """No silent drops: a job with ``volume:`` is placed only on providers that have volumes, and
-``submit`` and ``plan`` refuse it with one line when none of its allowed providers has any."""
+``submit`` and ``plan`` refuse it with one line when none of its allowed providers has any.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

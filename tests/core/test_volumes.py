@@ -1,5 +1,9 @@
 """A job's volume with the FakeProvider, a real SQLite store and a fake clock: created once in the
-first attempt's zone, attached to every attempt there, deleted when the job ends."""
+first attempt's zone, attached to every attempt there, deleted when the job ends.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

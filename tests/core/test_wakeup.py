@@ -2,6 +2,9 @@
 
 A real ``Daemon`` serving a reconciler (FakeProvider, real SQLite, the store's FIFO signal) in a
 thread, configured to sleep an hour between passes: only the signal can bring the job's launch.
+
+Bare Reconciler: the FakeProvider (which the entry points cannot build) under a real Daemon; the
+wake-up signal is what is under test.
 """
 
 from __future__ import annotations

@@ -1,7 +1,11 @@
 """End to end on GCP (the fake GCE, the real SDK client, the real reconciler and SQLite): a job
 with a volume, preempted; its second attempt finds on the persistent disk the file its first
 attempt wrote there. The VMs' side is ``tests/volume_e2e.py`` (the real mount step finds the
-disk by its device name, ``/dev/disk/by-id/google-<disk>``)."""
+disk by its device name, ``/dev/disk/by-id/google-<disk>``).
+
+Bare Reconciler: the GCP adapter is built on the fake GCE (its endpoint and credential) with a
+fake clock, which no config file can name.
+"""
 
 from __future__ import annotations
 

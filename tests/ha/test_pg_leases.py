@@ -1,6 +1,10 @@
 """Leases on a real PostgreSQL: exclusive claims under concurrency, no waiting on a busy row,
 takeover after expiry, a deposed daemon dropping its work, renewal in long passes, and an orphan
-sweep that never takes another daemon's freshly launched instance."""
+sweep that never takes another daemon's freshly launched instance.
+
+Bare Reconciler: two reconcilers on one PostgreSQL database, with the FakeProvider and a fake
+clock, interleaved pass by pass: the leases are what is under test.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """Issue 16, item 1 (second half) and build item 2: a stored job the daemon cannot load is marked
-failed once, with a one-line reason, and is not retried every pass; doctor lists it."""
+failed once, with a one-line reason, and is not retried every pass; doctor lists it.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,11 @@
 """Costs from the cloud's record (issue 12, item 6): an attempt is billed from the provider's
 launch time to its stop or termination time, not to when the daemon saw the end. The FakeProvider
 reports both (``created_at``; ``ended_at`` at a reclaim's deadline or our terminate), with a real
-SQLite store and a fake clock."""
+SQLite store and a fake clock.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """Cost caps with the FakeProvider, a real SQLite store and a fake clock: enforced before launch
-(worst case until the decision point) and while running (a clean stop with a final checkpoint)."""
+(worst case until the decision point) and while running (a clean stop with a final checkpoint).
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

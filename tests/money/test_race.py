@@ -1,6 +1,10 @@
 """Many jobs race for the last dollars: two sweeps with caps, jobs with their own caps, one daily
 cap, preemptions, three billing granularities, irregular passes. No cap is crossed by more than
-one billing increment of one instance; in this model not at all."""
+one billing increment of one instance; in this model not at all.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

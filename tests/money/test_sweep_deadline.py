@@ -1,5 +1,9 @@
 """A sweep's deadline reaches its trials' live deadline policy: each trial's effective deadline
-is the earlier of the sweep's and the template job's. Real SQLite store, FakeProvider, fake clock."""
+is the earlier of the sweep's and the template job's. Real SQLite store, FakeProvider, fake clock.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

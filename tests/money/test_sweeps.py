@@ -1,5 +1,9 @@
 """Sweep scheduling with the FakeProvider, a real SQLite store and a fake clock: max_parallel,
-parameters reaching the trials, metrics, the objective order, the deadline, the cap, cancel."""
+parameters reaching the trials, metrics, the objective order, the deadline, the cap, cancel.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

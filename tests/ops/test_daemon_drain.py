@@ -1,4 +1,8 @@
-"""Shutdown: SIGTERM drains and releases leases, jobs keep running, the next daemon adopts them."""
+"""Shutdown: SIGTERM drains and releases leases, jobs keep running, the next daemon adopts them.
+
+Bare Reconciler: the Daemon's own shutdown is under test, serving a reconciler whose provider the
+test holds.
+"""
 
 from __future__ import annotations
 

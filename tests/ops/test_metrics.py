@@ -1,4 +1,8 @@
-"""Metrics: the provider wrapper, the store-derived families, and a real daemon scraped over HTTP."""
+"""Metrics: the provider wrapper, the store-derived families, and a real daemon scraped over HTTP.
+
+Bare Reconciler: the metrics wrapper and collectors are under test, around providers the test
+builds (the FakeProvider, a fake clock).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The daemon launches a job on a larger instance only when the job allows it, and says so."""
+"""The daemon launches a job on a larger instance only when the job allows it, and says so.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,9 @@ steady pass reads no file of an agent that wrote nothing, yet sees at once what 
 Real inotify on real directories, the real SimProvider (``agents: external``) and SQLite; the
 agents played by writing their files, as in test_sim_steady.py (whose helpers this uses). File
 reads are counted by wrapping the runner's one read path; nothing is timed.
+
+Bare Reconciler: the steady pass's reads are counted on a SimProvider built with options the test
+inspects directly.
 """
 
 from __future__ import annotations

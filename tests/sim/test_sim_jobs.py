@@ -1,5 +1,8 @@
 """Sim instances run the real agent and the real job: a reclaim kills the job after its notice,
-and the reconciler recovers from it; orphans are collected in both directions."""
+and the reconciler recovers from it; orphans are collected in both directions.
+
+Bare Reconciler: the SimProvider is built with a scripted market the test inspects directly.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,10 @@
 """Sim time everywhere (issue 12, item 7): on a simulated market the daemon's policy timers are
 market durations. At 120x, a 300 s back-off rests 2.5 wall seconds (300 market seconds), not 10
-market hours; a preempted zone is avoided for ``avoid_preempted_zone_s`` of market time."""
+market hours; a preempted zone is avoided for ``avoid_preempted_zone_s`` of market time.
+
+Bare Reconciler: the market's time scale and the FakeProvider are set by the test to measure the
+policy timers in market time.
+"""
 
 from __future__ import annotations
 

@@ -5,6 +5,9 @@ at once on any change: a notice, an agent's new checkpoint, a cancel request.
 Real SimProvider (``agents: external``, ``boot_s: 0``: this test plays the agents by writing
 their ``status.json``, as bench/recovery.py does), real SQLite, the system clock (the sim's
 instances live in wall time). Statements counted by a SQLAlchemy listener.
+
+Bare Reconciler: the steady pass's memos and query counts are read off the reconciler object on a
+SimProvider the test builds.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ write on its rows) makes it viewed again at once. Counts, never time.
 
 Real SimProvider (``agents: external``), real SQLite; the agents played by writing their files,
 as in test_sim_steady.py (whose helpers this uses).
+
+Bare Reconciler: the steady pass's memos and query counts are read off the reconciler object on a
+SimProvider the test builds.
 """
 
 from __future__ import annotations

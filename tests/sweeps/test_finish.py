@@ -1,5 +1,9 @@
 """Finish first (objective.max_step): the budget goes to the trials it can carry to their last
-step, instead of being spread over more trials than it can finish."""
+step, instead of being spread over more trials than it can finish.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,10 @@
 """Hold, don't kill: a stop caused by other trials' reservations holds the trial (a clean stop
 with a final checkpoint), it resumes from that checkpoint before fresh trials start, and
-``budget_exhausted`` is left for money really gone. FakeProvider, real SQLite, fake clock."""
+``budget_exhausted`` is left for money really gone. FakeProvider, real SQLite, fake clock.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,10 @@
 """One new spot trial at a time: a sweep naming ``objective.max_step`` does not bet several
 trials on spot before the last one started has checkpointed (one reclaim without notice would
-take them all, with nothing saved; bench/sweep.py seed 4). FakeProvider, real SQLite, fake clock."""
+take them all, with nothing saved; bench/sweep.py seed 4). FakeProvider, real SQLite, fake clock.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,10 @@
 """A sweep that survives the morning, through the real reconciler: raising the cap lets held and
 queued trials go on; resuming a finished sweep restarts its unfinished trials from their
-checkpoints. FakeProvider, real SQLite, fake clock."""
+checkpoints. FakeProvider, real SQLite, fake clock.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

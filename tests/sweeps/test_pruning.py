@@ -1,5 +1,9 @@
 """Early stopping through the real reconciler: ASHA and the median stopping rule end bad trials
-``pruned`` (a clean stop, their checkpoint kept) and let good ones finish. Plus the pure verdicts."""
+``pruned`` (a clean stop, their checkpoint kept) and let good ones finish. Plus the pure verdicts.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

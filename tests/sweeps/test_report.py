@@ -1,5 +1,9 @@
 """The morning table: best among finished trials (or flagged unfinished with its step), ranking by
-the result file's value, per-trial runtime/attempts/preemptions, and the spend split by use."""
+the result file's value, per-trial runtime/attempts/preemptions, and the spend split by use.
+
+Bare Reconciler: the FakeProvider and a fake clock (which the providers' entry points cannot
+build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembled daemon.
+"""
 
 from __future__ import annotations
 

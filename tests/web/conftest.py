@@ -4,6 +4,9 @@ dashboard) served on it from a thread on 127.0.0.1. Built once per session: the 
 - ``train``: the tiny NumPy MLP, preempted with notice after its first checkpoint, resumed on
   another zone from the final checkpoint: two attempts for the timeline.
 - sweep ``lr``: three trials of the same MLP, each logging its loss every 25 steps: three curves.
+
+Bare Reconciler: the dashboard tests share one store filled once per session with a short poll;
+the pages are what is under test.
 """
 
 from __future__ import annotations
