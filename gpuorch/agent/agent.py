@@ -31,6 +31,7 @@ from gpuorch.agent.protocol import (
     AgentStatus,
     write_atomic,
 )
+from gpuorch.agent.restore import Restorer
 from gpuorch.agent.syncer import Syncer
 from gpuorch.checkpoint import (
     CheckpointError,
@@ -40,7 +41,6 @@ from gpuorch.checkpoint import (
     ObjectStore,
     Order,
     download,
-    list_manifests,
     newest_checkpoint,
     open_store,
     read_checkpoint,
@@ -48,6 +48,7 @@ from gpuorch.checkpoint import (
     write_final,
 )
 from gpuorch.checkpoint.handoff import read_completed, write_completed
+from gpuorch.checkpoint.namespace import Owner, record_refusal
 
 log = logging.getLogger("gpuorch.agent")
 
@@ -83,8 +84,11 @@ class Agent:
         self.stop_requests = FileNotice(rundir / STOP_FILE)  # the daemon's clean stop (budget, deadline)
         self.store: ObjectStore | None = None
         self.prefix = ""
+        self.owner = Owner(config.installation, config.job_id, config.attempt, config.job_name)
+        self.restorer: Restorer | None = None  # only this job's checkpoints (gpuorch.agent.restore)
         if config.checkpoint_url:
             self.store, self.prefix = open_store(config.checkpoint_url)
+            self.restorer = Restorer(config, self.store, self.prefix)
         self.terminate = threading.Event()  # set from the SIGTERM handler
         self.syncer: Syncer | None = None
         self.notice: _Notice | None = None
@@ -123,6 +127,7 @@ class Agent:
                 self.config.keep_checkpoints,
                 self._on_upload,
                 baseline,
+                self.owner,
             )
         env = job_env(self.config, self.rundir, self.checkpoint_dir, self.status.restored_from)
         if self.config.setup and self.images is None:  # in a container, setup runs in the job's own (ImageHost)
@@ -134,10 +139,10 @@ class Agent:
     def _completed_before(self) -> bool:
         """An earlier attempt already ran the job to its end (``handoff.read_completed``): report
         its result and exit 0 without running the job again."""
-        if self.store is None:
+        if self.restorer is None:
             return False
-        done = read_completed(self.store, self.prefix)
-        if done is None or done.attempt == self.config.attempt:
+        done = self.restorer.completed()
+        if done is None:
             return False
         log.info("attempt %d already completed the job; reporting its result instead of running it again",
                  done.attempt)
@@ -160,28 +165,31 @@ class Agent:
 
     def _restore(self) -> Order | None:
         """Restore the newest checkpoint that verifies; returns its order key (None if none)."""
-        if self.store is None:
+        if self.restorer is None:
             return None
         self.update(state="restoring")
-        manifests = list_manifests(self.store, self.prefix)
-        for manifest in reversed(manifests):
+        candidates = self.restorer.candidates()  # this job's own only; the others are refused
+        for store, prefix, manifest in candidates:
             try:
-                path = download(self.store, self.prefix, manifest, self.checkpoint_dir)
+                path = download(store, prefix, manifest, self.checkpoint_dir)
             except CorruptCheckpoint as e:  # fall back to the one before
                 log.error("cannot restore %s: %s", manifest.name, e)
                 continue
             log.info("restored checkpoint %s (step %s)", manifest.name, manifest.step)
+            # The refusals go out with the outcome, in one write: the daemon records them once.
             self.update(
                 restored_from=manifest.name,
                 last_checkpoint=manifest.name,
                 last_checkpoint_step=manifest.step,
                 last_checkpoint_at=manifest.completed_at,
+                refused=self.restorer.refused(),
             )
             restored = read_checkpoint(path)
             return restored.order if restored else None
-        if manifests:
-            raise CheckpointError(f"none of the {len(manifests)} checkpoints in the store verifies; see {AGENT_LOG}")
-        log.info("no checkpoint in the store; starting fresh")
+        self.update(refused=self.restorer.refused())
+        if candidates:
+            raise CheckpointError(f"none of the {len(candidates)} checkpoints in the store verifies; see {AGENT_LOG}")
+        log.info("no checkpoint of this job in the store; starting fresh")
         return None
 
     def _supervise(self, command: str, phase: str, env: dict[str, str]) -> int:
@@ -236,8 +244,9 @@ class Agent:
         # reads it, also after a notice).
         if code == 0 and self.store is not None:
             try:
-                if read_completed(self.store, self.prefix) is None:  # the first completion stands
-                    write_completed(self.store, self.prefix, self.config.attempt, result)
+                first = read_completed(self.store, self.prefix)  # this job's first completion stands
+                if first is None or record_refusal(first.installation, first.job_id, self.owner, "") is not None:
+                    write_completed(self.store, self.prefix, self.config.attempt, result, self.owner)
             except Exception as e:  # the store is down: the daemon still hears of the exit (at least once)
                 log.warning("could not record the completion in the store: %s", e)
         self.update(state="exited", exit_code=code, result=result, ended_at=time.time())
@@ -315,7 +324,7 @@ class Agent:
         assert self.notice is not None
         if self.store is not None and self.config.upload_checkpoints:
             try:
-                write_final(self.store, self.prefix, self.config.attempt, self.status.last_checkpoint)
+                write_final(self.store, self.prefix, self.config.attempt, self.status.last_checkpoint, self.owner)
             except Exception:  # the successor then waits until its deadline instead
                 log.exception("could not write the handoff record")
         self.update(final_done=True, state=phase)

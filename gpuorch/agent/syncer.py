@@ -23,6 +23,7 @@ from gpuorch.checkpoint import (
     prune,
     upload,
 )
+from gpuorch.checkpoint.namespace import Owner
 
 log = logging.getLogger("gpuorch.agent")
 
@@ -39,9 +40,11 @@ class Syncer:
         keep: int,
         on_upload: OnUpload,
         baseline: Order | None = None,
+        owner: Owner | None = None,
     ) -> None:
         self.store, self.prefix, self.checkpoint_dir = store, prefix, checkpoint_dir
         self.attempt, self.keep, self.on_upload = attempt, keep, on_upload
+        self.owner = owner  # named in each manifest (gpuorch.checkpoint.namespace)
         self._uploaded = baseline  # order key of the newest checkpoint known durable
         self._cv = threading.Condition()
         self._requested = 0  # tickets handed out
@@ -87,7 +90,7 @@ class Syncer:
         if newest is None or (self._uploaded is not None and newest.order <= self._uploaded):
             return
         try:
-            manifest = upload(self.store, self.prefix, newest.path, self.attempt)
+            manifest = upload(self.store, self.prefix, newest.path, self.attempt, self.owner)
         except CheckpointVanished as e:  # the job pruned it locally; a newer one exists
             log.info("skipped checkpoint %s: %s", newest.name, e)
             return

@@ -14,6 +14,14 @@ from gpuorch.checkpoint.local import (
     read_checkpoint,
 )
 from gpuorch.checkpoint.manifest import CheckpointError, CorruptCheckpoint, FileEntry, Manifest
+from gpuorch.checkpoint.namespace import (
+    Owner,
+    RecordedCheckpoint,
+    job_prefix,
+    legacy_job_prefix,
+    legacy_refusal,
+    refusal,
+)
 from gpuorch.checkpoint.registry import STORE_PLUGINS
 from gpuorch.checkpoint.store import (
     ObjectNotFound,
@@ -48,20 +56,26 @@ __all__ = [
     "LocalCheckpoint",
     "Manifest",
     "Order",
+    "Owner",
+    "RecordedCheckpoint",
     "StoreUrl",
     "ObjectNotFound",
     "ObjectStore",
     "UnsupportedStore",
     "complete_checkpoints",
     "download",
+    "job_prefix",
     "join_key",
     "latest",
+    "legacy_job_prefix",
+    "legacy_refusal",
     "list_manifests",
     "newest_checkpoint",
     "open_store",
     "prune",
     "read_checkpoint",
     "read_final",
+    "refusal",
     "schemes",
     "store_class",
     "store_provider",

@@ -1,12 +1,15 @@
 """The store side of the checkpoint protocol: key layout and the manifest format.
 
-Under a job's prefix::
+A job's prefix is ``<store>/<installation>/<name>-<id>/`` (``gpuorch.checkpoint.namespace``).
+Under it::
 
     blobs/<sha256>                         file contents, content-addressed (shared by checkpoints)
     manifests/<seq:012d>-<name>.json       one per checkpoint, written after all its blobs
     attempts/<n>.final.json                handoff record of attempt n after a notice
 
 A checkpoint is visible only once its manifest exists; ``seq`` orders manifests (newest last).
+A manifest names its owner (installation, job id and name, attempt); restore checks that
+(``namespace.refusal``). Format 1 manifests (before namespacing) name no installation or job.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 
 from gpuorch.checkpoint.store import join_key
 
-FORMAT = 1
+FORMAT = 2  # 2: the manifest names its installation and job
 BLOBS = "blobs/"
 MANIFESTS = "manifests/"
 ATTEMPTS = "attempts/"
@@ -46,6 +49,11 @@ class Manifest:
     files: list[FileEntry] = field(default_factory=list)
     completed_at: float | None = None  # when the job finished writing it (COMPLETE's mtime)
     seq: int = 0  # position in the store's sequence; also encoded in the key
+    # Whose checkpoint it is (format 2); None in a format 1 manifest, or one uploaded by an agent
+    # run without an installation.
+    installation: str | None = None
+    job_id: int | None = None
+    job_name: str | None = None
 
     def key(self, prefix: str) -> str:
         return manifest_key(prefix, self.seq, self.name)
@@ -66,9 +74,18 @@ class Manifest:
                 files=files,
                 completed_at=d.get("completed_at"),
                 seq=int(d.get("seq", 0)),
+                installation=_opt_str(d.get("installation")),
+                job_id=None if d.get("job_id") is None else int(d["job_id"]),
+                job_name=_opt_str(d.get("job_name")),
             )
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptCheckpoint(f"unreadable manifest: {e!r}") from None
+
+
+def _opt_str(value: object) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    return value
 
 
 def blob_key(prefix: str, sha256: str) -> str:

@@ -24,6 +24,7 @@ from gpuorch.checkpoint.manifest import (
     blob_key,
     parse_manifest_key,
 )
+from gpuorch.checkpoint.namespace import Owner
 from gpuorch.checkpoint.store import ObjectNotFound, ObjectStore, join_key
 
 
@@ -71,11 +72,13 @@ def latest(store: ObjectStore, prefix: str) -> Manifest | None:
     return None
 
 
-def upload(store: ObjectStore, prefix: str, local_dir: Path, attempt: int) -> Manifest:
+def upload(store: ObjectStore, prefix: str, local_dir: Path, attempt: int, owner: Owner | None = None) -> Manifest:
     """Upload the complete checkpoint at ``local_dir``; return its (now visible) manifest.
 
-    Sends only blobs the store lacks, then writes the manifest last. Idempotent: if the newest
-    manifest of that name already lists the same files, returns it without writing anything.
+    ``owner``: the job the manifest names (``namespace``); without one it names none (format 1
+    readers, hand-run agents). Sends only blobs the store lacks, then writes the manifest last.
+    Idempotent: if the newest manifest of that name already lists the same files and the same
+    owner, returns it without writing anything.
     Raises ``IncompleteCheckpoint`` without ``COMPLETE``; ``CheckpointVanished`` if the job
     removes files mid-upload (nothing becomes visible then; orphan blobs go at the next prune).
     """
@@ -101,13 +104,21 @@ def upload(store: ObjectStore, prefix: str, local_dir: Path, attempt: int) -> Ma
     for key in reversed(keys):
         if (parse_manifest_key(key) or (0, ""))[1] == ckpt.name:
             previous = _load(store, key)
-            if previous is not None and previous.files == files:
+            if previous is not None and previous.files == files and _same_owner(previous, owner):
                 return previous
             break
     seq = (parse_manifest_key(keys[-1]) or (0, ""))[0] + 1 if keys else 1
-    manifest = Manifest(ckpt.name, ckpt.step, attempt, time.time(), files, ckpt.completed_at, seq)
+    manifest = Manifest(ckpt.name, ckpt.step, attempt, time.time(), files, ckpt.completed_at, seq,
+                        installation=owner.installation if owner else None,
+                        job_id=owner.job_id if owner else None, job_name=owner.job_name if owner else None)
     store.put_bytes(manifest.key(prefix), manifest.to_json().encode())
     return manifest
+
+
+def _same_owner(m: Manifest, owner: Owner | None) -> bool:
+    if owner is None:
+        return m.installation is None and m.job_id is None
+    return (m.installation, m.job_id) == (owner.installation, owner.job_id)
 
 
 def download(store: ObjectStore, prefix: str, manifest: Manifest, dest_checkpoint_dir: Path) -> Path:

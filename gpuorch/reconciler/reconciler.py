@@ -121,7 +121,7 @@ class Reconciler:
         batch_txn = BatchTxn(store, self.leases, self.clock, lambda job_id: self.rows.drop(job_id))
         launching = Launching(self.providers, self._txn, self.money, self.settings, store.installation_id, backoff_s,
                               batch_txn, self.clock, batch_txn)
-        recording = Recording(self.providers, self._txn, self.settings, self.volumes)
+        recording = Recording(self.providers, self._txn, self.settings, self.volumes, store.installation_id)
         self.applier = Applier(self.providers, self._txn, self.leases, self.clock, self.money, self.volumes,
                                launching, recording, self.pool, lambda: heartbeat_every_s(self.settings), home,
                                batch_txn.held_ids)

@@ -23,7 +23,8 @@ from gpuorch.errors import AuthError, PermanentError, ProviderError
 from gpuorch.jobs import events
 from gpuorch.provider.port import Provider
 from gpuorch.reconciler import actions as A
-from gpuorch.reconciler.agent_config import agent_config
+from gpuorch.reconciler import refusals
+from gpuorch.reconciler.agent_config import agent_config, recorded_checkpoints
 from gpuorch.reconciler.money import Txn
 from gpuorch.reconciler.views import AttemptView, JobView, Settings
 from gpuorch.reconciler.volumes import Volumes
@@ -34,8 +35,10 @@ log = logging.getLogger("gpuorch.reconciler")
 
 
 class Recording:
-    def __init__(self, providers: Mapping[str, Provider], txn: Txn, settings: Settings, volumes: Volumes) -> None:
+    def __init__(self, providers: Mapping[str, Provider], txn: Txn, settings: Settings, volumes: Volumes,
+                 installation: str) -> None:
         self.providers, self._txn, self.settings, self.volumes = providers, txn, settings, volumes
+        self.installation = installation  # the store's: names every job's checkpoint prefix
 
     def start_agent(self, view: JobView, a: AttemptView, now: datetime, volume_id: str | None = None) -> bool:
         """Start the agent (idempotent; retried next pass while the runner is not ready); True if
@@ -59,8 +62,13 @@ class Recording:
             pred = next((p.row for p in view.attempts if p.row.number == a.row.predecessor), None)
             if pred is not None and pred.drain_until is not None:
                 pred_deadline = pred.drain_until.timestamp()
+        legacy = None
+        if view.job.checkpoint_prefix and view.spec.checkpoint:  # stored before namespacing: its old checkpoints
+            with self._txn(view.job.id or 0) as (s, _):
+                legacy = recorded_checkpoints(s, view.job.id or 0)
         cfg = agent_config(view.job, view.spec, a.row, predecessor_deadline=pred_deadline,
-                           heartbeat_timeout_s=self.settings.heartbeat_timeout_s, volume_id=volume_id)
+                           heartbeat_timeout_s=self.settings.heartbeat_timeout_s, volume_id=volume_id,
+                           installation=self.installation, legacy_checkpoints=legacy)
         workdir = Path(view.spec.workdir) if view.spec.workdir else None
         try:
             self.providers[a.row.provider].runner(a.instance).start(cfg, workdir)  # type: ignore[arg-type]
@@ -89,7 +97,8 @@ class Recording:
         new_ckpt = bool(st.uploaded) and st.uploaded[-1] != row.last_checkpoint
         # The agent may be seen first while still restoring: what it resumed from comes later.
         restored = not became_running and st.restored_from is not None and row.resumed_from is None
-        if not (became_running or new_ckpt or restored):
+        refused = refusals.pending(row, st)
+        if not (became_running or new_ckpt or restored or refused):
             return
         with self._txn(job_id) as (s, job):
             r = s.get(Attempt, row.id)
@@ -106,6 +115,8 @@ class Recording:
                               attempt=row.number)
             if new_ckpt:
                 self._record_checkpoints(s, job_id, r, st, now)
+            if refused:  # after the running message, which it amends
+                refusals.record(s, job, r, st, now)
 
     def _record_checkpoints(self, s: Session, job_id: int, r: Attempt, st: AgentStatus, now: datetime) -> None:
         known = set(s.exec(select(Checkpoint.name).where(Checkpoint.job_id == job_id)))

@@ -136,6 +136,19 @@ def _v8_sweep_hold_prune(conn: Connection) -> None:
                 conn.execute(text(f"ALTER TYPE {enum} ADD VALUE IF NOT EXISTS '{label}'"))
 
 
+def _v9_checkpoint_namespace(conn: Connection) -> None:
+    """Checkpoints namespaced by installation (``<store>/<installation>/<name>-<id>/``): every job
+    stored before keeps its old prefix ``<name>-<id>`` in ``job.checkpoint_prefix``, so it still
+    resumes from the checkpoints recorded for it there; ``attempt.restore_refused`` keeps what an
+    agent refused as not its job's. Looks first, like v5."""
+    if "checkpoint_prefix" not in {c["name"] for c in inspect(conn).get_columns("job")}:
+        conn.execute(text("ALTER TABLE job ADD COLUMN checkpoint_prefix VARCHAR"))
+    conn.execute(text("UPDATE job SET checkpoint_prefix = name || '-' || CAST(id AS VARCHAR) "
+                      "WHERE checkpoint_prefix IS NULL"))
+    if "restore_refused" not in {c["name"] for c in inspect(conn).get_columns("attempt")}:
+        conn.execute(text("ALTER TABLE attempt ADD COLUMN restore_refused TEXT"))
+
+
 MIGRATIONS: list[Migration] = [
     # (1, "initial schema", ...) is the create_all of a fresh database; later ones go here.
     (2, "sweeps, trial metrics, spot price changes, budget_exhausted", _v2_money_and_sweeps),
@@ -145,6 +158,7 @@ MIGRATIONS: list[Migration] = [
     (6, "attempt offer and start_error", _v6_attempt_offer),
     (7, "daemon heartbeats", _v7_heartbeat),
     (8, "sweep trials held and pruned, objective history, attempt runway", _v8_sweep_hold_prune),
+    (9, "checkpoints namespaced: stored jobs' old prefixes, refused restores", _v9_checkpoint_namespace),
 ]
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 

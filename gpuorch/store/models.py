@@ -64,6 +64,10 @@ class Job(SQLModel, table=True):
     volume_id: str | None = None
     # Schema 7: the sweep objective's values by step, JSON [[step, value], ...] (pruning reads it).
     objective_history: str | None = Field(default=None, sa_type=Text)
+    # Schema 9: the old un-namespaced checkpoint prefix (``<name>-<id>``) of a job stored before
+    # checkpoints were namespaced by installation; its recorded checkpoints there stay
+    # restorable. None: the job's checkpoints live only under ``<installation>/<name>-<id>``.
+    checkpoint_prefix: str | None = None
 
 
 class Attempt(SQLModel, table=True):
@@ -113,6 +117,9 @@ class Attempt(SQLModel, table=True):
     # Schema 7: the end of the runway its admission reserved (gpuorch.money.caps.runway_s): the
     # cap covers it until then plus the horizon, so the running check cannot stop it sooner.
     runway_until: datetime | None = _ts()
+    # Schema 9: the stored checkpoints and records its agent refused as not this job's, one per
+    # line (also job events); None until the agent reported any.
+    restore_refused: str | None = Field(default=None, sa_type=Text)
 
 
 class Instance(SQLModel, table=True):
