@@ -19,6 +19,7 @@ from gpuorch.checkpoint.store import ObjectNotFound, ObjectStore
 from gpuorch.checkpoint.url import StoreUrl
 
 _TMP = ".gpuorch-tmp-"
+HOME = "~"  # file://~/path: the path under the opening user's home directory
 
 
 class FileStore(ObjectStore):
@@ -27,8 +28,17 @@ class FileStore(ObjectStore):
 
     @classmethod
     def from_url(cls, url: StoreUrl) -> tuple[FileStore, str]:
-        if url.scheme != "file" or url.host not in ("", "localhost") or not url.path.startswith("/"):
-            raise ValueError(f"cannot read store URL {url.raw!r}; write file:///absolute/path")
+        """``file:///abs/path``, or ``file://~/path``: under the home directory of the user whose
+        process opens it (the daemon's, for its local instances' agents), a per-user place where
+        ``/tmp`` would be shared with every user of the host."""
+        if url.scheme != "file" or url.host not in ("", "localhost", HOME) or not url.path.startswith("/"):
+            raise ValueError(f"cannot read store URL {url.raw!r}; write file:///absolute/path or file://~/path")
+        if url.host == HOME:
+            home = os.path.expanduser("~")
+            if not os.path.isabs(home):  # no HOME and no passwd entry: never a path relative to the cwd
+                raise ValueError(f"cannot read store URL {url.raw!r}: this process has no home directory; "
+                                 "write file:///absolute/path")
+            return cls(Path(home) / url.path.lstrip("/")), ""
         return cls(Path(url.path)), ""
 
     def __repr__(self) -> str:

@@ -116,9 +116,9 @@ def store_url(v: Any) -> str:
 
     v = text(v, limit=4096, what="the URL")
     u = StoreUrl.parse(v)  # ValueError naming the form
-    if u.scheme == "file":
-        if u.host not in ("", "localhost") or not u.path.strip("/"):
-            raise ValueError(f"{v!r} names no directory; write file:///abs/path")
+    if u.scheme == "file":  # file://~/path: under the daemon user's home (gpuorch.checkpoint.filestore)
+        if u.host not in ("", "localhost", "~") or not u.path.strip("/"):
+            raise ValueError(f"{v!r} names no directory; write file:///abs/path or file://~/path")
     elif not u.bucket or not u.bucket.strip():
         raise ValueError(f"{v!r} names no bucket; write {u.scheme}://bucket/prefix")
     return v
