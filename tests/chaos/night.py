@@ -172,9 +172,12 @@ class Night:
         lines = path.read_text().splitlines() if path.exists() else []
         return [(float(t), int(a), kind, rest) for t, a, kind, *rest in (line.split() for line in lines)]
 
+    def job_store(self, job: Job):  # type: ignore[no-untyped-def]
+        """The job's store and prefix: ``<store>/<installation>/<name>-<id>`` (docs/checkpoints.md)."""
+        return open_store((self.home / "ckpt").as_uri() + f"/{self.store.installation_id}/{job.name}-{job.id}")
+
     def manifests(self, job: Job):  # type: ignore[no-untyped-def]
-        store, prefix = open_store((self.home / "ckpt").as_uri() + f"/{job.name}-{job.id}")
-        return list_manifests(store, prefix)
+        return list_manifests(*self.job_store(job))
 
     # -- checks ------------------------------------------------------------------------------
     def check_now(self) -> None:
@@ -251,7 +254,7 @@ class Night:
             # At most once: once a completion is durable (the agent's record, written before it
             # reports), no attempt that starts later runs the job to its end again. (One started
             # before it, on a notice's replacement, may: nothing told it yet.)
-            record = read_completed(*open_store((self.home / "ckpt").as_uri() + f"/{job.name}-{job.id}"))
+            record = read_completed(*self.job_store(job))
             assert record is not None, f"{job.name}: succeeded without a completion record"
             started = {a: t for t, a, kind, _ in events if kind == "start"}
             again = [a for _, a, kind, _ in events if kind == "done" and started.get(a, 0.0) > record.at]
