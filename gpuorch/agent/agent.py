@@ -18,7 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from gpuorch.agent.images import ImageHost
-from gpuorch.agent.job import RESULT_FILE, job_env, notify_job, parse_signal, shell_exit_code, signal_group, spawn
+from gpuorch.agent.job import (
+    RESULT_FILE,
+    job_env,
+    notify_job,
+    parse_signal,
+    read_result,
+    shell_exit_code,
+    signal_group,
+    spawn,
+)
 from gpuorch.agent.notice import FileNotice, make_notice_source
 from gpuorch.agent.protocol import (
     AGENT_LOG,
@@ -239,7 +248,7 @@ class Agent:
                     if time.time() > give_up:
                         log.warning("stopping before the last sync finished")
                         break
-        result = self._read_result()
+        result, dropped = read_result(self.rundir)  # bounded: gpuorch.agent.limits
         # Before reporting, so a relaunch does not run it again (exit 0 is success, as the daemon
         # reads it, also after a notice).
         if code == 0 and self.store is not None:
@@ -249,18 +258,8 @@ class Agent:
                     write_completed(self.store, self.prefix, self.config.attempt, result, self.owner)
             except Exception as e:  # the store is down: the daemon still hears of the exit (at least once)
                 log.warning("could not record the completion in the store: %s", e)
-        self.update(state="exited", exit_code=code, result=result, ended_at=time.time())
+        self.update(state="exited", exit_code=code, result=result, result_dropped=dropped, ended_at=time.time())
         return code
-
-    def _read_result(self) -> dict[str, Any] | None:
-        try:
-            result = json.loads((self.rundir / RESULT_FILE).read_text())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as e:
-            log.warning("ignoring unreadable %s: %s", RESULT_FILE, e)
-            return None
-        return result if isinstance(result, dict) else {"value": result}
 
     # -- notices -------------------------------------------------------------------------------
 

@@ -5,15 +5,28 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import subprocess
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from gpuorch.agent import limits
 from gpuorch.agent.protocol import CONTAINERS_FILE, METRICS_FILE, AgentConfig
 
 RESULT_FILE = "result.json"  # in the run dir: the JSON result the job may write
+log = logging.getLogger("gpuorch.agent")
+
+
+def read_result(rundir: Path) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
+    """The job's ``result.json`` within ``gpuorch.agent.limits`` as ``(result, why dropped)``: a
+    file over the size or depth limit, or not JSON, becomes a ``dropped`` record (the job's exit
+    code stands) and the line saying why, also logged. Never raises for what the job wrote."""
+    result, why = limits.read_result(rundir / RESULT_FILE)
+    if why is not None:
+        log.warning("%s", why)
+    return result, why
 
 
 def parse_signal(name: str) -> signal.Signals:

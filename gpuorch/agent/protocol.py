@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuorch.agent import limits
 from gpuorch.agent.container import ContainerConfig
 
 CONFIG_FILE = "agent.json"
@@ -119,6 +120,7 @@ class AgentStatus:
     final_done: bool = False  # the agent has done all it will do for the notice
     exit_code: int | None = None
     result: dict[str, Any] | None = None  # the JSON the job wrote to $GPUORCH_RESULT_FILE, if any
+    result_dropped: str | None = None  # why that result was not kept (gpuorch.agent.limits); result says so too
     ended_at: float | None = None
     error: str | None = None
     updated_at: float | None = None
@@ -129,7 +131,8 @@ class AgentStatus:
 
     @classmethod
     def from_json(cls, text: str) -> AgentStatus:
-        return cls(**_known(cls, json.loads(text)))
+        """ValueError for what is not a status, or nests deeper than ``limits.STATUS_MAX_DEPTH``."""
+        return cls(**_known(cls, limits.loads(text, limits.STATUS_MAX_DEPTH)))
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
@@ -172,7 +175,28 @@ def write_atomic(path: Path, text: str, durable: bool = True) -> None:
 
 
 def read_status(rundir: Path) -> AgentStatus | None:
+    """The agent's status in ``rundir`` (``status_from_bytes``); None before it wrote one."""
     try:
-        return AgentStatus.from_json((rundir / STATUS_FILE).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+        with open(rundir / STATUS_FILE, "rb") as f:
+            return status_from_bytes(f.read(limits.STATUS_MAX_BYTES + 1))
+    except FileNotFoundError:
+        return None
+
+
+def status_from_bytes(data: bytes) -> AgentStatus | None:
+    """A status file's bytes, read up to ``limits.STATUS_MAX_BYTES + 1``, as the daemon takes them
+    (it never trusts an agent): None if it is not a status (damaged, or not ours: as if not written
+    yet); a ``failed`` status naming the limit if it is over ``STATUS_MAX_BYTES`` or nests deeper
+    than ``STATUS_MAX_DEPTH`` (only a broken agent writes one: ours bounds the result within it)."""
+    if len(data) > limits.STATUS_MAX_BYTES:
+        most = limits.size_text(limits.STATUS_MAX_BYTES)
+        return AgentStatus(state="failed", error=f"{STATUS_FILE} is over the {most} the daemon reads; the agent is "
+                           "broken")
+    try:
+        text = data.decode("utf-8")
+        if limits.depth_over(text, limits.STATUS_MAX_DEPTH):
+            return AgentStatus(state="failed", error=f"{STATUS_FILE} nests deeper than {limits.STATUS_MAX_DEPTH} "
+                               "levels; the agent is broken")
+        return AgentStatus(**_known(AgentStatus, limits.loads(text, limits.STATUS_MAX_DEPTH)))
+    except (ValueError, TypeError, AttributeError):
         return None

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import and_, exists, func, or_, text
 from sqlmodel import Session, col, select
 
+from gpuorch.agent.limits import metric_lines
 from gpuorch.clock import aware
 from gpuorch.jobs import events
 from gpuorch.jobs.spec import JobSpec
@@ -356,12 +357,13 @@ class Money:
             if r is None or r.metrics_offset != row.metrics_offset:
                 return
             r.metrics_offset += cut
-            merged = merge_lines(json.loads(job.metrics) if job.metrics else {}, data[:cut])
+            lines = metric_lines(data[:cut])  # never parse, keep or plot a line over agent.limits
+            merged = merge_lines(json.loads(job.metrics) if job.metrics else {}, lines)
             if merged is not None:
                 job.metrics, job.metrics_at = json.dumps(merged), now
-                self._record_objective(s, job, data[:cut], now)
+                self._record_objective(s, job, lines, now)
         if self.metrics_sink is not None:  # the history the dashboard plots (LogMirror.append_metrics)
-            self.metrics_sink(job_id, row.number, data[:cut])
+            self.metrics_sink(job_id, row.number, lines)
 
     def _record_objective(self, s: Session, job: Job, data: bytes, now: datetime) -> None:
         """A trial's objective values by step, for its sweep's pruning rule."""

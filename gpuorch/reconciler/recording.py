@@ -10,14 +10,14 @@ be copied) is recorded as the attempt's ``start_error``; the next pass's decide 
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
+from gpuorch.agent.limits import bounded_result
 from gpuorch.agent.protocol import AgentStatus
 from gpuorch.errors import AuthError, PermanentError, ProviderError
 from gpuorch.jobs import events
@@ -120,6 +120,12 @@ class Recording:
 
     def _record_checkpoints(self, s: Session, job_id: int, r: Attempt, st: AgentStatus, now: datetime) -> None:
         known = set(s.exec(select(Checkpoint.name).where(Checkpoint.job_id == job_id)))
+        if st.final_checkpoint and st.final_checkpoint not in known:
+            # One final per attempt, the newest: after a notice the agent names each upload final
+            # (a sync already under way lands first), and hands off with the last.
+            for old in s.exec(select(Checkpoint).where(Checkpoint.job_id == job_id, Checkpoint.attempt == r.number,
+                                                       col(Checkpoint.final).is_(True))):
+                old.final = False
         for name in st.uploaded:
             if name in known:
                 continue
@@ -161,8 +167,11 @@ class Recording:
             if not was_draining or finished:
                 if end.exit_code is not None:
                     job.exit_code = end.exit_code
-                if end.result is not None:
-                    job.result = json.dumps(end.result)
+                if end.result is not None:  # bounded again: the daemon never trusts an agent (agent.limits)
+                    job.result, dropped = bounded_result(end.result)
+                    dropped = (end.status.result_dropped if end.status is not None else None) or dropped
+                    if dropped:
+                        events.record(s, now, "result_dropped", dropped, job_id=job_id, attempt=r.number)
             lost = f"; lost work {end.lost_work_s:.0f}s" if end.lost_work_s is not None else ""
             events.record(s, now, "attempt_ended", f"{r.reason.value}: {end.message}{lost}", job_id=job_id,
                           attempt=r.number, reason=r.reason.value, lost_work_s=end.lost_work_s)

@@ -32,6 +32,7 @@ from typing import Self
 
 import paramiko
 
+from gpuorch.agent import limits
 from gpuorch.agent.protocol import (
     CONFIG_FILE,
     HEARTBEAT_FILE,
@@ -41,6 +42,7 @@ from gpuorch.agent.protocol import (
     AgentConfig,
     AgentStatus,
     NoticeSource,
+    status_from_bytes,
 )
 from gpuorch.runners import sftp_util
 from gpuorch.runners.bundle import agent_bundle
@@ -137,13 +139,11 @@ class SshRunner(Runner):
     def status(self) -> AgentStatus | None:
         """The agent's ``status.json``, or None before it writes one. Raises RunnerUnavailable."""
         def read(_client: paramiko.SSHClient, sftp: paramiko.SFTPClient) -> AgentStatus | None:
-            try:
-                data = sftp_util.read_file(sftp, self._run_path(sftp, STATUS_FILE))
-                return AgentStatus.from_json(data.decode())
+            try:  # bounded: the daemon never trusts what an agent wrote (status_from_bytes)
+                data = sftp_util.read_file(sftp, self._run_path(sftp, STATUS_FILE), 0, limits.STATUS_MAX_BYTES + 1)
             except FileNotFoundError:
                 return None
-            except (ValueError, TypeError):  # not ours, or damaged: as if not written yet
-                return None
+            return status_from_bytes(data)
 
         return self.connection.call("read the agent status", read)
 
