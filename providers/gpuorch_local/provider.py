@@ -40,13 +40,14 @@ from gpuorch.provider.localdir import (
     instance_id_for,
     spawn_detached,
 )
+from gpuorch.provider.localdir.isolation import private_home
 
 from .gang import GangRunner, end_gang, gang_dirs, observe_gang
+from .isolation import IsolatedRunner, Isolation, jobs_root, log
 from .market import PROVIDER, default_offers, host_offers
 
 _ID = re.compile(r"local-[A-Za-z0-9][A-Za-z0-9_.-]{0,120}")
-
-
+_OPTIONS = "boot_s, container, run_as, jobs_dir, python"
 
 
 class LocalContainer(BaseModel):
@@ -62,8 +63,13 @@ class LocalContainer(BaseModel):
 class LocalOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    boot_s: float = Field(default=0.0, ge=0)
+    boot_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     container: LocalContainer | None = None
+    # Isolation (docs/providers.md, "Local provider isolation"): the user instances run as
+    # (default for a root daemon: gpuorch-job), where their directories go, their interpreter.
+    run_as: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$")
+    jobs_dir: Path | None = None
+    python: str | None = Field(default=None, min_length=1, pattern=r"^/")
 
 
 class LocalProvider(Provider):
@@ -78,10 +84,14 @@ class LocalProvider(Provider):
     max_nodes = 8  # gangs of instance directories, one instance to the daemon (gang.py)
 
     def __init__(self, home: Path, offers: list[Offer] | None = None, boot_s: float = 0.0,
-                 container: ContainerConfig | None = None) -> None:
+                 container: ContainerConfig | None = None, isolation: Isolation | None = None) -> None:
         self.container = container  # the host's runtime for image jobs; None: the agent detects one
         self.home = Path(home).expanduser().resolve()
-        self.instances_dir = self.home / "instances"
+        # None (a provider built in code): instances run as the daemon's user, as before.
+        self.isolation = isolation or Isolation(None, why_not="built without an isolation plan",
+                                                fix="build the provider from the daemon's configuration")
+        jobs = self.isolation.jobs_dir
+        self.instances_dir = jobs_root(jobs) if jobs is not None else self.home / "instances"
         self.instances_dir.mkdir(parents=True, exist_ok=True)
         self.boot_s = boot_s
         # The default market is built lazily: detecting the host's GPUs runs nvidia-smi.
@@ -105,10 +115,15 @@ class LocalProvider(Provider):
         except ValidationError as e:
             err = e.errors()[0]
             where = ".".join(str(x) for x in err["loc"])
-            raise UserInputError(f"providers.local.{where}: {err['msg']}; known options: boot_s, container") from None
+            raise UserInputError(f"providers.local.{where}: {err['msg']}; known options: {_OPTIONS}") from None
         c = opts.container
         container = ContainerConfig(image="", runtime=c.runtime, run_args=c.run_args, gpus=c.gpus) if c else None
-        return cls(Path(home) / "local", boot_s=opts.boot_s, container=container)
+        local = Path(home).expanduser().resolve() / "local"
+        isolation = Isolation.plan(opts.run_as, opts.jobs_dir, opts.python, local)
+        if isolation.user is not None and private_home(local.parent):  # a job runs as another user
+            log.warning("made %s 0700: jobs run as %s and must not read the daemon's state", local.parent,
+                        isolation.user)
+        return cls(local, boot_s=opts.boot_s, container=container, isolation=isolation)
 
     def _instance(self, instance_id: str) -> InstanceDir:
         if not _ID.fullmatch(instance_id):  # also keeps "../x" from reaching the filesystem
@@ -141,10 +156,12 @@ class LocalProvider(Provider):
         except NotFoundError:
             pass
         offer = self._validate(request)
+        run_as = self.isolation.identity(self.instances_dir)  # recorded: the instance keeps its user
         now = utcnow()
         meta = Meta(
             id=inst.id, client_token=request.client_token, tags=request.tags, offer=offer, spot=request.spot,
             state=InstanceState.PENDING, created_at=now, ready_at=now + timedelta(seconds=self.boot_s),
+            run_as=run_as,
         )
         inst.create(meta)  # False: a concurrent launch with the same token won; report its instance
         return inst.observe().to_instance()
@@ -210,12 +227,17 @@ class LocalProvider(Provider):
 
     def runner(self, instance: Instance) -> Runner:
         inst = self._instance(instance.id)
-        nodes = gang_dirs(self.instances_dir, inst.read()) if inst.meta_file.exists() else None
-        if nodes is None:
-            return LocalRunner(inst.path, container=self.container)
-        meta = inst.read()
-        return GangRunner([LocalRunner(d.path, container=self.container) for d in nodes],
+        meta = inst.read() if inst.meta_file.exists() else None
+        nodes = gang_dirs(self.instances_dir, meta) if meta is not None else None
+        if meta is None or nodes is None:
+            return self._runner(inst.path, meta)
+        return GangRunner([self._runner(d.path, meta) for d in nodes],
                           nproc_per_node=max(1, meta.offer.gpu_count), port=master_port(meta.client_token))
+
+    def _runner(self, path: Path, meta: Meta | None) -> LocalRunner:
+        if meta is not None and meta.run_as is not None:  # a gang's nodes share node 0's user
+            return IsolatedRunner(path, meta.run_as, container=self.container)
+        return LocalRunner(path, container=self.container)
 
     # -- capabilities and knobs --------------------------------------------------------------
     def inject_preemption(self, instance_id: str, notice_s: float) -> None:
@@ -246,7 +268,8 @@ class LocalProvider(Provider):
         if (unwritable := state_dir_finding(check, self.instances_dir, self.home)) is not None:
             return [unwritable]
         alive = sum(1 for i in self.list_managed() if i.state.alive)
-        return [Finding.ok(check, f"no credentials needed; {alive} instance(s) alive under {self.instances_dir}")]
+        return [Finding.ok(check, f"no credentials needed; {alive} instance(s) alive under {self.instances_dir}"),
+                self.isolation.finding("local isolation")]
 
     def set_capacity(self, zone: str, instance_type: str, spot: bool, available: bool) -> None:
         """Add or remove this market's exact entry in the capacity knob (wildcard entries stay).

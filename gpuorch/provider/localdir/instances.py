@@ -5,6 +5,12 @@
     run/         the agent's run directory (agent.json, status.json, job.log, work/, agent.pid)
     .lock        flock'd around every read-modify-write of meta.json
 
+An instance whose record names a ``run_as`` user (``isolation``) runs its agent and job as that
+user: the directory is root's, 0711; ``run/`` is the user's; ``notice.json`` is readable to it. A
+process of that user cannot take the lock or write the record, so the dead-man switch's
+shutdown, run by the agent, leaves ``run/powered-off`` instead (``gpuorch_local.isolation``), and
+the next look by the daemon (``observe``) ends the instance as of that file's time.
+
 meta.json is only ever replaced whole (temp file + rename), so readers need no lock; writers
 take the lock so a terminate and a preemption reaper racing each other cannot lose an update.
 The one state that is not written down is PENDING -> RUNNING: it follows from ``ready_at``.
@@ -25,7 +31,7 @@ import shutil
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 
@@ -36,12 +42,15 @@ from gpuorch.clock import utcnow
 from gpuorch.errors import NotFoundError
 from gpuorch.provider.port import Instance, InstanceState, Offer
 
+from .isolation import TRAVERSE_DIR, RunAs
 from .procs import kill_instance
 
 META_FILE = "meta.json"
 NOTICE_FILE = "notice.json"
 RUN_DIR = "run"
 AGENT_PID_FILE = "agent.pid"
+POWERED_OFF_FILE = "powered-off"  # in run/: an isolated instance's agent shut it down (see above)
+REASON_SHUTDOWN = "shutdown-by-agent"
 REASON_PREEMPTED = "spot-interruption"
 REASON_TERMINATED = "terminated-by-request"
 CHANGES_FILE = ".changes"  # in the instances' directory, where a provider keeps one (see above)
@@ -63,6 +72,7 @@ class Meta(BaseModel):
     ready_at: datetime  # boot done: PENDING reads RUNNING from here on
     preemption_deadline: datetime | None = None
     ended_at: datetime | None = None
+    run_as: RunAs | None = None  # the user its agent and job run as (None: the daemon's)
 
     def observed(self, now: datetime) -> Meta:
         """The record with its boot accounted for (no side effects)."""
@@ -153,6 +163,8 @@ class InstanceDir:
         processes killed) if a preemption deadline passed even though no reaper acted on it."""
         now = now or utcnow()
         meta = self.read().observed(now)
+        if meta.run_as is not None and meta.state.alive and (off := self._powered_off()) is not None:
+            meta = self.end(InstanceState.TERMINATED, REASON_SHUTDOWN, min(now, off))
         if meta.preemption_due(now):  # reclaimed at its deadline, whenever a look gets to it
             meta = self.end(InstanceState.PREEMPTED, REASON_PREEMPTED, min(now, meta.preemption_deadline or now))
         return meta
@@ -165,6 +177,8 @@ class InstanceDir:
         """
         staging = self.path.parent / f".staging-{self.id}-{secrets.token_hex(4)}"
         staging.mkdir(parents=True)
+        if meta.run_as is not None:
+            os.chmod(staging, TRAVERSE_DIR)  # its user passes through to run/ and notice.json
         try:
             # The staging directory is nobody's yet: its record needs no temp file and rename of
             # its own (the directory's rename is the atomic step), only the fsync of a durable one.
@@ -234,6 +248,8 @@ class InstanceDir:
         if meta.state.alive and meta.preemption_deadline is not None:
             write_atomic(self.notice_file, json.dumps({"deadline": meta.preemption_deadline.timestamp()}) + "\n",
                          self.durable)
+            if meta.run_as is not None:
+                os.chmod(self.notice_file, 0o644)  # the agent's to read (a new file is 0600)
         return meta
 
     # -- the end of an instance ------------------------------------------------------------
@@ -253,6 +269,12 @@ class InstanceDir:
             if not meta.observed(now).state.alive:
                 return meta
             return self._write(meta.model_copy(update={"state": state, "state_reason": reason, "ended_at": now}))
+
+    def _powered_off(self) -> datetime | None:
+        try:
+            return datetime.fromtimestamp(os.stat(self.run_dir / POWERED_OFF_FILE).st_mtime, tz=UTC)
+        except FileNotFoundError:
+            return None
 
     def kill(self) -> None:
         """SIGKILL the agent's and the job's process groups (the pids they recorded)."""

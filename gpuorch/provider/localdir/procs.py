@@ -17,9 +17,12 @@ from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
 
+from .isolation import RunAs, agent_env, confined, hand_over, hand_over_tree, identity_env, popen_identity, recorded
+
 MARKER_ENV = "GPUORCH_LOCAL_INSTANCE_DIR"
 # The daemon's own secrets: no process a local instance starts gets them (the job's environment
-# is the agent's allow-list, gpuorch.agent.job.inherited; these leave the agent's too).
+# is the agent's allow-list, gpuorch.agent.job.inherited; these and every name
+# ``isolation.is_secret`` matches leave the agent's too).
 DAEMON_ONLY = frozenset({"GPUORCH_API_TOKEN", "GPUORCH_DATABASE_URL"})
 _PROC = Path("/proc")
 _children: list[subprocess.Popen[bytes]] = []
@@ -116,26 +119,37 @@ def _kill_groups(pgids: Iterable[int]) -> None:
 
 
 def spawn_detached(argv: list[str], *, cwd: Path, log: Path, instance_dir: Path | None = None,
-                   packages: Iterable[str] = ()) -> int:
+                   packages: Iterable[str] = (), run_as: RunAs | None = None) -> int:
     """Start ``argv`` in a session of its own that outlives the caller; returns its pid.
 
     Output goes to ``log``; with ``instance_dir`` the process (and what it starts) carries the
-    instance's marker. PYTHONPATH gains the directories gpuorch and the top-level ``packages``
-    (the adapter whose module ``argv`` runs, e.g. ``gpuorch_sim``) were imported from, so
-    ``python -m`` finds them even when they are not installed in the interpreter.
+    instance's marker, and runs as the user the instance's record names (``isolation``), to whom
+    ``cwd`` (its run directory) is handed first; ``run_as`` names one for any other process.
+    PYTHONPATH gains the directories gpuorch and the top-level ``packages`` (the adapter whose
+    module ``argv`` runs, e.g. ``gpuorch_sim``) were imported from, so ``python -m`` finds them
+    even when they are not installed in the interpreter. No daemon secret is passed on.
     """
     import importlib
 
     modules = [importlib.import_module(name) for name in ("gpuorch", *packages)]
     roots = {str(Path(str(m.__file__)).resolve().parent.parent) for m in modules}
-    env = {k: v for k, v in os.environ.items() if k not in DAEMON_ONLY}  # the agent needs no API token
+    env = {k: v for k, v in agent_env(os.environ).items() if k not in DAEMON_ONLY}  # the agent needs no secret
     env["PYTHONPATH"] = os.pathsep.join([*sorted(roots), *filter(None, [env.get("PYTHONPATH")])])
     if instance_dir is not None:
         env[MARKER_ENV] = str(instance_dir)
+        run_as = run_as or recorded(instance_dir)
+    user = group = extra_groups = None
+    if run_as is not None:
+        if instance_dir is not None and Path(cwd).parent == Path(instance_dir):
+            hand_over_tree(Path(cwd), run_as)  # its run directory: the agent's files, the workdir copy
+        env.update(identity_env(run_as, Path(cwd)))
+        argv, (user, group, extra_groups) = confined(argv, run_as), popen_identity(run_as)
     with open(log, "ab") as out:
+        if run_as is not None and instance_dir is not None and Path(log).parent == Path(cwd):
+            hand_over(Path(log), run_as)
         proc = subprocess.Popen(
             argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True, close_fds=True,
+            start_new_session=True, close_fds=True, user=user, group=group, extra_groups=extra_groups,
         )
     # Keep the handle and reap finished children here, so a long-lived daemon collects no zombies.
     _children[:] = [p for p in _children if p.poll() is None] + [proc]

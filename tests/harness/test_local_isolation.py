@@ -1,0 +1,105 @@
+"""Issue 31: a job on the embedded default (the local provider) cannot read the daemon's secrets.
+
+Through the daemon ``gpuorch daemon`` builds: a job tries to read the daemon's and its agent's
+``/proc/<pid>/environ``, the state database and the API token file, and is refused each time;
+the fake cloud key and API token in the daemon's environment never reach its log. A root daemon
+runs local jobs as ``gpuorch-job`` by default (created if missing); ``gpuorch doctor`` warns where
+a daemon cannot isolate them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from gpuorch.errors import UserInputError
+from gpuorch.provider.localdir.isolation import DEFAULT_USER, blocked, can_switch_user
+from gpuorch.store.models import JobStatus
+from gpuorch.testing.daemon import AssembledDaemon
+
+pytestmark = pytest.mark.timeout(300)
+
+SECRETS = {"AWS_SECRET_ACCESS_KEY": "fake-aws-secret-4f9c2e71", "GPUORCH_API_TOKEN": "fake-api-token-8d3b5a06"}
+
+
+def agent_python() -> str | None:
+    """An interpreter a fresh system user can run the (stdlib-only) agent with: the daemon's own
+    where its directories are open to others, else the system's python3 (3.8+)."""
+    own = None if blocked(Path(sys.executable), None) or blocked(Path(os.__file__).parent, None) else sys.executable
+    for python in filter(None, [own, "/usr/bin/python3", "/usr/local/bin/python3"]):
+        if Path(python).exists() and blocked(Path(python), None) is None:
+            done = subprocess.run([python, "-c", "import sys; assert sys.version_info >= (3, 8)"], check=False)
+            if done.returncode == 0:
+                return python
+    return None
+
+
+@pytest.fixture
+def jobs_dir():
+    """A jobs directory outside pytest's (0700) temporary tree, which no other user can enter."""
+    root = Path(tempfile.mkdtemp(prefix="gpuorch-isolation-"))
+    os.chmod(root, 0o711)
+    yield root / "jobs"
+    shutil.rmtree(root, ignore_errors=True)
+
+
+needs_root = pytest.mark.skipif(not can_switch_user(), reason="the test process is not root (nor holds "
+                                "CAP_SETUID/CAP_SETGID), so no run_as user is available to isolate jobs with")
+
+
+@needs_root
+def test_a_local_job_cannot_read_the_daemons_secrets(tmp_path, jobs_dir, monkeypatch):
+    python = agent_python()
+    if python is None:
+        pytest.skip("no Python 3.8+ on this host that an unprivileged user can execute")
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    home = tmp_path / "home"
+    home.mkdir(mode=0o755)
+    token = home / "api-token"
+    token.write_text(SECRETS["GPUORCH_API_TOKEN"] + "\n")
+    token.chmod(0o600)
+    options = {"jobs_dir": str(jobs_dir)} | ({} if python == sys.executable else {"python": python})
+    config = {"providers": {"local": options}, "api": {"token_file": str(token)}}
+    with AssembledDaemon.start(home, config) as d:
+        assert stat.S_IMODE(home.stat().st_mode) == 0o700  # the daemon's home: its own alone
+        db = home / "state.db"
+        assert db.exists()
+        targets = {"daemon environ": f"/proc/{os.getpid()}/environ", "agent environ": "/proc/$PPID/environ",
+                   "state db": str(db), "token": str(token)}
+        reads = "\n".join(f'if cat "{path}" >/dev/null; then echo "READ {what}"; else echo "DENIED {what}"; fi'
+                          for what, path in targets.items())
+        job = d.submit({"name": "snoop", "run": f"id -u\n{reads}\nenv\ncat /proc/$DAEMON_PID/environ; true",
+                        "env": {"DAEMON_PID": str(os.getpid())}, "resources": {"gpu": "A100:80GB:1"}})
+        assert d.until_terminal(job).status == JobStatus.SUCCEEDED, d.attempts(job)
+        (attempt,) = d.attempts(job)
+        log = d.service.read_log(job, attempt.number).decode()
+        meta = d.adapter("local")._instance(attempt.instance_id).read()
+    assert meta.run_as is not None and meta.run_as.user == DEFAULT_USER and meta.run_as.uid != 0
+    assert log.splitlines()[0] == str(meta.run_as.uid), log  # the job ran as that user
+    for what in targets:
+        assert f"DENIED {what}" in log and f"READ {what}" not in log, log
+    assert log.count("Permission denied") >= len(targets), log
+    for name, value in SECRETS.items():
+        assert value not in log and f"{name}=" not in log, log
+
+
+def test_an_unknown_run_as_user_is_one_line_naming_the_option(tmp_path):
+    with pytest.raises(UserInputError) as e:
+        AssembledDaemon.start(tmp_path / "home", {"providers": {"local": {"run_as": "no-such-user-31"}}})
+    message = str(e.value)
+    assert "\n" not in message and message.startswith("providers.local.run_as: no user 'no-such-user-31'")
+    assert "useradd --system" in message
+
+
+@pytest.mark.parametrize("run_as", ["", "a b", "$(id)", "x" * 65, "-rf"])
+def test_a_malformed_run_as_is_refused(tmp_path, run_as):
+    with pytest.raises(UserInputError, match=r"^providers\.local\.run_as: "):
+        AssembledDaemon.start(tmp_path / "home", {"providers": {"local": {"run_as": run_as}}})
