@@ -103,3 +103,46 @@ def test_an_unknown_run_as_user_is_one_line_naming_the_option(tmp_path):
 def test_a_malformed_run_as_is_refused(tmp_path, run_as):
     with pytest.raises(UserInputError, match=r"^providers\.local\.run_as: "):
         AssembledDaemon.start(tmp_path / "home", {"providers": {"local": {"run_as": run_as}}})
+
+
+def test_doctor_warns_with_the_fix_where_local_jobs_cannot_be_isolated(tmp_path, monkeypatch):
+    """Not root: the default cannot isolate. Root: naming the daemon's own user opts out. Either
+    way ``gpuorch doctor`` (the real CLI) says so as a warning with its fix, and exits 0."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from gpuorch.cli import app
+
+    monkeypatch.setenv("GPUORCH_METRICS__PORT", "0")
+    local = {"run_as": "root"} if os.geteuid() == 0 else {}
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(json.dumps({"home": str(tmp_path / "home"), "providers": {"local": local}}))
+    r = CliRunner().invoke(app, ["--config", str(cfg), "doctor", "--json"])
+    [found] = [f for f in json.loads(r.output)["findings"] if f["check"] == "local isolation"]
+    assert r.exit_code == 0 and found["status"] == "warn", found
+    assert "unisolated" in found["message"] and "daemon's environment, state and token" in found["message"]
+    assert "providers.local.run_as" in found["fix"]
+    text = CliRunner().invoke(app, ["--config", str(cfg), "doctor"]).output
+    assert "WARN  local isolation" in text, text
+
+
+@needs_root
+def test_the_root_default_isolates_or_says_why_not(tmp_path, monkeypatch):
+    """A root daemon with no run_as isolates by default; where this host keeps the job user from
+    the interpreter (e.g. Python under a 0700 /root), the warning names the directory and the fix."""
+    from gpuorch.provider.localdir.isolation import lookup
+    from gpuorch_local.isolation import DEFAULT_JOBS_DIR, Isolation
+
+    home = tmp_path / "home" / "local"
+    plan = Isolation.plan(None, None, None, home)
+    if plan.user is not None:
+        assert plan.user == DEFAULT_USER and plan.jobs_dir is not None and plan.jobs_dir.parent == DEFAULT_JOBS_DIR
+        assert plan.finding("local isolation").status == "ok"
+    else:
+        stop = blocked(Path(sys.executable), lookup(DEFAULT_USER)) or blocked(Path(os.__file__).parent, None)
+        assert plan.why_not and str(stop) in plan.why_not and f"chmod o+x {stop}" in (plan.fix or "")
+        assert plan.finding("local isolation").status == "warn"
+    python = agent_python()
+    if python is not None and python != sys.executable:  # the interpreter option makes it isolate
+        assert Isolation.plan(None, None, python, home).user == DEFAULT_USER

@@ -59,7 +59,9 @@ def test_a_healthy_installation(database):
     # Every installed adapter (aws too, in the test environment) is checked; all must be fine.
     assert {("config", "ok"), ("database", "ok"), ("provider local", "ok"), ("object stores", "ok"),
             ("ssh keys", "ok"), ("metrics", "ok")} <= statuses(report)
-    assert {status for _, status in statuses(report)} == {"ok"}
+    # Whether local jobs can run as another user depends on this host (root, a reachable Python):
+    # tests/harness/test_local_isolation.py checks that finding.
+    assert {status for check, status in statuses(report) if check != "local isolation"} == {"ok"}
     assert f"schema {SCHEMA_VERSION}, journal wal" in by_check(report, "database")[0]["message"]
 
 
