@@ -167,7 +167,11 @@ class Agent:
         deadline = self.config.predecessor_deadline or time.time()
         log.info("waiting for attempt %d's handoff record (at most %.0f s)", attempt, deadline - time.time())
         record = wait_for_final(self.store, self.prefix, attempt, deadline, PREDECESSOR_POLL_S)
-        if record is None:
+        why = None if record is None else record_refusal(record.installation, record.job_id, self.owner,
+                                                         f"the handoff record of attempt {attempt}")
+        if why is not None and self.restorer is not None:  # it only sequences; the restore checks each checkpoint
+            self.restorer.refuse(why)
+        elif record is None:
             log.warning("attempt %d left no handoff record by the deadline; restoring what is there", attempt)
         else:
             log.info("attempt %d handed off checkpoint %s", attempt, record.checkpoint)
