@@ -57,6 +57,10 @@ class SimOptions(BaseModel):
     memory_gib: float = 61
     on_demand_price: float | None = Field(default=None, gt=0)  # default: the price files', else 3.06
     spot_price: float = Field(default=0.9731, gt=0)  # zones without a price series
+    # The billing rule of its offers (wall seconds, as its instance records): AWS's per second with
+    # a minute's minimum by default; a test makes time matter in attempts of seconds with a smaller one.
+    billing_granularity_s: int = Field(default=1, ge=1, le=3600)
+    min_billing_s: int = Field(default=60, ge=0, le=86400)
     notice_poll_s: float = Field(default=0.2, gt=0)  # how often an agent reads its notice (wall s)
     # Reserve the agent keeps before a notice's deadline for the final upload (wall s; a local
     # copy here). The agent's default, 5 s, would swallow a compressed notice whole.
@@ -144,7 +148,7 @@ class SimMarket:
         return [Offer(provider=PROVIDER, region=z.region, zone=z.name, instance_type=o.instance_type, gpu=o.gpu,
                       gpu_count=o.gpu_count, gpu_memory_gib=o.gpu_memory_gib, vcpus=o.vcpus, memory_gib=o.memory_gib,
                       price_per_hour=self.on_demand_price, spot_price_per_hour=round(self.spot_price(z.name, wall), 4),
-                      billing_granularity_s=1, min_billing_s=60)
+                      billing_granularity_s=o.billing_granularity_s, min_billing_s=o.min_billing_s)
                 for z in self.zones.values()]
 
     def boot_wall_s(self, attempt: int) -> float:
