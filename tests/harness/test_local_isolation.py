@@ -146,3 +146,70 @@ def test_the_root_default_isolates_or_says_why_not(tmp_path, monkeypatch):
     python = agent_python()
     if python is not None and python != sys.executable:  # the interpreter option makes it isolate
         assert Isolation.plan(None, None, python, home).user == DEFAULT_USER
+
+
+@needs_root
+def test_an_isolated_job_checkpoints_and_its_dead_man_switch_powers_its_instance_off(tmp_path, jobs_dir):
+    """The isolated job's parts the daemon hands over: its file:// checkpoint prefix (the agent
+    uploads as the job user) and the dead-man switch's shutdown, which that user carries out
+    without writing the daemon's record; the daemon, back, ends the instance and resumes."""
+    import shlex
+
+    from gpuorch.agent.protocol import read_status
+    from gpuorch.provider.localdir.instances import InstanceDir
+    from gpuorch.provider.port import InstanceState
+    from gpuorch.store.models import TerminationReason
+    from gpuorch.testing import wait_until
+
+    python = agent_python()
+    if python is None:
+        pytest.skip("no Python 3.8+ on this host that an unprivileged user can execute")
+    fake_job = jobs_dir.parent / "fake_job.py"
+    shutil.copy(Path(__file__).parents[1] / "agent" / "fake_job.py", fake_job)
+    fake_job.chmod(0o644)
+    store = jobs_dir.parent / "ckpt"
+    options = {"jobs_dir": str(jobs_dir)} | ({} if python == sys.executable else {"python": python})
+    with AssembledDaemon.start(tmp_path / "home", {"heartbeat_timeout_s": 3.0, "providers": {"local": options}}) as d:
+        job = d.submit({"name": "deadman", "run": f"{shlex.quote(python)} {shlex.quote(str(fake_job))}",
+                        "env": {"STEPS": "600", "EVERY": "100", "STEP_S": "0.02"},
+                        "resources": {"gpu": "T4"}, "spot_policy": "spot",
+                        "checkpoint": {"store": f"file://{store}", "interval": "0.5s"}})
+        d.until(lambda: d.attempts(job) and d.attempts(job)[-1].last_checkpoint is not None)
+        [a1] = d.attempts(job)
+        inst = InstanceDir(d.adapter("local").instances_dir / a1.instance_id)
+        assert inst.read().run_as is not None and inst.run_dir.stat().st_uid == inst.read().run_as.uid
+        # The daemon goes silent: the agent checkpoints, hands off and powers the instance off.
+        wait_until(lambda: (inst.run_dir / "powered-off").exists(), timeout_s=60, what="the power-off")
+        gone = inst.observe()  # the daemon's next look ends it, as of the power-off
+        assert (gone.state, gone.state_reason) == (InstanceState.TERMINATED, "shutdown-by-agent")
+        st = read_status(inst.run_dir)
+        assert st.notice_reason == "heartbeat" and st.final_done and st.final_checkpoint == st.last_checkpoint
+        d.until_terminal(job)
+        a1, a2 = d.attempts(job)
+        assert a1.reason == TerminationReason.LOST and a2.resumed_from == st.final_checkpoint
+        assert a2.reason == TerminationReason.SUCCEEDED
+
+
+@needs_root
+def test_an_isolated_agent_reads_the_daemons_notice_and_stop_files(tmp_path, jobs_dir):
+    """notice.json (a preemption) and stop.json (a clean stop) are written by the daemon; the
+    agent, as the job user, must be able to read both."""
+    from gpuorch.agent.protocol import read_status
+    from gpuorch.provider.localdir.instances import InstanceDir
+    from gpuorch.testing import wait_until
+
+    python = agent_python()
+    if python is None:
+        pytest.skip("no Python 3.8+ on this host that an unprivileged user can execute")
+    options = {"jobs_dir": str(jobs_dir)} | ({} if python == sys.executable else {"python": python})
+    with AssembledDaemon.start(tmp_path / "home", {"providers": {"local": options}}) as d:
+        jobs = [d.submit({"name": f"sleeper{i}", "run": "sleep 600", "resources": {"gpu": "T4"}}) for i in (1, 2)]
+        d.until(lambda: all(d.attempts(j) and d.attempts(j)[-1].instance_id for j in jobs))
+        local = d.adapter("local")
+        runs = [InstanceDir(local.instances_dir / d.attempts(j)[-1].instance_id) for j in jobs]
+        d.until(lambda: all((s := read_status(r.run_dir)) and s.state == "running" for r in runs))
+        local.inject_preemption(runs[0].id, 120)
+        local.runner(local.get(runs[1].id)).request_stop(__import__("time").time() + 120)
+        for inst, reason in zip(runs, ("preemption", "stop"), strict=True):
+            wait_until(lambda i=inst, r=reason: (s := read_status(i.run_dir)) and s.notice_reason == r,
+                       timeout_s=60, what=f"the agent to see the {reason}")
