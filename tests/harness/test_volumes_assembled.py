@@ -97,5 +97,4 @@ def test_an_interrupted_spot_job_finds_its_volume_again_under_the_assembled_daem
             return d.metrics.registry.get_sample_value(
                 "gpuorch_provider_calls_total", {"provider": "aws", "method": method}) or 0.0
 
-        assert (calls("create_volume"), calls("delete_volume")) == (1, 1)
-        assert calls("attach_volume") >= 2
+        assert calls("create_volume") == 1 and calls("attach_volume") >= 2 and calls("delete_volume") >= 1
