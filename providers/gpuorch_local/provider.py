@@ -93,6 +93,9 @@ class LocalProvider(Provider):
         jobs = self.isolation.jobs_dir
         self.instances_dir = jobs_root(jobs) if jobs is not None else self.home / "instances"
         self.instances_dir.mkdir(parents=True, exist_ok=True)
+        # Instances started before isolation moved them to ``jobs_dir`` stay found where they are.
+        legacy = self.home / "instances"
+        self.legacy_dir = legacy if legacy != self.instances_dir and legacy.is_dir() else None
         self.boot_s = boot_s
         # The default market is built lazily: detecting the host's GPUs runs nvidia-smi.
         self._offers = list(offers) if offers is not None else None
@@ -128,7 +131,13 @@ class LocalProvider(Provider):
     def _instance(self, instance_id: str) -> InstanceDir:
         if not _ID.fullmatch(instance_id):  # also keeps "../x" from reaching the filesystem
             raise NotFoundError(f"local instance {instance_id!r} not found")
-        return InstanceDir(self.instances_dir / instance_id)
+        return self._dir_for(instance_id)
+
+    def _dir_for(self, instance_id: str) -> InstanceDir:
+        path = self.instances_dir / instance_id
+        if self.legacy_dir is not None and not path.exists() and (self.legacy_dir / instance_id).exists():
+            path = self.legacy_dir / instance_id
+        return InstanceDir(path)
 
     # -- the port ----------------------------------------------------------------------------
     def offers(self) -> list[Offer]:
@@ -150,7 +159,7 @@ class LocalProvider(Provider):
         return self._launch_one(request)
 
     def _launch_one(self, request: LaunchRequest) -> Instance:
-        inst = InstanceDir(self.instances_dir / instance_id_for(request.client_token))
+        inst = self._dir_for(instance_id_for(request.client_token))
         try:
             return inst.observe().to_instance()
         except NotFoundError:
@@ -184,7 +193,7 @@ class LocalProvider(Provider):
         """Raises NotFoundError for an id that was never launched here. Settles due preemptions
         (and a gang's one fate: ``gang.observe_gang``)."""
         inst = self._instance(instance_id)
-        nodes = gang_dirs(self.instances_dir, inst.read())
+        nodes = gang_dirs(inst.path.parent, inst.read())
         if nodes is not None:
             return observe_gang(nodes, utcnow()).to_instance()
         return inst.observe().to_instance()
@@ -192,12 +201,13 @@ class LocalProvider(Provider):
     def list_managed(self) -> list[Instance]:
         """Every directory whose record carries the managed tag, ended ones included."""
         found = []
-        for path in sorted(self.instances_dir.iterdir()):
+        dirs = [self.instances_dir, *filter(None, [self.legacy_dir])]
+        for path in sorted(p for d in dirs for p in d.iterdir()):
             if path.name.startswith("."):  # staging directories of launches in progress
                 continue
             try:
                 meta = InstanceDir(path).observe()
-                nodes = gang_dirs(self.instances_dir, meta)
+                nodes = gang_dirs(path.parent, meta)
                 if nodes is not None:  # a gang is node 0's instance; its other nodes share its fate
                     meta = observe_gang(nodes, utcnow())
                     if nodes[0].path != path:
@@ -217,7 +227,7 @@ class LocalProvider(Provider):
         if not inst.meta_file.exists():
             return
         try:
-            nodes = gang_dirs(self.instances_dir, inst.read())
+            nodes = gang_dirs(inst.path.parent, inst.read())
             if nodes is not None:
                 end_gang(nodes, utcnow())
                 return
@@ -228,7 +238,7 @@ class LocalProvider(Provider):
     def runner(self, instance: Instance) -> Runner:
         inst = self._instance(instance.id)
         meta = inst.read() if inst.meta_file.exists() else None
-        nodes = gang_dirs(self.instances_dir, meta) if meta is not None else None
+        nodes = gang_dirs(inst.path.parent, meta) if meta is not None else None
         if meta is None or nodes is None:
             return self._runner(inst.path, meta)
         return GangRunner([self._runner(d.path, meta) for d in nodes],
@@ -253,7 +263,7 @@ class LocalProvider(Provider):
         meta = inst.announce(now + timedelta(seconds=notice_s), now)
         if not meta.state.alive or meta.preemption_deadline is None:
             return
-        nodes = gang_dirs(self.instances_dir, meta) or [inst]
+        nodes = gang_dirs(inst.path.parent, meta) or [inst]
         if len(nodes) > 1:  # a notice on one node is a notice to the whole gang
             observe_gang(nodes, now)
         for node in nodes:

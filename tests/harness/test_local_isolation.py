@@ -213,3 +213,28 @@ def test_an_isolated_agent_reads_the_daemons_notice_and_stop_files(tmp_path, job
         for inst, reason in zip(runs, ("preemption", "stop"), strict=True):
             wait_until(lambda i=inst, r=reason: (s := read_status(i.run_dir)) and s.notice_reason == r,
                        timeout_s=60, what=f"the agent to see the {reason}")
+
+
+@needs_root
+def test_instances_from_before_isolation_are_still_found_and_ended(tmp_path, jobs_dir):
+    """A daemon upgraded while local instances run: those stay in the home, unisolated, and the
+    isolating provider still lists, relaunches by token (no second instance) and terminates them."""
+    from gpuorch.provider.port import InstanceState, LaunchRequest
+    from gpuorch.testing import wait_until
+    from gpuorch_local import LocalProvider
+
+    python = agent_python()
+    if python is None:
+        pytest.skip("no Python 3.8+ on this host that an unprivileged user can execute")
+    home = tmp_path / "home"
+    old = LocalProvider(home / "local")  # built in code: no isolation, instances in the home
+    offer = next(o for o in old.offers() if o.zone == "local-east-a" and o.gpu_count == 1)
+    request = LaunchRequest(job_id=7, attempt=1, offer=offer, spot=False)
+    before = old.launch(request)
+    options = {"jobs_dir": str(jobs_dir)} | ({} if python == sys.executable else {"python": python})
+    new = LocalProvider.from_config(options, home)
+    assert new.isolation.user == DEFAULT_USER and new.instances_dir == jobs_dir
+    assert [i.id for i in new.list_managed()] == [before.id]
+    assert new.launch(request).id == before.id and not list(jobs_dir.iterdir())
+    new.terminate(before.id)
+    wait_until(lambda: new.get(before.id).state == InstanceState.TERMINATED, what="the old instance to end")
