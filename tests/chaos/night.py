@@ -153,6 +153,20 @@ class Night:
     def all_done(self) -> bool:
         return all(j.status.terminal for j in self.jobs())
 
+    def wait_morning(self, stuck_s: float) -> None:
+        """Until every job ended and no instance is left, checking as it goes. Fails only once
+        nothing changed for ``stuck_s`` (no job ended, no attempt added): a loaded machine is only
+        slower, a stuck night is reported with where it stood."""
+        mark, since = None, time.monotonic()
+        while not (self.all_done() and not self.live_instances()):
+            self.check_now()
+            now_mark = (summary(self), len(self.live_instances()))
+            if now_mark != mark:
+                mark, since = now_mark, time.monotonic()
+            assert time.monotonic() - since < stuck_s, f"no progress for {stuck_s:.0f}s: {summary(self)}"
+            assert self.daemon is not None and self.daemon.poll() is None, f"the morning daemon exited: {self.log}"
+            time.sleep(0.5)
+
     # -- ground truth --------------------------------------------------------------------------
     def instances(self) -> list[tuple[Path, Meta]]:
         out = []

@@ -1,5 +1,5 @@
 """Chaos: a simulated night of 30 jobs on a stormy stretch of real spot traces (dozens of
-preemptions, with and without notice), while the real daemon is SIGKILLed at 50+ random points -
+preemptions, with and without notice), while the real daemon is SIGKILLed at 30+ random points -
 at named crash points inside a pass (launch.called: the instance exists, nothing records it) and
 at random times - and restarted each time. With 20% of the sim's calls failing on top.
 
@@ -20,12 +20,13 @@ import time
 import pytest
 from night import Night, summary
 
-KILLS = 52
-WAVES = {0: 10, 12: 10, 24: 10}  # kill number -> jobs submitted then
+KILLS = 32  # each life starts a Python daemon: seconds apiece on a loaded 2-core machine
+WAVES = {0: 10, 8: 10, 16: 10}  # kill number -> jobs submitted then
+STUCK_S = 300.0  # the morning's wait fails only past this: a night that no longer progresses
 
 
 @pytest.mark.chaos
-@pytest.mark.timeout(420)
+@pytest.mark.timeout(900)  # a bound for a stuck run: every wait below is on a condition
 def test_a_night_of_preemptions_and_daemon_kills(tmp_path):
     seed = int(os.environ.get("GPUORCH_CHAOS_SEED", random.randrange(1 << 20)))
     print(f"chaos seed {seed} (rerun with GPUORCH_CHAOS_SEED={seed})")
@@ -39,10 +40,7 @@ def test_a_night_of_preemptions_and_daemon_kills(tmp_path):
             night.check_now()
             print(f"{time.monotonic() - started:6.1f}s after kill {kill + 1}: {summary(night)}")
         night.start(crash=False)  # the morning: a daemon left alone finishes what is left
-        deadline = time.monotonic() + 150
-        while not (night.all_done() and not night.live_instances()) and time.monotonic() < deadline:
-            night.check_now()
-            time.sleep(0.5)
+        night.wait_morning(STUCK_S)
         night.stop()
         print(f"{time.monotonic() - started:6.1f}s done: {summary(night)}")
         points = night.crash_points()
@@ -50,12 +48,11 @@ def test_a_night_of_preemptions_and_daemon_kills(tmp_path):
         stats = night.check_end()
         print(f"stats: {stats}")
         print(f"money: {night.check_money()}")
-        assert sum(night.kills.values()) >= 50 and night.kills["sigkill"] and points
+        assert sum(night.kills.values()) == KILLS and night.kills["sigkill"] and points
         assert points["launch.called"] >= 1  # killed between "launch requested" and "launch recorded"
-        # How many depends on how fast jobs progress between kills: 30-55 preemptions and 10-20
-        # resumes from a checkpoint on a quiet 2-core box, as few as 14 and 0 on one loaded by
-        # other test runs. That the night was stormy is the point, not the figure; the checks
-        # above hold on every run.
-        assert stats["preemptions"] >= 10 and stats["ended_no_capacity"] + stats["preemptions"] >= 30
+        # How many depends on how fast jobs progress between kills (the market runs on the wall
+        # clock, the daemon's lives on CPU): fewer on a quiet box, whose lives are short. That the
+        # night was stormy is the point, not the figure; the checks above hold on every run.
+        assert stats["preemptions"] >= 8 and stats["ended_no_capacity"] + stats["preemptions"] >= 20
     finally:
         night.cleanup()
