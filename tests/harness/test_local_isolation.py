@@ -238,3 +238,36 @@ def test_instances_from_before_isolation_are_still_found_and_ended(tmp_path, job
     assert new.launch(request).id == before.id and not list(jobs_dir.iterdir())
     new.terminate(before.id)
     wait_until(lambda: new.get(before.id).state == InstanceState.TERMINATED, what="the old instance to end")
+
+
+@pytest.mark.parametrize("name", ["AWS_SESSION_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS",
+                                  "AZURE_STORAGE_CONNECTION_STRING",
+                                  "HF_TOKEN", "RUNPOD_API_KEY", "VAST_APIKEY", "MY_DB_PASSWORD", "GITHUB_PAT_SECRET",
+                                  "SSH_AUTH_SOCK", "KUBECONFIG", "SENTRY_DSN", "ARM_CLIENT_SECRET",
+                                  "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE", "PGPASSWORD", "npm_config__authToken"])
+def test_the_agent_gets_no_secret_by_rule(name):
+    from gpuorch.provider.localdir.isolation import agent_env
+
+    assert name not in agent_env({name: "x", "PATH": "/usr/bin"}) and "PATH" in agent_env({"PATH": "/usr/bin"})
+
+
+@pytest.mark.parametrize("name", ["PATH", "HOME", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "NCCL_DEBUG", "PYTHONPATH",
+                                  "STORAGE_EMULATOR_HOST", "GPUORCH_S3_PART_SIZE_MB", "OMP_NUM_THREADS", "TMPDIR"])
+def test_the_agent_keeps_what_is_not_secret(name):
+    from gpuorch.provider.localdir.isolation import agent_env
+
+    assert name in agent_env({name: "x"})
+
+
+@needs_root
+def test_an_isolated_gang_runs_every_node_as_the_job_user(tmp_path, jobs_dir):
+    python = agent_python()
+    if python is None:
+        pytest.skip("no Python 3.8+ on this host that an unprivileged user can execute")
+    options = {"jobs_dir": str(jobs_dir)} | ({} if python == sys.executable else {"python": python})
+    with AssembledDaemon.start(tmp_path / "home", {"providers": {"local": options}}) as d:
+        job = d.submit({"name": "gang", "run": 'test -n "$NODE_RANK" && test "$(id -u)" != 0 && sleep 1', "nodes": 2,
+                        "resources": {"gpu": "A100:80GB:1"}, "spot_policy": "on-demand"})
+        assert d.until_terminal(job).status == JobStatus.SUCCEEDED, d.attempts(job)
+        nodes = [p for p in jobs_dir.iterdir() if not p.name.startswith(".")]
+        assert len(nodes) == 2 and all((p / "run").stat().st_uid != 0 for p in nodes)
