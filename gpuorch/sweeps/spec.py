@@ -3,7 +3,7 @@
 ```yaml
 name: lr-sweep
 job: ../tiny-mlp.yaml        # a job spec file (relative to this file), or a job spec mapping
-parameters:                  # each becomes an env var of the trial; {NAME} in `run` is replaced
+parameters:                  # each becomes an env var of the trial; {NAME} in `run` is "${NAME}"
   LR: [0.0003, 0.001, 0.003] # grid: a list of values
   SEED: {int: [0, 9]}        # random search only: {uniform|loguniform|int: [low, high]}
 search: {method: random, count: 8, seed: 1}   # default {method: grid}
@@ -24,7 +24,6 @@ import itertools
 import math
 import random
 import re
-import shlex
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -34,6 +33,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from gpuorch.bounds import MAX_STEPS, MAX_TRIALS, Integer, Seed, too_far
 from gpuorch.errors import UserInputError
 from gpuorch.jobs.spec import Budget, Deadline, JobSpec, Strict, _format_error, parse_spec
+from gpuorch.sweeps.command import check_names, substitute
 from gpuorch.when import parse_instant
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,55}$")  # room for "-<trial>" within a job name
@@ -175,61 +175,14 @@ def env_value(v: Scalar) -> str:
     return ("true" if v else "false") if isinstance(v, bool) else str(v)
 
 
-_PLACEHOLDER = re.compile(r"(?<![$\w{])\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def _quoting(command: str) -> list[str]:
-    """For each character of ``command``, the shell quoting it is in: "" (none), "'" or '"', or
-    "<<" once a here-document has begun (its body is expanded: quotes there are literal)."""
-    out, state, i = [], "", 0
-    while i < len(command):
-        c = command[i]
-        if state in ("", '"') and c == "\\":
-            out += [state, state]
-            i += 2
-            continue
-        out.append(state)
-        if state == "" and command.startswith("<<", i):
-            state = "<<"
-        elif state == "" and command.startswith("$'", i):
-            out.append(state)
-            state, i = "'", i + 1  # ANSI-C quoting: treated as single quotes
-        elif state == "" and c in "'\"":
-            state = c
-        elif state == c and state in "'\"":
-            state = ""
-        i += 1
-    return out
-
-
-def substitute(command: str, params: dict[str, Scalar]) -> str:
-    """Replace ``{NAME}`` (not ``${NAME}``) for each parameter with its shell-quoted value.
-
-    Quoted for the shell, the value is one word wherever it stands unquoted; inside the user's own
-    quotes (or a here-document) the quotes would be literal and the value would run, so ``{NAME}``
-    there is refused (UserInputError): the parameter is also the environment variable ``NAME``,
-    and ``"$NAME"`` is safe in any quoting."""
-    states = _quoting(command)
-
-    def one(m: re.Match[str]) -> str:
-        name = m.group(1)
-        if name not in params:
-            return m.group(0)
-        quoted = states[m.start()] if m.start() < len(states) else ""
-        if quoted:
-            where = "a here-document" if quoted == "<<" else f"{quoted}quotes{quoted}"
-            raise UserInputError(f"job.run: {{{name}}} inside {where} would run the value as shell code; "
-                                 f"write {{{name}}} outside quotes, or use \"${name}\" (the parameter is an env var)")
-        return shlex.quote(env_value(params[name]))
-
-    return _PLACEHOLDER.sub(one, command)
-
-
 def trial_spec(spec: SweepSpec, template: dict[str, Any], index: int, params: dict[str, Scalar]) -> JobSpec:
-    """Trial ``index``: the template named ``<sweep>-<index>``, its params as env and in ``run``."""
+    """Trial ``index``: the template named ``<sweep>-<index>``, its params as env vars, and ``{NAME}``
+    in ``run`` a quoted reference to them (``sweeps.command``: no value is written into the shell)."""
     data = dict(template)
     data["name"] = f"{spec.name}-{index}"
-    data["env"] = {**(template.get("env") or {}), **{k: env_value(v) for k, v in params.items()}}
+    env = template.get("env")
+    check_names(params, env if isinstance(env, dict) else None)
+    data["env"] = {**(env or {}), **{k: env_value(v) for k, v in params.items()}}
     if isinstance(template.get("run"), str):
         data["run"] = substitute(template["run"], params)
     return parse_spec(data, "sweep job")

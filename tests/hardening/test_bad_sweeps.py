@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from gpuorch.errors import UserInputError
-from gpuorch.sweeps.spec import load_sweep, parse_sweep, substitute
+from gpuorch.sweeps.command import substitute
+from gpuorch.sweeps.spec import load_sweep, parse_sweep
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 JOB = {"run": "echo {X}"}
@@ -19,16 +20,16 @@ def sweep(**kw) -> dict:
     return {"name": "s", "job": dict(JOB), "parameters": {"X": ["a"]}, **kw}
 
 
-@pytest.mark.parametrize("run", ["echo '{X}'", 'echo "{X}"', "echo \"a $(echo {X})\"", "cat <<EOF\n{X}\nEOF",
-                                 "echo $'{X}'"])
+@pytest.mark.parametrize("run", ["echo '{X}'", "echo $'{X}'"])  # where nothing expands (issue 31: "..." is fine)
 def test_a_parameter_inside_quotes_is_refused(run, tmp_path):
     marker = tmp_path / "marker"
-    with pytest.raises(UserInputError, match=r"job\.run: \{X\} inside .*\$X") as e:
+    with pytest.raises(UserInputError, match=r"job\.run: \{X\} is inside .*env var X") as e:
         parse_sweep(sweep(job={"run": run}, parameters={"X": [f"$(touch {marker})"]}), "s.yaml", NOW)
     assert "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("run", ["printf %s {X}", "printf %s \"$X\" && printf %s {X} | cat", "printf '%s' {X}"])
+@pytest.mark.parametrize("run", ["printf %s {X}", "printf %s \"$X\" && printf %s {X} | cat", "printf '%s' {X}",
+                                 'echo "{X}"', 'echo "a $(echo {X})"', "cat <<EOF\n{X}\nEOF"])
 def test_an_accepted_substitution_never_runs_the_value(run, tmp_path):
     marker = tmp_path / "marker"
     value = f"$(touch {marker})`touch {marker}`'\"; touch {marker}"

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import shlex
 import subprocess
 
 import pytest
 
+from gpuorch.sweeps.command import substitute
 from gpuorch.sweeps.metrics import merge_lines
-from gpuorch.sweeps.spec import SweepSpec, points, substitute
+from gpuorch.sweeps.spec import SweepSpec, points
 
 HOSTILE = "x'; touch /tmp/pwned; echo '$(id)"
 
 
-def test_substitution_quotes_values_and_leaves_shell_syntax_alone():
-    cmd = substitute("echo {LR} ${LR} $LR {unknown} '{print}' {{LR}}", {"LR": HOSTILE})
-    assert cmd == f"echo {shlex.quote(HOSTILE)} ${{LR}} $LR {{unknown}} '{{print}}' {{{{LR}}}}"
-    out = subprocess.run(["/bin/bash", "-c", substitute("printf %s {LR}", {"LR": HOSTILE})],
+def test_substitution_references_the_env_var_and_leaves_shell_syntax_alone():
+    cmd = substitute("echo {LR} ${LR} $LR {unknown} {{LR}}", {"LR"})
+    assert cmd == 'echo "${LR}" ${LR} $LR {unknown} {{LR}}'  # the value is never in the text (issue 31)
+    out = subprocess.run(["/bin/bash", "-c", substitute("printf %s {LR}", {"LR"})], env={"LR": HOSTILE},
                          capture_output=True, text=True, check=True).stdout
     assert out == HOSTILE  # one argument, never interpreted
 

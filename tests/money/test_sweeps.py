@@ -65,7 +65,7 @@ def test_trials_run_max_parallel_at_a_time_and_report_best_first(store, clock, t
     ts = trials(store, sweep.id)
     assert [t.status for t in ts] == [JobStatus.SUCCEEDED] * 4
     spec = JobSpec.model_validate_json(ts[1].spec)
-    assert spec.env["LR"] == "0.03" and spec.run == "python train.py --lr 0.03"  # env and {LR}
+    assert spec.env["LR"] == "0.03" and spec.run == 'python train.py --lr "${LR}"'  # env, and {LR} refers to it
     assert [a.config.env["LR"] for a in fake._agents.values()] == ["0.1", "0.03", "0.003", "0.0003"]
 
     r = report(store, sweep.id, clock)
