@@ -86,10 +86,11 @@ def runway_s(min_billing_s: float, checkpoint_s: float | None, policy: Policy) -
 
 
 def worst_case(c: Candidate, policy: Policy, checkpoint_s: float | None = None) -> float:
-    """USD a launch on ``c`` may cost before its decision point at the end of its runway."""
+    """USD a launch on ``c`` may cost before its decision point at the end of its runway: every
+    node of a gang (``Candidate.total_price_per_hour``), as the attempt bills."""
     o = c.offer
     reach = runway_s(o.min_billing_s, checkpoint_s, policy) + policy.horizon_s
-    return charged(c.price_per_hour, o.billing_granularity_s, o.min_billing_s, reach)
+    return charged(c.total_price_per_hour, o.billing_granularity_s, o.min_billing_s, reach)
 
 
 def stoppable(a: Attempt) -> bool:
@@ -286,7 +287,7 @@ class Gate:
 
         def launch(until: datetime) -> float:
             seconds = (until - self.now).total_seconds() + h
-            return charged(c.price_per_hour, o.billing_granularity_s, o.min_billing_s, seconds)
+            return charged(c.total_price_per_hour, o.billing_granularity_s, o.min_billing_s, seconds)
 
         return all(cap.within(self.policy, self.now, at=self.runway_until(c), extra=launch) for cap in self.caps)
 

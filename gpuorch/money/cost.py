@@ -22,6 +22,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
+from gpuorch.clock import aware
+from gpuorch.provider.gang import gang_cost_per_hour
+
 
 class Billed(Protocol):
     """What billing reads of an attempt: a ``store.models.Attempt``, or a ``store.lite.Row`` of one."""
@@ -69,6 +72,22 @@ def with_price_change(a: Billed, at: datetime, price: float) -> str:
 def current_price(a: Billed) -> float:
     changes = price_changes(a)
     return changes[-1][1] if changes else a.price_per_hour
+
+
+def price_move(a: Billed, node_price: float | None, nodes: int, seen_at: datetime) -> tuple[datetime, float] | None:
+    """The change to record when the catalog read at ``seen_at`` lists ``node_price`` (USD/h of
+    one instance) for a launched attempt's market, or None if it is the price in force.
+
+    An attempt's prices (``price_per_hour`` and every change) are what the whole attempt bills:
+    a gang of ``nodes`` instances is every node at the node price (the launch records it so,
+    ``reconciler.launching.gang_candidate``). A change takes effect no earlier than the launch:
+    a catalog read before the attempt existed says nothing about what it paid before then."""
+    if node_price is None or a.launched_at is None:
+        return None
+    price = gang_cost_per_hour(node_price, max(1, nodes))
+    if abs(price - current_price(a)) <= 1e-9:
+        return None
+    return max(seen_at, aware(a.launched_at) or seen_at), price
 
 
 def charged(price_per_hour: float, granularity_s: int, minimum_s: int, seconds: float,

@@ -23,7 +23,7 @@ from gpuorch.clock import aware
 from gpuorch.jobs import events
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.money.caps import IN_FLIGHT, Gate, Ledger, Policy, SweepState, day_start, gate_for, runway_s
-from gpuorch.money.cost import current_price, with_price_change
+from gpuorch.money.cost import current_price, price_move, with_price_change
 from gpuorch.money.record import as_seen, corrections, reported_end
 from gpuorch.placement import Candidate
 from gpuorch.provider.port import Instance, Offer, Provider
@@ -322,24 +322,25 @@ class Money:
         self._settled.update((k, i.ended_at) for k, i in due.items())
 
     def track_prices(self, view: JobView, offers: Sequence[Offer], seen_at: datetime | None) -> None:
-        """Record a new spot price for each live spot attempt whose market's offer moved."""
+        """Record a new spot price for each live spot attempt whose market's offer moved: the
+        catalog lists one instance's price, a gang's attempt bills every node (``price_move``)."""
         if seen_at is None:
             return
         if self._spot is None or self._spot[0] is not offers:  # once per catalog refresh, not per job
             self._spot = (offers, {(o.provider, o.zone, o.instance_type): o.spot_price_per_hour for o in offers})
-        spot = self._spot[1]
-        moves = [(a.row, p) for a in view.attempts
-                 if a.row.spot and a.row.launched_at is not None and a.row.status != AttemptStatus.ENDED
-                 if (p := spot.get((a.row.provider, a.row.zone, a.row.instance_type))) is not None
-                 if abs(p - current_price(a.row)) > 1e-9]
+        spot, nodes = self._spot[1], view.spec.nodes
+        moves = [(a.row, m) for a in view.attempts if a.row.spot and a.row.status != AttemptStatus.ENDED
+                 if (m := price_move(a.row, spot.get((a.row.provider, a.row.zone, a.row.instance_type)), nodes,
+                                     seen_at))]
         if not moves:
             return
         with self.txn(view.job.id or 0) as (s, _):
-            for row, price in moves:
+            for row, (at, price) in moves:
                 r = s.get(Attempt, row.id)
                 old = current_price(r)  # type: ignore[arg-type]
-                r.price_changes = with_price_change(r, seen_at, price)  # type: ignore[union-attr,arg-type]
-                events.record(s, seen_at, "spot_price", f"spot price ${old:.4f}/h -> ${price:.4f}/h",
+                r.price_changes = with_price_change(r, at, price)  # type: ignore[union-attr,arg-type]
+                each = f" ({nodes} nodes at ${price / nodes:.4f}/h)" if nodes > 1 else ""
+                events.record(s, at, "spot_price", f"spot price ${old:.4f}/h -> ${price:.4f}/h{each}",
                               job_id=row.job_id, attempt=row.number, price_per_hour=price)
 
     def collect_metrics(self, job_id: int, row: Attempt, runner: Runner, now: datetime) -> None:
