@@ -12,20 +12,20 @@ import os
 
 from gpuorch.errors import UserInputError
 from gpuorch.ops.config import ApiConfig
+from gpuorch.userfile import read_text
 
 ENV = "GPUORCH_API_TOKEN"
 MIN_LENGTH = 16
+MAX_TOKEN_FILE = 64 << 10  # a token is a line; a systemd credential file holds just it
 MAKE_ONE = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
 
 def server_token(api: ApiConfig) -> str:
     """The token the server accepts. Raises UserInputError when none is set or it is too short."""
     token = os.environ.get(ENV) or (api.token.get_secret_value() if api.token else None)
-    if not token and api.token_file is not None:
-        try:
-            token = api.token_file.expanduser().read_text().strip()
-        except OSError as e:
-            raise UserInputError(f"api.token_file: cannot read {api.token_file} ({e.strerror}); fix the path") from None
+    if not token and api.token_file is not None:  # bounded: /dev/zero is refused, not read until memory ends
+        token = read_text(api.token_file, option="api.token_file", what="a file holding the API token",
+                          limit=MAX_TOKEN_FILE).strip()
     if not token:
         raise UserInputError(f"api.token: the HTTP API needs a token; set {ENV}, api.token or api.token_file "
                              f"(make one with {MAKE_ONE})")

@@ -43,11 +43,14 @@ def read(catalog: str | os.PathLike[str]) -> dict[str, Any] | None:
     describes is gone)."""
     if not Path(catalog).exists():
         return None
-    try:
-        record = json.loads(sidecar(catalog).read_text(encoding="utf-8"))
+    from gpuorch.errors import UserInputError
+    from gpuorch.userfile import read_text
+
+    try:  # bounded: a sidecar that is a device or a huge file counts as none
+        record = json.loads(read_text(sidecar(catalog), option="provenance", what="a provenance record", limit=1 << 16))
         datetime.fromisoformat(record["fetched_at"])
         return dict(record)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (UserInputError, ValueError, KeyError, TypeError):
         return None
 
 

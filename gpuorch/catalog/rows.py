@@ -7,6 +7,7 @@ typed ``Offer`` of the provider port. Every error names the file, the line and t
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Iterable
 from typing import IO, NamedTuple
@@ -153,14 +154,15 @@ def parse_csv(lines: Iterable[str], source: str, line_numbers: list[int] | None 
     return rows
 
 
+MAX_CATALOG_BYTES = 64 << 20  # the shipped catalogs are a few KiB; every cloud's GPU offers, a few MiB
+
+
 def read_csv(path: str, line_numbers: list[int] | None = None) -> list[OfferRow]:
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            return parse_csv(f, path, line_numbers)
-    except OSError as e:
-        raise UserInputError(f"{path}: cannot read the catalog ({e.strerror}); check the path") from None
-    except UnicodeDecodeError:
-        raise UserInputError(f"{path}: not a UTF-8 text file; give a CSV catalog") from None
+    """A catalog file's rows; read bounded (``/dev/zero`` is refused, not read until memory ends)."""
+    from gpuorch.userfile import read_text
+
+    text = read_text(path, option=path, what="the catalog (a CSV file)", limit=MAX_CATALOG_BYTES)
+    return parse_csv(io.StringIO(text, newline=""), path, line_numbers)
 
 
 def write_csv(rows: Iterable[OfferRow], out: IO[str]) -> None:

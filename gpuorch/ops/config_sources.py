@@ -22,6 +22,7 @@ first, from ``GPUORCH_HOME``, else ``home`` in sources 5, 3, 2, else the default
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,9 +80,15 @@ def store_location(path: str | Path | None = None, env: Mapping[str, str] | None
 def read_file(path: Path, *, required: bool = False, label: str | None = None) -> dict[str, Any] | None:
     """The mapping in a YAML file; None if it is absent and not ``required``."""
 
+    from gpuorch.jobs.yamlsafe import MAX_BYTES, loads  # unique keys, no aliases or tags, bounded
+    from gpuorch.userfile import read_text
+
     label = label or str(path)
-    try:
-        text = path.read_text()
+    try:  # the common mistakes get their own fix
+        if stat.S_ISDIR(os.stat(path).st_mode):
+            raise IsADirectoryError
+        if not os.access(path, os.R_OK):
+            raise PermissionError
     except (FileNotFoundError, NotADirectoryError):
         if required:
             raise UserInputError(f"{label}: {path} does not exist; give the path of a config.yaml") from None
@@ -91,9 +98,8 @@ def read_file(path: Path, *, required: bool = False, label: str | None = None) -
                              "fix its permissions (e.g. chmod 0640, group gpuorch)") from None
     except IsADirectoryError:
         raise UserInputError(f"{label}: {path} is a directory; give the path of a config.yaml") from None
-    except UnicodeDecodeError as e:
-        raise UserInputError(f"{label}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
-    from gpuorch.jobs.yamlsafe import loads  # unique keys, no aliases or tags, bounded
+    # Bounded, and a device (/dev/zero) or socket refused: the file is read on every command.
+    text = read_text(path, option=label, what="a config.yaml", limit=MAX_BYTES)
 
     data = loads(text, label)
     if data is None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import errno
 import logging
+import threading
 import time
 from collections.abc import Callable
 
 FULL = (errno.ENOSPC, errno.EDQUOT)
+FIX = "free space on the file system of the state directory ($GPUORCH_HOME) and the database"
 
 
 def is_disk_full(e: BaseException) -> bool:
@@ -48,7 +50,38 @@ class DiskFullLog:
             self._skipped += 1
             return True
         more = f" ({self._skipped} more failed writes since the last report)" if self._skipped else ""
-        self.log.error("disk full: %s failed (%s)%s; free space on the state directory's file system",
-                       what, " ".join(str(e).split())[:200], more)
+        self.log.error("disk full: %s failed (%s)%s; %s", what, " ".join(str(e).split())[:200], more, FIX)
         self._last, self._skipped = now, 0
+        return True
+
+
+
+class OneLineWhenFull(logging.Filter):
+    """A log handler's filter: a record that carries a disk-full error, from any logger of the
+    process (a pass, the heartbeat, the API, a thread), becomes one line naming the cause and the
+    fix, without its traceback (some 50 lines, each needing the disk too), at most once per
+    ``every_s`` for the whole process; the lines between are counted in the next one. Other
+    records pass unchanged. ``ops.logfmt.configure_logging`` installs it on the daemon's handler."""
+
+    def __init__(self, every_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.every_s, self.clock = every_s, clock
+        self._last: float | None = None
+        self._skipped = 0
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if error is None or not is_disk_full(error):
+            return True
+        with self._lock:
+            now = self.clock()
+            if self._last is not None and now - self._last < self.every_s:
+                self._skipped += 1
+                return False
+            more = f"; {self._skipped} more such failures since the last report" if self._skipped else ""
+            self._last, self._skipped = now, 0
+        cause = " ".join(str(error).split())[:200]
+        record.msg = f"disk full: {' '.join(record.getMessage().split())} ({cause}){more}; {FIX}"
+        record.args, record.exc_info, record.exc_text, record.stack_info = None, None, None, None
         return True

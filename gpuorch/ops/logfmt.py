@@ -18,6 +18,8 @@ import sys
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from gpuorch.ops.diskfull import OneLineWhenFull
+
 # Attributes every LogRecord has; anything else came from ``extra=`` and is emitted as a field.
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "taskName"}
 _PRIORITY = {logging.DEBUG: 7, logging.INFO: 6, logging.WARNING: 4, logging.ERROR: 3, logging.CRITICAL: 2}
@@ -77,6 +79,7 @@ def configure_logging(fmt: str = "text", level: str = "info", stream: TextIO | N
         formatter = _JournalPrefix(formatter)
     handler = logging.StreamHandler(stream)
     handler.setFormatter(formatter)
+    handler.addFilter(OneLineWhenFull())  # a full disk: one line a minute, not a traceback per write
     handler._gpuorch = True  # type: ignore[attr-defined]
     root = logging.getLogger()
     for old in [h for h in root.handlers if getattr(h, "_gpuorch", False)]:

@@ -34,7 +34,9 @@ def issue(token: str, now: float) -> str:
 
 def valid(cookie: str | None, token: str, now: float) -> bool:
     issued_s, _, sig = (cookie or "").partition(".")
-    if not issued_s.isdigit() or not sig:
+    # ASCII digits, at most 12 (a Unix time until year 33658): int() of "²" or of 5,000 digits
+    # raises (the page answered 500), and no longer a number can be one this issued.
+    if not (issued_s.isascii() and issued_s.isdigit() and len(issued_s) <= 12) or not sig or len(sig) > 128:
         return False
     issued = int(issued_s)
     if not (0 <= now - issued <= TTL_S):
