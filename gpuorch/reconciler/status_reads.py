@@ -22,7 +22,7 @@ from typing import NamedTuple, Protocol
 from gpuorch.agent.protocol import AgentStatus
 from gpuorch.errors import ProviderError
 from gpuorch.provider.port import Instance, Provider
-from gpuorch.runners.port import Runner, RunnerUnavailable
+from gpuorch.runners.port import Runner, RunnerUnavailable, StatusValue, status_value
 from gpuorch.store.models import Attempt, AttemptStatus
 
 log = logging.getLogger("gpuorch.reconciler")
@@ -36,25 +36,32 @@ ReadKey = tuple[str, int, int, str]  # provider, job id, attempt number, instanc
 
 
 class Read(NamedTuple):
-    """A finished read: the runner (None if none could be made) and the agent's status.
-    ``new``: False when a batched read's answer was the very object of the provider's previous
-    answer for the instance, i.e. none of the agent's files (status, log, metrics) changed since
-    (``SupportsAgentStatuses``); then the log and metrics need no look (``pulls.Pulls``)."""
+    """A finished read: the runner (None if none could be made), the agent's status and its
+    ``value`` (``status_value``, taken at the read: what the steady pass compares, never the
+    status object itself, which a runner may refresh in place). ``new``: False when a batched
+    read's answer was the very object of the provider's previous answer for the instance and its
+    status's value had not changed since, i.e. none of the agent's files (status, log, metrics)
+    changed (``SupportsAgentStatuses``); then the log and metrics need no look (``pulls.Pulls``)."""
 
     runner: Runner | None
     agent: AgentStatus | None
     reachable: bool
     new: bool = True
+    value: StatusValue | None = None
+
+
+UNREACHABLE = Read(None, None, False)
 
 
 def read_status(runner_of: Callable[[Instance], Runner], instance: Instance) -> Read:
     """Ask ``runner_of(instance)`` for its agent's status (``Provider.runner``)."""
     try:
         runner = runner_of(instance)
-        return Read(runner, runner.status(), True)
+        status = runner.status()
+        return Read(runner, status, True, True, status_value(status))
     except RUNNER_ERRORS as e:
         log.debug("runner not reachable: %s", e)
-        return Read(None, None, False)
+        return UNREACHABLE
 
 
 class SupportsAgentStatuses(Protocol):
@@ -62,8 +69,9 @@ class SupportsAgentStatuses(Protocol):
     (the sim: one ``stat`` per agent, no record check the listing just made). Values by instance
     id: (runner, status), or None for one whose runner cannot answer; an id left out is read
     on its own. An answer that is the very object of the previous call's answer for the same
-    instance promises that nothing the agent writes (its status, the job's log and metrics)
-    changed in between: the caller may skip looking at them."""
+    instance promises that the job's log and metrics did not change in between: the caller may
+    skip looking at them while the status's value (``status_value``) is unchanged too. The status
+    itself is compared by value, never by identity: one refreshed in place is seen as changed."""
 
     def agent_statuses(self, instances: Sequence[Instance]) -> Mapping[str, tuple[Runner, AgentStatus | None] | None]:
         ...
@@ -77,8 +85,9 @@ def batch_reads(provider: object, wanted: Sequence[tuple[ReadKey, Instance]],
     """This pass's reads of ``provider``'s agents in one ``agent_statuses`` call, by read key (a
     provider without the capability, or whose call fails: none, and each is read on its own).
     ``answers``: the provider's raw answers of the previous call, by key, each with its Read that
-    is not ``new``, replaced by this call's: an answer that is the same object again gives that
-    Read (the same object again: nothing is made for an agent that wrote nothing)."""
+    is not ``new``, replaced by this call's: an answer that is the same object again, its status
+    of the same value, gives that Read (the same object again: nothing is made for an agent that
+    wrote nothing); a status refreshed in place has a new value, so a new Read."""
     batch = getattr(provider, "agent_statuses", None)
     if batch is None or not wanted:
         return {}
@@ -93,13 +102,17 @@ def batch_reads(provider: object, wanted: Sequence[tuple[ReadKey, Instance]],
         if (answer := got.get(inst.id, _MISSING)) is _MISSING:
             continue
         if answer is None:
-            out[key] = Read(None, None, False)
+            out[key] = UNREACHABLE
             before.pop(key, None)
-        elif (was := before.get(key)) is not None and was[0] is answer:
+            continue
+        runner, status = answer
+        value = status_value(status)
+        was = before.get(key)
+        if was is not None and was[0] is answer and (was[1].value is value or was[1].value == value):
             out[key] = was[1]
         else:
-            out[key] = Read(answer[0], answer[1], True)
-            before[key] = (answer, Read(answer[0], answer[1], True, False))
+            out[key] = Read(runner, status, True, True, value)
+            before[key] = (answer, Read(runner, status, True, False, value))
     if answers is not None and len(answers) > len(out):  # keys no longer asked: forget them
         for key in answers.keys() - out.keys():
             del answers[key]

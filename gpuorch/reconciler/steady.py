@@ -5,12 +5,17 @@ where it reads ``now``. ``SteadyJobs`` remembers, per job, the inputs of the las
 was the steady pair of a running attempt, ``(Progress, Heartbeat)``, and skips decide and apply
 for the job while all of these hold:
 
-1. every input is the same object as then (``is``, never a deep compare): the job row, each
-   attempt row, its instance, its agent status, whether the runner answered, whether the
-   provider was listed, the offers index, the back-off keys and the settings. Providers and
-   runners hand out a new object when something changed (the sim and local runner reuse theirs
-   while their files are unchanged); the store's rows are new objects after any write on the job
-   (``Reconciler._txn`` drops the cached rows), a cancel request or a takeover (``Leases.claim``);
+1. every input has the value it had then. Change is a value, never an identity (DESIGN.md 4,
+   docs/recovery.md): each agent status is compared by its value (``runners.port.status_value``,
+   a small tuple taken when it was read), so a runner that hands out one status object refreshed
+   in place is still seen to change; the rest are compared by identity only where the same
+   object is sure to hold the same value: the job row and each attempt row (the store's rows are
+   new objects after any write on the job, ``Reconciler._txn`` drops the cached rows, and after a
+   cancel request or a takeover, ``Leases.claim``), each instance (a frozen value: a provider
+   hands out a new one for any change and cannot change one in place); whether the runner
+   answered and whether the provider was listed are booleans; the offers index, the back-off
+   keys and the settings are compared by identity or else equality (``same_context``). A new
+   object of the same value is merely decided again, never a change missed;
 2. nothing on the steady path reads the clock: no attempt is draining (its deadline), no money
    gate applies (caps and sweeps read cost, which grows with time) and the spec has no deadline.
    Everything else ``decide`` does for a running attempt with an agent that answered, no notice
@@ -38,8 +43,9 @@ placement offers were the pass's index, its billing was checked with nothing to 
 pass has the same job row, offers list and catalog read (``seen_at``: so no spot price can have
 moved for its same rows) and the same context; a booting memo also needs the pass's ``now``
 before its boot deadline (``Steady.until``) and its agent start gone through (as ``unchanged``).
-Then the attempt rows, instances, listed-or-not and the batched agent statuses are compared by
-identity, from plain keys read when the memo was noted (``Steady.keys``); the job's log and
+Then the attempt rows, instances and listed-or-not are compared as above, and the batched agent
+statuses by the values their reads took, from plain keys read when the memo was noted
+(``Steady.keys``); the job's log and
 metrics are pulled and its heartbeat goes out when due, as for a viewed job. Anything else (a
 status read inline or off the pass, a new object anywhere) builds the view as above. A memo
 kept by ``unchanged`` is renewed with the pass's catalog read and billing check (``renew``).
@@ -56,13 +62,14 @@ from gpuorch.provider.port import Instance, Provider
 from gpuorch.reconciler.actions import Decision, Heartbeat, Progress, StartAgent
 from gpuorch.reconciler.status_reads import Read, ReadKey
 from gpuorch.reconciler.views import JobView
-from gpuorch.runners.port import Runner
+from gpuorch.runners.port import Runner, StatusValue, status_value
 from gpuorch.store.models import Attempt, AttemptStatus
 
-# (row, instance, agent status, reachable, observed) of each attempt, in order
-Seen = tuple[tuple[object, object, object, bool, bool], ...]
-# what kept_unviewed compared for an attempt not ended: (listing key, instance, read key or None, agent, reachable)
-Check = tuple[tuple[str, int, int], Instance | None, ReadKey | None, object, bool]
+# (row, instance, the agent status's value, reachable, observed) of each attempt, in order
+Seen = tuple[tuple[object, object, StatusValue | None, bool, bool], ...]
+# what kept_unviewed compared for an attempt not ended: (listing key, instance, read key or None, status value,
+# reachable)
+Check = tuple[tuple[str, int, int], Instance | None, ReadKey | None, StatusValue | None, bool]
 Current = tuple[Attempt, Instance | None] | None  # the running attempt's row and instance (its heartbeat)
 
 
@@ -86,7 +93,12 @@ def expired(memo: Steady, now: datetime) -> bool:
 
 
 def _seen(view: JobView) -> Seen:
-    return tuple((a.row, a.instance, a.agent, a.reachable, a.observed) for a in view.attempts)
+    return tuple((a.row, a.instance, status_value(a.agent), a.reachable, a.observed) for a in view.attempts)
+
+
+def same_value(a: StatusValue | None, b: StatusValue | None) -> bool:
+    """Two status values alike (``status_value``): mostly the one tuple, else compared item by item."""
+    return a is b or a == b
 
 
 def same_context(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
@@ -95,8 +107,8 @@ def same_context(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
 
 
 def _same(a: Seen, b: Seen) -> bool:
-    return len(a) == len(b) and all(x[0] is y[0] and x[1] is y[1] and x[2] is y[2] and x[3] == y[3] and x[4] == y[4]
-                                    for x, y in zip(a, b, strict=True))
+    return len(a) == len(b) and all(x[0] is y[0] and x[1] is y[1] and same_value(x[2], y[2]) and x[3] == y[3]
+                                    and x[4] == y[4] for x, y in zip(a, b, strict=True))
 
 
 def steady_attempt(d: Decision) -> int | None:
@@ -155,6 +167,9 @@ class SteadyJobs:
         self._memo: dict[int, Steady] = {}
         self.skipped = 0  # jobs skipped in the last pass (tests and benchmarks read it)
         self.started: Container[tuple[int, int, str]] = ()  # the pass's Applier.started (``held``)
+        # ``unchanged``'s view and what it saw, for ``note`` of the same view: the statuses' values
+        # from before decide read them (a runner refreshing one in place meanwhile is seen next pass)
+        self._viewed: tuple[JobView, Seen] | None = None
 
     def begin_pass(self, started: Container[tuple[int, int, str]] = ()) -> None:
         self.skipped, self.started = 0, started
@@ -163,9 +178,11 @@ class SteadyJobs:
                   started: Container[tuple[int, int, str]] = ()) -> Steady | None:
         """The remembered steady decision if nothing it was made from changed, else None. A
         booting one needs ``now`` (before the boot timeout) and ``started`` (``Applier.started``)."""
+        seen = _seen(view)
+        self._viewed = (view, seen)
         memo = self._memo.get(view.job.id or 0)
         if memo is None or memo.job is not view.job or not clock_free(view) or not same_context(memo.context, context) \
-                or not _same(memo.attempts, _seen(view)):
+                or not _same(memo.attempts, seen):
             return None
         if memo.boot is not None and (now is None or not _boot_holds(memo, view.job.id or 0, now, started)):
             return None
@@ -217,14 +234,17 @@ class SteadyJobs:
         if number is None:
             boot = booting(view, d)
         if (number is not None or boot is not None) and clock_free(view):
+            viewed, self._viewed = self._viewed, None
+            seen = viewed[1] if viewed is not None and viewed[0] is view else _seen(view)
             billed = now is not None and past(view, now)
             keys = tuple((a.row.provider, a.row.number, a.row.status == AttemptStatus.ENDED) for a in view.attempts)
             until = None
             if boot is not None and boot[2] is not None:
                 until = boot[2] + timedelta(seconds=self.boot_timeout_s())
-            self._memo[job_id] = Steady(view.job, _seen(view), context, number, d.requeue_after, billed, boot, quick,
+            self._memo[job_id] = Steady(view.job, seen, context, number, d.requeue_after, billed, boot, quick,
                                         keys, until)
         else:
+            self._viewed = None
             self._memo.pop(job_id, None)
 
     def forget(self, held: set[int | None]) -> None:
@@ -238,9 +258,9 @@ def kept_unviewed(memo: Steady, job_id: int, rows: Sequence[Attempt] | None,
                   ask: Callable[[str, Instance | None], Provider | None], batched: Mapping[ReadKey, Read],
                   behind: bool = True) -> tuple[list[tuple[Attempt, Runner]], Current, tuple[Check, ...]] | None:
     """Whether a job whose memo may be kept unviewed (``SteadyJobs.held``) saw exactly what it saw
-    then: the same attempt ``rows``, instances, listed-or-not (``ok``) and agent statuses from this
-    pass's ``batched`` reads, all by identity, as ``SteadyJobs.unchanged`` on the view the pass
-    would build. Then (the runners that answered with something ``new`` to read, for the log and
+    then: the same attempt ``rows``, instances and listed-or-not (``ok``), and agent statuses of
+    the same value in this pass's ``batched`` reads, as ``SteadyJobs.unchanged`` on the view the
+    pass would build. Then (the runners that answered with something ``new`` to read, for the log and
     metrics, or all that answered when the job is ``behind`` on them; the running attempt's row and
     instance, for its heartbeat; what was compared, for ``QuietJobs``); else None (view it).
     ``ask``: the provider worth asking for an attempt's agent (``Reconciler._worth_asking``)."""
@@ -251,7 +271,7 @@ def kept_unviewed(memo: Steady, job_id: int, rows: Sequence[Attempt] | None,
     current = None
     checks: list[Check] = []
     # the rows are the very objects the memo's keys were read from: no ORM attribute read here
-    for row, (m_row, m_inst, m_agent, m_reach, m_obs), (name, number, ended) in zip(rows, seen, memo.keys, strict=True):
+    for row, (m_row, m_inst, m_value, m_reach, m_obs), (name, number, ended) in zip(rows, seen, memo.keys, strict=True):
         if row is not m_row:
             return None
         if ended:
@@ -259,19 +279,19 @@ def kept_unviewed(memo: Steady, job_id: int, rows: Sequence[Attempt] | None,
         inst = observed.get((name, job_id, number))
         if inst is not m_inst or (name in ok) != m_obs:
             return None
-        agent, reachable, key = None, False, None
+        value, reachable, key = None, False, None
         if (provider := ask(name, inst)) is not None:
             assert inst is not None
             key = (name, job_id, number, inst.id)
             read = None if provider.runners_may_block else batched.get(key)
             if read is None:  # read in the view (inline or off the pass): view it
                 return None
-            agent, reachable = read.agent, read.reachable
-            if agent is not None and read.runner is not None and (read.new or behind):
+            value, reachable = read.value, read.reachable
+            if read.agent is not None and read.runner is not None and (read.new or behind):
                 runners.append((row, read.runner))
-        if agent is not m_agent or reachable != m_reach:
+        if not same_value(value, m_value) or reachable != m_reach:
             return None
-        checks.append(((name, job_id, number), inst, key, agent, reachable))
+        checks.append(((name, job_id, number), inst, key, value, reachable))
         if number == memo.attempt:
             current = (row, inst)
     return runners, current, tuple(checks)
@@ -288,13 +308,14 @@ class Quiet:
 
 class QuietJobs:
     """Jobs kept unviewed last pass with nothing new to pull (issue 18): kept again this pass on
-    identity checks alone, cheaper than ``held`` and ``kept_unviewed``, which they stand for. An
-    entry holds while the pass's context (the offers index, back-off keys, settings, offers list,
-    catalog read, providers listed) is what it was (``begin_pass`` drops every entry otherwise),
-    and the job's row, its list of attempt rows, its steady memo, each live attempt's instance
-    and agent status are the very objects ``kept_unviewed`` compared, with no new read
-    (``Read.new``). That is everything ``held`` and ``kept_unviewed`` read, so they would keep the
-    job too. A job not kept here goes the usual way and its entry is dropped (``drop``)."""
+    identity checks and status values alone, cheaper than ``held`` and ``kept_unviewed``, which
+    they stand for. An entry holds while the pass's context (the offers index, back-off keys,
+    settings, offers list, catalog read, providers listed) is what it was (``begin_pass`` drops
+    every entry otherwise), the job's row, its list of attempt rows, its steady memo and each live
+    attempt's instance are the very objects ``kept_unviewed`` compared, and each agent status has
+    the value it had, with no new read (``Read.new``). That is everything ``held`` and
+    ``kept_unviewed`` read, so they would keep the job too. A job not kept here goes the usual
+    way and its entry is dropped (``drop``)."""
 
     def __init__(self) -> None:
         self._entries: dict[int, Quiet] = {}
@@ -317,12 +338,12 @@ class QuietJobs:
         e = self._entries.get(job_id)
         if e is None or e.job is not job or e.rows is not rows or e.memo is not memo or expired(e.memo, now):
             return None
-        for okey, inst, rkey, agent, reachable in e.checks:
+        for okey, inst, rkey, value, reachable in e.checks:
             if observed.get(okey) is not inst:
                 return None
             if rkey is not None:
                 r = batched.get(rkey)
-                if r is None or r.new or r.agent is not agent or r.reachable != reachable:
+                if r is None or r.new or not same_value(r.value, value) or r.reachable != reachable:
                     return None
         return e
 

@@ -2,14 +2,58 @@
 
 One Runner drives one instance. Implementations: ``gpuorch_local`` (processes on this host);
 SSH (paramiko) for cloud VMs.
+
+Change is a value, never an identity (DESIGN.md 4): the daemon keeps the statuses a runner
+answered and tells whether anything changed by comparing their values (``status_value``, taken
+when each answer is read), never by whether ``status`` returned the same object again. A runner
+may therefore hand out one object for as long as nothing changed, or keep one and refresh it in
+place inside ``status``: both are seen (``RunnerContract`` shows it with ``InPlaceStatusRunner``).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
+from typing import Any, cast
 
 from gpuorch.agent.protocol import AgentConfig, AgentStatus
+
+StatusValue = tuple[object, ...]
+_PLAIN = frozenset({"str", "int", "float", "bool", "None"})  # field types compared as they are
+
+
+def _part(name: str, annotation: object) -> str:
+    """How ``status_value`` takes one field: as it is, a list by its length and last item, else by ``repr``."""
+    types = {t.strip() for t in str(annotation).split("|")}
+    if types <= _PLAIN:
+        return f"s.{name}"
+    if all(t.startswith("list") for t in types - {"None"}):
+        return f"len(s.{name} or ()), (s.{name} or (None,))[-1]"
+    return f"None if s.{name} is None else repr(s.{name})"
+
+
+def _status_value() -> Callable[[AgentStatus], StatusValue]:
+    """``status_value``'s body written out over ``AgentStatus``'s fields, as ``dataclasses`` writes
+    ``__eq__`` (the names are the dataclass's own): a loop over the fields costs five times as much."""
+    namespace: dict[str, Any] = {}
+    exec(f"def value(s):\n    return ({', '.join(_part(f.name, f.type) for f in fields(AgentStatus))},)\n", namespace)
+    return cast(Callable[[AgentStatus], StatusValue], namespace["value"])
+
+
+_value = _status_value()
+
+
+def status_value(status: AgentStatus | None) -> StatusValue | None:
+    """What the daemon compares of two status answers: equal values say nothing changed, whether
+    or not the answers are one object. A flat tuple, taken in a fifth of a microsecond (the
+    steady pass takes one a running agent a pass): each plain field as it is; each list
+    (``uploaded``, ``refused``) by its length and last item, which is how the agent changes them
+    (it only appends); any other field (``result``) by its ``repr`` once set (None while the job
+    runs: nothing to format). A copy, so refreshing the status in place later never changes a
+    value taken before."""
+    return None if status is None else _value(status)
 
 
 class RunnerUnavailable(Exception):
@@ -52,7 +96,12 @@ class Runner(ABC):
     def status(self) -> AgentStatus | None:
         """The agent's latest status, or None if it has not written one yet.
 
-        Raises RunnerUnavailable while the instance is not reachable.
+        A value: the daemon keeps each answer and compares answers by ``status_value``, never by
+        identity. So the answer may be the very object of the last call while nothing changed (the
+        local runner parses ``status.json`` only when it changed), or one object the runner
+        refreshes in place inside this call; either way a change is seen. What a runner must not
+        do is change an answer outside this call (from a thread of its own, say): the daemon may
+        be reading it then. Raises RunnerUnavailable while the instance is not reachable.
         """
 
     @abstractmethod

@@ -18,14 +18,17 @@ Requires pytest; nothing outside tests imports this.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
+from dataclasses import fields
+from pathlib import Path
 from typing import ClassVar, TypeVar
 
 import pytest
 
 from gpuorch.agent.protocol import AgentConfig, AgentStatus
-from gpuorch.runners.port import Runner, RunnerUnavailable
+from gpuorch.runners.port import Runner, RunnerUnavailable, status_value
 from gpuorch.testing.contract import wait_until
 
 T = TypeVar("T")
@@ -145,6 +148,57 @@ class RunnerContract:
         if noticed.notice_deadline is not None:
             assert later.notice_deadline == noticed.notice_deadline
 
+    # -- a status is a value (the port's module docstring; Runner.status) ----------------------
+    def stop_for_a_change(self, runner: Runner) -> None:
+        """Make a running long job's agent write a new status (``request_stop``: it takes the stop)."""
+        try:
+            runner.request_stop(self.now(runner) + 60)
+        except NotImplementedError:
+            pytest.skip(f"{type(runner).__name__} cannot request a clean stop: no change to watch")
+
+    def test_a_status_answer_keeps_its_value_until_the_next_call(self, runner: Runner) -> None:
+        """The daemon may read an answer again while the agent goes on: no runner changes one
+        outside ``status`` (a thread of its own refreshing it, say)."""
+        runner.start(self.long_job())
+        first = self.wait_status(runner, lambda s: s.state == "running", "the job to run")
+        kept = status_value(first)
+        self.stop_for_a_change(runner)
+        self.advance(runner, 10 * self.poll_s)  # the agent takes the stop meanwhile; status() is not called
+        assert status_value(first) == kept, "an answer changed after status() returned it"
+        self.wait_status(runner, lambda s: s.notice_at is not None, "the agent to take the stop")
+
+    def test_a_status_refreshed_in_place_is_a_change_the_daemon_sees(self, runner: Runner) -> None:
+        """A runner may keep one status object and refresh it in place inside ``status``
+        (``InPlaceStatusRunner`` around this one): the daemon's reads (``read_status``, and
+        ``batch_reads`` handed the very answer again) take its value when read, so the change is
+        seen; the same answer with nothing changed is not new."""
+        from gpuorch.provider.port import Instance, InstanceState
+        from gpuorch.reconciler.status_reads import Read, batch_reads, read_status
+
+        in_place = InPlaceStatusRunner(runner)
+        inst = Instance(id="contract-1", provider="contract", region="r", zone="z", instance_type="t", spot=False,
+                        state=InstanceState.RUNNING)
+        key = ("contract", 1, 1, inst.id)
+        answers: dict[tuple[str, int, int, str], tuple[object, Read]] = {}
+        in_place.start(self.long_job())
+        self.wait_status(in_place, lambda s: s.state == "running", "the job to run")
+        running = read_status(lambda _: in_place, inst)
+        answer = (in_place, running.agent)  # a provider that hands out this one answer, ever
+
+        class OneAnswer:
+            def agent_statuses(self, instances: object) -> dict[str, object]:
+                return {inst.id: answer}
+
+        assert batch_reads(OneAnswer(), [(key, inst)], answers)[key].new, "a first answer is new"
+        assert not batch_reads(OneAnswer(), [(key, inst)], answers)[key].new, "nothing changed: not new"
+        self.stop_for_a_change(in_place)
+        noticed = self.wait_status(in_place, lambda s: s.notice_at is not None, "the agent to take the stop")
+        assert noticed is running.agent, "the in-place runner hands out one object"
+        after = read_status(lambda _: in_place, inst)
+        assert after.agent is running.agent and after.value != running.value, "the change was not seen"
+        batched = batch_reads(OneAnswer(), [(key, inst)], answers)[key]
+        assert batched.new and batched.value == after.value, "the very answer again, its status changed: not new"
+
     # -- an unreachable instance ---------------------------------------------------------------
     def test_an_unreachable_instance_raises_runner_unavailable(self, unreachable: Runner) -> None:
         runner = unreachable
@@ -152,3 +206,46 @@ class RunnerContract:
             runner.start(self.short_job())
         with pytest.raises(RunnerUnavailable):
             runner.status()
+
+
+class InPlaceStatusRunner(Runner):
+    """A runner that refreshes ONE status object in place, as the port allows (``Runner.status``):
+    it wraps ``inner`` and copies each of its answers into the object it handed out first, its
+    ``uploaded`` list and ``result`` dict in place too. ``RunnerContract`` and the assembled-daemon
+    test (tests/harness/test_change_by_value.py) use it to show the daemon still sees every change."""
+
+    def __init__(self, inner: Runner) -> None:
+        self.inner = inner
+        self.kept: AgentStatus | None = None  # the one object every answer is
+
+    def start(self, config: AgentConfig, workdir: Path | None = None) -> None:
+        self.inner.start(config, workdir)
+
+    def status(self) -> AgentStatus | None:
+        fresh = self.inner.status()
+        if fresh is None:
+            return self.kept
+        if self.kept is None:
+            self.kept = AgentStatus()
+        for f in fields(AgentStatus):
+            new, old = getattr(fresh, f.name), getattr(self.kept, f.name)
+            if isinstance(new, list) and isinstance(old, list):
+                old[:] = new
+            elif isinstance(new, dict) and isinstance(old, dict):
+                old.clear()
+                old.update(new)
+            else:
+                setattr(self.kept, f.name, copy.copy(new))  # its own list or dict, refreshed in place later
+        return self.kept
+
+    def read_log(self, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
+        return self.inner.read_log(offset, limit)
+
+    def heartbeat(self) -> None:
+        self.inner.heartbeat()
+
+    def request_stop(self, deadline: float) -> None:
+        self.inner.request_stop(deadline)
+
+    def read_metrics(self, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
+        return self.inner.read_metrics(offset, limit)
