@@ -231,6 +231,10 @@ class Provider(ABC):
     def get(self, instance_id: str) -> Instance:
         """Current state of one instance. Raises NotFoundError once the cloud forgot it.
 
+        An ``Instance`` is a frozen value: a change is a new object (it cannot be changed in
+        place; never mutate its ``tags`` either). The daemon keeps what it observed and takes the
+        very object again for "unchanged" (DESIGN.md 4, change is a value): hand out the same
+        object while nothing changed, or a new one each time (only costlier).
         A terminated instance may still be returned (state TERMINATED/PREEMPTED) for a while.
         ``preemption_deadline`` is set once a reclaim is near (a spot notice: at once; a stop
         scheduled days ahead: only within the provider's drain horizon, ``scheduled_stop``
@@ -240,7 +244,11 @@ class Provider(ABC):
     @abstractmethod
     def list_managed(self) -> list[Instance]:
         """Every instance carrying the ``gpuorch:managed`` tag, terminated ones included while the
-        cloud still reports them. The daemon reconciles from this list (orphan sweep)."""
+        cloud still reports them. The daemon reconciles from this list (orphan sweep).
+
+        Frozen values, as ``get``'s: an instance listed again unchanged may be the very object of
+        the last listing (the sim's are: the steady pass then keeps its job without deciding it
+        again), and any change is a new object, which the daemon always sees."""
 
     @abstractmethod
     def terminate(self, instance_id: str) -> None:
@@ -250,7 +258,12 @@ class Provider(ABC):
         """
 
     def runner(self, instance: Instance) -> Runner:
-        """The Runner that drives the agent on ``instance`` (local processes, SSH, ...)."""
+        """The Runner that drives the agent on ``instance`` (local processes, SSH, ...).
+
+        May be a new Runner each call or one kept per instance. Either way the daemon tells a
+        change in the agent's status by its value (``runners.port.status_value``), never by
+        whether ``Runner.status`` returned the same object: a kept runner may refresh one status
+        object in place inside ``status`` and every change is still seen."""
         raise NotImplementedError(f"{self.name} provides no runner")
 
     @classmethod

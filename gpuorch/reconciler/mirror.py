@@ -5,7 +5,9 @@ The mirror remembers the state it last read or wrote for each row, so a pass in 
 instance changed reads and writes nothing; only the rows of instances whose state moved (or that
 vanished from a provider listed fine) are read and written. Between full reads, when the same
 providers listed fine as at the last update, only the listing's new objects and the instances it
-no longer lists are looked at (providers hand out a new object on any change). Every
+no longer lists are looked at: an ``Instance`` is a frozen value, so a changed one is a new
+object and the same object is the same value (change is a value, DESIGN.md 4; a provider that
+lists a new object for an unchanged instance only costs a look). Every
 ``refresh_s`` it reads the whole table again, which also picks up rows another daemon wrote
 meanwhile.
 """
@@ -47,8 +49,8 @@ class InstanceMirror:
             return  # the very instances the table already holds, as they were: nothing to read or write
         last, gone = self._last, None
         if not full and not terminated and last is not None and last[1] == ok:
-            # Only what changed in the listing since the table was brought up to date (a provider hands
-            # out a new object on any change): the instances it listed then and not now, and new objects.
+            # Only what changed in the listing since the table was brought up to date (an Instance is frozen:
+            # any change is a new object): the instances it listed then and not now, and new objects.
             before = last[0]
             moved = [(k, inst) for k, inst in observed.items() if before.get(k) is not inst]
             lost = [(k, before[k]) for k in before.keys() - observed.keys()]

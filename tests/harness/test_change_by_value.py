@@ -6,12 +6,15 @@ instance billing."""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
+from gpuorch.agent.protocol import AgentStatus
 from gpuorch.provider.port import Instance, InstanceState
-from gpuorch.runners.port import Runner
+from gpuorch.runners.port import Runner, status_value
 from gpuorch.store.models import JobStatus, TerminationReason
 from gpuorch.testing.daemon import AssembledDaemon
 from gpuorch.testing.runner_contract import InPlaceStatusRunner
@@ -73,3 +76,43 @@ def test_a_finished_job_ends_and_its_instance_stops_billing_when_its_runner_refr
         assert a.instance_id is not None
         d.until(lambda: not local.get(a.instance_id).state.alive, what="the instance to be terminated")
         assert local.get(a.instance_id).state == InstanceState.TERMINATED
+
+
+def _another(value: object, annotation: str) -> object:
+    """A value of the field's type unlike ``value``."""
+    if "bool" in annotation:
+        return not value
+    if "str" in annotation:
+        return f"{value}-changed"
+    if "int" in annotation:
+        return (value or 0) + 1  # type: ignore[operator]
+    if "float" in annotation:
+        return (value or 0.0) + 0.5  # type: ignore[operator]
+    raise AssertionError(f"AgentStatus has a field of a type this test does not know: {annotation}")
+
+
+@pytest.mark.parametrize("name", [f.name for f in fields(AgentStatus)])
+def test_a_change_of_any_status_field_in_place_changes_its_value(name):
+    """``status_value`` is taken over every field the status model has (one added later too):
+    assigning any field, appending to a list or editing the result dict in place, is a change."""
+    annotation = str(next(f.type for f in fields(AgentStatus) if f.name == name))
+    status = AgentStatus(state="running", uploaded=["ckpt-1"], result={"loss": 1.0})
+    before = status_value(status)
+    current = getattr(status, name)
+    if isinstance(current, list):
+        current.append("more")
+    elif isinstance(current, dict):
+        current["loss"] = 0.5
+    else:
+        setattr(status, name, _another(current, annotation))
+    assert status_value(status) != before
+    assert status_value(AgentStatus(**{f.name: getattr(status, f.name) for f in fields(AgentStatus)})) \
+        == status_value(status), "a value, not an identity: an equal status is the same value"
+
+
+def test_an_instance_is_a_frozen_value():
+    """What lets the daemon take the very Instance again for "unchanged" (``Provider.get``)."""
+    inst = Instance(id="i-1", provider="p", region="r", zone="z", instance_type="t", spot=False,
+                    state=InstanceState.RUNNING)
+    with pytest.raises(ValidationError):
+        inst.state = InstanceState.TERMINATED  # type: ignore[misc]
