@@ -10,7 +10,8 @@ fixture: a runner for one fresh instance that is reachable and has no agent yet:
             return MyRunner(...)
 
 Jobs: ``short_job`` (``contract-short``) prints ``greeting`` and exits 0; ``long_job``
-(``contract-long``) runs until stopped. Real runners run them as shell commands; a runner that
+(``contract-long``) runs until stopped; ``ending_job`` (``contract-ending``) runs a few seconds, for
+a runner that cannot ``request_stop``. Real runners run them as shell commands; a runner that
 plays jobs otherwise (the fake, by job name) sets ``greeting`` and overrides ``advance``. The
 ``unreachable`` fixture is a runner whose instance cannot be reached (skipped by default).
 Requires pytest; nothing outside tests imports this.
@@ -57,6 +58,10 @@ class RunnerContract:
         """A job that runs until it is stopped (longer than any test)."""
         return AgentConfig(job_id=1, attempt=attempt, job_name="contract-long",
                            run="echo started; exec sleep 300")
+
+    def ending_job(self, attempt: int = 1) -> AgentConfig:
+        """A job that runs a few seconds, then exits 0 (a change for a runner without ``request_stop``)."""
+        return AgentConfig(job_id=1, attempt=attempt, job_name="contract-ending", run="echo started; exec sleep 5")
 
     def advance(self, runner: Runner, seconds: float) -> None:
         """Let ``seconds`` pass for the runner's agent. Fake clocks override this."""
@@ -149,23 +154,35 @@ class RunnerContract:
             assert later.notice_deadline == noticed.notice_deadline
 
     # -- a status is a value (the port's module docstring; Runner.status) ----------------------
-    def stop_for_a_change(self, runner: Runner) -> None:
-        """Make a running long job's agent write a new status (``request_stop``: it takes the stop)."""
-        try:
+    def start_for_a_change(self, runner: Runner) -> Callable[[], Callable[[AgentStatus], bool]]:
+        """Start a job and wait until it runs; returns what makes its agent write a new status
+        (which returns the test of that status): a stop it takes (``request_stop``) or, for a
+        runner without one (the port's default raises NotImplementedError), its job's own end."""
+        inner = runner.inner if isinstance(runner, InPlaceStatusRunner) else runner
+        if type(inner).request_stop is Runner.request_stop:
+            runner.start(self.ending_job())
+            self.wait_status(runner, lambda s: s.state == "running", "the job to run")
+            return lambda: (lambda s: s.state in ENDED)
+        runner.start(self.long_job())
+        self.wait_status(runner, lambda s: s.state == "running", "the job to run")
+
+        def stop() -> Callable[[AgentStatus], bool]:
             runner.request_stop(self.now(runner) + 60)
-        except NotImplementedError:
-            pytest.skip(f"{type(runner).__name__} cannot request a clean stop: no change to watch")
+            return lambda s: s.notice_at is not None
+
+        return stop
 
     def test_a_status_answer_keeps_its_value_until_the_next_call(self, runner: Runner) -> None:
         """The daemon may read an answer again while the agent goes on: no runner changes one
         outside ``status`` (a thread of its own refreshing it, say)."""
-        runner.start(self.long_job())
-        first = self.wait_status(runner, lambda s: s.state == "running", "the job to run")
+        change = self.start_for_a_change(runner)
+        first = runner.status()
+        assert first is not None
         kept = status_value(first)
-        self.stop_for_a_change(runner)
-        self.advance(runner, 10 * self.poll_s)  # the agent takes the stop meanwhile; status() is not called
+        changed = change()
+        self.advance(runner, 10 * self.poll_s)  # the agent may write meanwhile; status() is not called
         assert status_value(first) == kept, "an answer changed after status() returned it"
-        self.wait_status(runner, lambda s: s.notice_at is not None, "the agent to take the stop")
+        self.wait_status(runner, changed, "the agent's new status")
 
     def test_a_status_refreshed_in_place_is_a_change_the_daemon_sees(self, runner: Runner) -> None:
         """A runner may keep one status object and refresh it in place inside ``status``
@@ -180,8 +197,7 @@ class RunnerContract:
                         state=InstanceState.RUNNING)
         key = ("contract", 1, 1, inst.id)
         answers: dict[tuple[str, int, int, str], tuple[object, Read]] = {}
-        in_place.start(self.long_job())
-        self.wait_status(in_place, lambda s: s.state == "running", "the job to run")
+        change = self.start_for_a_change(in_place)
         running = read_status(lambda _: in_place, inst)
         answer = (in_place, running.agent)  # a provider that hands out this one answer, ever
 
@@ -191,9 +207,8 @@ class RunnerContract:
 
         assert batch_reads(OneAnswer(), [(key, inst)], answers)[key].new, "a first answer is new"
         assert not batch_reads(OneAnswer(), [(key, inst)], answers)[key].new, "nothing changed: not new"
-        self.stop_for_a_change(in_place)
-        noticed = self.wait_status(in_place, lambda s: s.notice_at is not None, "the agent to take the stop")
-        assert noticed is running.agent, "the in-place runner hands out one object"
+        changed = self.wait_status(in_place, change(), "the agent's new status")
+        assert changed is running.agent, "the in-place runner hands out one object"
         after = read_status(lambda _: in_place, inst)
         assert after.agent is running.agent and after.value != running.value, "the change was not seen"
         batched = batch_reads(OneAnswer(), [(key, inst)], answers)[key]
