@@ -38,16 +38,16 @@ Seconds = Annotated[float, BeforeValidator(parse_duration_s)]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Architecture(_Frozen):
-    layers: int = Field(ge=1)
-    hidden: int = Field(ge=1)
-    heads: int = Field(ge=1)
-    kv_heads: int | None = Field(default=None, ge=1)  # None: same as heads (no GQA)
-    vocab: int = Field(default=32000, ge=1)
-    intermediate: int | None = Field(default=None, ge=1)  # None: 8/3 * hidden (SwiGLU)
+    layers: int = Field(ge=1, le=100_000)  # upper bounds: gpuorch.bounds' rule (issue 31)
+    hidden: int = Field(ge=1, le=10**7)
+    heads: int = Field(ge=1, le=100_000)
+    kv_heads: int | None = Field(default=None, ge=1, le=100_000)  # None: same as heads (no GQA)
+    vocab: int = Field(default=32000, ge=1, le=10**9)
+    intermediate: int | None = Field(default=None, ge=1, le=10**8)  # None: 8/3 * hidden (SwiGLU)
     tied_embeddings: bool = False
 
     @model_validator(mode="after")
@@ -96,14 +96,14 @@ class Distributed(_Frozen):
 
 
 class Workload(_Frozen):
-    params: Params | None = None  # 7B, 70e9; optional when a preset or architecture is given
+    params: Params | None = Field(default=None, le=1e15)  # 7B, 70e9; optional when a preset or architecture is given
     preset: str | None = None
     architecture: Architecture | None = None
     method: Method = "full"
     precision: Precision = "bf16"  # weights (inference, lora base) / compute dtype (training)
     optimizer: Optimizer = "adamw"
-    seq_len: int = Field(default=2048, ge=1)
-    micro_batch: int = Field(default=1, ge=1)  # sequences per GPU per step (inference: concurrent)
+    seq_len: int = Field(default=2048, ge=1, le=10**9)
+    micro_batch: int = Field(default=1, ge=1, le=10**6)  # sequences per GPU per step (inference: concurrent)
     gradient_checkpointing: bool | None = None  # older spelling: true = activation_checkpointing full
     activation_checkpointing: Checkpointing | None = None  # None: full for lora/qlora, none for full
     loss: Loss | None = None  # eager (HF Trainer, PEFT, torchtitan), chunked (torchtune), fused (Liger, CCE)
@@ -114,14 +114,15 @@ class Workload(_Frozen):
     optimizer_in_backward: bool = False  # step each parameter as its gradient lands (torchtune optimizer_in_bwd)
     compile: bool = False  # torch.compile: fuses elementwise ops, fewer saved activations
     kv_cache_dtype: KvDtype = "auto"  # auto: fp8 for fp8 models, else 16-bit
-    max_batched_tokens: int | None = Field(default=None, ge=1)  # inference: prefill chunk (vLLM default 8192)
+    max_batched_tokens: int | None = Field(default=None, ge=1, le=10**9)  # inference: prefill chunk (vLLM default 8192)
     distributed: Distributed | None = None  # set from the job's top-level distributed:
-    lora_rank: int = Field(default=16, ge=1)
+    lora_rank: int = Field(default=16, ge=1, le=10**6)
     lora_targets: tuple[str, ...] = Field(default=("all-linear",), validate_default=True)
     sharding: Sharding = "auto"  # auto: none on one GPU, the least sharding that fits on several
     interconnect: Literal["any", "nvlink"] = "any"  # nvlink: refuse PCIe-only multi-GPU offers
-    tokens: Tokens | None = None  # tokens to train on (or to generate, for inference)
-    duration: Seconds | None = None  # override the runtime estimate (per the job, on any GPU)
+    tokens: Tokens | None = Field(default=None, le=1e18)  # tokens to train on (or to generate, for inference)
+    # override the runtime estimate (per the job, on any GPU); at most ten years
+    duration: Seconds | None = Field(default=None, le=10 * 366 * 86400.0)
     efficiency: float | None = Field(default=None, gt=0, le=1)  # override the MFU default
 
     @field_validator("preset")
