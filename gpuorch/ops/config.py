@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from gpuorch.bounds import MAX_USD, Integer, Number
 from gpuorch.money.caps import Policy
 from gpuorch.policy.recovery import DEFAULT_STRATEGY, get_strategy
 from gpuorch.store.paths import default_home, default_url
@@ -30,7 +31,7 @@ class MetricsConfig(BaseModel):
 
     enabled: bool = True
     host: str = "127.0.0.1"  # loopback: nothing outside this host scrapes unless you say so
-    port: int = Field(default=DEFAULT_METRICS_PORT, ge=0, le=65535)  # 0: any free port
+    port: Integer = Field(default=DEFAULT_METRICS_PORT, ge=0, le=65535)  # 0: any free port
 
     @property
     def url(self) -> str:
@@ -45,13 +46,13 @@ class ApiConfig(BaseModel):
 
     enabled: bool = False  # the daemon serves the API from its own process
     host: str = "127.0.0.1"  # loopback by default: reach it through an SSH tunnel or a TLS proxy
-    port: int = Field(default=8765, ge=0, le=65535)
+    port: Integer = Field(default=8765, ge=0, le=65535)
     token: SecretStr | None = None  # GPUORCH_API_TOKEN wins; SecretStr keeps it out of reprs and logs
     token_file: Path | None = None  # read at start (e.g. a systemd credential)
     # Limits on what one request may make the server hold or write (docs/operations.md "Security").
-    max_body_bytes: int = Field(default=96 << 20, ge=1024, le=1 << 34)  # a base64 upload is 4/3 of its tar
-    max_upload_bytes: int = Field(default=512 << 20, ge=1, le=1 << 40)  # an upload's files, once unpacked
-    max_upload_files: int = Field(default=10_000, ge=1, le=10_000_000)  # entries in an upload
+    max_body_bytes: Integer = Field(default=96 << 20, ge=1024, le=1 << 34)  # a base64 upload is 4/3 of its tar
+    max_upload_bytes: Integer = Field(default=512 << 20, ge=1, le=1 << 40)  # an upload's files, once unpacked
+    max_upload_files: Integer = Field(default=10_000, ge=1, le=10_000_000)  # entries in an upload
 
 
 class DaemonConfig(BaseModel):
@@ -61,31 +62,31 @@ class DaemonConfig(BaseModel):
     database_url: str | None = None  # default: sqlite:///$GPUORCH_HOME/state.db
     # provider name (entry point in group gpuorch.providers) -> its options
     providers: dict[str, dict[str, Any]] = Field(default_factory=lambda: {"local": dict[str, Any]()})
-    poll_s: float = Field(default=2.0, gt=0, le=DAY_S)
-    lease_s: float = Field(default=60.0, gt=0, le=DAY_S)
-    max_sleep_s: float = Field(default=5.0, gt=0, le=DAY_S)  # the daemon looks at least this often
-    drain_timeout_s: float = Field(default=30.0, gt=0, le=DAY_S)  # on SIGTERM, how long the in-flight pass may take
+    poll_s: Number = Field(default=2.0, gt=0, le=DAY_S)
+    lease_s: Number = Field(default=60.0, gt=0, le=DAY_S)
+    max_sleep_s: Number = Field(default=5.0, gt=0, le=DAY_S)  # the daemon looks at least this often
+    drain_timeout_s: Number = Field(default=30.0, gt=0, le=DAY_S)  # on SIGTERM, how long the in-flight pass may take
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
-    daily_budget: float | None = Field(default=None, gt=0, le=1e9)  # USD per UTC day, all jobs together
-    budget_stop_grace_s: float = Field(default=120.0, gt=0, le=DAY_S)  # a budget stop's final checkpoint
+    daily_budget: Number | None = Field(default=None, gt=0, le=MAX_USD)  # USD per UTC day, all jobs together
+    budget_stop_grace_s: Number = Field(default=120.0, gt=0, le=DAY_S)  # a budget stop's final checkpoint
     api: ApiConfig = Field(default_factory=ApiConfig)
     # Where a preempted job goes next, unless its spec says (gpuorch.policy.recovery).
     recovery_strategy: str = DEFAULT_STRATEGY
     # a market that preempted a job goes last this long
-    avoid_preempted_zone_s: float = Field(default=3600.0, ge=0, le=YEAR_S)
+    avoid_preempted_zone_s: Number = Field(default=3600.0, ge=0, le=YEAR_S)
     # The agents' dead-man switch: an agent that hears nothing from this daemon for this long
     # takes a final checkpoint and shuts its instance down. None: never.
-    heartbeat_timeout_s: float | None = Field(default=600.0, gt=0, le=YEAR_S)
+    heartbeat_timeout_s: Number | None = Field(default=600.0, gt=0, le=YEAR_S)
     # Cloud-side backstop where the provider has one: the cloud ends an instance this old even if
     # both this daemon and the agent are gone. None: none.
-    max_instance_lifetime_s: float | None = Field(default=7 * 24 * 3600.0, gt=0, le=YEAR_S)
-    backoff_s: float = Field(default=300.0, gt=0, le=YEAR_S)  # an offer class that had no capacity rests this long
+    max_instance_lifetime_s: Number | None = Field(default=7 * 24 * 3600.0, gt=0, le=YEAR_S)
+    backoff_s: Number = Field(default=300.0, gt=0, le=YEAR_S)  # an offer class that had no capacity rests this long
     # How often the daemon refreshes the catalogs of providers with live price APIs (GCP, Azure:
     # gpuorch.ops.catalog_refresh), keeping the last good one on failure. None: never (AWS's offers
     # are read live every offers TTL anyway).
-    catalog_refresh_s: float | None = Field(default=6 * 3600.0, ge=60, le=YEAR_S)
+    catalog_refresh_s: Number | None = Field(default=6 * 3600.0, ge=60, le=YEAR_S)
 
     @field_validator("recovery_strategy")
     @classmethod

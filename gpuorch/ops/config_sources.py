@@ -233,7 +233,7 @@ def describe(e: ValidationError, origins: Origins) -> str:
         known = _known(loc[:-1])
         msg = f"unknown option; known options here: {', '.join(known)}" if known else "unknown option; remove it"
     else:
-        msg = err["msg"]
+        msg = str(err["msg"]).removeprefix("Value error, ")
     more = len(e.errors()) - 1
     return f"{source}: {field_name}: {msg}" + (f" (and {more} more problem{'s' * (more > 1)})" if more else "")
 
