@@ -8,6 +8,7 @@ methods: the output and the one-line errors are the same either way.
 from __future__ import annotations
 
 import codecs
+import json
 import sys
 import time
 from collections.abc import Iterator
@@ -173,18 +174,22 @@ def status(ctx: typer.Context, job: str = typer.Argument(None, help="Show one jo
     if line:
         typer.echo(f"warning: {line}", err=True)
 
+    from gpuorch.jobs.counts import runs_label
+
     console = Console(soft_wrap=True)  # a long line is never re-wrapped in the middle of a number
-    if job is None:
-        t = Table("ID", "NAME", "STATUS", "ATT", "PREEMPT", "WHERE", "CHECKPOINT", "COST", "DEADLINE", "NOTE")
+    if job is None:  # RUNS: attempts that got an instance; refused launches (no capacity) only as tries
+        t = Table("ID", "NAME", "STATUS", "RUNS", "PREEMPT", "WHERE", "CHECKPOINT", "COST", "DEADLINE", "NOTE")
         for d in data:
-            t.add_row(str(d["id"]), d["name"], d["status"], str(d["attempts"]), str(d["preemptions"]),
+            t.add_row(str(d["id"]), d["name"], d["status"], runs_label(d), str(d["preemptions"]),
                       d["where"] or "-", d["last_checkpoint"] or "-", f"${d['cost']:.4f}",
                       _deadline_cell(d.get("deadline")), d["message"] or "")
         show(t, wide=wide)
         return
     console.print(f"[bold]job {detail['id']} {detail['name']}[/]: {detail['status']}"
                   + (f" ({detail['message']})" if detail["message"] else "")
-                  + f"; cost ${detail['cost']:.4f}; lost work {detail['lost_work_s']:.0f}s; result {detail['result']}")
+                  + f"; runs {runs_label(detail)}; cost ${detail['cost']:.4f}; lost work {detail['lost_work_s']:.0f}s")
+    if detail["result"] is not None:  # as JSON, the job's own format (never a Python repr)
+        typer.echo("result: " + json.dumps(detail["result"], ensure_ascii=False, default=str))
     if detail.get("deadline"):
         console.print(_deadline_line(detail["deadline"]), highlight=False)
     t = Table("#", "STATUS", "REASON", "WHERE", "INSTANCE", "RESUMED FROM", "LAST CKPT", "LOST WORK", "COST")

@@ -18,20 +18,19 @@ def doctor(json_out: bool = JSON_OPTION) -> None:
 
     Example: gpuorch doctor --json
     """
-    from gpuorch.doctor import failed, run
+    from gpuorch.doctor import failed, run, summary
 
     findings = run(config_path())
     bad = failed(findings)
     if json_out:
-        emit_json({"ok": not bad, "findings": [f.to_dict() for f in findings]})
+        emit_json({"ok": not bad, "summary": summary(findings), "findings": [f.to_dict() for f in findings]})
     else:
         width = max((len(f.check) for f in findings), default=0)
         for f in findings:
             typer.echo(f"{_MARK[f.status]}  {f.check:<{width}}  {f.message}")
             if f.fix and f.status != "ok":
                 typer.echo(f"      {'':<{width}}  fix: {f.fix}")
-        problems = sum(f.status == "fail" for f in findings)
-        typer.echo(f"\n{problems} problem(s) found" if bad else "\nno problems found")
+        typer.echo(f"\n{summary(findings)}")
     if bad:
         raise typer.Exit(1)
 

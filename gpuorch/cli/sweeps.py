@@ -81,6 +81,7 @@ def status(ctx: typer.Context,
     from rich.table import Table
 
     from gpuorch.cli.output import daemon_warning
+    from gpuorch.jobs.counts import runs_label  # RUNS: attempts that got an instance, tries beside
 
     daemon_warning(backend)
     if name is None:
@@ -106,13 +107,13 @@ def status(ctx: typer.Context,
         metrics.remove(obj["metric"])
         metrics.insert(0, obj["metric"])
     by_result = bool(obj) and obj.get("source") == "result"
-    t = Table("ID", "TRIAL", "STATUS", *params, *(["RESULT"] if by_result else []), *metrics, "RUNTIME", "ATTEMPTS",
+    t = Table("ID", "TRIAL", "STATUS", *params, *(["RESULT"] if by_result else []), *metrics, "RUNTIME", "RUNS",
               "PREEMPTIONS", "COST", "NOTE")
     for tr in report["trials"]:
         t.add_row(str(tr["id"]), tr["name"], tr["status"], *[_fmt(tr["params"].get(p, "-")) for p in params],
                   *([_fmt(tr["value"]) if tr["value"] is not None else "-"] if by_result else []),
                   *[_fmt(tr["metrics"].get(m, "-")) for m in metrics], _duration(tr["runtime_s"]),
-                  str(tr["attempts"]), str(tr["preemptions"]), f"${tr['cost']:.4f}", tr["message"] or "")
+                  runs_label(tr), str(tr["preemptions"]), f"${tr['cost']:.4f}", tr["message"] or "")
     show(t, wide=wide)
     if report["best"] is not None:
         typer.echo(f"best: {_best(report['best'], obj)}")

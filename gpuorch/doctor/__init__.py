@@ -54,4 +54,13 @@ def failed(findings: Iterable[Finding]) -> bool:
     return any(f.status == "fail" for f in findings)
 
 
-__all__ = ["Check", "Context", "Finding", "Status", "default_checks", "failed", "run"]
+def summary(findings: Iterable[Finding]) -> str:
+    """The doctor's last line: ``2 problems, 1 warning found``; ``no problems found`` only when
+    nothing failed and nothing warned (a warning is worth a look, so it is never hidden)."""
+    found = list(findings)
+    parts = [f"{n} {word}{'' if n == 1 else 's'}" for word, status in (("problem", "fail"), ("warning", "warn"))
+             if (n := sum(f.status == status for f in found))]
+    return ", ".join(parts) + " found" if parts else "no problems found"
+
+
+__all__ = ["Check", "Context", "Finding", "Status", "default_checks", "failed", "run", "summary"]

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuorch.clock import utcnow
 from gpuorch.errors import UnknownJob, UserInputError
+from gpuorch.jobs.counts import counts
 from gpuorch.money.cost import attempt_cost
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ def _where(a: Attempt | Row) -> str:
 
 
 def job_summary(job: Job | Row, attempts: Sequence[Attempt | Row], now: datetime) -> dict[str, Any]:
+    """What ``status`` says of a job; ``runs`` and ``tries``: ``jobs.counts`` (``attempts``: tries)."""
     cur = attempts[-1] if attempts else None
     return {
         "id": job.id,
@@ -78,6 +80,7 @@ def job_summary(job: Job | Row, attempts: Sequence[Attempt | Row], now: datetime
         "status": job.status.value,
         "message": job.message,
         "attempts": len(attempts),
+        **counts(attempts),
         "preemptions": job.preemptions,
         "failures": job.failures,
         "where": _where(cur) if cur else None,

@@ -23,7 +23,6 @@ from datetime import datetime
 from typing import Protocol
 
 from gpuorch.clock import aware
-from gpuorch.provider.gang import gang_cost_per_hour
 
 
 class Billed(Protocol):
@@ -69,6 +68,12 @@ def with_price_change(a: Billed, at: datetime, price: float) -> str:
     return json.dumps(changes)
 
 
+def ran(a: Billed) -> bool:
+    """Whether the attempt got an instance (what billing starts at), rather than a launch the
+    provider refused (no capacity, quota) or one still being made: a run, not only a try."""
+    return a.launched_at is not None
+
+
 def current_price(a: Billed) -> float:
     changes = price_changes(a)
     return changes[-1][1] if changes else a.price_per_hour
@@ -84,7 +89,7 @@ def price_move(a: Billed, node_price: float | None, nodes: int, seen_at: datetim
     a catalog read before the attempt existed says nothing about what it paid before then."""
     if node_price is None or a.launched_at is None:
         return None
-    price = gang_cost_per_hour(node_price, max(1, nodes))
+    price = node_price * max(1, nodes)  # provider.gang.gang_cost_per_hour (not imported: status stays light)
     if abs(price - current_price(a)) <= 1e-9:
         return None
     return max(seen_at, aware(a.launched_at) or seen_at), price

@@ -25,6 +25,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
+from gpuorch.jobs.counts import counts
 from gpuorch.money.cost import attempt_cost
 from gpuorch.store.models import Attempt, AttemptStatus, Checkpoint, Job, JobStatus, Sweep, TerminationReason
 from gpuorch.sweeps.intent import trials_of
@@ -99,7 +100,7 @@ def sweep_report(s: Session, sweep: Sweep, now: datetime) -> dict[str, Any]:
             "id": j.id, "name": j.name, "status": j.status.value, "message": j.message,
             "params": json.loads(j.params) if j.params else {}, "metrics": metrics,
             "value": _number(values.get(metric)) if metric else None, "step": _number(metrics.get("step")),
-            "cost": round(sum(costs), 6), "attempts": len(mine), "preemptions": j.preemptions,
+            "cost": round(sum(costs), 6), "attempts": len(mine), **counts(mine), "preemptions": j.preemptions,
             "runtime_s": round(sum(((a.ended_at or now) - a.launched_at).total_seconds()
                                    for a in mine if a.launched_at is not None), 1),
         })

@@ -13,6 +13,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
+from gpuorch.jobs.counts import runs_label
 from gpuorch.web import svg
 
 NAV = (("jobs", "Jobs"), ("sweeps", "Sweeps"), ("costs", "Costs"), ("daemon", "Daemon"))
@@ -91,10 +92,10 @@ MAX_JOB_ROWS = 500  # newest first; the rest through `gpuorch status --json`
 
 def jobs_page(data: dict[str, Any]) -> str:
     newest = list(reversed(data["jobs"]))[:MAX_JOB_ROWS]
-    rows = [[_job_link(j), escape(j["name"]), _status(j["status"]), str(j["attempts"]), str(j["preemptions"]),
+    rows = [[_job_link(j), escape(j["name"]), _status(j["status"]), runs_label(j), str(j["preemptions"]),
              escape(j["where"] or "-"), escape(j["last_checkpoint"] or "-"), _usd(j["cost"]),
              escape(j["message"] or "")] for j in newest]
-    body = table(["ID", "NAME", "STATUS", "ATT", "PREEMPT", "WHERE", "CHECKPOINT", "COST", "NOTE"], rows, "jobs")
+    body = table(["ID", "NAME", "STATUS", "RUNS", "PREEMPT", "WHERE", "CHECKPOINT", "COST", "NOTE"], rows, "jobs")
     if len(data["jobs"]) > len(newest):
         body += (f"<p class=hint>The newest {len(newest)} of {len(data['jobs'])} jobs; "
                  "<code>gpuorch status --json</code> lists them all.</p>")
@@ -126,7 +127,7 @@ def job_page(data: dict[str, Any], now: datetime) -> str:
     spans = [{"number": a["number"], "start": a["started_at"] or a["requested_at"], "end": a["ended_at"],
               "outcome": _outcome(a), "label": _span_label(a)} for a in attempts]
     summary = (f"<dl class=summary><dt>status</dt><dd>{_status(j['status'])} {escape(j['message'] or '')}</dd>"
-               f"<dt>cost</dt><dd>{_usd(j['cost'])}</dd><dt>attempts</dt><dd>{j['attempts']} "
+               f"<dt>cost</dt><dd>{_usd(j['cost'])}</dd><dt>runs</dt><dd>{runs_label(j)} "
                f"({j['preemptions']} preempted)</dd><dt>lost work</dt><dd>{j['lost_work_s']:.0f} s</dd>"
                f"<dt>created</dt><dd>{_ts(j['created_at'])}</dd><dt>finished</dt><dd>{_ts(j['finished_at'])}</dd>"
                f"<dt>result</dt><dd>{_cell(j['result'])}</dd></dl>")
@@ -184,8 +185,8 @@ def sweep_page(data: dict[str, Any]) -> str:
         metrics.insert(0, obj["metric"])
     rows = [[f'<a href="/ui/jobs/{t["id"]}">{t["id"]}</a>', escape(t["name"]), _status(t["status"]),
              *[_cell(t["params"].get(p)) for p in params], *[_cell(t["metrics"].get(m)) for m in metrics],
-             _usd(t["cost"]), escape(t["message"] or "")] for t in w["trials"]]
-    trial_table = table(["ID", "TRIAL", "STATUS", *params, *metrics, "COST", "NOTE"], rows, "trials")
+             runs_label(t), _usd(t["cost"]), escape(t["message"] or "")] for t in w["trials"]]
+    trial_table = table(["ID", "TRIAL", "STATUS", *params, *metrics, "RUNS", "COST", "NOTE"], rows, "trials")
     objective = escape(f"{obj['mode']} {obj['metric']}") if obj else "-"
     summary = (f"<dl class=summary><dt>status</dt><dd>{_status(w['status'])} {escape(w['message'] or '')}</dd>"
                f"<dt>spent</dt><dd>{_usd(w['spent'])} of {_cap(w['max_cost'])}</dd>"
@@ -214,6 +215,7 @@ def costs_page(data: dict[str, Any]) -> str:
     sweeps = by["sweep"]["rows"]
     sweep_chart = svg.bar_chart([(str(r["key"]), r["cost"]) for r in sweeps], title="spend by sweep",
                                 caps=[r.get("max_cost") for r in sweeps])
+    # cost_report counts the attempts it bills: those that got an instance (runs)
     sweep_rows = [[escape(str(r["key"])), _usd(r["cost"]), _cap(r.get("max_cost")), str(r["attempts"])] for r in sweeps]
     cap_line = f"daily cap {_cap(cap)}" if cap is not None else "no daily cap (daily_budget)"
     body = (f"<p>All time {_usd(by['provider']['total'])}; last {data['days']} days "
@@ -221,7 +223,7 @@ def costs_page(data: dict[str, Any]) -> str:
             f"<section id=by-day><h2>By day</h2>{day_chart}</section>"
             f"<section id=by-provider><h2>By provider</h2>{prov}</section>"
             f"<section id=by-sweep><h2>By sweep</h2>{sweep_chart}"
-            + table(["SWEEP", "SPENT", "CAP", "ATTEMPTS"], sweep_rows, "costs") + "</section>")
+            + table(["SWEEP", "SPENT", "CAP", "RUNS"], sweep_rows, "costs") + "</section>")
     return layout("Costs", body, "costs", data["daemon"])
 
 

@@ -71,7 +71,8 @@ def test_text_output_names_each_problem_and_its_fix(tmp_path):
     r = runner.invoke(app, ["--config", str(bad), "doctor"])
     assert r.exit_code == 1
     assert f"FAIL  config  --config {bad}: lease_s: Input should be greater than 0" in r.output
-    assert "fix: correct the option named above" in r.output and "1 problem(s) found" in r.output
+    assert "fix: correct the option named above" in r.output
+    assert r.output.splitlines()[-1].startswith(("1 problem found", "1 problem, ")), r.output  # warnings beside
 
 
 def test_a_missing_database_is_a_warning_not_a_failure():
