@@ -43,7 +43,7 @@ def markets(d: AssembledDaemon) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def filled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    """A job and a one-trial sweep that were refused for capacity several times each, then ran
+    """A job and a one-trial sweep that were refused for capacity twice or more each, then ran
     once and wrote a result: the store and home of the daemon that ran them."""
     tmp = tmp_path_factory.mktemp("counts")
     home = tmp / "home"
@@ -57,7 +57,7 @@ def filled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         sweep_id = d.submit_sweep(sweep)["id"]
         trial = d.until(lambda: next(iter(d.service.sweep(str(sweep_id))["trials"]), None), what="the trial")["id"]
         refused = lambda j: sum(a.reason == TerminationReason.NO_CAPACITY for a in d.attempts(j))  # noqa: E731
-        d.until(lambda: refused(job) >= 3 and refused(trial) >= 3, what="three refused launches each")
+        d.until(lambda: refused(job) >= 2 and refused(trial) >= 2, what="two refused launches each")
         for zone, itype in markets(d):
             local.set_capacity(zone, itype, True, True)
         for j in (job, trial):
@@ -75,7 +75,7 @@ def on_store(filled, monkeypatch):
 
 def test_the_store_holds_refused_tries_and_one_run(on_store):
     for j in (on_store["job"], on_store["trial"]):
-        assert on_store["runs"][j] == 1 and on_store["tries"][j] >= 4
+        assert on_store["runs"][j] == 1 and on_store["tries"][j] >= 3
 
 
 def test_status_json_adds_runs_and_tries_and_keeps_attempts(on_store):
