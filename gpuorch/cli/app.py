@@ -4,15 +4,52 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
+from typer.core import TyperGroup
+
+
+class OneLineErrors(TyperGroup):
+    """Usage errors (a bad or missing option, an unknown command) as one line on stderr naming
+    the option and where the fix is, exit code 2, like every other error of the CLI; typer would
+    draw a box of several lines around them."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
+        call = dict(args=args, prog_name=prog_name, complete_var=complete_var, windows_expand_args=windows_expand_args,
+                    standalone_mode=False, **extra)
+        if not standalone_mode:
+            return super().main(**call)
+        # typer's click (vendored or not) by their place in BadParameter's ancestry, not its module path
+        ancestry: dict[str, Any] = {cls.__name__: cls for cls in typer.BadParameter.__mro__}
+        click_error, usage_error = ancestry["ClickException"], ancestry["UsageError"]
+        try:
+            code = super().main(**call)
+        except usage_error as e:
+            if type(e).__name__ == "NoArgsIsHelpError" and e.ctx is not None:  # bare `gpuorch`: its help
+                typer.echo(e.ctx.get_help())
+                sys.exit(0)
+            where = e.ctx.command_path if e.ctx is not None else "gpuorch"
+            message = " ".join(e.format_message().split())
+            typer.echo(f"error: {message.rstrip('.')}; see '{where} --help'", err=True)
+            sys.exit(e.exit_code)
+        except click_error as e:
+            typer.echo(f"error: {' '.join(e.format_message().split())}", err=True)
+            sys.exit(e.exit_code)
+        except typer.Abort:
+            typer.echo("aborted", err=True)
+            sys.exit(1)
+        # Without standalone mode, typer returns an Exit's code (commands return None).
+        sys.exit(code if isinstance(code, int) else 0)
+
 
 app = typer.Typer(
+    cls=OneLineErrors,
     name="gpuorch",
     help="Multi-cloud GPU orchestration: cheapest fitting GPU, checkpoint on preemption, hard dollar caps.\n\n"
          "Example: gpuorch submit job.yaml && gpuorch status",

@@ -16,6 +16,7 @@ from typing import Any
 
 import typer
 
+from gpuorch.bounds import MAX_GPUS, MAX_NODES
 from gpuorch.cli.app import JSON_OPTION, app, emit_json, fail
 from gpuorch.cli.planning_view import (
     candidate_dict,
@@ -62,12 +63,13 @@ def estimate(
     params: str = typer.Option(None, "--params", help="Parameters: 7B, 70e9, 350M."),
     preset: str = typer.Option(None, "--preset", help="Architecture preset: llama-2-7b, mistral-7b, llama-3-8b, "
                                "llama-2-13b, llama-2-70b, llama-3-70b."),
-    layers: int = typer.Option(None, "--layers", help="Architecture: transformer layers."),
-    hidden: int = typer.Option(None, "--hidden", help="Architecture: hidden size."),
-    heads: int = typer.Option(None, "--heads", help="Architecture: attention heads."),
-    kv_heads: int = typer.Option(None, "--kv-heads", help="Architecture: KV heads (GQA)."),
-    vocab: int = typer.Option(None, "--vocab", help="Architecture: vocabulary size."),
-    intermediate: int = typer.Option(None, "--intermediate", help="Architecture: MLP width (default 8/3 x hidden)."),
+    layers: int = typer.Option(None, "--layers", min=1, max=100_000, help="Architecture: transformer layers."),
+    hidden: int = typer.Option(None, "--hidden", min=1, max=10**7, help="Architecture: hidden size."),
+    heads: int = typer.Option(None, "--heads", min=1, max=100_000, help="Architecture: attention heads."),
+    kv_heads: int = typer.Option(None, "--kv-heads", min=1, max=100_000, help="Architecture: KV heads (GQA)."),
+    vocab: int = typer.Option(None, "--vocab", min=1, max=10**9, help="Architecture: vocabulary size."),
+    intermediate: int = typer.Option(None, "--intermediate", min=1, max=10**8,
+                                    help="Architecture: MLP width (default 8/3 x hidden)."),
     tied_embeddings: bool = typer.Option(None, "--tied-embeddings/--untied-embeddings",
                                          help="Architecture: LM head shares the embedding (default untied)."),
     method: str = typer.Option("full", "--method", help="full | lora | qlora | inference."),
@@ -86,23 +88,25 @@ def estimate(
                                                help="Step each parameter during backward (torchtune)."),
     compile_: bool = typer.Option(None, "--compile", help="torch.compile the model and loss."),
     kv_cache_dtype: str = typer.Option(None, "--kv-cache-dtype", help="Inference: auto | bf16 | fp16 | fp8."),
-    max_batched_tokens: int = typer.Option(None, "--max-batched-tokens",
+    max_batched_tokens: int = typer.Option(None, "--max-batched-tokens", min=1, max=10**9,
                                            help="Inference: prefill chunk (default 8192, vLLM's)."),
     strategy: str = typer.Option(None, "--distributed",
                                  help="none | ddp | fsdp | zero2 | zero3 | tp (default: explore all)."),
-    seq_len: int = typer.Option(2048, "--seq-len", help="Sequence (context) length."),
-    micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per GPU per step (inference: concurrent)."),
+    seq_len: int = typer.Option(2048, "--seq-len", min=1, max=10**9, help="Sequence (context) length."),
+    micro_batch: int = typer.Option(1, "--micro-batch", min=1, max=10**6,
+                                    help="Sequences per GPU per step (inference: concurrent)."),
     checkpointing: bool = typer.Option(None, "--gradient-checkpointing/--no-gradient-checkpointing",
                                        help="Default: on for lora/qlora."),
-    lora_rank: int = typer.Option(16, "--lora-rank"),
+    lora_rank: int = typer.Option(16, "--lora-rank", min=1, max=10**6),
     lora_targets: str = typer.Option("all-linear", "--lora-targets",
                                      help="q,k,v,o,gate,up,down, attention, mlp or all-linear."),
     sharding: str = typer.Option("auto", "--sharding",
                                  help="auto | none | zero2 | zero3 | fsdp (inference: tensor parallel)."),
-    gpus: int = typer.Option(1, "--gpus", min=1, help="GPUs the job is spread over."),
+    gpus: int = typer.Option(1, "--gpus", max=MAX_GPUS * MAX_NODES, min=1, help="GPUs the job is spread over."),
     gpu: str = typer.Option(None, "--gpu", help="Check the fit on this GPU model."),
     tokens: str = typer.Option(None, "--tokens", help="Tokens to train on (or generate): adds runtime estimates."),
-    efficiency: float = typer.Option(None, "--efficiency", help="Model FLOPs utilisation (default per GPU class)."),
+    efficiency: float = typer.Option(None, "--efficiency", min=0.001, max=1,
+                                    help="Model FLOPs utilisation (default per GPU class)."),
     fabric: str = typer.Option(None, "--fabric", help="Network between nodes for multi-node hours, KIND:GBPS "
                                "(efa:3200, infiniband:1600; default ethernet:100)."),
     json_out: bool = JSON_OPTION,
@@ -174,7 +178,7 @@ def offers(
     region: str = typer.Option(None, "--region"),
     catalog: Path = CATALOG_OPTION,
     price_list: bool = PRICE_LIST_OPTION,
-    limit: int = typer.Option(None, "--top", min=1, help="Show the N cheapest."),
+    limit: int = typer.Option(None, "--top", max=1_000_000, min=1, help="Show the N cheapest."),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """List offers, cheapest first: the configured providers' (or a price list's).
@@ -230,7 +234,7 @@ def plan(
     job: Path = typer.Argument(..., help="Job spec (YAML)."),
     catalog: Path = CATALOG_OPTION,
     price_list: bool = PRICE_LIST_OPTION,
-    top: int = typer.Option(10, "--top", min=1, help="How many candidates to show."),
+    top: int = typer.Option(10, "--top", max=1_000_000, min=1, help="How many candidates to show."),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Where a job would run and what it would cost: candidates by expected total cost, over the

@@ -14,7 +14,8 @@ SERVER_EXTRA = "pip install 'gpuorch[server]'"
 
 @app.command()
 def serve(host: str = typer.Option(None, "--host", help="Listen address (default api.host: 127.0.0.1)."),
-          port: int = typer.Option(None, "--port", help="Listen port (default api.port: 8765; 0 picks one)."),
+          port: int = typer.Option(None, "--port", min=0, max=65535,
+                                    help="Listen port (default api.port: 8765; 0 picks one)."),
           verbose: bool = typer.Option(False, "-v", "--verbose")) -> None:
     """Serve the HTTP API (submit, status, cancel, events, logs) and the read-only web dashboard (/ui/),
     both behind the API token.

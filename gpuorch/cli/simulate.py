@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from gpuorch.bounds import MAX_HOURS, MAX_USD
 from gpuorch.cli.app import JSON_OPTION, app, emit_json, fail
 from gpuorch.policy.model import Job
 
@@ -98,13 +99,20 @@ def build_job(
 @simulate_app.command("policy")
 def policy(
     trace: list[str] = typer.Option(..., "--trace", help=TRACE_HELP),
-    job_hours: float = typer.Option(..., "--job-hours", help="Hours of work the job needs."),
-    deadline_hours: float = typer.Option(..., "--deadline-hours", help="Hours from start to deadline."),
-    changeover_hours: float = typer.Option(..., "--changeover-hours", help="Hours lost per (re)start or move."),
-    on_demand_price: float = typer.Option(..., "--on-demand-price", help="On-demand $/hour."),
-    spot_price: float = typer.Option(..., "--spot-price", help="Spot $/hour."),
-    windows: int = typer.Option(20, "--windows", help="Random windows (job start times) per zone."),
-    seed: int = typer.Option(0, "--seed", help="Seed for the window start times."),
+    job_hours: float = typer.Option(..., "--job-hours", min=0.001, max=MAX_HOURS,
+                                  help="Hours of work the job needs."),
+    deadline_hours: float = typer.Option(..., "--deadline-hours", min=0.001, max=MAX_HOURS,
+                                  help="Hours from start to deadline."),
+    changeover_hours: float = typer.Option(..., "--changeover-hours", min=0, max=MAX_HOURS,
+                                  help="Hours lost per (re)start or move."),
+    on_demand_price: float = typer.Option(..., "--on-demand-price", min=0, max=MAX_USD,
+                                  help="On-demand $/hour."),
+    spot_price: float = typer.Option(..., "--spot-price", min=0, max=MAX_USD,
+                                  help="Spot $/hour."),
+    windows: int = typer.Option(20, "--windows", min=1, max=1_000_000,
+                                  help="Random windows (job start times) per zone."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1,
+                                  help="Seed for the window start times."),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Mean and P90 cost and deadline misses of each policy, single- and multi-region.
