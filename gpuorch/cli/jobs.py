@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from gpuorch.bounds import MAX_COUNT
 from gpuorch.cli.app import JSON_OPTION, app, cli_config, cli_store_location, emit_json, fail, guard
 from gpuorch.cli.output import WIDE_OPTION, daemon_warning, show
 from gpuorch.errors import GpuorchError, UserInputError
@@ -246,7 +247,8 @@ def cancel(ctx: typer.Context, job: str = JOB_ARG, json_out: bool = JSON_OPTION)
 @app.command()
 def logs(ctx: typer.Context, job: str = JOB_ARG,
          follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new output."),
-         attempt: int = typer.Option(None, "--attempt", help="One attempt only (default: all, in order)."),
+         attempt: int = typer.Option(None, "--attempt", min=1, max=MAX_COUNT,
+                                      help="One attempt only (default: all, in order)."),
          json_out: bool = typer.Option(False, "--json", help='One JSON object per line: {"job", "attempt", "line"}.'),
          ) -> None:
     """The job's output, as mirrored to the control host by the daemon.
@@ -294,7 +296,7 @@ def _json_lines(job_id: int, attempt: int, lines: list[str]) -> None:
 
 @app.command()
 def events(ctx: typer.Context, job: str = typer.Argument(None, help="Only this job's events."),
-           limit: int = typer.Option(200, "--limit", min=1), json_out: bool = JSON_OPTION) -> None:
+           limit: int = typer.Option(200, "--limit", min=1, max=MAX_COUNT), json_out: bool = JSON_OPTION) -> None:
     """What happened, newest last.
 
     Example: gpuorch events tiny-mlp --limit 50

@@ -46,8 +46,11 @@ NOT_FOUND = frozenset({
     "InvalidPlacementGroup.Unknown",
 })  # fmt: skip
 # botocore exception class names (matched along the MRO, so botocore need not be imported).
+# ResponseParserError: a body botocore cannot parse, which is what a proxy's or a load balancer's
+# HTML 502/503 page gives; botocore's own message says "further retries may succeed".
 _TRANSIENT_EXC = frozenset({"EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError",
-                            "ConnectionClosedError", "ProxyConnectionError", "HTTPClientError"})
+                            "ConnectionClosedError", "ProxyConnectionError", "HTTPClientError",
+                            "ResponseParserError"})
 _AUTH_EXC = frozenset({"NoCredentialsError", "PartialCredentialsError", "ProfileNotFound", "TokenRetrievalError",
                        "UnauthorizedSSOTokenError", "SSOTokenLoadError", "CredentialRetrievalError",
                        "NoAuthTokenError"})
