@@ -195,13 +195,17 @@ class Provider(ABC):
     runs_containers: bool = False
     # The most instances one job may span (spec ``nodes:``); 1: no multi-node placement.
     max_nodes: int = 1
+    # True for capacity the user already owns (a Kubernetes cluster, SSH boxes): its offers may be
+    # priced 0 (or at an internal rate) and are never bought. Clouds sell at a positive price.
+    owned_capacity: bool = False
     # Every capability declared above as a class attribute. A wrapper around a Provider (the
     # metrics one, any later one) copies each of these from the adapter it wraps: ``__getattr__``
     # never sees a class attribute, so a forgotten one silently takes the port's default (a gang
     # adapter's ``max_nodes`` 8 would read 1). ``gpuorch.testing.wrappers`` checks every shipped
     # wrapper against every shipped provider, so adding a capability here is the whole change.
     DECLARED_CAPABILITIES: ClassVar[tuple[str, ...]] = (
-        "runner_outlives_instance", "runners_may_block", "launches_may_block", "runs_containers", "max_nodes")
+        "runner_outlives_instance", "runners_may_block", "launches_may_block", "runs_containers", "max_nodes",
+        "owned_capacity")
 
     @abstractmethod
     def offers(self) -> list[Offer]:

@@ -23,6 +23,7 @@ Requires pytest (a dev dependency); nothing outside tests imports this module.
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -187,10 +188,13 @@ class ProviderContract:
         assert {o.provider for o in offers} == {provider.name}
         keys = [(o.zone, o.instance_type) for o in offers]
         assert len(keys) == len(set(keys)), "one offer per (zone, instance type)"
+        # Owned capacity (``Provider.owned_capacity``) may be priced 0; a cloud sells at a price.
+        floor_ok = (lambda p: p >= 0) if provider.owned_capacity else (lambda p: p > 0)
         for o in offers:
             assert o.region and o.zone and o.instance_type
-            assert o.price_per_hour > 0
-            assert o.spot_price_per_hour is None or o.spot_price_per_hour > 0
+            assert math.isfinite(o.price_per_hour) and floor_ok(o.price_per_hour), o.price_per_hour
+            assert o.spot_price_per_hour is None or (
+                math.isfinite(o.spot_price_per_hour) and floor_ok(o.spot_price_per_hour)), o.spot_price_per_hour
             assert o.billing_granularity_s >= 1 and o.min_billing_s >= 0
             if o.gpu is None:
                 assert o.gpu_count == 0
