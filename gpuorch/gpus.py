@@ -18,6 +18,7 @@ memory and the link inside a node.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 FAST_LINKS = frozenset({"nvlink", "infinity-fabric"})
@@ -97,22 +98,46 @@ GPUS: tuple[GpuSpec, ...] = (
     GpuSpec("B300", 288, ("B300-SXM",), "blackwell", "HBM3e", 8000, 2250, 2250, 4500, 125, "fp4", "nvlink", 1800, 268.0, 8, _HBM),  # noqa: E501
     GpuSpec("RTXA6000", 48, ("RTX-A6000", "A6000"), "ampere", "GDDR6", 768, 155, 155, 0, 310, "int4", "pcie", 64, 47.5, 8, _GDDR),  # noqa: E501
     GpuSpec("RTX6000ADA", 48, ("RTX-6000-ADA", "RTX6000-Ada"), "ada", "GDDR6", 960, 364, 364, 728, 728, "int4", "pcie", 64, 47.5, 8, _GDDR),  # noqa: E501
+    # Consumer and workstation cards the GPU marketplaces rent (issue 33). GeForce tensor cores run
+    # 16-bit at half rate with FP32 accumulation (what training uses), so the peaks below are those.
+    # No NVLink between rented cards (the 3090 and A5000 have bridge connectors; marketplaces do not
+    # sell bridged pairs), PCIe 4.0 x16 = 64 GB/s, PCIe 5.0 = 128. Sources:
+    # RTX 4090: NVIDIA Ada Lovelace architecture whitepaper v1.1, Table 1 (24 GB GDDR6X, 1008 GB/s,
+    #   BF16/FP16 w/ FP32 acc. 165.2 dense, FP8 330.3, INT8 660.6 TOPS).
+    # RTX 3090: NVIDIA Ampere GA102 GPU architecture whitepaper, Table 2 (24 GB GDDR6X, 936 GB/s,
+    #   FP16/BF16 w/ FP32 acc. 71 dense, INT8 284 TOPS).
+    # RTX 5090: NVIDIA RTX Blackwell GPU architecture whitepaper, Table 1 (32 GB GDDR7, 1792 GB/s,
+    #   FP16/BF16 w/ FP32 acc. 209.5 dense, FP8 419, INT8 838 TOPS, FP4), PCIe 5.0.
+    # RTX A5000: NVIDIA RTX A5000 datasheet (24 GB GDDR6, 768 GB/s, 222.2 tensor TFLOPS sparse -> 111.1).
+    # RTX A4000: NVIDIA RTX A4000 datasheet (16 GB GDDR6, 448 GB/s, 153.4 tensor TFLOPS sparse -> 76.7).
+    GpuSpec("RTX4090", 24, ("RTX-4090", "4090", "GeForce-RTX-4090"), "ada", "GDDR6X", 1008, 165.2, 165.2, 330.3, 660.6, "int4", "pcie", 64, 23.99, 8, _GDDR),  # noqa: E501
+    GpuSpec("RTX3090", 24, ("RTX-3090", "3090", "GeForce-RTX-3090"), "ampere", "GDDR6X", 936, 71, 71, 0, 284, "int4", "pcie", 64, 24.0, 8, _GDDR),  # noqa: E501
+    GpuSpec("RTX5090", 32, ("RTX-5090", "5090", "GeForce-RTX-5090"), "blackwell", "GDDR7", 1792, 209.5, 209.5, 419, 838, "fp4", "pcie", 128, 31.84, 8, _GDDR),  # noqa: E501
+    GpuSpec("RTXA5000", 24, ("RTX-A5000", "A5000"), "ampere", "GDDR6", 768, 111.1, 111.1, 0, 222.2, "int4", "pcie", 64, 23.99, 8, _GDDR),  # noqa: E501
+    GpuSpec("RTXA4000", 16, ("RTX-A4000", "A4000"), "ampere", "GDDR6", 448, 76.7, 76.7, 0, 153.4, "int4", "pcie", 64, 15.99, 8, _GDDR),  # noqa: E501
     GpuSpec("MI300X", 192, (), "cdna3", "HBM3", 5300, 1307, 1307, 2615, 2615, None, "infinity-fabric", 896, 191.5, 8, 0.30),  # noqa: E501
     GpuSpec("MI325X", 256, (), "cdna3", "HBM3e", 6000, 1307, 1307, 2615, 2615, None, "infinity-fabric", 896, 255.5, 8, 0.30),  # noqa: E501
 )
 # fmt: on
 
+def _key(name: str) -> str:
+    """A name as spelled without case or separators: ``rtx-4090``, ``RTX 4090``, ``RTX_4090`` and
+    ``RTX4090`` are one name (price lists and users write all of them)."""
+    return re.sub(r"[\s_\-]+", "", name.strip().upper())
+
+
 _BY_NAME: dict[str, GpuSpec] = {}
 for _g in GPUS:
     for _n in (_g.name, *_g.aliases):
-        _BY_NAME[_n.upper()] = _g
+        assert _BY_NAME.get(_key(_n), _g) is _g, f"GPU name {_n!r} is ambiguous"
+        _BY_NAME[_key(_n)] = _g
 
 # Usable memory may be ~7% below the marketed size (A10G: 22.35 GiB for "24 GB").
 MEMORY_TOLERANCE = 0.92
 
 
 def lookup(name: str) -> GpuSpec | None:
-    return _BY_NAME.get(name.strip().upper())
+    return _BY_NAME.get(_key(name))
 
 
 def family(name: str) -> str:
@@ -124,8 +149,8 @@ def family(name: str) -> str:
 def is_family_name(name: str) -> bool:
     """Whether ``name`` names a whole family (``A100``, ``H100``), not one variant (``A100-80GB``,
     ``A100-40GB``, ``H100-SXM``): a job spec's ``A100`` matches every memory variant."""
-    text = name.strip().upper()
-    return any(text == g.model.upper() for g in GPUS)
+    text = _key(name)
+    return any(text == _key(g.model) for g in GPUS)
 
 
 def variants(model: str) -> list[GpuSpec]:
