@@ -15,11 +15,13 @@ from sqlalchemy import (
     DateTime,
     Enum,
     Float,
+    ForeignKey,
     Integer,
     MetaData,
     String,
     Table,
     Text,
+    UniqueConstraint,
     inspect,
     text,
 )
@@ -149,6 +151,41 @@ def _v9_checkpoint_namespace(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE attempt ADD COLUMN restore_refused TEXT"))
 
 
+def _v10_notifications(conn: Connection) -> None:
+    """The notifications outbox and its deliveries (``models.Notification``,
+    ``models.NotificationDelivery``): frozen copies of the tables as schema 10 made them. Looks first."""
+    meta = MetaData()
+    if not inspect(conn).has_table("notification"):
+        Table(
+            "notification", meta,
+            Column("id", Integer, primary_key=True),
+            Column("uid", String, nullable=False, unique=True),
+            Column("ts", DateTime),
+            Column("type", String, nullable=False),
+            Column("job_id", Integer),
+            Column("attempt", Integer),
+            Column("message", String, nullable=False),
+            Column("data", Text),
+            Column("prepared", Boolean, nullable=False, index=True),
+            Column("body", Text),
+        ).create(conn)
+    if not inspect(conn).has_table("notificationdelivery"):
+        Table(
+            "notificationdelivery", meta,
+            Column("id", Integer, primary_key=True),
+            Column("notification_id", Integer, ForeignKey("notification.id"), nullable=False, index=True),
+            Column("route", String, nullable=False),
+            Column("status", String, nullable=False, index=True),
+            Column("tries", Integer, nullable=False),
+            Column("next_at", DateTime, index=True),
+            Column("lease_owner", String),
+            Column("lease_expires", DateTime),
+            Column("last_error", String),
+            Column("delivered_at", DateTime),
+            UniqueConstraint("notification_id", "route"),
+        ).create(conn)
+
+
 MIGRATIONS: list[Migration] = [
     # (1, "initial schema", ...) is the create_all of a fresh database; later ones go here.
     (2, "sweeps, trial metrics, spot price changes, budget_exhausted", _v2_money_and_sweeps),
@@ -159,6 +196,7 @@ MIGRATIONS: list[Migration] = [
     (7, "daemon heartbeats", _v7_heartbeat),
     (8, "sweep trials held and pruned, objective history, attempt runway", _v8_sweep_hold_prune),
     (9, "checkpoints namespaced: stored jobs' old prefixes, refused restores", _v9_checkpoint_namespace),
+    (10, "notifications outbox and deliveries", _v10_notifications),
 ]
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 

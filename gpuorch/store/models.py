@@ -211,3 +211,39 @@ class Heartbeat(SQLModel, table=True):
     last_pass_at: datetime | None = _ts()
     last_outcome: str | None = None  # ok | failed | abandoned
     stopped_at: datetime | None = _ts()  # set on a clean stop
+
+
+class Notification(SQLModel, table=True):
+    """The notifications outbox (schema 10): one row per event worth telling a person, written
+    in the transaction of the event (``jobs.events.record``), so a crash loses neither or both.
+    ``uid`` is the event's one id (the ``webhook-id`` header); ``body`` is fixed once, when the
+    sender first prepares the row, so every retry and every route sends the same bytes."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    uid: str = Field(unique=True)
+    ts: datetime = _ts()
+    type: str  # the public event type (docs/notifications.md), e.g. job.failed
+    job_id: int | None = None
+    attempt: int | None = None
+    message: str = ""
+    data: str | None = Field(default=None, sa_type=Text)  # the event's own data, JSON
+    prepared: bool = Field(default=False, index=True)  # routed: its body and deliveries written
+    body: str | None = Field(default=None, sa_type=Text)  # the versioned JSON payload
+
+
+class NotificationDelivery(SQLModel, table=True):
+    """One notification to one route (schema 10), claimed with a lease by the sender that sends it.
+    ``route`` is the route's name, never its URL (URLs and keys stay in the config and files)."""
+
+    __table_args__ = (UniqueConstraint("notification_id", "route"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    notification_id: int = Field(foreign_key="notification.id", index=True)
+    route: str
+    status: str = Field(default="pending", index=True)  # pending | delivered | dead
+    tries: int = 0
+    next_at: datetime = _ts(index=True)  # not sent again before this
+    lease_owner: str | None = None
+    lease_expires: datetime | None = _ts()
+    last_error: str | None = None  # the last failure, redacted
+    delivered_at: datetime | None = _ts()
