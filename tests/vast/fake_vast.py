@@ -1,0 +1,246 @@
+"""A fake Vast.ai API on 127.0.0.1, built from the documented requests and answers, for the real
+``vastai`` client (``VastClient(server_url=fake.url)``).
+
+Pages it follows:
+- search offers: ``POST /api/v0/bundles/`` with a filter dict (``{"gpu_name": {"in": [...]}, "num_gpus":
+  {"eq": 1}, ...}``, plus ``order``/``type``/``limit``/``allocated_storage``) answering ``{"offers": [...]}``
+  (https://docs.vast.ai/api-reference/search/search-offers);
+- create instance: ``PUT /api/v0/asks/{id}/`` answering ``{"success": true, "new_contract": N}``
+  (https://docs.vast.ai/api-reference/instances/create-instance); an ask already rented answers
+  HTTP 410 ``{"success": false, "error": "no_such_ask", ...}``;
+- show instances: ``GET /api/v1/instances/`` paged by ``limit``/``after_token`` with ``next_token``, and
+  ``GET /api/v0/instances/{id}/?owner=me`` answering ``{"instances": {...} | null}``; instance fields and
+  states (``actual_status``: null, ``loading``, ``running``, ``stopped``; ``intended_status``)
+  from https://docs.vast.ai/sdk/python/reference/show-instances;
+- destroy instance: ``DELETE /api/v0/instances/{id}/`` (https://docs.vast.ai/api-reference/instances/destroy-instance);
+- ``GET /api/v0/users/current`` (vastai ``show_user``);
+- errors ``{"success": false, "error": CODE, "msg": TEXT}``; 429 as plain text "API requests too
+  frequent", without Retry-After (https://docs.vast.ai/api-reference/rate-limits-and-errors).
+
+Injections: ``fail_next`` (a 429 or 5xx on the next calls), ``steal_on_rent`` (the ask vanishes
+between the search and the launch: somebody rents it first), ``outbid`` (a higher bid pauses an
+interruptible instance: ``actual_status`` ``stopped`` while ``intended_status`` stays ``running``),
+``never_running`` (instances stay ``loading``), ``credit`` (0: ``insufficient_credit``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+KEY = "fake-vast-key-0123456789abcdef"
+
+
+def ask(ask_id: int, gpu_name: str = "RTX 4090", *, num_gpus: int = 1, gpu_ram: int = 24564, dph: float = 0.40,
+        min_bid: float = 0.20, reliability: float = 0.99, geolocation: str = "Texas, US", cpu: float = 16,
+        cpu_ram: int = 65536, verified: bool = True) -> dict[str, Any]:
+    """One ask as the search answers it (the documented fields gpuorch reads, and a few more)."""
+    return {"id": ask_id, "ask_contract_id": ask_id, "machine_id": 10_000 + ask_id, "host_id": 500 + ask_id,
+            "gpu_name": gpu_name, "num_gpus": num_gpus, "gpu_ram": gpu_ram, "gpu_total_ram": gpu_ram * num_gpus,
+            "cpu_cores": cpu * 2, "cpu_cores_effective": cpu, "cpu_ram": cpu_ram, "disk_space": 500.0,
+            "dph_base": round(dph - 0.01, 6), "dph_total": dph, "min_bid": min_bid, "reliability2": reliability,
+            "reliability": reliability, "geolocation": geolocation, "inet_down": 900.0, "inet_up": 800.0,
+            "verified": verified, "rentable": True, "rented": False, "external": False, "is_bid": False,
+            "direct_port_count": 10}
+
+
+def _matches(value: Any, cond: Any) -> bool:
+    if not isinstance(cond, dict):
+        return value == cond
+    for op, want in cond.items():
+        if op == "eq" and value != want or op == "neq" and value == want:
+            return False
+        if op in ("in", "notin") and isinstance(want, list):
+            hit = value in want or (isinstance(value, str) and any(value.endswith(f", {w}") or value == w
+                                                                   for w in want))
+            if hit != (op == "in"):
+                return False
+        if op in ("gte", "gt", "lte", "lt"):
+            if not isinstance(value, int | float):
+                return False
+            if (op == "gte" and value < want) or (op == "gt" and value <= want) or \
+                    (op == "lte" and value > want) or (op == "lt" and value >= want):
+                return False
+    return True
+
+
+_CONTROL = {"order", "type", "limit", "allocated_storage", "disable_bundling"}
+
+
+@dataclass
+class FakeVast:
+    asks: dict[int, dict[str, Any]] = field(default_factory=dict)
+    instances: dict[int, dict[str, Any]] = field(default_factory=dict)
+    boot_s: float = 0.0
+    credit: float = 100.0
+    never_running: bool = False
+    steal_on_rent: int = 0  # the next N rents find their ask gone
+    ssh_endpoint: Callable[[dict[str, Any]], tuple[str, int]] = lambda row: ("127.0.0.1", 1)
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    _fail: list[tuple[str, int, str]] = field(default_factory=list)
+    _next_id: int = 4_000_000
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    url: str = ""
+
+    # -- injections --------------------------------------------------------------------------
+    def fail_next(self, n: int = 1, status: int = 429, path: str = "/",
+                  body: str = "API requests too frequent") -> None:
+        with self.lock:
+            self._fail += [(path, status, body)] * n
+
+    def outbid(self, instance_id: int | str) -> None:
+        """A higher bid takes the machine: the container is paused, the renter's intent unchanged."""
+        with self.lock:
+            row = self.instances[int(instance_id)]
+            row.update(actual_status="stopped", cur_state="stopped", status_msg="outbid by a higher bid")
+
+    def add(self, *asks: dict[str, Any]) -> None:
+        with self.lock:
+            for a in asks:
+                self.asks[a["id"]] = a
+
+    def take_all(self, gpu_name: str | None = None) -> None:
+        """Every ask (of one card) rented by somebody else."""
+        with self.lock:
+            for a in list(self.asks.values()):
+                if gpu_name is None or a["gpu_name"] == gpu_name:
+                    del self.asks[a["id"]]
+
+    def create_foreign(self, label: str = "my-notebook") -> int:
+        """An instance somebody made by hand on the same account."""
+        with self.lock:
+            return self._new_instance(next(iter(self.asks.values())), {"label": label, "image": "x"})
+
+    # -- the API -------------------------------------------------------------------------------
+    def _new_instance(self, a: dict[str, Any], body: dict[str, Any]) -> int:
+        self._next_id += 1
+        iid = self._next_id
+        row = {
+            "id": iid, "machine_id": a["machine_id"], "label": body.get("label"), "image_uuid": body.get("image"),
+            "onstart": body.get("onstart"), "actual_status": None, "intended_status": "running", "cur_state": "running",
+            "next_state": "running", "status_msg": "creating", "is_bid": body.get("price") is not None,
+            "bid_price": body.get("price"), "gpu_name": a["gpu_name"], "num_gpus": a["num_gpus"],
+            "gpu_ram": a["gpu_ram"], "cpu_cores_effective": a["cpu_cores_effective"], "cpu_ram": a["cpu_ram"],
+            "disk_space": body.get("disk"), "geolocation": a["geolocation"],
+            "dph_total": body.get("price") or a["dph_total"],
+            "start_date": time.time(), "end_date": None, "ssh_host": None, "ssh_port": None, "public_ipaddr": None,
+            "extra_env": [[k, v] for k, v in (body.get("env") or {}).items()], "_created": time.monotonic(),
+        }
+        self.instances[iid] = row
+        return iid
+
+    def _observe(self, row: dict[str, Any]) -> dict[str, Any]:
+        if row["actual_status"] in (None, "loading") and not self.never_running:
+            if time.monotonic() - row["_created"] >= self.boot_s:
+                host, port = self.ssh_endpoint(row)
+                row.update(actual_status="running", status_msg="success, running", ssh_host=host, ssh_port=port,
+                           public_ipaddr=host)
+            else:
+                row.update(actual_status="loading", status_msg="pulling image")
+        elif row["actual_status"] is None:
+            row.update(actual_status="loading", status_msg="pulling image")
+        return {k: v for k, v in row.items() if not k.startswith("_")}
+
+    def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any,
+               auth: str | None) -> tuple[int, Any]:
+        with self.lock:
+            self.calls.append((method, path))
+            for i, (prefix, status, text) in enumerate(self._fail):
+                if path.startswith(prefix):
+                    del self._fail[i]
+                    return status, text
+            if auth != f"Bearer {KEY}":
+                return 401, {"success": False, "error": "auth_error", "msg": "Invalid user key"}
+            return self._route(method, path, query, body)
+
+    def _route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
+        parts = [p for p in path.split("/") if p]
+        if method == "POST" and parts == ["api", "v0", "bundles"]:
+            q = body or {}
+            found = [dict(a) for a in self.asks.values()
+                     if all(_matches(a.get(k), v) for k, v in q.items() if k not in _CONTROL)]
+            found.sort(key=lambda a: a["dph_total"])
+            if q.get("type") == "bid":
+                for a in found:
+                    a["is_bid"] = True
+            return 200, {"offers": found[: int(q.get("limit") or 64)]}
+        if method == "PUT" and parts[:3] == ["api", "v0", "asks"] and len(parts) == 4:
+            a = self.asks.get(int(parts[3]))
+            if a is not None and self.steal_on_rent > 0:
+                self.steal_on_rent -= 1
+                del self.asks[a["id"]]
+                a = None
+            if a is None:
+                return 410, {"success": False, "error": "no_such_ask", "msg": f"Instance type by id {parts[3]} "
+                                                                                   "is not available."}
+            if self.credit <= 0:
+                return 402, {"success": False, "error": "insufficient_credit", "msg": "Your account lacks credit"}
+            del self.asks[a["id"]]
+            return 200, {"success": True, "new_contract": self._new_instance(a, body or {})}
+        if method == "GET" and parts == ["api", "v1", "instances"]:
+            limit = int(json.loads(query.get("limit", ["25"])[0]))
+            after = int(json.loads(query.get("after_token", ["0"])[0]))
+            rows = [self._observe(r) for iid, r in sorted(self.instances.items()) if iid > after]
+            page = rows[:limit]
+            more = len(rows) > limit
+            return 200, {"instances": page, "next_token": page[-1]["id"] if more else None,
+                         "total_instances": len(self.instances)}
+        if parts[:3] == ["api", "v0", "instances"] and len(parts) == 4 and parts[3].isdigit():
+            row = self.instances.get(int(parts[3]))
+            if method == "GET":
+                return 200, {"instances": self._observe(row) if row else None}
+            if method == "DELETE":
+                if row is None:
+                    return 404, {"success": False, "error": "no_such_instance", "msg": "Instance not found"}
+                del self.instances[int(parts[3])]
+                return 200, {"success": True}
+        if method == "GET" and parts == ["api", "v0", "users", "current"]:
+            return 200, {"id": 7, "username": "fine-tuner", "email": "ft@example.com", "credit": self.credit,
+                         "api_key": KEY}
+        return 404, {"success": False, "error": "not_found", "msg": f"no route {method} {path}"}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeVast
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _serve(self) -> None:
+        parts = urlsplit(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        status, answer = self.fake.handle(self.command, parts.path, parse_qs(parts.query), body,
+                                          self.headers.get("Authorization"))
+        data = answer.encode() if isinstance(answer, str) else json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain" if isinstance(answer, str) else "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_PUT = do_DELETE = _serve
+
+
+class FakeVastServer:
+    def __init__(self, fake: FakeVast | None = None) -> None:
+        self.fake = fake or FakeVast()
+        handler = type("Handler", (_Handler,), {"fake": self.fake})
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.fake.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
