@@ -20,6 +20,7 @@ from gpuorch.errors import AuthError, NotFoundError, PermanentError, ProviderErr
 from gpuorch.provider import (
     Finding,
     Instance,
+    InstanceState,
     LaunchRequest,
     NoticeSource,
     Offer,
@@ -154,7 +155,7 @@ class RunpodProvider(Provider):
         except NotFoundError:
             pod = None
         if isinstance(pod, dict) and pod.get("id"):
-            return to_instance(pod)
+            return self._reap(to_instance(pod))
         tomb = self._tombs.by_id(instance_id)
         if tomb is not None:
             return tomb
@@ -162,7 +163,19 @@ class RunpodProvider(Provider):
 
     def list_managed(self) -> list[Instance]:
         """See ``Provider.list_managed``: the account's pods whose env marks them gpuorch's, any owner."""
-        return [to_instance(p) for p in self._pods() if is_managed(p)]
+        return [self._reap(to_instance(p)) for p in self._pods() if is_managed(p)]
+
+    def _reap(self, inst: Instance) -> Instance:
+        """A reclaimed interruptible pod stays in the account, stopped; gpuorch never resumes one
+        (its job relaunches on a new pod), so it is terminated at once, its tombstone keeping the
+        reclaim and its time. Quiet on failure: the next look tries again."""
+        if inst.state is InstanceState.PREEMPTED and inst.tags:
+            self._tombs.put(_token_of(inst), inst)
+            try:
+                self._api.query(doc.TERMINATE, {"input": {"podId": inst.id}}, what=f"terminate reclaimed pod {inst.id}")
+            except ProviderError as e:
+                log.warning("runpod: reclaimed pod %s not terminated yet: %s", inst.id, e)
+        return inst
 
     def terminate(self, instance_id: str) -> None:
         """See ``Provider.terminate``: the tombstone first (intent before the side effect), then
@@ -200,5 +213,3 @@ def _token_of(inst: Instance) -> str:
 
     return client_token(inst.job_id or 0, inst.attempt or 0, inst.owner)
 
-
-__all__ = ["ProviderError", "RunpodProvider"]
