@@ -117,7 +117,7 @@ def test_spot_interruptions_relaunch_elsewhere_and_resume_from_s3_with_same_resu
     tags = tags_of(world, a1.region, a1.instance_id)
     assert tags["gpuorch:job"] == str(job.id) and tags["gpuorch:attempt"] == "1" and tags["gpuorch:managed"] == "true"
     assert tags["gpuorch:owner"] == world.store.installation_id
-    assert s3_keys(world, f"ckpt/mlp-{job.id}/")
+    assert s3_keys(world, f"ckpt/{world.store.installation_id}/mlp-{job.id}/")  # namespaced by installation
 
     # 1. EC2 reclaims the spot instance without warning: relaunch elsewhere, restore from S3.
     world.machines.interrupt(a1.instance_id)
