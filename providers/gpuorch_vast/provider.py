@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
+from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, ProviderError, UserInputError
 from gpuorch.provider import (
     Finding,
     Instance,
@@ -140,7 +140,31 @@ class VastProvider(Provider):
         return next((i for i in reversed(self._ended.values()) if tags and i.tags == tags), None)
 
     def _instance(self, row: dict[str, Any]) -> Instance | None:
-        return to_instance(row, self._region.get(str(row.get("id"))))
+        inst = to_instance(row, self._region.get(str(row.get("id"))))
+        if inst is not None and inst.state == InstanceState.PREEMPTED:
+            return self._settle(inst)
+        return inst
+
+    def _settle(self, inst: Instance) -> Instance:
+        """An outbid (or host-stopped) instance is destroyed as soon as it is seen: paused, it would
+        bill its storage until destroyed, and the job resumes from its checkpoint elsewhere. Its
+        end time is unknown (Vast dates no outbid): None, so the daemon's observation stands."""
+        try:
+            self.api.destroy(int(inst.id))
+        except NotFoundError:
+            pass
+        except ProviderError as e:  # destroyed on a later look
+            log.warning("vast: could not destroy preempted instance %s yet: %s", inst.id, e)
+            return inst
+        log.info("vast: destroyed %s (%s)", inst.id, inst.state_reason)
+        ended = inst.model_copy(update={"host": None, "port": None})
+        self._remember(ended)
+        return ended
+
+    def _remember(self, ended: Instance) -> None:
+        self._ended[ended.id] = ended
+        while len(self._ended) > _TOMBSTONES:
+            self._ended.pop(next(iter(self._ended)))
 
     def get(self, instance_id: str) -> Instance:
         """See ``Provider.get``. An outbid or host-stopped instance reads PREEMPTED (parse.py)."""
@@ -171,17 +195,16 @@ class VastProvider(Provider):
             row = self.api.instance(int(instance_id))
             if row is None:
                 return
+            last = self._instance(row)  # a preempted one is destroyed (and remembered) by this look
+            if instance_id in self._ended:
+                return
             self.api.destroy(int(instance_id))
         except NotFoundError:
             return
-        last = self._instance(row)
         if last is not None:
-            state = last.state if last.state == InstanceState.PREEMPTED else InstanceState.TERMINATED
-            ended = last.model_copy(update={"state": state, "ended_at": self._now(), "host": None, "port": None,
-                                            "state_reason": last.state_reason or "destroyed by gpuorch"})
-            self._ended[instance_id] = ended
-            while len(self._ended) > _TOMBSTONES:
-                self._ended.pop(next(iter(self._ended)))
+            ended = last.model_copy(update={"state": InstanceState.TERMINATED, "ended_at": self._now(), "host": None,
+                                            "port": None, "state_reason": last.state_reason or "destroyed by gpuorch"})
+            self._remember(ended)
 
     def runner(self, instance: Instance) -> Runner:
         """An SSH runner to Vast's SSH host and port as ``ssh_user``, the attempt's host key pinned

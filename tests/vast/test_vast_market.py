@@ -109,9 +109,10 @@ def test_an_interruptible_launch_bids_and_an_outbid_reads_preempted(vast: VastPr
     fake.outbid(inst.id)
     got = vast.get(inst.id)
     assert got.state == InstanceState.PREEMPTED and "outbid" in (got.state_reason or "")
-    assert got.host is None
-    vast.terminate(inst.id)  # destroyed, not left stopped: a stopped instance bills its storage
-    assert fake.instances == {} and vast.get(inst.id).state == InstanceState.PREEMPTED
+    assert got.host is None and got.ended_at is None  # Vast dates no outbid: the daemon's look stands
+    assert fake.instances == {}  # destroyed once seen, not left paused: a stopped instance bills its storage
+    vast.terminate(inst.id)  # the daemon's cleanup is quiet
+    assert vast.get(inst.id).state == InstanceState.PREEMPTED
 
 
 def test_an_instance_that_never_runs_stays_pending(vast: VastProvider, fake: FakeVast) -> None:
