@@ -9,7 +9,9 @@ path, size and modification time), and each call returns a fresh list of the sam
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -42,6 +44,19 @@ def catalog_key(path: str | os.PathLike[str]) -> tuple[str, int, int]:
     return p, st.st_size, st.st_mtime_ns
 
 
+_STRICT = [False]  # gpuhunt price lists: refuse a file with a malformed row (``--strict``), or skip the row
+
+
+@contextlib.contextmanager
+def strict_rows(strict: bool) -> Iterator[None]:
+    """Within: price lists in gpuhunt's format are read ``strict`` (``offers``/``plan --strict``)."""
+    before, _STRICT[0] = _STRICT[0], strict
+    try:
+        yield
+    finally:
+        _STRICT[0] = before
+
+
 def load_rows(path: str | os.PathLike[str] | None = None) -> list[OfferRow]:
     """Catalog rows from ``path``, or the shipped snapshot when None. Raises UserInputError.
 
@@ -52,22 +67,35 @@ def load_rows(path: str | os.PathLike[str] | None = None) -> list[OfferRow]:
     if path is None:
         return [r for f in snapshot_files() for r in load_rows(f)]
     key = catalog_key(path)
-    if key not in _ROWS:
+    if key not in _ROWS or _STRICT_OF.get(key) != _STRICT[0]:
         lines: list[int] = []
-        rows = read_csv(key[0], lines)
-        _FLAGGED[key] = [] if Path(key[0]) in snapshot_files() else _audit(rows, lines, key[0])
-        _ROWS[key] = rows
+        skipped: list[str] = []
+        kind: list[str] = []
+        rows = read_csv(key[0], lines, strict=_STRICT[0], skipped=skipped, kind=kind)
+        if Path(key[0]) in snapshot_files():
+            _FLAGGED[key] = []
+        else:  # a gpuhunt list read leniently drops the rows the audit refuses, as it drops malformed ones
+            rows, audited = _audit(rows, lines, key[0], skip=kind == ["gpuhunt"] and not _STRICT[0])
+            _FLAGGED[key] = skipped + audited
+        _ROWS[key], _STRICT_OF[key] = rows, _STRICT[0]
     return list(_ROWS[key])
 
 
-def _audit(rows: list[OfferRow], lines: list[int], source: str) -> list[str]:
+_STRICT_OF: dict[tuple[str, int, int], bool] = {}
+
+
+def _audit(rows: list[OfferRow], lines: list[int], source: str, skip: bool = False) -> tuple[list[OfferRow], list[str]]:
+    """The rows kept and the lines to warn of. An error refuses the file, or with ``skip`` leaves its row out."""
     from gpuorch.catalog.audit import audit_rows, errors
 
     findings = audit_rows(rows)
     bad = errors(findings)
-    if bad:
+    if bad and not skip:
         raise UserInputError(bad[0].line(source, lines.__getitem__))
-    return [f.line(source, lines.__getitem__) for f in findings]
+    dropped = {f.index for f in bad}
+    kept = [r for i, r in enumerate(rows) if i not in dropped]
+    return kept, [f.line(source, lines.__getitem__) + (" (row skipped)" if f.index in dropped else "")
+                  for f in findings]
 
 
 def flagged(path: str | os.PathLike[str]) -> list[str]:

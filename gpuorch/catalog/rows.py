@@ -130,15 +130,28 @@ def parse_row(raw: dict[str, str]) -> OfferRow:
     )
 
 
-def parse_csv(lines: Iterable[str], source: str, line_numbers: list[int] | None = None) -> list[OfferRow]:
-    """Rows of a catalog CSV; ``line_numbers``, when given, receives each row's line in the file."""
+def parse_csv(lines: Iterable[str], source: str, line_numbers: list[int] | None = None, *, strict: bool = True,
+              skipped: list[str] | None = None, kind: list[str] | None = None) -> list[OfferRow]:
+    """Rows of a catalog CSV; ``line_numbers``, when given, receives each row's line in the file.
+
+    gpuorch's columns, or gpuhunt's (``gpuorch.catalog.gpuhunt``): there a malformed row is
+    refused with ``strict``, else left out and its line appended to ``skipped``. ``kind``, when
+    given, receives the format read: ``gpuorch`` or ``gpuhunt``."""
     reader = csv.DictReader(lines)
     header = [h.strip() for h in reader.fieldnames or ()]
     missing = [c for c in COLUMNS if c not in header]
+    from gpuorch.catalog import gpuhunt
+
+    found = "gpuhunt" if missing and gpuhunt.is_gpuhunt(header) else "gpuorch"
+    if kind is not None:
+        kind.append(found)
+    if found == "gpuhunt":
+        reader.fieldnames = header
+        return _parse_gpuhunt(reader, source, line_numbers, strict, skipped)
     if missing:
         raise UserInputError(
             f"{source} line 1: missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)}; "
-            f"the header needs {','.join(COLUMNS)}"
+            f"the header needs {','.join(COLUMNS)}, or gpuhunt's (instance_name,location,price,...,provider)"
         )
     reader.fieldnames = header
     rows: list[OfferRow] = []
@@ -154,15 +167,38 @@ def parse_csv(lines: Iterable[str], source: str, line_numbers: list[int] | None 
     return rows
 
 
+def _parse_gpuhunt(reader: csv.DictReader[str], source: str, line_numbers: list[int] | None, strict: bool,
+                   skipped: list[str] | None) -> list[OfferRow]:
+    from gpuorch.catalog import gpuhunt
+
+    got = gpuhunt.convert(reader, source, strict)
+    notes = skipped if skipped is not None else []
+    notes.extend(got.skipped)
+    rows: list[OfferRow] = []
+    for raw, line in zip(got.raws, got.lines, strict=True):
+        try:
+            rows.append(parse_row(raw))
+        except _BadValue as e:
+            text = f"{source} line {line}, column {gpuhunt.THEIRS.get(e.column, e.column)}: {e}"
+            if strict:
+                raise UserInputError(f"{text}; fix the row, or leave out --strict to skip it") from None
+            notes.append(text)
+            continue
+        if line_numbers is not None:
+            line_numbers.append(line)
+    return rows
+
+
 MAX_CATALOG_BYTES = 64 << 20  # the shipped catalogs are a few KiB; every cloud's GPU offers, a few MiB
 
 
-def read_csv(path: str, line_numbers: list[int] | None = None) -> list[OfferRow]:
+def read_csv(path: str, line_numbers: list[int] | None = None, *, strict: bool = True,
+             skipped: list[str] | None = None, kind: list[str] | None = None) -> list[OfferRow]:
     """A catalog file's rows; read bounded (``/dev/zero`` is refused, not read until memory ends)."""
     from gpuorch.userfile import read_text
 
     text = read_text(path, option=path, what="the catalog (a CSV file)", limit=MAX_CATALOG_BYTES)
-    return parse_csv(io.StringIO(text, newline=""), path, line_numbers)
+    return parse_csv(io.StringIO(text, newline=""), path, line_numbers, strict=strict, skipped=skipped, kind=kind)
 
 
 def write_csv(rows: Iterable[OfferRow], out: IO[str]) -> None:

@@ -34,6 +34,8 @@ CATALOG_OPTION = typer.Option(None, "--catalog", help="Rank this offers CSV (a p
                               "configured providers.")
 PRICE_LIST_OPTION = typer.Option(False, "--price-list", help="Rank the shipped AWS/GCP/Azure price list instead of "
                                  "the configured providers.")
+STRICT_OPTION = typer.Option(False, "--strict", help="Refuse a gpuhunt-format --catalog with any malformed row "
+                             "(default: skip the row and say which).")
 _FLAG = {"params": "--params", "seq_len": "--seq-len", "micro_batch": "--micro-batch", "lora_rank": "--lora-rank",
          "lora_targets": "--lora-targets", "kv_heads": "--kv-heads", "tokens": "--tokens", "strategy": "--distributed",
          "degree": "--gpus", "distributed": "--distributed", "compile": "--compile"}  # fmt: skip
@@ -179,12 +181,21 @@ def offers(
     catalog: Path = CATALOG_OPTION,
     price_list: bool = PRICE_LIST_OPTION,
     limit: int = typer.Option(None, "--top", max=1_000_000, min=1, help="Show the N cheapest."),
+    strict: bool = STRICT_OPTION,
     json_out: bool = JSON_OPTION,
 ) -> None:
     """List offers, cheapest first: the configured providers' (or a price list's).
 
     Example: gpuorch offers --gpu H100 --spot
     """
+    from gpuorch import catalog as cat
+
+    with cat.strict_rows(strict):
+        _offers(gpu, min_vram, spot, on_demand, provider, region, catalog, price_list, limit, json_out)
+
+
+def _offers(gpu: str | None, min_vram: str | None, spot: bool, on_demand: bool, provider: str | None,
+            region: str | None, catalog: Path | None, price_list: bool, limit: int | None, json_out: bool) -> None:
     from gpuorch import catalog as cat
     from gpuorch.units import parse_size_gib
 
@@ -235,6 +246,7 @@ def plan(
     catalog: Path = CATALOG_OPTION,
     price_list: bool = PRICE_LIST_OPTION,
     top: int = typer.Option(10, "--top", max=1_000_000, min=1, help="How many candidates to show."),
+    strict: bool = STRICT_OPTION,
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Where a job would run and what it would cost: candidates by expected total cost, over the
@@ -242,6 +254,13 @@ def plan(
 
     Example: gpuorch plan configs/examples/tiny-mlp.yaml --top 5
     """
+    from gpuorch import catalog as cat
+
+    with cat.strict_rows(strict):
+        _plan(job, catalog, price_list, top, json_out)
+
+
+def _plan(job: Path, catalog: Path | None, price_list: bool, top: int, json_out: bool) -> None:
     from gpuorch import placement
     from gpuorch.jobs.spec import load_spec
     from gpuorch.jobs.submitcheck import no_candidate_message
