@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from gpuorch.bounds import MAX_USD, Integer, Number
 from gpuorch.money.caps import Policy
+from gpuorch.notify.kinds import NOTIFY_TYPES
 from gpuorch.policy.recovery import DEFAULT_STRATEGY, get_strategy
 from gpuorch.store.paths import default_home, default_url
 
@@ -55,6 +56,161 @@ class ApiConfig(BaseModel):
     max_upload_files: Integer = Field(default=10_000, ge=1, le=10_000_000)  # entries in an upload
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_TIME_OF_DAY = re.compile(r"([01][0-9]|2[0-3]):[0-5][0-9]")
+_ROUTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def _http_url(v: str) -> str:
+    """An absolute http(s) URL with a host and nothing a header or a log line could be split by."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(v)
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number in range)
+    except ValueError:
+        parts = None
+    if (parts is None or parts.scheme not in ("http", "https") or not parts.hostname or len(v) > 2048
+            or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in v)):
+        raise ValueError("not an http(s) URL; write https://host/path (a secret in it may come from url_env or "
+                         "url_file)")
+    return v
+
+
+class _Route(BaseModel):
+    """What every route shares: its name (in the store, never its URL), where its URL comes
+    from, and which events reach it (all, unless ``events``, ``jobs`` or ``sweeps`` narrow it)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    name: str | None = None
+    url: SecretStr | None = None  # SecretStr: a token in the URL stays out of reprs and logs
+    url_env: str | None = None
+    url_file: Path | None = None
+    events: list[str] | None = Field(default=None, max_length=len(NOTIFY_TYPES))
+    jobs: list[str] | None = Field(default=None, max_length=1000)  # job names, shell patterns (train-*)
+    sweeps: list[str] | None = Field(default=None, max_length=1000)  # sweep names, shell patterns
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        if v is not None and not _ROUTE_NAME.fullmatch(v):
+            raise ValueError("write 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+        return v
+
+    @field_validator("url_env")
+    @classmethod
+    def _env(cls, v: str | None) -> str | None:
+        if v is not None and not _ENV_NAME.fullmatch(v):
+            raise ValueError("not an environment variable name; write e.g. GPUORCH_SLACK_URL")
+        return v
+
+    @field_validator("events")
+    @classmethod
+    def _events(cls, v: list[str] | None) -> list[str] | None:
+        for kind in v or []:
+            if kind not in NOTIFY_TYPES:
+                raise ValueError(f"unknown event {kind[:64]!r}; known events: {', '.join(NOTIFY_TYPES)}")
+        return v
+
+    @field_validator("jobs", "sweeps")
+    @classmethod
+    def _patterns(cls, v: list[str] | None) -> list[str] | None:
+        for pattern in v or []:
+            if not 0 < len(pattern) <= 256 or any(ord(c) < 32 for c in pattern):
+                raise ValueError("write names or shell patterns (train-*) of 1 to 256 printable characters")
+        return v
+
+    @model_validator(mode="after")
+    def _one_source(self) -> _Route:
+        given = [k for k in ("url", "url_env", "url_file") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of url, url_env (an environment variable holding it) or url_file "
+                             f"(a file holding it); {'found ' + ' and '.join(given) if given else 'none given'}")
+        return self
+
+
+class WebhookRoute(_Route):
+    """A Standard Webhooks endpoint: signed with the key in ``secret_file`` or ``$secret_env``
+    (``whsec_`` + base64 of 24 to 64 bytes), read when the daemon starts, never stored."""
+
+    secret_file: Path | None = None
+    secret_env: str | None = None
+    timeout_s: Number = Field(default=10.0, gt=0, le=300)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None:
+            _http_url(v.get_secret_value())
+        return v
+
+    @field_validator("secret_env")
+    @classmethod
+    def _secret_env(cls, v: str | None) -> str | None:
+        if v is not None and not _ENV_NAME.fullmatch(v):
+            raise ValueError("not an environment variable name; write e.g. GPUORCH_WEBHOOK_SECRET")
+        return v
+
+    @model_validator(mode="after")
+    def _secret(self) -> WebhookRoute:
+        if (self.secret_file is None) == (self.secret_env is None):
+            raise ValueError("give exactly one of secret_file (a file holding the signing key, whsec_...) or "
+                             "secret_env (an environment variable holding it)")
+        return self
+
+
+class AppriseRoute(_Route):
+    """A chat or other channel by its apprise URL (slack://, discord://, tgram://, ntfy://,
+    mailto://, json://...); checked by apprise itself when the daemon starts."""
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: SecretStr | None) -> SecretStr | None:
+        text = v.get_secret_value() if v is not None else ""
+        if v is not None and (not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*://\S+", text) or len(text) > 4096):
+            raise ValueError("not an apprise URL; write service://... (e.g. slack://T/B/C or ntfy://topic)")
+        return v
+
+
+class NotificationsConfig(BaseModel):
+    """Where events are told (docs/notifications.md): signed webhooks and apprise channels,
+    delivered at least once with retries and back-off, and the morning report."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    webhooks: list[WebhookRoute] = Field(default_factory=list, max_length=100)
+    apprise: list[AppriseRoute] = Field(default_factory=list, max_length=100)
+    report_at: str | None = None  # "07:30": the morning report of the sweeps that ended since the last one
+    max_tries: Integer = Field(default=25, ge=1, le=1000)  # then the delivery is dead (logged, an event)
+    backoff_s: Number = Field(default=5.0, gt=0, le=DAY_S)  # the first retry's wait; doubles each try
+    max_backoff_s: Number = Field(default=3600.0, gt=0, le=DAY_S)
+    log_lines: Integer = Field(default=20, ge=0, le=1000)  # a failed job's last log lines in its message
+
+    @field_validator("apprise", mode="before")
+    @classmethod
+    def _plain_urls(cls, v: Any) -> Any:
+        return [{"url": x} if isinstance(x, str) else x for x in v] if isinstance(v, list) else v
+
+    @field_validator("report_at")
+    @classmethod
+    def _report_at(cls, v: str | None) -> str | None:
+        if v is not None and not _TIME_OF_DAY.fullmatch(v):
+            raise ValueError("not a time of day; write HH:MM on a 24-hour clock, e.g. \"07:30\"")
+        return v
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> NotificationsConfig:
+        names = [r.name for r in [*self.webhooks, *self.apprise] if r.name is not None]
+        if len(names) != len(set(names)):
+            raise ValueError("two routes have the same name; give each route its own name")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.webhooks or self.apprise)
+
+
 class DaemonConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # inf would fail every pass
 
@@ -72,6 +228,7 @@ class DaemonConfig(BaseModel):
     daily_budget: Number | None = Field(default=None, gt=0, le=MAX_USD)  # USD per UTC day, all jobs together
     budget_stop_grace_s: Number = Field(default=120.0, gt=0, le=DAY_S)  # a budget stop's final checkpoint
     api: ApiConfig = Field(default_factory=ApiConfig)
+    notifications: NotificationsConfig = Field(default_factory=NotificationsConfig)
     # Where a preempted job goes next, unless its spec says (gpuorch.policy.recovery).
     recovery_strategy: str = DEFAULT_STRATEGY
     # a market that preempted a job goes last this long

@@ -110,6 +110,7 @@ class Daemon:
         self._listen_at = time.monotonic() + RELISTEN_S  # when to try again if there is none
         self.woken = 0  # passes started early by the store's signal (tests read it)
         self.heap = HeapFreeze()  # what a pass leaves alive is frozen out of the cyclic GC's walks
+        self.sender: threading.Thread | None = None  # the notifications outbox's sender (gpuorch.notify)
 
     def request_stop(self, *_: object) -> None:
         self._stopping = True
@@ -227,6 +228,8 @@ class Daemon:
 
     def close(self) -> None:
         self.heap.close()
+        if self.sender is not None:  # it saw self.stop: its send in flight gets the drain time, then the store closes
+            self.sender.join(self.config.drain_timeout_s)
         try:
             self.rec.release_leases()
             log.info("leases released; running jobs are left to the next daemon")
@@ -254,7 +257,11 @@ def run(config: DaemonConfig, *, once: bool = False, stop: threading.Event | Non
     Raises UserInputError (before READY) for a configuration that cannot work.
     """
     notifier = Notifier.from_env(unset=True)  # the local provider's jobs must not inherit the socket
+    from gpuorch.notify.sender import from_config as notify_sender
+
+    make_sender = notify_sender(config)  # routes checked first: a bad URL or key stops the start in one line
     store, metrics, rec = assemble(config)
+    sender = make_sender(store, rec.owner) if make_sender is not None else None
     if metrics is not None:
         try:
             url = metrics.start(config.metrics.host, config.metrics.port, rec.owner)
@@ -264,6 +271,8 @@ def run(config: DaemonConfig, *, once: bool = False, stop: threading.Event | Non
                       config.metrics.host, config.metrics.port, e)
     api = _start_api(config, store) if config.api.enabled and not once else None
     daemon = Daemon(rec, config, notifier=notifier, metrics=metrics)
+    if sender is not None and not once:
+        daemon.sender = sender.start(daemon.stop)  # beside the passes: a slow receiver never holds one
     if stop is not None:
         def watch_stop() -> None:
             stop.wait()
