@@ -69,7 +69,10 @@ class FakeLambda:
     quota: int | None = None  # most live instances
     throttled: int = 0  # the next N requests answer 429
     retry_after: int = 1
-    failing: list[tuple[int, str]] = field(default_factory=list)  # next answers: (HTTP status, code)
+    # next answers: (HTTP status, code, path or None for any); a launch that fails with a 5xx here
+    # fails after it launched (the answer is lost), as an upstream outage can.
+    failing: list[tuple[int, str, str | None]] = field(default_factory=list)
+    lost_launch: bool = False  # an injected 5xx on launch comes after the instance was made
     requests: list[tuple[str, str]] = field(default_factory=list)
     launches: list[dict[str, Any]] = field(default_factory=list)
 
@@ -147,10 +150,12 @@ class FakeLambda:
             if auth != f"Bearer {self.key}":
                 return 401, _err("global/invalid-api-key", "API key was invalid, expired, or deleted.",
                                  "Check your API key or create a new one, then try again."), {}
-            if self.failing:
-                status, code = self.failing.pop(0)
-                return status, _err(code, f"injected {code}"), {}
             self._tick()
+            if self.failing and self.failing[0][2] in (None, path):
+                status, code, _ = self.failing.pop(0)
+                if path == "/instance-operations/launch" and status >= 500 and self.lost_launch:
+                    self._route(method, path, body)
+                return status, _err(code, f"injected {code}"), {}
             return self._route(method, path, body)
 
     def _route(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
