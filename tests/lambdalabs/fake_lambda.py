@@ -79,7 +79,8 @@ class FakeLambda:
     def __post_init__(self) -> None:
         self.lock = threading.RLock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
 
     # -- lifecycle and test controls ------------------------------------------------------
     @property
