@@ -175,6 +175,19 @@ def size_check(spec: Any, offers: Sequence[Any], source: str) -> None:
                                  f"(the largest: {max(sizes):g}{unit}); lower it")
 
 
+def spot_check(spec: Any, offers: Sequence[Any], source: str) -> None:
+    """``spot_policy: spot`` where none of the providers the job may use sells an interruptible
+    market (Lambda sells on-demand only) would wait forever: refused in one line."""
+    if spec.spot_policy != "spot":
+        return
+    allowed = [o for o in offers if spec.providers is None or o.provider in spec.providers]
+    if allowed and all(o.spot_price_per_hour is None for o in allowed):
+        names = ", ".join(sorted({o.provider for o in allowed}))
+        raise UserInputError(f"{source}: spot_policy: spot, but the providers this job may use ({names}) sell no "
+                             "spot or interruptible instances; set spot_policy: auto or on-demand, or allow a "
+                             "provider with a spot market")
+
+
 def fit_check(spec: Any, offers: Sequence[Any], source: str, now: datetime,
               configured: Collection[str] | None = None) -> str | None:
     """The planner `gpuorch plan` uses, over ``offers`` (what the enabled providers sell);
@@ -192,6 +205,7 @@ def fit_check(spec: Any, offers: Sequence[Any], source: str, now: datetime,
     workdir_check(spec, source)
     if configured is not None:
         providers_check(spec, configured, source)
+    spot_check(spec, offers, source)
     if spec.checkpoint is not None:  # refuse now what the agent could only fail on, on an instance
         from gpuorch.checkpoint.store import not_implemented
 
