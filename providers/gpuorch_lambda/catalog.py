@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gpuorch.provider.catalog import AdapterCatalog, BillingRule, Family, Shape
+from gpuorch.provider.catalog import AdapterCatalog, BillingRule, Family
 
 PROVIDER = "lambda"
 BILLING = BillingRule(60, 60)
@@ -55,26 +55,8 @@ FAMILIES: tuple[Family, ...] = (
     Family(PROVIDER, r"gpu_\d+x_v100$", "V100", 8, "nvlink", 25),
 )
 
-# GPUs, vCPUs and RAM (GiB) per instance type, from the instance-types API's ``specs`` as Lambda's
-# pricing page lists them (PRICING_PAGE): the row audit checks the catalog against these.
-SHAPES: tuple[Shape, ...] = (
-    Shape("gpu_8x_b200_sxm6", 8, 208, 2900, PRICING_PAGE),
-    Shape("gpu_8x_h100_sxm5", 8, 208, 1800, PRICING_PAGE),
-    Shape("gpu_4x_h100_sxm5", 4, 104, 900, PRICING_PAGE),
-    Shape("gpu_2x_h100_sxm5", 2, 52, 450, PRICING_PAGE),
-    Shape("gpu_1x_h100_sxm5", 1, 26, 225, PRICING_PAGE),
-    Shape("gpu_1x_h100_pcie", 1, 26, 200, PRICING_PAGE),
-    Shape("gpu_1x_gh200", 1, 64, 432, PRICING_PAGE),
-    Shape("gpu_8x_a100_80gb_sxm4", 8, 240, 1800, PRICING_PAGE),
-    Shape("gpu_8x_a100", 8, 124, 1800, PRICING_PAGE),
-    Shape("gpu_1x_a100_sxm4", 1, 30, 200, PRICING_PAGE),
-    Shape("gpu_1x_a100", 1, 30, 200, PRICING_PAGE),
-    Shape("gpu_1x_a10", 1, 30, 200, PRICING_PAGE),
-    Shape("gpu_4x_a6000", 4, 56, 400, PRICING_PAGE),
-    Shape("gpu_2x_a6000", 2, 28, 200, PRICING_PAGE),
-    Shape("gpu_1x_a6000", 1, 14, 100, PRICING_PAGE),
-    Shape("gpu_8x_v100", 8, 92, 448, PRICING_PAGE),
-)
+# No ``shapes``: the live listing (GET /instance-types ``specs``) is the authority on vCPUs and
+# RAM, and a shape table transcribed by hand could only refuse a correct refresh.
 # fmt: on
 
 
@@ -89,5 +71,5 @@ def gpus_of(instance_type: str) -> tuple[str, int] | None:
 
 CATALOG = AdapterCatalog(
     provider=PROVIDER, billing=BILLING, families=FAMILIES,
-    rows=Path(__file__).resolve().parent / "data" / "offers.csv", shapes=SHAPES,
+    rows=Path(__file__).resolve().parent / "data" / "offers.csv",
 )
