@@ -28,9 +28,10 @@ def default_checks() -> list[Check]:
         check_object_stores,
         check_quarantine,
     )
+    from gpuorch.notify.doctor import check_notifications
 
     return [check_config, check_database, check_daemon, check_providers, check_credentials, check_object_stores,
-            check_quarantine, check_file_modes, check_ssh_keys, check_metrics_port]
+            check_quarantine, check_file_modes, check_ssh_keys, check_metrics_port, check_notifications]
 
 
 def run(config_path: Path | None = None, checks: Sequence[Check] | None = None) -> list[Finding]:
