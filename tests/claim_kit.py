@@ -3,7 +3,7 @@ PostgreSQL (tests/ha)."""
 
 from __future__ import annotations
 
-from gpuorch.reconciler.leases import Leases
+from gpuorch.reconciler.observe.leases import Leases
 from gpuorch.store.models import Job
 
 

@@ -85,7 +85,7 @@ def _plan_line(spec: Any) -> str:
     best = placement.candidates(spec, offline_offers(dict(cfg.providers), cfg.home), limit=1)
     if not best:
         return "plan: no enabled offer fits today; the daemon keeps it queued until one does"
-    from gpuorch.reconciler.launching import gang_candidate
+    from gpuorch.reconciler.apply.launching import gang_candidate
 
     c = gang_candidate(best[0], spec.nodes)  # a gang: every node's price
     o = c.offer

@@ -1,8 +1,10 @@
-"""The level-triggered reconciler, in stages: observe (a pure snapshot of each job, ``views.py``)
--> decide (pure sub-steps, ``decide.py``) -> apply (side effects, ``apply.py``; launches on a
-bounded pool so one job's hung cloud call never holds the pass)."""
+"""The level-triggered reconciler: a pass (``reconciler.py``) drives three stages, each a package.
+``observe/`` claims the jobs and takes a snapshot of each (``views.py``), ``decide/`` turns one
+snapshot into actions (pure, ``job.py``), ``apply/`` carries them out (side effects; launches on
+a bounded pool so one job's hung cloud call never holds the pass). ``steady.py`` keeps the jobs
+whose snapshot did not change since the last pass without deciding them again."""
 
-from gpuorch.reconciler.decide import Settings, decide
+from gpuorch.reconciler.observe.views import Settings
 from gpuorch.reconciler.reconciler import Reconciler
 
-__all__ = ["Reconciler", "Settings", "decide"]
+__all__ = ["Reconciler", "Settings"]

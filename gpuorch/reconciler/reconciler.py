@@ -4,7 +4,7 @@ Per job: ``_view`` builds the job's ``JobView`` (views.py) from the store's rows
 instance listing and the runner's answer, writing nothing; a runner that is missing, not
 implemented or unreachable is only "not reachable", so decide still runs (the boot timeout
 fires). Then the observations are recorded (spot price moves, the job's log and metrics), the
-money gate is read, ``decide`` (decide.py) returns the actions and ``Applier`` (apply.py) carries
+money gate is read, ``decide`` (decide/job.py) returns the actions and ``Applier`` (apply/applier.py) carries
 them out, never calling decide again: what fails is decided on the next pass. Launches run on a
 bounded pool (launch_pool.py): a hung cloud call holds only its own job, which later passes
 leave alone until its launch is over.
@@ -19,8 +19,8 @@ committed since reads nothing (leases.py), held rows are kept (rows.py), agents 
 call that says what is new, and unchanged jobs are neither decided again nor viewed, but kept on
 identity alone (steady.py); heartbeats go out every ``heartbeat_every_s``, not every pass.
 
-The pass's parts, collaborators given what they need: ``observe.py`` (offers, listing),
-``apply.py`` with ``launching.py`` and ``recording.py`` (agent progress, checkpoints, ends),
+The pass's parts, collaborators given what they need: ``observe/listing.py`` (offers, listing),
+``apply/applier.py`` with ``launching.py`` and ``recording.py`` (agent progress, checkpoints, ends),
 ``orphans.py`` (instances and SSH keys nobody owns), ``mirror.py``, ``money.py``, ``volumes.py``.
 """
 
@@ -47,25 +47,25 @@ from gpuorch.ops.crashpoints import crashpoint
 from gpuorch.ops.diskfull import DiskFullLog
 from gpuorch.placement import KeyedAvoid
 from gpuorch.provider.port import Instance, InstanceState, Offer, Provider
-from gpuorch.reconciler.actions import Launch
-from gpuorch.reconciler.apply import Applier
-from gpuorch.reconciler.batch_txn import BatchTxn
-from gpuorch.reconciler.decide import decide
-from gpuorch.reconciler.launch_pool import LaunchPool
-from gpuorch.reconciler.launching import Launching, backoff_key
-from gpuorch.reconciler.leases import RENEW_WHEN_LEFT, LeaseLost, Leases
-from gpuorch.reconciler.mirror import InstanceMirror
-from gpuorch.reconciler.money import Money
-from gpuorch.reconciler.observe import Backoffs, Key, OfferCache, list_instances
-from gpuorch.reconciler.orphans import sweep_keys, sweep_orphans
-from gpuorch.reconciler.pulls import Pulls
-from gpuorch.reconciler.recording import Recording
-from gpuorch.reconciler.rows import HeldRows, UnreadableSpec
-from gpuorch.reconciler.scheduled import ScheduledStops
-from gpuorch.reconciler.status_reads import Read, ReadKey, StatusReads, read_status, start_reads
+from gpuorch.reconciler.apply.applier import Applier
+from gpuorch.reconciler.apply.batch_txn import BatchTxn
+from gpuorch.reconciler.apply.launch_pool import LaunchPool
+from gpuorch.reconciler.apply.launching import Launching, backoff_key
+from gpuorch.reconciler.apply.mirror import InstanceMirror
+from gpuorch.reconciler.apply.money import Money
+from gpuorch.reconciler.apply.orphans import sweep_keys, sweep_orphans
+from gpuorch.reconciler.apply.pulls import Pulls
+from gpuorch.reconciler.apply.recording import Recording
+from gpuorch.reconciler.apply.scheduled import ScheduledStops
+from gpuorch.reconciler.apply.volumes import Volumes
+from gpuorch.reconciler.decide.actions import Launch
+from gpuorch.reconciler.decide.job import decide
+from gpuorch.reconciler.observe.leases import RENEW_WHEN_LEFT, LeaseLost, Leases
+from gpuorch.reconciler.observe.listing import Backoffs, Key, OfferCache, list_instances
+from gpuorch.reconciler.observe.rows import HeldRows, UnreadableSpec
+from gpuorch.reconciler.observe.status_reads import Read, ReadKey, StatusReads, read_status, start_reads
+from gpuorch.reconciler.observe.views import AttemptView, JobView, Settings, for_providers
 from gpuorch.reconciler.steady import Quiet, QuietJobs, SteadyJobs, kept_unviewed
-from gpuorch.reconciler.views import AttemptView, JobView, Settings, for_providers
-from gpuorch.reconciler.volumes import Volumes
 from gpuorch.runners.port import Runner
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus

@@ -59,9 +59,9 @@ from datetime import datetime, timedelta
 
 from gpuorch.clock import aware
 from gpuorch.provider.port import Instance, Provider
-from gpuorch.reconciler.actions import Decision, Heartbeat, Progress, StartAgent
-from gpuorch.reconciler.status_reads import Read, ReadKey
-from gpuorch.reconciler.views import JobView
+from gpuorch.reconciler.decide.actions import Decision, Heartbeat, Progress, StartAgent
+from gpuorch.reconciler.observe.status_reads import Read, ReadKey
+from gpuorch.reconciler.observe.views import JobView
 from gpuorch.runners.port import Runner, StatusValue, status_value
 from gpuorch.store.models import Attempt, AttemptStatus
 

@@ -190,7 +190,7 @@ class RunnerContract:
         ``batch_reads`` handed the very answer again) take its value when read, so the change is
         seen; the same answer with nothing changed is not new."""
         from gpuorch.provider.port import Instance, InstanceState
-        from gpuorch.reconciler.status_reads import Read, batch_reads, read_status
+        from gpuorch.reconciler.observe.status_reads import Read, batch_reads, read_status
 
         in_place = InPlaceStatusRunner(runner)
         inst = Instance(id="contract-1", provider="contract", region="r", zone="z", instance_type="t", spot=False,

@@ -20,9 +20,9 @@ from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
 from gpuorch.placement.rank import Candidate
 from gpuorch.reconciler import Reconciler
-from gpuorch.reconciler.actions import Launch
-from gpuorch.reconciler.launching import Intended
-from gpuorch.reconciler.views import JobView
+from gpuorch.reconciler.apply.launching import Intended
+from gpuorch.reconciler.decide.actions import Launch
+from gpuorch.reconciler.observe.views import JobView
 from gpuorch.store.models import Attempt, AttemptStatus, Event, Job, JobStatus
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 
@@ -142,7 +142,7 @@ def test_a_daemon_that_dies_after_the_batchs_intents_is_followed_by_one_launch_a
         if name == "launch.intent":
             raise Died(name)
 
-    monkeypatch.setattr("gpuorch.reconciler.launching.crashpoint", crashpoint)
+    monkeypatch.setattr("gpuorch.reconciler.apply.launching.crashpoint", crashpoint)
     first = Reconciler(store, {"fake": fake}, clock=clock, owner="d1")
     try:
         first.run_pass()

@@ -16,7 +16,7 @@ from test_steady_pass import statements
 
 from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
-from gpuorch.reconciler.leases import Leases
+from gpuorch.reconciler.observe.leases import Leases
 from gpuorch.store import Store
 from gpuorch.store.models import Job
 from tests.claim_kit import claim
@@ -134,7 +134,7 @@ def test_the_daemons_heartbeat_is_no_change_for_the_claim_but_a_job_written_besi
 
 
 def test_backoffs_are_read_again_only_after_a_commit_and_drop_out_when_they_end(store, clock):
-    from gpuorch.reconciler.observe import Backoffs
+    from gpuorch.reconciler.observe.listing import Backoffs
     from gpuorch.store.models import Backoff
 
     backoffs = Backoffs(store)

@@ -16,7 +16,7 @@ from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.service import JobService
 from gpuorch.jobs.spec import parse_spec
 from gpuorch.reconciler import Reconciler
-from gpuorch.reconciler.deadline import PROBE_MAX_S
+from gpuorch.reconciler.decide.deadline import PROBE_MAX_S
 from gpuorch.store.models import Attempt, AttemptStatus, Event, Job, JobStatus, TerminationReason
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 
@@ -192,8 +192,8 @@ def test_a_moved_job_stays_bound_for_on_demand_after_a_launch_that_found_no_capa
     """Moved off spot, then the on-demand launch found no capacity: the next launch is still
     on-demand (the policy must not take the failed launch for a fresh start and pick spot)."""
     from gpuorch.placement import candidates
-    from gpuorch.reconciler.deadline import situation
-    from gpuorch.reconciler.decide import AttemptView, JobView, Settings
+    from gpuorch.reconciler.decide.deadline import situation
+    from gpuorch.reconciler.decide.job import AttemptView, JobView, Settings
     from gpuorch.testing.fake_provider import default_offers
 
     s = spec("4h")

@@ -7,8 +7,8 @@ from datetime import timedelta
 from gpuorch.agent.protocol import AgentStatus
 from gpuorch.jobs.spec import parse_spec
 from gpuorch.provider.port import Instance, InstanceState
-from gpuorch.reconciler.actions import End, Launch, SetJob, Terminate
-from gpuorch.reconciler.decide import AttemptView, JobView, decide
+from gpuorch.reconciler.decide.actions import End, Launch, SetJob, Terminate
+from gpuorch.reconciler.decide.job import AttemptView, JobView, decide
 from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, TerminationReason
 from gpuorch.testing.fake_provider import default_offers
 

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from gpuorch.jobs.spec import parse_spec
-from gpuorch.reconciler.actions import Launch
-from gpuorch.reconciler.decide import JobView, Settings, decide
-from gpuorch.reconciler.views import for_providers
+from gpuorch.reconciler.decide.actions import Launch
+from gpuorch.reconciler.decide.job import JobView, Settings, decide
+from gpuorch.reconciler.observe.views import for_providers
 from gpuorch.store.models import Job, JobStatus
 from gpuorch.testing.fake_provider import FakeProvider, default_offers
 

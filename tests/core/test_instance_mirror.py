@@ -10,7 +10,7 @@ from sqlalchemy import event
 from sqlmodel import select
 
 from gpuorch.provider.port import Instance, InstanceState
-from gpuorch.reconciler.mirror import InstanceMirror
+from gpuorch.reconciler.apply.mirror import InstanceMirror
 from gpuorch.store import Store
 from gpuorch.store.models import Instance as InstanceRow
 
@@ -46,7 +46,7 @@ def test_a_row_written_by_another_daemon_between_read_and_write_does_not_fail_th
 
 
 def test_more_instances_than_one_in_list_holds_are_mirrored_and_ended(store, clock, monkeypatch):
-    import gpuorch.reconciler.mirror as mirror
+    import gpuorch.reconciler.apply.mirror as mirror
 
     monkeypatch.setattr(mirror, "CHUNK", 3, raising=False)  # the real one (500) in miniature: 30 ids, ten IN lists
     for engine in (store._read, store._write):  # and SQLite's bound-parameter limit (32,766) as well

@@ -15,8 +15,8 @@ from gpuorch.clock import scale_of, time_scale
 from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
 from gpuorch.reconciler import Reconciler
-from gpuorch.reconciler.deadline import PROBE_MAX_S
-from gpuorch.reconciler.views import Settings
+from gpuorch.reconciler.decide.deadline import PROBE_MAX_S
+from gpuorch.reconciler.observe.views import Settings
 from gpuorch.store.models import Attempt, Job, JobStatus, TerminationReason
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 

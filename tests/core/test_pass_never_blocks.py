@@ -80,7 +80,7 @@ def test_a_notice_is_handled_within_one_pass_while_another_jobs_launch_hangs(sto
 
 def test_the_launches_of_one_pass_share_one_wait():
     """Three hung launches in one pass hold it for one ``wait_s``, not three; each still runs."""
-    from gpuorch.reconciler.launch_pool import LaunchPool
+    from gpuorch.reconciler.apply.launch_pool import LaunchPool
 
     pool = LaunchPool(workers=4, wait_s=1.0)
     release, entered = threading.Event(), []

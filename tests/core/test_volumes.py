@@ -14,9 +14,9 @@ from test_reconciler import Crash, attempts, drive, job_row, submit
 from gpuorch.errors import PermanentError, TransientError
 from gpuorch.provider.port import SupportsVolumes
 from gpuorch.reconciler import Reconciler
-from gpuorch.reconciler.actions import Launch
-from gpuorch.reconciler.decide import JobView, Settings, decide
-from gpuorch.reconciler.volumes import volume_tags
+from gpuorch.reconciler.apply.volumes import volume_tags
+from gpuorch.reconciler.decide.actions import Launch
+from gpuorch.reconciler.decide.job import JobView, Settings, decide
 from gpuorch.runners.port import VolumeMountFailed
 from gpuorch.store.models import AttemptStatus, Event, JobStatus, TerminationReason
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider

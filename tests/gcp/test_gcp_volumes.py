@@ -81,7 +81,7 @@ def test_attach_names_the_device_after_the_disk_the_mount_step_looks_for(make_pr
 
 def test_volume_jobs_are_placed_only_on_machine_types_that_attach_the_volume_type(make_provider, store) -> None:
     from gpuorch.jobs.spec import parse_spec
-    from gpuorch.reconciler.volumes import Volumes
+    from gpuorch.reconciler.apply.volumes import Volumes
 
     provider = make_provider(volume_type="hyperdisk-balanced")
     offers = [Offer(provider="gcp", region="us-central1", zone="us-central1-a", instance_type=t, gpu=g, gpu_count=n,

@@ -16,7 +16,7 @@ from sqlmodel import select
 
 from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
-from gpuorch.reconciler.leases import Leases
+from gpuorch.reconciler.observe.leases import Leases
 from gpuorch.store import Store
 from gpuorch.store.heartbeat import Beater, read_state
 from gpuorch.store.models import Job

@@ -19,8 +19,8 @@ from gpuorch.clock import FakeClock
 from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
 from gpuorch.reconciler import Reconciler
-from gpuorch.reconciler.decide import decide
-from gpuorch.reconciler.leases import LeaseLost, Leases
+from gpuorch.reconciler.decide.job import decide
+from gpuorch.reconciler.observe.leases import LeaseLost, Leases
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Event, Job
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider

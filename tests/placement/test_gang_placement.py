@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 import gpuorch.cli.planning  # noqa: F401 - registers the commands
 from gpuorch.cli.app import app
 from gpuorch.placement import PlacementOptions, plan
-from gpuorch.reconciler.launching import gang_candidate
+from gpuorch.reconciler.apply.launching import gang_candidate
 
 GANGS = PlacementOptions(max_nodes={"aws": 4, "gcp": 4, "azure": 4})
 MODEL = {"preset": "llama-3.1-8b", "method": "full", "seq_len": 4096, "tokens": "2B"}

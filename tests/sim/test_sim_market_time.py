@@ -18,8 +18,8 @@ from gpuorch.clock import time_scale, time_scales, wall_s
 from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
 from gpuorch.reconciler import Reconciler
-from gpuorch.reconciler.decide import recovery_context
-from gpuorch.reconciler.views import AttemptView, JobView, Settings
+from gpuorch.reconciler.decide.job import recovery_context
+from gpuorch.reconciler.observe.views import AttemptView, JobView, Settings
 from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Job, TerminationReason
 from gpuorch.testing.fake_provider import FakeProvider
 

@@ -6,7 +6,7 @@ import pytest
 
 from gpuorch.errors import UserInputError
 from gpuorch.jobs.spec import parse_spec
-from gpuorch.reconciler.agent_config import agent_config
+from gpuorch.reconciler.apply.agent_config import agent_config
 from gpuorch.sizing import Workload, estimate_memory
 from gpuorch.sizing.memory import sharding_options
 from gpuorch.store.models import Attempt, Job

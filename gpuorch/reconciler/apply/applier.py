@@ -25,14 +25,14 @@ from gpuorch.jobs import events
 from gpuorch.money.record import billed_end, reported_end
 from gpuorch.ops.crashpoints import crashpoint
 from gpuorch.provider.port import Instance, Provider
-from gpuorch.reconciler import actions as A
-from gpuorch.reconciler.launch_pool import LaunchPool
-from gpuorch.reconciler.launching import First, Launched, Launching
-from gpuorch.reconciler.leases import LeaseLost, Leases
-from gpuorch.reconciler.money import Money, Txn
-from gpuorch.reconciler.recording import Recording
-from gpuorch.reconciler.views import AttemptView, JobView
-from gpuorch.reconciler.volumes import Volumes
+from gpuorch.reconciler.apply.launch_pool import LaunchPool
+from gpuorch.reconciler.apply.launching import First, Launched, Launching
+from gpuorch.reconciler.apply.money import Money, Txn
+from gpuorch.reconciler.apply.recording import Recording
+from gpuorch.reconciler.apply.volumes import Volumes
+from gpuorch.reconciler.decide import actions as A
+from gpuorch.reconciler.observe.leases import LeaseLost, Leases
+from gpuorch.reconciler.observe.views import AttemptView, JobView
 from gpuorch.runners.keys import delete_job_keys
 from gpuorch.runners.port import RunnerUnavailable
 from gpuorch.store.models import Attempt, AttemptStatus, JobStatus, TerminationReason

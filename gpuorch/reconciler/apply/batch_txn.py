@@ -21,7 +21,7 @@ from sqlalchemy import ColumnElement, update
 from sqlmodel import Session, col, select
 
 from gpuorch.clock import Clock
-from gpuorch.reconciler.leases import Leases
+from gpuorch.reconciler.observe.leases import Leases
 from gpuorch.store import Store
 from gpuorch.store.models import Job
 

@@ -35,10 +35,10 @@ from gpuorch.ops.crashpoints import crashpoint
 from gpuorch.placement.rank import Candidate
 from gpuorch.provider.gang import gang_cost_per_hour
 from gpuorch.provider.port import Instance, LaunchRequest, Offer, Provider
-from gpuorch.reconciler import actions as A
-from gpuorch.reconciler.batch_txn import TxnIds, chunks
-from gpuorch.reconciler.money import Money, Txn
-from gpuorch.reconciler.views import JobView, Settings
+from gpuorch.reconciler.apply.batch_txn import TxnIds, chunks
+from gpuorch.reconciler.apply.money import Money, Txn
+from gpuorch.reconciler.decide import actions as A
+from gpuorch.reconciler.observe.views import JobView, Settings
 from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Job, JobStatus, TerminationReason
 from gpuorch.store.models import Event as EventRow
 

@@ -23,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
 from gpuorch.provider.port import Instance
-from gpuorch.reconciler.batch_txn import CHUNK
+from gpuorch.reconciler.apply.batch_txn import CHUNK
 from gpuorch.store import Store
 from gpuorch.store.models import Instance as InstanceRow
 

@@ -27,8 +27,8 @@ from gpuorch.money.cost import current_price, price_move, with_price_change
 from gpuorch.money.record import as_seen, corrections, reported_end
 from gpuorch.placement import Candidate
 from gpuorch.provider.port import Instance, Offer, Provider
-from gpuorch.reconciler import actions as A
-from gpuorch.reconciler.views import AttemptView, JobView
+from gpuorch.reconciler.decide import actions as A
+from gpuorch.reconciler.observe.views import AttemptView, JobView
 from gpuorch.runners.port import Runner, RunnerUnavailable
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, Sweep, SweepStatus

@@ -26,7 +26,7 @@ from gpuorch.errors import ProviderError
 from gpuorch.jobs import events
 from gpuorch.ops.crashpoints import crashpoint
 from gpuorch.provider.port import Instance, Provider
-from gpuorch.reconciler.leases import Leases
+from gpuorch.reconciler.observe.leases import Leases
 from gpuorch.runners import keys
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus

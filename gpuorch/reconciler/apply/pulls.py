@@ -12,8 +12,8 @@ from collections.abc import Callable
 from datetime import datetime
 
 from gpuorch.jobs.logmirror import LogMirror
-from gpuorch.reconciler.money import Money
-from gpuorch.reconciler.status_reads import RUNNER_ERRORS
+from gpuorch.reconciler.apply.money import Money
+from gpuorch.reconciler.observe.status_reads import RUNNER_ERRORS
 from gpuorch.runners.port import Runner
 from gpuorch.store.models import Attempt
 

@@ -22,12 +22,12 @@ from gpuorch.agent.protocol import AgentStatus
 from gpuorch.errors import AuthError, PermanentError, ProviderError
 from gpuorch.jobs import events
 from gpuorch.provider.port import Provider
-from gpuorch.reconciler import actions as A
-from gpuorch.reconciler import refusals
-from gpuorch.reconciler.agent_config import agent_config, recorded_checkpoints
-from gpuorch.reconciler.money import Txn
-from gpuorch.reconciler.views import AttemptView, JobView, Settings
-from gpuorch.reconciler.volumes import Volumes
+from gpuorch.reconciler.apply import refusals
+from gpuorch.reconciler.apply.agent_config import agent_config, recorded_checkpoints
+from gpuorch.reconciler.apply.money import Txn
+from gpuorch.reconciler.apply.volumes import Volumes
+from gpuorch.reconciler.decide import actions as A
+from gpuorch.reconciler.observe.views import AttemptView, JobView, Settings
 from gpuorch.runners.port import RunnerUnavailable, VolumeMountFailed, VolumeNotReady
 from gpuorch.store.models import Attempt, AttemptStatus, Checkpoint, JobStatus, TerminationReason
 

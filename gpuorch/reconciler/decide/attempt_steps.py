@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from gpuorch.provider.port import Instance, InstanceState
-from gpuorch.reconciler.actions import (
+from gpuorch.reconciler.decide.actions import (
     Action,
     Adopt,
     Drain,
@@ -20,7 +20,7 @@ from gpuorch.reconciler.actions import (
     Step,
     Terminate,
 )
-from gpuorch.reconciler.views import AttemptView, Settings
+from gpuorch.reconciler.observe.views import AttemptView, Settings
 from gpuorch.store.models import AttemptStatus, TerminationReason
 
 

@@ -27,11 +27,11 @@ from gpuorch.policy.live import (
     startup_estimate,
     work_estimate,
 )
-from gpuorch.reconciler.actions import GO_ON, End, Note, SetJob, Step, StopCleanly, Terminate, done
+from gpuorch.reconciler.decide.actions import GO_ON, End, Note, SetJob, Step, StopCleanly, Terminate, done
 from gpuorch.store.models import AttemptStatus, JobStatus, TerminationReason
 
 if TYPE_CHECKING:
-    from gpuorch.reconciler.views import AttemptView, JobView, Settings
+    from gpuorch.reconciler.observe.views import AttemptView, JobView, Settings
 
 WAITING = "deadline policy: waits for spot"
 PROBE_MAX_S = 1800.0  # the longest a market without capacity goes unprobed while the job waits

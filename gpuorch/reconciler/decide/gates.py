@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 
 from gpuorch.money.caps import Hold
 from gpuorch.placement import Candidate
-from gpuorch.reconciler.actions import GO_ON, End, SetJob, Step, StopCleanly, Terminate, done
+from gpuorch.reconciler.decide.actions import GO_ON, End, SetJob, Step, StopCleanly, Terminate, done
 from gpuorch.store.models import AttemptStatus
 
 if TYPE_CHECKING:
-    from gpuorch.reconciler.views import AttemptView, JobView, Settings
+    from gpuorch.reconciler.observe.views import AttemptView, JobView, Settings
 
 
 def stop_running(view: JobView, current: AttemptView, now: datetime, s: Settings) -> Step:

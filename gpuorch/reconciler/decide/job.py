@@ -27,11 +27,11 @@ from gpuorch.placement import Candidate, OfferIndex, candidates
 from gpuorch.placement.cost import PlacementOptions
 from gpuorch.policy.recovery import RecoveryContext, get_strategy
 from gpuorch.provider.port import Offer
-from gpuorch.reconciler.actions import GO_ON, Decision, Drain, End, Launch, SetJob, Step, done
-from gpuorch.reconciler.attempt_steps import draining, live, lost_work_s, terminate_if_alive
-from gpuorch.reconciler.deadline import applies, deadline_launch, deadline_move
-from gpuorch.reconciler.gates import gate_launch, stop_running
-from gpuorch.reconciler.views import AttemptView, JobView, Settings
+from gpuorch.reconciler.decide.actions import GO_ON, Decision, Drain, End, Launch, SetJob, Step, done
+from gpuorch.reconciler.decide.attempt_steps import draining, live, lost_work_s, terminate_if_alive
+from gpuorch.reconciler.decide.deadline import applies, deadline_launch, deadline_move
+from gpuorch.reconciler.decide.gates import gate_launch, stop_running
+from gpuorch.reconciler.observe.views import AttemptView, JobView, Settings
 from gpuorch.store.models import Attempt, AttemptStatus, JobStatus, TerminationReason
 
 __all__ = ["AttemptView", "JobView", "Settings", "decide", "lost_work_s", "recovery_context"]

@@ -14,7 +14,7 @@ from sqlmodel import select
 from gpuorch.errors import ProviderError
 from gpuorch.placement import Candidate, KeyedAvoid, OfferIndex
 from gpuorch.provider.port import Instance, Offer, Provider
-from gpuorch.reconciler.launching import backoff_key
+from gpuorch.reconciler.apply.launching import backoff_key
 from gpuorch.store import Store
 from gpuorch.store.models import Backoff
 

@@ -16,7 +16,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import select
 
 from gpuorch.jobs.spec import JobSpec, load_stored
-from gpuorch.reconciler.leases import Leases
+from gpuorch.reconciler.observe.leases import Leases
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Job
 
