@@ -50,7 +50,7 @@ from gpuorch.provider.port import Instance, InstanceState, Offer, Provider
 from gpuorch.reconciler.apply.applier import Applier
 from gpuorch.reconciler.apply.batch_txn import BatchTxn
 from gpuorch.reconciler.apply.launch_pool import LaunchPool
-from gpuorch.reconciler.apply.launching import Launching, backoff_key
+from gpuorch.reconciler.apply.launching import Launching
 from gpuorch.reconciler.apply.mirror import InstanceMirror
 from gpuorch.reconciler.apply.money import Money
 from gpuorch.reconciler.apply.orphans import sweep_keys, sweep_orphans
@@ -61,7 +61,7 @@ from gpuorch.reconciler.apply.volumes import Volumes
 from gpuorch.reconciler.decide.actions import Launch
 from gpuorch.reconciler.decide.job import decide
 from gpuorch.reconciler.observe.leases import RENEW_WHEN_LEFT, LeaseLost, Leases
-from gpuorch.reconciler.observe.listing import Backoffs, Key, OfferCache, list_instances
+from gpuorch.reconciler.observe.listing import Backoffs, Key, OfferCache, backoff_key, list_instances
 from gpuorch.reconciler.observe.rows import HeldRows, UnreadableSpec
 from gpuorch.reconciler.observe.status_reads import Read, ReadKey, StatusReads, read_status, start_reads
 from gpuorch.reconciler.observe.views import AttemptView, JobView, Settings, for_providers

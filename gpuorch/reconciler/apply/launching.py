@@ -38,16 +38,12 @@ from gpuorch.provider.port import Instance, LaunchRequest, Offer, Provider
 from gpuorch.reconciler.apply.batch_txn import TxnIds, chunks
 from gpuorch.reconciler.apply.money import Money, Txn
 from gpuorch.reconciler.decide import actions as A
+from gpuorch.reconciler.observe.listing import backoff_key
 from gpuorch.reconciler.observe.views import JobView, Settings
 from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Job, JobStatus, TerminationReason
 from gpuorch.store.models import Event as EventRow
 
 log = logging.getLogger("gpuorch.reconciler")
-
-
-def backoff_key(provider: str, region: str = "", instance_type: str = "", spot: bool | None = None) -> str:
-    parts = [provider, region, instance_type] + ([] if spot is None else ["spot" if spot else "on-demand"])
-    return "/".join(p for p in parts if p)
 
 
 def gang_candidate(cand: Candidate, nodes: int) -> Candidate:

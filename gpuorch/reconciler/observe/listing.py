@@ -14,13 +14,18 @@ from sqlmodel import select
 from gpuorch.errors import ProviderError
 from gpuorch.placement import Candidate, KeyedAvoid, OfferIndex
 from gpuorch.provider.port import Instance, Offer, Provider
-from gpuorch.reconciler.apply.launching import backoff_key
 from gpuorch.store import Store
 from gpuorch.store.models import Backoff
 
 log = logging.getLogger("gpuorch.reconciler")
 
 Key = tuple[str, int, int]  # (provider, job id, attempt number)
+
+
+def backoff_key(provider: str, region: str = "", instance_type: str = "", spot: bool | None = None) -> str:
+    """The ``backoff`` table's key of an offer class (``Launching`` writes it, ``Backoffs`` reads it)."""
+    parts = [provider, region, instance_type] + ([] if spot is None else ["spot" if spot else "on-demand"])
+    return "/".join(p for p in parts if p)
 
 
 class OfferCache:
