@@ -40,6 +40,7 @@ from .pods import is_managed, launch_input, to_instance
 from .tombstones import Tombstones
 
 log = logging.getLogger("gpuorch.runpod")
+SHUTDOWN = "kill -TERM 1"
 
 
 class RunpodProvider(Provider):
@@ -63,8 +64,12 @@ class RunpodProvider(Provider):
         self._monotonic = monotonic
         self._tombs = Tombstones(home / "runpod" / "tombstones.json" if home is not None else None)
         # RunPod announces no reclaim ahead (an interruptible pod is stopped with a SIGTERM): no notice source.
-        self._runners = Runners(home, options.ssh_user, runner_options, provider=PROVIDER,
-                                notice=NoticeSource(kind="none"))
+        # The dead-man switch's shutdown: in a pod, ending PID 1 (sshd, from the start command) ends
+        # the container, and RunPod stops billing its GPUs.
+        def per_pod(inst: Instance) -> dict[str, Any]:
+            return {"shutdown_command": SHUTDOWN, **(runner_options(inst) if runner_options else {})}
+
+        self._runners = Runners(home, options.ssh_user, per_pod, provider=PROVIDER, notice=NoticeSource(kind="none"))
         self._offers: tuple[float, list[Offer]] | None = None
 
     @classmethod
