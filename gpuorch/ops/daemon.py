@@ -42,6 +42,7 @@ from gpuorch.reconciler.reconciler import DISK_FULL
 from gpuorch.registry import load_providers
 from gpuorch.store import Store, wake
 from gpuorch.store.heartbeat import Beater
+from gpuorch.store.slots import bind_slot_ledgers
 
 if TYPE_CHECKING:  # the API is an optional extra: imported at run time only when enabled
     from gpuorch.api.server import ApiThread
@@ -56,6 +57,7 @@ def build_reconciler(config: DaemonConfig, store: Store | None = None, metrics: 
     config.home.mkdir(parents=True, exist_ok=True)
     store = store or Store(config.url)
     providers = load_providers(config.providers, config.home)
+    bind_slot_ledgers(providers, store)  # owned hosts' GPU slots leased in the store (SSH node pools)
     if metrics is not None:
         providers = metrics.instrument(providers)
     settings = Settings(poll_s=config.poll_s, recovery_strategy=config.recovery_strategy,

@@ -16,6 +16,7 @@ from sqlalchemy import (
     Enum,
     Float,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
@@ -186,6 +187,33 @@ def _v10_notifications(conn: Connection) -> None:
         ).create(conn)
 
 
+def _v11_slot_leases(conn: Connection) -> None:
+    """GPU slots leased on owned hosts (``models.SlotLease``, SSH node pools): a frozen copy of
+    the table as schema 11 made it, with its partial unique index. Looks first."""
+    if inspect(conn).has_table("slotlease"):
+        return
+    held = text("released_at IS NULL")
+    table = Table(
+        "slotlease", MetaData(),
+        Column("id", Integer, primary_key=True),
+        Column("provider", String, nullable=False, index=True),
+        Column("token", String, nullable=False, index=True),
+        Column("host", String, nullable=False),
+        Column("slot", Integer, nullable=False),
+        Column("zone", String, nullable=False),
+        Column("region", String, nullable=False),
+        Column("instance_type", String, nullable=False),
+        Column("tags", Text, nullable=False),
+        Column("created_at", DateTime),
+        Column("ended_at", DateTime),
+        Column("end_reason", String),
+        Column("released_at", DateTime),
+    )
+    Index("ux_slotlease_held", table.c.provider, table.c.host, table.c.slot, unique=True,
+          sqlite_where=held, postgresql_where=held)
+    table.create(conn)
+
+
 MIGRATIONS: list[Migration] = [
     # (1, "initial schema", ...) is the create_all of a fresh database; later ones go here.
     (2, "sweeps, trial metrics, spot price changes, budget_exhausted", _v2_money_and_sweeps),
@@ -197,6 +225,7 @@ MIGRATIONS: list[Migration] = [
     (8, "sweep trials held and pruned, objective history, attempt runway", _v8_sweep_hold_prune),
     (9, "checkpoints namespaced: stored jobs' old prefixes, refused restores", _v9_checkpoint_namespace),
     (10, "notifications outbox and deliveries", _v10_notifications),
+    (11, "GPU slot leases of owned hosts (SSH node pools)", _v11_slot_leases),
 ]
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 

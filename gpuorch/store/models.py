@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Text, TypeDecorator, UniqueConstraint
+from sqlalchemy import DateTime, Index, Text, TypeDecorator, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 from gpuorch.store.states import AttemptStatus, JobStatus, SweepStatus, TerminationReason  # noqa: F401  (re-exported)
@@ -247,3 +247,29 @@ class NotificationDelivery(SQLModel, table=True):
     lease_expires: datetime | None = _ts()
     last_error: str | None = None  # the last failure, redacted
     delivered_at: datetime | None = _ts()
+
+
+class SlotLease(SQLModel, table=True):
+    """One GPU slot of an owned host held by one launch (``gpuorch.provider.slots``; SSH node
+    pools). A launch's rows share its client token. The partial unique index is the rule "a host
+    runs at most what it has": no two unreleased rows of one provider hold one slot of one host,
+    whichever daemon wrote them. ``ended_at``: the instance is over, its slots still held until its
+    host is seen free of its processes (``released_at``); released rows stay as tombstones so the
+    token still names its instance, until pruned."""
+
+    __table_args__ = (Index("ux_slotlease_held", "provider", "host", "slot", unique=True,
+                            sqlite_where=text("released_at IS NULL"), postgresql_where=text("released_at IS NULL")),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    provider: str = Field(index=True)
+    token: str = Field(index=True)
+    host: str
+    slot: int
+    zone: str = ""
+    region: str = ""
+    instance_type: str = ""
+    tags: str = Field(default="{}", sa_type=Text)  # the instance's tags, JSON
+    created_at: datetime = _ts()
+    ended_at: datetime | None = _ts()
+    end_reason: str | None = None
+    released_at: datetime | None = _ts()
