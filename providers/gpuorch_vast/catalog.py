@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuorch.provider.catalog import AdapterCatalog, BillingRule, Family
+from gpuorch.provider.catalog import AdapterCatalog, BillingRule, Family, Shape
 
 # Every rented card is a PCIe card to gpuorch: Vast sells no NVLink-bridged consumer pairs, and
 # its SXM hosts' NVLink is not a listing guarantee (``bw_nvlink`` varies by host), so the
@@ -32,7 +32,15 @@ FAMILIES: tuple[Family, ...] = (
     Family("vast", r"MI300Xx\d+$", "MI300X", 8, "infinity-fabric", 1),
 )
 
+# A class has no fixed shape: its hosts differ. What every host rented meets is the search's floor
+# per GPU (``config.VastOptions.min_cpu_per_gpu`` / ``min_ram_gib_per_gpu`` default to these), so
+# that is the shape the row audit checks a class against.
+CPU_PER_GPU, RAM_GIB_PER_GPU = 4, 16
+_FLOOR = "the adapter's search floor per GPU (providers/gpuorch_vast/catalog.py), not one host's shape"
+SHAPES: tuple[Shape, ...] = tuple(
+    Shape(f"{f.gpu}x{n}", n, CPU_PER_GPU * n, RAM_GIB_PER_GPU * n, _FLOOR) for f in FAMILIES for n in (1, 2, 4, 8))
+
 CATALOG = AdapterCatalog(
-    provider="vast", billing=BillingRule(1, 0), families=FAMILIES,
+    provider="vast", billing=BillingRule(1, 0), families=FAMILIES, shapes=SHAPES,
     rows=Path(__file__).resolve().parent / "data" / "offers.csv", builder="gpuorch_vast.snapshot:build",
 )

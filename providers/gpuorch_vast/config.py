@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gpuorch.errors import UserInputError
 
+from .catalog import CPU_PER_GPU, RAM_GIB_PER_GPU
+
 COUNTRY = re.compile(r"[A-Z]{2}")
 # Vast's own default image (docs.vast.ai/api-reference/instances/create-instance): Ubuntu with
 # Python 3, CUDA and an sshd that Vast's ``ssh`` launch mode starts. The agent needs only python3.
@@ -43,8 +45,8 @@ class VastOptions(BaseModel):
     # offer said (the market moves between the search and the launch); else NoCapacityError.
     price_tolerance: float = _number(0.10, 0.0, 1.0)
     offers_ttl_s: float = _number(60.0, 1.0, 3600.0)  # the marketplace changes by the minute: cache briefly
-    min_cpu_per_gpu: float = _number(4.0, 0.0, 256.0)  # search floors: a smaller host is never rented
-    min_ram_gib_per_gpu: float = _number(16.0, 0.0, 4096.0)
+    min_cpu_per_gpu: float = _number(CPU_PER_GPU, 0.0, 256.0)  # search floors: a smaller host is never rented
+    min_ram_gib_per_gpu: float = _number(RAM_GIB_PER_GPU, 0.0, 4096.0)
     image: str = DEFAULT_IMAGE  # the container the agent runs in (needs python3 and sshd)
     ssh_user: str = "root"
     max_attempts: int = Field(default=5, ge=1, le=20, strict=True)  # per API call, 429 and 5xx included

@@ -15,12 +15,11 @@ from pathlib import Path
 from gpuorch.provider import gpus
 from gpuorch.provider.catalog import OfferRow, price_or_none
 
-from .catalog import CATALOG
+from .catalog import CATALOG, CPU_PER_GPU, RAM_GIB_PER_GPU
 from .names import canonical, instance_type
 
 SOURCES = Path(__file__).resolve().parent / "data" / "sources" / "vast-marketplace.csv"
 DEFAULT_MIN_RELIABILITY = 0.95  # config.VastOptions.min_reliability's default (stdlib-only here)
-CPU_PER_GPU, RAM_GIB_PER_GPU = 4, 16  # config's search floors per GPU
 
 
 def build(data_dir: Path) -> list[OfferRow]:

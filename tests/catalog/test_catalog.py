@@ -97,7 +97,7 @@ def test_snapshot_is_reproducible_from_the_public_data():
     from gpuorch.catalog.snapshot import build_one, buildable, main
 
     built = {c.provider: c for c in buildable()}
-    assert set(built) == {"aws", "gcp", "azure"}
+    assert set(built) == {"aws", "gcp", "azure", "vast"}
     for c in built.values():
         assert c.rows is not None and build_one(c, SHARED_DATA) == c.rows.read_text(), c.provider
     assert main([str(SHARED_DATA), "--check"]) == 0
