@@ -140,3 +140,21 @@ def test_the_daemon_exits_2_with_one_line_for_a_missing_context(k8s, tmp_path: P
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "providers.kubernetes.contexts.0.context: 'prod' is not a context" in lines[0]
     assert not (tmp_path / "home" / "kubernetes" / "offers.json").exists()
+
+
+def test_a_higher_priority_pod_preempts_ours_with_the_schedulers_reason(k8s, tmp_path: Path) -> None:
+    from lightkube.resources.core_v1 import Pod
+
+    k8s.kubelet.priority_classes.update({"batch-low": 10, "urgent": 1000})
+    p = KubernetesProvider.from_config(k8s.options(context={"priority_class": "batch-low"}), tmp_path)
+    inst = p.launch(request(p))
+    wait_until(lambda: p.get(inst.id).state.value == "running", what="our pod to run")
+    k8s.client().create(Pod.from_dict({"metadata": {"name": "urgent"}, "spec": {
+        "priorityClassName": "urgent", "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "60"],
+                                                       "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": ["Tesla-T4"]}]}]}}}}}))
+    noticed = wait_until(lambda: (i := p.get(inst.id)).preemption_deadline and i, what="the preemption notice")
+    assert noticed.state.alive and "PreemptionByScheduler" in (noticed.state_reason or "")
+    gone = wait_until(lambda: (i := p.get(inst.id)) and not i.state.alive and i, timeout_s=30, what="the preemption")
+    assert gone.state.value == "preempted" and "PreemptionByScheduler" in (gone.state_reason or "")
