@@ -1,7 +1,9 @@
 """The dashboard's HTML: pure functions from the loaded data (``web.data``) to a page.
 
 Every value from the store is escaped (job names, messages and log lines are user input).
-Pages carry no script; charts are inline SVG (``web.svg``); one stylesheet from ``/ui/static``.
+Charts are inline SVG (``web.svg``); one stylesheet and one small script (``live.js``: the
+automatic refresh) from ``/ui/static``, never inline. Action forms: ``web.forms``; the sweep
+page: ``web.sweep_page``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 from gpuorch.jobs.counts import runs_label
-from gpuorch.web import svg
+from gpuorch.web import forms, svg
 
 NAV = (("jobs", "Jobs"), ("sweeps", "Sweeps"), ("costs", "Costs"), ("daemon", "Daemon"))
 
@@ -39,10 +41,17 @@ def _cell(v: Any) -> str:
     return escape(str(v))
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "") -> str:
-    """Cells are already HTML (escape them before)."""
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "", *,
+          cols: Sequence[str] | None = None, row_cls: Sequence[str] | None = None) -> str:
+    """Cells are already HTML (escape them before). ``cols``: a class per column, ``opt`` (hidden on
+    a phone) and/or ``wrap`` (long text that wraps rather than widening the table); ``row_cls``: a
+    class per row."""
+    def c(i: int) -> str:
+        return f' class="{cols[i]}"' if cols and i < len(cols) and cols[i] else ""
+
+    head = "".join(f"<th{c(i)}>{escape(h)}</th>" for i, h in enumerate(headers))
+    body = "".join((f'<tr class="{row_cls[n]}">' if row_cls and row_cls[n] else "<tr>")
+                   + "".join(f"<td{c(i)}>{v}</td>" for i, v in enumerate(r)) + "</tr>" for n, r in enumerate(rows))
     return f'<div class="scroll"><table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
@@ -58,15 +67,26 @@ def daemon_banner(state: dict[str, Any] | None) -> str:
     return f'<p class="banner" role="alert">{escape(warning(state) or "")}</p>'
 
 
-def layout(title: str, body: str, active: str = "", daemon: dict[str, Any] | None = None) -> str:
+REFRESH_S = 10  # how often live.js reloads a page's content in place
+
+
+def layout(title: str, body: str, active: str = "", daemon: dict[str, Any] | None = None, *,
+           notice: str | None = None, error: str | None = None, refresh: bool = True) -> str:
+    """``notice``: what an action just did; ``error``: the one line an action was refused with.
+    ``refresh``: whether live.js reloads the content (not on the answer to a refused POST, whose
+    address is the action's, not a page's)."""
     nav = "".join(f'<a href="/ui/{k}"{" class=active" if k == active else ""}>{v}</a>' for k, v in NAV)
+    said = (f'<p class="notice" role="status">{escape(notice)}</p>' if notice else "") + \
+        (f'<p class="error" role="alert">{escape(error)}</p>' if error else "")
     return ("<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
             '<meta name=viewport content="width=device-width, initial-scale=1">'
             f"<title>{escape(title)} · gpuorch</title>"
-            '<link rel=stylesheet href="/ui/static/style.css"></head><body>'
+            '<link rel=stylesheet href="/ui/static/style.css"><script src="/ui/static/live.js" defer></script>'
+            f'</head><body data-refresh="{REFRESH_S if refresh else 0}">'
             f'<header><a class=brand href="/ui/jobs">gpuorch</a><nav>{nav}</nav>'
-            '<form method=post action="/ui/logout" class=logout><button>log out</button></form></header>'
-            f"<main>{daemon_banner(daemon)}<h1>{escape(title)}</h1>{body}</main></body></html>\n")
+            '<span class=live><span id=live-status></span> <button type=button id=live-toggle hidden>pause</button>'
+            '</span><form method=post action="/ui/logout" class=logout><button>log out</button></form></header>'
+            f"<main>{daemon_banner(daemon)}{said}<h1>{escape(title)}</h1>{body}</main></body></html>\n")
 
 
 def login_page(next_url: str, error: str | None = None) -> str:
@@ -95,7 +115,8 @@ def jobs_page(data: dict[str, Any]) -> str:
     rows = [[_job_link(j), escape(j["name"]), _status(j["status"]), runs_label(j), str(j["preemptions"]),
              escape(j["where"] or "-"), escape(j["last_checkpoint"] or "-"), _usd(j["cost"]),
              escape(j["message"] or "")] for j in newest]
-    body = table(["ID", "NAME", "STATUS", "RUNS", "PREEMPT", "WHERE", "CHECKPOINT", "COST", "NOTE"], rows, "jobs")
+    body = table(["ID", "NAME", "STATUS", "RUNS", "PREEMPT", "WHERE", "CHECKPOINT", "COST", "NOTE"], rows, "jobs",
+                 cols=["", "wrap", "", "", "opt", "opt wrap", "opt wrap", "", "wrap"])
     if len(data["jobs"]) > len(newest):
         body += (f"<p class=hint>The newest {len(newest)} of {len(data['jobs'])} jobs; "
                  "<code>gpuorch status --json</code> lists them all.</p>")
@@ -121,7 +142,9 @@ def _span_label(a: dict[str, Any]) -> str:
     return " · ".join([*parts, f"${a['cost']:.2f}"])
 
 
-def job_page(data: dict[str, Any], now: datetime) -> str:
+def job_page(data: dict[str, Any], now: datetime, csrf: str | None = None, *, notice: str | None = None,
+             error: str | None = None) -> str:
+    """``csrf``: the session's token for the cancel form (None: a bearer-token request, no form)."""
     j = data["job"]
     attempts = j["attempt_list"]
     spans = [{"number": a["number"], "start": a["started_at"] or a["requested_at"], "end": a["ended_at"],
@@ -137,15 +160,17 @@ def job_page(data: dict[str, Any], now: datetime) -> str:
              "-" if a["lost_work_s"] is None else f"{a['lost_work_s']:.0f} s", _usd(a["cost"]),
              _ts(a["started_at"]), _ts(a["ended_at"])] for a in attempts]
     attempts_table = table(["#", "STATUS", "OUTCOME", "PROVIDER", "ZONE", "TYPE", "MARKET", "RESUMED FROM",
-                            "LAST CKPT", "LOST WORK", "COST", "STARTED", "ENDED"], rows, "attempts")
+                            "LAST CKPT", "LOST WORK", "COST", "STARTED", "ENDED"], rows, "attempts",
+                           cols=["", "", "", "opt", "", "opt", "", "opt wrap", "opt wrap", "opt", "", "opt", "opt"])
     events = [[_ts(e["ts"]), "-" if e["attempt"] is None else str(e["attempt"]), escape(e["kind"]),
                escape(e["message"])] for e in data["events"]]
-    body = (summary + '<section id=timeline><h2>Attempts</h2>'
+    body = (summary + forms.job_actions(j, data["events"], csrf) + '<section id=timeline><h2>Attempts</h2>'
             + svg.timeline(spans, title=f"attempts of job {j['id']}", now=now) + attempts_table + "</section>"
             + "<section id=events><h2>Events</h2>" + table(["TIME", "ATT", "KIND", "MESSAGE"], events, "events")
             + "</section><section id=log><h2>Log (tail)</h2>"
             + f"<pre class=log>{escape(data['log_tail']) or '(no output yet)'}</pre></section>")
-    return layout(f"job {j['id']} {j['name']}", body, "jobs", data["daemon"])
+    return layout(f"job {j['id']} {j['name']}", body, "jobs", data["daemon"], notice=notice, error=error,
+                  refresh=error is None)
 
 
 def _sweep_link(w: dict[str, Any]) -> str:
@@ -173,37 +198,6 @@ def sweeps_page(data: dict[str, Any]) -> str:
     if not data["sweeps"]:
         body = "<p>No sweeps yet: <code>gpuorch sweep submit sweep.yaml</code>.</p>"
     return layout("Sweeps", body, "sweeps", data["daemon"])
-
-
-def sweep_page(data: dict[str, Any]) -> str:
-    w = data["sweep"]
-    obj = w["objective"]
-    params = sorted({k for t in w["trials"] for k in t["params"]})
-    metrics = sorted({k for t in w["trials"] for k in t["metrics"]})
-    if obj and obj["metric"] in metrics:
-        metrics.remove(obj["metric"])
-        metrics.insert(0, obj["metric"])
-    rows = [[f'<a href="/ui/jobs/{t["id"]}">{t["id"]}</a>', escape(t["name"]), _status(t["status"]),
-             *[_cell(t["params"].get(p)) for p in params], *[_cell(t["metrics"].get(m)) for m in metrics],
-             runs_label(t), _usd(t["cost"]), escape(t["message"] or "")] for t in w["trials"]]
-    trial_table = table(["ID", "TRIAL", "STATUS", *params, *metrics, "RUNS", "COST", "NOTE"], rows, "trials")
-    objective = escape(f"{obj['mode']} {obj['metric']}") if obj else "-"
-    summary = (f"<dl class=summary><dt>status</dt><dd>{_status(w['status'])} {escape(w['message'] or '')}</dd>"
-               f"<dt>spent</dt><dd>{_usd(w['spent'])} of {_cap(w['max_cost'])}</dd>"
-               f"<dt>deadline</dt><dd>{_ts(w['deadline'])}</dd>"
-               f"<dt>objective</dt><dd>{objective}</dd></dl>")
-    if obj:
-        curves = svg.line_chart(data["curves"], title=f"{obj['metric']} of every trial", x_label="step",
-                                y_label=obj["metric"])
-    else:
-        curves = "<p>The sweep has no objective metric to plot.</p>"
-    cap = (w["max_cost"], f"cap ${w['max_cost']:.2f}") if w["max_cost"] is not None else None
-    spend = svg.line_chart([("spent", data["spend"])], title="spend against the cap", x_label="time (UTC)",
-                           y_label="USD", hline=cap, step=True, x_is_time=True)
-    body = (summary + f"<section id=curves><h2>{escape(obj['metric']) if obj else 'Metrics'} by step</h2>{curves}"
-            "</section><section id=spend><h2>Spend</h2>" + spend + "</section><section id=trials><h2>Trials</h2>"
-            + trial_table + "</section>")
-    return layout(f"sweep {w['name']}", body, "sweeps", data["daemon"])
 
 
 def costs_page(data: dict[str, Any]) -> str:

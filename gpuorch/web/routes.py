@@ -1,9 +1,11 @@
 """The dashboard's routes under ``/ui``, mounted on the API's FastAPI app by ``mount``.
 
-Read-only: every page is a GET over ``JobService`` and the store; the only POSTs are log in and
-log out. A request is let in with the session cookie (``web.session``) or, for scripts and
-curl, the same ``Authorization: Bearer`` header as the API. A page asked for without either
-redirects to the login form; a wrong token there is refused with 401 and nothing set.
+Pages are GETs over ``JobService`` and the store; the POSTs are log in, log out and the actions
+(``web.actions``: cancel, a sweep's cap, resume, each with the session's CSRF token). A request
+is let in with the session cookie (``web.session``) or, for scripts and curl, the same
+``Authorization: Bearer`` header as the API. A page asked for without either redirects to the
+login form; a wrong token there is refused with 401 and nothing set. Pages refresh themselves in
+place (``static/live.js``, the one script, served from here: the CSP allows no other).
 """
 
 from __future__ import annotations
@@ -20,13 +22,16 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from gpuorch.errors import UnknownJob, UnknownSweep
 from gpuorch.jobs.service import JobService
 from gpuorch.web import data, pages, session
+from gpuorch.web.actions import mount_actions
+from gpuorch.web.forms import NOTICES
+from gpuorch.web.sweep_page import SCALES, sweep_page
 
 MAX_FORM = 4096  # bytes of the login form
 
-# No script anywhere; styles and images only from this server; never framed.
+# Scripts, styles and fetches only from this server (no inline script or style); never framed.
 HEADERS = {
-    "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
-                               "frame-ancestors 'none'; base-uri 'none'",
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; "
+                               "img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
@@ -60,6 +65,7 @@ def mount(app: FastAPI, service: JobService, token: str, bearer_ok: Callable[[st
     the form must be given), ``bearer_ok`` the API's check of an ``Authorization`` header, and
     ``daily_cap`` the line on the costs page."""
     css = files("gpuorch.web").joinpath("static/style.css").read_text()
+    script = files("gpuorch.web").joinpath("static/live.js").read_text()
 
     def guard(request: Request) -> None:
         header = request.headers.get("authorization")
@@ -85,6 +91,10 @@ def mount(app: FastAPI, service: JobService, token: str, bearer_ok: Callable[[st
     @r.get("/static/style.css")
     def style() -> Response:
         return Response(css, media_type="text/css", headers={**HEADERS, "Cache-Control": "max-age=3600"})
+
+    @r.get("/static/live.js")
+    def live() -> Response:
+        return Response(script, media_type="text/javascript", headers={**HEADERS, "Cache-Control": "max-age=3600"})
 
     @r.get("/login")
     def login_form(next: str | None = None) -> Response:  # noqa: A002 - the query parameter's name
@@ -122,21 +132,43 @@ def mount(app: FastAPI, service: JobService, token: str, bearer_ok: Callable[[st
         except (UnknownJob, UnknownSweep) as e:
             return _html(pages.layout("not found", f"<p>{pages.escape(str(e))}</p>"), 404)
 
+    def csrf(request: Request) -> str | None:
+        """The session's CSRF token for the action forms; None for a bearer-token request (no forms)."""
+        if request.headers.get("authorization") is not None:
+            return None
+        return session.csrf(token, request.cookies.get(session.COOKIE) or "")
+
+    def notice(done: str | None) -> str | None:
+        return NOTICES.get(done or "")
+
+    def render(kind: str, ref: str, error: str, csrf: str | None) -> str:
+        """An object's page with the line an action was refused with (``web.actions``)."""
+        if kind == "job":
+            return pages.job_page(data.job(service, ref), service.now(), csrf, error=error)
+        return sweep_page(data.sweep(service, ref), csrf, error=error)
+
     @r.get("/jobs")
     def jobs(request: Request) -> Response:
         return page(request, lambda: pages.jobs_page(data.jobs(service)))
 
     @r.get("/jobs/{ref}")
-    def job(request: Request, ref: str) -> Response:
-        return page(request, lambda: pages.job_page(data.job(service, ref), service.now()))
+    def job(request: Request, ref: str, done: str | None = None) -> Response:
+        return page(request, lambda: pages.job_page(data.job(service, ref), service.now(), csrf(request),
+                                                    notice=notice(done)))
 
     @r.get("/sweeps")
     def sweeps(request: Request) -> Response:
         return page(request, lambda: pages.sweeps_page(data.sweeps(service)))
 
     @r.get("/sweeps/{ref}")
-    def sweep(request: Request, ref: str) -> Response:
-        return page(request, lambda: pages.sweep_page(data.sweep(service, ref)))
+    def sweep(request: Request, ref: str, scale: str = "auto", done: str | None = None) -> Response:
+        if scale not in SCALES:
+            guard(request)
+            line = f"scale: {scale[:40]!r} is not one of {', '.join(SCALES)}; use ?scale=log or ?scale=linear"
+            return _html(pages.layout("not shown", f"<p class=error role=alert>{pages.escape(line)}</p>",
+                                      refresh=False), 400)
+        return page(request, lambda: sweep_page(data.sweep(service, ref), csrf(request), scale=scale,
+                                                notice=notice(done)))
 
     @r.get("/costs")
     def costs(request: Request) -> Response:
@@ -146,4 +178,5 @@ def mount(app: FastAPI, service: JobService, token: str, bearer_ok: Callable[[st
     def daemon(request: Request) -> Response:
         return page(request, lambda: pages.daemon_page(data.daemon(service)))
 
+    mount_actions(r, service, token, bearer_ok, render, HEADERS)
     app.include_router(r)

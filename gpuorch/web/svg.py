@@ -50,19 +50,50 @@ def _fmt(v: float) -> str:
     return f"{v:.4g}"
 
 
-def _frame(width: int, height: int, title: str) -> list[str]:
+def _frame(width: int, height: int, title: str, extra: str = "") -> list[str]:
     return [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" class="chart" role="img" '
-            f'aria-label="{escape(title)}"><title>{escape(title)}</title>']
+            f'aria-label="{escape(title)}"{extra}><title>{escape(title)}</title>']
+
+
+def _log_ticks(lo: float, hi: float) -> list[float]:
+    """Ticks of a log axis over [lo, hi] (both > 0): the powers of ten, with 2 and 5 between them
+    when the axis spans fewer than three decades (else one or two ticks is all it would show)."""
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    steps = (1.0,) if last - first >= 3 else (1.0, 2.0, 5.0)
+    return [m * 10.0**e for e in range(first, last + 1) for m in steps if lo <= m * 10.0**e <= hi]
+
+
+LOG_AUTO_RATIO = 20.0  # an axis whose positive values span this factor or more is drawn log by default
+
+
+def wants_log(series: Sequence[tuple[str, Sequence[Point]]]) -> bool:
+    """The default scale of a metric plot: log when every value is positive and they span more
+    than ``LOG_AUTO_RATIO`` (a loss from 2.3 to 0.02: on a linear axis every curve is a flat line
+    at the bottom after the first steps, eight trials in one)."""
+    ys = [y for _, s in series for _, y in s]
+    return bool(ys) and min(ys) > 0 and max(ys) / min(ys) >= LOG_AUTO_RATIO
 
 
 def line_chart(series: Sequence[tuple[str, Sequence[Point]]], *, title: str, x_label: str = "", y_label: str = "",
                hline: tuple[float, str] | None = None, step: bool = False, x_is_time: bool = False,
+               log_y: bool = False, best: tuple[str, Point, str] | None = None,
                width: int = 640, height: int = 300) -> str:
     """One path per named series (``step``: a staircase, for cumulative spend); ``hline`` draws
-    a dashed reference line such as a cap."""
+    a dashed reference line such as a cap. ``log_y``: a log10 y axis (values <= 0 cannot be
+    drawn on it and are left out, and the chart says how many). ``best``: (series, point, label)
+    of the best trial: its line is drawn thicker and on top, with a ring on the point."""
     left, right, top, bottom = 56, 12, 12, 40
+    dropped = 0
+    if log_y:
+        kept = [(n, [p for p in s if p[1] > 0]) for n, s in series]
+        dropped = sum(len(s) for _, s in series) - sum(len(s) for _, s in kept)
+        series = kept
+        hline = hline if hline is None or hline[0] > 0 else None
+        if best is not None and best[1][1] <= 0:
+            best = None
+    scale = (lambda v: math.log10(v)) if log_y else (lambda v: v)
     pts = [p for _, s in series for p in s]
-    ys = [y for _, y in pts] + ([hline[0]] if hline else [])
+    ys = [scale(y) for _, y in pts] + ([scale(hline[0])] if hline else [])
     if not pts:
         return "\n".join([*_frame(width, 60, title), '<text x="8" y="30" class="empty">no data yet</text></svg>'])
     x0, x1 = min(x for x, _ in pts), max(x for x, _ in pts)
@@ -78,13 +109,13 @@ def line_chart(series: Sequence[tuple[str, Sequence[Point]]], *, title: str, x_l
         return left + (x - x0) / (x1 - x0) * (width - left - right)
 
     def sy(y: float) -> float:
-        return top + (1 - (y - y0) / (y1 - y0)) * (height - top - bottom)
+        return top + (1 - (scale(y) - y0) / (y1 - y0)) * (height - top - bottom)
 
-    out = _frame(width, height, title)
+    out = _frame(width, height, title, f' data-scale="{"log" if log_y else "linear"}"')
     out.append(f'<g class="axes" stroke="#888" stroke-width="1"><line x1="{left}" y1="{height - bottom}" '
                f'x2="{width - right}" y2="{height - bottom}"/><line x1="{left}" y1="{top}" x2="{left}" '
                f'y2="{height - bottom}"/></g>')
-    for t in _ticks(y0, y1):
+    for t in _log_ticks(10**y0, 10**y1) if log_y else _ticks(y0, y1):
         out.append(f'<text x="{left - 4}" y="{sy(t) + 4:.1f}" text-anchor="end" class="tick">{_fmt(t)}</text>')
     time_format = "%H:%M:%S" if x1 - x0 < 600 else "%H:%M" if x1 - x0 < 2 * 86400 else "%m-%d"
     for t in _time_ticks(x0, x1) if x_is_time else _ticks(x0, x1):
@@ -103,7 +134,11 @@ def line_chart(series: Sequence[tuple[str, Sequence[Point]]], *, title: str, x_l
                    f'stroke="#e15759" stroke-dasharray="6 4" stroke-width="1.5"/>'
                    f'<text x="{width - right - 4}" y="{sy(v) - 4:.1f}" text-anchor="end" class="cap-label" '
                    f'fill="#e15759">{escape(label)}</text>')
-    for i, (name, s) in enumerate(series):
+    best_name = best[0] if best is not None else None
+    # the best trial's line last, so no other crosses over it
+    order = sorted(range(len(series)), key=lambda i: series[i][0] == best_name)
+    for i in order:
+        name, s = series[i]
         if not s:
             continue
         colour = PALETTE[i % len(PALETTE)]
@@ -112,17 +147,25 @@ def line_chart(series: Sequence[tuple[str, Sequence[Point]]], *, title: str, x_l
             if j and step:
                 d.append(f"H{sx(x):.1f}")
             d.append(f"{'L' if j else 'M'}{sx(x):.1f},{sy(y):.1f}")
-        out.append(f'<path class="series" data-series="{escape(name)}" d="{" ".join(d)}" fill="none" '
-                   f'stroke="{colour}" stroke-width="2"><title>{escape(name)}</title></path>')
+        cls, width_px = ("series best", 3.5) if name == best_name else ("series", 2)
+        out.append(f'<path class="{cls}" data-series="{escape(name)}" d="{" ".join(d)}" fill="none" '
+                   f'stroke="{colour}" stroke-width="{width_px}"><title>{escape(name)}</title></path>')
+    if best is not None:
+        name, (bx, by), label = best
+        out.append(f'<circle class="best-marker" data-series="{escape(name)}" cx="{sx(bx):.1f}" cy="{sy(by):.1f}" '
+                   f'r="6" fill="none" stroke="#1d2330" stroke-width="2"><title>{escape(label)}</title></circle>')
+    if dropped:
+        out.append(f'<text x="{width - right - 4}" y="{top + 12}" text-anchor="end" class="tick">'
+                   f'{dropped} points &lt;= 0 not shown on the log axis</text>')
     out.append("</svg>")
     if len(series) > 1:
-        out.append(legend([name for name, _ in series]))
+        out.append(legend([name for name, _ in series], best_name))
     return "\n".join(out)
 
 
-def legend(names: Sequence[str]) -> str:
-    items = "".join(f'<li><span class="swatch swatch-{i % len(PALETTE)}"></span>{escape(n)}</li>'
-                    for i, n in enumerate(names))
+def legend(names: Sequence[str], best: str | None = None) -> str:
+    items = "".join(f'<li{" class=best" if n == best else ""}><span class="swatch swatch-{i % len(PALETTE)}">'
+                    f'</span>{escape(n)}{" (best)" if n == best else ""}</li>' for i, n in enumerate(names))
     return f'<ul class="legend">{items}</ul>'
 
 
