@@ -77,7 +77,7 @@ def parse_fabric(text: str) -> Fabric:
 def _grad_bytes(w: Workload) -> float:
     if w.method == "full":
         return (4.0 if w.uses_master else 2.0) * w.n_params
-    return (4.0 if w.adapter_dtype == "fp32" else 2.0) * w.trainable_params
+    return (4.0 if w.knobs.adapter_dtype == "fp32" else 2.0) * w.trainable_params
 
 
 def bytes_per_node_step(w: Workload, sharding: str, nodes: int) -> float:

@@ -12,7 +12,8 @@ Bytes per parameter (N parameters, T trainable LoRA parameters, E embedding para
   Adam, one state for SGD. Paged optimizers (bitsandbytes) keep their state in CUDA unified memory
   that pages out to the host under pressure: it is not charged to the GPU.
 - LoRA / QLoRA: the frozen base as above, plus the adapters and their gradients in
-  ``adapter_dtype`` and the optimizer state of T.
+  ``adapter_dtype`` and the optimizer state of T; with ``offload: params`` (FSDP CPU offload,
+  ZeRO-3 offload_param) only the two layers in flight and the LM head stay on the GPU.
 - sharding over n GPUs, as the implementations' own estimators compute it:
   ZeRO-2 (DeepSpeed ``estimate_zero2_model_states_mem_needs``): 4N + 16N/n with mixed-precision
   Adam (16-bit weights and gradients whole; fp32 master, m, v and an fp32 gradient partition
@@ -112,18 +113,18 @@ def weight_bytes(w: Workload) -> float:
     embed = min(float(w.shape.embedding_params), n)
     # PEFT's prepare_model_for_kbit_training (the fp32-adapter QLoRA stack) casts the modules it did
     # not quantise (embeddings, LM head, norms) to fp32; torchtune and Unsloth keep them 16-bit.
-    keep = 4.0 if w.method == "qlora" and w.adapter_dtype == "fp32" else 2.0
+    keep = 4.0 if w.method == "qlora" and w.knobs.adapter_dtype == "fp32" else 2.0
     return (n - embed) * per + embed * keep
 
 
 def state_bytes(w: Workload) -> float:
     """Optimizer state per trainable parameter, as held on the GPU (paged: none)."""
-    opt = w.optimizer
+    opt = w.knobs.optimizer
     if opt.startswith("paged-"):
         return 0.0
     if opt == "adamw-8bit":
         return 2.0
-    per = STATE_BYTES[w.optimizer_state_dtype]
+    per = STATE_BYTES[w.knobs.optimizer_state_dtype]
     return per if opt == "sgd" else 2 * per
 
 
@@ -152,7 +153,7 @@ def _largest_layer(w: Workload) -> float:
 def _model_states(w: Workload, n: int, mode: str) -> dict[str, float]:
     """Weights, gradients, optimizer and adapter bytes per GPU."""
     parts = _states(w, n, mode)
-    if w.optimizer_in_backward and w.method == "full":  # gradients live one layer at a time
+    if w.knobs.optimizer_in_backward and w.method == "full":  # gradients live one layer at a time
         parts["gradients"] = min(parts["gradients"], GRAD_BYTES * w.shape.layer_params)
     return parts
 
@@ -160,7 +161,7 @@ def _model_states(w: Workload, n: int, mode: str) -> dict[str, float]:
 def _states(w: Workload, n: int, mode: str) -> dict[str, float]:
     shape, total = w.shape, w.n_params
     weights = weight_bytes(w)
-    off = set(w.offload)
+    off = set(w.knobs.offload)
     if w.method == "full":
         master = MASTER_BYTES if w.uses_master else 0.0
         state = state_bytes(w)
@@ -193,8 +194,15 @@ def _states(w: Workload, n: int, mode: str) -> dict[str, float]:
     if not w.training:
         return {"weights": weights / (n if mode == "tp" else 1), "gradients": 0.0, "optimizer": 0.0, "adapters": 0.0}
     t = w.trainable_params
-    a = ADAPTER_BYTES[w.adapter_dtype]
+    a = ADAPTER_BYTES[w.knobs.adapter_dtype]
     adapters, grads, opt = a * t, a * t, (0.0 if "optimizer" in off else state_bytes(w) * t)
+    if "params" in off:  # FSDP CPU offload / ZeRO-3 offload_param: the host holds the base, adapters and state
+        embed = min(float(shape.embedding_params), total)
+        head = weights * embed / total / (1 if shape.tied_embeddings else 2)  # LM head (or tied embedding)
+        per_layer = (weights - weights * embed / total) / max(shape.layers, 1)
+        flight = 2 / max(shape.layers, 1)  # the layer computing and the one prefetched
+        return {"weights": 2 * per_layer + head, "gradients": grads * flight, "optimizer": 0.0,
+                "adapters": adapters * flight}  # fmt: skip
     if mode in ("zero3", "fsdp", "tp"):
         per_layer = weights / max(shape.layers, 1)
         gathered = 2 * per_layer if mode != "tp" else 0.0
@@ -218,7 +226,7 @@ def _training_activations(w: Workload, mode: str, n: int) -> tuple[float, float]
     s = w.shape
     tokens = float(w.seq_len * w.micro_batch)
     layer = layer_activation_bytes(w, tokens)
-    offloaded = "activations" in w.offload
+    offloaded = "activations" in w.knobs.offload
     ac = w.ac_mode
     if ac == "full":
         kept = 0.0 if offloaded else ACT_CKPT_BYTES * tokens * s.hidden * s.layers
@@ -228,7 +236,7 @@ def _training_activations(w: Workload, mode: str, n: int) -> tuple[float, float]
     else:
         act = layer * s.layers * (SELECTIVE_KEEP if ac == "selective" else 1.0)
     loss = LOSS_BYTES[w.loss_mode] * tokens * s.vocab
-    if w.compile:
+    if w.knobs.compile:
         act, loss = act * COMPILE_ACT, loss * COMPILE_LOSS
     if mode == "tp":  # Megatron TP without sequence parallelism: norms and residuals stay whole
         act *= 0.3 + 0.7 / n
@@ -284,10 +292,10 @@ def estimate_memory(
 def checkpoint_bytes(w: Workload) -> float:
     """What a resumable checkpoint holds: full fine-tuning saves 16-bit weights plus the master and
     optimizer state; LoRA saves only the adapters and their optimizer state; inference keeps no state."""
-    full_state = (2.0 if w.optimizer == "adamw-8bit" or w.optimizer == "paged-adamw-8bit"
-                  else (1 if w.optimizer == "sgd" else 2) * STATE_BYTES[w.optimizer_state_dtype])
+    full_state = (2.0 if w.knobs.optimizer == "adamw-8bit" or w.knobs.optimizer == "paged-adamw-8bit"
+                  else (1 if w.knobs.optimizer == "sgd" else 2) * STATE_BYTES[w.knobs.optimizer_state_dtype])
     if w.method == "full":
         return (2.0 + (MASTER_BYTES if w.uses_master else 0.0) + full_state) * w.n_params
     if w.training:
-        return (ADAPTER_BYTES[w.adapter_dtype] + full_state) * w.trainable_params
+        return (ADAPTER_BYTES[w.knobs.adapter_dtype] + full_state) * w.trainable_params
     return 0.0

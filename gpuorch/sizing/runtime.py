@@ -81,7 +81,8 @@ def _bf16_tflops(w: Workload, gpu: GpuSpec, gpus: int, link: str | None, shardin
     if precision == "fp8" and gpu.fp8_tflops <= 0:
         return 0.0
     peak = gpu.tflops("bf16" if precision == "fp8" else precision)
-    speed = AC_SPEED[w.ac_mode] * (COMPILE_SPEED if w.compile else 1.0) * (QLORA_SPEED if w.method == "qlora" else 1.0)
+    speed = AC_SPEED[w.ac_mode] * (COMPILE_SPEED if w.knobs.compile else 1.0)
+    speed *= QLORA_SPEED if w.method == "qlora" else 1.0
     return gpus * peak * utilisation(w, gpu) * speed * scaling(gpus, link, sharding)
 
 

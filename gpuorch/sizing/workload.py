@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from gpuorch.sizing.shapes import PRESETS, ModelShape, parse_count, shape_for
+from gpuorch.sizing.stacks import DEFAULT_STACK, STACKS, Knobs, conflict, resolve
 from gpuorch.units import parse_duration_s
 
 Method = Literal["full", "lora", "qlora", "inference"]
@@ -99,20 +100,21 @@ class Workload(_Frozen):
     params: Params | None = Field(default=None, le=1e15)  # 7B, 70e9; optional when a preset or architecture is given
     preset: str | None = None
     architecture: Architecture | None = None
+    stack: str = DEFAULT_STACK  # the training stack whose defaults fill every knob left unset (stacks.py)
     method: Method = "full"
     precision: Precision = "bf16"  # weights (inference, lora base) / compute dtype (training)
-    optimizer: Optimizer = "adamw"
+    optimizer: Optimizer | None = None  # None: the stack's
     seq_len: int = Field(default=2048, ge=1, le=10**9)
     micro_batch: int = Field(default=1, ge=1, le=10**6)  # sequences per GPU per step (inference: concurrent)
     gradient_checkpointing: bool | None = None  # older spelling: true = activation_checkpointing full
-    activation_checkpointing: Checkpointing | None = None  # None: full for lora/qlora, none for full
-    loss: Loss | None = None  # eager (HF Trainer, PEFT, torchtitan), chunked (torchtune), fused (Liger, CCE)
+    activation_checkpointing: Checkpointing | None = None  # None: the stack's
+    loss: Loss | None = None  # eager (HF Trainer, PEFT, torchtitan), chunked (torchtune), fused (Liger, CCE, Unsloth)
     master_weights: bool | None = None  # full: an fp32 master copy (mixed precision); None: yes
-    optimizer_state_dtype: StateDtype = "fp32"  # Adam m, v (8-bit optimizers keep 1 byte each regardless)
-    adapter_dtype: StateDtype = "fp32"  # LoRA adapters and their gradients (PEFT: fp32; torchtune: bf16)
-    offload: tuple[str, ...] = Field(default=(), validate_default=True)  # activations, optimizer, params
-    optimizer_in_backward: bool = False  # step each parameter as its gradient lands (torchtune optimizer_in_bwd)
-    compile: bool = False  # torch.compile: fuses elementwise ops, fewer saved activations
+    optimizer_state_dtype: StateDtype | None = None  # Adam m, v (8-bit optimizers keep 1 byte each regardless)
+    adapter_dtype: StateDtype | None = None  # LoRA adapters and their gradients (PEFT: fp32; torchtune: bf16)
+    offload: tuple[str, ...] | None = None  # activations, optimizer, params; none: nothing; None: the stack's
+    optimizer_in_backward: bool | None = None  # step each parameter as its gradient lands (torchtune optimizer_in_bwd)
+    compile: bool | None = None  # torch.compile: fuses elementwise ops, fewer saved activations
     kv_cache_dtype: KvDtype = "auto"  # auto: fp8 for fp8 models, else 16-bit
     max_batched_tokens: int | None = Field(default=None, ge=1, le=10**9)  # inference: prefill chunk (vLLM default 8192)
     distributed: Distributed | None = None  # set from the job's top-level distributed:
@@ -124,6 +126,15 @@ class Workload(_Frozen):
     # override the runtime estimate (per the job, on any GPU); at most ten years
     duration: Seconds | None = Field(default=None, le=10 * 366 * 86400.0)
     efficiency: float | None = Field(default=None, gt=0, le=1)  # override the MFU default
+
+    @field_validator("stack", mode="before")
+    @classmethod
+    def _stack(cls, v: Any) -> Any:
+        key = v.strip().lower().replace("_", "-") if isinstance(v, str) else v
+        key = {"transformers": "hf", "peft": "hf", "llamafactory": "llama-factory"}.get(key, key)
+        if key not in STACKS:
+            raise ValueError(f"unknown stack {v!r}; known: {', '.join(STACKS)}")
+        return key
 
     @field_validator("preset")
     @classmethod
@@ -152,7 +163,9 @@ class Workload(_Frozen):
     @field_validator("offload", mode="before")
     @classmethod
     def _offload(cls, v: Any) -> Any:
-        items = [x.strip() for x in v.split(",")] if isinstance(v, str) else list(v or ())
+        if v is None:
+            return None
+        items = [x.strip() for x in v.split(",")] if isinstance(v, str) else list(v)
         items = [x for x in items if x and x != "none"]
         for x in items:
             if x not in OFFLOADS:
@@ -190,6 +203,9 @@ class Workload(_Frozen):
                 and self.gradient_checkpointing != (self.activation_checkpointing != "none")):
             raise ValueError("gradient_checkpointing and activation_checkpointing disagree; give only "
                              "activation_checkpointing: none, selective or full")
+        why = conflict(self.stack, self.method, self.strategy.strategy if self.distributed else "", self.offload)
+        if why:
+            raise ValueError(why)
         ctx = PRESETS[self.preset].max_context if self.preset and self.architecture is None else None
         if ctx and self.seq_len > ctx:
             raise ValueError(f"seq_len {self.seq_len} is longer than {self.preset}'s maximum context {ctx}; "
@@ -210,16 +226,24 @@ class Workload(_Frozen):
         return self.method != "inference"
 
     @property
+    def knobs(self) -> Knobs:
+        """Every training setting in effect: the explicit ones, else the stack's (stacks.py)."""
+        ac = self.activation_checkpointing
+        if ac is None and self.gradient_checkpointing is not None:
+            ac = "full" if self.gradient_checkpointing else "none"
+        explicit = (ac, self.loss, self.optimizer, self.optimizer_state_dtype, self.adapter_dtype,
+                    self.master_weights, self.compile, self.offload, self.optimizer_in_backward)  # fmt: skip
+        multi = self.strategy.strategy != "none"
+        return resolve(self.stack, self.method, multi, self.n_params, explicit)
+
+    def check_stack(self, strategy: str) -> str | None:
+        """Why this workload contradicts its stack under the job's declared ``strategy``, or None."""
+        return conflict(self.stack, self.method, strategy, self.offload)
+
+    @property
     def ac_mode(self) -> str:
-        """Activation checkpointing: none, selective or full (full by default for lora/qlora, the
-        PEFT/torchtune recipes' setting; none for full fine-tuning)."""
-        if not self.training:
-            return "none"
-        if self.activation_checkpointing is not None:
-            return self.activation_checkpointing
-        if self.gradient_checkpointing is not None:
-            return "full" if self.gradient_checkpointing else "none"
-        return "full" if self.method in ("lora", "qlora") else "none"
+        """Activation checkpointing: none, selective or full (explicit, else the stack's)."""
+        return self.knobs.activation_checkpointing if self.training else "none"
 
     @property
     def checkpointing(self) -> bool:
@@ -227,11 +251,11 @@ class Workload(_Frozen):
 
     @property
     def loss_mode(self) -> str:
-        return self.loss or "eager"
+        return self.knobs.loss
 
     @property
     def uses_master(self) -> bool:
-        return self.method == "full" and self.master_weights is not False
+        return self.method == "full" and self.knobs.master_weights
 
     @property
     def kv_bytes(self) -> float:
