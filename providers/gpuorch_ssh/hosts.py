@@ -28,8 +28,9 @@ from gpuorch.runners.connection import SshConnection
 from gpuorch.runners.hostkeys import fingerprint, pin_host_keys
 
 from . import remote
-from .config import GpuGroup, Host
+from .config import Address, GpuGroup, Host
 from .gpunames import canonical_groups
+from .jump import JumpConnection
 
 log = logging.getLogger("gpuorch.ssh_pool")
 
@@ -64,6 +65,7 @@ class HostWatch:
         self.silent_after = timedelta(seconds=silent_after_s)
         self.connect_timeout_s, self.grace_s = connect_timeout_s, grace_s
         self.io_timeout = max(30.0, connect_timeout_s)  # the check itself (nvidia-smi may take seconds)
+        self.keep_s = 3600.0  # an ended instance's directory stays this long on its host
         self.stopping, self.gone = stopping, gone
         self.states: dict[str, HostState] = {h.zone: HostState() for h in hosts}
         self._conns: dict[str, SshConnection] = {}
@@ -122,22 +124,29 @@ class HostWatch:
     # -- checking --------------------------------------------------------------------------------
 
     def pin(self, host: Host) -> str:
-        """Pin ``host``'s trusted key(s) for its address in the pool's known_hosts; the first's
-        fingerprint. RunnerUnavailable when there is none to trust."""
-        keys = list(host.host_keys) or user_known_keys(self.user_known_hosts, host.address.host, host.address.port)
+        """Pin ``host``'s trusted key(s) for its address in the pool's known_hosts (and its jump
+        host's), the first one's fingerprint. RunnerUnavailable when there is none to trust."""
+        if host.proxy_jump is not None:
+            jump = host.proxy_jump
+            pool_host = next((h for h in self.hosts.values() if h.address.key == jump.key), None)
+            self._pin(jump, list(pool_host.host_keys) if pool_host else [], f"{host.field}.proxy_jump")
+        return self._pin(host.address, list(host.host_keys), f"{host.field}.host_key")
+
+    def _pin(self, address: Address, configured: list[str], field: str) -> str:
+        keys = configured or user_known_keys(self.user_known_hosts, address.host, address.port)
         if not keys:
             raise RunnerUnavailable(
-                f"{host.address}: no host key to verify it against: not in {self.user_known_hosts} and no host_key "
-                f"set ({host.field}.host_key); add its key from its console, never from a first connection")
-        pin_host_keys(self.known_hosts, host.address.host, host.address.port, keys)
+                f"{address}: no host key to verify it against: not in {self.user_known_hosts} and none configured "
+                f"({field}); add its key from its console, never from a first connection")
+        by_type = {k.split()[0]: k for k in reversed(keys)}  # one per key type, the first listed wins
+        pin_host_keys(self.known_hosts, address.host, address.port, list(by_type.values()))
         return fingerprint(keys[0])
 
     def connection(self, host: Host) -> SshConnection:
         conn = self._conns.get(host.zone)
         if conn is None:
-            conn = SshConnection(host.address.host, host.address.port, host.address.user, host.key_path,
-                                 self.known_hosts, connect_timeout=self.connect_timeout_s, connect_attempts=2,
-                                 retry_wait_s=0.2, retry_wait_max_s=1.0, io_timeout=self.io_timeout)
+            conn = connect(host, self.known_hosts, connect_timeout=self.connect_timeout_s, connect_attempts=2,
+                           retry_wait_s=0.2, retry_wait_max_s=1.0, io_timeout=self.io_timeout)
             self._conns[host.zone] = conn
         return conn
 
@@ -147,7 +156,8 @@ class HostWatch:
         stop = self.stopping(host)
         try:
             fp = self.pin(host)
-            payload = remote.check_input(host.remote_root, stop, self.grace_s, detect=host.gpus is None)
+            payload = remote.check_input(host.remote_root, stop, self.grace_s, detect=host.gpus is None,
+                                         keep_s=self.keep_s)
             answer = self.connection(host).call(
                 "check the host", lambda client, _sftp: run_check(client, host.python, payload, self.io_timeout))
         except (RunnerUnavailable, ValueError, OSError) as e:
@@ -169,6 +179,14 @@ class HostWatch:
         if gone:
             self.gone(host, gone)
 
+
+
+def connect(host: Host, known_hosts: Path, **kwargs: Any) -> SshConnection:
+    """A connection to ``host`` (through its jump host if it has one), verified against ``known_hosts``."""
+    args = (host.address.host, host.address.port, host.address.user, host.key_path, known_hosts)
+    if host.proxy_jump is not None:
+        return JumpConnection(*args, jump=host.proxy_jump, **kwargs)
+    return SshConnection(*args, **kwargs)
 
 
 def run_check(client: paramiko.SSHClient, python: str, payload: bytes, timeout: float) -> dict[str, Any]:

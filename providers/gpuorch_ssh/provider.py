@@ -6,9 +6,9 @@ same leases, so a host never runs more than it has. Its agent and job run throug
 runner in a directory of their own on the host (``<remote_root>/<token>``), seeing only their
 GPUs (``CUDA_VISIBLE_DEVICES``). Terminating ends the lease; the next check of the host stops
 its processes (SIGTERM, then SIGKILL after ``stop_grace_s``) and, once none is left, releases the
-slots. A host whose checks fail for ``silent_after_s`` is silent: its leases end, so the daemon
-counts their jobs lost and launches them elsewhere; their slots come free once the host answers
-again and their processes are gone.
+slots; the directory stays an hour. A host whose checks fail for ``silent_after_s`` is silent:
+its leases end, so the daemon counts their jobs lost and launches them elsewhere; their slots
+come free once the host answers again and their processes are gone.
 """
 
 from __future__ import annotations
@@ -30,11 +30,12 @@ from gpuorch.provider import (
     utcnow,
 )
 from gpuorch.provider.slots import SlotLease, SlotLedger, SlotRequest
+from gpuorch.runners.connection import SshConnection
 from gpuorch.runners.ssh import SshRunner
 
 from .config import PROVIDER, Host, PoolOptions, parse_options
 from .doctor import host_findings
-from .hosts import HostWatch, user_known_keys
+from .hosts import HostWatch, connect, user_known_keys
 from .offers import host_offers
 
 POOL_DIR = "ssh-pool"  # under the daemon's home: the pool's pinned host keys
@@ -46,6 +47,9 @@ class SshPoolProvider(Provider):
 
     name = PROVIDER
     owned_capacity = True  # priced at the configured rate, 0 by default
+    # An ended instance's directory (agent status, job log) stays on its host an hour: the daemon
+    # still reads how its job ended after a terminate it did not record (a crash between the two).
+    runner_outlives_instance = True
     launches_may_block = False  # a launch is one store transaction; the host is reached by the runner
     max_nodes = 1
 
@@ -77,6 +81,12 @@ class SshPoolProvider(Provider):
                 raise UserInputError(
                     f"{h.field}.host_key: no key for {h.address.key} in {known} (providers.{PROVIDER}.known_hosts); "
                     "add the host's key there, checked against its console, or set host_key")
+            jump = h.proxy_jump
+            if jump is not None and not any(p.address.key == jump.key and p.host_keys for p in hosts) \
+                    and not user_known_keys(known, jump.host, jump.port):
+                raise UserInputError(
+                    f"{h.field}.proxy_jump: no key for the jump host {jump.key} in {known}; add its key there, "
+                    "checked against its console")
         return cls(opts, hosts, home)
 
     @classmethod
@@ -187,6 +197,8 @@ class SshPoolProvider(Provider):
             connect_timeout=self.opts.connect_timeout_s, connect_attempts=2, retry_wait_s=0.5, retry_wait_max_s=2.0,
             before_connect=lambda: _pinned(self.watch, host),
         )
+        if host.proxy_jump is not None:  # the same connection, through the jump host
+            runner.connection = connect(host, self.watch.known_hosts, **_connection_knobs(runner.connection))
         self._runners[instance.id] = runner
         return runner
 
@@ -262,3 +274,9 @@ class SshPoolProvider(Provider):
 def _pinned(watch: HostWatch, host: Host) -> None:
     """Pin the host's trusted keys before each new connection (a changed known_hosts takes effect)."""
     watch.pin(host)
+
+
+def _connection_knobs(conn: SshConnection) -> dict[str, Any]:
+    return {"connect_timeout": conn.connect_timeout, "connect_attempts": conn.connect_attempts,
+            "retry_wait_s": conn.retry_wait_s, "retry_wait_max_s": conn.retry_wait_max_s,
+            "io_timeout": conn.io_timeout, "before_connect": conn.before_connect}

@@ -8,7 +8,8 @@ It answers, as one JSON line on stdout:
   --format=csv,noheader,nounits`` when asked (``detect``), or ``gpus_error``;
 - ``cpus`` and ``memory_gib`` of the host;
 - ``left``: for each instance to stop (``stop``: client tokens whose lease has ended), how many of
-  its processes are still alive, and ``gone``: those with none left (their directory removed).
+  its processes are still alive, and ``gone``: those with none left. Their directories (the
+  agent's status and the job's log) stay ``keep_s`` after the stop, then go.
   An instance's processes are its agent (whose command line names its run directory) and every
   process in the agent's session or the job's (the job's process group is in ``status.json``).
   The first check sends SIGTERM (the agent then stops the job and takes its final checkpoint);
@@ -61,9 +62,7 @@ def procs():
         except Exception:
             continue
     return table
-table = procs() if req["stop"] else {}
-for token in req["stop"]:
-    home = os.path.join(root, token)
+def owned(table, home):
     run = os.path.join(home, "run").encode()
     agents = {pid for pid, (args, _, _) in table.items() if run in args}
     groups = set(agents)
@@ -74,28 +73,43 @@ for token in req["stop"]:
             groups.add(job)
     except Exception:
         pass
-    mine = sorted(pid for pid, (_, pgid, sid) in table.items()
-                  if pid in agents or pgid in groups or sid in groups)
-    mine = [pid for pid in mine if pid != os.getpid()]
-    if not mine:
-        shutil.rmtree(home, ignore_errors=True)
-        out["gone"].append(token)
-        continue
-    out["left"][token] = len(mine)
+    return [pid for pid, (_, pgid, sid) in sorted(table.items())
+            if pid != os.getpid() and (pid in agents or pgid in groups or sid in groups)]
+try:
+    kept = [d for d in os.listdir(root) if os.path.exists(os.path.join(root, d, ".stop"))]
+except OSError:
+    kept = []
+table = procs() if req["stop"] or kept else {}
+now = time.time()
+for token in req["stop"]:
+    home = os.path.join(root, token)
     marker = os.path.join(home, ".stop")
     try:
-        late = time.time() - os.stat(marker).st_mtime >= req["grace_s"]
-        sig = signal.SIGKILL if late else None
+        age, first = now - os.stat(marker).st_mtime, False
     except FileNotFoundError:
         os.makedirs(home, exist_ok=True)
         open(marker, "w").close()
-        sig = signal.SIGTERM
+        age, first = 0.0, True
+    mine = owned(table, home)
+    if not mine:
+        out["gone"].append(token)
+        continue
+    out["left"][token] = len(mine)
+    sig = signal.SIGTERM if first else signal.SIGKILL if age >= req["grace_s"] else None
     if sig is not None:
         for pid in mine:
             try:
                 os.kill(pid, sig)
             except Exception:
                 pass
+for name in kept:  # an ended instance's files (status, log) stay keep_s for the daemon to read
+    home = os.path.join(root, name)
+    try:
+        old = now - os.stat(os.path.join(home, ".stop")).st_mtime >= req["keep_s"]
+    except OSError:
+        continue
+    if old and name not in req["stop"] and not owned(table, home):
+        shutil.rmtree(home, ignore_errors=True)
 print(json.dumps(out))
 '''
 
@@ -105,9 +119,9 @@ def command(python: str) -> str:
     return f"{shlex.quote(python)} -c {shlex.quote(CHECK)}"
 
 
-def check_input(root: str, stop: list[str], grace_s: float, detect: bool) -> bytes:
+def check_input(root: str, stop: list[str], grace_s: float, detect: bool, keep_s: float = 3600.0) -> bytes:
     return json.dumps({"root": posixpath.normpath(root) if root.startswith("/") else root, "stop": stop,
-                       "grace_s": grace_s, "detect": detect}).encode()
+                       "grace_s": grace_s, "detect": detect, "keep_s": keep_s}).encode()
 
 
 def parse_answer(output: str) -> dict[str, Any]:
