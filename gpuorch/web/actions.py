@@ -62,7 +62,7 @@ def read_form(body: bytes, content_type: str | None, allowed: frozenset[str]) ->
     if (content_type or "").split(";")[0].strip().lower() != FORM_TYPE:
         raise Refusal(415, f"form: Content-Type must be {FORM_TYPE}; send the page's own form")
     try:
-        pairs = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=16)
+        pairs = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=16, errors="strict")
     except (UnicodeDecodeError, ValueError):
         raise Refusal(400, "form: not a UTF-8 urlencoded form of at most 16 fields; send the page's own form") \
             from None

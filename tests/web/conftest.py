@@ -84,3 +84,42 @@ def scenario(tmp_path_factory):
         api.stop()
         rec.release_leases()
         store.close()
+
+
+@pytest.fixture(scope="session")
+def acting(tmp_path_factory):
+    """The daemon ``gpuorch daemon`` builds (``AssembledDaemon``: the local provider, passes driven
+    by the test) with its API and dashboard on 127.0.0.1, for the actions: ``running()`` submits a
+    job that sleeps and returns its id once it runs; ``sweep()`` submits an active two-trial sweep
+    (one at a time) and returns its id."""
+    from gpuorch.testing.daemon import AssembledDaemon
+
+    home = tmp_path_factory.mktemp("acting")
+    token = secrets.token_urlsafe(24)
+    with AssembledDaemon.start(home / "home", {"api": {"token": token, "port": 0}}) as d:
+        api = ApiThread(d.config, d.store).start()
+        made = iter(range(1, 1000))
+
+        def running() -> int:
+            job = d.submit({"name": f"sleeper-{next(made)}", "run": "sleep 600", "spot_policy": "on-demand",
+                            "resources": {"gpu": "A100:80GB:1"}})
+            d.until(lambda: d.status(job).value == "running", timeout_s=60, what=f"job {job} to run")
+            return job
+
+        def sweep() -> int:
+            path = home / f"sweep-{next(made)}.yaml"
+            path.write_text(yaml.safe_dump({
+                "name": path.stem, "max_parallel": 1, "budget": {"max_cost": 5.0},
+                "parameters": {"LR": [0.1, 0.2]}, "job": {"run": "sleep 600", "spot_policy": "on-demand",
+                                                           "resources": {"gpu": "A100:80GB:1"}}}))
+            return int(d.submit_sweep(path)["id"])
+
+        try:
+            yield {"url": api.url, "token": token, "d": d, "running": running, "sweep": sweep}
+        finally:
+            api.stop()
+            for j in d.service.jobs():  # no sleeper outlives the session
+                if j["status"] not in ("succeeded", "failed", "cancelled"):
+                    d.service.cancel(str(j["id"]))
+            d.until(lambda: all(j["status"] in ("succeeded", "failed", "cancelled") for j in d.service.jobs()),
+                    timeout_s=60, what="every job to end")
