@@ -8,7 +8,7 @@ from .config import Host
 from .hosts import HostState
 
 
-def host_findings(host: Host, state: HostState) -> list[Finding]:
+def host_findings(host: Host, state: HostState, free: int | None = None) -> list[Finding]:
     check = f"ssh host {host.zone}"
     if not state.ok:
         why = state.error or "not checked"
@@ -28,5 +28,7 @@ def host_findings(host: Host, state: HostState) -> list[Finding]:
     else:
         how = "declared" if host.gpus is not None else "detected by nvidia-smi"
         listed = ", ".join(f"{len(g.indexes)} x {g.gpu}" for g in state.gpus)
-        out.append(Finding.ok(f"{check} GPUs", f"{listed} ({how}), at {host.price_per_gpu_hour:g} USD per GPU-hour"))
+        leased = "" if free is None else f", {free} free now"
+        out.append(Finding.ok(f"{check} GPUs",
+                              f"{listed} ({how}){leased}, at {host.price_per_gpu_hour:g} USD per GPU-hour"))
     return out

@@ -116,7 +116,7 @@ class SshPoolProvider(Provider):
         return out
 
     def free_slots(self) -> dict[str, int]:
-        """Host zone -> GPUs not leased now (``doctor`` and tests; offers list capacity)."""
+        """Host zone -> GPUs not leased now (``doctor`` with a ledger; offers list capacity)."""
         held = self._held()
         return {zone: sum(1 for g in self.watch.state(zone).gpus for i in g.indexes
                           if i not in held.get(host.address.key, set()))
@@ -205,7 +205,9 @@ class SshPoolProvider(Provider):
     def doctor(self) -> list[Finding]:
         """Each host: reachable, its host key verified, its GPUs (declared or detected)."""
         self.watch.refresh(wait_s=self.watch.first_wait_s(), force=True)
-        return [f for host in self.hosts.values() for f in host_findings(host, self.watch.state(host.zone))]
+        free = self.free_slots() if self.ledger is not None else {}
+        return [f for host in self.hosts.values()
+                for f in host_findings(host, self.watch.state(host.zone), free.get(host.zone))]
 
     def close(self) -> None:
         for runner in self._runners.values():

@@ -20,6 +20,7 @@ from gpuorch.store import Store
 from gpuorch.store.migrations import MIGRATIONS, migrate
 from gpuorch.store.models import SlotLease
 from gpuorch.store.slots import StoreSlotLedger
+from tests.ha.conftest import pg_server, pg_url  # noqa: F401  (the PostgreSQL fixtures)
 
 pytestmark = pytest.mark.sshpool
 
@@ -114,3 +115,31 @@ def test_schema_10_migrates_to_the_slot_table_with_its_index(tmp_path: Path):
     with pytest.raises(NoCapacityError):
         ledger.acquire(request("t2"), utcnow())
     store.close()
+
+
+@pytest.mark.postgres
+def test_racing_daemons_on_postgresql_never_share_a_slot(pg_url: str):  # noqa: F811  (the fixture)
+    """The same race on PostgreSQL (HA daemons on several hosts): the partial unique index decides,
+    the loser of a slot looks again and takes another or is refused."""
+    stores = [Store(pg_url), Store(pg_url)]
+    got: list[tuple[int, ...]] = []
+    refused: list[str] = []
+    start = threading.Barrier(6)
+
+    def launch(i: int) -> None:
+        ledger = StoreSlotLedger(stores[i % 2], "ssh")
+        start.wait()
+        try:
+            got.append(ledger.acquire(request(f"t{i}", count=2, candidates=(0, 1, 2, 3, 4)), utcnow()).slots)
+        except NoCapacityError as e:
+            refused.append(str(e))
+
+    threads = [threading.Thread(target=launch, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    slots = [s for lease in got for s in lease]
+    assert len(got) == 2 and len(refused) == 4 and len(slots) == len(set(slots)) == 4
+    for s in stores:
+        s.close()
