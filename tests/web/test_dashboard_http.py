@@ -3,6 +3,7 @@ with real jobs and a sweep (conftest.py), and the refusals."""
 
 from __future__ import annotations
 
+import html
 import re
 import time
 import urllib.error
@@ -157,3 +158,47 @@ def test_the_sweeps_list_shows_a_best_trial_ranked_by_its_result_file_value():
            "deadline": None, "objective": {"metric": "accuracy", "mode": "max", "source": "result"}, "best": best}
     html = sweeps_page({"sweeps": [row], "daemon": None})
     assert "lr-2 accuracy=0.31 (unfinished, step 200)" in html  # no metrics['accuracy']: the value is the result's
+
+
+def test_the_loss_plot_has_a_log_scale_and_marks_the_best_trial(scenario, cookie):
+    from gpuorch.jobs.service import JobService
+
+    report = JobService(scenario["store"], scenario["home"]).sweep(str(scenario["sweep"]))
+    best = report["best"]["name"]
+    for scale in ("log", "linear"):
+        body = _page(scenario, cookie, f"/ui/sweeps/{scenario['sweep']}?scale={scale}")
+        curves = body.split("<section id=curves>")[1].split("</section>")[0]
+        assert f'data-scale="{scale}"' in curves and f"<strong>{scale}</strong>" in curves  # the chosen one
+        assert len(re.findall(r'<path class="series[^"]*"', curves)) == 3
+        assert re.search(rf'<path class="series best" data-series="{best}"', curves)  # thicker, on top
+        assert re.search(rf'<circle class="best-marker" data-series="{best}"', curves)
+        ticks = [float(t) for t in re.findall(r'class="tick">([-\d.e]+)</text>', curves.split("</svg>")[0])]
+        if scale == "log":  # every y tick a 1, 2 or 5 times a power of ten
+            ys = [t for t in ticks if t < 10]
+            assert ys and all(f"{t:.0e}"[0] in "125" for t in ys), ys
+    auto = _page(scenario, cookie, f"/ui/sweeps/{scenario['sweep']}")
+    assert "auto (" in auto and '<a href="/ui/sweeps/' in auto
+    assert f'<tr class="best"><td><a href="/ui/jobs/{report["best"]["id"]}">' in auto  # its row too
+
+
+def test_an_unknown_scale_is_one_line_naming_the_parameter(scenario, cookie):
+    status, _, body = _open(f"{scenario['url']}/ui/sweeps/{scenario['sweep']}?scale=cubic",
+                            headers={"Cookie": cookie})
+    assert status == 400
+    (line,) = re.findall(r"<p class=error role=alert>([^<]*)</p>", body)
+    assert html.unescape(line).startswith("scale: 'cubic' is not one of auto, log, linear")
+
+
+def test_the_sweep_page_shows_the_clis_spend_split_runs_and_preemptions(scenario, cookie):
+    from gpuorch.jobs.service import JobService
+
+    report = JobService(scenario["store"], scenario["home"]).sweep(str(scenario["sweep"]))
+    body = _page(scenario, cookie, f"/ui/sweeps/{scenario['sweep']}")
+    split = body.split("<section id=spend>")[1]
+    for k in ("finished", "pruned", "held", "wasted"):  # the CLI's footer always names these
+        assert f"${report['spend'][k]:.4f} {k}" in split
+    assert f"({report['wasted_share']:.0%} wasted)" in split
+    runs = sum(t["runs"] for t in report["trials"])
+    assert re.search(rf"<dd id=sweep-runs>{runs}( \(\d+ tries\))? runs</dd>", body)
+    assert f"<dd id=sweep-preemptions>{sum(t['preemptions'] for t in report['trials'])}</dd>" in body
+    assert "<th>PREEMPT</th>" in body and '<th class="opt">RUNTIME</th>' in body

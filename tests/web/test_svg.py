@@ -67,3 +67,55 @@ def test_time_ticks_fall_on_round_times():
     t0 = datetime(2026, 3, 1, 8, 0, 7, tzinfo=UTC).timestamp()
     assert [t % 5 for t in svg._time_ticks(t0, t0 + 21)] == [0] * 4  # 5 s apart, on the 5 s
     assert [t % 3600 for t in svg._time_ticks(t0, t0 + 5 * 3600)] == [0] * 5  # hourly
+
+
+def _ys(path: ET.Element) -> list[float]:
+    return [float(xy.split(",")[1]) for xy in re.findall(r"[ML]([\d.]+,[\d.]+)", path.get("d"))]
+
+
+def test_a_log_axis_spreads_curves_a_linear_one_flattens():
+    # eight trials from 2.3 to their own floor between 1e-3 and 1e-2: on a linear axis they all lie
+    # within a few pixels of one another after the start; on a log one they are far apart
+    floors = [10 ** (-3 + i / 7) for i in range(8)]
+    series = [(f"t{i}", [(s, max(2.3 * 0.9 ** (s / 10), f)) for s in range(0, 2001, 50)])
+              for i, f in enumerate(floors)]
+    assert svg.wants_log(series)
+    spread = {}
+    for log in (False, True):
+        root = _parse(svg.line_chart(series, title="loss", log_y=log))
+        assert root.get("data-scale") == ("log" if log else "linear")
+        ends = [_ys(p)[-1] for p in root.findall(f".//{NS}path")]
+        spread[log] = max(ends) - min(ends)
+    assert spread[False] < 2 and spread[True] > 50  # pixels between the highest and lowest end
+    ticks = [t.text for t in _parse(svg.line_chart(series, title="loss", log_y=True)).findall(f".//{NS}text")
+             if t.get("class") == "tick"]
+    assert {"0.001", "0.01", "0.1", "1"} <= set(ticks)  # decades
+
+
+def test_the_default_scale_is_linear_unless_positive_values_span_orders_of_magnitude():
+    assert not svg.wants_log([("a", [(0, 0.9), (1, 0.5)])])  # a factor of 2
+    assert not svg.wants_log([("a", [(0, 2.3), (1, 0.0)])])  # zero has no place on a log axis
+    assert not svg.wants_log([("a", [(0, 2.3), (1, -0.1)])])
+    assert not svg.wants_log([])
+    assert svg.wants_log([("a", [(0, 2.3)]), ("b", [(5, 0.05)])])
+
+
+def test_a_log_axis_leaves_out_what_it_cannot_draw_and_says_so():
+    chart = svg.line_chart([("a", [(0, 1.0), (1, 0.0), (2, -1.0), (3, 0.1)])], title="t", log_y=True)
+    (path,) = _parse(chart).findall(f".//{NS}path")
+    assert len(_ys(path)) == 2 and "2 points &lt;= 0 not shown" in chart
+    assert "no data yet" in svg.line_chart([("a", [(0, 0.0)])], title="t", log_y=True)
+
+
+def test_the_best_trial_is_drawn_on_top_thicker_with_a_ring_on_its_point():
+    chart = svg.line_chart([("a", [(0, 1.0), (10, 0.5)]), ("best", [(0, 1.0), (10, 0.1)]), ("c", [(0, 1.0)])],
+                           title="loss", best=("best", (10, 0.1), "best: best loss=0.1 at step 10"))
+    root = _parse(chart)
+    paths = root.findall(f".//{NS}path")
+    assert paths[-1].get("data-series") == "best" and paths[-1].get("class") == "series best"
+    assert float(paths[-1].get("stroke-width")) > float(paths[0].get("stroke-width"))
+    (ring,) = root.findall(f".//{NS}circle")
+    assert ring.get("class") == "best-marker" and ring.get("data-series") == "best"
+    x, y = _ys(paths[-1])[-1], float(ring.get("cy"))
+    assert abs(x - y) < 0.2  # on the curve's last point
+    assert "<li class=best>" in chart and "best (best)" in chart
