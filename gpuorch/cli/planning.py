@@ -64,7 +64,9 @@ def _workload(fields: dict[str, Any]) -> Any:
 def estimate(
     params: str = typer.Option(None, "--params", help="Parameters: 7B, 70e9, 350M."),
     preset: str = typer.Option(None, "--preset", help="Architecture preset: llama-2-7b, mistral-7b, llama-3-8b, "
-                               "llama-2-13b, llama-2-70b, llama-3-70b."),
+                               "llama-3.1-8b, llama-2-13b, llama-2-70b, llama-3-70b, llama-3.1-70b, llama-3.1-405b."),
+    stack: str = typer.Option(None, "--stack", help="Training stack whose defaults fill the knobs not given: hf "
+                              "(default), torchtune, unsloth, axolotl, llama-factory, torchtitan."),
     layers: int = typer.Option(None, "--layers", min=1, max=100_000, help="Architecture: transformer layers."),
     hidden: int = typer.Option(None, "--hidden", min=1, max=10**7, help="Architecture: hidden size."),
     heads: int = typer.Option(None, "--heads", min=1, max=100_000, help="Architecture: attention heads."),
@@ -76,15 +78,18 @@ def estimate(
                                          help="Architecture: LM head shares the embedding (default untied)."),
     method: str = typer.Option("full", "--method", help="full | lora | qlora | inference."),
     precision: str = typer.Option("bf16", "--precision", help="bf16 | fp16 | fp8 | int8 | int4."),
-    optimizer: str = typer.Option("adamw", "--optimizer",
-                                  help="adamw | adamw-8bit | paged-adamw | paged-adamw-8bit | sgd."),
-    optimizer_state_dtype: str = typer.Option(None, "--optimizer-state-dtype", help="fp32 (default) | bf16."),
+    optimizer: str = typer.Option(None, "--optimizer",
+                                  help="adamw | adamw-8bit | paged-adamw | paged-adamw-8bit | sgd (default: "
+                                  "the stack's)."),
+    optimizer_state_dtype: str = typer.Option(None, "--optimizer-state-dtype",
+                                              help="fp32 | bf16 (default: the stack's)."),
     master_weights: bool = typer.Option(None, "--master-weights/--no-master-weights",
                                         help="Full fine-tuning: an fp32 master copy (default: yes)."),
-    adapter_dtype: str = typer.Option(None, "--adapter-dtype", help="LoRA adapters: fp32 (default, PEFT) | bf16."),
+    adapter_dtype: str = typer.Option(None, "--adapter-dtype", help="LoRA adapters: fp32 (PEFT) | bf16 (default: "
+                                      "the stack's)."),
     activation_checkpointing: str = typer.Option(None, "--activation-checkpointing",
-                                                 help="none | selective | full (default: full for lora/qlora)."),
-    loss: str = typer.Option(None, "--loss", help="eager (default) | chunked | fused."),
+                                                 help="none | selective | full (default: the stack's)."),
+    loss: str = typer.Option(None, "--loss", help="eager | chunked | fused (default: the stack's)."),
     offload: str = typer.Option(None, "--offload", help="none, or a list of activations, optimizer, params."),
     optimizer_in_backward: bool = typer.Option(None, "--optimizer-in-backward",
                                                help="Step each parameter during backward (torchtune)."),
@@ -98,7 +103,7 @@ def estimate(
     micro_batch: int = typer.Option(1, "--micro-batch", min=1, max=10**6,
                                     help="Sequences per GPU per step (inference: concurrent)."),
     checkpointing: bool = typer.Option(None, "--gradient-checkpointing/--no-gradient-checkpointing",
-                                       help="Default: on for lora/qlora."),
+                                       help="Default: the stack's."),
     lora_rank: int = typer.Option(16, "--lora-rank", min=1, max=10**6),
     lora_targets: str = typer.Option("all-linear", "--lora-targets",
                                      help="q,k,v,o,gate,up,down, attention, mlp or all-linear."),
@@ -129,7 +134,8 @@ def estimate(
         fail("--intermediate and --tied-embeddings describe an architecture; give them with --layers, --hidden "
              "and --heads")
     w = _workload({
-        "params": params, "preset": preset, "architecture": arch, "method": method, "precision": precision,
+        "params": params, "preset": preset, "stack": stack, "architecture": arch, "method": method,
+        "precision": precision,
         "optimizer": optimizer, "seq_len": seq_len, "micro_batch": micro_batch, "gradient_checkpointing": checkpointing,
         "lora_rank": lora_rank, "lora_targets": lora_targets, "sharding": sharding, "tokens": tokens,
         "efficiency": efficiency, "optimizer_state_dtype": optimizer_state_dtype, "master_weights": master_weights,
@@ -157,6 +163,10 @@ def estimate(
     extra += f", offload {'+'.join(s['offload'])}" if s["offload"] else ""
     typer.echo(f"{s['params'] / 1e9:.1f}B params ({s['shape']} shape), {s['method']}, {s['precision']}, "
                f"seq {s['seq_len']} x {s['micro_batch']}{extra}")
+    from gpuorch.sizing.report import stack_line
+
+    if (line := stack_line(w)) is not None:
+        typer.echo(line)
     on = f"{gpus}x{report['gpu']}" if report["gpu"] else f"{gpus} GPU(s)"
     typer.echo(f"per GPU on {on}, sharding {report['sharding']}:")
     for k, v in report["breakdown"].items():
@@ -166,6 +176,7 @@ def estimate(
                "free):")
     for f in report["fits"]:
         hours = f" ~{f['est_hours']:.1f} h" if f.get("est_hours") else ""
+        hours += " (uncalibrated: the GPU class's default speed)" if hours and not f["speed_calibrated"] else ""
         typer.echo(f"  {f['gpu_count']:>3} x {f['gpu']:<11} {f['scope']:<10} {f['per_gpu_gib']:>7.1f} / "
                    f"{f['usable_gib']:g} GiB  {f['sharding']}{hours}")
 
@@ -260,6 +271,15 @@ def plan(
         _plan(job, catalog, price_list, top, json_out)
 
 
+def _echo_stack(model: Any) -> None:
+    """The assumptions a job's ``model:`` took from its training stack, as one line."""
+    if model is not None:
+        from gpuorch.sizing.report import stack_line
+
+        if (line := stack_line(model)) is not None:
+            typer.echo(f"model: {line}")
+
+
 def _plan(job: Path, catalog: Path | None, price_list: bool, top: int, json_out: bool) -> None:
     from gpuorch import placement
     from gpuorch.jobs.spec import load_spec
@@ -314,6 +334,7 @@ def _plan(job: Path, catalog: Path | None, price_list: bool, top: int, json_out:
     gang = spec.nodes > 1
     typer.echo(f"ranked {source}; {work_line}" + (f"; a gang of {spec.nodes} instances of one type in one zone: "
                                                   "$/h per node, est. $ over every node" if gang else ""))
+    _echo_stack(spec.model)
     w = max([16, *(len(c.offer.instance_type) for c in result.candidates)])
     g = max([13, *(len(f"{c.nodes}x{c.offer.gpu_count}x{c.offer.gpu}") for c in result.candidates if c.offer.gpu)])
     typer.echo(f"{'provider':<8} {'zone':<18} {'instance':<{w}} {'gpu':<{g}} {'uses':<10} {'market':<9} "

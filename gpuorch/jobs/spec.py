@@ -261,6 +261,9 @@ class JobSpec(Strict):
             raise ValueError(f"distributed: {d.strategy} shards training state; inference spreads over GPUs with "
                              "strategy tp (or none: one GPU)")
         if m is not None:  # the model is sized for exactly what the job declares (none: one GPU)
+            why = m.check_stack((d or Distributed()).strategy)  # model.stack against the declared strategy
+            if why:
+                raise ValueError(why if why.startswith("distributed") else f"model.{why}")
             return self.model_copy(update={"distributed": d, "model": m.model_copy(
                 update={"distributed": d or Distributed()})})
         return self if d is self.distributed else self.model_copy(update={"distributed": d})

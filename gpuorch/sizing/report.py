@@ -9,7 +9,7 @@ from gpuorch.errors import UserInputError
 from gpuorch.sizing.fabric import Fabric
 from gpuorch.sizing.fit import MAX_NODES, Fit, best_estimate, smallest_fit, smallest_fits, unsupported
 from gpuorch.sizing.memory import HEADROOM, MemoryEstimate, allowed_gib, estimate_memory
-from gpuorch.sizing.runtime import estimate_hours
+from gpuorch.sizing.runtime import calibrated, estimate_hours
 from gpuorch.sizing.workload import Workload
 
 
@@ -78,10 +78,34 @@ def no_fit_error(w: Workload) -> UserInputError:
     )
 
 
+def stack_assumptions(w: Workload) -> dict[str, Any]:
+    """The settings the workload's stack chose (the knobs the ``model:`` block left unset), by name."""
+    if not w.training:
+        return {}
+    k = w.knobs
+    skip = {"adapter_dtype"} if w.method == "full" else {"master_weights", "optimizer_in_backward"}
+    if w.knobs.optimizer in ("adamw-8bit", "paged-adamw-8bit"):
+        skip.add("optimizer_state_dtype")
+    return {name: (list(v) if isinstance(v, tuple) else v) for name in k.from_stack if name not in skip
+            for v in [getattr(k, name)]}
+
+
+def stack_line(w: Workload) -> str | None:
+    """One line: which assumptions came from the stack (None: the block set every knob, or inference)."""
+    chosen = stack_assumptions(w)
+    if not chosen:
+        return None
+    text = ", ".join(f"{k} {'+'.join(v) or 'none' if isinstance(v, list) else str(v).lower()}"
+                     for k, v in chosen.items())
+    return f"from stack {w.stack} (set a knob to override): {text}"
+
+
 def workload_summary(w: Workload) -> dict[str, Any]:
     adapters = w.method in ("lora", "qlora")
     return {
         "params": w.n_params,
+        "stack": w.stack,
+        "from_stack": stack_assumptions(w),
         "shape": w.shape.name,
         "method": w.method,
         "precision": w.precision,
@@ -112,6 +136,7 @@ def _fit_dict(w: Workload, f: Fit, fabric: Fabric | None = None) -> dict[str, An
     if spec is not None and (w.tokens is not None or w.duration is not None):
         link = f.link if f.gpus_per_node > 1 else None
         d["est_hours"] = estimate_hours(w, spec, f.gpu_count, link, f.sharding, f.nodes, fabric)
+        d["speed_calibrated"] = w.duration is not None or calibrated(w, spec)
     return d
 
 

@@ -28,13 +28,42 @@ from gpuorch.sizing.workload import Workload
 FLOPS_PER_PARAM_TOKEN = {"full": 6.0, "lora": 4.0, "qlora": 4.0}
 ATTENTION_FLOPS = 12.0  # x L * h * s per token, forward + backward
 
-# Model-FLOPs utilisation in bf16, by GPU family (calibrated on the SXM parts; docs/sizing.md
-# "Runtime"). The PCIe and NVL variants of a family are assumed alike (their lower peak is in the
-# table already), and GH200 like H100. Families without an entry use the table's class default
-# (``GpuSpec.efficiency``): an assumption.
-# B200 through H100 on one stack: Megatron-Bridge's Llama 3 8B FP8 runs reach 1576 vs 744 model
-# TFLOP/s per GPU, so 0.42 * 1576/744 * 989/2250 = 0.39 (tests/data/runtime-cross-gpu.yaml).
-UTILISATION = {"A100": 0.70, "H100": 0.42, "GH200": 0.42, "H200": 0.55, "B200": 0.39}
+# Model-FLOPs utilisation in bf16, by GPU family, of the family's full-power part (docs/sizing.md
+# "Runtime"). The PCIe and NVL variants keep their family's utilisation of their own (lower,
+# datasheet) peak, and GH200 is taken like H100. Families without an entry use the table's class
+# default (``GpuSpec.efficiency``): an assumption, and ``calibrated`` says so.
+# H100: torchtitan's H100 runs were on 500 W power-capped parts (``POWER_CURVE``), so their
+# utilisation is solved against the capped peak (886 TFLOPS), not the 700 W SXM's 989.
+# B200 through H100 on one stack: Megatron-Bridge's Llama 3 8B FP8 runs (700 W DGX-H100) reach 1576
+# vs 744 model TFLOP/s per GPU: 0.47 * 1576/744 * 989/2250 = 0.44 (tests/data/runtime-cross-gpu.yaml).
+UTILISATION = {"A100": 0.70, "H100": 0.47, "GH200": 0.47, "H200": 0.55, "B200": 0.44}
+# Dense BF16 peak against board power across one die's parts (NVIDIA datasheets: H100 PCIe 350 W,
+# 756 TFLOPS; H100 NVL 400 W, 835; H100 SXM 700 W, 989): a part capped below its rating runs at the
+# peak interpolated at its cap (a 500 W H100 SXM: 886).
+POWER_CURVE: dict[str, tuple[tuple[float, float], ...]] = {
+    "H100": ((350.0, 756.0), (400.0, 835.0), (700.0, 989.0)),
+}
+
+
+def capped_tflops(gpu: GpuSpec, watts: float) -> float:
+    """The BF16 peak of ``gpu`` run at a ``watts`` power limit (its datasheet peak when not capped below)."""
+    curve = POWER_CURVE.get(family(gpu.name))
+    if not curve or watts >= curve[-1][0]:
+        return gpu.bf16_tflops
+    if watts <= curve[0][0]:
+        return curve[0][1] * watts / curve[0][0]
+    for (w0, t0), (w1, t1) in zip(curve, curve[1:], strict=False):
+        if w0 <= watts <= w1:
+            return min(gpu.bf16_tflops, t0 + (t1 - t0) * (watts - w0) / (w1 - w0))
+    return gpu.bf16_tflops  # pragma: no cover - the curve is sorted
+
+
+def calibrated(w: Workload, gpu: GpuSpec) -> bool:
+    """Whether the speed on ``gpu`` rests on published measurements (or the job's own efficiency)
+    rather than the GPU class's assumed default."""
+    return w.efficiency is not None or family(gpu.name) in UTILISATION
+
+
 AC_SPEED = {"none": 1.0, "selective": 0.9, "full": 0.8}  # share of speed left after recomputation
 COMPILE_SPEED = 1.15  # torch.compile (torchtitan Table 1: 6,667 vs 5,762 TPS/GPU)
 # float8 speeds up the linear layers only; attention (FlashAttention) stays bf16. Solved from

@@ -133,9 +133,10 @@ def resolve(stack: str, method: str, multi_gpu: bool, params: float, explicit: t
     return Knobs(**values, from_stack=from_stack)  # type: ignore[arg-type]
 
 
-def conflict(stack: str, method: str, strategy: str, offload: tuple[str, ...] | None) -> str | None:
+def conflict(stack: str, method: str, strategy: str | None, offload: tuple[str, ...] | None) -> str | None:
     """Why a ``model:`` block contradicts its stack (one line naming the field and the fix), or None.
-    ``offload`` is the explicit value (None: unset). ``strategy``: the declared distributed strategy."""
+    ``offload`` is the explicit value (None: unset). ``strategy``: the declared distributed strategy
+    (None: not known yet, as inside a job spec before its top-level ``distributed:`` is read)."""
     off = offload or ()
     if method == "inference" and stack != DEFAULT_STACK:
         return (f"stack: {stack} is a training stack; inference is sized as vLLM serves it: remove stack, or use "
@@ -152,7 +153,7 @@ def conflict(stack: str, method: str, strategy: str, offload: tuple[str, ...] | 
     if stack == "unsloth" and "params" in off:
         return ("offload: unsloth does not offload parameters to host memory (it offloads activation checkpoints); "
                 "remove params from offload, or use a stack with FSDP or ZeRO-3 offload (hf, axolotl, torchtune)")
-    if stack in ("torchtune", "torchtitan") and "params" in off and strategy != "fsdp":
+    if stack in ("torchtune", "torchtitan") and "params" in off and strategy is not None and strategy != "fsdp":
         return (f"offload: params in {stack} is FSDP's CPU offload (fsdp_cpu_offload); declare distributed: "
                 "{strategy: fsdp} over 2 or more GPUs, or remove params from offload")
     return None

@@ -203,7 +203,7 @@ class Workload(_Frozen):
                 and self.gradient_checkpointing != (self.activation_checkpointing != "none")):
             raise ValueError("gradient_checkpointing and activation_checkpointing disagree; give only "
                              "activation_checkpointing: none, selective or full")
-        why = conflict(self.stack, self.method, self.strategy.strategy if self.distributed else "", self.offload)
+        why = conflict(self.stack, self.method, self.distributed.strategy if self.distributed else None, self.offload)
         if why:
             raise ValueError(why)
         ctx = PRESETS[self.preset].max_context if self.preset and self.architecture is None else None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,8 @@ class Point:
     workload: Workload
     measured_gib: float | None
     without_kv: bool
+    stack: str | None = None  # the training stack the run used (None: inference)
+    stack_workload: Workload | None = None  # the same run described by its stack alone, every knob at default
 
     @property
     def card_gib(self) -> float:
@@ -62,15 +64,30 @@ class Point:
         return est.per_gpu_gib > allowed_gib(self.card_gib)
 
 
+# What a user states about a run whatever the stack: the model, method, precision, shape of the
+# batch, the adapters' rank and targets and how it spreads. Everything else is a knob the stack sets.
+STATED = ("params", "preset", "architecture", "method", "precision", "seq_len", "micro_batch", "lora_rank",
+          "lora_targets", "distributed", "max_batched_tokens", "kv_cache_dtype")
+
+
 def _point(d: dict[str, Any]) -> Point:
     model = dict(d["model"])
     if "distributed" in d:
         model["distributed"] = d["distributed"]
+    stack = d.get("stack")
+    stated = {k: v for k, v in model.items() if k in STATED} | ({"stack": stack} if stack else {})
     measured = d.get("measured_gib")
     if measured is None and d["kind"] == "max_context":
         measured = d["card_gb"] * CARD_SHARE
     return Point(d["id"], d["source"], d["published"], d["kind"], d["measures"], float(d["card_gb"]),
-                 int(d.get("gpus", 1)), Workload.model_validate(model), measured, d.get("compare") == "without_kv")
+                 int(d.get("gpus", 1)), Workload.model_validate(model), measured, d.get("compare") == "without_kv",
+                 stack, Workload.model_validate(stated))
+
+
+def by_stack(p: Point) -> Point:
+    """The point estimated from its stack alone (``model: {stack: ..., method, model, batch}``)."""
+    assert p.stack_workload is not None
+    return replace(p, workload=p.stack_workload)
 
 
 def load(path: Path) -> list[Point]:

@@ -5,8 +5,9 @@
 
 from __future__ import annotations
 
+import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from gpuorch import gpus as gpu_table
 from gpuorch.gpus import GpuSpec
 from gpuorch.sizing import Workload
 from gpuorch.sizing.fabric import Fabric
-from gpuorch.sizing.runtime import training_tokens_per_s
+from gpuorch.sizing.runtime import capped_tflops, training_tokens_per_s
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "runtime-calibration.yaml"
 
@@ -32,6 +33,7 @@ class Run:
     fabric: Fabric | None
     tps_per_gpu: float
     workload: Workload
+    role: str = "calibration"  # or holdout: chose no constant
 
     def estimate(self) -> float:
         per_node = self.gpus // self.nodes
@@ -46,8 +48,11 @@ class Run:
 def _run(d: dict[str, Any]) -> Run:
     spec = gpu_table.lookup(d["gpu"])
     assert spec is not None, d["gpu"]
+    if "power_w" in d:  # a power-capped part: its peaks at the cap
+        peak = capped_tflops(spec, float(d["power_w"]))
+        spec = replace(spec, bf16_tflops=peak, fp16_tflops=peak, fp8_tflops=spec.fp8_tflops * peak / spec.bf16_tflops)
     return Run(d["id"], d["source"], d["published"], spec, int(d["gpus"]), int(d.get("nodes", 1)), fabric(d),
-               float(d["tps_per_gpu"]), Workload.model_validate(d["model"]))
+               float(d["tps_per_gpu"]), Workload.model_validate(d["model"]), d.get("role", "calibration"))
 
 
 def fabric(d: dict[str, Any]) -> Fabric | None:
@@ -59,10 +64,14 @@ def load(path: Path = DATA) -> list[Run]:
     return [_run(d) for d in yaml.safe_load(path.read_text())]
 
 
+def median_abs_error(runs: list[Run]) -> float:
+    return statistics.median(abs(r.error()) for r in runs)
+
+
 def table(runs: list[Run]) -> str:
-    rows = ["| run | GPUs | measured tok/s/GPU | estimate | error | source |", "|---|---|---:|---:|---:|---|"]
-    rows += [f"| {r.id} | {r.gpus}x{r.gpu.name} | {r.tps_per_gpu:,.0f} | {r.estimate():,.0f} | {r.error():+.0%} | "
-             f"[link]({r.source}) |" for r in runs]
+    rows = ["| run | set | GPUs | measured tok/s/GPU | estimate | error | source |", "|---|---|---|---:|---:|---:|---|"]
+    rows += [f"| {r.id} | {r.role} | {r.gpus}x{r.gpu.name} | {r.tps_per_gpu:,.0f} | {r.estimate():,.0f} | "
+             f"{r.error():+.0%} | [link]({r.source}) |" for r in runs]
     return "\n".join(rows)
 
 
