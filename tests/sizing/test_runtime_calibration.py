@@ -23,3 +23,44 @@ def test_long_context_is_slower_per_token_because_of_attention():
     long = next(r for r in RUNS if r.workload.seq_len == 32768)
     short = next(r for r in RUNS if r.id == "titan-llama31-8b-h100-8-compile-fp8")
     assert long.estimate() < short.estimate() and long.tps_per_gpu < short.tps_per_gpu
+
+
+def test_a_part_is_held_out_and_both_sets_stay_within_ten_percent_median():
+    cal = [r for r in RUNS if r.role == "calibration"]
+    hold = [r for r in RUNS if r.role == "holdout"]
+    assert len(hold) >= 3 and {r.gpu.model for r in hold} >= {"A100", "H100"}
+    assert rc.median_abs_error(cal) <= 0.10 and rc.median_abs_error(hold) <= 0.10
+
+
+def test_a_power_capped_h100_runs_between_nvl_and_sxm_and_a_700w_sxm_offer_gets_its_own_peak():
+    from gpuorch import gpus
+    from gpuorch.sizing.runtime import POWER_CURVE, capped_tflops
+
+    sxm, nvl, pcie = (gpus.lookup(n) for n in ("H100", "H100-NVL", "H100-PCIE"))
+    assert sxm and nvl and pcie
+    # the curve is the datasheets' own peaks at each part's rated power
+    assert {t for _, t in POWER_CURVE["H100"]} == {sxm.bf16_tflops, nvl.bf16_tflops, pcie.bf16_tflops}
+    capped = capped_tflops(sxm, 500)
+    assert nvl.bf16_tflops < capped < sxm.bf16_tflops and capped_tflops(sxm, 700) == sxm.bf16_tflops
+    for w in range(300, 800, 50):  # monotone in power, never above the part's datasheet peak
+        assert capped_tflops(sxm, w) <= capped_tflops(sxm, w + 50) <= sxm.bf16_tflops
+    h100_runs = [r for r in RUNS if r.gpu.model == "H100"]
+    assert h100_runs and all(r.gpu.bf16_tflops == pytest.approx(capped) for r in h100_runs)
+
+
+def test_estimate_says_which_speeds_are_uncalibrated():
+    import json
+
+    from typer.testing import CliRunner
+
+    import gpuorch.cli.planning  # noqa: F401 - registers the commands
+    from gpuorch.cli.app import app
+    from gpuorch.sizing.runtime import UTILISATION
+
+    out = CliRunner().invoke(app, ["estimate", "--preset", "llama-3.1-8b", "--method", "qlora", "--tokens", "1B",
+                                   "--json"])
+    fits = json.loads(out.stdout)["fits"]
+    assert fits and all(f["speed_calibrated"] == (f["gpu"].split("-")[0] in UTILISATION) for f in fits)
+    assert any(not f["speed_calibrated"] for f in fits)
+    text = CliRunner().invoke(app, ["estimate", "--preset", "llama-3.1-8b", "--method", "qlora", "--tokens", "1B"])
+    assert "uncalibrated" in text.stdout
