@@ -10,15 +10,26 @@ with +-10% log-normal price noise and random AWS interruption buckets until it h
 
 Targets (issue 3): median <= 5 ms per job; 10,000 queued jobs in < 10 s on a 2-core machine.
 Prints one JSON object on its last line.
+
+``--catalog [--old TREE] [--runs N]`` measures ``gpuorch plan --catalog FILE`` instead (issue 36): the
+CPU seconds (user + system) of the whole command on a 50,000-row CSV (the AWS and GCP rows, which
+every tree since the CSV format reads, multiplied as above, spot kept within [10%, 100%] of
+on-demand so no tree warns), in a fresh process each run, this tree and ``TREE`` (a checkout of an
+older commit, e.g. ``git worktree add /tmp/old 89a4b5f``) alternated, each with its own paths first
+on PYTHONPATH. This tree runs twice per round: with its audit cache cold (a new file) and warm.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
+import resource
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -49,8 +60,8 @@ SHAPES = [
 TOKENS = ["5M", "20M", "50M", "100M", "300M"]
 
 
-def synthetic_catalog(target: int, rng: random.Random) -> list[Offer]:
-    base = load_offers()
+def synthetic_catalog(target: int, rng: random.Random, base: list[Offer] | None = None) -> list[Offer]:
+    base = load_offers() if base is None else base
     copies = -(-target // len(base))
     out = []
     for j in range(copies):
@@ -129,5 +140,66 @@ def main() -> None:
     print(json.dumps(result))
 
 
+def write_catalog_csv(path: Path, rng: random.Random) -> int:
+    """The 50k-row CSV of ``--catalog``: AWS and GCP rows only (what an old tree's GPU table knows)."""
+    from gpuorch.catalog import OfferRow, write_csv
+
+    base = [o for o in load_offers() if o.provider in ("aws", "gcp")]
+    rows = []
+    for o in synthetic_catalog(TARGET_OFFERS, rng, base)[:TARGET_OFFERS]:
+        fields = {k: getattr(o, k) for k in OfferRow._fields}
+        spot = fields["spot_price_per_hour"]
+        if spot is not None:  # the noise may push spot past on-demand or under 10%: a clean list for every tree
+            fields["spot_price_per_hour"] = round(min(max(spot, 0.1001 * o.price_per_hour), o.price_per_hour), 4)
+        rows.append(OfferRow(**fields))
+    with path.open("w", newline="") as f:
+        write_csv(rows, f)
+    return len(rows)
+
+
+def plan_cpu_s(tree: Path, catalog: Path, job_file: Path, cache_home: Path) -> float:
+    """CPU seconds (user + system) of one ``gpuorch plan --catalog`` in a fresh process run from ``tree``."""
+    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'providers'}", "XDG_CACHE_HOME": str(cache_home)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run([sys.executable, "-m", "gpuorch", "plan", "--catalog", str(catalog), str(job_file),
+                           "--json"], env=env, cwd=tree, capture_output=True, text=True, check=False)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{tree}: plan --catalog failed: {done.stderr.strip()[-500:]}")
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+def catalog_main(old: Path | None, runs: int) -> None:
+    new = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory(prefix="gpuorch-bench-") as tmp:
+        work = Path(tmp)
+        catalog, job_file, cache = work / "offers-50k.csv", work / "job.yaml", work / "cache"
+        rows = write_catalog_csv(catalog, random.Random(2024))
+        job_file.write_text('name: bench\nrun: python train.py\nresources:\n  gpu: "A100:8"\n')
+        times: dict[str, list[float]] = {"new_cold": [], "new_warm": [], **({"old": []} if old else {})}
+        for i in range(runs):
+            os.utime(catalog, ns=(time.time_ns(), time.time_ns() + i))  # a "new" file: the content hash decides
+            for cold in (True, False):
+                if cold:
+                    for f in cache.rglob("*"):
+                        if f.is_file():
+                            f.unlink()
+                times["new_cold" if cold else "new_warm"].append(plan_cpu_s(new, catalog, job_file, cache))
+            if old is not None:
+                times["old"].append(plan_cpu_s(old, catalog, job_file, cache))
+    result: dict[str, object] = {"rows": rows, "runs": runs, "cpus": os.cpu_count(), "load_1m": os.getloadavg()[0]}
+    for name, xs in times.items():
+        result[name] = {"min": round(min(xs), 2), "median": round(statistics.median(xs), 2), "max": round(max(xs), 2)}
+    print(json.dumps(result))
+
+
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--catalog", action="store_true", help="measure plan --catalog on a 50k-row CSV instead")
+    parser.add_argument("--old", type=Path, help="with --catalog: an older tree to alternate with (a git worktree)")
+    parser.add_argument("--runs", type=int, default=5, help="with --catalog: rounds (default 5)")
+    args = parser.parse_args()
+    if args.catalog:
+        catalog_main(args.old, max(1, args.runs))
+    else:
+        main()

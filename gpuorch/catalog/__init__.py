@@ -10,6 +10,7 @@ path, size and modification time), and each call returns a fresh list of the sam
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,12 +45,12 @@ def catalog_key(path: str | os.PathLike[str]) -> tuple[str, int, int]:
     return p, st.st_size, st.st_mtime_ns
 
 
-_STRICT = [False]  # gpuhunt price lists: refuse a file with a malformed row (``--strict``), or skip the row
+_STRICT = [False]  # a --catalog with a bad row: refused (``--strict``), or the row skipped and named
 
 
 @contextlib.contextmanager
 def strict_rows(strict: bool) -> Iterator[None]:
-    """Within: price lists in gpuhunt's format are read ``strict`` (``offers``/``plan --strict``)."""
+    """Within: catalog files (ours or gpuhunt's) are read ``strict`` (``offers``/``plan --strict``)."""
     before, _STRICT[0] = _STRICT[0], strict
     try:
         yield
@@ -60,23 +61,21 @@ def strict_rows(strict: bool) -> Iterator[None]:
 def load_rows(path: str | os.PathLike[str] | None = None) -> list[OfferRow]:
     """Catalog rows from ``path``, or the shipped snapshot when None. Raises UserInputError.
 
-    A file other than a shipped one is audited row by row (``gpuorch.catalog.audit``): a row
-    that fails a check is refused with one line naming its line and the fix; implausible spot
-    discounts are kept and listed by ``flagged(path)``. The shipped rows pass the audit (a test
-    holds them to it), so loading them skips it."""
+    A file other than a shipped one is parsed and audited row by row (``gpuorch.catalog.audit``):
+    a row that does not parse or fails a check is left out, with one line naming its line, column,
+    values and the fix (``flagged(path)``), and the rest is used; within ``strict_rows(True)`` the
+    first such row refuses the file instead. Implausible spot discounts are kept and flagged. The
+    audit's result is cached by the file's content hash (``auditcache``). The shipped rows pass the
+    audit (the snapshot build drops those that do not; a test holds them to it), so loading them
+    skips it."""
     if path is None:
         return [r for f in snapshot_files() for r in load_rows(f)]
     key = catalog_key(path)
     if key not in _ROWS or _STRICT_OF.get(key) != _STRICT[0]:
-        lines: list[int] = []
-        skipped: list[str] = []
-        kind: list[str] = []
-        rows = read_csv(key[0], lines, strict=_STRICT[0], skipped=skipped, kind=kind)
         if Path(key[0]) in snapshot_files():
-            _FLAGGED[key] = []
-        else:  # a gpuhunt list read leniently drops the rows the audit refuses, as it drops malformed ones
-            rows, audited = _audit(rows, lines, key[0], skip=kind == ["gpuhunt"] and not _STRICT[0])
-            _FLAGGED[key] = skipped + audited
+            rows, _FLAGGED[key] = read_csv(key[0]), []
+        else:
+            rows, _FLAGGED[key] = _read_audited(key[0], _STRICT[0])
         _ROWS[key], _STRICT_OF[key] = rows, _STRICT[0]
     return list(_ROWS[key])
 
@@ -84,18 +83,30 @@ def load_rows(path: str | os.PathLike[str] | None = None) -> list[OfferRow]:
 _STRICT_OF: dict[tuple[str, int, int], bool] = {}
 
 
-def _audit(rows: list[OfferRow], lines: list[int], source: str, skip: bool = False) -> tuple[list[OfferRow], list[str]]:
-    """The rows kept and the lines to warn of. An error refuses the file, or with ``skip`` leaves its row out."""
+def _read_audited(path: str, strict: bool) -> tuple[list[OfferRow], list[str]]:
+    """A user's catalog: the rows kept and the lines to warn of."""
+    from gpuorch.catalog import auditcache
     from gpuorch.catalog.audit import audit_rows, errors
+    from gpuorch.catalog.rows import MAX_CATALOG_BYTES, skip_note, strict_refusal
+    from gpuorch.userfile import read_text
 
-    findings = audit_rows(rows)
+    text = read_text(path, option=path, what="the catalog (a CSV file)", limit=MAX_CATALOG_BYTES)
+    lines: list[int] = []
+    notes: list[str] = []
+    rows = parse_csv(io.StringIO(text, newline=""), path, lines, strict=strict, skipped=notes)
+    content = text.encode()
+    cached = auditcache.load(content)
+    findings = audit_rows(rows) if cached is None else cached
     bad = errors(findings)
-    if bad and not skip:
-        raise UserInputError(bad[0].line(source, lines.__getitem__))
+    if bad and strict:
+        raise UserInputError(strict_refusal(bad[0].line(path, lines.__getitem__)))
+    if cached is None:
+        auditcache.store(content, findings)
     dropped = {f.index for f in bad}
-    kept = [r for i, r in enumerate(rows) if i not in dropped]
-    return kept, [f.line(source, lines.__getitem__) + (" (row skipped)" if f.index in dropped else "")
-                  for f in findings]
+    for f in findings:
+        text = f.line(path, lines.__getitem__)
+        notes.append(skip_note(text) if f.severity == "error" else text)
+    return [r for i, r in enumerate(rows) if i not in dropped], notes
 
 
 def flagged(path: str | os.PathLike[str]) -> list[str]:

@@ -8,11 +8,12 @@ on-demand and spot prices are two rows (``spot`` False / True), which become one
 (the GPU table's variant tolerance covers the difference); ``disk_size`` and ``flags`` have no
 gpuorch column; billing comes from the provider's adapter (an empty billing column).
 
-Each row is parsed by ``rows.parse_row`` and audited by ``audit.py`` like any catalog's. A
-malformed row is reported with its line and the gpuhunt column at fault; ``strict`` refuses the
-whole file at the first one (one line), otherwise the row is skipped and its line kept as a
-warning. Rows that sell no GPU gpuorch schedules (TPUs, Gaudi) and spot-only rows (gpuorch's
-rows need an on-demand price) are skipped the same way. Stdlib only.
+Each row is parsed by ``rows.parse_row`` and audited by ``audit.py`` like any catalog's, and
+handled as a row of ours is (``rows.parse_csv``): a malformed row is reported with its line and
+the gpuhunt column at fault; ``strict`` refuses the whole file at the first one (one line),
+otherwise the row is skipped and its line kept as a warning. Rows that sell no GPU gpuorch
+schedules (TPUs, Gaudi) and spot-only rows (gpuorch's rows need an on-demand price) are skipped
+the same way. Stdlib only.
 """
 
 from __future__ import annotations
@@ -59,10 +60,12 @@ def convert(reader: csv.DictReader[str], source: str, strict: bool) -> Result:
     out = Result()
 
     def bad(line: int, column: str, message: str) -> None:
+        from gpuorch.catalog.rows import skip_note, strict_refusal
+
         text = f"{source} line {line}, column {column}: {message}"
         if strict:
-            raise UserInputError(f"{text}; fix the row, or leave out --strict to skip it")
-        out.skipped.append(text)
+            raise UserInputError(strict_refusal(text))
+        out.skipped.append(skip_note(text))
 
     groups: dict[tuple[str, str, str], _Group] = {}
     for raw in reader:

@@ -49,6 +49,15 @@ class OfferRow(NamedTuple):
     interruption_bucket: str | None
 
 
+class Dropped(NamedTuple):
+    """A row a snapshot builder read from its source but does not ship, and why (``check``: the
+    audit's check, or the builder's own; ``reason``: the values and what is wrong with them)."""
+
+    row: OfferRow
+    check: str
+    reason: str
+
+
 class _BadValue(ValueError):
     def __init__(self, column: str, message: str) -> None:
         super().__init__(message)
@@ -72,6 +81,44 @@ def _number(raw: dict[str, str], col: str, *, required: bool = False, integer: b
     return value
 
 
+def number_text(value: float) -> str:
+    """A number as short as it reads back exactly: two different prices never print alike
+    (``27.433`` and ``27.4331``, not ``27.433`` twice)."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(float(value))
+
+
+_VARIANTS: dict[tuple[str, float | None, str, str], gpus.GpuSpec | None] = {}
+
+
+def _variant(name: str, memory: float | None, provider: str, instance_type: str) -> gpus.GpuSpec:
+    """The GPU a row means. Price lists name the model and give the memory apart (A100 with 80 GiB
+    is A100-80GB); where the instance type's family is known (its adapter's ``families``), a
+    family name (``A100``) with that variant's memory is the variant the instance carries (the
+    A100 80GB PCIe of Standard_NC24ads_A100_v4), not the table's first of that size. Memoised:
+    a 50k-row list has a few dozen kinds of row."""
+    key = (name, memory, provider, instance_type)
+    if key not in _VARIANTS:
+        spec = gpus.variant_for(name, memory)
+        if gpus.is_family_name(name):
+            from gpuorch.catalog.registry import catalog_of
+
+            cat = catalog_of(provider)
+            fam = cat.family_of(instance_type) if cat is not None else None
+            carried = gpus.lookup(fam.gpu) if fam is not None else None
+            if carried is not None and gpus.family(carried.name) == gpus.family(name) and \
+                    gpus.variant_for(carried.name, memory) is not None:
+                spec = carried
+        _VARIANTS[key] = spec
+    found = _VARIANTS[key]
+    if found is None:
+        assert memory is not None  # a known name without memory is its own spec
+        known = ", ".join(f"{g.name} {g.usable:g}" for g in gpus.variants(name))
+        raise _BadValue("gpu_memory_gib", f"{name} with {memory:g} GiB per GPU is no variant gpuorch knows "
+                                          f"({known} GiB); fix gpu_memory_gib, or name the variant in gpu")
+    return found
+
+
 def _text(raw: dict[str, str], col: str) -> str:
     text = (raw.get(col) or "").strip()
     if not text:
@@ -90,14 +137,8 @@ def parse_row(raw: dict[str, str]) -> OfferRow:
     if spec is not None and count < 1:
         raise _BadValue("gpu_count", f"must be at least 1 for a {spec.name} row")
     memory = _number(raw, "gpu_memory_gib")
-    if spec is not None and memory is not None:
-        # Price lists name the model and give the memory apart: A100 with 80 GiB is A100-80GB.
-        variant = gpus.variant_for(gpu_name, memory)
-        if variant is None:
-            known = ", ".join(f"{g.name} {g.usable:g}" for g in gpus.variants(spec.name))
-            raise _BadValue("gpu_memory_gib", f"{gpu_name} with {memory:g} GiB per GPU is no variant gpuorch knows "
-                                              f"({known} GiB); fix gpu_memory_gib, or name the variant in gpu")
-        spec = variant
+    if spec is not None:
+        spec = _variant(gpu_name, memory, provider, _text(raw, "instance_type"))
     link = (raw.get("interconnect") or "").strip().lower()
     if link and link not in INTERCONNECTS:
         raise _BadValue("interconnect", f"{link!r} is not one of {', '.join(sorted(set(INTERCONNECTS.values())))}")
@@ -134,9 +175,10 @@ def parse_csv(lines: Iterable[str], source: str, line_numbers: list[int] | None 
               skipped: list[str] | None = None, kind: list[str] | None = None) -> list[OfferRow]:
     """Rows of a catalog CSV; ``line_numbers``, when given, receives each row's line in the file.
 
-    gpuorch's columns, or gpuhunt's (``gpuorch.catalog.gpuhunt``): there a malformed row is
-    refused with ``strict``, else left out and its line appended to ``skipped``. ``kind``, when
-    given, receives the format read: ``gpuorch`` or ``gpuhunt``."""
+    gpuorch's columns, or gpuhunt's (``gpuorch.catalog.gpuhunt``). A malformed row is refused with
+    ``strict`` (one line naming the line, the column and the fix), else left out and its line
+    appended to ``skipped``; either format alike. ``kind``, when given, receives the format read:
+    ``gpuorch`` or ``gpuhunt``."""
     reader = csv.DictReader(lines)
     header = [h.strip() for h in reader.fieldnames or ()]
     missing = [c for c in COLUMNS if c not in header]
@@ -145,44 +187,46 @@ def parse_csv(lines: Iterable[str], source: str, line_numbers: list[int] | None 
     found = "gpuhunt" if missing and gpuhunt.is_gpuhunt(header) else "gpuorch"
     if kind is not None:
         kind.append(found)
-    if found == "gpuhunt":
-        reader.fieldnames = header
-        return _parse_gpuhunt(reader, source, line_numbers, strict, skipped)
-    if missing:
+    if found == "gpuorch" and missing:
         raise UserInputError(
             f"{source} line 1: missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)}; "
             f"the header needs {','.join(COLUMNS)}, or gpuhunt's (instance_name,location,price,...,provider)"
         )
     reader.fieldnames = header
+    notes = skipped if skipped is not None else []
+    if found == "gpuhunt":
+        got = gpuhunt.convert(reader, source, strict)
+        notes.extend(got.skipped)
+        return _parse_rows(zip(got.raws, got.lines, strict=True), source, line_numbers, strict, notes,
+                           gpuhunt.THEIRS)
+    return _parse_rows(((raw, reader.line_num) for raw in reader), source, line_numbers, strict, notes, {})
+
+
+def skip_note(text: str) -> str:
+    """A skipped row's line (``offers``/``plan`` print it as a warning)."""
+    return f"{text} (row skipped)"
+
+
+def strict_refusal(text: str) -> str:
+    """The one line that refuses a whole file under ``--strict``."""
+    return f"{text}; fix the row, or leave out --strict to skip it"
+
+
+def _parse_rows(raws: Iterable[tuple[dict[str, str], int]], source: str, line_numbers: list[int] | None,
+                strict: bool, notes: list[str], column_names: dict[str, str]) -> list[OfferRow]:
+    """Each raw row parsed; a bad one refused with ``strict``, else skipped with a note. ``column_names``
+    maps our columns to the file's (gpuhunt's), so a message names the column the user wrote."""
     rows: list[OfferRow] = []
-    for raw in reader:
+    for raw, line in raws:
         if not any((v or "").strip() for v in raw.values() if isinstance(v, str)):
             continue  # blank line
         try:
             rows.append(parse_row(raw))
-            if line_numbers is not None:
-                line_numbers.append(reader.line_num)
         except _BadValue as e:
-            raise UserInputError(f"{source} line {reader.line_num}, column {e.column}: {e}") from None
-    return rows
-
-
-def _parse_gpuhunt(reader: csv.DictReader[str], source: str, line_numbers: list[int] | None, strict: bool,
-                   skipped: list[str] | None) -> list[OfferRow]:
-    from gpuorch.catalog import gpuhunt
-
-    got = gpuhunt.convert(reader, source, strict)
-    notes = skipped if skipped is not None else []
-    notes.extend(got.skipped)
-    rows: list[OfferRow] = []
-    for raw, line in zip(got.raws, got.lines, strict=True):
-        try:
-            rows.append(parse_row(raw))
-        except _BadValue as e:
-            text = f"{source} line {line}, column {gpuhunt.THEIRS.get(e.column, e.column)}: {e}"
+            text = f"{source} line {line}, column {column_names.get(e.column, e.column)}: {e}"
             if strict:
-                raise UserInputError(f"{text}; fix the row, or leave out --strict to skip it") from None
-            notes.append(text)
+                raise UserInputError(strict_refusal(text)) from None
+            notes.append(skip_note(text))
             continue
         if line_numbers is not None:
             line_numbers.append(line)

@@ -4,30 +4,73 @@
     python -m gpuorch.catalog.snapshot DATA_DIR --check  # exit 1 if a shipped file differs
 
 Each adapter's ``AdapterCatalog.builder`` (``gpuorch_<cloud>/snapshot.py``) turns ``DATA_DIR``
-(``../shared/data``: price samples, the spot advisor) into its rows; the core only sorts and
-writes them. Provenance, choices and gaps are documented in docs/catalog.md. Offline only; the
-daemon never runs this.
+(``../shared/data``: price samples, the spot advisor) into its rows, and may return some as
+``Dropped`` (a check only it can make, e.g. GCP's host and GPU parts). The core runs the row audit
+(``gpuorch.catalog.audit``) over the rest: a row with an error is dropped too. The shipped rows go
+to ``data/offers.csv`` (sorted), the dropped ones with their reasons to ``data/dropped.csv`` beside
+it, so the snapshot passes its own audit by rule and says what it left out. Provenance, choices and
+gaps are documented in docs/catalog.md. Offline only; the daemon never runs this.
 """
 
 from __future__ import annotations
 
+import csv
 import importlib
 import io
 import sys
 from pathlib import Path
 
 from gpuorch.catalog.adapter import AdapterCatalog
-from gpuorch.catalog.rows import OfferRow, write_csv
+from gpuorch.catalog.rows import Dropped, OfferRow, number_text, write_csv
+
+DROPPED_COLUMNS = ("provider", "region", "zone", "instance_type", "price_per_hour", "spot_price_per_hour", "check",
+                   "reason")
 
 
-def build_one(catalog: AdapterCatalog, data_dir: Path) -> str:
-    """The CSV text of one adapter's rows, as shipped (sorted by instance type, region, zone)."""
+def _order(r: OfferRow) -> tuple[str, str, str, str]:
+    return r.provider, r.instance_type, r.region, r.zone
+
+
+def build_rows(catalog: AdapterCatalog, data_dir: Path) -> tuple[list[OfferRow], list[Dropped]]:
+    """One adapter's rows as shipped and the rows dropped, each sorted by instance type, region, zone."""
+    from gpuorch.catalog.audit import audit_rows, errors
+
     assert catalog.builder is not None
     module, _, func = catalog.builder.partition(":")
-    rows: list[OfferRow] = getattr(importlib.import_module(module), func)(data_dir)
+    built: list[OfferRow | Dropped] = getattr(importlib.import_module(module), func)(data_dir)
+    rows = [r for r in built if isinstance(r, OfferRow)]
+    dropped = [d for d in built if isinstance(d, Dropped)]
+    reasons: dict[int, list[str]] = {}
+    checks: dict[int, str] = {}
+    for f in errors(audit_rows(rows)):
+        reasons.setdefault(f.index, []).append(f.message.split(": ", 1)[-1])  # the row is on the line already
+        checks.setdefault(f.index, f.check)
+    dropped += [Dropped(r, checks[i], "; ".join(reasons[i])) for i, r in enumerate(rows) if i in reasons]
+    kept = [r for i, r in enumerate(rows) if i not in reasons]
+    return sorted(kept, key=_order), sorted(dropped, key=lambda d: _order(d.row))
+
+
+def build_one(catalog: AdapterCatalog, data_dir: Path) -> tuple[str, str]:
+    """The CSV texts of one adapter's shipped rows and of its dropped rows ("" when none: no file)."""
+    kept, dropped = build_rows(catalog, data_dir)
     out = io.StringIO()
-    write_csv(sorted(rows, key=lambda r: (r.provider, r.instance_type, r.region, r.zone)), out)
-    return out.getvalue()
+    write_csv(kept, out)
+    if not dropped:
+        return out.getvalue(), ""
+    gone = io.StringIO()
+    writer = csv.writer(gone, lineterminator="\n")
+    writer.writerow(DROPPED_COLUMNS)
+    for d in dropped:
+        r = d.row
+        writer.writerow([r.provider, r.region, r.zone, r.instance_type, number_text(r.price_per_hour),
+                         "" if r.spot_price_per_hour is None else number_text(r.spot_price_per_hour), d.check,
+                         d.reason])
+    return out.getvalue(), gone.getvalue()
+
+
+def dropped_file(catalog: AdapterCatalog) -> Path:
+    assert catalog.rows is not None
+    return catalog.rows.with_name("dropped.csv")
 
 
 def buildable() -> list[AdapterCatalog]:
@@ -41,14 +84,17 @@ def main(argv: list[str]) -> int:
     stale = []
     for c in buildable():
         assert c.rows is not None
-        text = build_one(c, data_dir)
-        if "--check" in argv:
-            if c.rows.read_text() != text:
-                stale.append(str(c.rows))
-        else:
-            c.rows.write_text(text)
-    for path in stale:
-        print(f"{path}: differs from a rebuild; run python -m gpuorch.catalog.snapshot {data_dir}", file=sys.stderr)
+        shipped, dropped = build_one(c, data_dir)
+        for path, text in ((c.rows, shipped), (dropped_file(c), dropped)):
+            if "--check" in argv:
+                if (path.read_text() if path.exists() else "") != text:
+                    stale.append(str(path))
+            elif text:
+                path.write_text(text)
+            else:
+                path.unlink(missing_ok=True)
+    for name in stale:
+        print(f"{name}: differs from a rebuild; run python -m gpuorch.catalog.snapshot {data_dir}", file=sys.stderr)
     return 1 if stale else 0
 
 

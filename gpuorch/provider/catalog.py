@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING
 
 from gpuorch.catalog import OfferRow, catalog_key, load_rows, snapshot_files
 from gpuorch.catalog.adapter import AdapterCatalog, BillingRule, Family, Shape, gpu_memory_mib, price_or_none
-from gpuorch.catalog.audit import MIN_SPOT_FRACTION, Finding, audit_rows
+from gpuorch.catalog.audit import MIN_SPOT_FRACTION, Finding, audit_rows, part_findings
+from gpuorch.catalog.rows import Dropped
 
 if TYPE_CHECKING:
     from gpuorch.provider.offer import Offer
 
-__all__ = ["MIN_SPOT_FRACTION", "AdapterCatalog", "BillingRule", "Family", "Finding", "OfferRow", "Shape",
-           "audit_rows", "gpu_memory_mib", "load_offers", "load_rows", "price_or_none"]
+__all__ = ["MIN_SPOT_FRACTION", "AdapterCatalog", "BillingRule", "Dropped", "Family", "Finding", "OfferRow", "Shape",
+           "audit_rows", "gpu_memory_mib", "load_offers", "load_rows", "part_findings", "price_or_none"]
 
 _OFFERS: dict[tuple[str, int, int], list[Offer]] = {}
 

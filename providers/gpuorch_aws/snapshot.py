@@ -3,9 +3,9 @@
     python -m gpuorch.catalog.snapshot DATA_DIR
 
 ``DATA_DIR`` holds ``catalog-sample/aws-gpu-offers.csv`` (public on-demand and spot prices per
-zone) and ``spot-advisor/gpu_accel_pools.csv`` (interruption buckets); the H200 rows come from
-``data/sources/aws-vms-h200.csv``, committed with the adapter. Provenance, choices and
-gaps: docs/catalog.md. The daemon never runs this.
+zone) and ``spot-advisor/gpu_accel_pools.csv`` (interruption buckets). Rows failing the row
+audit (the core runs it) are written to ``data/dropped.csv`` with the reason. Provenance, choices
+and gaps: docs/catalog.md. The daemon never runs this.
 """
 
 from __future__ import annotations
@@ -54,11 +54,6 @@ def aws_rows(path: Path, buckets: dict[tuple[str, str], str]) -> list[OfferRow]:
     return out
 
 
-# H200 offers (p5en.48xlarge), not in the shared slice: rows copied unchanged from a public price
-# catalog, committed with the adapter (provenance in data/sources/README.md).
-H200_SLICE = Path(__file__).resolve().parent / "data" / "sources" / "aws-vms-h200.csv"
-
-
 def build(data_dir: Path) -> list[OfferRow]:
     buckets = advisor_buckets(data_dir / "spot-advisor" / "gpu_accel_pools.csv")
-    return aws_rows(data_dir / "catalog-sample" / "aws-gpu-offers.csv", buckets) + aws_rows(H200_SLICE, buckets)
+    return aws_rows(data_dir / "catalog-sample" / "aws-gpu-offers.csv", buckets)

@@ -3,8 +3,9 @@
     python -m gpuorch.catalog.snapshot DATA_DIR
 
 ``DATA_DIR`` holds ``catalog-sample/gcp-gpu-offers.csv`` (public on-demand and spot prices per
-zone, host machines and GPUs priced apart). Provenance, choices and gaps: docs/catalog.md. The
-daemon never runs this.
+zone, host machines and GPUs priced apart). Rows failing the row audit (the core runs it) or the
+part check here are written to ``data/dropped.csv`` with the reason. Provenance, choices and gaps:
+docs/catalog.md. The daemon never runs this.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from gpuorch.provider.catalog import OfferRow, gpu_memory_mib, price_or_none
+from gpuorch.provider.catalog import Dropped, OfferRow, gpu_memory_mib, part_findings, price_or_none
 
 from .catalog import CATALOG
 
@@ -28,7 +29,10 @@ GCP_MACHINE_GPUS = {
 }
 
 
-def gcp_rows(path: Path, machines: dict[str, tuple[str, int]] = GCP_MACHINE_GPUS) -> list[OfferRow]:
+def gcp_rows(path: Path, machines: dict[str, tuple[str, int]] = GCP_MACHINE_GPUS) -> list[OfferRow | Dropped]:
+    """One row per (machine type, zone): host + GPUs, on demand and spot. A row whose parts do not
+    add up to one market (a part's spot above its own on-demand price: the source's GPU SKU is
+    not the one the VM bills) is returned as ``Dropped``, with the values, not shipped."""
     rule = CATALOG.billing
     with path.open(newline="") as f:
         raw = list(csv.DictReader(f))
@@ -36,7 +40,7 @@ def gcp_rows(path: Path, machines: dict[str, tuple[str, int]] = GCP_MACHINE_GPUS
         (r["AvailabilityZone"], r["AcceleratorName"], int(r["AcceleratorCount"])): r
         for r in raw if not r["InstanceType"]
     }
-    out = []
+    out: list[OfferRow | Dropped] = []
     for host in (r for r in raw if r["InstanceType"] in machines):
         name, count = machines[host["InstanceType"]]
         acc = gpu_prices.get((host["AvailabilityZone"], name, count))
@@ -44,28 +48,17 @@ def gcp_rows(path: Path, machines: dict[str, tuple[str, int]] = GCP_MACHINE_GPUS
             continue  # no GPU price in this zone: the VM's price is unknown
         host_spot, acc_spot = price_or_none(host["SpotPrice"]), price_or_none(acc["SpotPrice"])
         spot = host_spot + acc_spot if host_spot is not None and acc_spot is not None else None
-        out.append(OfferRow(
+        row = OfferRow(
             "gcp", host["Region"], host["AvailabilityZone"], host["InstanceType"], name, count,
             gpu_memory_mib(acc["GpuInfo"]) / 1024, float(host["vCPUs"]), float(host["MemoryGiB"]),
             round(float(host["Price"]) + float(acc["Price"]), 6), round(spot, 6) if spot is not None else None,
             rule.increment_s, rule.minimum_s, CATALOG.interconnect_for(host["InstanceType"], count), None,
-        ))  # fmt: skip
+        )  # fmt: skip
+        wrong = part_findings([(f"host {host['InstanceType']}", float(host["Price"]), host_spot),
+                               (f"{count} x {name} GPU", float(acc["Price"]), acc_spot)])
+        out.append(Dropped(row, "part", "; ".join(wrong)) if wrong else row)
     return out
 
 
-# H200 offers (a3-ultragpu-8g), not in the shared slice: rows copied unchanged from a public price
-# catalog, committed with the adapter (provenance in data/sources/README.md).
-H200_SLICE = Path(__file__).resolve().parent / "data" / "sources" / "gcp-vms-h200.csv"
-# The slice lists the 8 x H200 on-demand at 36.60258 here, half its 74.49392 in the other zones, and
-# where it also lists a spot price that is above it: not a credible on-demand price, so left out.
-H200_DOUBTFUL_ZONES = frozenset({"asia-south1-b", "asia-south2-c", "europe-west1-b", "europe-west4-a",
-                                 "us-east5-a", "us-south1-b"})
-
-
-def h200_rows() -> list[OfferRow]:
-    rows = gcp_rows(H200_SLICE, {"a3-ultragpu-8g": ("H200", 8)})
-    return [r for r in rows if r.zone not in H200_DOUBTFUL_ZONES]
-
-
-def build(data_dir: Path) -> list[OfferRow]:
-    return gcp_rows(data_dir / "catalog-sample" / "gcp-gpu-offers.csv") + h200_rows()
+def build(data_dir: Path) -> list[OfferRow | Dropped]:
+    return gcp_rows(data_dir / "catalog-sample" / "gcp-gpu-offers.csv")

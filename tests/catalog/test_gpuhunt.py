@@ -18,8 +18,10 @@ from gpuorch.catalog.gpuhunt import COLUMNS
 from gpuorch.cli.app import app
 
 runner = CliRunner()
-GOOD = [  # instance_name, location, price, cpu, memory, gpu_count, gpu_name, gpu_memory, spot, disk, vendor, flags, provider
-    ("gpu_1x_a100_sxm4", "us-east-1", "1.29", "30", "200", "1", "A100", "40", "False", "512", "nvidia", "", "lambdalabs"),
+# instance_name, location, price, cpu, memory, gpu_count, gpu_name, gpu_memory, spot, disk, vendor, flags, provider
+GOOD = [
+    ("gpu_1x_a100_sxm4", "us-east-1", "1.29", "30", "200", "1", "A100", "40", "False", "512", "nvidia", "",
+     "lambdalabs"),
     ("NVIDIA GeForce RTX 4090", "EU-RO-1", "0.69", "16", "62", "1", "RTX4090", "24", "False", "40", "nvidia", "",
      "runpod"),
     ("NVIDIA GeForce RTX 4090", "EU-RO-1", "0.34", "16", "62", "1", "RTX4090", "24", "True", "40", "nvidia", "",
@@ -120,8 +122,15 @@ def test_plan_ranks_a_gpuhunt_price_list(tmp_path):
     assert got["candidates"] and {c["provider"] for c in got["candidates"]} <= {"lambdalabs", "runpod"}
 
 
-def test_our_format_is_unchanged_a_bad_row_still_refuses_the_file(tmp_path):
+def test_our_format_skips_a_bad_row_the_same_way_and_strict_refuses_the_file(tmp_path):
     path = tmp_path / "ours.csv"
-    path.write_text(",".join(cat.COLUMNS) + "\naws,us-east-1,use1-az1,g6.xlarge,L4,1,22.35,4,16,abc,,,1\n")
-    r = cli("offers", "--catalog", str(path))
-    assert r.exit_code == 2 and "line 2, column price_per_hour" in r.stderr
+    path.write_text(",".join(cat.COLUMNS) + "\naws,us-east-1,use1-az1,g6.xlarge,L4,1,22.35,4,16,abc,,,1\n"
+                    "aws,us-east-1,use1-az2,g6.xlarge,L4,1,22.35,4,16,0.8,,,1\n")
+    r = cli("offers", "--catalog", str(path), "--json")
+    assert r.exit_code == 0 and [o["zone"] for o in json.loads(r.stdout)["offers"]] == ["use1-az2"]
+    assert r.stderr.strip().splitlines() == [
+        f"warning: {path} line 2, column price_per_hour: 'abc' is not a number (row skipped)"]
+    strict = cli("offers", "--catalog", str(path), "--strict")
+    assert strict.exit_code == 2 and strict.stderr.strip().splitlines() == [
+        f"error: {path} line 2, column price_per_hour: 'abc' is not a number; fix the row, or leave out --strict to "
+        "skip it"]
