@@ -1,27 +1,21 @@
-"""One reconcile pass, in stages: observe (a pure snapshot) -> decide (pure) -> apply (side effects).
+"""One reconcile pass, in three stages: claim and observe, keep or decide, flush and sweep.
 
-Per job: ``_view`` builds the job's ``JobView`` (views.py) from the store's rows, this pass's
-instance listing and the runner's answer, writing nothing; a runner that is missing, not
-implemented or unreachable is only "not reachable", so decide still runs (the boot timeout
-fires). Then the observations are recorded (spot price moves, the job's log and metrics), the
-money gate is read, ``decide`` (decide/job.py) returns the actions and ``Applier`` (apply/applier.py) carries
-them out, never calling decide again: what fails is decided on the next pass. Launches run on a
-bounded pool (launch_pool.py): a hung cloud call holds only its own job, which later passes
-leave alone until its launch is over.
+Claim and observe (``observe/``): take the jobs' leases, list every provider's instances, read
+the held rows and start the agents' status reads. Keep or decide, each job in claim order: kept
+as it was when nothing it was decided from changed (``memo.py``), else its ``JobView`` is built
+(``observe/snapshot.py``, writing nothing), what was observed is recorded (spot price moves, its
+log and metrics), the money gate is read, ``decide`` (``decide/job.py``, pure) returns the actions
+and ``Applier`` (``apply/applier.py``) carries them out, never calling decide again: what fails
+is decided on the next pass. Flush and sweep: the pass's last batch of launches (on a bounded
+pool: a hung cloud call holds only its own job), then sweeps, volumes, keys and the instance table.
 
 Intent is recorded before every side effect (an attempt row exists before its launch call), and
 every write checks, with the job's row locked, that this daemon still holds the job's unexpired
-lease (``leases.py``), so a restarted or second daemon never double-acts. Nothing here sleeps:
-``run_pass`` returns how soon it wants to run again.
-
-A pass costs little when nothing changes (docs/benchmarks.md, issue 18): a claim with nothing
-committed since reads nothing (leases.py), held rows are kept (rows.py), agents are read in one
-call that says what is new, and unchanged jobs are neither decided again nor viewed, but kept on
-identity alone (steady.py); heartbeats go out every ``heartbeat_every_s``, not every pass.
-
-The pass's parts, collaborators given what they need: ``observe/listing.py`` (offers, listing),
-``apply/applier.py`` with ``launching.py`` and ``recording.py`` (agent progress, checkpoints, ends),
-``orphans.py`` (instances and SSH keys nobody owns), ``mirror.py``, ``money.py``, ``volumes.py``.
+lease (``observe/leases.py``), so a restarted or second daemon never double-acts. Nothing here
+sleeps: ``run_pass`` returns how soon it wants to run again. A pass costs little when nothing
+changes (docs/benchmarks.md, issue 18): a claim with nothing committed reads nothing, held rows
+are kept (``observe/rows.py``), agents are read in one call that says what is new, unchanged
+jobs are neither viewed nor decided, and heartbeats go out every ``heartbeat_every_s``.
 """
 
 from __future__ import annotations
@@ -60,12 +54,14 @@ from gpuorch.reconciler.apply.scheduled import ScheduledStops
 from gpuorch.reconciler.apply.volumes import Volumes
 from gpuorch.reconciler.decide.actions import Launch
 from gpuorch.reconciler.decide.job import decide
+from gpuorch.reconciler.memo import Memo
 from gpuorch.reconciler.observe.leases import RENEW_WHEN_LEFT, LeaseLost, Leases
 from gpuorch.reconciler.observe.listing import Backoffs, Key, OfferCache, backoff_key, list_instances
 from gpuorch.reconciler.observe.rows import HeldRows, UnreadableSpec
-from gpuorch.reconciler.observe.status_reads import Read, ReadKey, StatusReads, read_status, start_reads
-from gpuorch.reconciler.observe.views import AttemptView, JobView, Settings, for_providers
-from gpuorch.reconciler.steady import Quiet, QuietJobs, SteadyJobs, kept_unviewed
+from gpuorch.reconciler.observe.snapshot import attempt_views
+from gpuorch.reconciler.observe.status_reads import Read, ReadKey, StatusReads, start_reads
+from gpuorch.reconciler.observe.views import JobView, Settings, for_providers
+from gpuorch.reconciler.pass_state import Pass
 from gpuorch.runners.port import Runner
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus
@@ -130,12 +126,11 @@ class Reconciler:
         self._attempts: dict[int, list[Attempt]] = {}  # this pass's attempts, by job id
         self._batched: dict[ReadKey, Read] = {}  # this pass's status reads made in one call per provider
         self.rows = HeldRows(store, self.leases)  # job and attempt rows, parsed specs: kept across passes
-        self.steady = SteadyJobs(lambda: self.settings.boot_timeout_s)  # unchanged jobs are not decided again
-        self.quiet = QuietJobs()  # and those kept unviewed, kept again on identity checks
+        self.memo = Memo(lambda: self.settings.boot_timeout_s)  # jobs unchanged since the last pass are kept
+        self.steady = self.memo.steady  # its steady decisions (tests and benchmarks read ``skipped``)
         self._unreadable: dict[int, str] = {}  # spec text of live jobs logged as unreadable (once each)
         self._keys: dict[int, tuple[Instance, Key | None]] = {}  # list_instances' keys of the last listing
 
-    # -- load ------------------------------------------------------------------------------
     def _current_offers(self, now: datetime) -> list[Offer]:
         return self.offers.current(now)
 
@@ -150,29 +145,14 @@ class Reconciler:
         self.leases.release()
 
     def _view(self, job: Job, observed: dict[Key, Instance], ok: set[str]) -> JobView:
-        """The observe stage for one job: a snapshot, with no write to the store or to files. The
-        runners that answered are kept for ``_record_observed`` (its log and metrics)."""
+        """The observe stage for one job (``observe/snapshot.py``). The runners that answered are
+        kept for ``_record_observed`` (its log and metrics)."""
         self._runners = []
-        rows = self._attempts.get(job.id or 0)
+        job_id = job.id or 0
+        rows = self._attempts.get(job_id)
         if rows is None:  # not loaded with this pass's batch
-            rows = self.rows.load_attempts([job.id or 0])[job.id or 0]
-        views = []
-        for row in rows:
-            if row.status == AttemptStatus.ENDED:
-                views.append(AttemptView(row, observed=True))
-                continue
-            inst = observed.get((row.provider, job.id or 0, row.number))
-            agent, reachable = None, False
-            if (provider := self._worth_asking(row.provider, inst)) is not None:
-                assert inst is not None
-                # read off the pass (status_reads.py) if it may block; else, or not in this pass's batch, here
-                key = (row.provider, row.job_id, row.number, inst.id)
-                read = self.reads.take(key) if provider.runners_may_block else self._batched.get(key)
-                read = read or read_status(provider.runner, inst)
-                agent, reachable = read.agent, read.reachable
-                if agent is not None and read.runner is not None:
-                    self._runners.append((row, read.runner))
-            views.append(AttemptView(row, observed=row.provider in ok, instance=inst, agent=agent, reachable=reachable))
+            rows = self.rows.load_attempts([job_id])[job_id]
+        views, self._runners = attempt_views(job_id, rows, observed, ok, self._worth_asking, self.reads, self._batched)
         return JobView(job, self.rows.spec(job), views)
 
     def _worth_asking(self, name: str, inst: Instance | None) -> Provider | None:
@@ -200,14 +180,29 @@ class Reconciler:
 
     # -- the pass ----------------------------------------------------------------------------
     def run_pass(self, stop: Event | None = None) -> float:
-        """Reconcile every job once; return the seconds until the next pass is due.
+        """Reconcile every job once; return the seconds until the next pass is due. Three stages:
+        claim and observe, keep or decide (each job), flush and sweep.
 
         Once ``stop`` is set (the daemon is shutting down) no more jobs are claimed and the jobs
         not reached yet are left alone: the pass ends after the job in hand.
         """
         if stop is not None and stop.is_set():
             return 0.0
-        now = self.clock.now()
+        p = self._claim_and_observe(self.clock.now())
+        try:
+            if not self._keep_or_decide(p, stop):
+                return 0.0  # the leases taken are released by the daemon on its way out
+            self._flush(p)
+        finally:
+            self.applier.end_pass()
+            self._attempts, self._batched, self._runners = {}, {}, []
+        self._sweep(p)
+        crashpoint("pass.done")
+        return max(0.0, p.requeue)
+
+    def _claim_and_observe(self, now: datetime) -> Pass:
+        """Claim the jobs, then observe: observations then postdate every write of a daemon whose
+        lease this pass took over (its writes need an unexpired lease; we took an expired one)."""
         self.pool.new_pass()
         self.applier.begin_pass()  # its launches are recorded a batch at a time (flush, below)
         # A launch still running now may finish after this pass's listing, leaving an attempt
@@ -215,8 +210,6 @@ class Reconciler:
         launching = self.pool.in_flight()
         for job_id in self.pool.stale():  # a background launch wrote these: read them afresh
             self.rows.drop(job_id)
-        # Claim, then observe: observations then postdate every write of a daemon whose lease
-        # this pass took over (its writes need an unexpired lease; we took an expired one).
         claimed = self.leases.claim(now, self._last_pass_at, known=self.rows.jobs, queued=self.queued_limit)
         ids = self.leases.ids  # the claimed jobs' ids, in order: no ORM attribute read a job
         self.rows.jobs = dict(zip(ids, claimed, strict=True))
@@ -231,125 +224,134 @@ class Reconciler:
         sweep_orphans(self.store, self.providers, self.leases, observed, ok, now, live)
         rows = (row for i in ids if not self.pool.busy(i) for row in self._attempts.get(i, ()))  # if runners block
         self._batched, reading = start_reads(self.providers, self.reads, rows, observed, live, self._worth_asking)
+        return self._new_pass(now, ids, claimed, observed, ok, live, launching | reading)
+
+    def _new_pass(self, now: datetime, ids: list[int], claimed: list[Job], observed: dict[Key, Instance],
+                  ok: set[str], live: set[Key], busy: set[int]) -> Pass:
+        """The pass's offers, back-offs and settings, and its memos told a pass begins."""
         offers = self._current_offers(now)
-        index = self.offers.index()  # one per catalog refresh: placements are memoised on it
         settings = self.settings
         if not self.offers.complete:  # a catalog is missing: "no offer" may be a blip
             settings = dataclasses.replace(settings, no_offer_retry_s=settings.poll_s)
-        avoid = self._avoid(now)
-        avoid_key = None if avoid is None else avoid.key
-        seen_at = self.offers.seen_at  # when the catalog was last read (spot price moves)
-        requeue = self.settings.no_offer_retry_s
-        this_pass = (offers, seen_at)  # the memos' Steady.quick: one tuple shared by the pass's memos
-        self.applier.terminated = set()  # this pass's terminations; `observed` predates them
-        self.money.begin_pass(observed, live)
-        self.steady.begin_pass(self.applier.started)  # the agent starts that went through (booting memos)
         # Leases are renewed (in bulk) once less than RENEW_WHEN_LEFT of them is left.
         renew_at = (self.leases.soonest or min((j.lease_expires for j in claimed if j.lease_expires), default=now)) \
             - timedelta(seconds=self.lease_s * RENEW_WHEN_LEFT)
-        # Queued jobs launched this pass, and the time their decisions and launches took (Settings.launch_batch,
-        # launch_budget_s; and the pass's age, at most twice that): at least one a pass, so a queue always drains.
-        launched, launch_s, budget, most = 0, 0.0, settings.launch_budget(), settings.launch_batch
-        considered, cut = 0, False  # queued jobs decided; whether the budget left some for the next pass
-        self.quiet.begin_pass((index, avoid_key, settings, offers, seen_at, ok))
-        quiet, memos, attempts, batched = self.quiet, self.steady, self._attempts, self._batched
-        try:
-            for job_id, job in zip(ids, claimed, strict=True):
-                if stop is not None and stop.is_set():
-                    return 0.0  # the leases taken are released by the daemon on its way out
-                out = self.pool.busy(job_id) or job_id in launching or job_id in reading  # a launch or read still out
-                # Kept on identity checks alone: kept unviewed last pass, every input the object it was (steady.py)
-                if not out and (q := quiet.kept(job_id, job, attempts.get(job_id), memos.memo(job_id), observed,
-                                                batched, now)) is not None:
-                    memos.skipped += 1
-                    if q.current is not None:
-                        self.applier.beat(job_id, *q.current, number=q.memo.attempt, now=now)
-                    requeue = min(requeue, q.memo.requeue_after)
-                    continue
-                quiet.drop(job_id)
-                queued = job.status == JobStatus.QUEUED and not job.cancel_requested  # a cancel is never left
-                if queued and launched and (cut or (most is not None and launched >= most) or launch_s >= budget
-                                            or (self.clock.now() - now).total_seconds() >= 2 * budget):
-                    requeue, cut = 0.0, True  # the next pass, at once, takes the next batch
-                    continue
-                considered += queued
-                if (t := self.clock.now()) >= renew_at:
-                    self.leases.renew(t)
-                    renew_at = t + timedelta(seconds=self.lease_s * (1 - RENEW_WHEN_LEFT))
-                if out:  # still out: leave it
-                    requeue = min(requeue, self.settings.poll_s)
-                    continue
-                try:
-                    # Kept without a view: a running job whose every input is the object it was (steady.py)
-                    memo = memos.held(job_id, job, (index, avoid_key, settings), offers, seen_at, now)
-                    if memo is not None and (kept := kept_unviewed(memo, job_id, attempts.get(job_id), observed, ok,
-                                                                   self._worth_asking, batched,
-                                                                   job_id in self.pulls.behind)):
-                        runners, current, checks = kept
-                        memos.skipped += 1
-                        if runners:  # as _record_observed: prices and billing unchanged
-                            self.pulls.pull(job_id, runners)
-                        else:  # nothing new: the next pass may keep it on identity alone
-                            quiet.note(job_id, Quiet(job, attempts.get(job_id), memo, checks, current))
-                        if current is not None:
-                            self.applier.beat(job_id, *current, number=memo.attempt, now=now)
-                        requeue = min(requeue, memo.requeue_after)
-                        continue
-                    view = self._view(job, observed, ok)
-                    billed_at = None if self.steady.billed(view) else self.clock.now()
-                    self._record_observed(view, offers, seen_at, billed_at)
-                    if (gate := self.money.gate(view, now)) is not None:
-                        view = dataclasses.replace(view, gate=gate)
-                    scoped = self.volumes.offers_for(view.spec, offers)  # a volume job: providers with volumes
-                    placing = index if scoped is offers else scoped
-                    context = (placing, avoid_key, settings)
-                    quick = this_pass if placing is index and self.money.ungated(job, view.spec) else None
-                    if (same := self.steady.unchanged(view, context, now, self.applier.started)) is not None:
-                        self.steady.renew(view, same, billed_at, quick)
-                        self.applier.heartbeat(view, same.attempt)
-                        requeue = min(requeue, same.requeue_after)
-                        continue
-                    decision = decide(view, now, placing, avoid=avoid, settings=settings)
-                    self.applier.apply(view, decision, now)
-                    self.money.after(decision)
-                    self.steady.note(view, decision, context, billed_at, quick)
-                    if job.status == JobStatus.QUEUED and any(isinstance(a, Launch) for a in decision.actions):
-                        launched += 1
-                    requeue = min(requeue, decision.requeue_after)
-                except LeaseLost:
-                    log.info("job %s: lease lost (expired or taken over); its work this pass is dropped", job.id)
-                except UnreadableSpec as e:
-                    self._quarantine(job, str(e), now)
-                except Exception as e:  # one job's trouble must not stall the others; the next pass retries it
-                    if not DISK_FULL.report(e, f"job {job.id}: reconcile"):
-                        log.exception("job %s: reconcile failed", job.id)
-                    requeue = min(requeue, self.settings.poll_s)
-                finally:
-                    if queued:
-                        launch_s += (self.clock.now() - t).total_seconds()
-            # The next claim's limit on queued jobs (Leases.claim(queued=)): twice what the budget let this pass
-            # decide; doubled, at once, when it left jobs out and the budget was not spent (jobs on hold).
-            if cut:
-                self.queued_limit = max(QUEUED_CLAIM_MIN, 2 * considered)
-            elif self.leases.truncated:
-                self.queued_limit, requeue = 2 * self.queued_limit, 0.0
+        p = Pass(now, ids, claimed, observed, ok, live, busy, offers, self.offers.index(), settings, self._avoid(now),
+                 self.offers.seen_at, renew_at, self.settings.no_offer_retry_s, settings.launch_budget(),
+                 settings.launch_batch)
+        self.applier.terminated = set()  # this pass's terminations; `observed` predates them
+        self.money.begin_pass(observed, live)
+        self.memo.begin_pass(p, self.applier.started)
+        return p
+
+    def _keep_or_decide(self, p: Pass, stop: Event | None) -> bool:
+        """Each claimed job, in claim order: kept as it was (``steady.py``) or decided and applied.
+        False when ``stop`` was set before the last one."""
+        for job_id, job in zip(p.ids, p.claimed, strict=True):
+            if stop is not None and stop.is_set():
+                return False
+            out = self.pool.busy(job_id) or job_id in p.busy  # a launch or read still out
+            if not out and self._keep(p, job_id, job):
+                continue
+            queued = job.status == JobStatus.QUEUED and not job.cancel_requested  # a cancel is never left
+            if queued and p.out_of_budget((self.clock.now() - p.now).total_seconds()):
+                p.requeue, p.cut = 0.0, True  # the next pass, at once, takes the next batch
+                continue
+            p.considered += queued
+            if (t := self.clock.now()) >= p.renew_at:
+                self.leases.renew(t)
+                p.renew_at = t + timedelta(seconds=self.lease_s * (1 - RENEW_WHEN_LEFT))
+            if out:  # still out: leave it
+                p.lower(self.settings.poll_s)
+                continue
             try:
-                self.applier.flush(now)  # the pass's last launches; then its launches are waited for
-            except Exception as e:  # the next pass decides the jobs again
-                if not DISK_FULL.report(e, "launches"):
-                    log.exception("the pass's launches failed")
-        finally:
-            self.applier.end_pass()
-            self._attempts, self._batched, self._runners = {}, {}, []
-        self._forget(ids, live)
-        self.money.finish_sweeps(now, self.leases.version)
+                self._one(p, job_id, job)
+            finally:
+                if queued:
+                    p.launch_s += (self.clock.now() - t).total_seconds()
+        return True
+
+    def _keep(self, p: Pass, job_id: int, job: Job) -> bool:
+        """Keep the job as it was, unviewed, if the memo says nothing it was decided from changed
+        (``memo.py``); it still gets its log pull and its heartbeat when due."""
+        try:
+            kept = self.memo.keep(job_id, job, p, self._attempts.get(job_id), self._batched,
+                                  job_id in self.pulls.behind, self._worth_asking)
+            if kept is None:
+                return False
+            runners, current, number, requeue = kept
+            if runners:  # as _record_observed: prices and billing unchanged
+                self.pulls.pull(job_id, runners)
+            if current is not None:
+                self.applier.beat(job_id, *current, number=number, now=p.now)
+        except Exception as e:  # as in _one: decided the usual way instead
+            if not DISK_FULL.report(e, f"job {job_id}: keep"):
+                log.exception("job %s: keeping it failed", job_id)
+            return False
+        p.lower(requeue)
+        return True
+
+    def _one(self, p: Pass, job_id: int, job: Job) -> None:
+        """One job's keep or decide; its trouble is logged and never stalls the others."""
+        try:
+            self._decide(p, job)
+        except LeaseLost:
+            log.info("job %s: lease lost (expired or taken over); its work this pass is dropped", job.id)
+        except UnreadableSpec as e:
+            self._quarantine(job, str(e), p.now)
+        except Exception as e:  # one job's trouble must not stall the others; the next pass retries it
+            if not DISK_FULL.report(e, f"job {job.id}: reconcile"):
+                log.exception("job %s: reconcile failed", job.id)
+            p.lower(self.settings.poll_s)
+
+    def _decide(self, p: Pass, job: Job) -> None:
+        """Observe the job, record what was observed, and decide and apply, unless its view is what
+        it was when last decided (``steady.py``)."""
+        view = self._view(job, p.observed, p.ok)
+        billed_at = None if self.memo.billed(view) else self.clock.now()
+        self._record_observed(view, p.offers, p.seen_at, billed_at)
+        if (gate := self.money.gate(view, p.now)) is not None:
+            view = dataclasses.replace(view, gate=gate)
+        scoped = self.volumes.offers_for(view.spec, p.offers)  # a volume job: providers with volumes
+        placing = p.index if scoped is p.offers else scoped
+        context = (placing, p.avoid_key, p.settings)
+        quick = (p.offers, p.seen_at) if placing is p.index and self.money.ungated(job, view.spec) else None
+        if (same := self.memo.keep_viewed(view, context, p, billed_at, quick, self.applier.started)) is not None:
+            self.applier.heartbeat(view, same.attempt)
+            p.lower(same.requeue_after)
+            return
+        decision = decide(view, p.now, placing, avoid=p.avoid, settings=p.settings)
+        self.applier.apply(view, decision, p.now)
+        self.money.after(decision)
+        self.memo.note(view, decision, context, billed_at, quick)
+        if job.status == JobStatus.QUEUED and any(isinstance(a, Launch) for a in decision.actions):
+            p.launched += 1
+        p.lower(decision.requeue_after)
+
+    def _flush(self, p: Pass) -> None:
+        """The next claim's limit on queued jobs (Leases.claim(queued=)): twice what the budget let
+        this pass decide; doubled, at once, when it left jobs out and the budget was not spent (jobs
+        on hold). Then the pass's last launches; then its launches are waited for."""
+        if p.cut:
+            self.queued_limit = max(QUEUED_CLAIM_MIN, 2 * p.considered)
+        elif self.leases.truncated:
+            self.queued_limit, p.requeue = 2 * self.queued_limit, 0.0
+        try:
+            self.applier.flush(p.now)
+        except Exception as e:  # the next pass decides the jobs again
+            if not DISK_FULL.report(e, "launches"):
+                log.exception("the pass's launches failed")
+
+    def _sweep(self, p: Pass) -> None:
+        """After the jobs: forget what is no longer held, finish sweeps, record finished ends, sweep
+        volumes and keys nobody owns, and bring the instance table up to date."""
+        self._forget(p.ids, p.live)
+        self.money.finish_sweeps(p.now, self.leases.version)
         terminated = self.applier.terminated
         self.money.record_finished_ends(self.clock.now())
-        self.volumes.sweep(ok, now)
-        self._sweep_keys(now)
-        self.mirror.update(observed, ok, terminated, now)
-        crashpoint("pass.done")
-        return max(0.0, requeue)
+        self.volumes.sweep(p.ok, p.now)
+        self._sweep_keys(p.now)
+        self.mirror.update(p.observed, p.ok, terminated, p.now)
 
     def _quarantine(self, job: Job, reason: str, now: datetime) -> None:
         """Fail a job whose spec cannot be loaded, once (``store.quarantine``). One with an attempt
@@ -371,8 +373,7 @@ class Reconciler:
         held: set[int | None] = set(ids)
         self.rows.forget(held)
         self.pulls.forget(held)
-        self.steady.forget(held)
-        self.quiet.forget(held)
+        self.memo.forget(held)
         self.applier.forget(set(map(itemgetter(1, 2), live)))
 
     def _sweep_keys(self, now: datetime) -> None:
@@ -382,7 +383,6 @@ class Reconciler:
         self._keys_swept_at = now
         sweep_keys(self.home, self.store)
 
-    # -- apply -------------------------------------------------------------------------------
     @contextmanager
     def _txn(self, job_id: int) -> Iterator[tuple[Session, Job]]:
         """A write on the job, only while this daemon holds its unexpired lease (else LeaseLost).

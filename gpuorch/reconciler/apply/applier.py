@@ -218,23 +218,15 @@ class Applier:
         for action in d.actions:
             self._one(view, job_id, action, by_number.get(getattr(action, "attempt", -1)), now)
 
-    def _one(self, view: JobView, job_id: int, action: A.Action, a: AttemptView | None, now: datetime) -> None:  # noqa: C901
+    def _one(self, view: JobView, job_id: int, action: A.Action, a: AttemptView | None, now: datetime) -> None:
         """One action; ``a``: the attempt it is about (None for job-wide ones)."""
         match action:
             # In a pass: a first launch is recorded with the pass's other launches, unless caps apply
             # to the job (the next job's gate must see this one's attempt, as it did when each launch
             # came at once). A replacement goes at once: its job is losing time, and the batch would
             # wait for the rest of the pass (~0.05 s at 1,000 jobs, docs/benchmarks.md, issue 11).
-            case A.Launch() if self._batch is not None and view.gate is None and not view.attempts:
-                self._batch.append((view, action))
-                if len(self._batch) >= LAUNCH_BATCH:
-                    self._launch_batch(now)
             case A.Launch():
-                first = self.launching.intent(view, action, 0, now)  # intent here; the cloud call on the pool
-                if first[1] is None:  # no candidate admitted: nothing to call
-                    self.launching.launch(view, action, now, first)
-                else:
-                    self.pool.run(job_id, lambda: self.launching.launch(view, action, now, first))
+                self._launch(view, job_id, action, now)
             case A.Relaunch():
                 self.leases.check(job_id, self.clock.now())
                 row = a.row  # type: ignore[union-attr]
@@ -245,15 +237,8 @@ class Applier:
                     row.status, row.instance_id, row.launched_at = AttemptStatus.LAUNCHED, action.instance.id, now  # type: ignore[union-attr]
                     events.record(s, now, "adopted", f"found instance {action.instance.id} already launched",
                                   job_id=job_id, attempt=row.number)  # type: ignore[union-attr]
-            case A.StartAgent() if (job_id, a.row.number, a.instance.id) in self.started:  # type: ignore[union-attr]
-                pass  # its runner started it: a runner's start does nothing once it has (Runner.start)
-            case A.StartAgent() if self._batch is not None:  # in a pass: one lease check for the pass's starts
-                self._starts.append((view, a))  # type: ignore[arg-type]
-                if len(self._starts) >= LAUNCH_BATCH:
-                    self._start_batch(now)
             case A.StartAgent():
-                self.leases.check(job_id, self.clock.now())
-                self._start_agent(view, a, now)  # type: ignore[arg-type]
+                self._start(view, job_id, a, now)  # type: ignore[arg-type]
             case A.Progress():
                 self.recording.progress(job_id, a, action.status, now)  # type: ignore[arg-type]
                 crashpoint("progress.recorded")
@@ -261,24 +246,9 @@ class Applier:
                 self._drain(job_id, a, action, now)  # type: ignore[arg-type]
                 crashpoint("drain.recorded")
             case A.End():
-                # Billed until the cloud's end time, else our terminate call's, else this pass's look.
-                row = a.row  # type: ignore[union-attr]
-                stop = self.terminated_at.pop(row.instance_id, None) if row.instance_id else None
-                until = billed_end(row.launched_at, reported_end(a.instance) or stop or now,  # type: ignore[union-attr]
-                                   self.clock.now())
-                self.recording.end(view, a, action, now, until)  # type: ignore[arg-type]
-                crashpoint("end.recorded")
+                self._end(view, a, action, now)  # type: ignore[arg-type]
             case A.Terminate():
-                self.leases.check(job_id, self.clock.now())
-                try:
-                    self.providers[a.row.provider].terminate(action.instance_id)  # type: ignore[union-attr]
-                    self.terminated.add(action.instance_id)
-                    if len(self.terminated_at) > 10_000:  # ids whose End never came (a crash, a lost lease)
-                        self.terminated_at.clear()
-                    self.terminated_at[action.instance_id] = self.clock.now()
-                    crashpoint("terminate.called")
-                except ProviderError as e:
-                    log.warning("terminate %s failed (the orphan sweep retries): %s", action.instance_id, e)
+                self._terminate(job_id, a, action)  # type: ignore[arg-type]
             case A.SetJob():
                 self._set_job(view, action, now)
             case A.Note():
@@ -289,6 +259,53 @@ class Applier:
                 self.money.stop_cleanly(self.providers[a.row.provider], view, a, action, now)  # type: ignore[union-attr,arg-type]
             case A.Heartbeat():
                 self._heartbeat(job_id, a)  # type: ignore[arg-type]
+
+    def _launch(self, view: JobView, job_id: int, action: A.Launch, now: datetime) -> None:
+        # In a pass: a first launch is recorded with the pass's other launches, unless caps apply
+        # to the job (the next job's gate must see this one's attempt, as it did when each launch
+        # came at once). A replacement goes at once: its job is losing time, and the batch would
+        # wait for the rest of the pass (~0.05 s at 1,000 jobs, docs/benchmarks.md, issue 11).
+        if self._batch is not None and view.gate is None and not view.attempts:
+            self._batch.append((view, action))
+            if len(self._batch) >= LAUNCH_BATCH:
+                self._launch_batch(now)
+            return
+        first = self.launching.intent(view, action, 0, now)  # intent here; the cloud call on the pool
+        if first[1] is None:  # no candidate admitted: nothing to call
+            self.launching.launch(view, action, now, first)
+        else:
+            self.pool.run(job_id, lambda: self.launching.launch(view, action, now, first))
+
+    def _start(self, view: JobView, job_id: int, a: AttemptView, now: datetime) -> None:
+        if (job_id, a.row.number, a.instance.id) in self.started:  # type: ignore[union-attr]
+            return  # its runner started it: a runner's start does nothing once it has (Runner.start)
+        if self._batch is not None:  # in a pass: one lease check for the pass's starts
+            self._starts.append((view, a))
+            if len(self._starts) >= LAUNCH_BATCH:
+                self._start_batch(now)
+            return
+        self.leases.check(job_id, self.clock.now())
+        self._start_agent(view, a, now)
+
+    def _end(self, view: JobView, a: AttemptView, action: A.End, now: datetime) -> None:
+        # Billed until the cloud's end time, else our terminate call's, else this pass's look.
+        row = a.row
+        stop = self.terminated_at.pop(row.instance_id, None) if row.instance_id else None
+        until = billed_end(row.launched_at, reported_end(a.instance) or stop or now, self.clock.now())
+        self.recording.end(view, a, action, now, until)
+        crashpoint("end.recorded")
+
+    def _terminate(self, job_id: int, a: AttemptView, action: A.Terminate) -> None:
+        self.leases.check(job_id, self.clock.now())
+        try:
+            self.providers[a.row.provider].terminate(action.instance_id)
+            self.terminated.add(action.instance_id)
+            if len(self.terminated_at) > 10_000:  # ids whose End never came (a crash, a lost lease)
+                self.terminated_at.clear()
+            self.terminated_at[action.instance_id] = self.clock.now()
+            crashpoint("terminate.called")
+        except ProviderError as e:
+            log.warning("terminate %s failed (the orphan sweep retries): %s", action.instance_id, e)
 
     def _drain(self, job_id: int, a: AttemptView, action: A.Drain, now: datetime) -> None:
         with self._txn(job_id) as (s, job):

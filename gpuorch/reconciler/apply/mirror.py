@@ -47,43 +47,64 @@ class InstanceMirror:
         full = self._read_at is None or (now - self._read_at).total_seconds() >= self.refresh_s
         if not full and not terminated and self._unchanged(observed, ok):
             return  # the very instances the table already holds, as they were: nothing to read or write
-        last, gone = self._last, None
-        if not full and not terminated and last is not None and last[1] == ok:
-            # Only what changed in the listing since the table was brought up to date (an Instance is frozen:
-            # any change is a new object): the instances it listed then and not now, and new objects.
-            before = last[0]
-            moved = [(k, inst) for k, inst in observed.items() if before.get(k) is not inst]
-            lost = [(k, before[k]) for k in before.keys() - observed.keys()]
-            lost += [(k, was) for k, inst in moved if (was := before.get(k)) is not None and was.id != inst.id]
-            seen = {(k[0], inst.id): (k, inst) for k, inst in moved}
-            gone = {(k[0], was.id) for k, was in lost}
-        else:
-            seen = {(k[0], inst.id): (k, inst) for k, inst in observed.items()}
+        seen, gone = self._seen(observed, ok, terminated, full)
         want = {key: "terminating" if inst.id in terminated else inst.state.value for key, (_, inst) in seen.items()}
         if full:
             suspects = set(seen)
         else:
-            suspects = {key for key, state in want.items() if self._known.get(key, ("", False))[0] != state}
-            if gone is None:
-                suspects |= {key for key, (_, ended) in self._known.items()
-                             if not ended and key[0] in ok and key not in seen}
-            else:  # as that, for the instances the listing lost: the rest were listed last time too
-                suspects |= {key for key in gone if key[0] in ok and not self._known.get(key, ("", True))[1]}
+            suspects = self._suspects(seen, want, gone, ok)
             if not suspects:
                 self._last = (dict(observed), set(ok)) if not terminated else None
                 return
-        # The rows of the suspects (a full read: of every instance listed, and every row not ended),
-        # CHUNK ids per IN list: a list of every instance would pass SQLite's bound-parameter limit.
+        rows = self._read(suspects, full)
+        if full:
+            self._known, self._read_at = {}, now
+        added, changed, known = self._changes(rows, seen, want, suspects, ok, full, now)
+        if (added or changed) and not self._write(added, changed):
+            return
+        self._known.update(known)
+        self._last = (dict(observed), set(ok)) if not terminated else None
+
+    def _seen(self, observed: dict[tuple[str, int, int], Instance], ok: set[str], terminated: set[str],
+              full: bool) -> tuple[dict[Key, tuple[tuple[str, int, int], Instance]], set[Key] | None]:
+        """The instances to look at, by (provider, instance id), and those the listing lost since the
+        last update (None: every row not ended is looked at)."""
+        last = self._last
+        if full or terminated or last is None or last[1] != ok:
+            return {(k[0], inst.id): (k, inst) for k, inst in observed.items()}, None
+        # Only what changed in the listing since the table was brought up to date (an Instance is frozen:
+        # any change is a new object): the instances it listed then and not now, and new objects.
+        before = last[0]
+        moved = [(k, inst) for k, inst in observed.items() if before.get(k) is not inst]
+        lost = [(k, before[k]) for k in before.keys() - observed.keys()]
+        lost += [(k, was) for k, inst in moved if (was := before.get(k)) is not None and was.id != inst.id]
+        return {(k[0], inst.id): (k, inst) for k, inst in moved}, {(k[0], was.id) for k, was in lost}
+
+    def _suspects(self, seen: dict[Key, tuple[tuple[str, int, int], Instance]], want: dict[Key, str],
+                  gone: set[Key] | None, ok: set[str]) -> set[Key]:
+        """The rows whose state may have moved: listed in another state, or no longer listed."""
+        suspects = {key for key, state in want.items() if self._known.get(key, ("", False))[0] != state}
+        if gone is None:
+            suspects |= {key for key, (_, ended) in self._known.items()
+                         if not ended and key[0] in ok and key not in seen}
+        else:  # as that, for the instances the listing lost: the rest were listed last time too
+            suspects |= {key for key in gone if key[0] in ok and not self._known.get(key, ("", True))[1]}
+        return suspects
+
+    def _read(self, suspects: set[Key], full: bool) -> dict[Key, InstanceRow]:
+        """The rows of the suspects (a full read: of every instance listed, and every row not ended),
+        CHUNK ids per IN list: a list of every instance would pass SQLite's bound-parameter limit."""
         ids = sorted({i for _, i in suspects})
         reads = [select(InstanceRow).where(InstanceRow.terminated_at.is_(None))] if full else []  # type: ignore[union-attr]
         reads += [select(InstanceRow).where(InstanceRow.instance_id.in_(ids[k:k + CHUNK]))  # type: ignore[attr-defined]
                   for k in range(0, len(ids), CHUNK)]
         with self.store.read() as s:
-            rows = {(r.provider, r.instance_id): r for read in reads for r in s.exec(read)}
-        if full:
-            self._known, self._read_at = {}, now
-        # New rows are inserted, changed ones updated by primary key, each kind in one statement
-        # (executemany): no ORM object is built for a new row, none is merged (a SELECT and a flush each).
+            return {(r.provider, r.instance_id): r for read in reads for r in s.exec(read)}
+
+    def _changes(self, rows: dict[Key, InstanceRow], seen: dict[Key, tuple[tuple[str, int, int], Instance]],
+                 want: dict[Key, str], suspects: set[Key], ok: set[str], full: bool, now: datetime,
+                 ) -> tuple[list[dict[str, object]], list[dict[str, object]], dict[Key, tuple[str, bool]]]:
+        """The rows to insert and to update, and what the table holds once they are written."""
         known = {key: (row.state, row.terminated_at is not None) for key, row in rows.items()}
         added: list[dict[str, object]] = []
         changed: list[dict[str, object]] = []
@@ -104,19 +125,23 @@ class InstanceMirror:
             if (full or key in suspects) and key not in seen and key[0] in ok and row.terminated_at is None:
                 changed.append({"id": row.id, "state": "gone", "last_seen": row.last_seen, "terminated_at": now})
                 known[key] = ("gone", True)
-        if added or changed:
-            try:
-                with self.store.write() as s:
-                    if added:
-                        s.execute(insert(InstanceRow), added)
-                    if changed:
-                        s.execute(update(InstanceRow), changed)
-            except IntegrityError:  # another daemon recorded the same new instance first
-                log.info("instance table: a row was written concurrently; reading it all again next pass")
-                self._known, self._read_at = {}, None
-                return
-        self._known.update(known)
-        self._last = (dict(observed), set(ok)) if not terminated else None
+        return added, changed, known
+
+    def _write(self, added: list[dict[str, object]], changed: list[dict[str, object]]) -> bool:
+        """New rows inserted, changed ones updated by primary key, each kind in one statement
+        (executemany): no ORM object is built for a new row, none is merged (a SELECT and a flush
+        each). False if another daemon recorded the same new instance first (all read again)."""
+        try:
+            with self.store.write() as s:
+                if added:
+                    s.execute(insert(InstanceRow), added)
+                if changed:
+                    s.execute(update(InstanceRow), changed)
+        except IntegrityError:
+            log.info("instance table: a row was written concurrently; reading it all again next pass")
+            self._known, self._read_at = {}, None
+            return False
+        return True
 
     def _unchanged(self, observed: dict[tuple[str, int, int], Instance], ok: set[str]) -> bool:
         """Whether this pass listed the same providers and the same Instance objects (providers

@@ -8,7 +8,7 @@ than one pull, or a read that failed), so a quiet agent costs no file access (is
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from gpuorch.jobs.logmirror import LogMirror
@@ -25,7 +25,7 @@ class Pulls:
         self.logs, self.money, self.now = logs, money, now
         self.behind: set[int] = set()  # jobs whose last pull left something to read
 
-    def pull(self, job_id: int, runners: list[tuple[Attempt, Runner]]) -> None:
+    def pull(self, job_id: int, runners: Sequence[tuple[Attempt, Runner]]) -> None:
         behind = False
         for row, runner in runners:
             try:

@@ -26,10 +26,10 @@ from datetime import UTC, datetime, timedelta
 from operator import is_, itemgetter
 from typing import cast
 
-from sqlalchemy import String, Update, and_, func, not_, or_, type_coerce, update
+from sqlalchemy import ColumnElement, String, Update, and_, func, not_, or_, type_coerce, update
 from sqlalchemy.orm import Mapped
 from sqlmodel import Session, col, select
-from sqlmodel.sql.expression import Select
+from sqlmodel.sql.expression import Select, SelectOfScalar
 
 from gpuorch.jobs import events
 from gpuorch.store import Store
@@ -125,13 +125,7 @@ class Leases:
         free = or_(owner.is_(None), expires < now, and_(owner == self.owner, expires < due))
         self.taken, self.truncated = set(), False
         if queued is not None:  # the queue's head: its first ``queued`` jobs this daemon may hold
-            head = and_(col(Job.status) == JobStatus.QUEUED, col(Job.cancel_requested).is_(False), job_id.not_in(busy),
-                        or_(col(Job.not_before).is_(None), col(Job.not_before) <= now))
-            first = select(job_id).where(head, or_(owner.is_(None), expires < now, owner == self.owner)) \
-                .order_by(job_id).limit(queued).correlate(None)  # its own scan of the table, not the row's
-            wanted = and_(wanted, or_(not_(head), job_id.in_(first)))
-            with self.store.read() as s:  # whether the head reaches the limit: its queued-th row, not all of them
-                self.truncated = s.exec(first.offset(max(0, queued - 1)).limit(1)).first() is not None
+            wanted = and_(wanted, self._head(queued, now, busy))
         with self.store.read() as s:  # the usual pass: nothing to take or renew, no write lock
             due_any = s.exec(select(job_id).where(wanted).where(free).limit(1)).first()
         if due_any is not None:
@@ -142,6 +136,25 @@ class Leases:
             self._take(select(job_id, owner, expires).where(wanted).where(free, rest), now, last_pass_at,
                        update(Job).where(wanted, renew).values(lease_expires=now + timedelta(seconds=self.lease_s))
                        .execution_options(synchronize_session=False))
+        return self._mine(version, now, wanted, known, queued, due_any is None)
+
+    def _head(self, queued: int, now: datetime, busy: SelectOfScalar[int]) -> ColumnElement[bool]:
+        """The claim's condition on the jobs waiting for their first launch: only the queue's first
+        ``queued`` of those free or ours (``claim``); sets ``truncated``."""
+        job_id, owner, expires = cast(Mapped[int], col(Job.id)), col(Job.lease_owner), col(Job.lease_expires)
+        head = and_(col(Job.status) == JobStatus.QUEUED, col(Job.cancel_requested).is_(False), job_id.not_in(busy),
+                    or_(col(Job.not_before).is_(None), col(Job.not_before) <= now))
+        first = select(job_id).where(head, or_(owner.is_(None), expires < now, owner == self.owner)) \
+            .order_by(job_id).limit(queued).correlate(None)  # its own scan of the table, not the row's
+        with self.store.read() as s:  # whether the head reaches the limit: its queued-th row, not all of them
+            self.truncated = s.exec(first.offset(max(0, queued - 1)).limit(1)).first() is not None
+        return or_(not_(head), job_id.in_(first))
+
+    def _mine(self, version: int | None, now: datetime, wanted: ColumnElement[bool], known: Mapping[int, Job] | None,
+              queued: int | None, kept: bool) -> list[Job]:
+        """The jobs this daemon holds unexpired leases on, by id; rows in ``known`` reused (``claim``).
+        ``kept``: nothing was taken, so the answer holds while the store is unchanged (``_same``)."""
+        job_id, owner, expires = cast(Mapped[int], col(Job.id)), col(Job.lease_owner), col(Job.lease_expires)
         mine = (owner == self.owner, expires > now, wanted)
         with self.store.read() as s:  # also ours: rows we hold that someone had locked just now
             if known is None:
@@ -164,7 +177,7 @@ class Leases:
             jobs.append(job)
         self.ids = [i for i, _, _ in light]
         self.soonest = min((t for _, _, t in light), default=None)
-        if version is not None and due_any is None:  # nothing taken: this answer holds while the store is unchanged
+        if version is not None and kept:  # nothing taken: this answer holds while the store is unchanged
             self._kept = _Kept(version, self._until(now, light), queued, self.truncated, self.ids, jobs, self.soonest)
         return jobs
 

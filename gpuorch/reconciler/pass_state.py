@@ -1,0 +1,59 @@
+"""What one pass carries from stage to stage (``Reconciler.run_pass``).
+
+Claim and observe fills it (the jobs claimed, the listing, the offers and back-offs, the reads
+under way); keep or decide reads it and tallies the pass's queued launches in it; flush and sweep
+reads what was observed and the earliest requeue. One object a pass, used by the pass's thread only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from gpuorch.placement import KeyedAvoid, OfferIndex
+from gpuorch.provider.port import Instance, Offer
+from gpuorch.reconciler.observe.listing import Key
+from gpuorch.reconciler.observe.views import Settings
+from gpuorch.store.models import Job
+
+
+@dataclass(slots=True, eq=False)
+class Pass:
+    now: datetime
+    ids: list[int]  # the claimed jobs' ids, in claim order
+    claimed: list[Job]
+    observed: dict[Key, Instance]  # this pass's listing
+    ok: set[str]  # the providers listed fine
+    live: set[Key]  # the attempts not ended, as listing keys
+    busy: set[int]  # jobs whose launch (in flight at the start) or status read is still out: left alone
+    offers: list[Offer]
+    index: OfferIndex  # one per catalog refresh: placements are memoised on it
+    settings: Settings  # this pass's (a catalog missing: no-offer retries at the poll interval)
+    avoid: KeyedAvoid | None  # the back-offs in force
+    seen_at: datetime | None  # when the catalog was last read (spot price moves)
+    renew_at: datetime  # when the leases are renewed (in bulk), once less than RENEW_WHEN_LEFT is left
+    requeue: float  # the seconds until the next pass is due, lowered by each job
+    budget: float  # Settings.launch_budget(): the time queued jobs' decisions and launches may take
+    most: int | None  # Settings.launch_batch: queued jobs launched a pass at most
+    launched: int = 0  # queued jobs launched this pass
+    launch_s: float = 0.0  # the time their decisions and launches took
+    considered: int = 0  # queued jobs decided
+    cut: bool = False  # whether the budget left queued jobs for the next pass
+    context: tuple[object, ...] = ()  # (index, avoid key, settings): what a placement is made from
+
+    def __post_init__(self) -> None:
+        self.context = (self.index, self.avoid_key, self.settings)
+
+    @property
+    def avoid_key(self) -> object:
+        return None if self.avoid is None else self.avoid.key
+
+    def lower(self, requeue: float) -> None:
+        if requeue < self.requeue:
+            self.requeue = requeue
+
+    def out_of_budget(self, elapsed_s: float) -> bool:
+        """Whether a queued job must wait for the next pass: at least one is launched a pass, so a
+        queue always drains; then the batch, the launch budget or the pass's age (twice it) stops."""
+        return self.launched > 0 and (self.cut or (self.most is not None and self.launched >= self.most)
+                                      or self.launch_s >= self.budget or elapsed_s >= 2 * self.budget)
