@@ -58,6 +58,11 @@ def strict_rows(strict: bool) -> Iterator[None]:
         _STRICT[0] = before
 
 
+def strict_now() -> bool:
+    """Whether catalog files are read strict here (within ``strict_rows(True)``)."""
+    return _STRICT[0]
+
+
 def load_rows(path: str | os.PathLike[str] | None = None) -> list[OfferRow]:
     """Catalog rows from ``path``, or the shipped snapshot when None. Raises UserInputError.
 

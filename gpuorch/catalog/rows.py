@@ -126,9 +126,37 @@ def _text(raw: dict[str, str], col: str) -> str:
     return text
 
 
+# The columns that say what a row sells (not where, nor at what price): a large list repeats a
+# few hundred combinations, so each is parsed once (``_what``) and the rest of a row is prices.
+_WHAT_COLUMNS = ("gpu", "gpu_count", "gpu_memory_gib", "vcpus", "memory_gib", "interconnect", "interruption_bucket",
+                 "billing_granularity_s", "min_billing_s")
+_What = tuple[str | None, int, float, float, float, int, int, str | None, str | None]
+_WHATS: dict[tuple[str | None, ...], _What | tuple[str, str]] = {}
+
+
 def parse_row(raw: dict[str, str]) -> OfferRow:
     provider = _text(raw, "provider").lower()
     region = _text(raw, "region")
+    instance_type = _text(raw, "instance_type")
+    key = (provider, instance_type, *(raw.get(c) for c in _WHAT_COLUMNS))
+    what = _WHATS.get(key)
+    if what is None:
+        try:
+            what = _what(raw, provider, instance_type)
+        except _BadValue as e:
+            what = (e.column, str(e))
+        if len(_WHATS) > 100_000:
+            _WHATS.clear()
+        _WHATS[key] = what
+    if len(what) == 2:
+        raise _BadValue(*what)
+    gpu, count, memory, vcpus, ram, increment, minimum, link, bucket = what
+    return OfferRow(provider, region, (raw.get("zone") or "").strip() or region, instance_type, gpu, count, memory,
+                    vcpus, ram, _number(raw, "price_per_hour", required=True) or 0.0,
+                    _number(raw, "spot_price_per_hour"), increment, minimum, link, bucket)
+
+
+def _what(raw: dict[str, str], provider: str, instance_type: str) -> _What:
     gpu_name = (raw.get("gpu") or "").strip()
     spec = gpus.lookup(gpu_name) if gpu_name else None
     if gpu_name and spec is None:
@@ -138,7 +166,7 @@ def parse_row(raw: dict[str, str]) -> OfferRow:
         raise _BadValue("gpu_count", f"must be at least 1 for a {spec.name} row")
     memory = _number(raw, "gpu_memory_gib")
     if spec is not None:
-        spec = _variant(gpu_name, memory, provider, _text(raw, "instance_type"))
+        spec = _variant(gpu_name, memory, provider, instance_type)
     link = (raw.get("interconnect") or "").strip().lower()
     if link and link not in INTERCONNECTS:
         raise _BadValue("interconnect", f"{link!r} is not one of {', '.join(sorted(set(INTERCONNECTS.values())))}")
@@ -149,26 +177,14 @@ def parse_row(raw: dict[str, str]) -> OfferRow:
     if increment == 0:
         raise _BadValue("billing_granularity_s", "must be at least 1 second")
     minimum = _number(raw, "min_billing_s", integer=True)
-    # An empty billing column takes the provider's rule (its adapter's catalog, through the
-    # registry); the shipped rows fill both, so `gpuorch offers` never reads entry points here.
+    # An empty billing column takes the provider's rule (its adapter's catalog, through the registry).
     rule = billing_rule(provider) if increment is None or minimum is None else billing.DEFAULT_RULE
-    return OfferRow(
-        provider=provider,
-        region=region,
-        zone=(raw.get("zone") or "").strip() or region,
-        instance_type=_text(raw, "instance_type"),
-        gpu=spec.name if spec else None,
-        gpu_count=count if spec else 0,
-        gpu_memory_gib=memory if memory is not None else (spec.usable if spec else 0.0),
-        vcpus=_number(raw, "vcpus") or 0.0,
-        memory_gib=_number(raw, "memory_gib") or 0.0,
-        price_per_hour=_number(raw, "price_per_hour", required=True) or 0.0,
-        spot_price_per_hour=_number(raw, "spot_price_per_hour"),
-        billing_granularity_s=int(increment) if increment is not None else rule.increment_s,
-        min_billing_s=int(minimum) if minimum is not None else rule.minimum_s,
-        interconnect=INTERCONNECTS[link] if link else None,
-        interruption_bucket=bucket,
-    )
+    return (spec.name if spec else None, count if spec else 0,
+            memory if memory is not None else (spec.usable if spec else 0.0),
+            _number(raw, "vcpus") or 0.0, _number(raw, "memory_gib") or 0.0,
+            int(increment) if increment is not None else rule.increment_s,
+            int(minimum) if minimum is not None else rule.minimum_s,
+            INTERCONNECTS[link] if link else None, bucket)
 
 
 def parse_csv(lines: Iterable[str], source: str, line_numbers: list[int] | None = None, *, strict: bool = True,
@@ -218,7 +234,8 @@ def _parse_rows(raws: Iterable[tuple[dict[str, str], int]], source: str, line_nu
     maps our columns to the file's (gpuhunt's), so a message names the column the user wrote."""
     rows: list[OfferRow] = []
     for raw, line in raws:
-        if not any((v or "").strip() for v in raw.values() if isinstance(v, str)):
+        if not (raw.get("provider") or "").strip() and not any((v or "").strip() for v in raw.values()
+                                                              if isinstance(v, str)):
             continue  # blank line
         try:
             rows.append(parse_row(raw))

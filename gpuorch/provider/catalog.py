@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from gpuorch.catalog import OfferRow, catalog_key, load_rows, snapshot_files
+from gpuorch.catalog import OfferRow, catalog_key, load_rows, snapshot_files, strict_now
 from gpuorch.catalog.adapter import AdapterCatalog, BillingRule, Family, Shape, gpu_memory_mib, price_or_none
 from gpuorch.catalog.audit import MIN_SPOT_FRACTION, Finding, audit_rows, part_findings
 from gpuorch.catalog.rows import Dropped
@@ -21,14 +21,14 @@ if TYPE_CHECKING:
 __all__ = ["MIN_SPOT_FRACTION", "AdapterCatalog", "BillingRule", "Dropped", "Family", "Finding", "OfferRow", "Shape",
            "audit_rows", "gpu_memory_mib", "load_offers", "load_rows", "part_findings", "price_or_none"]
 
-_OFFERS: dict[tuple[str, int, int], list[Offer]] = {}
+_OFFERS: dict[tuple[str, int, int, bool], list[Offer]] = {}
 
 
 def load_offers(path: str | os.PathLike[str] | None = None) -> list[Offer]:
     """Typed offers from ``path``, or the shipped snapshot when None. Raises UserInputError."""
     if path is None:
         return [o for f in snapshot_files() for o in load_offers(f)]
-    key = catalog_key(path)
+    key = (*catalog_key(path), strict_now())  # a strict read refuses what a lenient one skipped
     if key not in _OFFERS:
         from gpuorch.provider.offer import Offer  # pydantic: only when typed offers are asked for
 

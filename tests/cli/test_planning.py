@@ -147,8 +147,10 @@ def test_plan_picks_azure_when_it_is_cheapest(tmp_path):
     assert best["price_per_hour"] == 0.40403
     od = tmp_path / "od.yaml"
     od.write_text("name: od\nrun: x\nresources: {gpu: 'A100:80GB:1'}\nspot_policy: on-demand\n")
-    # on demand, GCP us-central1 ($2.94582/h) is cheaper than Azure's $3.673/h
-    assert json.loads(cli("plan", str(od), "--price-list", "--json").stdout)["candidates"][0]["provider"] == "gcp"
+    # on demand, the hyperscalers' cheapest is GCP us-east4 ($3.318/h), under Azure's $3.673/h (GCP us-central1's
+    # $2.94582 is not shipped: its GPU part's spot price is above its on-demand price, docs/catalog.md)
+    ranked = json.loads(cli("plan", str(od), "--price-list", "--json", "--top", "20").stdout)["candidates"]
+    assert [c["provider"] for c in ranked if c["provider"] in ("aws", "gcp", "azure")][0] == "gcp"
 
 
 @pytest.mark.parametrize(
@@ -167,7 +169,7 @@ def test_offers_errors(args, message):
 def test_bad_catalog_names_the_line(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text(CATALOG + "aws,us-east-1,x,g5.xlarge,A10G,1,22,4,16,free,,,1\n")
-    error = one_line_error(cli("offers", "--catalog", str(bad)))
+    error = one_line_error(cli("offers", "--catalog", str(bad), "--strict"))  # without: the row is skipped
     assert "line 6, column price_per_hour: 'free' is not a number" in error
     missing = tmp_path / "missing.csv"
     missing.write_text("provider,region\naws,us-east-1\n")
