@@ -34,8 +34,8 @@ CATALOG_OPTION = typer.Option(None, "--catalog", help="Rank this offers CSV (a p
                               "configured providers.")
 PRICE_LIST_OPTION = typer.Option(False, "--price-list", help="Rank the shipped AWS/GCP/Azure price list instead of "
                                  "the configured providers.")
-STRICT_OPTION = typer.Option(False, "--strict", help="Refuse a gpuhunt-format --catalog with any malformed row "
-                             "(default: skip the row and say which).")
+STRICT_OPTION = typer.Option(False, "--strict", help="Refuse a --catalog (ours or gpuhunt's) with any malformed "
+                             "row or one failing the audit (default: skip the row and say which).")
 _FLAG = {"params": "--params", "seq_len": "--seq-len", "micro_batch": "--micro-batch", "lora_rank": "--lora-rank",
          "lora_targets": "--lora-targets", "kv_heads": "--kv-heads", "tokens": "--tokens", "strategy": "--distributed",
          "degree": "--gpus", "distributed": "--distributed", "compile": "--compile"}  # fmt: skip
