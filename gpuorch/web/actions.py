@@ -75,10 +75,12 @@ def read_form(body: bytes, content_type: str | None, allowed: frozenset[str]) ->
 
 
 def _same_site(request: Request) -> bool:
-    """No ``Origin`` (an old browser, a script), or one naming the host the browser asked for
-    (``Host``, or ``X-Forwarded-Host`` behind a proxy that rewrites it)."""
+    """No ``Origin`` (a script), ``null`` (what a browser sends under the dashboard's own
+    ``Referrer-Policy: no-referrer``: it says nothing, so ``Sec-Fetch-Site`` and the CSRF token
+    decide), or one naming the host the browser asked for (``Host``, or ``X-Forwarded-Host``
+    behind a proxy that rewrites it)."""
     origin = request.headers.get("origin")
-    if origin is None:
+    if origin is None or origin == "null":
         return True
     hosts = {(request.headers.get(h) or "").lower() for h in ("host", "x-forwarded-host")} - {""}
     return urlsplit(origin).netloc.lower() in hosts

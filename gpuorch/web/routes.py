@@ -74,7 +74,9 @@ def mount(app: FastAPI, service: JobService, token: str, bearer_ok: Callable[[st
                 raise _Refused()
             return
         if not session.valid(request.cookies.get(session.COOKIE), token, time.time()):
-            raise _LoginNeeded(request.url.path)
+            query = request.url.query  # kept through the login (?scale=log), the notice of an action not
+            kept = "&".join(p for p in query.split("&") if p and not p.startswith("done="))
+            raise _LoginNeeded(request.url.path + (f"?{kept}" if kept else ""))
 
     def login_redirect(_r: Request, e: Exception) -> Response:
         assert isinstance(e, _LoginNeeded)

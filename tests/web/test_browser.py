@@ -142,3 +142,107 @@ def test_pages_fit_a_phone(browser, scenario):
         _shot(page, "sweep-phone")
     finally:
         ctx.close()
+
+
+def _unclipped(page, table: str) -> None:
+    """Every column of ``table`` inside its box: nothing scrolled out of sight, nothing past the screen."""
+    box = page.evaluate("""sel => { const t = document.querySelector(sel), s = t.closest('.scroll');
+        const last = [...t.querySelectorAll('thead th')].filter(th => th.offsetParent !== null).pop();
+        return {scroll: s.scrollWidth, client: s.clientWidth, right: last.getBoundingClientRect().right,
+                box: s.getBoundingClientRect().right, page: document.documentElement.scrollWidth,
+                screen: window.innerWidth}; }""", table)
+    assert box["scroll"] <= box["client"] and box["right"] <= box["box"] + 0.5, box
+    assert box["page"] <= box["screen"], box
+
+
+def test_the_jobs_table_fits_1920_px_and_a_phone(browser, scenario):
+    for size, mobile in (({"width": 1920, "height": 1080}, False), ({"width": 390, "height": 844}, True)):
+        ctx = browser.new_context(viewport=size, is_mobile=mobile)
+        page = ctx.new_page()
+        try:
+            _login(page, scenario, "/ui/jobs")
+            expect(page.locator("table.jobs tbody tr")).to_have_count(4)
+            _unclipped(page, "table.jobs")
+            if not mobile:  # every column shown on a desktop; the checkpoint's long path wraps
+                assert page.locator("table.jobs thead th:visible").count() == 9
+            _shot(page, f"jobs-{size['width']}")
+        finally:
+            ctx.close()
+
+
+def test_the_loss_plot_on_a_log_axis_with_the_best_trial_marked(page, scenario):
+    _login(page, scenario, f"/ui/sweeps/{scenario['sweep']}?scale=log")
+    chart = page.locator("#curves svg")
+    assert chart.get_attribute("data-scale") == "log"
+    lengths = page.locator("#curves svg path.series").evaluate_all("els => els.map(e => e.getTotalLength())")
+    assert len(lengths) == 3 and all(n > 50 for n in lengths), lengths
+    ring = page.locator("#curves svg circle.best-marker")
+    assert ring.count() == 1 and ring.bounding_box()["width"] > 4
+    assert page.locator("#curves svg path.best").get_attribute("data-series") == ring.get_attribute("data-series")
+    page.click("#curves .scale >> text=linear")  # the switch is a plain link
+    expect(page.locator("#curves svg")).to_have_attribute("data-scale", "linear")
+    _shot(page, "sweep-log", "#curves")
+
+
+def test_cancel_a_running_job_from_the_page_and_watch_it_end_without_a_reload(browser, acting):
+    d = acting["d"]
+    job = acting["running"]()
+    ctx = browser.new_context(viewport={"width": 1100, "height": 900})
+    page = ctx.new_page()
+    try:
+        page.clock.install()  # the refresh timer runs when the test says (run_for), not by wall-clock luck
+        _login(page, acting, f"/ui/jobs/{job}")
+        expect(page.locator("#live-status")).to_contain_text("live")
+        page.click(f"summary:has-text('Cancel job {job}')")  # the first click only shows what it will do
+        assert not d.job(job).cancel_requested
+        page.clock.run_for(11_000)
+        expect(page.locator("#live-status")).to_contain_text("paused: a confirmation is open")
+        page.click(f"button:has-text('Cancel job {job}')")
+        expect(page.locator(".notice")).to_contain_text("Cancel requested")
+        expect(page).to_have_url(f"{acting['url']}/ui/jobs/{job}")  # the notice's ?done=cancel dropped
+        assert d.job(job).cancel_requested
+        assert d.until_terminal(job, timeout_s=60).status.value == "cancelled"
+        page.evaluate("window.stillThisPage = true")
+        page.clock.run_for(11_000)  # the page refreshes its content in place
+        expect(page.locator("dl.summary .status")).to_have_text("cancelled")
+        assert page.evaluate("window.stillThisPage") is True  # no reload
+        _shot(page, "job-cancelled")
+    finally:
+        ctx.close()
+
+
+def test_set_a_sweeps_cap_from_the_page_a_bad_amount_is_one_line(page, acting):
+    d = acting["d"]
+    sweep = acting["sweep"]()
+    _login(page, acting, f"/ui/sweeps/{sweep}")
+    page.click("summary:has-text('Set the cap')")
+    page.fill("#budget", "NaN")
+    with page.expect_response(lambda r: r.url.endswith("/budget")) as resp:
+        page.click("button:has-text('Set the cap')")
+    assert resp.value.status == 422
+    expect(page.locator("p.error")).to_contain_text("budget: NaN is not a finite amount")
+    assert d.sweep(sweep).max_cost == 5.0
+    page.click("summary:has-text('Set the cap')")  # the form is on the refused page again
+    page.fill("#budget", "7.5")
+    page.click("button:has-text('Set the cap')")
+    expect(page.locator(".notice")).to_contain_text("New cap stored")
+    assert d.sweep(sweep).max_cost == 7.5
+    expect(page.locator("dl.summary")).to_contain_text("of $7.50")
+    d.service.sweep_cancel(str(sweep))
+
+
+def test_a_forged_cross_site_form_is_refused_in_the_browser(page, acting):
+    """A page of another origin posting to the dashboard: the browser withholds the SameSite=Strict
+    cookie, and without it (or the CSRF token) nothing happens."""
+    d = acting["d"]
+    job = acting["running"]()
+    _login(page, acting, f"/ui/jobs/{job}")
+    evil = acting["url"].replace("127.0.0.1", "localhost")  # another site to the browser
+    page.route(f"{evil}/forge", lambda route: route.fulfill(content_type="text/html", body=(
+        f'<form id=f method=post action="{acting["url"]}/ui/jobs/{job}/cancel"></form>'
+        '<button id=go form=f>win a prize</button>')))
+    page.goto(f"{evil}/forge")
+    with page.expect_response(lambda r: r.url.endswith("/cancel")) as resp:
+        page.click("#go")
+    assert resp.value.status == 403
+    assert not d.job(job).cancel_requested and d.status(job).value == "running"
