@@ -36,6 +36,7 @@ from gpuorch.errors import UnknownSweep, UserInputError, runtime_line
 from gpuorch.jobs.intent import UnknownJob
 from gpuorch.jobs.service import JobService
 from gpuorch.jobs.spec import parse_spec
+from gpuorch.notify import outbox
 from gpuorch.ops.config import ApiConfig, DaemonConfig
 from gpuorch.ops.diskfull import is_disk_full
 from gpuorch.placement.explain import no_single_instance
@@ -111,8 +112,8 @@ def create_app(service: JobService, token: str, uploads: Path, limits: ApiConfig
     limits = limits or ApiConfig()
     app = FastAPI(title="gpuorch", docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(Guard, token=token, max_body=limits.max_body_bytes)  # before FastAPI reads the body
-    dashboard.mount(app, service, token, lambda header: auth.check(header, token) is None,
-                    daily_cap=daily_cap)  # /ui: the read-only web dashboard (gpuorch/web)
+    dashboard.mount(app, service, token, lambda header: auth.check(header, token) is None, daily_cap=daily_cap,
+                    notify_health=outbox.health)  # /ui: the web dashboard (gpuorch/web)
     swept_at = [0.0]
 
     def sweep_uploads(force: bool = False) -> None:

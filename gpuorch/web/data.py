@@ -5,10 +5,11 @@ Read-only: nothing here writes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from gpuorch.jobs.service import JobService
 from gpuorch.money.cost import cost_between
@@ -81,5 +82,13 @@ def costs(service: JobService, daily_cap: float | None, days: int = 14) -> dict[
     return {"by": by, "daily_cap": daily_cap, "days": days, "daemon": service.daemon()}
 
 
-def daemon(service: JobService) -> dict[str, Any]:
-    return {"daemon": service.daemon()}
+# ``notify.outbox.health``: deliveries by status, the number being retried, the newest dead ones
+Health = Callable[[Session], dict[str, Any]]
+
+
+def daemon(service: JobService, notify_health: Health | None = None) -> dict[str, Any]:
+    health = None
+    if notify_health is not None:
+        with service.store.read() as s:
+            health = notify_health(s)
+    return {"daemon": service.daemon(), "notifications": health}

@@ -232,4 +232,18 @@ def daemon_page(data: dict[str, Any]) -> str:
             + (f" ({d['age_s']:.0f} s ago, {escape(d['last_outcome'] or '')})" if d["age_s"] is not None else "")
             + "</p>" + table(["DAEMON", "HOST", "PID", "VERSION", "ALIVE", "STARTED", "LAST PASS", "OUTCOME",
                               "STOPPED", "JOBS HELD"], rows, "daemons"))
-    return layout("Daemon", body, "daemon", d)
+    return layout("Daemon", body + _notifications(data.get("notifications")), "daemon", d)
+
+
+def _notifications(h: dict[str, Any] | None) -> str:
+    """The outbox's deliveries (docs/notifications.md): how many went, are being retried, were dropped."""
+    if h is None or not (h["counts"] or h["dead"]):
+        return ""
+    counts = ", ".join(f"{n} {escape(str(k))}" for k, n in sorted(h["counts"].items()))
+    retrying = f'; <strong class="bad">{h["retrying"]} failing, being retried</strong>' if h["retrying"] else ""
+    rows = [[escape(d["type"]), escape(d["route"]), str(d["tries"]), escape(d["error"] or "-"), escape(d["uid"])]
+            for d in h["dead"]]
+    dead = ("<p>Dropped after their last retry (newest first; <code>gpuorch events</code> lists each as "
+            "<code>notification_dead</code>):</p>" + table(["EVENT", "ROUTE", "TRIES", "LAST ERROR", "ID"], rows,
+                                                          "dead", cols=["", "", "", "wrap", "opt"])) if rows else ""
+    return f"<section id=notifications><h2>Notifications</h2><p>Deliveries: {counts}{retrying}.</p>{dead}</section>"

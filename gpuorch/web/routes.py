@@ -60,10 +60,12 @@ class _Refused(Exception):
 
 
 def mount(app: FastAPI, service: JobService, token: str, bearer_ok: Callable[[str | None], bool], *,
-          daily_cap: float | None = None) -> None:
+          daily_cap: float | None = None, notify_health: data.Health | None = None) -> None:
     """Add ``/ui/...`` to ``app``. ``token`` is the API's (it signs the session cookie and is what
-    the form must be given), ``bearer_ok`` the API's check of an ``Authorization`` header, and
-    ``daily_cap`` the line on the costs page."""
+    the form must be given), ``bearer_ok`` the API's check of an ``Authorization`` header,
+    ``daily_cap`` the line on the costs page and ``notify_health`` the outbox's delivery counts
+    (``notify.outbox.health``, passed in by the API: the notifier is a layer above this one) for
+    the daemon page."""
     css = files("gpuorch.web").joinpath("static/style.css").read_text()
     script = files("gpuorch.web").joinpath("static/live.js").read_text()
 
@@ -178,7 +180,7 @@ def mount(app: FastAPI, service: JobService, token: str, bearer_ok: Callable[[st
 
     @r.get("/daemon")
     def daemon(request: Request) -> Response:
-        return page(request, lambda: pages.daemon_page(data.daemon(service)))
+        return page(request, lambda: pages.daemon_page(data.daemon(service, notify_health)))
 
     mount_actions(r, service, token, bearer_ok, render, HEADERS)
     app.include_router(r)

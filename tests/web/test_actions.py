@@ -150,3 +150,25 @@ def test_raise_a_sweeps_cap_then_stop_and_resume_it(acting, login):
     status, _, body = _open(f"{acting['url']}/ui/sweeps/{sweep}/resume", data={"csrf": csrf}, headers=cookie)
     assert status == 422 and "still active" in body  # the service's own refusal, one line
     d.service.sweep_cancel(str(sweep))  # its trials stop with the session's other sleepers
+
+
+def test_the_daemon_page_shows_failing_and_dropped_notifications(acting, login):
+    """The outbox's health (``notify.outbox.health``, as ``gpuorch doctor`` reads it) on the daemon
+    page: rows as the sender leaves them, one dropped after its retries and one being retried."""
+    from gpuorch.clock import utcnow
+    from gpuorch.store.models import Notification, NotificationDelivery
+
+    cookie, _ = login
+    d = acting["d"]
+    with d.store.write() as s:
+        for uid, status, tries in (("evt-dead-<b>", "dead", 12), ("evt-retry", "pending", 3)):
+            n = Notification(uid=uid, ts=utcnow(), type="job.failed", message="m", prepared=True, body="{}")
+            s.add(n)
+            s.flush()
+            s.add(NotificationDelivery(notification_id=n.id, route="ops-hook", status=status, tries=tries,
+                                       next_at=utcnow(), last_error="HTTP 500 from the receiver"))
+    _, _, page = _open(f"{acting['url']}/ui/daemon", headers=cookie)
+    section = page.split("<section id=notifications>")[1]
+    assert "1 dead, 1 pending" in section and "1 failing, being retried" in section
+    assert "<td>job.failed</td><td>ops-hook</td><td>12</td>" in section and "HTTP 500 from the receiver" in section
+    assert "evt-dead-&lt;b&gt;" in section and "<b>" not in section
