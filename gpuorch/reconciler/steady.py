@@ -8,11 +8,12 @@ for the job while all of these hold:
 1. every input has the value it had then. Change is a value, never an identity (DESIGN.md 4,
    docs/recovery.md): each agent status is compared by its value (``runners.port.status_value``,
    a small tuple taken when it was read), so a runner that hands out one status object refreshed
-   in place is still seen to change; the rest are compared by identity only where the same
-   object is sure to hold the same value: the job row and each attempt row (the store's rows are
-   new objects after any write on the job, ``Reconciler._txn`` drops the cached rows, and after a
-   cancel request or a takeover, ``Leases.claim``), each instance (a frozen value: a provider
-   hands out a new one for any change and cannot change one in place); whether the runner
+   in place is still seen to change; each instance is compared by value (``same_instance``: a
+   frozen value, so the same object first, else equal fields: a provider that lists a new object
+   for an unchanged instance keeps its jobs); the job row and each attempt row by identity, which
+   is their version here, not a value: the store's rows are new objects after any write on the
+   job (``Reconciler._txn`` drops the cached rows; after a cancel request or a takeover,
+   ``Leases.claim``), and ``HeldRows`` hands out the same object while nobody wrote; whether the runner
    answered and whether the provider was listed are booleans; the offers index, the back-off
    keys and the settings are compared by identity or else equality (``same_context``). A new
    object of the same value is merely decided again, never a change missed;
@@ -101,14 +102,19 @@ def same_value(a: StatusValue | None, b: StatusValue | None) -> bool:
     return a is b or a == b
 
 
+def same_instance(a: object, b: object) -> bool:
+    """The same instance as then, by value: the same object (the usual case, no compare), or equal."""
+    return a is b or a == b
+
+
 def same_context(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
     """Element by element, by identity or else equality (an offers index is never compared deeply)."""
     return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
 
 
 def _same(a: Seen, b: Seen) -> bool:
-    return len(a) == len(b) and all(x[0] is y[0] and x[1] is y[1] and same_value(x[2], y[2]) and x[3] == y[3]
-                                    and x[4] == y[4] for x, y in zip(a, b, strict=True))
+    return len(a) == len(b) and all(x[0] is y[0] and same_instance(x[1], y[1]) and same_value(x[2], y[2])
+                                    and x[3] == y[3] and x[4] == y[4] for x, y in zip(a, b, strict=True))
 
 
 def steady_attempt(d: Decision) -> int | None:
@@ -194,7 +200,8 @@ class SteadyJobs:
         nothing to correct then or later (``Steady.billed``)."""
         memo = self._memo.get(view.job.id or 0)
         return memo is not None and memo.billed and memo.job is view.job and len(memo.attempts) == len(view.attempts) \
-            and all(m[0] is a.row and m[1] is a.instance for m, a in zip(memo.attempts, view.attempts, strict=True))
+            and all(m[0] is a.row and same_instance(a.instance, m[1])
+                    for m, a in zip(memo.attempts, view.attempts, strict=True))
 
     def memo(self, job_id: int) -> Steady | None:
         return self._memo.get(job_id)
@@ -202,7 +209,7 @@ class SteadyJobs:
     def held(self, job_id: int, job: object, context: tuple[object, ...], offers: object,
              seen_at: object, now: datetime) -> Steady | None:
         """The memo of a running or booting job that may be kept without building its view (the
-        caller then compares its attempt rows, instances and agent statuses by identity,
+        caller then compares its attempt rows by identity, instances and agent statuses by value,
         ``kept_unviewed``): billing checked with nothing to correct, no gate possible
         (``Steady.quick``), the same job row, offers list, catalog read and context; booting, before
         its boot deadline and with its agent start gone through (``unchanged``)."""
@@ -277,7 +284,7 @@ def kept_unviewed(memo: Steady, job_id: int, rows: Sequence[Attempt] | None,
         if ended:
             continue  # ENDED then, as now: seen as observed with nothing else
         inst = observed.get((name, job_id, number))
-        if inst is not m_inst or (name in ok) != m_obs:
+        if (inst is not m_inst and inst != m_inst) or (name in ok) != m_obs:  # an instance by value
             return None
         value, reachable, key = None, False, None
         if (provider := ask(name, inst)) is not None:
@@ -311,8 +318,8 @@ class QuietJobs:
     identity checks and status values alone, cheaper than ``held`` and ``kept_unviewed``, which
     they stand for. An entry holds while the pass's context (the offers index, back-off keys,
     settings, offers list, catalog read, providers listed) is what it was (``begin_pass`` drops
-    every entry otherwise), the job's row, its list of attempt rows, its steady memo and each live
-    attempt's instance are the very objects ``kept_unviewed`` compared, and each agent status has
+    every entry otherwise), the job's row, its list of attempt rows and its steady memo are the
+    very objects ``kept_unviewed`` compared, each live attempt's instance and agent status has
     the value it had, with no new read (``Read.new``). That is everything ``held`` and
     ``kept_unviewed`` read, so they would keep the job too. A job not kept here goes the usual
     way and its entry is dropped (``drop``)."""
@@ -339,7 +346,7 @@ class QuietJobs:
         if e is None or e.job is not job or e.rows is not rows or e.memo is not memo or expired(e.memo, now):
             return None
         for okey, inst, rkey, value, reachable in e.checks:
-            if observed.get(okey) is not inst:
+            if (now_inst := observed.get(okey)) is not inst and now_inst != inst:  # by value
                 return None
             if rkey is not None:
                 r = batched.get(rkey)
