@@ -24,6 +24,7 @@ from gpuorch.cli.planning_view import (
     freshness,
     gang_limits,
     offer_source,
+    shipped_source,
     strategy_cell,
     warn_flagged,
     work_assumption,
@@ -221,7 +222,7 @@ def _offers(gpu: str | None, min_vram: str | None, spot: bool, on_demand: bool, 
             all_rows = cat.load_rows(catalog)
         except UserInputError as e:
             fail(str(e))
-        source = f"price list {catalog}" if catalog is not None else "the shipped price list (AWS, GCP, Azure)"
+        source = f"price list {catalog}" if catalog is not None else shipped_source(r.provider for r in all_rows)
     else:
         found, source = offer_source(catalog, price_list)
         all_rows = [cat.OfferRow(**o.model_dump()) for o in found]

@@ -16,6 +16,12 @@ from gpuorch.cli.app import fail
 from gpuorch.errors import UserInputError
 
 
+def shipped_source(providers: Any) -> str:
+    """The line naming the shipped price list, with the providers its rows come from (every
+    installed adapter's snapshot: the hyperscalers' and the neoclouds')."""
+    return f"the shipped price list ({', '.join(sorted(set(providers)))})"
+
+
 def offer_source(catalog: Path | None, price_list: bool) -> tuple[list[Any], str]:
     """The offers to rank and a line naming where they came from. Exits 2 on a bad source."""
     from gpuorch.provider.catalog import load_offers
@@ -26,7 +32,8 @@ def offer_source(catalog: Path | None, price_list: bool) -> tuple[list[Any], str
         if catalog is not None:
             return load_offers(catalog), f"price list {catalog}"
         if price_list:
-            return load_offers(), "the shipped price list (AWS, GCP, Azure)"
+            offers = load_offers()
+            return offers, shipped_source(o.provider for o in offers)
         from gpuorch.cli.app import cli_config
         from gpuorch.registry import offline_offers
 
