@@ -6,11 +6,13 @@ twice a job at most, at two fixed points: ``keep`` before the job's view is buil
 its money checks are most of a kept job's cost), and ``keep_viewed`` once it is, for a job whose
 inputs could not be compared unviewed (a gate may apply, a status read inline, a new catalog
 read). Either way the job is kept only while every input of its last steady decision has the
-value it had then; the caller then does what a kept job still gets (its heartbeat, its log pull).
+value it had then. A job kept unviewed still gets what runs at its own pace: ``keep`` pulls its
+log and metrics when its agent has something new, and sends its heartbeat when due.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Container, Mapping, Sequence
 from datetime import datetime
 
@@ -19,50 +21,65 @@ from gpuorch.reconciler.decide.actions import Decision
 from gpuorch.reconciler.observe.status_reads import Read, ReadKey
 from gpuorch.reconciler.observe.views import JobView
 from gpuorch.reconciler.pass_state import Pass
-from gpuorch.reconciler.steady import Current, Quiet, QuietJobs, Steady, SteadyJobs, kept_unviewed
+from gpuorch.reconciler.steady import Quiet, QuietJobs, Steady, SteadyJobs, kept_unviewed
 from gpuorch.runners.port import Runner
 from gpuorch.store.models import Attempt
 
-# What a job kept before its view gets: (the runners with a log or metrics to pull, the running
-# attempt's row and instance for its heartbeat, its number, the memo's requeue time)
-Kept = tuple[Sequence[tuple[Attempt, Runner]], Current, int | None, float]
+log = logging.getLogger("gpuorch.reconciler")
+
+Pull = Callable[[int, Sequence[tuple[Attempt, Runner]]], None]  # Pulls.pull: a job's log and metrics
+Beat = Callable[..., None]  # Applier.beat(job_id, row, instance, number=, now=): a heartbeat when due
+Ask = Callable[[str, Instance | None], Provider | None]  # Reconciler._worth_asking
 
 
 class Memo:
     """Only the pass's thread uses it."""
 
-    def __init__(self, boot_timeout_s: Callable[[], float] = lambda: 900.0) -> None:
+    def __init__(self, boot_timeout_s: Callable[[], float], pull: Pull, beat: Beat, ask: Ask) -> None:
         self.steady = SteadyJobs(boot_timeout_s)  # the steady decisions (tests read ``steady.skipped``)
         self.quiet = QuietJobs()  # the jobs kept unviewed last pass with nothing new to pull
+        self._pull, self._beat, self._ask = pull, beat, ask
+        self._pass: Pass | None = None
+        self._batched: Mapping[ReadKey, Read] = {}
+        self._behind: Container[int] = ()
 
-    def begin_pass(self, p: Pass, started: Container[tuple[int, int, str]]) -> None:
-        """``started``: the agent starts that went through (``Applier.started``: booting memos)."""
+    def begin_pass(self, p: Pass, started: Container[tuple[int, int, str]], batched: Mapping[ReadKey, Read],
+                   behind: Container[int]) -> None:
+        """``started``: the agent starts that went through (``Applier.started``: booting memos);
+        ``batched``: the pass's status reads made in one call; ``behind``: the jobs whose last log
+        pull left something to read (``Pulls.behind``)."""
+        self._pass, self._batched, self._behind = p, batched, behind
         self.steady.begin_pass(started)
         self.quiet.begin_pass((p.index, p.avoid_key, p.settings, p.offers, p.seen_at, p.ok))
 
-    def keep(self, job_id: int, job: object, p: Pass, rows: Sequence[Attempt] | None,
-             batched: Mapping[ReadKey, Read], behind: bool,
-             ask: Callable[[str, Instance | None], Provider | None]) -> Kept | None:
-        """Whether the job may be kept without its view: kept unviewed last pass and every input
-        the same (``QuietJobs``), or its steady memo holds on its rows, instances and statuses
-        (``SteadyJobs.held``, ``kept_unviewed``). ``behind``: its last log pull left something."""
-        steady = self.steady
-        q = self.quiet.kept(job_id, job, rows, steady.memo(job_id), p.observed, batched, p.now)
+    def keep(self, job_id: int, job: object, rows: Sequence[Attempt] | None) -> float | None:
+        """The memo's requeue time if the job is kept without its view: kept unviewed last pass and
+        every input the same (``QuietJobs``), or its steady memo holds on its ``rows``, instances
+        and statuses (``SteadyJobs.held``, ``kept_unviewed``); else None (view it)."""
+        p, steady = self._pass, self.steady
+        assert p is not None  # begin_pass came first
+        q = self.quiet.kept(job_id, job, rows, steady.memo(job_id), p.observed, self._batched, p.now)
         if q is not None:
             steady.skipped += 1
-            return (), q.current, q.memo.attempt, q.memo.requeue_after
+            if q.current is not None:
+                self._beat(job_id, *q.current, number=q.memo.attempt, now=p.now)
+            return q.memo.requeue_after
         self.quiet.drop(job_id)
         memo = steady.held(job_id, job, p.context, p.offers, p.seen_at, p.now)
         if memo is None:
             return None
-        kept = kept_unviewed(memo, job_id, rows, p.observed, p.ok, ask, batched, behind)
+        kept = kept_unviewed(memo, job_id, rows, p.observed, p.ok, self._ask, self._batched, job_id in self._behind)
         if not kept:
             return None
         runners, current, checks = kept
         steady.skipped += 1
-        if not runners:  # nothing new: the next pass may keep it on identity alone
+        if runners:  # as a viewed job's: prices and billing unchanged
+            self._pull(job_id, runners)
+        else:  # nothing new: the next pass may keep it on identity alone
             self.quiet.note(job_id, Quiet(job, rows, memo, checks, current))
-        return runners, current, memo.attempt, memo.requeue_after
+        if current is not None:
+            self._beat(job_id, *current, number=memo.attempt, now=p.now)
+        return memo.requeue_after
 
     def keep_viewed(self, view: JobView, context: tuple[object, ...], p: Pass, billed_at: datetime | None,
                     quick: tuple[object, object] | None, started: Container[tuple[int, int, str]]) -> Steady | None:

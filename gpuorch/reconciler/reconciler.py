@@ -126,7 +126,8 @@ class Reconciler:
         self._attempts: dict[int, list[Attempt]] = {}  # this pass's attempts, by job id
         self._batched: dict[ReadKey, Read] = {}  # this pass's status reads made in one call per provider
         self.rows = HeldRows(store, self.leases)  # job and attempt rows, parsed specs: kept across passes
-        self.memo = Memo(lambda: self.settings.boot_timeout_s)  # jobs unchanged since the last pass are kept
+        # jobs unchanged since the last pass are kept: not viewed, not decided (their pulls and heartbeats go on)
+        self.memo = Memo(lambda: self.settings.boot_timeout_s, self.pulls.pull, self.applier.beat, self._worth_asking)
         self.steady = self.memo.steady  # its steady decisions (tests and benchmarks read ``skipped``)
         self._unreadable: dict[int, str] = {}  # spec text of live jobs logged as unreadable (once each)
         self._keys: dict[int, tuple[Instance, Key | None]] = {}  # list_instances' keys of the last listing
@@ -241,18 +242,25 @@ class Reconciler:
                  settings.launch_batch)
         self.applier.terminated = set()  # this pass's terminations; `observed` predates them
         self.money.begin_pass(observed, live)
-        self.memo.begin_pass(p, self.applier.started)
+        self.memo.begin_pass(p, self.applier.started, self._batched, self.pulls.behind)
         return p
 
     def _keep_or_decide(self, p: Pass, stop: Event | None) -> bool:
         """Each claimed job, in claim order: kept as it was (``steady.py``) or decided and applied.
         False when ``stop`` was set before the last one."""
+        keep, attempts = self.memo.keep, self._attempts
         for job_id, job in zip(p.ids, p.claimed, strict=True):
             if stop is not None and stop.is_set():
                 return False
             out = self.pool.busy(job_id) or job_id in p.busy  # a launch or read still out
-            if not out and self._keep(p, job_id, job):
-                continue
+            if not out:
+                try:
+                    kept = keep(job_id, job, attempts.get(job_id))
+                except Exception as e:  # decided the usual way instead
+                    kept = self._trouble(job_id, e, "keep")
+                if kept is not None:
+                    p.requeue = min(p.requeue, kept)  # most jobs of a steady pass end here
+                    continue
             queued = job.status == JobStatus.QUEUED and not job.cancel_requested  # a cancel is never left
             if queued and p.out_of_budget((self.clock.now() - p.now).total_seconds()):
                 p.requeue, p.cut = 0.0, True  # the next pass, at once, takes the next batch
@@ -271,25 +279,11 @@ class Reconciler:
                     p.launch_s += (self.clock.now() - t).total_seconds()
         return True
 
-    def _keep(self, p: Pass, job_id: int, job: Job) -> bool:
-        """Keep the job as it was, unviewed, if the memo says nothing it was decided from changed
-        (``memo.py``); it still gets its log pull and its heartbeat when due."""
-        try:
-            kept = self.memo.keep(job_id, job, p, self._attempts.get(job_id), self._batched,
-                                  job_id in self.pulls.behind, self._worth_asking)
-            if kept is None:
-                return False
-            runners, current, number, requeue = kept
-            if runners:  # as _record_observed: prices and billing unchanged
-                self.pulls.pull(job_id, runners)
-            if current is not None:
-                self.applier.beat(job_id, *current, number=number, now=p.now)
-        except Exception as e:  # as in _one: decided the usual way instead
-            if not DISK_FULL.report(e, f"job {job_id}: keep"):
-                log.exception("job %s: keeping it failed", job_id)
-            return False
-        p.lower(requeue)
-        return True
+    @staticmethod
+    def _trouble(job_id: int, e: Exception, what: str) -> None:
+        """One job's trouble, logged (once a minute while the disk is full): it never stalls the others."""
+        if not DISK_FULL.report(e, f"job {job_id}: {what}"):
+            log.exception("job %s: %s failed", job_id, what)
 
     def _one(self, p: Pass, job_id: int, job: Job) -> None:
         """One job's keep or decide; its trouble is logged and never stalls the others."""
@@ -300,8 +294,7 @@ class Reconciler:
         except UnreadableSpec as e:
             self._quarantine(job, str(e), p.now)
         except Exception as e:  # one job's trouble must not stall the others; the next pass retries it
-            if not DISK_FULL.report(e, f"job {job.id}: reconcile"):
-                log.exception("job %s: reconcile failed", job.id)
+            self._trouble(job_id, e, "reconcile")
             p.lower(self.settings.poll_s)
 
     def _decide(self, p: Pass, job: Job) -> None:
