@@ -27,6 +27,8 @@ MAX_LINES = 60
 # (module of the copy, the line planted, the import lint-imports must name)
 PLANTS = [
     ("reconciler/decide/job.py", "import sqlmodel", "gpuorch.reconciler.decide.job -> sqlmodel"),
+    ("reconciler/decide/job.py", "from gpuorch.store.models import Job",
+     "gpuorch.reconciler.decide.job -> gpuorch.store.models"),
     ("reconciler/decide/gates.py", "import subprocess", "gpuorch.reconciler.decide.gates -> subprocess"),
     ("reconciler/decide/deadline.py", "from gpuorch.store import Store",
      "gpuorch.reconciler.decide.deadline -> gpuorch.store"),

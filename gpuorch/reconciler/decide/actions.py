@@ -9,7 +9,7 @@ from typing import NamedTuple
 from gpuorch.agent.protocol import AgentStatus
 from gpuorch.placement import Candidate
 from gpuorch.provider.port import Instance
-from gpuorch.store.models import JobStatus, TerminationReason
+from gpuorch.store.states import JobStatus, TerminationReason
 
 
 @dataclass(frozen=True)

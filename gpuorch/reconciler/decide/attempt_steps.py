@@ -21,7 +21,7 @@ from gpuorch.reconciler.decide.actions import (
     Terminate,
 )
 from gpuorch.reconciler.observe.views import AttemptView, Settings
-from gpuorch.store.models import AttemptStatus, TerminationReason
+from gpuorch.store.states import AttemptStatus, TerminationReason
 
 
 def from_epoch(epoch: float, tz_like: datetime) -> datetime:

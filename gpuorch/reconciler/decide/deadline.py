@@ -28,7 +28,7 @@ from gpuorch.policy.live import (
     work_estimate,
 )
 from gpuorch.reconciler.decide.actions import GO_ON, End, Note, SetJob, Step, StopCleanly, Terminate, done
-from gpuorch.store.models import AttemptStatus, JobStatus, TerminationReason
+from gpuorch.store.states import AttemptStatus, JobStatus, TerminationReason
 
 if TYPE_CHECKING:
     from gpuorch.reconciler.observe.views import AttemptView, JobView, Settings

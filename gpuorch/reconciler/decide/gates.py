@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from gpuorch.money.caps import Hold
 from gpuorch.placement import Candidate
 from gpuorch.reconciler.decide.actions import GO_ON, End, SetJob, Step, StopCleanly, Terminate, done
-from gpuorch.store.models import AttemptStatus
+from gpuorch.store.states import AttemptStatus
 
 if TYPE_CHECKING:
     from gpuorch.reconciler.observe.views import AttemptView, JobView, Settings

@@ -32,7 +32,7 @@ from gpuorch.reconciler.decide.attempt_steps import draining, live, lost_work_s,
 from gpuorch.reconciler.decide.deadline import applies, deadline_launch, deadline_move
 from gpuorch.reconciler.decide.gates import gate_launch, stop_running
 from gpuorch.reconciler.observe.views import AttemptView, JobView, Settings
-from gpuorch.store.models import Attempt, AttemptStatus, JobStatus, TerminationReason
+from gpuorch.store.states import AttemptStatus, JobStatus, TerminationReason
 
 __all__ = ["AttemptView", "JobView", "Settings", "decide", "lost_work_s", "recovery_context"]
 
@@ -93,8 +93,8 @@ def _head(view: JobView, now: datetime, s: Settings, preempting: AttemptView | N
     return max(1, s.launch_fanout) * HEAD
 
 
-def _won(view: JobView) -> Attempt | None:
-    return next((a.row for a in view.attempts if a.row.reason == TerminationReason.SUCCEEDED), None)
+def _won(view: JobView) -> AttemptView | None:
+    return next((a for a in view.attempts if a.row.reason == TerminationReason.SUCCEEDED), None)
 
 
 def _finished_by_drain(view: JobView, so_far: Sequence[object], current: AttemptView | None, s: Settings) -> Step:
@@ -105,7 +105,7 @@ def _finished_by_drain(view: JobView, so_far: Sequence[object], current: Attempt
     if ended is not None:
         by, message = ended.attempt, ended.message
     elif won is not None and current is not None:
-        by, message = won.number, won.message or "succeeded"
+        by, message = won.row.number, won.row.message or "succeeded"
     else:
         return GO_ON
     if current is not None and not current.observed:  # stop it once we can see its instance
@@ -162,7 +162,7 @@ def _limits(view: JobView, r: Replacing, now: datetime) -> Step:
         return done()
     won = _won(view)
     if won is not None:  # recorded by a pass that died before it could mark the job: never run it again
-        return done(SetJob(JobStatus.SUCCEEDED, won.message or "succeeded", finished=True))
+        return done(SetJob(JobStatus.SUCCEEDED, won.row.message or "succeeded", finished=True))
     if job.cancel_requested:
         return done(SetJob(JobStatus.CANCELLED, "cancelled by user", finished=True))
     if r.failures > retry.max_failures:
