@@ -8,6 +8,7 @@
 - ``import_contracts``: the ``allowlist`` import-linter contract (the adapter kit rule).
 - ``fake_provider``: ``FakeProvider``, a deterministic in-memory cloud (fake clock).
 - ``fake_job``: the FakeProvider's jobs and the fake agent that runs them.
+- ``crash``: ``kill_at``, a real daemon process SIGKILLed at a crash point (every adapter's crash test).
 - ``faults``: seeded fault injection into a provider's port calls (the sim provider uses it).
 
 The contract names below load on first use (PEP 562), so importing the fakes or the faults

@@ -2,22 +2,18 @@
 attempt and no orphan: the attempt row is written before the create, the pod is named by the
 client token (a relaunch adopts it: 409), and its labels let the sweep find what no attempt owns.
 
-The crash runs ``gpuorch daemon --once`` in a subprocess with ``$GPUORCH_CRASHPOINTS``
-(``gpuorch.ops.crashpoints``); the restart is the assembled daemon on the same home and config."""
+The crash is a real daemon subprocess with ``$GPUORCH_CRASHPOINTS`` (``gpuorch.testing.crash.kill_at``);
+the restart is the assembled daemon on the same home and config."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from k8s_harness import cluster
 from lightkube.resources.core_v1 import Pod
 
-from gpuorch.ops import crashpoints
+from gpuorch.testing.crash import kill_at
 from gpuorch.testing.daemon import AssembledDaemon
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.timeout(300)]
@@ -31,12 +27,7 @@ def test_a_crash_at_a_launch_point_then_a_restart_leaves_one_pod(tmp_path: Path,
         config = {"providers": {"kubernetes": k8s.options()}, "lease_s": 3, "max_sleep_s": 1}
         with AssembledDaemon.start(home, config) as d:
             job = d.submit({"name": "crash", "run": "sleep 120", "resources": {"gpu": "A100:80GB:1"}})
-        env = {**os.environ, "GPUORCH_HOME": str(home), "GPUORCH_CONFIG": str(home / "daemon-config.yaml"),
-               crashpoints.ENV: f"seed=1,{point}=1", crashpoints.LOG_ENV: str(tmp_path / "crashes.log")}
-        crashed = subprocess.run([sys.executable, "-m", "gpuorch", "daemon", "--once"], env=env, capture_output=True,
-                                 text=True, timeout=180, check=False)
-        assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
-        assert (tmp_path / "crashes.log").read_text().split()[-1] == point
+        kill_at(home, config, point, timeout_s=180)
 
         with AssembledDaemon.start(home, config) as d:
             d.until(lambda: (a := d.attempts(job)) and a[-1].instance_id and

@@ -3,17 +3,16 @@ the pass's launches and terminations, each of them a crash point."""
 
 from __future__ import annotations
 
-from daemon_proc import DaemonProcess
+from daemon_proc import CONFIG
 from sqlmodel import select
 
 from gpuorch.clock import utcnow
 from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
-from gpuorch.ops.crashpoints import ENV as CRASH_ENV
-from gpuorch.ops.crashpoints import LOG_ENV as CRASH_LOG_ENV
 from gpuorch.provider.port import LaunchRequest
 from gpuorch.store import Store
 from gpuorch.store.models import Event
+from gpuorch.testing.crash import kill_at
 from gpuorch_local.provider import LocalProvider
 
 
@@ -26,13 +25,7 @@ def test_a_daemon_killed_at_its_first_launch_has_already_swept_the_orphans(tmp_p
                                        owner=store.installation_id))
     jobs.submit(store, parse_spec({"name": "queued", "run": "true", "resources": {"gpu": "A100:80GB:1"},
                                    "spot_policy": "on-demand"}), utcnow())
-    crashes = tmp_path / "crashes.log"
-    daemon = DaemonProcess(home, env={CRASH_ENV: "launch.intent=1", CRASH_LOG_ENV: str(crashes)})
-    try:
-        assert daemon.proc.wait(90) == -9  # SIGKILLed by its first launch, in its first pass
-    finally:
-        daemon.close()
-    assert crashes.read_text().split()[-1] == "launch.intent"
+    kill_at(home, CONFIG + "metrics: {enabled: false}\n", "launch.intent")  # by its first launch, in its first pass
     assert not local.get(stray.id).state.alive
     with store.read() as s:
         assert [e.job_id for e in s.exec(select(Event).where(Event.kind == "orphan_terminated"))] == [999]
