@@ -92,7 +92,8 @@ def _read_audited(path: str, strict: bool) -> tuple[list[OfferRow], list[str]]:
     """A user's catalog: the rows kept and the lines to warn of."""
     from gpuorch.catalog import auditcache
     from gpuorch.catalog.audit import audit_rows, errors
-    from gpuorch.catalog.rows import MAX_CATALOG_BYTES, skip_note, strict_refusal
+    from gpuorch.catalog.notes import skip_note, strict_refusal
+    from gpuorch.catalog.rows import MAX_CATALOG_BYTES
     from gpuorch.userfile import read_text
 
     text = read_text(path, option=path, what="the catalog (a CSV file)", limit=MAX_CATALOG_BYTES)

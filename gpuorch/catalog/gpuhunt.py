@@ -22,6 +22,7 @@ import csv
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from gpuorch.catalog.notes import skip_note, strict_refusal
 from gpuorch.errors import UserInputError
 
 COLUMNS = ("instance_name", "location", "price", "cpu", "memory", "gpu_count", "gpu_name", "gpu_memory", "spot",
@@ -60,8 +61,6 @@ def convert(reader: csv.DictReader[str], source: str, strict: bool) -> Result:
     out = Result()
 
     def bad(line: int, column: str, message: str) -> None:
-        from gpuorch.catalog.rows import skip_note, strict_refusal
-
         text = f"{source} line {line}, column {column}: {message}"
         if strict:
             raise UserInputError(strict_refusal(text))

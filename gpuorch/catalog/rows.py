@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import IO, NamedTuple
 
 from gpuorch import gpus
+from gpuorch.catalog.notes import skip_note, strict_refusal
 from gpuorch.catalog.registry import billing_rule
 from gpuorch.errors import UserInputError
 from gpuorch.money import billing
@@ -216,16 +217,6 @@ def parse_csv(lines: Iterable[str], source: str, line_numbers: list[int] | None 
         return _parse_rows(zip(got.raws, got.lines, strict=True), source, line_numbers, strict, notes,
                            gpuhunt.THEIRS)
     return _parse_rows(((raw, reader.line_num) for raw in reader), source, line_numbers, strict, notes, {})
-
-
-def skip_note(text: str) -> str:
-    """A skipped row's line (``offers``/``plan`` print it as a warning)."""
-    return f"{text} (row skipped)"
-
-
-def strict_refusal(text: str) -> str:
-    """The one line that refuses a whole file under ``--strict``."""
-    return f"{text}; fix the row, or leave out --strict to skip it"
 
 
 def _parse_rows(raws: Iterable[tuple[dict[str, str], int]], source: str, line_numbers: list[int] | None,

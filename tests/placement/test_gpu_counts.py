@@ -115,9 +115,9 @@ def plan_cli(tmp_path, body: str, *args: str):
 def test_plan_a100_1_in_us_east_1_on_the_shipped_snapshot(tmp_path):
     """Issue 19's job: AWS sells A100s in us-east-1 only 8 to an instance, so plan says so in one
     line and names both fixes, instead of renting 8 GPUs for a 1-GPU job."""
-    r = plan_cli(tmp_path, 'resources: {gpu: "A100:1"}\nregions: [us-east-1]\nspot_policy: spot\n')
+    r = plan_cli(tmp_path, 'resources: {gpu: "A100:1"}\nproviders: [aws]\nregions: [us-east-1]\nspot_policy: spot\n')
     assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
-    assert "no offer in us-east-1 has 1" in r.output and "write A100:8" in r.output
+    assert "no offer in us-east-1 on aws has 1" in r.output and "write A100:8" in r.output
     assert "resources.allow_larger: true (or A100:1..8)" in r.output
     # Anywhere, it lands on a one-GPU A100 instance.
     anywhere = plan_cli(tmp_path, 'resources: {gpu: "A100:1"}\nspot_policy: spot\n', "--json")
@@ -144,7 +144,7 @@ def test_plan_shows_a_larger_instance_and_a_robust_spot_price(tmp_path):
         ("A100:0", "resources.gpu: gpu 'A100:0': the GPU count must be at least 1"),
         ("A100:8..2", "the range 8..2 has its minimum above its maximum; write 2..8"),
         ("A100:3", "resources.gpu: no instance type has 3 A100; the counts sold are 1, 2, 4, 8: write A100:4"),
-        ("H100:3", "no instance type has 3 H100; the counts sold are 1, 2, 8"),
+        ("H100:3", "no instance type has 3 H100; the counts sold are 1, 2, 4, 8"),  # RunPod sells 4
     ],
 )
 def test_bad_gpu_counts_are_one_line_and_exit_2(tmp_path, gpu, hint):
