@@ -12,9 +12,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gpuorch.errors import UserInputError
+from gpuorch.provider.options import validate_options
 
 REGION = re.compile(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d{1,2}")
 _AMI = re.compile(r"ami-[0-9a-f]{8,17}")
@@ -84,14 +84,5 @@ class AwsOptions(BaseModel):
 
 def parse_options(options: dict[str, Any] | None) -> AwsOptions:
     """Validate ``providers.aws``; raise UserInputError naming the option and the fix."""
-    try:
-        return AwsOptions.model_validate(options or {})
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        if err["type"] == "missing":
-            msg = "is required; list the regions to use, like [us-east-1, us-west-2]"
-        elif err["type"] == "extra_forbidden":
-            msg = f"unknown option; known: {', '.join(AwsOptions.model_fields)}"
-        raise UserInputError(f"providers.aws{'.' + where if where else ''}: {msg}") from None
+    return validate_options(AwsOptions, options, "aws",
+                            required="list the regions to use, like [us-east-1, us-west-2]")

@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gpuorch.errors import UserInputError
+from gpuorch.provider.options import validate_options
 
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _RESOURCE_GROUP = re.compile(r"[-\w._()]{1,90}")  # Azure's rule (and no trailing period, checked apart)
@@ -144,17 +144,5 @@ _HINTS = {
 
 def parse_options(options: dict[str, Any] | None) -> AzureOptions:
     """Validate ``providers.azure``; raise UserInputError naming the option and the fix."""
-    try:
-        return AzureOptions.model_validate(options or {})
-    except ValidationError as e:
-        err = e.errors()[0]
-        loc = [str(x) for x in err["loc"]]
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        if err["type"] == "missing":
-            msg = f"is required; {_HINTS.get(loc[-1], 'see docs/azure.md')}"
-        elif err["type"] == "extra_forbidden":
-            msg = f"unknown option; known: {', '.join(AzureOptions.model_fields)}"
-        elif not loc and msg.startswith("subnet_id."):  # a model-level check names its own field
-            loc, msg = [msg.split(":", 1)[0]], msg.split(":", 1)[1].strip()
-        where = ".".join(loc)
-        raise UserInputError(f"providers.azure{'.' + where if where else ''}: {msg}") from None
+    return validate_options(AzureOptions, options, "azure",
+                            required=lambda field: _HINTS.get(field.split(".")[-1], "see docs/azure.md"))

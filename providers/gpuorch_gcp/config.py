@@ -11,9 +11,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gpuorch.errors import UserInputError
+from gpuorch.provider.options import validate_options
 
 PROJECT = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]|[a-z][-a-z0-9.:]{4,80}")  # plain ids; domain-scoped too
 REGION = re.compile(r"[a-z]+-[a-z]+\d{1,2}")
@@ -120,16 +120,5 @@ class GcpOptions(BaseModel):
 
 def parse_options(options: dict[str, Any] | None) -> GcpOptions:
     """Validate ``providers.gcp``; raise UserInputError naming the option and the fix."""
-    try:
-        return GcpOptions.model_validate(options or {})
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        if err["type"] == "missing":
-            msg = "is required; name the GCP project to launch in, like my-project-123"
-        elif err["type"] == "extra_forbidden":
-            msg = f"unknown option; known: {', '.join(GcpOptions.model_fields)}"
-        elif not where and msg.startswith("regions: "):
-            where, msg = "regions", msg.removeprefix("regions: ")
-        raise UserInputError(f"providers.gcp{'.' + where if where else ''}: {msg}") from None
+    return validate_options(GcpOptions, options, "gcp",
+                            required="name the GCP project to launch in, like my-project-123")

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import ErrorDetails
 
 from gpuorch.errors import UserInputError
+from gpuorch.provider.options import validate_options
 
 from .api import DEFAULT_ENDPOINT
 
@@ -95,17 +97,14 @@ def _loopback(host: str) -> bool:
 
 
 def parse_options(options: dict[str, Any] | None) -> LambdaOptions:
-    try:
-        return LambdaOptions(**(options or {}))
-    except ValidationError as e:
-        err = e.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "options"
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = f"unknown option; known: {', '.join(sorted(LambdaOptions.model_fields))}"
-        raise UserInputError(f"providers.lambda.{field}: {msg}") from None
-    except TypeError as e:
-        raise UserInputError(f"providers.lambda: {e}; give a mapping of options") from None
+    return validate_options(LambdaOptions, options, "lambda", explain=_explain,
+                            known=lambda m: sorted(m.model_fields))
+
+
+def _explain(err: ErrorDetails, where: str) -> str | None:
+    if err["type"] == "model_type":  # not a mapping at all
+        return f"{type(err['input']).__name__} is not a mapping; give a mapping of options"
+    return None
 
 
 def key_source(options: LambdaOptions, environ: Mapping[str, str] | None = None) -> tuple[str, Path | None]:

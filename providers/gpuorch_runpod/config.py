@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import ErrorDetails
 
 from gpuorch.errors import UserInputError
+from gpuorch.provider.options import validate_options
 
 Cloud = Literal["secure", "community"]
 
@@ -108,17 +110,13 @@ def check_url(v: str, where: str = "") -> str:
 
 def parse_options(options: dict[str, Any] | None) -> RunpodOptions:
     """Validate ``providers.runpod``; UserInputError naming the option and the fix."""
-    try:
-        return RunpodOptions.model_validate(options or {})
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = f"unknown option; known: {', '.join(RunpodOptions.model_fields)}"
-        elif err["type"] == "literal_error":
-            msg = f"{err['input']!r} is not a RunPod cloud; use secure or community"
-        raise UserInputError(f"providers.runpod{'.' + where if where else ''}: {msg}") from None
+    return validate_options(RunpodOptions, options, "runpod", explain=_explain)
+
+
+def _explain(err: ErrorDetails, where: str) -> str | None:
+    if err["type"] == "literal_error":
+        return f"{err['input']!r} is not a RunPod cloud; use secure or community"
+    return None
 
 
 def api_key(profile: str = "default", env: dict[str, str] | None = None, home: Path | None = None) -> tuple[str, str]:

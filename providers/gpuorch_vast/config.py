@@ -10,9 +10,10 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import ErrorDetails
 
-from gpuorch.errors import UserInputError
+from gpuorch.provider.options import validate_options
 
 from .catalog import CPU_PER_GPU, RAM_GIB_PER_GPU
 
@@ -89,14 +90,10 @@ class VastOptions(BaseModel):
 
 def parse_options(options: dict[str, Any] | None) -> VastOptions:
     """Validate ``providers.vast``; raise UserInputError naming the option and the fix."""
-    try:
-        return VastOptions.model_validate(options or {})
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = f"unknown option; known: {', '.join(VastOptions.model_fields)}"
-        if err["type"] == "extra_forbidden" and "key" in where:
-            msg = "the API key is never a config option; set VAST_API_KEY or run `vastai set api-key`"
-        raise UserInputError(f"providers.vast{'.' + where if where else ''}: {msg}") from None
+    return validate_options(VastOptions, options, "vast", explain=_explain)
+
+
+def _explain(err: ErrorDetails, where: str) -> str | None:
+    if err["type"] == "extra_forbidden" and "key" in where:
+        return "the API key is never a config option; set VAST_API_KEY or run `vastai set api-key`"
+    return None
