@@ -107,12 +107,13 @@ def test_a_planted_checkpoint_of_another_installation_or_job_is_refused_with_an_
         [att] = d.attempts(job)
         assert att.resumed_from is None
         why = refusals(d, job)
-        assert len(why) == 2, why
+        assert len(why) == 2, (why, d.service.events(str(job)), att)
         assert "step-9" in why[0] and "installation otherinstall, job 1" in why[0] and f"installation {inst}" in why[0]
         assert "step-5" in why[1] and f"installation {inst}, job 7" in why[1] and "not to this job" in why[1]
         assert att.restore_refused == "\n".join(why)
         running = [e["message"] for e in d.service.events(str(job)) if e["kind"] == "running"]
-        assert running and all("started fresh" in m for m in running)
+        # No running event when the short job ended before a pass saw it up: its end records all.
+        assert all("started fresh" in m for m in running)
 
 
 def _stored_before_namespacing(d: AssembledDaemon, job_id: int, recorded: dict) -> None:

@@ -154,6 +154,8 @@ class Recording:
                 self._record_checkpoints(s, job_id, r, end.status, now)
             if end.status is not None and r.resumed_from is None:
                 r.resumed_from = end.status.restored_from
+            if end.status is not None and refusals.pending(r, end.status):  # an agent first seen ended
+                refusals.record(s, job, r, end.status, now)
             r.status, r.ended_at, r.message = AttemptStatus.ENDED, ended_at or now, end.message
             # A draining attempt keeps the reason its drain recorded, unless the job finished first.
             finished = end.reason == TerminationReason.SUCCEEDED
