@@ -1,6 +1,6 @@
-"""Helpers of the end-to-end tests: drive a reconciler until a condition holds, read a job's
-status, and compute the tiny_mlp example's result without gpuorch (the reference a resumed run
-must match bitwise)."""
+"""Helpers of the end-to-end tests: drive a reconciler until a condition holds (in wall time, or
+on a fake clock), read a job, its status, attempts and events from the store, and compute the
+tiny_mlp example's result without gpuorch (the reference a resumed run must match bitwise)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from sqlmodel import select
+
 from gpuorch.jobs import intent as jobs
 from gpuorch.store import Store
-from gpuorch.store.models import Attempt, Job, JobStatus
+from gpuorch.store.models import Attempt, Event, Job, JobStatus
 from gpuorch.testing.contract import wait_until
 
 TINY_MLP = Path(__file__).resolve().parents[2] / "configs" / "examples" / "tiny_mlp"
@@ -29,6 +31,19 @@ def passes_until(step: Callable[[], object], check: Callable[[], Any], *, timeou
     return wait_until(once, timeout_s=timeout_s, step_s=0.2, what=what)
 
 
+def clock_passes(rec: Any, clock: Any, passes: int, step_s: float) -> None:
+    """``passes`` reconcile passes of ``rec``, the fake ``clock`` advanced ``step_s`` after each."""
+    for _ in range(passes):
+        rec.run_pass()
+        clock.advance(step_s)
+
+
+def job_row(store: Store, job_id: int) -> Job:
+    """The job's row as the store holds it now (detached: read its fields, not its relations)."""
+    with store.read() as s:
+        return s.get(Job, job_id)  # type: ignore[return-value]
+
+
 def job_status(store: Store, job_id: int) -> JobStatus:
     with store.read() as s:
         return s.get(Job, job_id).status  # type: ignore[union-attr]
@@ -37,6 +52,15 @@ def job_status(store: Store, job_id: int) -> JobStatus:
 def attempts(store: Store, job_id: int) -> list[Attempt]:
     with store.read() as s:
         return jobs.attempts_of(s, job_id)
+
+
+def events(store: Store, kind: str, job_id: int | None = None) -> list[Event]:
+    """The events of ``kind`` (of one job, or of all), oldest first."""
+    query = select(Event).where(Event.kind == kind)
+    if job_id is not None:
+        query = query.where(Event.job_id == job_id)
+    with store.read() as s:
+        return list(s.exec(query.order_by(Event.id)))  # type: ignore[arg-type]
 
 
 def tiny_mlp_reference(tmp_path: Path, env: Mapping[str, str], tag: str = "ref") -> float:

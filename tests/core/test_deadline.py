@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from sqlmodel import select
-
 from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.service import JobService
 from gpuorch.jobs.spec import parse_spec
 from gpuorch.reconciler import Reconciler
 from gpuorch.reconciler.decide.deadline import PROBE_MAX_S
-from gpuorch.store.models import Attempt, AttemptStatus, Event, Job, JobStatus, TerminationReason
+from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, TerminationReason
+from gpuorch.testing.e2e import attempts, events, job_row
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 
 ZONES = ("r1-a", "r1-b", "r2-a")
@@ -27,21 +26,6 @@ def spec(deadline: str, **over):
     return parse_spec({"name": "train", "run": "python train.py", "resources": {"gpu": "A100:80GB:1"},
                        "checkpoint": {"store": "file:///tmp/ckpt", "interval": "10m"},
                        "deadline": {"at": deadline, "job_hours": 2, "startup": "5m"}, **over})
-
-
-def attempts(store, job_id) -> list[Attempt]:
-    with store.read() as s:
-        return jobs.attempts_of(s, job_id)
-
-
-def job_row(store, job_id) -> Job:
-    with store.read() as s:
-        return s.get(Job, job_id)
-
-
-def policy_events(store, job_id) -> list[Event]:
-    with store.read() as s:
-        return list(s.exec(select(Event).where(Event.job_id == job_id, Event.kind == "deadline").order_by(Event.id)))
 
 
 def run_until(rec, fake, clock, store, job_id, hours, step=60.0, each=None):
@@ -88,10 +72,10 @@ def test_deadline_met_through_a_preemption_and_no_spot_capacity(store, clock):
     assert last.requested_at - first.ended_at > timedelta(minutes=10)
     # Each time the spot markets' back-off ends it tries spot again, finds no capacity and waits;
     # a wait is recorded once, not at every one-minute recheck.
-    decisions = [json.loads(e.data)["decision"] for e in policy_events(store, job.id)]
+    decisions = [json.loads(e.data)["decision"] for e in events(store, "deadline", job.id)]
     rounds = (len(decisions) - 2) // 2
     assert rounds >= 1 and decisions == ["spot"] + ["spot", "wait"] * rounds + ["on-demand"]
-    waits = [e for e in policy_events(store, job.id) if json.loads(e.data)["decision"] == "wait"]
+    waits = [e for e in events(store, "deadline", job.id) if json.loads(e.data)["decision"] == "wait"]
     assert "slack" in waits[0].message and "reserve" in waits[0].message
     assert len(waits) * 3 < (last.requested_at - first.ended_at).total_seconds() / 60
 
@@ -106,7 +90,7 @@ def test_without_a_deadline_the_same_job_never_waits(store, clock):
     rec.run_pass()
     rec.run_pass()
     assert any(not a.spot and a.status != AttemptStatus.ENDED for a in attempts(store, job.id))
-    assert policy_events(store, job.id) == []
+    assert events(store, "deadline", job.id) == []
 
 
 def test_a_spot_attempt_that_would_risk_the_deadline_moves_to_on_demand_at_a_checkpoint(store, clock, tmp_path):
@@ -128,7 +112,7 @@ def test_a_spot_attempt_that_would_risk_the_deadline_moves_to_on_demand_at_a_che
     assert od.resumed_from == moved.last_checkpoint and moved.last_checkpoint.endswith("-a1")
     assert od.predecessor == moved.number
     assert j.preemptions == 0 and j.failures == 0  # a move spends no retry budget
-    decisions = [json.loads(e.data)["decision"] for e in policy_events(store, job.id)]
+    decisions = [json.loads(e.data)["decision"] for e in events(store, "deadline", job.id)]
     assert decisions == ["spot", "move", "on-demand"]
     # `status JOB` and `events JOB` name the move (the sqlite3 read path included)
     svc = JobService(None, tmp_path, clock.now, url=store.url)

@@ -18,6 +18,7 @@ from gpuorch.reconciler import Reconciler
 from gpuorch.reconciler.decide.deadline import PROBE_MAX_S
 from gpuorch.reconciler.observe.views import Settings
 from gpuorch.store.models import Attempt, Job, JobStatus, TerminationReason
+from gpuorch.testing.e2e import job_row
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 
 SCALE = 120.0  # market seconds per wall second
@@ -31,13 +32,8 @@ class Simulated(FakeProvider):
         return SCALE
 
 
-def _job(store, job_id) -> Job:
-    with store.read() as s:
-        return s.get(Job, job_id)
-
-
 def _until(store, job_id, clock) -> float:
-    j = _job(store, job_id)
+    j = job_row(store, job_id)
     assert j.not_before is not None, j.message
     return (j.not_before.replace(tzinfo=clock.now().tzinfo) - clock.now()).total_seconds()
 
@@ -62,10 +58,10 @@ def test_the_no_offer_retry_rests_its_market_length(store, clock):
                           clock.now())
         for _ in range(20):  # launches find no capacity, the offers are backed off: nothing left to try
             rec.run_pass()
-            if "no offer fits" in (_job(store, job.id).message or ""):
+            if "no offer fits" in (job_row(store, job.id).message or ""):
                 break
             clock.advance(1e-3)
-        assert "no offer fits" in (_job(store, job.id).message or "")
+        assert "no offer fits" in (job_row(store, job.id).message or "")
         assert abs(_until(store, job.id, clock) - want) < 1e-6  # written by this pass
         with store.write() as s:
             s.get(Job, job.id).status = JobStatus.CANCELLED
@@ -90,7 +86,7 @@ def test_the_deadline_policy_rechecks_and_probes_on_the_market_clock(store, cloc
     rechecks = []
     for _ in range(400):  # 400 wall s: 13 market hours
         rec.run_pass()
-        j = _job(store, job.id)
+        j = job_row(store, job.id)
         if (j.message or "").startswith("deadline policy: waits for spot") and j.not_before is not None:
             rechecks.append(_until(store, job.id, clock))
         clock.advance(1.0)

@@ -14,7 +14,8 @@ from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
 from gpuorch.provider.port import LaunchRequest
 from gpuorch.reconciler import Reconciler
-from gpuorch.store.models import Attempt, AttemptStatus, Checkpoint, Event, Job, JobStatus, TerminationReason
+from gpuorch.store.models import AttemptStatus, Checkpoint, Event, JobStatus, TerminationReason
+from gpuorch.testing.e2e import attempts, job_row
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 
 SPEC = {
@@ -38,16 +39,6 @@ def drive(rec, clock, seconds, step=5.0):
         clock.advance(step)
         elapsed += step
     rec.run_pass()
-
-
-def job_row(store, job_id) -> Job:
-    with store.read() as s:
-        return s.get(Job, job_id)
-
-
-def attempts(store, job_id) -> list[Attempt]:
-    with store.read() as s:
-        return jobs.attempts_of(s, job_id)
 
 
 @pytest.fixture

@@ -15,7 +15,8 @@ from gpuorch.provider.port import Instance, LaunchRequest
 from gpuorch.reconciler import Reconciler
 from gpuorch.runners import keys
 from gpuorch.runners.port import Runner, RunnerUnavailable
-from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, TerminationReason
+from gpuorch.store.models import Attempt, AttemptStatus, JobStatus, TerminationReason
+from gpuorch.testing.e2e import attempts, job_row
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider, FakeRunner, default_offers
 
 SPEC = {"name": "train", "run": "python train.py", "resources": {"gpu": "A100:80GB:1"},
@@ -24,16 +25,6 @@ SPEC = {"name": "train", "run": "python train.py", "resources": {"gpu": "A100:80
 
 def submit(store, clock, **overrides):
     return jobs.submit(store, parse_spec({**SPEC, **overrides}), clock.now())
-
-
-def attempts(store, job_id) -> list[Attempt]:
-    with store.read() as s:
-        return jobs.attempts_of(s, job_id)
-
-
-def job_row(store, job_id) -> Job:
-    with store.read() as s:
-        return s.get(Job, job_id)
 
 
 class NoRunner(FakeProvider):

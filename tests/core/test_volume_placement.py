@@ -11,7 +11,7 @@ import json
 import sys
 
 import pytest
-from test_reconciler import attempts, drive, submit
+from test_reconciler import drive, submit
 from typer.testing import CliRunner
 
 import gpuorch.cli  # noqa: F401 - registers the commands
@@ -21,6 +21,7 @@ from gpuorch.jobs.spec import parse_spec
 from gpuorch.jobs.submitcheck import volume_scope
 from gpuorch.provider.port import SupportsVolumes
 from gpuorch.reconciler import Reconciler
+from gpuorch.testing.e2e import attempts
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider, default_offers
 
 VOLUME = {"size": "100GB", "mount": "/data"}

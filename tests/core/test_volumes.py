@@ -8,8 +8,7 @@ build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembl
 from __future__ import annotations
 
 import pytest
-from sqlmodel import select
-from test_reconciler import Crash, attempts, drive, job_row, submit
+from test_reconciler import Crash, drive, submit
 
 from gpuorch.errors import PermanentError, TransientError
 from gpuorch.provider.port import SupportsVolumes
@@ -18,7 +17,8 @@ from gpuorch.reconciler.apply.volumes import volume_tags
 from gpuorch.reconciler.decide.actions import Launch
 from gpuorch.reconciler.decide.job import JobView, Settings, decide
 from gpuorch.runners.port import VolumeMountFailed
-from gpuorch.store.models import AttemptStatus, Event, JobStatus, TerminationReason
+from gpuorch.store.models import AttemptStatus, JobStatus, TerminationReason
+from gpuorch.testing.e2e import attempts, events, job_row
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 
 VOLUME = {"size": "100GB", "mount": "/data"}
@@ -166,11 +166,6 @@ def test_a_refused_delete_at_the_end_is_retried_by_the_sweep(store, fake, clock,
 
 # -- mounting: the runner never waits; a volume that cannot be mounted ends the attempt ------------
 
-def _events(store, job_id, kind):
-    with store.read() as s:
-        return [e for e in s.exec(select(Event).where(Event.job_id == job_id, Event.kind == kind).order_by(Event.id))]
-
-
 def _mount_looks(fake, instance_id):
     return sum(1 for c in fake.calls if c[:2] == ("runner.mount", instance_id))
 
@@ -186,7 +181,7 @@ def test_a_device_slow_to_show_up_holds_no_pass_and_the_job_starts_on_a_later_pa
     assert a.instance_id not in fake._agents and b.instance_id in fake._agents
     [a] = attempts(store, slow.id)
     assert a.status == AttemptStatus.LAUNCHED and a.volume_attached_at == clock.now()
-    [attached] = _events(store, slow.id, "volume_attached")
+    [attached] = events(store, "volume_attached", slow.id)
     assert a.instance_id in attached.message
 
     looks = []
@@ -200,7 +195,7 @@ def test_a_device_slow_to_show_up_holds_no_pass_and_the_job_starts_on_a_later_pa
     [a] = attempts(store, slow.id)  # the same attempt, never ended
     assert a.reason == TerminationReason.SUCCEEDED and job_row(store, slow.id).status == JobStatus.SUCCEEDED
     assert job_row(store, other.id).status == JobStatus.SUCCEEDED
-    assert _events(store, slow.id, "volume_failed") == []
+    assert events(store, "volume_failed", slow.id) == []
 
 
 def test_a_final_mount_failure_ends_the_attempt_with_an_event_and_the_retry_policy_applies(store, fake, clock, rec):
@@ -214,9 +209,9 @@ def test_a_final_mount_failure_ends_the_attempt_with_an_event_and_the_retry_poli
     expected = f"volume vol-0123456789abcdef0 at /data: {why}"
     assert (a1.status, a1.reason, a1.message) == (AttemptStatus.ENDED, TerminationReason.FAILED, expected)
     assert ("terminate", a1.instance_id) in fake.calls and a1.instance_id not in fake._agents
-    [note] = _events(store, job.id, "volume_failed")
+    [note] = events(store, "volume_failed", job.id)
     assert note.message == expected and note.attempt == 1
-    [ended] = _events(store, job.id, "attempt_ended")
+    [ended] = events(store, "attempt_ended", job.id)
     assert ended.message == f"failed: {expected}"
     [vol] = fake.list_volumes()
     assert ("detach_volume", vol.id, a1.instance_id) in fake.calls
@@ -244,7 +239,7 @@ def test_a_device_that_never_shows_up_fails_the_attempt_volume_wait_s_after_the_
     rec = Reconciler(store, {"fake": fake}, clock=clock, owner=rec.owner)
     rec.run_pass()
     [a] = attempts(store, job.id)
-    assert a.status == AttemptStatus.LAUNCHED and _events(store, job.id, "volume_failed") == []
+    assert a.status == AttemptStatus.LAUNCHED and events(store, "volume_failed", job.id) == []
     clock.advance(5)
     rec.run_pass()  # apply records why the agent cannot start ...
     rec.run_pass()  # ... and the next pass's decide ends the attempt
@@ -253,7 +248,7 @@ def test_a_device_that_never_shows_up_fails_the_attempt_volume_wait_s_after_the_
     assert a.message.startswith(f"volume {job_row(store, job.id).volume_id} at /data: no device yet")
     assert a.message.endswith(f"(still none {wait:.0f}s after the attach; volume_wait_s is {wait:g})")
     assert ("terminate", a.instance_id) in fake.calls
-    assert [e.message for e in _events(store, job.id, "volume_failed")] == [a.message]
+    assert [e.message for e in events(store, "volume_failed", job.id)] == [a.message]
     rec.run_pass()
     j = job_row(store, job.id)
     assert j.status == JobStatus.FAILED and "retry.max_failures is 0" in j.message

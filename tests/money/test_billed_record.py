@@ -21,6 +21,7 @@ from gpuorch.money.record import as_seen, billed_end, billed_start, corrections
 from gpuorch.provider.port import Instance, InstanceState
 from gpuorch.reconciler import Reconciler
 from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, TerminationReason
+from gpuorch.testing.e2e import attempts
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
@@ -85,18 +86,13 @@ def fake(clock):
     return FakeProvider(clock, script=FakeJobScript(duration_s=3600, checkpoint_every_s=60))
 
 
-def attempts_of(store, job_id):
-    with store.read() as s:
-        return jobs.attempts_of(s, job_id)
-
-
 def start(store, fake, clock, **spec):
     rec = Reconciler(store, {"fake": fake}, clock=clock, budget=Policy(decision_interval_s=30, stop_grace_s=60))
     job = jobs.submit(store, parse_spec({**SPEC, **spec}), clock.now())
     for _ in range(6):
         rec.run_pass()
         clock.advance(1)
-    [a] = attempts_of(store, job.id)
+    [a] = attempts(store, job.id)
     assert a.status == AttemptStatus.RUNNING
     return rec, job, a
 
@@ -110,7 +106,7 @@ def test_a_reclaim_during_an_outage_is_billed_to_the_clouds_end_not_the_daemons_
     fake.inject_preemption(a.instance_id, 0)  # reclaimed without a notice; the daemon is down
     clock._now = launched + timedelta(seconds=142.5)  # noqa: SLF001 (it comes back)
     rec.run_pass()
-    first = attempts_of(store, job.id)[0]
+    first = attempts(store, job.id)[0]
     assert (first.status, first.reason) == (AttemptStatus.ENDED, TerminationReason.PREEMPTED)
     billed = (first.ended_at.replace(tzinfo=UTC) - launched).total_seconds()
     assert billed == pytest.approx(reclaimed_after)
@@ -131,7 +127,7 @@ def test_after_an_outage_the_first_passs_budget_check_counts_the_clouds_end(stor
     fake.inject_preemption(a.instance_id, 0)
     clock._now = launched + timedelta(seconds=142.5)  # noqa: SLF001
     rec.run_pass()
-    rows = attempts_of(store, job.id)
+    rows = attempts(store, job.id)
     with store.read() as s:
         j = s.get(Job, job.id)
     assert j.status in (JobStatus.STARTING, JobStatus.RECOVERING), (j.status, j.message)
@@ -152,7 +148,7 @@ def test_a_finished_jobs_attempt_is_billed_to_the_clouds_end(store, fake, clock)
     ended = fake.get(a.instance_id).ended_at
     clock.advance(3)
     rec.run_pass()
-    [r] = attempts_of(store, job.id)
+    [r] = attempts(store, job.id)
     assert r.ended_at.replace(tzinfo=UTC) == ended
     ran = (ended - r.launched_at.replace(tzinfo=UTC)).total_seconds()
     assert ran > 100 and attempt_cost(r, clock.now()) == pytest.approx(SPOT * ran / 3600)

@@ -18,6 +18,7 @@ from gpuorch.money.caps import Policy
 from gpuorch.money.cost import attempt_cost, price_changes
 from gpuorch.reconciler import Reconciler
 from gpuorch.store.models import AttemptStatus, Checkpoint, Event, Job, JobStatus, TerminationReason
+from gpuorch.testing.e2e import attempts, job_row
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 
 POLICY = Policy(decision_interval_s=30, stop_grace_s=60)  # horizon 2 x 30 + 60 = 120 s
@@ -37,16 +38,6 @@ def drive(rec, clock, seconds, step=5.0):
         rec.run_pass()
         clock.advance(step)
     rec.run_pass()
-
-
-def job_row(store, job_id) -> Job:
-    with store.read() as s:
-        return s.get(Job, job_id)
-
-
-def attempts(store, job_id):
-    with store.read() as s:
-        return jobs.attempts_of(s, job_id)
 
 
 def spent(store, job_id, clock) -> float:

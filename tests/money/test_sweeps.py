@@ -8,54 +8,26 @@ build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembl
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
-import yaml
 from sqlmodel import select
 
 from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.money.caps import Policy
 from gpuorch.reconciler import Reconciler
-from gpuorch.store.models import AttemptStatus, Checkpoint, Job, JobStatus, Sweep, SweepStatus, TerminationReason
+from gpuorch.store.models import AttemptStatus, Checkpoint, JobStatus, SweepStatus, TerminationReason
 from gpuorch.sweeps import intent
-from gpuorch.sweeps.report import sweep_report
-from gpuorch.sweeps.spec import load_sweep
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
+from tests.kit.sweeps import loss, report, submit, trials
 
-JOB = {"run": "python train.py --lr {LR}", "resources": {"gpu": "A100:80GB:1"}, "spot_policy": "spot",
-       "checkpoint": {"store": "file:///tmp/ckpt", "interval": "60s"}}
-
-
-def fake_loss(progress: float, env: dict[str, str]) -> dict:
-    """Best at LR 0.003; falls as the trial progresses."""
-    lr = float(env["LR"])
-    return {"step": int(progress), "loss": round(abs(math.log10(lr / 0.003)) + 100 / (100 + progress), 6)}
-
-
-def submit(store, clock, tmp_path, **fields):
-    doc = {"name": "lr", "job": JOB, "parameters": {"LR": [0.1, 0.03, 0.003, 0.0003]}, "max_parallel": 2,
-           "objective": {"metric": "loss", "mode": "min"}, **fields}
-    path = tmp_path / "sweep.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return intent.submit(store, *load_sweep(path, clock.now()), clock.now())
-
-
-def trials(store, sweep_id) -> list[Job]:
-    with store.read() as s:
-        return intent.trials_of(s, sweep_id)
-
-
-def report(store, sweep_id, clock) -> dict:
-    with store.read() as s:
-        return sweep_report(s, s.get(Sweep, sweep_id), clock.now())
+LRS = {"LR": [0.1, 0.03, 0.003, 0.0003]}  # the order trials run in; the report orders them by loss
 
 
 def test_trials_run_max_parallel_at_a_time_and_report_best_first(store, clock, tmp_path):
-    fake = FakeProvider(clock, script=FakeJobScript(duration_s=300, metrics=fake_loss, metrics_every_s=50))
+    fake = FakeProvider(clock, script=FakeJobScript(duration_s=300, metrics=loss, metrics_every_s=50))
     rec = Reconciler(store, {"fake": fake}, clock=clock)
-    sweep = submit(store, clock, tmp_path)
+    sweep = submit(store, clock, tmp_path, parameters=LRS)
     most = 0
     for _ in range(150):
         rec.run_pass()
@@ -78,7 +50,7 @@ def test_trials_run_max_parallel_at_a_time_and_report_best_first(store, clock, t
 def test_deadline_stops_running_trials_cleanly_and_starts_no_more(store, clock, tmp_path):
     fake = FakeProvider(clock, script=FakeJobScript(duration_s=600, checkpoint_every_s=60))
     rec = Reconciler(store, {"fake": fake}, clock=clock, budget=Policy(decision_interval_s=30, stop_grace_s=60))
-    sweep = submit(store, clock, tmp_path, max_parallel=1, deadline="15m")
+    sweep = submit(store, clock, tmp_path, parameters=LRS, max_parallel=1, deadline="15m")
     for _ in range(150):
         rec.run_pass()
         clock.advance(7)
@@ -99,7 +71,7 @@ def test_deadline_stops_running_trials_cleanly_and_starts_no_more(store, clock, 
 def test_sweep_cap_stops_the_newest_trial_first(store, clock, tmp_path):
     fake = FakeProvider(clock, script=FakeJobScript(duration_s=3600, checkpoint_every_s=60))
     rec = Reconciler(store, {"fake": fake}, clock=clock, budget=Policy(decision_interval_s=30, stop_grace_s=60))
-    sweep = submit(store, clock, tmp_path, max_parallel=3, budget={"max_cost": 0.30})
+    sweep = submit(store, clock, tmp_path, parameters=LRS, max_parallel=3, budget={"max_cost": 0.30})
     for _ in range(100):
         rec.run_pass()
         clock.advance(7)
@@ -115,7 +87,7 @@ def test_sweep_cap_stops_the_newest_trial_first(store, clock, tmp_path):
 def test_cancel_stops_running_trials_and_queued_ones(store, clock, tmp_path):
     fake = FakeProvider(clock, script=FakeJobScript(duration_s=3600))
     rec = Reconciler(store, {"fake": fake}, clock=clock)
-    sweep = submit(store, clock, tmp_path)
+    sweep = submit(store, clock, tmp_path, parameters=LRS)
     for _ in range(5):
         rec.run_pass()
         clock.advance(10)

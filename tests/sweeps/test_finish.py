@@ -7,13 +7,12 @@ build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembl
 
 from __future__ import annotations
 
-from helpers import loss, report, submit, trials
-
 from gpuorch.money.caps import Policy
 from gpuorch.reconciler import Reconciler
 from gpuorch.store.models import JobStatus
 from gpuorch.sweeps.finish import Unfinished, finish_first
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
+from tests.kit.sweeps import loss, report, submit, trials
 
 
 def run(store, clock, tmp_path, **objective):

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from helpers import attempts, report, submit, trials
-
 from gpuorch.money.caps import Policy
 from gpuorch.reconciler import Reconciler
 from gpuorch.store.models import JobStatus, TerminationReason
+from gpuorch.testing.e2e import attempts
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
+from tests.kit.sweeps import report, submit, trials
 
 
 def test_reservations_hold_the_youngest_trial_and_it_resumes_before_fresh_trials(store, clock, tmp_path):

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from helpers import attempts, submit, trials
-
 from gpuorch.reconciler import Reconciler
 from gpuorch.store.models import JobStatus
+from gpuorch.testing.e2e import attempts
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
+from tests.kit.sweeps import submit, trials
 
 
 def test_a_second_spot_trial_starts_only_after_the_first_ones_first_checkpoint(store, clock, tmp_path):

@@ -8,13 +8,13 @@ build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembl
 
 from __future__ import annotations
 
-from helpers import attempts, report, submit, trials
-
 from gpuorch.money.caps import Policy
 from gpuorch.reconciler import Reconciler
 from gpuorch.store.models import JobStatus, SweepStatus
 from gpuorch.sweeps import intent
+from gpuorch.testing.e2e import attempts
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
+from tests.kit.sweeps import report, submit, trials
 
 
 def setup(store, clock, tmp_path, cap):

@@ -7,18 +7,12 @@ build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembl
 
 from __future__ import annotations
 
-from helpers import attempts, loss, report, submit, trials
-
 from gpuorch.reconciler import Reconciler
 from gpuorch.store.models import JobStatus, TerminationReason
 from gpuorch.sweeps.pruning import TrialHistory, extend_history, parse_history, verdict
+from gpuorch.testing.e2e import attempts, clock_passes
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
-
-
-def run(rec, clock, passes, step=7):
-    for _ in range(passes):
-        rec.run_pass()
-        clock.advance(step)
+from tests.kit.sweeps import loss, report, submit, trials
 
 
 def fake(clock):
@@ -30,7 +24,7 @@ def test_asha_prunes_the_trials_behind_at_a_rung_and_keeps_their_checkpoints(sto
     f = fake(clock)
     rec = Reconciler(store, {"fake": f}, clock=clock)
     sweep = submit(store, clock, tmp_path, pruning={"rule": "asha", "min_steps": 100})
-    run(rec, clock, 250)
+    clock_passes(rec, clock, 250, 7)
     best, *rest = trials(store, sweep.id)  # lr-0 has the best LR and reaches each rung first
     assert best.status == JobStatus.SUCCEEDED
     assert [t.status for t in rest] == [JobStatus.PRUNED] * 3
@@ -47,7 +41,7 @@ def test_asha_prunes_the_trials_behind_at_a_rung_and_keeps_their_checkpoints(sto
 def test_median_rule_prunes_against_finished_trials(store, clock, tmp_path):
     rec = Reconciler(store, {"fake": fake(clock)}, clock=clock)
     sweep = submit(store, clock, tmp_path, max_parallel=1, pruning={"rule": "median"})
-    run(rec, clock, 400)
+    clock_passes(rec, clock, 400, 7)
     statuses = [t.status for t in trials(store, sweep.id)]
     assert statuses == [JobStatus.SUCCEEDED, JobStatus.PRUNED, JobStatus.PRUNED, JobStatus.PRUNED]
     assert "median stopping rule at step 50" in trials(store, sweep.id)[1].message  # at its first report
@@ -56,7 +50,7 @@ def test_median_rule_prunes_against_finished_trials(store, clock, tmp_path):
 def test_no_pruning_rule_no_pruning(store, clock, tmp_path):
     rec = Reconciler(store, {"fake": fake(clock)}, clock=clock)
     sweep = submit(store, clock, tmp_path)
-    run(rec, clock, 250)
+    clock_passes(rec, clock, 250, 7)
     assert [t.status for t in trials(store, sweep.id)] == [JobStatus.SUCCEEDED] * 4
 
 

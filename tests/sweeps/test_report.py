@@ -8,17 +8,12 @@ build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembl
 from __future__ import annotations
 
 import pytest
-from helpers import attempts, loss, report, submit, trials
 
 from gpuorch.reconciler import Reconciler
 from gpuorch.sweeps import intent
+from gpuorch.testing.e2e import attempts, clock_passes
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
-
-
-def run(rec, clock, passes, step=10):
-    for _ in range(passes):
-        rec.run_pass()
-        clock.advance(step)
+from tests.kit.sweeps import loss, report, submit, trials
 
 
 def test_best_is_a_finished_trial_and_the_footer_splits_the_spend(store, clock, tmp_path):
@@ -27,13 +22,13 @@ def test_best_is_a_finished_trial_and_the_footer_splits_the_spend(store, clock, 
     fake.scripts["lr-0"] = FakeJobScript(duration_s=5000, metrics=loss, metrics_every_s=50)  # the best LR, slow
     rec = Reconciler(store, {"fake": fake}, clock=clock)
     sweep = submit(store, clock, tmp_path)  # LR 0.003 (lr-0), 0.001, 0.0003, 0.1; two at a time
-    run(rec, clock, 40)  # lr-0 is at step ~400, lr-1 finished, others running or queued
+    clock_passes(rec, clock, 40, 10)  # lr-0 is at step ~400, lr-1 finished, others running or queued
     r = report(store, sweep.id, clock)
     assert r["trials"][0]["name"] == "lr-1" and r["best"]["name"] == "lr-1" and not r["best"]["unfinished"]
     assert any(t["name"] == "lr-0" and t["status"] == "running" for t in r["trials"])  # lower loss, not best
-    run(rec, clock, 60)
+    clock_passes(rec, clock, 60, 10)
     intent.cancel(store, "lr", clock.now())
-    run(rec, clock, 3)
+    clock_passes(rec, clock, 3, 10)
     r = report(store, sweep.id, clock)
     by = {t["name"]: t for t in r["trials"]}
     assert [t["status"] for t in r["trials"]][:3] == ["succeeded"] * 3 and by["lr-0"]["status"] == "cancelled"
@@ -52,7 +47,7 @@ def test_without_a_finished_trial_the_best_is_flagged_unfinished_with_its_step(s
     fake = FakeProvider(clock, script=FakeJobScript(duration_s=5000, metrics=loss, metrics_every_s=50))
     rec = Reconciler(store, {"fake": fake}, clock=clock)
     sweep = submit(store, clock, tmp_path)
-    run(rec, clock, 30)
+    clock_passes(rec, clock, 30, 10)
     best = report(store, sweep.id, clock)["best"]
     assert best["name"] == "lr-0" and best["unfinished"] and best["step"] >= 200
 
@@ -63,7 +58,7 @@ def test_rank_by_the_result_file(store, clock, tmp_path):
         fake.scripts[f"lr-{i}"] = FakeJobScript(duration_s=d, metrics=loss, metrics_every_s=50)
     rec = Reconciler(store, {"fake": fake}, clock=clock)
     sweep = submit(store, clock, tmp_path, objective={"metric": "progress", "mode": "max", "source": "result"})
-    run(rec, clock, 60)
+    clock_passes(rec, clock, 60, 10)
     r = report(store, sweep.id, clock)
     assert [t["name"] for t in r["trials"]] == ["lr-1", "lr-2", "lr-3", "lr-0"]  # by the result's value
     assert r["best"]["value"] == 300 and r["objective"]["source"] == "result"

@@ -1,14 +1,13 @@
-"""Shared by the sweep tests: a sweep through the real reconciler on the FakeProvider."""
+"""Shared by the sweep tests (tests/sweeps, tests/money): a sweep of a learning-rate grid, submitted
+through the real sweep intent, its trials and its report."""
 
 from __future__ import annotations
 
 import math
 
 import yaml
-from sqlmodel import select
 
-from gpuorch.jobs import intent as jobs
-from gpuorch.store.models import Attempt, Event, Job, Sweep
+from gpuorch.store.models import Job, Sweep
 from gpuorch.sweeps import intent
 from gpuorch.sweeps.report import sweep_report
 from gpuorch.sweeps.spec import load_sweep
@@ -34,16 +33,6 @@ def submit(store, clock, tmp_path, **fields):
 def trials(store, sweep_id) -> list[Job]:
     with store.read() as s:
         return intent.trials_of(s, sweep_id)
-
-
-def attempts(store, job_id) -> list[Attempt]:
-    with store.read() as s:
-        return jobs.attempts_of(s, job_id)
-
-
-def events(store, kind) -> list[Event]:
-    with store.read() as s:
-        return list(s.exec(select(Event).where(Event.kind == kind).order_by(Event.id)))
 
 
 def report(store, sweep_id, clock) -> dict:
