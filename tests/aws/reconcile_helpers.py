@@ -12,7 +12,6 @@ from typing import Any
 
 from moto_helpers import REGIONS, static_prices
 
-from gpuorch.agent.protocol import AgentConfig, AgentStatus
 from gpuorch.clock import FakeClock
 from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
@@ -23,30 +22,7 @@ from gpuorch.store import Store
 from gpuorch.store.models import Job
 from gpuorch_aws import AwsProvider
 from gpuorch_aws.config import parse_options
-
-
-class Agent(Runner):
-    """Runs from ``start`` until ``done`` is set."""
-
-    def __init__(self) -> None:
-        self.started: AgentConfig | None = None
-        self.done = False
-
-    def start(self, config: AgentConfig, workdir: Any = None) -> None:
-        self.started = config
-
-    def status(self) -> AgentStatus | None:
-        if self.started is None:
-            return None
-        if self.done:
-            return AgentStatus(state="exited", exit_code=0, started_at=0.0)
-        return AgentStatus(state="running", started_at=0.0, running_since=0.0)
-
-    def read_log(self, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
-        return b"", offset
-
-    def request_stop(self, deadline: float) -> None:
-        pass
+from tests.kit.agents import Agent
 
 
 class Installation:

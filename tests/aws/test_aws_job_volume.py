@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from moto_helpers import REGIONS, static_prices
 
-from gpuorch.agent.protocol import AgentConfig, AgentStatus
+from gpuorch.agent.protocol import AgentConfig
 from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
 from gpuorch.provider.port import Instance
@@ -27,16 +27,17 @@ from gpuorch.store.models import Job, JobStatus
 from gpuorch_aws import AwsProvider
 from gpuorch_aws.config import parse_options
 from gpuorch_aws.requests import is_root_volume
+from tests.kit.agents import Agent
 
 pytestmark = pytest.mark.aws
 
 
-class ScriptedRunner(Runner):
+class ScriptedRunner(Agent):
     """An agent that exits 0 as soon as it is started; records the volumes EC2 shows attached."""
 
     def __init__(self, provider: AwsProvider, instance: Instance, seen: list[Any]) -> None:
+        super().__init__()
         self.provider, self.instance, self.seen = provider, instance, seen
-        self.started: AgentConfig | None = None
 
     def start(self, config: AgentConfig, workdir: Any = None) -> None:
         ec2 = self.provider.client(self.instance.region)
@@ -44,16 +45,7 @@ class ScriptedRunner(Runner):
         vols = ec2.describe_volumes(Filters=[attached])["Volumes"]
         self.seen.append((self.instance, config.env.get("GPUORCH_VOLUME_DIR"),
                           [v for v in vols if not is_root_volume(v)], (config.volume_id, config.volume_dir)))
-        self.started = config
-
-    def status(self) -> AgentStatus | None:
-        return AgentStatus(state="exited", exit_code=0, started_at=0.0) if self.started else None
-
-    def read_log(self, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
-        return b"", offset
-
-    def request_stop(self, deadline: float) -> None:
-        pass
+        self.started, self.done = config, True
 
 
 def test_a_volume_job_gets_one_gp3_volume_in_its_instance_zone_deleted_at_the_end(moto, session, store, clock) -> None:

@@ -10,21 +10,11 @@ from datetime import timedelta
 import pytest
 from moto_helpers import announce_reclaim
 from reconcile_helpers import Installation, passes
-from sqlmodel import select
 
-from gpuorch.store.models import Attempt, AttemptStatus, Event, JobStatus
+from gpuorch.store.models import AttemptStatus, JobStatus
+from gpuorch.testing.e2e import attempts, events
 
 pytestmark = pytest.mark.aws
-
-
-def events_of(inst: Installation, job_id: int, kind: str) -> list[Event]:
-    with inst.store.read() as s:
-        return list(s.exec(select(Event).where(Event.job_id == job_id, Event.kind == kind)))
-
-
-def attempts(inst: Installation, job_id: int) -> list[Attempt]:
-    with inst.store.read() as s:
-        return list(s.exec(select(Attempt).where(Attempt.job_id == job_id).order_by(Attempt.number)))
 
 
 def test_a_retirement_days_ahead_warns_at_once_and_drains_only_within_the_horizon(moto, session, tmp_path,
@@ -32,7 +22,7 @@ def test_a_retirement_days_ahead_warns_at_once_and_drains_only_within_the_horizo
     a = Installation(tmp_path / "a.db", session, clock, retirement_drain_s=7200)
     job = a.submit(clock)
     passes(clock, a)
-    [first] = attempts(a, job)
+    [first] = attempts(a.store, job)
     assert a.job(job).status == JobStatus.RUNNING and first.status == AttemptStatus.RUNNING
     retire_at = (clock.now() + timedelta(days=3)).replace(microsecond=0)
     announce_reclaim(first.region, first.instance_id, retire_at,
@@ -40,25 +30,25 @@ def test_a_retirement_days_ahead_warns_at_once_and_drains_only_within_the_horizo
 
     passes(clock, a, n=5)  # days ahead: told once, nothing drained
     assert a.job(job).status == JobStatus.RUNNING
-    assert [r.status for r in attempts(a, job)] == [AttemptStatus.RUNNING]
-    [told] = events_of(a, job, "scheduled_stop")
+    assert [r.status for r in attempts(a.store, job)] == [AttemptStatus.RUNNING]
+    [told] = events(a.store, "scheduled_stop", job)
     assert told.attempt == first.number
     when = f"{retire_at:%Y-%m-%d %H:%M} UTC"
     assert f"scheduled instance-retirement of {first.instance_id} not before {when}" in told.message
     assert "degraded hardware" in told.message
     assert f"moves the job off it from {retire_at - timedelta(hours=2):%Y-%m-%d %H:%M} UTC" in told.message
     assert json.loads(told.data or "{}")["code"] == "instance-retirement"
-    assert not events_of(a, job, "notice")
+    assert not events(a.store, "notice", job)
 
     # A restarted daemon (new reconciler, same database) does not tell it again.
     again = Installation(tmp_path / "a.db", session, clock, retirement_drain_s=7200)
     passes(clock, again, n=2)
-    assert len(events_of(a, job, "scheduled_stop")) == 1
+    assert len(events(a.store, "scheduled_stop", job)) == 1
 
     clock.advance((retire_at - timedelta(hours=2) - clock.now()).total_seconds())  # the horizon
     passes(clock, again, n=1)
-    first_now = attempts(a, job)[0]
+    first_now = attempts(a.store, job)[0]
     assert first_now.status == AttemptStatus.DRAINING and first_now.drain_until == retire_at
-    assert a.job(job).status == JobStatus.RECOVERING and events_of(a, job, "notice")
+    assert a.job(job).status == JobStatus.RECOVERING and events(a.store, "notice", job)
     passes(clock, again, n=2, step_s=5)
-    assert len(attempts(a, job)) == 2  # the replacement was requested ahead of the retirement
+    assert len(attempts(a.store, job)) == 2  # the replacement was requested ahead of the retirement

@@ -22,7 +22,8 @@ from gpuorch.reconciler import Reconciler
 from gpuorch.reconciler.decide.job import decide
 from gpuorch.reconciler.observe.leases import LeaseLost, Leases
 from gpuorch.store import Store
-from gpuorch.store.models import Attempt, AttemptStatus, Event, Job
+from gpuorch.store.models import Attempt, AttemptStatus, Job
+from gpuorch.testing.e2e import events
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 
 pytestmark = pytest.mark.postgres
@@ -43,11 +44,6 @@ def submit(store, clock, n=1):
 def owners(store):
     with store.read() as s:
         return {j.id: j.lease_owner for j in s.exec(select(Job))}
-
-
-def events_of(store, kind):
-    with store.read() as s:
-        return list(s.exec(select(Event).where(Event.kind == kind).order_by(Event.id)))
 
 
 def test_concurrent_claims_never_share_a_job(pg_url, store, clock):
@@ -107,7 +103,7 @@ def test_claim_skips_a_job_its_owner_is_writing_then_takes_it_over(pg_url, store
         assert d2.leases.claim(clock.now()) == []  # skipped, without waiting (same thread: a wait would hang)
     assert owners(store) == {job_id: "d1"}
     assert [j.id for j in d2.leases.claim(clock.now())] == [job_id]
-    [ev] = events_of(store, "lease_taken_over")
+    [ev] = events(store, "lease_taken_over")
     assert ev.job_id == job_id and '"previous_owner": "d1"' in ev.data
     with pytest.raises(LeaseLost):
         with d1._txn(job_id):
@@ -173,7 +169,7 @@ def test_sweep_never_takes_an_instance_whose_attempt_another_daemon_committed(pg
     d1.run_pass()  # claims (nothing yet), lists (d2 launches first), sweeps
     [inst] = fake.live_instances()
     assert inst.tags["gpuorch:attempt"] == "1"
-    assert events_of(store, "orphan_terminated") == []
+    assert events(store, "orphan_terminated") == []
 
 
 def test_sweep_leaves_the_instances_of_jobs_another_daemon_holds(pg_url, store, clock, fake):
@@ -185,11 +181,11 @@ def test_sweep_leaves_the_instances_of_jobs_another_daemon_holds(pg_url, store, 
         a = s.exec(select(Attempt)).one()
         a.status = AttemptStatus.ENDED
     d1.run_pass()
-    assert len(fake.live_instances()) == 1 and events_of(store, "orphan_terminated") == []  # d2's to do
+    assert len(fake.live_instances()) == 1 and events(store, "orphan_terminated") == []  # d2's to do
     clock.advance(61)  # d2 died: its lease runs out
     d1.run_pass()  # takes the job over: the instance is its orphan now
     assert not fake.get(a.instance_id).state.alive
-    assert [(e.job_id, e.attempt) for e in events_of(store, "orphan_terminated")] == [(job_id, 1)]
+    assert [(e.job_id, e.attempt) for e in events(store, "orphan_terminated")] == [(job_id, 1)]
     assert owners(store)[job_id] == "d1"
     d2.store.close()
 

@@ -24,7 +24,6 @@ from typing import Any
 
 import pytest
 import yaml
-from sqlmodel import select
 from typer.testing import CliRunner
 
 from gpuorch.cli import app
@@ -33,9 +32,10 @@ from gpuorch.money.caps import runway_s
 from gpuorch.provider import Offer
 from gpuorch.provider.localdir import InstanceDir, Meta
 from gpuorch.provider.port import TAG_ATTEMPT, TAG_JOB
-from gpuorch.store.models import Event, JobStatus, TerminationReason
+from gpuorch.store.models import JobStatus, TerminationReason
 from gpuorch.sweeps import intent
 from gpuorch.testing.daemon import AssembledDaemon
+from gpuorch.testing.e2e import events
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -95,11 +95,6 @@ def cost_cli(home: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     return json.loads(r.output)
 
 
-def spot_events(d: AssembledDaemon, job: int) -> list[Event]:
-    with d.store.read() as s:
-        return list(s.exec(select(Event).where(Event.job_id == job, Event.kind == "spot_price")))
-
-
 def test_a_spot_gang_is_billed_for_every_node_for_its_whole_life(tmp_path, monkeypatch):
     """Two spot moves while a 2-node gang runs: the attempt, the ledger's sum and ``gpuorch cost``
     bill both nodes from launch to end at the prices in force. The market's billing minimum is
@@ -143,8 +138,8 @@ def test_a_spot_gang_is_billed_for_every_node_for_its_whole_life(tmp_path, monke
         began = aware(a.launched_at)
         for (at, _), (lo, hi, _) in zip(changes, moves, strict=True):
             assert began.timestamp() <= at and lo.timestamp() - 1e-3 <= at <= hi.timestamp() + 1e-3
-        events = spot_events(d, job)
-        assert len(events) == 2 and all(aware(e.ts) >= began >= aware(submitted) for e in events), events
+        spots = events(d.store, "spot_price", job)
+        assert len(spots) == 2 and all(aware(e.ts) >= began >= aware(submitted) for e in spots), spots
 
         least, most = gang_bill(metas, minimum, a.price_per_hour / 2, moves)
         tolerance = 2 * max(p for *_, p in moves) / 3600  # a second's rounding on each node

@@ -8,22 +8,17 @@ from __future__ import annotations
 import json
 
 import pytest
-from sqlmodel import select
 
 from gpuorch.agent import limits
-from gpuorch.store.models import Event, JobStatus
+from gpuorch.store.models import JobStatus
 from gpuorch.testing.daemon import AssembledDaemon
+from gpuorch.testing.e2e import events
 
 pytestmark = pytest.mark.timeout(300)
 
 
 def _job(run, name="res"):
     return {"name": name, "run": run, "resources": {"gpu": "A100:80GB:1"}, "spot_policy": "on-demand"}
-
-
-def _events(d, job_id, kind):
-    with d.store.read() as s:
-        return [e.message for e in s.exec(select(Event).where(Event.job_id == job_id, Event.kind == kind))]
 
 
 def test_a_50_mb_result_is_dropped_for_size_and_the_job_still_succeeds(tmp_path):
@@ -37,7 +32,7 @@ def test_a_50_mb_result_is_dropped_for_size_and_the_job_still_succeeds(tmp_path)
         result = json.loads(done.result)
         assert result["dropped"] == "size" and result["limit_bytes"] == limits.RESULT_MAX_BYTES
         assert result["bytes"] > 50 << 20
-        [msg] = _events(d, job, "result_dropped")
+        [msg] = [e.message for e in events(d.store, "result_dropped", job)]
         assert msg.startswith("result.json is 50 MiB, over the 64 KiB limit; ")
         assert msg.endswith("write large outputs to the checkpoint store or a volume")
         assert msg == result["message"]
@@ -53,7 +48,7 @@ def test_a_100000_deep_json_result_is_dropped_for_depth_and_the_job_still_succee
         assert done.status == JobStatus.SUCCEEDED and done.exit_code == 0, d.attempts(job)
         result = json.loads(done.result or "")
         assert result["dropped"] == "size"  # 200,000 bytes: the size check comes first
-        assert _events(d, job, "result_dropped") == [result["message"]]
+        assert [e.message for e in events(d.store, "result_dropped", job)] == [result["message"]]
 
 
 def test_a_deep_result_within_the_size_is_dropped_for_depth(tmp_path):
@@ -64,7 +59,7 @@ def test_a_deep_result_within_the_size_is_dropped_for_depth(tmp_path):
         assert done.status == JobStatus.SUCCEEDED, d.attempts(job)
         result = json.loads(done.result or "")
         assert result["dropped"] == "depth" and "deeper than 32 levels" in result["message"]
-        assert _events(d, job, "result_dropped") == [result["message"]]
+        assert [e.message for e in events(d.store, "result_dropped", job)] == [result["message"]]
 
 
 def test_a_small_result_is_kept_as_written_with_no_event(tmp_path):
@@ -73,7 +68,7 @@ def test_a_small_result_is_kept_as_written_with_no_event(tmp_path):
         done = d.until_terminal(job)
         assert done.status == JobStatus.SUCCEEDED
         assert json.loads(done.result or "") == {"acc": 0.91, "loss": None}  # every number finite
-        assert _events(d, job, "result_dropped") == []
+        assert [e.message for e in events(d.store, "result_dropped", job)] == []
 
 
 def test_metrics_lines_over_the_limits_are_skipped_and_the_rest_recorded(tmp_path):

@@ -12,13 +12,13 @@ import shutil
 
 import pytest
 import yaml
-from sqlmodel import select
 from typer.testing import CliRunner
 
 from gpuorch.cli import app
 from gpuorch.errors import UserInputError
-from gpuorch.store.models import Event, JobStatus, TerminationReason
+from gpuorch.store.models import JobStatus, TerminationReason
 from gpuorch.testing.daemon import AssembledDaemon
+from gpuorch.testing.e2e import events
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -35,11 +35,6 @@ def _workdir(tmp_path):
     return wd
 
 
-def _events(d, job_id, kind):
-    with d.store.read() as s:
-        return list(s.exec(select(Event).where(Event.job_id == job_id, Event.kind == kind)))
-
-
 def _ends_failed_at_once(d, job_id, cause):
     """The attempt ends FAILED with ``cause`` (an event says it), its instance terminated, and the
     job fails (retry.max_failures 0): no boot timeout, no relaunch."""
@@ -48,7 +43,7 @@ def _ends_failed_at_once(d, job_id, cause):
     (a,) = d.attempts(job_id)  # not relaunched
     assert a.reason == TerminationReason.FAILED and cause in (a.message or ""), a.message
     assert "not reachable" not in (a.message or "")  # ended by the cause, not by the boot timeout
-    [note] = _events(d, job_id, "start_failed")
+    [note] = events(d.store, "start_failed", job_id)
     assert cause in note.message and note.attempt == a.number
     inst = d.adapter("local").get(a.instance_id)
     assert not inst.state.alive, inst.state  # terminated: nothing bills
@@ -79,7 +74,7 @@ def test_a_good_workdir_still_runs_and_its_files_reach_the_job(tmp_path):
         job = d.submit({**_spec(wd), "run": "cat link"})
         done = d.until_terminal(job)
         assert done.status == JobStatus.SUCCEEDED, d.attempts(job)
-        assert _events(d, job, "start_failed") == []
+        assert events(d.store, "start_failed", job) == []
 
 
 @pytest.mark.parametrize("make", ["fifo", "socket", "missing", "file"])

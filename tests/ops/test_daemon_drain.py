@@ -19,7 +19,8 @@ from gpuorch.ops.config import DaemonConfig
 from gpuorch.ops.daemon import Daemon
 from gpuorch.reconciler import Reconciler
 from gpuorch.store import Store
-from gpuorch.store.models import Event, Job, JobStatus
+from gpuorch.store.models import Event, JobStatus
+from gpuorch.testing.e2e import attempts, job_row
 from gpuorch.testing.fake_provider import FakeProvider
 from gpuorch_local.provider import LocalProvider
 
@@ -32,11 +33,6 @@ def job_spec(tmp_path, release):
     })
 
 
-def row(store, job_id) -> Job:
-    with store.read() as s:
-        return s.get(Job, job_id)
-
-
 def test_sigterm_releases_leases_and_a_restarted_daemon_adopts_the_running_job(tmp_path, _isolated_home):
     home, release = _isolated_home, tmp_path / "release"
     store = Store(f"sqlite:///{home / 'state.db'}")
@@ -46,14 +42,14 @@ def test_sigterm_releases_leases_and_a_restarted_daemon_adopts_the_running_job(t
     try:
         assert first.ready()["READY"] == "1"
         job = jobs.submit(store, job_spec(tmp_path, release), utcnow())
-        wait_until(lambda: row(store, job.id).status == JobStatus.RUNNING, what="the job to run")
-        owner = row(store, job.id).lease_owner
+        wait_until(lambda: job_row(store, job.id).status == JobStatus.RUNNING, what="the job to run")
+        owner = job_row(store, job.id).lease_owner
         assert owner is not None
-        (attempt,) = attempts = jobs_attempts(store, job.id)
+        (attempt,) = before = attempts(store, job.id)
 
         assert first.terminate() == 0
         assert "STOPPING" in first.notify.wait_for("STOPPING")
-        after = row(store, job.id)
+        after = job_row(store, job.id)
         assert (after.lease_owner, after.lease_expires, after.status) == (None, None, JobStatus.RUNNING)
         inst = local.get(attempt.instance_id)
         assert inst.state.alive and local.runner(inst).status().state == "running"  # the job did not stop
@@ -61,15 +57,15 @@ def test_sigterm_releases_leases_and_a_restarted_daemon_adopts_the_running_job(t
         second = DaemonProcess(home, "second")
         second.ready()
         second.passes(2)
-        adopted = row(store, job.id)
+        adopted = job_row(store, job.id)
         assert adopted.lease_owner not in (None, owner) and adopted.status == JobStatus.RUNNING
-        assert [a.instance_id for a in jobs_attempts(store, job.id)] == [a.instance_id for a in attempts]
+        assert [a.instance_id for a in attempts(store, job.id)] == [a.instance_id for a in before]
         assert [i.id for i in local.list_managed() if i.state.alive] == [attempt.instance_id]
 
         release.touch()
-        wait_until(lambda: row(store, job.id).status.terminal, what="the job to end")
-        assert row(store, job.id).status == JobStatus.SUCCEEDED
-        assert len(jobs_attempts(store, job.id)) == 1
+        wait_until(lambda: job_row(store, job.id).status.terminal, what="the job to end")
+        assert job_row(store, job.id).status == JobStatus.SUCCEEDED
+        assert len(attempts(store, job.id)) == 1
         with store.read() as s:
             launches = s.exec(select(Event).where(Event.job_id == job.id, Event.kind == "launch_requested")).all()
         assert len(launches) == 1
@@ -83,11 +79,6 @@ def test_sigterm_releases_leases_and_a_restarted_daemon_adopts_the_running_job(t
         for i in local.list_managed():
             local.terminate(i.id)
         store.close()
-
-
-def jobs_attempts(store, job_id):
-    with store.read() as s:
-        return jobs.attempts_of(s, job_id)
 
 
 SPEC = {"name": "t", "run": "x", "resources": {"gpu": "A100:80GB:1"}}
@@ -112,7 +103,7 @@ def test_a_pass_stuck_past_the_drain_timeout_is_left_and_leases_are_released(sto
     rec = Reconciler(store, {"fake": fake})
     job = jobs.submit(store, parse_spec(SPEC), utcnow())
     rec.run_pass()
-    assert row(store, job.id).lease_owner == rec.owner
+    assert job_row(store, job.id).lease_owner == rec.owner
     fake.block = True
     daemon = Daemon(rec, DaemonConfig(drain_timeout_s=0.2))
     serving = threading.Thread(target=daemon.serve)
@@ -122,7 +113,7 @@ def test_a_pass_stuck_past_the_drain_timeout_is_left_and_leases_are_released(sto
         daemon.request_stop()
         serving.join(60)
         assert not serving.is_alive() and not fake.release.is_set()  # returned while the pass still hangs
-        assert row(Store(store.url), job.id).lease_owner is None
+        assert job_row(Store(store.url), job.id).lease_owner is None
     finally:
         fake.release.set()
 
@@ -140,10 +131,10 @@ def test_once_stopping_a_pass_claims_nothing_more_and_launches_no_job_twice(stor
     rec.run_pass(stop=stop)
     # Both were decided before the first cloud call, so their intents went into one launch batch
     # (apply.py): the second is launched or left REQUESTED for the next daemon; never twice.
-    assert len(jobs_attempts(store, first.id)) == 1 and len(jobs_attempts(store, second.id)) <= 1
+    assert len(attempts(store, first.id)) == 1 and len(attempts(store, second.id)) <= 1
     rec.release_leases()
-    assert row(store, first.id).lease_owner is None and row(store, second.id).lease_owner is None
-    assert rec.run_pass(stop=stop) == 0.0 and row(store, second.id).lease_owner is None  # nothing claimed
+    assert job_row(store, first.id).lease_owner is None and job_row(store, second.id).lease_owner is None
+    assert rec.run_pass(stop=stop) == 0.0 and job_row(store, second.id).lease_owner is None  # nothing claimed
 
 
 @pytest.mark.parametrize("sig", ["SIGINT"])

@@ -24,6 +24,7 @@ from gpuorch.provider.port import SupportsPreemptionInjection
 from gpuorch.reconciler import Reconciler
 from gpuorch.store import Store
 from gpuorch.store.models import Job, JobStatus
+from gpuorch.testing.e2e import job_status
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 from gpuorch_local.provider import LocalProvider
 
@@ -116,13 +117,13 @@ def test_a_real_daemon_serves_metrics_on_loopback(tmp_path, _isolated_home):
         assert url.startswith("http://127.0.0.1:")
         job = jobs.submit(store, parse_spec({"name": "quick", "run": "echo hi", "spot_policy": "on-demand",
                                              "resources": {"gpu": "A100:80GB:1"}}), utcnow())
-        wait_until(lambda: _status(store, job.id).terminal, what="the job to end")
+        wait_until(lambda: job_status(store, job.id).terminal, what="the job to end")
         d.passes(1)
         got = scrape(url)
     finally:
         d.close()
         store.close()
-    assert _status(Store(store.url), job.id) == JobStatus.SUCCEEDED
+    assert job_status(Store(store.url), job.id) == JobStatus.SUCCEEDED
     assert got[("gpuorch_jobs", (("state", "succeeded"),))] == 1
     assert got[("gpuorch_attempts_total", (("reason", "succeeded"),))] == 1
     assert got[("gpuorch_attempts_total", (("reason", "no_capacity"),))] == 1
@@ -133,11 +134,6 @@ def test_a_real_daemon_serves_metrics_on_loopback(tmp_path, _isolated_home):
     assert got[("gpuorch_preemptions_total", ())] == 0
     assert got[("gpuorch_reconcile_pass_duration_seconds_count", ())] >= 1
     assert got[("gpuorch_reconcile_passes_total", (("outcome", "ok"),))] >= 1
-
-
-def _status(store, job_id) -> JobStatus:
-    with store.read() as s:
-        return s.get(Job, job_id).status
 
 
 def test_the_cli_never_imports_prometheus_client(_isolated_home):

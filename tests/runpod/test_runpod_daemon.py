@@ -2,48 +2,22 @@
 from ``providers.runpod`` naming the fake API): a reclaimed interruptible pod is recorded as a
 preemption dated at the reclaim, and the job relaunches from its checkpoint on a new pod.
 
-The fake's pods run nothing, so the instance side is played by a scripted agent (as the AWS
-tests' ``reconcile_helpers.Agent``): only the adapter's ``runner`` factory is replaced."""
+The fake's pods run nothing, so the instance side is played by a scripted agent (``tests.kit.agents.Agent``,
+as in the AWS tests): only the adapter's ``runner`` factory is replaced."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fake_runpod import FakeRunpod
 
-from gpuorch.agent.protocol import AgentConfig, AgentStatus
 from gpuorch.provider import InstanceState
-from gpuorch.runners.port import Runner
 from gpuorch.store.models import JobStatus, TerminationReason
 from gpuorch.testing.daemon import AssembledDaemon
+from tests.kit.agents import Agent
 
 pytestmark = [pytest.mark.runpod, pytest.mark.timeout(300)]
-
-
-class Agent(Runner):
-    """Runs from ``start`` until ``done``; keeps the config it was started with."""
-
-    def __init__(self) -> None:
-        self.started: AgentConfig | None = None
-        self.done = False
-
-    def start(self, config: AgentConfig, workdir: Any = None) -> None:
-        self.started = config
-
-    def status(self) -> AgentStatus | None:
-        if self.started is None:
-            return None
-        if self.done:
-            return AgentStatus(state="exited", exit_code=0, started_at=0.0)
-        return AgentStatus(state="running", started_at=0.0, running_since=0.0)
-
-    def read_log(self, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
-        return b"", offset
-
-    def request_stop(self, deadline: float) -> None:
-        pass
 
 
 def test_a_reclaimed_interruptible_pod_is_a_preemption_and_the_job_relaunches_from_its_checkpoint(

@@ -25,7 +25,7 @@ from gpuorch.provider.port import InstanceState, LaunchRequest
 from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.store.models import Checkpoint, Event, JobStatus, TerminationReason
 from gpuorch.testing import wait_until
-from gpuorch.testing.e2e import job_status
+from gpuorch.testing.e2e import attempts, job_status, passes_until
 
 FAKE_JOB = f"{shlex.quote(sys.executable)} {shlex.quote(str(Path(__file__).parents[1] / 'agent' / 'fake_job.py'))}"
 
@@ -58,13 +58,6 @@ def test_a_reclaim_kills_the_running_job_after_its_notice(two_zones, tmp_path):
     assert final.created_at < gone.preemption_deadline.timestamp()  # durable before the kill
 
 
-def passes(rec, check, timeout_s=60.0):
-    def step():
-        rec.run_pass()
-        return check()
-    return wait_until(step, timeout_s=timeout_s, step_s=0.1, what="the reconciler's progress")
-
-
 def test_the_replacement_is_requested_on_the_notice_and_resumes_from_the_final_checkpoint(two_zones, store, tmp_path):
     sim = two_zones
     rec = Reconciler(store, {"sim": sim}, settings=Settings(poll_s=0.1))
@@ -73,22 +66,18 @@ def test_the_replacement_is_requested_on_the_notice_and_resumes_from_the_final_c
                        "checkpoint": {"store": (tmp_path / "ckpt").as_uri(), "interval": "0.3s"}})
     job = jobs.submit(store, spec, rec.clock.now())
 
-    def attempts():
-        with store.read() as s:
-            return jobs.attempts_of(s, job.id)
-
-    passes(rec, lambda: attempts() and attempts()[0].started_at)
-    a1 = attempts()[0]
+    passes_until(rec.run_pass, lambda: (a := attempts(store, job.id)) and a[0].started_at)
+    a1 = attempts(store, job.id)[0]
     assert a1.zone == "aa-1a"
     # A notice longer than the agent's 5 s grace: with less, the agent hands off at once with the
     # newest checkpoint already uploaded (no final one), which a loaded machine made this test see.
     sim.inject_preemption(a1.instance_id, notice_s=15.0)
-    passes(rec, lambda: len(attempts()) == 2)
-    a1, a2 = attempts()
+    passes_until(rec.run_pass, lambda: len(attempts(store, job.id)) == 2)
+    a1, a2 = attempts(store, job.id)
     assert a2.requested_at <= a1.drain_until and a2.predecessor == 1  # asked for before the kill
     assert a2.zone == "bb-1a"  # same-region-first: nothing else in aa-1a's region
-    passes(rec, lambda: job_status(store, job.id).terminal)
-    a1, a2 = attempts()
+    passes_until(rec.run_pass, lambda: job_status(store, job.id).terminal)
+    a1, a2 = attempts(store, job.id)
     assert a1.reason == TerminationReason.PREEMPTED and a2.reason == TerminationReason.SUCCEEDED
     with store.read() as s:
         final = s.exec(select(Checkpoint).where(Checkpoint.job_id == job.id, Checkpoint.final == True)).one()  # noqa: E712
@@ -113,7 +102,7 @@ def test_gc_after_an_attempt_ended_but_its_terminate_failed(two_zones, store, tm
     sim = two_zones
     rec = Reconciler(store, {"sim": sim}, settings=Settings(poll_s=0.1))
     job = jobs.submit(store, parse_spec({"name": "t", "run": "sleep 600"}), rec.clock.now())
-    passes(rec, lambda: (a := attempt_of(store, job.id)) and a.started_at)
+    passes_until(rec.run_pass, lambda: (a := attempt_of(store, job.id)) and a.started_at)
     inst_id = attempt_of(store, job.id).instance_id
     real = sim._terminate
 
@@ -135,11 +124,11 @@ def test_an_attempt_whose_instance_vanished_is_closed_and_relaunched(two_zones, 
     spec = parse_spec({"name": "t", "run": FAKE_JOB, "env": {"STEPS": "300", "EVERY": "50", "STEP_S": "0.02"},
                        "checkpoint": {"store": (tmp_path / "ckpt").as_uri(), "interval": "0.3s"}})
     job = jobs.submit(store, spec, rec.clock.now())
-    passes(rec, lambda: (a := attempt_of(store, job.id)) and a.last_checkpoint)
+    passes_until(rec.run_pass, lambda: (a := attempt_of(store, job.id)) and a.last_checkpoint)
     a1 = attempt_of(store, job.id)
     sim._terminate(a1.instance_id)  # kill its processes, then the cloud forgets it entirely
     shutil.rmtree(sim.instances_dir / a1.instance_id)
-    passes(rec, lambda: job_status(store, job.id).terminal)
+    passes_until(rec.run_pass, lambda: job_status(store, job.id).terminal)
     with store.read() as s:
         a1, a2 = jobs.attempts_of(s, job.id)
     assert a1.reason == TerminationReason.LOST and "disappeared" in a1.message
@@ -147,6 +136,5 @@ def test_an_attempt_whose_instance_vanished_is_closed_and_relaunched(two_zones, 
 
 
 def attempt_of(store, job_id):
-    with store.read() as s:
-        return (jobs.attempts_of(s, job_id) or [None])[-1]
+    return (attempts(store, job_id) or [None])[-1]
 
