@@ -164,11 +164,14 @@ def providers_check(spec: Any, configured: Collection[str], source: str) -> None
                              "remove it or enable it in the configuration")
 
 
-def size_check(spec: Any, offers: Sequence[Any], source: str) -> None:
-    """Refuse CPUs or memory beyond every offer that states its size (here and in the shipped
-    catalog): such a job would wait queued forever. Offers that do not state a size fit anything."""
+def size_check(spec: Any, offers: Sequence[Any], source: str, reference: Sequence[Any] = ()) -> None:
+    """Refuse CPUs or memory beyond every offer that states its size (the enabled providers', and
+    the sized rows of ``reference``, the shipped catalog): such a job would wait queued forever.
+    An enabled provider's offer that does not state a size fits anything; a shipped row without
+    one (a market priced by GPU, whose hosts vary) says nothing either way."""
     for field, need, have in (("cpus", spec.resources.cpus, "vcpus"), ("memory", spec.resources.memory, "memory_gib")):
         sizes = [getattr(o, have, 0) or 0 for o in offers]
+        sizes += [size for size in (getattr(o, have, 0) or 0 for o in reference) if size]
         if need and sizes and all(sizes) and need > max(sizes):
             unit = "" if field == "cpus" else " GiB"
             raise UserInputError(f"{source}: resources.{field}: {need:g}{unit} is more than any offer has "
@@ -213,7 +216,7 @@ def fit_check(spec: Any, offers: Sequence[Any], source: str, now: datetime,
         if missing:
             raise UserInputError(f"{source}: checkpoint.store: {missing}")
     if spec.resources.gpu is None and spec.model is None:
-        size_check(spec, offers + load_offers(), source)
+        size_check(spec, offers, source, load_offers())
         return deadline_check(spec, [], source, now)
     over = beyond_one_node(spec)  # no instance anywhere has that many: it would wait forever
     if over is not None:

@@ -248,7 +248,7 @@ def test_offers_given_to_the_constructor_replace_the_market(tmp_path: Path) -> N
 @pytest.mark.parametrize(("reported", "gib", "name"), [
     ("NVIDIA A100-SXM4-80GB", 80, "A100-80GB"), ("NVIDIA A100-SXM4-40GB", 40, "A100"), ("Tesla T4", 15, "T4"),
     ("NVIDIA H100 80GB HBM3", 79.6, "H100"), ("NVIDIA H100 PCIe", 79.6, "H100-PCIE"), ("NVIDIA H200", 140.4, "H200"),
-    ("NVIDIA GeForce RTX 4090", 24, None),
+    ("NVIDIA GeForce RTX 4090", 24, "RTX4090"), ("Quadro RTX 8000", 48, None),  # not in the GPU table
 ])
 def test_nvidia_smi_names_map_to_canonical_gpus(reported: str, gib: float, name: str | None) -> None:
     assert canonical_gpu(reported, gib) == name
