@@ -258,11 +258,12 @@ class Night:
         wrong = {}
         for key, a in rows.items():
             # A gang's nodes are created and ended one after another (microseconds apart): an
-            # increment per extra node; a single instance matches exactly.
-            slack = (nodes[key] - 1) * (a.price_per_hour / max(1, nodes[key])) * GRANULARITY_S / 3600 + 1e-9
+            # increment per extra node; a single instance matches exactly, and an attempt that never
+            # got an instance (no capacity, a launch refused) costs nothing on either side.
+            slack = max(0, nodes[key] - 1) * (a.price_per_hour / max(1, nodes[key])) * GRANULARITY_S / 3600 + 1e-9
             recorded = attempt_cost(a, now)
             if abs(recorded - bill[key]) > slack:
-                wrong[key] = (round(recorded, 5), round(bill[key], 5), a.launched_at, a.ended_at)
+                wrong[key] = (recorded, bill[key], nodes[key], a.launched_at, a.ended_at, a.price_per_hour)
         assert not wrong, f"attempts whose cost differs from the providers' bill (job, attempt): {wrong}"
         per_job: Counter[int] = Counter()
         for (j, _), cost in bill.items():
