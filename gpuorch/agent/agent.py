@@ -330,7 +330,10 @@ class Agent:
                 write_final(self.store, self.prefix, self.config.attempt, self.status.last_checkpoint, self.owner)
             except Exception:  # the successor then waits until its deadline instead
                 log.exception("could not write the handoff record")
-        self.update(final_done=True, state=phase)
+        # The checkpoint handed off is the attempt's final one, also when no upload followed the
+        # notice (the newest was already in the store): the daemon records it final at the end.
+        self.update(final_done=True, state=phase,
+                    final_checkpoint=self.status.final_checkpoint or self.status.last_checkpoint)
         log.info("handed off with checkpoint %s", self.status.last_checkpoint)
         if self.notice.reason == "stop":  # nothing will kill the instance for us: stop the job now
             self.terminate.set()

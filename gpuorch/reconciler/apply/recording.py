@@ -152,6 +152,8 @@ class Recording:
             was_draining = r.status == AttemptStatus.DRAINING
             if end.status is not None and end.status.uploaded and end.status.uploaded[-1] != r.last_checkpoint:
                 self._record_checkpoints(s, job_id, r, end.status, now)
+            if end.status is not None and end.status.final_checkpoint:  # handed off one already recorded
+                _mark_final(s, job_id, r.number, end.status.final_checkpoint)
             if end.status is not None and r.resumed_from is None:
                 r.resumed_from = end.status.restored_from
             if end.status is not None and refusals.pending(r, end.status):  # an agent first seen ended
@@ -181,3 +183,11 @@ class Recording:
         if volume_job is not None:
             self.volumes.detach(volume_job, a.row.instance_id)
 
+
+def _mark_final(s: Session, job_id: int, attempt: int, name: str) -> None:
+    """``name`` is the attempt's one final checkpoint (the one its agent handed off), where this
+    attempt recorded it; the attempt's others are not."""
+    rows = list(s.exec(select(Checkpoint).where(Checkpoint.job_id == job_id, Checkpoint.attempt == attempt)))
+    if any(c.name == name for c in rows):
+        for c in rows:
+            c.final = c.name == name
