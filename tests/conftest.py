@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import os
 
 import pytest
@@ -17,6 +18,25 @@ LONG = ("workloads", "chaos")
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in LONG))  # stable: files stay whole
+
+
+@pytest.fixture(autouse=True)
+def _logging_restored():
+    """Every logger's handlers, level and propagation as they were before the test. A test that sets
+    up logging (the daemon's log format, ``basicConfig`` under typer's CliRunner) would otherwise
+    leave a handler on a stream that closes with it, and a later test's CLI output on the same
+    worker would carry "--- Logging error ---" (seen on a fresh clone under load)."""
+    def loggers() -> list[logging.Logger]:
+        found = [x for x in logging.Logger.manager.loggerDict.values() if isinstance(x, logging.Logger)]
+        return [logging.getLogger(), *found]
+
+    saved = {lg: (list(lg.handlers), lg.level, lg.propagate) for lg in loggers()}
+    yield
+    for lg in loggers():
+        handlers, level, propagate = saved.get(lg, ([], lg.level, lg.propagate))
+        lg.handlers[:] = handlers
+        lg.setLevel(level)
+        lg.propagate = propagate
 
 
 @pytest.fixture(autouse=True)
