@@ -79,6 +79,10 @@ class LaunchRequest(Model):
     ssh_public_key: str | None = None
     volumes: tuple[VolumeSpec, ...] = ()
     max_lifetime_s: float | None = None  # cloud-side backstop where the provider has one
+    # The job's container image (spec ``image:``), or None. Providers whose instance is itself a
+    # container (RunPod, Vast) start the instance from it; the others ignore it here (their
+    # agent runs it with the host's runtime, from the agent config).
+    image: str | None = None
     owner: str = ""  # installation id; two gpuorch installations sharing an account never touch each other's
     # A multi-node gang (spec ``nodes:``): this instance is node ``node`` of ``nodes``, placed in
     # the attempt's ``placement_group`` (the cloud's cluster placement, created by the provider).

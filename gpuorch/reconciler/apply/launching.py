@@ -259,7 +259,8 @@ class Launching:
             return False
         req = LaunchRequest(job_id=job_id, attempt=row.number, offer=attempt_offer(row), spot=row.spot,
                             disk_gib=view.spec.resources.disk, owner=self.installation_id,
-                            max_lifetime_s=self.settings.max_lifetime_s, nodes=view.spec.nodes)
+                            max_lifetime_s=self.settings.max_lifetime_s, nodes=view.spec.nodes,
+                            image=view.spec.image)
         try:
             inst = provider.launch(req)
         except (NoCapacityError, QuotaError) as e:
