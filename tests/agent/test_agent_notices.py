@@ -56,6 +56,23 @@ def test_handoff_without_a_new_checkpoint_at_the_grace_point(start_agent, store_
     assert read_final(store, prefix, 1).checkpoint is None
 
 
+def test_a_hand_off_with_no_upload_after_the_notice_names_the_newest_checkpoint_final(start_agent, store_url):
+    """The job took a checkpoint before the notice and none on it: the agent hands off with that
+    one, and names it the attempt's final checkpoint (regression: final_checkpoint stayed None)."""
+    ckpt = '"$GPUORCH_CHECKPOINT_DIR/step-1"'
+    run = start_agent(
+        run=f"mkdir -p {ckpt} && echo 1 > {ckpt}/state.txt && echo {{}} > {ckpt}/COMPLETE && "
+            "trap '' USR1; touch ready; sleep 30",
+        checkpoint_url=store_url, sync_interval_s=0.2, notice=FILE_NOTICE, final_checkpoint_grace_s=1.0,
+    )
+    run.wait_for(lambda s: s.last_checkpoint == "step-1" and (run.work / "ready").exists())
+    write_atomic(run.rundir / "notice.json", json.dumps({"deadline": time.time() + 2}))
+    status = run.wait_for(lambda s: s.final_done)
+    assert status.final_checkpoint == status.last_checkpoint == "step-1"
+    store, prefix = open_store(store_url)
+    assert read_final(store, prefix, 1).checkpoint == "step-1"
+
+
 def test_sigterm_to_the_agent_checkpoints_then_stops_the_job(start_agent, store_url):
     run = start_agent(run=FAKE_JOB, checkpoint_url=store_url)
     run.wait_job_ready()

@@ -88,3 +88,33 @@ def test_a_sync_landing_after_the_notice_leaves_one_final_checkpoint_for_the_att
             for inst in sim.list_managed():
                 sim.terminate(inst.id)
             sim.stop_cloud()
+
+
+def test_a_hand_off_with_no_upload_after_the_notice_marks_the_newest_recorded_checkpoint_final(tmp_path):
+    """The agent hands off with the checkpoint already in the store (the job took none on the
+    notice): that recorded row is the attempt's final one, and the daemon marks it so at the
+    attempt's end (regression: no final was recorded, and a reader of the final found none)."""
+    with AssembledDaemon.start(tmp_path / "home", sim_config(tmp_path)) as d:
+        sim = d.adapter("sim")
+        try:
+            job = d.submit({"name": "handoff", "run": "python train.py", "resources": {"gpu": "V100"},
+                            "spot_policy": "spot", "providers": ["sim"],
+                            "checkpoint": {"store": (tmp_path / "ckpt").as_uri(), "interval": "10m"}})
+            a1 = d.until(lambda: next((a for a in d.attempts(job) if a.instance_id), None), what="a launch")
+            run = sim.instances_dir / a1.instance_id / "run"
+            d.until(lambda: (run / "agent.json").exists(), what="the agent's start")
+            play_agent(run, state="running", uploaded=["step-1", "step-2"], last_checkpoint="step-2")
+            d.until(lambda: {"step-1", "step-2"} <= recorded(d, job), what="the periodic checkpoints")
+            assert finals(d, job) == []
+
+            sim.inject_preemption(a1.instance_id, notice_s=600)
+            d.until(lambda: d.attempts(job)[0].status == AttemptStatus.DRAINING, what="the drain")
+            notice = {"notice_at": time.time(), "notice_deadline": time.time() + 600, "notice_reason": "preemption"}
+            play_agent(run, state="running", uploaded=["step-1", "step-2"], last_checkpoint="step-2",
+                       final_checkpoint="step-2", final_done=True, **notice)
+            d.until(lambda: d.attempts(job)[0].status == AttemptStatus.ENDED, what="the drained attempt's end")
+            assert finals(d, job) == [(1, "step-2")]
+        finally:
+            for inst in sim.list_managed():
+                sim.terminate(inst.id)
+            sim.stop_cloud()
