@@ -4,8 +4,11 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SCHEMA = "gpuorch.notification/v1"  # the body's schema (docs/notifications.md); a change is a new version
 
@@ -17,6 +20,7 @@ NOTIFY_TYPES = {
     "job.cancelled": "a job was cancelled",
     "job.budget_exhausted": "a job was stopped, or never started, so as not to cross a cap",
     "job.preempted": "an attempt was preempted or lost; the job goes on if its retries allow",
+    "cap.warning": "a cap (job, sweep or daily) is 80 % spent; told once per cap and amount",
     "cap.reached": "a cap is stopping a running job cleanly (job, sweep or daily cap)",
     "sweep.finished": "every trial of a sweep has ended (with the morning report)",
     "orphan.terminated": "an instance no attempt owned was found and terminated",
@@ -24,6 +28,11 @@ NOTIFY_TYPES = {
     "report.morning": "at notifications.report_at: the sweeps that ended in the day before, in one message",
 }
 _JOB_ENDS = {"succeeded", "failed", "cancelled", "budget_exhausted"}
+# The types a job or a sweep can be the subject of: what its spec's ``notify.silence`` may name.
+SUBJECT_TYPES = ("job.succeeded", "job.failed", "job.cancelled", "job.budget_exhausted", "job.preempted",
+                 "cap.warning", "cap.reached", "sweep.finished")
+WARN_SHARE = 0.8  # cap.warning: this share of a cap spent
+_ROUTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # as notifications.*[].name (ops.config)
 
 
 def notify_type(kind: str, job_id: int | None, attempt: int | None, data: dict[str, Any]) -> str | None:
@@ -40,3 +49,41 @@ def notify_type(kind: str, job_id: int | None, attempt: int | None, data: dict[s
 def new_uid() -> str:
     """A notification's one id, sent as ``webhook-id`` on every try (Standard Webhooks' ``msg_`` style)."""
     return "msg_" + secrets.token_hex(16)
+
+
+class NotifySpec(BaseModel):
+    """``notify:`` of a job or a sweep (a sweep's applies to its trials and its ``sweep.finished``):
+
+    - ``routes``: route names (``notifications.*[].name`` in the daemon's config) that also get
+      this job's events, whatever their ``jobs:`` and ``sweeps:`` filters say (their ``events:``
+      still apply). A name no route of the daemon has is logged by the daemon and sends nothing.
+    - ``silence``: event types never sent for this job (or the sweep and its trials), on any
+      route; ``[all]`` silences every one.
+
+    Checked by rule when the spec is loaded: one line naming the field and the fix."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    routes: list[str] = Field(default_factory=list, max_length=100)
+    silence: list[str] = Field(default_factory=list, max_length=len(SUBJECT_TYPES) + 1)
+
+    @field_validator("routes")
+    @classmethod
+    def _routes(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not _ROUTE_NAME.fullmatch(name):
+                raise ValueError(f"{name[:64]!r} is not a route name; write the name: of a route in the daemon's "
+                                 "notifications (1 to 64 letters, digits, '.', '_' or '-')")
+        return v
+
+    @field_validator("silence")
+    @classmethod
+    def _silence(cls, v: list[str]) -> list[str]:
+        for kind in v:
+            if kind != "all" and kind not in SUBJECT_TYPES:
+                raise ValueError(f"{kind[:64]!r} is not an event a job or sweep sends; write all, or some of: "
+                                 f"{', '.join(SUBJECT_TYPES)}")
+        return v
+
+    def quiet(self, type_: str) -> bool:
+        return "all" in self.silence or type_ in self.silence

@@ -13,6 +13,7 @@ deadline: 8h                 # or 2026-11-28T08:00 (UTC unless an offset is give
 objective: {metric: loss, mode: min}    # source: result ranks by $GPUORCH_RESULT_FILE's value;
                                         # max_step: 700 (a trial's last step) spends on trials it can finish
 pruning: {rule: median}      # or asha; on the objective's metric, by its "step" (gpuorch.sweeps.pruning)
+notify: {routes: [team-slack], silence: [job.preempted]}  # docs/notifications.md, per job or sweep
 ```
 
 ``load_sweep`` raises UserInputError with one line naming the field and the fix.
@@ -33,6 +34,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from gpuorch.bounds import MAX_STEPS, MAX_TRIALS, Integer, Seed, too_far
 from gpuorch.errors import UserInputError
 from gpuorch.jobs.spec import Budget, Deadline, JobSpec, Strict, _format_error, parse_spec
+from gpuorch.notify.kinds import NotifySpec
 from gpuorch.sweeps.command import check_names, substitute
 from gpuorch.when import parse_instant
 
@@ -92,6 +94,7 @@ class SweepSpec(Strict):
     deadline: datetime | None = None  # resolved to absolute UTC by load_sweep
     objective: Objective | None = None
     pruning: Pruning | None = None
+    notify: NotifySpec | None = None  # routes added or events silenced for the sweep and its trials
 
     @field_validator("name")
     @classmethod
