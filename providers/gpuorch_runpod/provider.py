@@ -30,6 +30,7 @@ from gpuorch.provider import (
     Runners,
     launch_cloud_config,
 )
+from gpuorch.runners.inimage import InImageRunner
 
 from . import documents as doc
 from .api import RunpodApi
@@ -47,10 +48,9 @@ class RunpodProvider(Provider):
     """Contract: ``gpuorch.provider.port.Provider``; ``SupportsDoctor``."""
 
     name = PROVIDER
-    # A pod is itself a container of the image RunPod starts; the agent runs the job's commands in
-    # it directly. A job's own ``image:`` would have to be the pod's image, chosen at launch, and
-    # the launch request does not carry it yet (docs/runpod.md, "Images"): not offered.
-    runs_containers = False
+    # A pod is itself a container of the image RunPod starts: a job's ``image:`` is the pod's image
+    # (``LaunchRequest.image``), and the agent runs the job's commands in it directly (InImageRunner).
+    runs_containers = True
 
     def __init__(self, options: RunpodOptions, key: str, *, home: Path | None = None,
                  runner_options: RunnerOptions | None = None, sleep: Callable[[float], None] = time.sleep,
@@ -124,7 +124,7 @@ class RunpodProvider(Provider):
         keys = config.get("ssh_keys") or {}
         logins = config.get("ssh_authorized_keys") or []
         try:
-            body = launch_input(request, image=self.options.image, ssh_user=self.options.ssh_user,
+            body = launch_input(request, image=request.image or self.options.image, ssh_user=self.options.ssh_user,
                                 host_key=(keys.get("ed25519_private", ""), keys.get("ed25519_public", "")),
                                 login_key="\n".join(logins), data_center=self.options.data_center)
         except ValueError as e:
@@ -199,8 +199,10 @@ class RunpodProvider(Provider):
 
     def runner(self, instance: Instance) -> Runner:
         """An SSH runner to the pod's public IP and mapped port, its host key pinned (the attempt's
-        key, installed by the pod's start command). RunnerUnavailable while it has no address."""
-        return self._runners.get(instance)
+        key, installed by the pod's start command). RunnerUnavailable while it has no address.
+        The pod is the job's container (its ``image:`` or the provider's): the agent runs the job
+        in it directly, never through a container runtime (``InImageRunner``)."""
+        return InImageRunner(self._runners.get(instance))
 
     def doctor(self) -> list[Finding]:
         """``SupportsDoctor``: where the key comes from, and one read of each kind the adapter makes."""

@@ -29,6 +29,7 @@ from gpuorch.provider import (
     Runners,
     utcnow,
 )
+from gpuorch.runners.inimage import InImageRunner
 
 from .api import VastApi
 from .config import VastOptions, parse_options
@@ -47,7 +48,7 @@ class VastProvider(Provider):
     (docs/vast.md, "Limits")."""
 
     name = PROVIDER
-    runs_containers = False  # the agent runs inside Vast's container: no container runtime there
+    runs_containers = True  # the instance is started from the job's image; the agent runs the job in it
     max_nodes = 1
 
     def __init__(self, options: VastOptions, api_key: str, *, home: Path | None = None,
@@ -112,8 +113,9 @@ class VastProvider(Provider):
                                   code="no_such_ask")
         ask, pay = chosen
         body: dict[str, Any] = {
-            "client_id": "me", "image": self.options.image, "env": {}, "disk": request.disk_gib, "label": token,
-            "runtype": "ssh", "onstart": onstart(self.home, request), "price": pay if request.spot else None,
+            "client_id": "me", "image": request.image or self.options.image, "env": {}, "disk": request.disk_gib,
+            "label": token, "runtype": "ssh", "onstart": onstart(self.home, request),
+            "price": pay if request.spot else None,
         }
         answer = self.api.create(int(ask["id"]), body)
         if not answer.get("success", True) or not isinstance(answer.get("new_contract"), int):
@@ -208,8 +210,10 @@ class VastProvider(Provider):
 
     def runner(self, instance: Instance) -> Runner:
         """An SSH runner to Vast's SSH host and port as ``ssh_user``, the attempt's host key pinned
-        (installed by the onstart script, ``sshsetup.py``). RunnerUnavailable while it has no address."""
-        return self._runners.get(instance)
+        (installed by the onstart script, ``sshsetup.py``). RunnerUnavailable while it has no address.
+        The instance is the job's container (its ``image:`` or the provider's): the agent runs the
+        job in it directly, never through a container runtime (``InImageRunner``)."""
+        return InImageRunner(self._runners.get(instance))
 
     def doctor(self) -> list[Finding]:
         """``SupportsDoctor``: where the key comes from (never the key), and the account it opens."""

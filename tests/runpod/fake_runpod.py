@@ -88,6 +88,7 @@ class FakeRunpod:
     pods: dict[str, Pod] = field(default_factory=dict)
     never_run: bool = False
     calls: list[str] = field(default_factory=list)  # root field of each request, in order
+    deployed_images: list[str] = field(default_factory=list)  # imageName of each pod deployed, in order
 
     def __post_init__(self) -> None:
         self.lock = threading.RLock()
@@ -176,6 +177,7 @@ class FakeRunpod:
         if (gpu, cloud, spot) in self._stock_out:
             return 200, {"errors": [{"message": NO_CAPACITY, "path": [root]}], "data": {root: None}}
         pod = Pod(_pod_id(), dict(body), spot, changed=f"Rented by User: {js_date(self.now())}")
+        self.deployed_images.append(str(body.get("imageName")))
         if not self.never_run:
             env = {e["key"]: e["value"] for e in body.get("env") or ()}
             pod.port = self.sshd_factory(pod.id, env) if self.sshd_factory else 40000 + len(self.pods)
