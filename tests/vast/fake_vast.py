@@ -97,6 +97,7 @@ class FakeVast:
     steal_on_rent: int = 0  # the next N rents find their ask gone
     ssh_endpoint: Callable[[dict[str, Any]], tuple[str, int]] = lambda row: ("127.0.0.1", 1)
     calls: list[tuple[str, str]] = field(default_factory=list)
+    rented_images: list[str] = field(default_factory=list)  # the ``image`` of each instance created, in order
     _fail: list[tuple[str, int, str]] = field(default_factory=list)
     _next_id: int = 4_000_000
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -135,6 +136,7 @@ class FakeVast:
     def _new_instance(self, a: dict[str, Any], body: dict[str, Any]) -> int:
         self._next_id += 1
         iid = self._next_id
+        self.rented_images.append(str(body.get("image")))
         row = {
             "id": iid, "machine_id": a["machine_id"], "label": body.get("label"), "image_uuid": body.get("image"),
             "onstart": body.get("onstart"), "actual_status": None, "intended_status": "running", "cur_state": "running",
