@@ -214,6 +214,43 @@ def _v11_slot_leases(conn: Connection) -> None:
     table.create(conn)
 
 
+def _v12_warm_instances(conn: Connection) -> None:
+    """Warm instances' idle periods (``models.WarmInstance``, spec ``keep_warm``): a frozen copy of
+    the table as schema 12 made it, with its partial unique index. Looks first."""
+    if inspect(conn).has_table("warminstance"):
+        return
+    open_ = text("ended_at IS NULL")
+    table = Table(
+        "warminstance", MetaData(),
+        Column("id", Integer, primary_key=True),
+        Column("provider", String, nullable=False),
+        Column("instance_id", String, nullable=False, index=True),
+        Column("region", String, nullable=False),
+        Column("zone", String, nullable=False),
+        Column("instance_type", String, nullable=False),
+        Column("spot", Boolean, nullable=False),
+        Column("image", String, nullable=False),
+        Column("offer", Text, nullable=False),
+        Column("price_per_hour", Float, nullable=False),
+        Column("billing_granularity_s", Integer, nullable=False),
+        Column("origin_job_id", Integer, nullable=False),
+        Column("origin_attempt", Integer, nullable=False),
+        Column("job_id", Integer, nullable=False, index=True),
+        Column("attempt", Integer, nullable=False),
+        Column("sweep_id", Integer),
+        Column("status", String, nullable=False, index=True),
+        Column("idle_since", DateTime),
+        Column("keep_until", DateTime),
+        Column("ended_at", DateTime, index=True),
+        Column("lessee_job_id", Integer),
+        Column("lessee_attempt", Integer),
+        Column("reason", String),
+    )
+    Index("ux_warminstance_open", table.c.provider, table.c.instance_id, unique=True,
+          sqlite_where=open_, postgresql_where=open_)
+    table.create(conn)
+
+
 MIGRATIONS: list[Migration] = [
     # (1, "initial schema", ...) is the create_all of a fresh database; later ones go here.
     (2, "sweeps, trial metrics, spot price changes, budget_exhausted", _v2_money_and_sweeps),
@@ -226,6 +263,7 @@ MIGRATIONS: list[Migration] = [
     (9, "checkpoints namespaced: stored jobs' old prefixes, refused restores", _v9_checkpoint_namespace),
     (10, "notifications outbox and deliveries", _v10_notifications),
     (11, "GPU slot leases of owned hosts (SSH node pools)", _v11_slot_leases),
+    (12, "warm instances' idle periods (keep_warm)", _v12_warm_instances),
 ]
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 

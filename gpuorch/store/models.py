@@ -273,3 +273,42 @@ class SlotLease(SQLModel, table=True):
     ended_at: datetime | None = _ts()
     end_reason: str | None = None
     released_at: datetime | None = _ts()
+
+
+class WarmInstance(SQLModel, table=True):
+    """One idle period of a warm instance (spec ``keep_warm``; ``gpuorch.reconciler.apply.warm``):
+    an instance whose attempt finished, kept up for the next job that fits it. A row is opened
+    when the attempt's end hands the instance over (status ``dirty`` until its run directory is
+    recycled, then ``idle``) and closed (``ended_at``) when a job leases it (``leased``: the lessee's
+    attempt row names the instance) or it is released (``releasing`` while its terminate is out,
+    then ``released``). The partial unique index is the rule "one open period an instance": no two
+    daemons pool or lease one instance twice. The idle time is billed to ``job_id`` (the job that
+    left it warm), its sweep and the day (``gpuorch.warm.ledger``). ``origin_*``: the job and attempt
+    that launched it (its tags), so the orphan sweep and the listing find it."""
+
+    __table_args__ = (Index("ux_warminstance_open", "provider", "instance_id", unique=True,
+                            sqlite_where=text("ended_at IS NULL"), postgresql_where=text("ended_at IS NULL")),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    provider: str
+    instance_id: str = Field(index=True)
+    region: str = ""
+    zone: str = ""
+    instance_type: str = ""
+    spot: bool = False
+    image: str = ""  # the container image its last job ran ("" none): a job with another image starts fresh
+    offer: str = Field(default="", sa_type=Text)  # the offer it was launched on, JSON (as Attempt.offer)
+    price_per_hour: float = 0.0
+    billing_granularity_s: int = 1
+    origin_job_id: int = 0
+    origin_attempt: int = 0
+    job_id: int = Field(default=0, index=True)  # the job whose attempt left it warm: its caps count the idle time
+    attempt: int = 0
+    sweep_id: int | None = None
+    status: str = Field(default="dirty", index=True)  # dirty, idle, leased, releasing, released
+    idle_since: datetime = _ts()
+    keep_until: datetime = _ts()
+    ended_at: datetime | None = _ts(index=True)
+    lessee_job_id: int | None = None
+    lessee_attempt: int | None = None
+    reason: str | None = None  # why it was released, for people
