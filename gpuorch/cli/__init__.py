@@ -18,7 +18,7 @@ import typer
 import gpuorch
 from gpuorch.cli.app import app
 
-COMMAND_MODULES = ("jobs", "ops", "serve", "planning", "simulate", "catalog", "costs", "sweeps", "debug")
+COMMAND_MODULES = ("jobs", "ops", "serve", "planning", "simulate", "catalog", "costs", "sweeps", "debug", "dev")
 
 # The module that defines each top-level command or group; tests/cli/test_lazy_cli.py checks it
 # against what the modules register. A command missing here still works: main imports them all.
@@ -32,6 +32,7 @@ COMMANDS = {
     "cost": "costs",
     "sweep": "sweeps",
     "debug": "debug",
+    "dev": "dev", "ssh": "dev", "port": "dev",
 }
 
 # The global options (app.py) that take a value, so the command is found after them.

@@ -1,0 +1,135 @@
+"""Where ``gpuorch ssh`` and ``gpuorch port`` go: the running attempt of a job or dev box, reached
+the way the daemon reaches it.
+
+``endpoint`` reads the job's live attempt from the store, builds its provider from this host's
+configuration (as the daemon does, with the SSH pools' slot ledger on the store) and asks it for
+the instance and its runner. An ``SshRunner`` gives the address, the login, the daemon's key for
+the job and the installation's pinned known_hosts: connections verify the host key against that
+file and nothing else, and no ``~/.ssh/config`` is needed. A ``LocalRunner`` (the local and sim
+providers run jobs as processes of this host, with no sshd) gives the run directory: a session
+there is a shell on this host, as the user the job runs as, in the job's working directory.
+Any other runner (Kubernetes pods) is refused with one line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpuorch.errors import UserInputError
+
+if TYPE_CHECKING:
+    import paramiko
+
+    from gpuorch.ops.config import DaemonConfig
+
+WORK_DIR = "work"  # the job's working directory under its run dir (gpuorch.agent.protocol.WORK_DIR)
+
+
+@dataclass(frozen=True)
+class SshEndpoint:
+    host: str
+    port: int
+    user: str
+    key_path: Path
+    known_hosts: Path
+    run_dir: str  # absolute, on the instance
+
+    def connect(self, timeout_s: float = 10.0) -> paramiko.SSHClient:
+        """A connected client; the host key verified against ``known_hosts`` only (RejectPolicy).
+        Raises UserInputError (one line) when the host cannot be reached or its key is not the pinned one."""
+        from gpuorch.runners.connection import SshConnection
+        from gpuorch.runners.port import RunnerUnavailable
+
+        conn = SshConnection(self.host, self.port, self.user, self.key_path, self.known_hosts,
+                             connect_timeout=timeout_s, connect_attempts=2, retry_wait_s=0.5, retry_wait_max_s=1.0)
+        try:
+            client: paramiko.SSHClient = conn.call("connect", lambda c, _sftp: c)
+        except RunnerUnavailable as e:
+            raise UserInputError(f"cannot reach {self.user}@{self.host}:{self.port}: {e}") from None
+        return client
+
+
+@dataclass(frozen=True)
+class LocalEndpoint:
+    run_dir: Path  # the attempt's run directory on this host
+
+
+Endpoint = SshEndpoint | LocalEndpoint
+
+
+def endpoint(config: DaemonConfig, ref: str, command: str = "gpuorch ssh") -> tuple[dict[str, Any], Endpoint]:
+    """The job ``ref`` (id or name) as ``{id, name, status, kind, attempt}`` and the endpoint of its
+    running attempt. Raises UserInputError naming what to do when it has none (finished, held,
+    not running yet), when its provider is not configured here or runs jobs without a shell."""
+    from gpuorch.jobs.intent import attempts_of, find_job
+    from gpuorch.store import Store
+
+    store = Store(config.url)
+    try:
+        with store.read() as s:
+            job = find_job(s, ref)
+            attempts = attempts_of(s, job.id)  # type: ignore[arg-type]
+            kind = _kind(job.spec)
+            info = {"id": job.id, "name": job.name, "status": job.status.value, "kind": kind}
+            _check_running(command, job.name, job.status.value, job.status.terminal, kind)
+            live = [a for a in attempts if a.status.live and a.instance_id]
+            if not live or job.status.value != "running":
+                raise UserInputError(f"{command}: {job.name} is {job.status.value}, not running yet; wait until "
+                                     f"'gpuorch status {job.name}' says running, then try again")
+            attempt = live[-1]
+            info["attempt"] = attempt.number
+            provider_name, instance_id = attempt.provider, str(attempt.instance_id)
+        return info, _resolve(config, store, command, provider_name, instance_id)
+    finally:
+        store.close()
+
+
+def _check_running(command: str, name: str, status: str, terminal: bool, kind: str) -> None:
+    if terminal:
+        again = f"start a new dev box with 'gpuorch dev {name}'" if kind == "dev" else "submit it again to run it"
+        raise UserInputError(f"{command}: {name} is {status} (finished): it has no instance to connect to; {again}")
+    if status == "held":
+        raise UserInputError(f"{command}: {name} is held (stopped, its volume kept); 'gpuorch dev {name}' starts it "
+                             "again" if kind == "dev" else f"{command}: {name} is held, not running; wait for it")
+
+
+def _resolve(config: DaemonConfig, store: Any, command: str, provider_name: str, instance_id: str) -> Endpoint:
+    from gpuorch.provider.localdir.runner import LocalRunner
+    from gpuorch.registry import load_providers
+    from gpuorch.runners.ssh import SshRunner
+    from gpuorch.store.slots import bind_slot_ledgers
+
+    options = config.providers.get(provider_name)
+    if options is None:
+        raise UserInputError(f"{command}: the job runs on provider {provider_name!r}, which this host's configuration "
+                             f"does not enable; run {command} where the daemon's configuration is, or pass --config")
+    providers = load_providers({provider_name: options}, config.home)
+    bind_slot_ledgers(providers, store)
+    provider = providers[provider_name]
+    try:
+        instance = provider.get(instance_id)
+        runner = provider.runner(instance)
+        if isinstance(runner, LocalRunner):
+            return LocalEndpoint(Path(runner.rundir))
+        if isinstance(runner, SshRunner):
+            c = runner.connection
+            # the run dir as the runner computes it (remote_root with ~ resolved on the instance)
+            run_dir: str = c.call("find the run directory", lambda _client, sftp: runner._run_path(sftp))
+            return SshEndpoint(c.host, c.port, c.user, c.key_path, c.known_hosts_path, run_dir)
+        raise UserInputError(f"{command}: provider {provider_name!r} runs jobs without an SSH login "
+                             f"({type(runner).__name__}); use its own tools to open a shell")
+    finally:
+        provider.close()
+
+
+def _kind(spec_text: str | None) -> str:
+    import json
+
+    try:
+        data = json.loads(spec_text or "{}")
+    except ValueError:
+        return "job"
+    kind = data.get("kind") if isinstance(data, dict) else None
+    return kind if isinstance(kind, str) else "job"
