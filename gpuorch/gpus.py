@@ -115,6 +115,43 @@ GPUS: tuple[GpuSpec, ...] = (
     GpuSpec("RTX5090", 32, ("RTX-5090", "5090", "GeForce-RTX-5090"), "blackwell", "GDDR7", 1792, 209.5, 209.5, 419, 838, "fp4", "pcie", 128, 31.84, 8, _GDDR),  # noqa: E501
     GpuSpec("RTXA5000", 24, ("RTX-A5000", "A5000"), "ampere", "GDDR6", 768, 111.1, 111.1, 0, 222.2, "int4", "pcie", 64, 23.99, 8, _GDDR),  # noqa: E501
     GpuSpec("RTXA4000", 16, ("RTX-A4000", "A4000"), "ampere", "GDDR6", 448, 76.7, 76.7, 0, 153.4, "int4", "pcie", 64, 15.99, 8, _GDDR),  # noqa: E501
+    # More cards the markets list (issue 33): RunPod's GPU types (https://docs.runpod.io/references/gpu-types:
+    # RTX 3080, 3090 Ti, 4080, 5080, RTX 4000/5000 Ada) and Vast's gpu_name values (RTX 3080, 3090 Ti, 4070,
+    # 4080, 5070, 5080, RTX 5000Ada, RTX PRO 6000 S/WS, H200 NVL, A800 PCIE, Q RTX 6000). 16-bit peaks are
+    # dense with FP32 accumulation; GeForce cards run it at half the FP16-accumulate rate, workstation and
+    # datacenter cards at full rate. Where a datasheet gives only a sparse figure it is halved; where it
+    # gives none, SMs x boost clock x the architecture's per-SM rate from its whitepaper (GA102: 512
+    # FLOP/clk/SM FP16 w/ FP32 acc. on GeForce; AD102/GB202 the same, FP8 x2, INT8 x4 on GeForce Ada).
+    # RTX 3080: GA102 whitepaper Table 2 (10 GB GDDR6X, 760 GB/s, 59.5 TFLOPS, INT8 238 TOPS).
+    # RTX 3090 Ti: NVIDIA spec page (24 GB GDDR6X, 21 Gbps x 384 bit = 1008 GB/s, 84 SMs, 1.86 GHz): 80 / 320.
+    # RTX 4070: NVIDIA spec page (12 GB GDDR6X, 504 GB/s, 46 SMs, 2.475 GHz): 58.3 / FP8 116.6 / INT8 233.2.
+    # RTX 4080: Ada whitepaper v1.1 Table 2 (16 GB GDDR6X, 716.8 GB/s, 97.5 / FP8 194.9 / INT8 389.9).
+    # RTX 5070: NVIDIA spec page (12 GB GDDR7, 672 GB/s, 48 SMs, 2.51 GHz): 61.7 / FP8 123.4 / INT8 246.7; PCIe 5.0.
+    # RTX 5080: RTX Blackwell whitepaper Table 1 (16 GB GDDR7, 960 GB/s, 84 SMs, 2.617 GHz): 112.6 / 225.1 / 450.2.
+    # RTX 4000 Ada: datasheet (20 GB GDDR6, 360 GB/s, 327.6 TFLOPS FP8 sparse -> FP8/INT8 163.8, 16-bit 81.9).
+    # RTX 5000 Ada: datasheet (32 GB GDDR6, 576 GB/s, 1044.4 TFLOPS FP8 sparse -> 522.2, 16-bit 261.1).
+    # RTX PRO 6000 Blackwell (Server and Workstation Editions): datasheet (96 GB GDDR7, 1792 GB/s, 4,000 AI
+    #   TOPS FP4 sparse -> FP8/INT8 1000, 16-bit 500 dense), PCIe 5.0, no NVLink.
+    # H200 NVL: H200 datasheet, NVL column (141 GB HBM3e, 4.8 TB/s, FP16/BF16 1,671 and FP8/INT8 3,341
+    #   sparse -> 835.5 / 1670.5); NVLink bridges join 2 or 4 cards only, so the node link is PCIe 5.0.
+    # A800: the A100's export variant (same GA100 SM rates; NVLink cut to 400 GB/s, bridged pairs only):
+    #   A800 40GB Active datasheet (40 GB HBM2, 1555 GB/s, 623.8 TFLOPS 16-bit sparse -> 311.9, INT8 623.8)
+    #   and the A800 80GB PCIe (80 GB HBM2e, 1935 GB/s, same rates).
+    # Quadro RTX 6000: datasheet (24 GB GDDR6, 672 GB/s, 130.5 TFLOPS FP16 tensor, INT8 261 TOPS, no BF16,
+    #   Turing), PCIe 3.0 x16 = 32 GB/s (NVLink bridges pair cards; markets do not sell bridged pairs).
+    GpuSpec("RTX3080", 10, ("RTX-3080", "3080", "GeForce-RTX-3080"), "ampere", "GDDR6X", 760, 59.5, 59.5, 0, 238, "int4", "pcie", 64, 10.0, 8, _GDDR),  # noqa: E501
+    GpuSpec("RTX3090TI", 24, ("RTX-3090-Ti", "3090Ti", "GeForce-RTX-3090-Ti"), "ampere", "GDDR6X", 1008, 80, 80, 0, 320, "int4", "pcie", 64, 23.99, 8, _GDDR),  # noqa: E501
+    GpuSpec("RTX4070", 12, ("RTX-4070", "4070", "GeForce-RTX-4070"), "ada", "GDDR6X", 504, 58.3, 58.3, 116.6, 233.2, "int4", "pcie", 64, 11.99, 8, _GDDR),  # noqa: E501
+    GpuSpec("RTX4080", 16, ("RTX-4080", "4080", "GeForce-RTX-4080"), "ada", "GDDR6X", 716.8, 97.5, 97.5, 194.9, 389.9, "int4", "pcie", 64, 15.99, 8, _GDDR),  # noqa: E501
+    GpuSpec("RTX5070", 12, ("RTX-5070", "5070", "GeForce-RTX-5070"), "blackwell", "GDDR7", 672, 61.7, 61.7, 123.4, 246.7, "fp4", "pcie", 128, 11.94, 8, _GDDR),  # noqa: E501
+    GpuSpec("RTX5080", 16, ("RTX-5080", "5080", "GeForce-RTX-5080"), "blackwell", "GDDR7", 960, 112.6, 112.6, 225.1, 450.2, "fp4", "pcie", 128, 15.92, 8, _GDDR),  # noqa: E501
+    GpuSpec("RTX4000ADA", 20, ("RTX-4000-ADA", "RTX4000-Ada"), "ada", "GDDR6", 360, 81.9, 81.9, 163.8, 163.8, "int4", "pcie", 64, 19.99, 8, _GDDR),  # noqa: E501
+    GpuSpec("RTX5000ADA", 32, ("RTX-5000-ADA", "RTX5000-Ada"), "ada", "GDDR6", 576, 261.1, 261.1, 522.2, 522.2, "int4", "pcie", 64, 31.99, 8, _GDDR),  # noqa: E501
+    GpuSpec("RTXPRO6000", 96, ("RTX-PRO-6000", "RTX-PRO-6000-Blackwell"), "blackwell", "GDDR7", 1792, 500, 500, 1000, 1000, "fp4", "pcie", 128, 95.59, 8, _GDDR),  # noqa: E501
+    GpuSpec("H200-NVL", 141, ("H200NVL",), "hopper", "HBM3e", 4800, 835.5, 835.5, 1670.5, 1670.5, None, "pcie", 128, 140.4, 8, _HBM, "H200"),  # noqa: E501
+    GpuSpec("A800", 40, ("A800-40GB",), "ampere", "HBM2", 1555, 311.9, 311.9, 0, 623.8, "int4", "pcie", 64, 40.0, 8, _HBM, "A800"),  # noqa: E501
+    GpuSpec("A800-80GB", 80, ("A800-PCIE-80GB",), "ampere", "HBM2e", 1935, 311.9, 311.9, 0, 623.8, "int4", "pcie", 64, 80.0, 8, _HBM, "A800"),  # noqa: E501
+    GpuSpec("QUADRO-RTX6000", 24, ("Quadro-RTX-6000", "Q-RTX-6000"), "turing", "GDDR6", 672, 0, 130.5, 0, 261, "int4", "pcie", 32, 24.0, 8, _GDDR),  # noqa: E501
     GpuSpec("MI300X", 192, (), "cdna3", "HBM3", 5300, 1307, 1307, 2615, 2615, None, "infinity-fabric", 896, 191.5, 8, 0.30),  # noqa: E501
     GpuSpec("MI325X", 256, (), "cdna3", "HBM3e", 6000, 1307, 1307, 2615, 2615, None, "infinity-fabric", 896, 255.5, 8, 0.30),  # noqa: E501
 )
