@@ -24,7 +24,9 @@ from gpuorch.provider.catalog import AdapterCatalog, BillingRule, Family, Shape
 # its SXM hosts' NVLink is not a listing guarantee (``bw_nvlink`` varies by host), so the
 # conservative link is PCIe. One node only (no gang placement on a marketplace).
 _PCIE = ("RTX3090", "RTX4090", "RTX5090", "RTXA4000", "RTXA5000", "RTXA6000", "RTX6000ADA", "A10", "A40", "L4",
-         "L40", "L40S", "T4", "V100", "V100-32GB", "A100", "A100-PCIE-80GB", "H100-PCIE", "H100-NVL")
+         "L40", "L40S", "T4", "V100", "V100-32GB", "A100", "A100-PCIE-80GB", "H100-PCIE", "H100-NVL", "RTX3080",
+         "RTX3090TI", "RTX4070", "RTX4080", "RTX5070", "RTX5080", "RTX5000ADA", "RTXPRO6000", "QUADRO-RTX6000", "A800",
+         "A800-80GB", "H200-NVL")
 _NVLINK = ("A100-80GB", "H100", "H200", "B200")
 FAMILIES: tuple[Family, ...] = (
     *(Family("vast", rf"{g}x\d+$", g, 8, "pcie", 1) for g in _PCIE),

@@ -3,7 +3,9 @@
 Vast names a card as its hosts' drivers report it ("RTX 4090", "A100 SXM4", "RTX 6000Ada",
 "H100 NVL"); memory variants share one name and differ in ``gpu_ram`` (MB), so the A100 and
 V100 are told apart by memory. A name missing here, or one the GPU table does not know (yet),
-is left out of the offers: gpuorch never rents a card it cannot size. Stdlib only.
+is left out of the offers: gpuorch never rents a card it cannot size. The names are Vast's
+``gpu_name`` values as its search filter takes them (``vastai search offers 'gpu_name=RTX_3090_Ti'``,
+underscores for spaces). Stdlib only.
 """
 
 from __future__ import annotations
@@ -15,6 +17,18 @@ _NAMES: dict[str, str | tuple[float, str, str]] = {
     "RTX3090": "RTX3090",
     "RTX4090": "RTX4090",
     "RTX5090": "RTX5090",
+    "RTX3080": "RTX3080",
+    "RTX3090TI": "RTX3090TI",
+    "RTX4070": "RTX4070",
+    "RTX4080": "RTX4080",
+    "RTX5070": "RTX5070",
+    "RTX5080": "RTX5080",
+    "RTX5000ADA": "RTX5000ADA",
+    "RTXPRO6000S": "RTXPRO6000",  # the Server Edition
+    "RTXPRO6000WS": "RTXPRO6000",  # the Workstation Edition: the same GB202 board and 96 GB
+    "QRTX6000": "QUADRO-RTX6000",
+    "A800PCIE": (60, "A800", "A800-80GB"),
+    "H200NVL": "H200-NVL",
     "RTXA4000": "RTXA4000",
     "RTXA5000": "RTXA5000",
     "RTXA6000": "RTXA6000",
@@ -65,7 +79,9 @@ SPELLING: dict[str, str] = {
     "L4": "L4", "L40": "L40", "L40S": "L40S", "TESLAT4": "Tesla T4", "TESLAV100": "Tesla V100",
     "A100SXM4": "A100 SXM4", "A100PCIE": "A100 PCIE", "A100X": "A100X", "H100SXM": "H100 SXM",
     "H100PCIE": "H100 PCIE", "H100NVL": "H100 NVL", "H200": "H200", "H200SXM": "H200 SXM", "B200": "B200",
-    "MI300X": "MI300X",
+    "MI300X": "MI300X", "RTX3080": "RTX 3080", "RTX3090TI": "RTX 3090 Ti", "RTX4070": "RTX 4070", "RTX4080": "RTX 4080",
+    "RTX5070": "RTX 5070", "RTX5080": "RTX 5080", "RTX5000ADA": "RTX 5000Ada", "RTXPRO6000S": "RTX PRO 6000 S",
+    "RTXPRO6000WS": "RTX PRO 6000 WS", "QRTX6000": "Q RTX 6000", "A800PCIE": "A800 PCIE", "H200NVL": "H200 NVL",
 }
 assert set(SPELLING) == set(_NAMES)
 
