@@ -21,7 +21,6 @@ notify: {routes: [team-slack], silence: [job.preempted]}  # docs/notifications.m
 
 from __future__ import annotations
 
-import itertools
 import math
 import random
 import re
@@ -36,6 +35,7 @@ from gpuorch.errors import UserInputError
 from gpuorch.jobs.spec import Budget, Deadline, JobSpec, Strict, _format_error, parse_spec
 from gpuorch.notify.kinds import NotifySpec
 from gpuorch.sweeps.command import check_names, substitute
+from gpuorch.sweeps.grid import interleaved
 from gpuorch.when import parse_instant
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,55}$")  # room for "-<trial>" within a job name
@@ -156,10 +156,14 @@ class SweepSpec(Strict):
 
 
 def points(spec: SweepSpec) -> list[dict[str, Scalar]]:
-    """The trials' parameters: the grid in order, or ``count`` seeded random draws."""
+    """The trials' parameters: the grid with every parameter's values interleaved (the first k
+    trials cover each parameter as evenly as k can: ``sweeps.grid``), or ``count`` seeded random
+    draws."""
     names = list(spec.parameters)
     if spec.search.method == "grid":
-        return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*spec.parameters.values())]
+        doms = [d for d in spec.parameters.values() if isinstance(d, list)]  # a grid has only lists (_search)
+        return [{n: doms[k][i] for k, (n, i) in enumerate(zip(names, combo, strict=True))}
+                for combo in interleaved([len(d) for d in doms])]
     rng = random.Random(spec.search.seed)
     return [{n: _draw(rng, spec.parameters[n]) for n in names} for _ in range(spec.search.count or 0)]
 

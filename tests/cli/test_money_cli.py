@@ -45,7 +45,7 @@ def test_sweep_submit_status_cancel(tmp_path):
     assert status["max_cost"] == 5 and status["spent"] == 0 and status["objective"] == {
         "metric": "loss", "mode": "min", "source": "metrics"}
     assert [(t["name"], t["params"]) for t in status["trials"][:2]] == [
-        ("lr-0", {"LR": 0.001, "SEED": 1}), ("lr-1", {"LR": 0.001, "SEED": 2})]
+        ("lr-0", {"LR": 0.001, "SEED": 1}), ("lr-1", {"LR": 0.01, "SEED": 2})]  # interleaved: sweeps.grid
     jobs = json.loads(cli("status", "--json").output)["jobs"]
     assert len(jobs) == 6 and {j["status"] for j in jobs} == {"queued"}
     again = cli("sweep", "submit", str(write(tmp_path, SWEEP)))
