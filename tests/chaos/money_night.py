@@ -37,6 +37,8 @@ from gpuorch.provider.localdir.instances import Meta
 from gpuorch.store.models import Attempt, AttemptStatus, Job
 from gpuorch.testing.contract import wait_until
 from gpuorch.testing.daemon import AssembledDaemon
+from tests.workloads.podman_image import build_image, local_container, python_env
+from tests.workloads.podman_image import unavailable as boxed_image_unavailable
 
 GATED_JOB = Path(__file__).with_name("gated_job.py")
 ZONES = ("aa-1a", "aa-1b", "bb-1a")
@@ -50,11 +52,18 @@ JOB_CAP, SPENDER_CAP, SWEEP_CAP, DAILY_CAP = 2.0, 0.5, 2.0, 30.0
 TIMEOUT_S = 240.0  # per wait: only a stuck night reaches it
 
 
-def config(traces: Path) -> dict[str, Any]:
+def config(traces: Path, gates: Path) -> dict[str, Any]:
+    """The sim and local providers; local runs ``image:`` jobs in this host's podman, with the
+    gates directory mounted at its own path (a boxed job's gate is where the test touches it)."""
+    local: dict[str, Any] = {}
+    if boxed_image_unavailable() is None:
+        c = local_container()
+        local["container"] = {"runtime": c.runtime, "run_args": [*c.run_args, "--volume", f"{gates}:{gates}"],
+                              "gpus": c.gpus}
     sim = {"traces": str(traces), "time_scale": 1, "boot_s": 0.5, "spot_price": SPOT, "on_demand_price": ON_DEMAND,
            "billing_granularity_s": GRANULARITY_S, "min_billing_s": MINIMUM_S, "min_notice_wall_s": 0.5,
            "cloud_idle_exit_s": 600}
-    return {"providers": {"sim": sim, "local": {}}, "poll_s": 0.2, "max_sleep_s": 0.2, "lease_s": 1.0,
+    return {"providers": {"sim": sim, "local": local}, "poll_s": 0.2, "max_sleep_s": 0.2, "lease_s": 1.0,
             "avoid_preempted_zone_s": 86400, "backoff_s": 1, "budget_stop_grace_s": 5, "daily_budget": DAILY_CAP,
             "recovery_strategy": "same-region-first"}
 
@@ -79,11 +88,12 @@ class Night:
         traces.mkdir(exist_ok=True)
         for z in ZONES:  # spot always there: reclaims are the test's choice
             (traces / f"{z}_v100.json").write_text(json.dumps({"metadata": {"gap_seconds": 60}, "data": [1] * 5000}))
-        self.config = config(traces)
+        self.config = config(traces, self.gates)
         self.d = AssembledDaemon.start(home / "daemon", self.config)
         self.actions: list[str] = []  # what the test did, in order
         self.chaos: list[int] = []  # jobs the blows may hit
         self.spender = self.gang = self.sweep_id = 0
+        self.boxed: list[int] = []  # the container job, where this host has podman
         self.lives = 1
 
     # -- the daemon ------------------------------------------------------------------------
@@ -121,6 +131,16 @@ class Night:
         self.gang = self.d.submit({"name": "gang", "nodes": 2, "resources": {"gpu": "A100:80GB:1"},
                                    "providers": ["local"], "spot_policy": "on-demand",
                                    "run": f'test -n "$NODE_RANK" && while [ ! -e {gate} ]; do sleep 0.1; done'})
+        if (image := self.image()) is not None:
+            # A container job on the local provider: the gated job inside podman (its Python
+            # bind-mounted read-only: tests/workloads/podman_image.py), preempted and resumed there.
+            work = self.home / "boxed-work"
+            work.mkdir(exist_ok=True)
+            (work / GATED_JOB.name).write_bytes(GATED_JOB.read_bytes())
+            self.boxed.append(self.d.submit(self.spec(
+                "boxed", run=f'"$PY" {GATED_JOB.name}', image=image, workdir=str(work), providers=["local"],
+                resources={"gpu": "A100:80GB:1"}, spot_policy="spot",
+                env={**python_env(), "GATE": str(self.gates / "boxed"), "STEP_S": "0.1", "EVERY": "5"})))
         sweep = self.home / "sweep.yaml"
         trial = self.spec("trial", spot_policy="spot")
         trial["env"]["GATE"] = str(self.gates / "sweep")
@@ -128,7 +148,14 @@ class Night:
                                          "search": {"method": "grid"}, "max_parallel": 2,
                                          "budget": {"max_cost": SWEEP_CAP}}))
         self.sweep_id = int(self.d.submit_sweep(sweep)["id"])
-        self.actions.append(f"submitted {n} jobs, a spender, a gang, a sweep of 3")
+        self.actions.append(f"submitted {n} jobs, a spender, a gang, {len(self.boxed)} boxed, a sweep of 3")
+
+    def image(self) -> str | None:
+        """The busybox image the container job runs in, or None where this host has no podman."""
+        if boxed_image_unavailable() is not None:
+            return None
+        (tmp := self.home / "image").mkdir(exist_ok=True)
+        return build_image(tmp)
 
     def jobs(self) -> list[Job]:
         with self.d.store.read() as s:
@@ -151,13 +178,13 @@ class Night:
             (datetime.now(UTC) - a.started_at.replace(tzinfo=UTC)).total_seconds() >= HOLD_S
 
     def settle(self) -> None:
-        targets = [*self.chaos, self.gang, *self.trials()]
+        targets = [*self.chaos, self.gang, *self.boxed, *self.trials()]
         self.passes(lambda: all(self.held(j) for j in targets), "every job's attempt to run a while")
 
     def targets(self, sim_only: bool) -> list[int]:
-        """Jobs running now that a blow may hit (the gang too, unless the blow needs the sim's
-        cloud process to carry a reclaim out while the daemon looks away)."""
-        jobs = [*self.chaos, *self.trials(), *([] if sim_only else [self.gang])]
+        """Jobs running now that a blow may hit (the gang and the container job too, unless the blow
+        needs the sim's cloud process to carry a reclaim out while the daemon looks away)."""
+        jobs = [*self.chaos, *self.trials(), *([] if sim_only else [self.gang, *self.boxed])]
         return [j for j in jobs if not self.d.job(j).status.terminal
                 and (a := self.live(j)) is not None and a.status == AttemptStatus.RUNNING]
 

@@ -1,13 +1,13 @@
 """Chaos on the assembled daemon, and the money check it cannot fool (issue 31): a seeded night of
-spot and on-demand jobs, a sweep under a shared cap, a two-node gang and a job its cap stops, hit
+spot and on-demand jobs, a sweep under a shared cap, a two-node gang, a container job (podman, on
+the local provider) and a job its cap stops, hit
 by preemptions with and without notice, reclaims while the daemon is not looking, cancels,
 markets running out, clean restarts and crashes (a daemon that releases nothing). Each attempt's
 cost must equal what the providers billed for its instances (from their records, with the billing
 rule written out in the test), and no cap may be crossed by that bill. The night is played twice
-from one seed and must make the same decisions both times. Not covered here: ``image:`` jobs (the
-sim cannot run containers; tests/workloads/test_container_e2e.py runs them on the local
-provider) and volumes (neither the sim nor the local provider has any; tests/aws/ and the
-FakeProvider's contract suite cover them).
+from one seed and must make the same decisions both times. Not covered here: volumes (neither
+the sim nor the local provider has any; tests/aws/, the neocloud fakes and the FakeProvider's
+contract suite cover them).
 """
 
 from __future__ import annotations
