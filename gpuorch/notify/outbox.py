@@ -6,6 +6,7 @@ back-off, or dead after ``max_tries`` (an event ``notification_dead``, and ``gpu
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -15,10 +16,12 @@ from sqlalchemy import or_
 from sqlmodel import Session, col, func, select
 
 from gpuorch.jobs import events
+from gpuorch.notify.payload import sweep_id_of
 from gpuorch.notify.routes import Route
 from gpuorch.store import Store
 from gpuorch.store.models import Job, Notification, NotificationDelivery, Sweep
 
+log = logging.getLogger("gpuorch.notify")
 BATCH = 50  # notifications routed per transaction
 
 PENDING, DELIVERED, DEAD = "pending", "delivered", "dead"
@@ -33,13 +36,50 @@ class Claimed:
     tries: int
 
 
-def _names(s: Session, row: Notification) -> tuple[str | None, str | None]:
-    """The job's and sweep's names, which routes' ``jobs:`` and ``sweeps:`` match."""
+@dataclass(frozen=True)
+class Subject:
+    """What routing needs of a notification's job or sweep: their names (routes' ``jobs:`` and
+    ``sweeps:``) and their specs' ``notify:`` (routes added, types silenced), the sweep's and the
+    trial's together."""
+
+    job: str | None = None
+    sweep: str | None = None
+    added: frozenset[str] = frozenset()
+    silenced: frozenset[str] = frozenset()
+
+    def routes(self, routes: list[Route], type_: str) -> list[str]:
+        if "all" in self.silenced or type_ in self.silenced:
+            return []
+        return [r.name for r in routes if r.wants(type_, self.job, self.sweep, added=r.name in self.added)]
+
+
+def _notify_of(spec: str | None) -> tuple[list[str], list[str]]:
+    """``notify:`` of a stored job or sweep spec (JSON): (routes, silence); none: empty. Read as
+    JSON, not through the spec models: routing must not fail on a spec a newer version wrote."""
+    try:
+        got = (json.loads(spec) if spec else {}).get("notify") or {}
+    except (ValueError, AttributeError):
+        return [], []
+    if not isinstance(got, dict):
+        return [], []
+    return [x for x in got.get("routes") or [] if isinstance(x, str)], \
+        [x for x in got.get("silence") or [] if isinstance(x, str)]
+
+
+def subject(s: Session, row: Notification) -> Subject:
     job = s.get(Job, row.job_id) if row.job_id is not None else None
-    sweep = s.get(Sweep, job.sweep_id) if job is not None and job.sweep_id is not None else None
-    if row.type == "sweep.finished":
-        return None, row.message.removeprefix("sweep ").rsplit(" done: ", 1)[0]
-    return (job.name if job else None), (sweep.name if sweep else None)
+    sid = job.sweep_id if job is not None else sweep_id_of(row)
+    sweep = s.get(Sweep, sid) if sid is not None else None
+    if sweep is None and row.type == "sweep.finished":  # an event stored before it carried the sweep's id
+        name = row.message.removeprefix("sweep ").rsplit(" done: ", 1)[0]
+        sweep = s.exec(select(Sweep).where(Sweep.name == name).order_by(col(Sweep.id).desc())).first()
+    added: set[str] = set()
+    silenced: set[str] = set()
+    for spec in (job.spec if job else None, sweep.spec if sweep else None):
+        routes, silence = _notify_of(spec)
+        added.update(routes)
+        silenced.update(silence)
+    return Subject(job.name if job else None, sweep.name if sweep else None, frozenset(added), frozenset(silenced))
 
 
 def route_new(store: Store, routes: list[Route], build: Callable[[Session, Notification], dict[str, Any]],
@@ -52,10 +92,13 @@ def route_new(store: Store, routes: list[Route], build: Callable[[Session, Notif
                            .order_by(col(Notification.id)).limit(BATCH)))
         plans = []
         for row in rows:
-            job, sweep = _names(s, row)
+            about = subject(s, row)
+            unknown = about.added - {r.name for r in routes}
+            if unknown:
+                log.warning("notification %s: notify.routes names %s, which no route of this daemon has "
+                            "(notifications.*[].name); not sent there", row.uid, ", ".join(sorted(unknown)))
             doc = build(s, row)
-            plans.append((row.id, json.dumps(doc, separators=(",", ":"), default=str),
-                          [r.name for r in routes if r.wants(row.type, job, sweep)]))
+            plans.append((row.id, json.dumps(doc, separators=(",", ":"), default=str), about.routes(routes, row.type)))
     if not plans:
         return 0
     with store.write() as s:

@@ -22,6 +22,7 @@ MAX_LINE = 500  # a log line's characters in a message (a progress bar can be on
 _TITLES = {
     "job.succeeded": "succeeded", "job.failed": "FAILED", "job.cancelled": "cancelled",
     "job.budget_exhausted": "stopped by a cap", "job.preempted": "preempted", "cap.reached": "cap reached",
+    "cap.warning": "cap 80 % spent",
 }
 
 
@@ -66,9 +67,22 @@ def _job(s: Session, job: Job, row: Notification, logs: LogMirror | None, log_li
     return out
 
 
+def sweep_id_of(row: Notification) -> int | None:
+    """The sweep a notification is about, where its event names one (``sweep.finished``,
+    ``cap.warning`` of a sweep's cap)."""
+    try:
+        sid = json.loads(row.data).get("sweep_id") if row.data else None
+    except (ValueError, AttributeError):
+        return None
+    return sid if isinstance(sid, int) and not isinstance(sid, bool) else None
+
+
 def _sweep_of(s: Session, row: Notification) -> Sweep | None:
-    """The sweep a ``sweep_done`` event is about: done in the event's transaction (same time),
-    named in its message ("sweep NAME done: ...")."""
+    """The sweep a ``sweep_done`` event is about: its ``sweep_id``; for an event stored before it
+    carried one, the sweep done in the event's transaction (same time) named in its message."""
+    sid = sweep_id_of(row)
+    if sid is not None:
+        return s.get(Sweep, sid)
     name = row.message.removeprefix("sweep ").rsplit(" done: ", 1)[0]
     q = select(Sweep).where(Sweep.name == name, Sweep.status == SweepStatus.DONE).order_by(col(Sweep.id).desc())
     found = list(s.exec(q))
@@ -100,6 +114,11 @@ def build(s: Session, row: Notification, *, installation: str, logs: LogMirror |
     if job is not None:
         data["job"] = _job(s, job, row, logs, log_lines, now)
         chat = _chat_job(row.type, data["job"], row.message)
+    sid = sweep_id_of(row)
+    if job is None and sid is not None and (named := s.get(Sweep, sid)) is not None:
+        data["sweep"] = {"id": named.id, "name": named.name}  # a sweep's own event (cap.warning): which sweep
+        chat = {"title": f"gpuorch: sweep {named.name} ({named.id}) {_TITLES.get(row.type, row.type)}",
+                "text": row.message}
     if row.type == "sweep.finished":
         sweep = _sweep_of(s, row)
         if sweep is not None:

@@ -60,12 +60,13 @@ class Route:
     sweeps: tuple[str, ...] = ()
     secrets: tuple[str, ...] = field(default=(), repr=False)  # every secret string, for redaction
 
-    def wants(self, type_: str, job: str | None, sweep: str | None) -> bool:
+    def wants(self, type_: str, job: str | None, sweep: str | None, *, added: bool = False) -> bool:
         """The route's ``events:`` holds ``type_``; with ``jobs:`` or ``sweeps:``, the event is of a
-        job or sweep whose name matches one of them (daemon-wide events reach unfiltered routes only)."""
+        job or sweep whose name matches one of them (daemon-wide events reach unfiltered routes only),
+        or the job's or sweep's ``notify.routes`` names this route (``added``)."""
         if self.events is not None and type_ not in self.events:
             return False
-        if not self.jobs and not self.sweeps:
+        if added or (not self.jobs and not self.sweeps):
             return True
         return (job is not None and any(fnmatchcase(job, p) for p in self.jobs)) or \
             (sweep is not None and any(fnmatchcase(sweep, p) for p in self.sweeps))

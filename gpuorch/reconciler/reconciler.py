@@ -43,6 +43,7 @@ from gpuorch.placement import KeyedAvoid
 from gpuorch.provider.port import Instance, InstanceState, Offer, Provider
 from gpuorch.reconciler.apply.applier import Applier
 from gpuorch.reconciler.apply.batch_txn import BatchTxn
+from gpuorch.reconciler.apply.capwatch import CapWatch
 from gpuorch.reconciler.apply.launch_pool import LaunchPool
 from gpuorch.reconciler.apply.launching import Launching
 from gpuorch.reconciler.apply.mirror import InstanceMirror
@@ -106,6 +107,7 @@ class Reconciler:
         self._last_pass_at: datetime | None = None
         self.queued_limit = QUEUED_CLAIM_MIN  # queued jobs the next claim takes at most (run_pass)
         self.money = Money(store, budget or Policy(), self._txn)  # caps, sweeps, prices, metrics
+        self.capwatch = CapWatch(store)  # cap.warning: a cap 80 % spent, told once per crossing
         if logs is not None:
             self.money.metrics_sink = logs.append_metrics
         self.pulls = Pulls(logs, self.money, self.clock.now)  # logs and metrics of agents that answered
@@ -305,6 +307,7 @@ class Reconciler:
         self._record_observed(view, p.offers, p.seen_at, billed_at)
         if (gate := self.money.gate(view, p.now)) is not None:
             view = dataclasses.replace(view, gate=gate)
+            self.capwatch.check(view.job, gate)
         scoped = self.volumes.offers_for(view.spec, p.offers)  # a volume job: providers with volumes
         placing = p.index if scoped is p.offers else scoped
         context = (placing, p.avoid_key, p.settings)

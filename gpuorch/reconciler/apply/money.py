@@ -396,4 +396,4 @@ class Money:
                     Job.sweep_id == sw.id).group_by(col(Job.status))).all())
                 sw.status, sw.finished_at = SweepStatus.DONE, now
                 sw.message = ", ".join(f"{n} {st.value}" for st, n in sorted(counts.items()))
-                events.record(s, now, "sweep_done", f"sweep {sw.name} done: {sw.message}")
+                events.record(s, now, "sweep_done", f"sweep {sw.name} done: {sw.message}", sweep_id=sw.id)
