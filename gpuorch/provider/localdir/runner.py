@@ -123,6 +123,28 @@ class LocalRunner(Runner):
             )
             write_atomic(self.instance.agent_pid_file, f"{pid}\n")
 
+    def recycle(self) -> None:
+        """Make the instance ready for another attempt (a warm instance, spec ``keep_warm``): the
+        finished agent's run directory's entries move to ``<instance>/runs/<n>/``, so ``start``
+        places a fresh agent and ``status`` says nothing until it has. Idempotent: an empty run
+        directory is left as it is; a crash midway leaves the rest for the next call. Raises
+        RunnerUnavailable unless the instance is running, or while its agent has not finished."""
+        self._require(InstanceState.RUNNING)
+        with self.instance.locked():
+            entries = sorted(self.rundir.iterdir()) if self.rundir.is_dir() else []
+            if not entries:
+                return
+            status = read_status(self.rundir)
+            if (self.rundir / CONFIG_FILE).exists() and (status is None or status.state not in ("exited", "failed")):
+                raise RunnerUnavailable(f"local instance {self.instance.id}: its agent has not finished")
+            done = self.instance.path / "runs"
+            done.mkdir(exist_ok=True)
+            dest = done / str(1 + sum(1 for _ in done.iterdir()))
+            dest.mkdir()
+            for entry in entries:
+                os.replace(entry, dest / entry.name)
+            self._status = None
+
     def status(self) -> AgentStatus | None:
         """The agent's last status. Still readable after the instance ended (the files stay).
 

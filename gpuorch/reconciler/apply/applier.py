@@ -30,6 +30,7 @@ from gpuorch.reconciler.apply.launching import First, Launched, Launching
 from gpuorch.reconciler.apply.money import Money, Txn
 from gpuorch.reconciler.apply.recording import Recording
 from gpuorch.reconciler.apply.volumes import Volumes
+from gpuorch.reconciler.apply.warm import Warm
 from gpuorch.reconciler.decide import actions as A
 from gpuorch.reconciler.observe.leases import LeaseLost, Leases
 from gpuorch.reconciler.observe.views import AttemptView, JobView
@@ -48,10 +49,12 @@ class Applier:
     def __init__(self, providers: Mapping[str, Provider], txn: Txn, leases: Leases, clock: Clock, money: Money,
                  volumes: Volumes, launching: Launching, recording: Recording, pool: LaunchPool,
                  heartbeat_every_s: Callable[[], float], home: Path | None = None,
-                 held_ids: Callable[[Sequence[int], datetime], set[int]] | None = None) -> None:
+                 held_ids: Callable[[Sequence[int], datetime], set[int]] | None = None,
+                 warm: Warm | None = None) -> None:
         self.providers, self._txn, self.leases, self.clock = providers, txn, leases, clock
         self.money, self.volumes, self.launching, self.recording, self.pool = money, volumes, launching, recording, pool
         self.heartbeat_every_s, self.home = heartbeat_every_s, home
+        self.warm = warm  # the warm pool (spec keep_warm): a launch tries it first; an End may hand over to it
         self._beat_every = timedelta(seconds=heartbeat_every_s())
         self.held_ids = held_ids or (lambda ids, t: {i for i in ids if self._holds(i, t)})
         self.terminated: set[str] = set()  # this pass's terminations (the listing predates them)
@@ -247,8 +250,8 @@ class Applier:
                 crashpoint("drain.recorded")
             case A.End():
                 self._end(view, a, action, now)  # type: ignore[arg-type]
-            case A.Terminate():
-                self._terminate(job_id, a, action)  # type: ignore[arg-type]
+            case A.Terminate() | A.KeepWarm():
+                self._terminate_or_keep(view, job_id, a, action, now)  # type: ignore[arg-type]
             case A.SetJob():
                 self._set_job(view, action, now)
             case A.Note():
@@ -265,6 +268,8 @@ class Applier:
         # to the job (the next job's gate must see this one's attempt, as it did when each launch
         # came at once). A replacement goes at once: its job is losing time, and the batch would
         # wait for the rest of the pass (~0.05 s at 1,000 jobs, docs/benchmarks.md, issue 11).
+        if self.warm is not None and self.warm.reuse(view, action, now):
+            return  # a warm instance runs it (spec keep_warm): no launch
         if self._batch is not None and view.gate is None and not view.attempts:
             self._batch.append((view, action))
             if len(self._batch) >= LAUNCH_BATCH:
@@ -294,6 +299,16 @@ class Applier:
         until = billed_end(row.launched_at, reported_end(a.instance) or stop or now, self.clock.now())
         self.recording.end(view, a, action, now, until)
         crashpoint("end.recorded")
+
+    def _terminate_or_keep(self, view: JobView, job_id: int, a: AttemptView, action: A.Terminate | A.KeepWarm,
+                           now: datetime) -> None:
+        """A Terminate, or a KeepWarm (after the attempt's End): the instance goes to the warm pool
+        (``apply/warm.py``), or is terminated when it cannot."""
+        if isinstance(action, A.KeepWarm):
+            if self.warm is not None and self.warm.keep(view, a, action, now):
+                return
+            action = A.Terminate(action.attempt, action.instance_id)
+        self._terminate(job_id, a, action)
 
     def _terminate(self, job_id: int, a: AttemptView, action: A.Terminate) -> None:
         self.leases.check(job_id, self.clock.now())

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from gpuorch.errors import ProviderError
 from gpuorch.jobs import events
@@ -29,7 +29,7 @@ from gpuorch.provider.port import Instance, Provider
 from gpuorch.reconciler.observe.leases import Leases
 from gpuorch.runners import keys
 from gpuorch.store import Store
-from gpuorch.store.models import Attempt, AttemptStatus
+from gpuorch.store.models import Attempt, AttemptStatus, WarmInstance
 
 log = logging.getLogger("gpuorch.reconciler")
 
@@ -48,9 +48,10 @@ def sweep_orphans(store: Store, providers: Mapping[str, Provider], leases: Lease
     with store.read() as s:
         owned = {tuple(r) for r in s.exec(select(Attempt.provider, Attempt.job_id, Attempt.number)
                                           .where(Attempt.status != AttemptStatus.ENDED))}
+        pooled = warm_owned(s)  # a warm instance (spec keep_warm): idle in the pool, or its lessee's
     theirs = leases.others(now)
     for key, inst in suspects.items():
-        if key in owned or key[1] in theirs:
+        if key in owned or key[1] in theirs or (key[0], inst.id) in pooled:
             continue
         try:
             providers[key[0]].terminate(inst.id)
@@ -61,6 +62,18 @@ def sweep_orphans(store: Store, providers: Mapping[str, Provider], leases: Lease
         with store.write() as ws:
             events.record(ws, now, "orphan_terminated", f"{key[0]} instance {inst.id} had no live attempt",
                           job_id=key[1], attempt=key[2])
+
+
+def warm_owned(s: Session) -> set[tuple[str, str]]:
+    """(provider, instance id) of the instances the warm pool owns: an open idle period's, and
+    one a live attempt runs on (a leased warm instance carries its first attempt's tags). The
+    period is opened in the transaction after its attempt's End, and a lease's attempt row in the
+    one that closes it, so a read after the listing sees every instance handed over before it."""
+    idle = s.exec(select(WarmInstance.provider, WarmInstance.instance_id).where(col(WarmInstance.ended_at).is_(None)))
+    leased = s.exec(select(Attempt.provider, Attempt.instance_id).join(
+        WarmInstance, col(WarmInstance.instance_id) == col(Attempt.instance_id)).where(
+        Attempt.status != AttemptStatus.ENDED, col(WarmInstance.status) == "leased"))
+    return {(p, i) for p, i in idle} | {(p, i) for p, i in leased if i}
 
 
 def sweep_keys(home: Path, store: Store) -> None:

@@ -81,6 +81,16 @@ class Terminate:
 
 
 @dataclass(frozen=True)
+class KeepWarm:
+    """The attempt ended and its instance stays up, idle, until ``until`` for the next job that
+    fits it (spec ``keep_warm``, ``decide/warm.py``): handed to the warm pool, not terminated."""
+
+    attempt: int
+    instance_id: str
+    until: datetime
+
+
+@dataclass(frozen=True)
 class SetJob:
     status: JobStatus
     message: str | None = None
@@ -117,7 +127,7 @@ class Note:
 
 
 Action = (Launch | Relaunch | Adopt | StartAgent | Progress | Drain | End | Terminate | SetJob | Heartbeat | StopCleanly
-          | Note)
+          | Note | KeepWarm)
 
 
 class Step(NamedTuple):  # a tuple: made several times per job per pass, so cheap to make

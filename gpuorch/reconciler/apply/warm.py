@@ -1,0 +1,252 @@
+"""Warm instances (spec ``keep_warm``): the side effects. The rules are ``decide/warm.py``.
+
+- ``keep``: an ended attempt's instance goes to the pool: one ``WarmInstance`` row (status
+  ``dirty``), written after the attempt's End in the job's lease-checked transaction. A runner
+  that cannot make its instance ready for another attempt (``Recycles``) gets a terminate instead.
+- ``sweep`` (after the pass's jobs): each open row is recycled (the finished agent's run
+  directory set aside, then ``idle``), kept, or released (``releasing`` first, then the
+  terminate, then ``released``: a crash anywhere repeats the terminate, which is idempotent).
+- ``reuse`` (before a launch): a launch whose job fits an idle row leases it instead: in one
+  transaction of the job, the row's conditional update (``idle`` -> ``leased``, its period
+  ended), the caps' admission and an attempt row already ``launched`` on the instance. The
+  conditional update and the partial unique index (``models.WarmInstance``) are the lease: two
+  jobs never get one instance, whichever daemons try.
+- ``alias``: a leased instance carries the tags of the attempt that launched it; the listing's
+  entry is filed under its lessee's key too, so the lessee's attempt sees its instance.
+
+Ownership: an open row's instance is owned (``apply/orphans.py`` reads the open rows with the
+attempts), so the orphan sweep leaves it; once released, the origin's attempt is ended and no row
+is open, so an instance whose terminate failed is the orphan sweep's again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any, Protocol, runtime_checkable
+
+from sqlalchemy import update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, func, select
+
+from gpuorch.errors import ProviderError
+from gpuorch.jobs import events
+from gpuorch.jobs.spec import JobSpec
+from gpuorch.ops.crashpoints import crashpoint
+from gpuorch.placement import Candidate
+from gpuorch.provider.port import Instance, Offer, Provider
+from gpuorch.reconciler.apply.money import Money, Txn
+from gpuorch.reconciler.decide import actions as A
+from gpuorch.reconciler.decide import warm as W
+from gpuorch.reconciler.observe.listing import Key
+from gpuorch.reconciler.observe.views import AttemptView, JobView
+from gpuorch.runners.port import RunnerUnavailable
+from gpuorch.store import Store
+from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, WarmInstance
+from gpuorch.warm.ledger import idle_cost
+
+log = logging.getLogger("gpuorch.reconciler")
+
+OPEN = (W.DIRTY, W.IDLE, W.RELEASING)
+Row = Callable[[JobView, A.Launch, Candidate, int, datetime], dict[str, Any]]
+
+
+@runtime_checkable
+class Recycles(Protocol):
+    """A runner that can make its instance ready for another attempt (``LocalRunner.recycle``)."""
+
+    def recycle(self) -> None: ...
+
+
+class _NotLeased(Exception):
+    """The reuse's transaction is rolled back: the row was taken, or the caps refused."""
+
+
+def alias(observed: dict[Key, Instance], attempts: Mapping[int, Sequence[Attempt]], live: set[Key]) -> None:
+    """File each leased instance under its lessee's key too (in place): a live attempt whose key
+    the listing lacks, but whose recorded instance it lists under another key of this
+    installation (the attempt that launched it). Cheap when every live key is listed."""
+    missing = live - observed.keys()
+    if not missing:
+        return
+    want = {(r.provider, r.instance_id): (r.provider, r.job_id, r.number)
+            for job_id in {k[1] for k in missing} for r in attempts.get(job_id, ())
+            if (r.provider, r.job_id, r.number) in missing and r.instance_id}
+    if not want:
+        return
+    for (name, _, _), inst in list(observed.items()):
+        key = want.get((name, inst.id))
+        if key is not None and (key not in observed or inst.state.alive):
+            observed[key] = inst
+
+
+def _view(w: WarmInstance, observed: Mapping[Key, Instance], ok: set[str], stop: str | None) -> W.WarmView:
+    offer = Offer.model_validate_json(w.offer)
+    return W.WarmView(w.id or 0, w.provider, w.instance_id, w.zone, w.instance_type, w.spot, w.image, offer,
+                      w.status, w.keep_until, w.provider in ok,
+                      observed.get((w.provider, w.origin_job_id, w.origin_attempt)), stop)
+
+
+class Warm:
+    def __init__(self, store: Store, providers: Mapping[str, Provider], txn: Txn, money: Money,
+                 row: Row, poll_s: Callable[[], float]) -> None:
+        """``row``: the attempt row's columns for a candidate (``Launching._row``); ``poll_s``:
+        how often an open row is looked at (its caps, its notices)."""
+        self.store, self.providers, self._txn, self.money, self._row = store, providers, txn, money, row
+        self.poll_s = poll_s
+        self.pool: list[W.WarmView] = []  # the idle rows the last sweep left (reuse tries these)
+
+    # -- the End's hand-over ---------------------------------------------------------------------
+    def keep(self, view: JobView, a: AttemptView, action: A.KeepWarm, now: datetime) -> bool:
+        """Hand the ended attempt's instance to the pool; False when it cannot go (its runner
+        cannot recycle): the caller terminates it."""
+        provider, inst = self.providers.get(a.row.provider), a.instance
+        if provider is None or inst is None or not isinstance(provider.runner(inst), Recycles):
+            return False
+        job_id, row = view.job.id or 0, a.row
+        try:
+            with self._txn(job_id) as (s, job):
+                if self._open(s, row.provider, inst.id) is not None:
+                    return True  # handed over already (a pass that died after it)
+                origin = (inst.job_id or job_id, inst.attempt or row.number)
+                s.add(WarmInstance(provider=row.provider, instance_id=inst.id, region=row.region, zone=row.zone,
+                                   instance_type=row.instance_type, spot=row.spot, image=W.image_of(view.spec),
+                                   offer=row.offer or "", price_per_hour=row.price_per_hour,
+                                   billing_granularity_s=row.billing_granularity_s, origin_job_id=origin[0],
+                                   origin_attempt=origin[1], job_id=job_id, attempt=row.number,
+                                   sweep_id=job.sweep_id, status=W.DIRTY, idle_since=now, keep_until=action.until))
+                events.record(s, now, "warm_kept", f"instance {inst.id} kept warm until "
+                              f"{action.until:%H:%M:%S} UTC for the next job that fits it (keep_warm)",
+                              job_id=job_id, attempt=row.number)
+        except IntegrityError:  # another daemon pooled it meanwhile
+            return True
+        crashpoint("warm.kept")
+        return True
+
+    @staticmethod
+    def _open(s: Session, provider: str, instance_id: str) -> WarmInstance | None:
+        return s.exec(select(WarmInstance).where(WarmInstance.provider == provider,
+                                                 WarmInstance.instance_id == instance_id,
+                                                 col(WarmInstance.ended_at).is_(None))).first()
+
+    # -- a launch takes a warm instance ----------------------------------------------------------
+    def reuse(self, view: JobView, action: A.Launch, now: datetime) -> bool:
+        """Lease an idle warm instance for the launch instead of launching (True), if one fits the
+        job and the caps admit it (``decide/warm.match``)."""
+        if not self.pool:
+            return False
+        found = W.match(view.spec, action.candidates, self.pool)
+        if found is None:
+            return False
+        w, cand = found
+        self.pool = [x for x in self.pool if x.id != w.id]  # leased now, or taken: not offered again
+        # The launch paid the instance's minimum bill: the lessee is billed from now, per increment.
+        cand = replace(cand, offer=cand.offer.model_copy(update={"min_billing_s": 0}))
+        job_id = view.job.id or 0
+        try:
+            with self._txn(job_id) as (s, job):
+                number = (s.exec(select(func.max(Attempt.number)).where(Attempt.job_id == job_id)).one() or 0) + 1
+                taken = s.execute(update(WarmInstance).where(
+                    col(WarmInstance.id) == w.id, col(WarmInstance.status) == W.IDLE,
+                    col(WarmInstance.ended_at).is_(None)).values(
+                    status=W.LEASED, ended_at=now, lessee_job_id=job_id, lessee_attempt=number))
+                if taken.rowcount != 1:  # type: ignore[attr-defined]
+                    raise _NotLeased("taken")
+                refused = self.money.admit(s, job, view.spec, cand, now)  # the idle period ended above
+                if refused is not None:
+                    raise _NotLeased(refused)
+                values = self._row(view, action, cand, number, now)
+                values.update(status=AttemptStatus.LAUNCHED, instance_id=w.instance_id, launched_at=now)
+                s.add(Attempt(**values))
+                job.status = JobStatus.RECOVERING if job.preemptions and job.status == JobStatus.RECOVERING \
+                    else JobStatus.STARTING
+                events.record(s, now, "warm_reused", f"runs on warm instance {w.instance_id} ({w.provider} {w.zone} "
+                              f"{w.instance_type} {'spot' if w.spot else 'on-demand'}): no launch",
+                              job_id=job_id, attempt=number)
+        except _NotLeased as e:
+            log.info("job %s: warm instance %s not leased (%s); launching", job_id, w.instance_id, e)
+            return False
+        crashpoint("warm.leased")
+        return True
+
+    # -- after the jobs: recycle, keep or release ------------------------------------------------
+    def sweep(self, observed: Mapping[Key, Instance], ok: set[str], now: datetime,
+              wants: Callable[[W.WarmView], bool], spec_of: Callable[[Job], JobSpec]) -> float | None:
+        """Look at every open row; return how soon one wants looking at again (None: none open).
+        ``wants``: whether a queued job fits a row; ``spec_of``: a job row's parsed spec."""
+        with self.store.read() as s:
+            rows = list(s.exec(select(WarmInstance).where(col(WarmInstance.ended_at).is_(None))))
+            jobs = {j.id: j for j in s.exec(select(Job).where(col(Job.id).in_({w.job_id for w in rows})))} \
+                if rows else {}
+        pool, soonest = [], None
+        for w in rows:
+            view = _view(w, observed, ok, self._stop(jobs.get(w.job_id), spec_of, now))
+            what, why = W.step_for(view, now, w.status == W.RELEASING or wants(view))
+            try:
+                if what == W.RELEASE:
+                    self._release(w, view, why or "released", now)
+                    continue
+                if what == W.RECYCLE:
+                    view = self._recycle(w, view)
+            except (ProviderError, RunnerUnavailable, OSError) as e:  # tried again next pass
+                log.warning("warm instance %s: %s failed: %s", w.instance_id, what, e)
+            if view.status == W.IDLE:
+                pool.append(view)
+            left = max(0.0, (w.keep_until - now).total_seconds())
+            soonest = min(soonest if soonest is not None else left, left, self.poll_s())
+        self.pool = pool
+        return soonest
+
+    def _stop(self, job: Job | None, spec_of: Callable[[Job], JobSpec], now: datetime) -> str | None:
+        """Why the caps of the job that left the instance warm want it released now."""
+        if job is None:
+            return None
+        try:
+            gate = self.money.gate(JobView(job, spec_of(job), ()), now)
+        except ValueError:
+            return None
+        if gate is None or gate.stop is None:
+            return None
+        return "released before its idle time would cross a cap: " + gate.stop.message
+
+    def _recycle(self, w: WarmInstance, view: W.WarmView) -> W.WarmView:
+        provider, inst = self.providers.get(w.provider), view.instance
+        if provider is None or inst is None:
+            return view
+        runner = provider.runner(inst)
+        if not isinstance(runner, Recycles):
+            return view
+        runner.recycle()
+        with self.store.write() as s:
+            s.execute(update(WarmInstance).where(col(WarmInstance.id) == w.id, col(WarmInstance.status) == W.DIRTY,
+                                                 col(WarmInstance.ended_at).is_(None)).values(status=W.IDLE))
+        return replace(view, status=W.IDLE)
+
+    def _release(self, w: WarmInstance, view: W.WarmView, why: str, now: datetime) -> None:
+        """Claim the release (``releasing``), terminate, then close the period, billed until the
+        instance's end when the cloud reports one."""
+        with self.store.write() as s:
+            claimed = s.execute(update(WarmInstance).where(
+                col(WarmInstance.id) == w.id, col(WarmInstance.status).in_(OPEN),
+                col(WarmInstance.ended_at).is_(None)).values(status=W.RELEASING,
+                                                             reason=why if w.status != W.RELEASING else w.reason))
+            if claimed.rowcount != 1:  # type: ignore[attr-defined]
+                return  # leased or released meanwhile
+        inst, provider = view.instance, self.providers.get(w.provider)
+        if provider is not None and (inst is None or inst.state.alive):
+            provider.terminate(w.instance_id)
+            crashpoint("warm.terminated")
+        ended = inst.ended_at if inst is not None and not inst.state.alive and inst.ended_at else now
+        ended = min(max(ended, w.idle_since), now)
+        with self.store.write() as s:
+            row = s.get(WarmInstance, w.id)
+            if row is None or row.ended_at is not None:
+                return
+            row.status, row.ended_at = W.RELEASED, ended
+            cost = idle_cost(row, now)
+            idle = (ended - w.idle_since).total_seconds()
+            events.record(s, now, "warm_released", f"warm instance {w.instance_id} released: {row.reason or why}; "
+                          f"idle {timedelta(seconds=round(idle))}, ${cost:.4f}", job_id=w.job_id, attempt=w.attempt,
+                          idle_s=round(idle, 3), idle_usd=round(cost, 6))
