@@ -9,8 +9,12 @@ Lambda sells no spot or interruptible instances: every row is on-demand (``spot_
 empty).
 
 Instance type names are ``gpu_<count>x_<model>`` (``gpu_8x_h100_sxm5``); ``GPU_MODELS`` maps the
-model part to the GPU table's name. Types whose GPU the table lacks (``rtx6000``: the Turing
-Quadro RTX 6000) are not offered.
+model part to the GPU table's name (``rtx6000`` is the Turing Quadro RTX 6000); types whose GPU
+the table lacks are not offered.
+
+The shipped rows' prices: a ``source`` page and ``as_of`` date per row, and a ``provenance`` column
+saying which are cited (a dated page quoting Lambda's price) and which are indicative (transcribed
+without a fetched copy of the pricing page); ``catalog refresh`` replaces both with the API's.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ GPU_MODELS: dict[str, str] = {
     "a10": "A10",
     "a6000": "RTXA6000",
     "v100": "V100",
+    "rtx6000": "QUADRO-RTX6000",
 }
 _TYPE = re.compile(r"gpu_(\d{1,2})x_([a-z0-9_]+)")
 
@@ -53,6 +58,7 @@ FAMILIES: tuple[Family, ...] = (
     Family(PROVIDER, r"gpu_\d+x_a10$", "A10", 1, "pcie", 25),
     Family(PROVIDER, r"gpu_\d+x_a6000$", "RTXA6000", 4, "pcie", 25),
     Family(PROVIDER, r"gpu_\d+x_v100$", "V100", 8, "nvlink", 25),
+    Family(PROVIDER, r"gpu_\d+x_rtx6000$", "QUADRO-RTX6000", 1, "pcie", 25),
 )
 
 # No ``shapes``: the live listing (GET /instance-types ``specs``) is the authority on vCPUs and

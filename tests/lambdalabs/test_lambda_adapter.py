@@ -39,7 +39,8 @@ def test_offers_are_on_demand_per_region_with_capacity_and_skip_unknown_gpus(mak
     offers = make_provider().offers()
     keys = {(o.instance_type, o.region) for o in offers}
     assert ("gpu_1x_a10", "us-east-1") in keys and ("gpu_1x_a10", "us-west-1") not in keys
-    assert not any(o.instance_type == "gpu_1x_rtx6000" for o in offers)  # a GPU the table lacks
+    rtx6000 = next(o for o in offers if o.instance_type == "gpu_1x_rtx6000")  # the Quadro RTX 6000
+    assert (rtx6000.gpu, rtx6000.gpu_count, rtx6000.price_per_hour) == ("QUADRO-RTX6000", 1, 0.5)
     h100 = next(o for o in offers if o.instance_type == "gpu_8x_h100_sxm5")
     assert (h100.gpu, h100.gpu_count, h100.price_per_hour, h100.interconnect) == ("H100", 8, 23.92, "nvlink")
     assert all(o.spot_price_per_hour is None and (o.billing_granularity_s, o.min_billing_s) == (60, 60)

@@ -30,12 +30,14 @@ def test_every_row_names_its_source_and_date():
     with open(CATALOG.rows, newline="") as f:
         for raw in csv.DictReader(f):
             assert raw["source"].startswith("https://") and len(raw["as_of"]) == 10, raw
+            assert raw["provenance"].split(":")[0] in ("cited", "indicative"), raw
 
 
 def test_instance_type_names_read_as_gpus():
     assert gpus_of("gpu_8x_h100_sxm5") == ("H100", 8)
     assert gpus_of("gpu_1x_a100_80gb_sxm4") == ("A100-80GB", 1)
-    assert gpus_of("gpu_1x_rtx6000") is None and gpus_of("cpu_4x_general") is None
+    assert gpus_of("gpu_1x_rtx6000") == ("QUADRO-RTX6000", 1)  # in the GPU table since issue 33
+    assert gpus_of("gpu_1x_quadro_p4000") is None and gpus_of("cpu_4x_general") is None
 
 
 def test_offline_offers_need_no_key_and_keep_to_the_regions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
