@@ -10,6 +10,9 @@ Families (``docs/operations.md`` has the list with examples):
   ``gpuorch_reconcile_passes_total{outcome}``, and through ``InstrumentedProvider``
   ``gpuorch_provider_calls_total{provider,method}`` and
   ``gpuorch_provider_call_errors_total{provider,method,kind,code}``;
+- from the notification outbox (``notify_collector``): ``gpuorch_notifications_delivered_total``,
+  ``gpuorch_notification_failures_total``, ``gpuorch_notifications_dropped_total``,
+  ``gpuorch_notifications_pending`` (each by ``route``) and ``gpuorch_notification_outbox_depth``;
 - ``gpuorch_daemon_info{owner,version}`` and the standard ``process_*`` families.
 """
 
@@ -25,6 +28,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, Info, Proce
 
 from gpuorch.clock import Clock
 from gpuorch.metrics.instrument import InstrumentedProvider
+from gpuorch.metrics.notify_collector import NotifyCollector
 from gpuorch.metrics.store_collector import StoreCollector
 from gpuorch.provider.port import Provider
 from gpuorch.store import Store
@@ -59,6 +63,7 @@ class Metrics:
         self.info = Info("gpuorch_daemon", "The daemon serving these metrics.", registry=r)
         ProcessCollector(registry=r)
         r.register(StoreCollector(store, clock))
+        r.register(NotifyCollector(store))  # notification deliveries (docs/notifications.md)
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
         self.url: str | None = None
