@@ -68,6 +68,17 @@ def median_abs_error(runs: list[Run]) -> float:
     return statistics.median(abs(r.error()) for r in runs)
 
 
+def summary(runs: list[Run]) -> dict[str, float]:
+    """Median |error| and the worst error (percent) of the fitted runs and of the held-out ones."""
+    out: dict[str, float] = {}
+    for role, key in (("calibration", "fit"), ("holdout", "holdout")):
+        errs = [r.error() for r in runs if r.role == role]
+        out[f"runtime_{key}_runs"] = len(errs)
+        out[f"runtime_{key}_median_abs_err_pct"] = round(100 * statistics.median(abs(e) for e in errs), 1)
+        out[f"runtime_{key}_worst_err_pct"] = round(100 * max(errs, key=abs), 1)
+    return out
+
+
 def table(runs: list[Run]) -> str:
     rows = ["| run | set | GPUs | measured tok/s/GPU | estimate | error | source |", "|---|---|---|---:|---:|---:|---|"]
     rows += [f"| {r.id} | {r.role} | {r.gpus}x{r.gpu.name} | {r.tps_per_gpu:,.0f} | {r.estimate():,.0f} | "

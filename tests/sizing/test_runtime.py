@@ -12,6 +12,8 @@ from gpuorch.sizing.report import check_fit, estimate_report
 from gpuorch.sizing.runtime import (
     AC_SPEED,
     BANDWIDTH_EFFICIENCY,
+    FINETUNE_STACK_SPEED,
+    LORA_SPEED,
     QLORA_SPEED,
     SCALE_FAST,
     SCALE_PCIE,
@@ -36,8 +38,15 @@ def test_training_flops_per_token_with_the_attention_term(method, k):
 
 def test_training_hours_hand_computed_on_one_h100():
     w = Workload(preset="llama-3-8b", method="full", tokens="1B", activation_checkpointing="none")
-    rate = 989e12 * UTILISATION["H100"] / flops_per_token(w)
+    # the hf stack (the default) keeps FINETUNE_STACK_SPEED of torchtitan's calibrated utilisation
+    rate = 989e12 * UTILISATION["H100"] * FINETUNE_STACK_SPEED / flops_per_token(w)
     assert estimate_hours(w, H100) == pytest.approx(1e9 / rate / 3600)
+    titan = w.model_copy(update={"stack": "torchtitan"})
+    assert estimate_hours(titan, H100) == pytest.approx(1e9 / rate / 3600 * FINETUNE_STACK_SPEED)
+    lora = Workload(preset="llama-3-8b", method="lora", tokens="1B", activation_checkpointing="none")
+    rate_l = 989e12 * UTILISATION["H100"] * FINETUNE_STACK_SPEED * LORA_SPEED / flops_per_token(lora)
+    assert estimate_hours(lora, H100) == pytest.approx(1e9 / rate_l / 3600)
+    # a job's own efficiency is its measured utilisation: no stack or adapter factor on top
     q = Workload(preset="llama-3-8b", method="qlora", tokens="1B", efficiency=0.5)  # full checkpointing by default
     rate_q = 989e12 * 0.5 * AC_SPEED["full"] * QLORA_SPEED / flops_per_token(q)
     assert estimate_hours(q, H100) == pytest.approx(1e9 / rate_q / 3600)
