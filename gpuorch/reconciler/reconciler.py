@@ -53,6 +53,7 @@ from gpuorch.reconciler.apply.pulls import Pulls
 from gpuorch.reconciler.apply.recording import Recording
 from gpuorch.reconciler.apply.scheduled import ScheduledStops
 from gpuorch.reconciler.apply.volumes import Volumes
+from gpuorch.reconciler.apply.warm import Warm, alias
 from gpuorch.reconciler.decide.actions import Launch
 from gpuorch.reconciler.decide.job import decide
 from gpuorch.reconciler.memo import Memo
@@ -120,9 +121,10 @@ class Reconciler:
         launching = Launching(self.providers, self._txn, self.money, self.settings, store.installation_id, backoff_s,
                               batch_txn, self.clock, batch_txn)
         recording = Recording(self.providers, self._txn, self.settings, self.volumes, store.installation_id)
+        self.warm = Warm(store, self.providers, self._txn, self.money, launching._row, lambda: self.settings.poll_s)
         self.applier = Applier(self.providers, self._txn, self.leases, self.clock, self.money, self.volumes,
                                launching, recording, self.pool, lambda: heartbeat_every_s(self.settings), home,
-                               batch_txn.held_ids)
+                               batch_txn.held_ids, self.warm)
         self._keys_swept_at: datetime | None = None
         self._runners: list[tuple[Attempt, Runner]] = []  # the job's runners that answered (observe -> record)
         self._attempts: dict[int, list[Attempt]] = {}  # this pass's attempts, by job id
@@ -222,6 +224,7 @@ class Reconciler:
         self.scheduled_stops.note(observed, self.rows.jobs, now)
         self._attempts = self.rows.held_attempts(ids)
         live = self.rows.live_keys(self._attempts)
+        alias(observed, self._attempts, live)  # a leased warm instance, under its lessee's key too
         # Protection first: before the pass's launches and terminations (each a crash point), so a
         # daemon that dies mid-pass every life still sweeps what an earlier life left billing.
         sweep_orphans(self.store, self.providers, self.leases, observed, ok, now, live)
@@ -343,6 +346,7 @@ class Reconciler:
         volumes and keys nobody owns, and bring the instance table up to date."""
         self._forget(p.ids, p.live)
         self.money.finish_sweeps(p.now, self.leases.version)
+        p.lower(self.warm.sweep(p.observed, p.ok, p.now, p.claimed, self.rows.spec, self.leases.version))  # keep_warm
         terminated = self.applier.terminated
         self.money.record_finished_ends(self.clock.now())
         self.volumes.sweep(p.ok, p.now)

@@ -36,11 +36,11 @@ def idle_cost(w: WarmInstance, now: datetime) -> float:
     return attempt_cost(idle_attempt(w), now)
 
 
-def ledger_rows(s: Session, since: datetime, sweeps: Iterable[int]) -> Iterator[tuple[Attempt, int | None]]:
+def ledger_rows(s: Session, since: datetime, sweeps: Iterable[int | None]) -> Iterator[tuple[Attempt, int | None]]:
     """(idle attempt, sweep id) of every idle period the money ledger counts (``Ledger.build``'s
     rows): the open ones, those that ended since ``since`` (the UTC day's start) and those of the
     active ``sweeps``."""
-    ids = list(sweeps)
+    ids = [i for i in sweeps if i is not None]
     clause = or_(col(WarmInstance.ended_at).is_(None), col(WarmInstance.ended_at) >= since)
     if ids:
         clause = or_(clause, col(WarmInstance.sweep_id).in_(ids))

@@ -35,6 +35,7 @@ from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, Sweep, 
 from gpuorch.sweeps.finish import Unfinished, finish_first, first_rung, progressed
 from gpuorch.sweeps.metrics import merge_lines, steps_of
 from gpuorch.sweeps.pruning import TrialHistory, extend_history, parse_history, verdict
+from gpuorch.warm.ledger import ledger_rows
 
 if TYPE_CHECKING:  # the sweep spec's models (0.8 MB) are loaded only once a sweep is active: _rules_of
     from gpuorch.sweeps.spec import Pruning
@@ -84,8 +85,8 @@ class Money:
             col(Job.status).not_in(TERMINAL), col(Job.sweep_id).in_(ids))))
         # A live attempt whose instance the listing already shows ended (the daemon was away) is
         # billed to the cloud's end time from this pass's first look on, not to now.
-        seen = self._observed
-        ledger = Ledger.build([(as_seen(a, seen.get((a.provider, a.job_id, a.number)), now), sid) for a, sid in rows],
+        seen, every = self._observed, [*rows, *ledger_rows(s, day_start(now), ids)]  # + warm idle time (gpuorch.warm)
+        ledger = Ledger.build([(as_seen(a, seen.get((a.provider, a.job_id, a.number)), now), sid) for a, sid in every],
                               now, self.policy)
         if not ids:
             return ledger, {}

@@ -41,6 +41,7 @@ from gpuorch.reconciler.apply.money import Money, Txn
 from gpuorch.reconciler.decide import actions as A
 from gpuorch.reconciler.decide import warm as W
 from gpuorch.reconciler.observe.listing import Key
+from gpuorch.reconciler.observe.rows import UnreadableSpec
 from gpuorch.reconciler.observe.views import AttemptView, JobView
 from gpuorch.runners.port import RunnerUnavailable
 from gpuorch.store import Store
@@ -82,6 +83,25 @@ def alias(observed: dict[Key, Instance], attempts: Mapping[int, Sequence[Attempt
             observed[key] = inst
 
 
+def _queued(claimed: Sequence[Job], spec_of: Callable[[Job], JobSpec]) -> Callable[[W.WarmView], bool]:
+    """Whether a queued (or held) job of the pass fits a warm instance; their specs parsed once."""
+    specs: list[JobSpec] | None = None
+
+    def wants(w: W.WarmView) -> bool:
+        nonlocal specs
+        if specs is None:
+            specs = []
+            for job in claimed:
+                if job.status in (JobStatus.QUEUED, JobStatus.HELD) and not job.cancel_requested:
+                    try:
+                        specs.append(spec_of(job))
+                    except UnreadableSpec:  # the pass quarantines it
+                        continue
+        return any(W.fits(spec, w) is not None for spec in specs)
+
+    return wants
+
+
 def _view(w: WarmInstance, observed: Mapping[Key, Instance], ok: set[str], stop: str | None) -> W.WarmView:
     offer = Offer.model_validate_json(w.offer)
     return W.WarmView(w.id or 0, w.provider, w.instance_id, w.zone, w.instance_type, w.spot, w.image, offer,
@@ -97,6 +117,7 @@ class Warm:
         self.store, self.providers, self._txn, self.money, self._row = store, providers, txn, money, row
         self.poll_s = poll_s
         self.pool: list[W.WarmView] = []  # the idle rows the last sweep left (reuse tries these)
+        self._empty_at: int | None = None  # the store's version when the table had no open row
 
     # -- the End's hand-over ---------------------------------------------------------------------
     def keep(self, view: JobView, a: AttemptView, action: A.KeepWarm, now: datetime) -> bool:
@@ -106,6 +127,7 @@ class Warm:
         if provider is None or inst is None or not isinstance(provider.runner(inst), Recycles):
             return False
         job_id, row = view.job.id or 0, a.row
+        self._empty_at = None
         try:
             with self._txn(job_id) as (s, job):
                 if self._open(s, row.provider, inst.id) is not None:
@@ -172,18 +194,23 @@ class Warm:
         return True
 
     # -- after the jobs: recycle, keep or release ------------------------------------------------
-    def sweep(self, observed: Mapping[Key, Instance], ok: set[str], now: datetime,
-              wants: Callable[[W.WarmView], bool], spec_of: Callable[[Job], JobSpec]) -> float | None:
-        """Look at every open row; return how soon one wants looking at again (None: none open).
-        ``wants``: whether a queued job fits a row; ``spec_of``: a job row's parsed spec."""
+    def sweep(self, observed: Mapping[Key, Instance], ok: set[str], now: datetime, claimed: Sequence[Job],
+              spec_of: Callable[[Job], JobSpec], version: int | None = None) -> float:
+        """Look at every open row; return how soon one wants looking at again (inf: none open).
+        ``claimed``: the pass's jobs (a queued one that fits a row keeps it); ``spec_of``: a job
+        row's parsed spec; ``version``: the store's ``data_version`` at the pass's claim (the
+        table is not read again while the store is unchanged since it was found empty)."""
+        if version is not None and version == self._empty_at:
+            return float("inf")
         with self.store.read() as s:
             rows = list(s.exec(select(WarmInstance).where(col(WarmInstance.ended_at).is_(None))))
             jobs = {j.id: j for j in s.exec(select(Job).where(col(Job.id).in_({w.job_id for w in rows})))} \
                 if rows else {}
-        pool, soonest = [], None
+        pool, soonest = [], float("inf")
+        wants = _queued(claimed, spec_of) if rows else None
         for w in rows:
             view = _view(w, observed, ok, self._stop(jobs.get(w.job_id), spec_of, now))
-            what, why = W.step_for(view, now, w.status == W.RELEASING or wants(view))
+            what, why = W.step_for(view, now, wants is not None and wants(view))
             try:
                 if what == W.RELEASE:
                     self._release(w, view, why or "released", now)
@@ -194,9 +221,9 @@ class Warm:
                 log.warning("warm instance %s: %s failed: %s", w.instance_id, what, e)
             if view.status == W.IDLE:
                 pool.append(view)
-            left = max(0.0, (w.keep_until - now).total_seconds())
-            soonest = min(soonest if soonest is not None else left, left, self.poll_s())
+            soonest = min(soonest, max(0.0, (w.keep_until - now).total_seconds()), self.poll_s())
         self.pool = pool
+        self._empty_at = version if not rows else None
         return soonest
 
     def _stop(self, job: Job | None, spec_of: Callable[[Job], JobSpec], now: datetime) -> str | None:
@@ -205,7 +232,7 @@ class Warm:
             return None
         try:
             gate = self.money.gate(JobView(job, spec_of(job), ()), now)
-        except ValueError:
+        except UnreadableSpec:
             return None
         if gate is None or gate.stop is None:
             return None
