@@ -138,6 +138,30 @@ def _duration(seconds: float) -> str:
     return f"{h}h{m:02d}m" if h else f"{m}m{sec:02d}s"
 
 
+@sweep_app.command("report")
+def report(ctx: typer.Context, name: str = NAME_ARG, json_out: bool = JSON_OPTION,
+           markdown: bool = typer.Option(False, "--markdown", help="Print the report as Markdown.")) -> None:
+    """The morning report of a sweep, as its sweep.finished notification carries it: the trials
+    best first with their parameters, the spend against the cap and what was wasted, the
+    preemptions survived, and why each trial that did not succeed stopped.
+
+    Example: gpuorch sweep report tiny-mlp-sweep --markdown > report.md
+    """
+    from gpuorch.cli.app import fail
+    from gpuorch.cli.jobs import _backend, _errors
+    from gpuorch.notify.report import render
+
+    if json_out and markdown:
+        fail("--json, --markdown: give one of them (--json: the report as data, with its text and Markdown)")
+    with _errors():
+        found = render([_backend(ctx).sweep(name)])
+    if json_out:
+        emit_json({"title": found["title"], "sweep": found["sweeps"][0], "text": found["text"],
+                   "markdown": found["markdown"]})
+    else:
+        typer.echo(found["markdown"] if markdown else found["text"])
+
+
 @sweep_app.command("cancel")
 def cancel(ctx: typer.Context, name: str = NAME_ARG, json_out: bool = JSON_OPTION) -> None:
     """Stop the sweep: unfinished trials are cancelled and their instances terminated.

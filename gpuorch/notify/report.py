@@ -70,24 +70,29 @@ def _sweep_lines(x: dict[str, Any], md: bool) -> list[str]:
     return lines
 
 
-def morning_report(s: Session, sweeps: list[Sweep], now: datetime, since: datetime | None = None) -> dict[str, Any]:
-    """``{"title", "text", "markdown", "sweeps": [summary...], "spent_usd"}``: the sweeps' reports,
-    and with ``since`` the whole installation's spend since then (``gpuorch cost --since``)."""
-    found = [summary(sweep_report(s, w, now)) for w in sweeps]
+def render(reports: list[dict[str, Any]], *, morning: bool = False) -> dict[str, Any]:
+    """``{"title", "text", "markdown", "sweeps": [summary...]}`` of ``gpuorch sweep status``
+    reports (``sweeps.report.sweep_report``, or the HTTP API's answer: the same keys). What
+    ``sweep.finished`` sends and ``gpuorch sweep report`` prints."""
+    found = [summary(r) for r in reports]
     names = ", ".join(x["name"] for x in found) or "no sweep ended"
-    title = f"gpuorch: {names}" if since is None else f"gpuorch morning report: {names}"
     text: list[str] = []
     markdown: list[str] = []
     for x in found:
         text += [*_sweep_lines(x, False), ""]
         markdown += [*_sweep_lines(x, True), ""]
-    out: dict[str, Any] = {"title": title, "sweeps": found}
+    return {"title": f"gpuorch morning report: {names}" if morning else f"gpuorch: {names}", "sweeps": found,
+            "text": "\n".join(text).strip() or names, "markdown": "\n".join(markdown).strip() or names}
+
+
+def morning_report(s: Session, sweeps: list[Sweep], now: datetime, since: datetime | None = None) -> dict[str, Any]:
+    """``render`` of the sweeps' reports, and with ``since`` the whole installation's spend since
+    then (``gpuorch cost --since``): ``spent_usd`` and a last line."""
+    out = render([sweep_report(s, w, now) for w in sweeps], morning=since is not None)
     if since is not None:
         spent = cost_report(s, since, now, "sweep")
         line = f"Spent since {since:%Y-%m-%d %H:%M} UTC: ${spent['total']:.2f} (all jobs)"
-        text.append(line)
-        markdown.append(line)
+        out["text"] = f"{out['text']}\n\n{line}" if out["sweeps"] else line
+        out["markdown"] = f"{out['markdown']}\n\n{line}" if out["sweeps"] else line
         out["spent_usd"] = spent["total"]
-    out["text"] = "\n".join(text).strip() or names
-    out["markdown"] = "\n".join(markdown).strip() or names
     return out

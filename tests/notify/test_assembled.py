@@ -7,9 +7,13 @@ its spend against the cap."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
+from typer.testing import CliRunner
 
+from gpuorch.cli import app
 from gpuorch.notify.sender import from_config
 from gpuorch.testing.daemon import AssembledDaemon
 
@@ -20,6 +24,11 @@ def _config(receiver, tmp_path, secret, **route):
     key = tmp_path / "webhook.key"
     key.write_text(secret)
     return {"notifications": {"webhooks": [{"url": receiver.url, "secret_file": str(key), **route}]}}
+
+
+def _rows(trials: list[dict]) -> list[list[object]]:
+    """What a report says of each trial (not runtime_s: the billed record may be corrected after a send)."""
+    return [[t[k] for k in ("id", "params", "value", "cost", "status")] for t in trials]
 
 
 def _types(receiver) -> list[str]:
@@ -45,7 +54,7 @@ def test_a_failed_job_is_told_with_its_exit_code_and_last_log_lines(tmp_path, re
     assert len({r.id for r in receiver.ok()}) == 2  # one id per event
 
 
-def test_a_finished_sweep_sends_one_morning_report(tmp_path, receiver, secret):
+def test_a_finished_sweep_sends_one_morning_report(tmp_path, receiver, secret, monkeypatch):
     losses = {"0.1": 0.9, "0.01": 0.2, "0.001": 0.5}
     run = ("python3 -c \"import json,os; lr=os.environ['LR']; "
            f"loss={losses!r}[lr]; open(os.environ['GPUORCH_METRICS_FILE'],'a').write(json.dumps("
@@ -74,3 +83,17 @@ def test_a_finished_sweep_sends_one_morning_report(tmp_path, receiver, secret):
     assert text.index("LR=0.01") < text.index("LR=0.001") < text.index("LR=0.1")
     assert "of $5.00 cap" in text and "Preemptions survived: 0" in text
     assert "| # | trial |" in doc["data"]["report"]["markdown"]
+    assert doc["data"]["event"]["sweep_id"] == sweep_id  # the event names its sweep
+    # gpuorch sweep report: the same report, as text, Markdown and JSON; --json with --markdown is refused
+    monkeypatch.setenv("GPUORCH_HOME", str(tmp_path / "home"))
+    cli = CliRunner()
+    out = [cli.invoke(app, ["sweep", "report", "lr-scan", *flag]) for flag in ([], ["--markdown"], ["--json"])]
+    assert [r.exit_code for r in out] == [0, 0, 0], [r.output for r in out]
+    assert out[0].stdout.strip() == text and out[1].stdout.strip() == doc["data"]["report"]["markdown"]
+    as_data = json.loads(out[2].stdout)
+    assert _rows(as_data["sweep"]["trials"]) == _rows(report["trials"])
+    assert as_data["text"] == text
+    both = cli.invoke(app, ["sweep", "report", "lr-scan", "--json", "--markdown"])
+    assert both.exit_code == 2 and both.stderr.startswith("error: --json, --markdown:")
+    missing = cli.invoke(app, ["sweep", "report", "no-such-sweep"])
+    assert missing.exit_code == 3 and len(missing.stderr.strip().splitlines()) == 1
