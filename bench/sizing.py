@@ -11,7 +11,10 @@
   GPU table the estimate accepts for the run's GPU count, against the run's measured need: too
   small when that card has less usable memory than the run needed, too big when a smaller card of
   the table would have held it (its usable memory less the fit's headroom covers the need);
-- the calibration set's figures alongside (``calibration_*``), and the CPU seconds the bench took.
+- the calibration set's figures alongside (``calibration_*``), and the CPU seconds the bench took;
+- ``runtime_fit_*`` / ``runtime_holdout_*``: the runtime estimator against published throughput
+  (tests/data/runtime-calibration.yaml): median |error| and the worst error of the runs its
+  constants were solved on and of those held out (``tests.sizing.runtime_calibration.summary``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from gpuorch.sizing import estimate_memory  # noqa: E402
 from gpuorch.sizing.fit import unsupported  # noqa: E402
 from gpuorch.sizing.memory import allowed_gib  # noqa: E402
 from tests.sizing import calibration as c  # noqa: E402
+from tests.sizing import runtime_calibration as rc  # noqa: E402
 
 
 def _need(p: c.Point) -> float:
@@ -89,6 +93,7 @@ def main() -> None:
         "calibration_stack_median_abs_err_pct": round(cs_med, 1),
         "calibration_stack_worst_under_pct": round(cs_under, 1),
         "calibration_picks_too_small": c_small, "calibration_picks_too_big": c_big,
+        **rc.summary(rc.load()),
         "cpu_s": round(time.process_time() - start, 3),
     }  # fmt: skip
     for p in c.measured(hold):
