@@ -6,7 +6,8 @@ gpu_memory, spot, disk_size, gpu_vendor, flags, provider``; one row per market, 
 on-demand and spot prices are two rows (``spot`` False / True), which become one gpuorch row
 (``price_per_hour``, ``spot_price_per_hour``). ``memory`` and ``gpu_memory`` are GB, read as GiB
 (the GPU table's variant tolerance covers the difference); ``disk_size`` and ``flags`` have no
-gpuorch column; billing comes from the provider's adapter (an empty billing column).
+gpuorch column; billing comes from the provider's adapter (an empty billing column). gpuhunt's
+provider names become gpuorch's (``lambdalabs`` -> ``lambda``, ``vastai`` -> ``vast``).
 
 Each row is parsed by ``rows.parse_row`` and audited by ``audit.py`` like any catalog's, and
 handled as a row of ours is (``rows.parse_csv``): a malformed row is reported with its line and
@@ -34,6 +35,9 @@ THEIRS = {"provider": "provider", "region": "location", "zone": "location", "ins
           "gpu": "gpu_name", "gpu_count": "gpu_count", "gpu_memory_gib": "gpu_memory", "vcpus": "cpu",
           "memory_gib": "memory", "price_per_hour": "price", "spot_price_per_hour": "price"}
 _BOOL = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False, "": False}
+# gpuhunt's provider names (its providers' ``NAME``) -> gpuorch's, where they differ; the rest
+# (aws, gcp, azure, runpod, ...) are the same words.
+PROVIDERS = {"lambdalabs": "lambda", "vastai": "vast"}
 
 
 def is_gpuhunt(header: Iterable[str]) -> bool:
@@ -96,7 +100,7 @@ def convert(reader: csv.DictReader[str], source: str, strict: bool) -> Result:
             continue
         r = g.raw
         out.raws.append({
-            "provider": provider, "region": location, "zone": location, "instance_type": name,
+            "provider": PROVIDERS.get(provider, provider), "region": location, "zone": location, "instance_type": name,
             "gpu": r.get("gpu_name", "") if _count(r) else "", "gpu_count": r.get("gpu_count", ""),
             "gpu_memory_gib": r.get("gpu_memory", "") if _count(r) else "", "vcpus": r.get("cpu", ""),
             "memory_gib": r.get("memory", ""), "price_per_hour": g.on_demand, "spot_price_per_hour": g.spot or "",

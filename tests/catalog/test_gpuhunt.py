@@ -119,7 +119,7 @@ def test_plan_ranks_a_gpuhunt_price_list(tmp_path):
     r = cli("plan", str(job), "--catalog", write(tmp_path, GOOD), "--json")
     assert r.exit_code == 0, r.output
     got = json.loads(r.stdout)
-    assert got["candidates"] and {c["provider"] for c in got["candidates"]} <= {"lambdalabs", "runpod"}
+    assert got["candidates"] and {c["provider"] for c in got["candidates"]} <= {"lambda", "runpod"}
 
 
 def test_our_format_skips_a_bad_row_the_same_way_and_strict_refuses_the_file(tmp_path):
