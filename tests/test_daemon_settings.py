@@ -43,5 +43,6 @@ def test_the_metrics_wrapper_keeps_what_the_adapter_says_about_its_runner_and_la
     from gpuorch_local import LocalProvider
 
     wrapped = InstrumentedProvider(LocalProvider(tmp_path / "local"), calls=None, errors=None)  # type: ignore[arg-type]
-    assert wrapped.runner_outlives_instance is True
-    assert wrapped.runners_may_block is False and wrapped.launches_may_block is False  # local files: in the pass
+    declared = wrapped.capabilities
+    assert declared.runner_outlives_instance is True
+    assert declared.runners_may_block is False and declared.launches_may_block is False  # local files: in the pass

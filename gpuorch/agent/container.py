@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 import signal as _signal
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 # PID 1 inside the container: start the job, forward USR1/USR2/TERM/INT/HUP to every process
 # in the container (kill -1 from PID 1 reaches all but itself), and exit with the job's status
@@ -122,19 +122,38 @@ def parse_image(ref: str) -> ImageRef:
 
 
 @dataclass
+class RegistryLogin:
+    """How the instance logs its container runtime in to ``registry`` before a pull, with its own
+    cloud identity: run ``token_argv`` (it prints a short-lived token), then ``login`` as
+    ``username`` with that token on stdin (the command runs in the agent's environment).
+    Handed to the agent by the instance's provider (``Provider.registry_login``): the agent runs
+    what it is given and knows no cloud's name or CLI."""
+
+    registry: str
+    token_argv: List[str]
+    username: str
+
+
+@dataclass
 class ContainerConfig:
     """How the agent runs the job in a container (part of ``AgentConfig``).
 
     ``runtime``: the argv prefix of the runtime client (``["docker"]``, or ``["podman",
     "--runtime", "runc"]`` with global flags); empty: ``docker`` where its engine answers, else
     ``podman``. ``run_args``: extra ``run`` flags the host needs (ulimits...). ``gpus``:
-    ``auto`` (all GPUs when ``nvidia-smi`` finds any), ``all`` or ``none``.
+    ``auto`` (all GPUs when ``nvidia-smi`` finds any), ``all`` or ``none``. ``login``: how to
+    log in to the image's registry first (None: pull without logging in).
     """
 
     image: str
     runtime: List[str] = field(default_factory=list)
     run_args: List[str] = field(default_factory=list)
     gpus: str = "auto"
+    login: Optional[RegistryLogin] = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.login, dict):  # read back from the agent's JSON config
+            self.login = RegistryLogin(**self.login)
 
 
 def runtime_name(runtime: Sequence[str]) -> str:
@@ -221,34 +240,6 @@ def remove_argv(runtime: Sequence[str], name: str) -> List[str]:
 def login_argv(runtime: Sequence[str], registry: str, username: str) -> List[str]:
     """``login`` reading the password from stdin (never on a command line)."""
     return list(runtime or ["docker"]) + ["login", "--username", username, "--password-stdin", registry]
-
-
-_ECR = re.compile(r"^\d{12}\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$")
-_GAR = re.compile(r"^(?:[a-z0-9-]+-docker\.pkg\.dev|(?:[a-z]+\.)?gcr\.io)$")
-_ACR = re.compile(r"^(?P<name>[a-zA-Z0-9]+)\.azurecr\.io$")
-
-
-def registry_token(registry: Optional[str]) -> Optional[Tuple[List[str], str]]:
-    """How to get a pull token for ``registry`` from the instance's own cloud identity, as
-    ``(argv printing the token, username for login)``; None for other registries.
-
-    ECR: the instance profile's role (``ecr:GetAuthorizationToken``, ``ecr:BatchGetImage``);
-    Artifact Registry / GCR: the VM's service account (``roles/artifactregistry.reader``);
-    ACR: the VM's managed identity (``AcrPull``), exchanged by ``az acr login --expose-token``.
-    No key is ever copied to the instance.
-    """
-    if not registry:
-        return None
-    m = _ECR.match(registry)
-    if m:
-        return ["aws", "ecr", "get-login-password", "--region", m.group("region")], "AWS"
-    if _GAR.match(registry):
-        return ["gcloud", "auth", "print-access-token"], "oauth2accesstoken"
-    m = _ACR.match(registry)
-    if m:
-        return (["az", "acr", "login", "--name", m.group("name"), "--expose-token", "--output", "tsv",
-                 "--query", "accessToken"], "00000000-0000-0000-0000-000000000000")
-    return None
 
 
 def container_env(job_env: Mapping[str, str], own: Iterable[str]) -> Dict[str, str]:

@@ -26,7 +26,6 @@ from gpuorch.agent.container import (
     login_argv,
     parse_image,
     pull_argv,
-    registry_token,
     remove_argv,
     run_argv,
 )
@@ -99,7 +98,8 @@ class ImageHost:
         except ValueError as e:
             raise ContainerError(str(e)) from None
         runtime = list(config.runtime) or detect_runtime()
-        config = ContainerConfig(image=config.image, runtime=runtime, run_args=list(config.run_args), gpus=config.gpus)
+        config = ContainerConfig(image=config.image, runtime=runtime, run_args=list(config.run_args), gpus=config.gpus,
+                                 login=config.login)
         gpus = config.gpus == "all" or (config.gpus == "auto" and has_nvidia_gpus())
         host = cls(config, rundir, gpus)
         try:
@@ -118,12 +118,15 @@ class ImageHost:
         return host
 
     def _login(self, registry: Optional[str]) -> None:
-        """Log the runtime in to a cloud registry with a token from the instance's identity.
-        Best effort: without the cloud's CLI (or a role) the pull's own error says what failed."""
-        how = registry_token(registry)
-        if how is None or registry is None:
+        """Log the runtime in to ``registry`` as the config's ``login`` says (its provider's
+        command printing a token from the instance's identity); nothing for another registry.
+        Best effort: without the command (or a role) the pull's own error says what failed."""
+        how = self.config.login
+        if how is None or registry is None or how.registry != registry:
             return
-        argv, username = how
+        argv, username = list(how.token_argv), how.username
+        if not argv:
+            return
         if not shutil.which(argv[0]):
             log.warning("no %s on this instance: pulling from %s without logging in", argv[0], registry)
             return

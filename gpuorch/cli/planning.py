@@ -306,7 +306,7 @@ def _plan(job: Path, catalog: Path | None, price_list: bool, top: int, json_out:
     hours = PlacementOptions().default_hours
     if spec.deadline is not None and spec.deadline.job_hours is not None:
         hours = spec.deadline.job_hours
-    # A gang goes only to providers whose adapter places that many nodes (Provider.max_nodes).
+    # A gang goes only to providers whose adapter places that many nodes (Capabilities.max_nodes).
     limits = gang_limits({o.provider for o in found}) if spec.nodes > 1 else None
     if limits is not None:
         mine = {p: n for p, n in limits.items() if not spec.providers or p in spec.providers}

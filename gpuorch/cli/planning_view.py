@@ -103,14 +103,14 @@ def warn_flagged(catalog: Path | None) -> None:
 
 
 def gang_limits(providers: set[str]) -> dict[str, int]:
-    """The most nodes each provider places per job: its class's ``max_nodes`` capability (read,
+    """The most nodes each provider places per job: its class's declared ``capabilities.max_nodes`` (read,
     never assumed per provider); one that cannot be imported places 1."""
     from gpuorch.registry import provider_class
 
     limits = {}
     for name in sorted(providers):
         try:
-            limits[name] = int(getattr(provider_class(name), "max_nodes", 1))
+            limits[name] = provider_class(name).capabilities.max_nodes
         except UserInputError:
             limits[name] = 1
     return limits

@@ -62,10 +62,11 @@ def capabilities(provider: Provider) -> str:
     has = [label for label, cap in (("volumes", SupportsVolumes), ("live price refresh", SupportsPriceRefresh),
                                     ("simulated reclaims (debug preempt)", SupportsPreemptionInjection),
                                     ("self-check", SupportsDoctor)) if isinstance(provider, cap)]
-    if provider.runs_containers:
+    declared = provider.capabilities
+    if declared.runs_containers:
         has.append("container images")
-    if provider.max_nodes > 1:
-        has.append(f"up to {provider.max_nodes} nodes per job")
+    if declared.max_nodes > 1:
+        has.append(f"up to {declared.max_nodes} nodes per job")
     return "capabilities: " + (", ".join(has) or "none beyond the port")
 
 

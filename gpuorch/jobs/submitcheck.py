@@ -98,16 +98,16 @@ def volume_scope(spec: Any, providers: Sequence[str], with_volumes: Sequence[str
 def workload_check(spec: Any, classes: Mapping[str, Any], source: str) -> None:
     """Refuse (UserInputError) an ``image:`` or ``nodes:`` that no enabled provider the job may
     use can honour: ``classes`` are the enabled providers' classes by name (their
-    ``runs_containers`` and ``max_nodes``)."""
+    declared ``capabilities``: ``runs_containers`` and ``max_nodes``)."""
     allowed = {n: c for n, c in classes.items() if spec.providers is None or n in spec.providers}
     names = ", ".join(sorted(allowed)) or "none"
-    if spec.image is not None and not any(getattr(c, "runs_containers", False) for c in allowed.values()):
-        can = sorted(n for n, c in classes.items() if getattr(c, "runs_containers", False))
+    if spec.image is not None and not any(c.capabilities.runs_containers for c in allowed.values()):
+        can = sorted(n for n, c in classes.items() if c.capabilities.runs_containers)
         fix = f"allow one that can ({', '.join(can)})" if can else "enable local, aws, gcp or azure"
         raise UserInputError(f"{source}: image: the providers this job may use ({names}) cannot run containers; "
                              f"{fix}, or remove image")
-    if spec.nodes > 1 and not any(getattr(c, "max_nodes", 1) >= spec.nodes for c in allowed.values()):
-        most = max([getattr(c, "max_nodes", 1) for c in allowed.values()] or [1])
+    if spec.nodes > 1 and not any(c.capabilities.max_nodes >= spec.nodes for c in allowed.values()):
+        most = max([c.capabilities.max_nodes for c in allowed.values()] or [1])
         raise UserInputError(f"{source}: nodes: {spec.nodes} nodes, but the providers this job may use ({names}) "
                              f"place at most {most} per job; use nodes: {most}")
 

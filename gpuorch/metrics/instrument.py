@@ -1,15 +1,17 @@
 """Count every call the daemon makes to a provider, at one place: a wrapper around each Provider.
 
-The wrapper is a Provider itself and forwards everything else (capabilities included, so the
-core's ``isinstance(p, SupportsVolumes)`` checks still see what the adapter offers). Errors are
+The wrapper is a Provider itself and forwards everything else: the adapter's declared
+``capabilities`` as the one value they are, each optional port method they name, and the
+Protocol capabilities (so the core's ``isinstance(p, SupportsVolumes)`` checks still see what
+the adapter offers). Errors are
 counted by provider, method, kind (the domain error class) and the adapter's error code, then
 re-raised unchanged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from prometheus_client import Counter
 
@@ -24,6 +26,10 @@ from gpuorch.errors import (
 )
 from gpuorch.provider.port import Instance, LaunchRequest, Offer, Provider
 from gpuorch.runners.port import Runner
+
+if TYPE_CHECKING:
+    from gpuorch.agent.container import RegistryLogin
+    from gpuorch.agent.protocol import AgentStatus
 
 T = TypeVar("T")
 
@@ -51,9 +57,8 @@ class InstrumentedProvider(Provider):
     def __init__(self, inner: Provider, calls: Counter, errors: Counter) -> None:
         self._inner, self._calls, self._errors = inner, calls, errors
         self.name = inner.name
-        # Class attributes of the port: __getattr__ would never see the adapter's values.
-        for capability in Provider.DECLARED_CAPABILITIES:
-            setattr(self, capability, getattr(inner, capability))
+        # One value, a class attribute of the port: __getattr__ would never see the adapter's.
+        self.capabilities = inner.capabilities
 
     def _call(self, method: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         self._calls.labels(self.name, method).inc()
@@ -80,6 +85,17 @@ class InstrumentedProvider(Provider):
 
     def runner(self, instance: Instance) -> Runner:
         return self._inner.runner(instance)
+
+    # The port's optional methods (each behind a declared capability) are the port's own defaults
+    # here unless forwarded: __getattr__ never sees a method the base class has.
+    def agent_statuses(self, instances: Sequence[Instance]) -> Mapping[str, tuple[Runner, AgentStatus | None] | None]:
+        return self._call("agent_statuses", self._inner.agent_statuses, instances)
+
+    def can_attach_volume(self, instance_type: str, disk_type: str | None = None) -> bool:
+        return self._inner.can_attach_volume(instance_type, disk_type)  # pure: no cloud call to count
+
+    def registry_login(self, registry: str) -> RegistryLogin | None:
+        return self._inner.registry_login(registry)  # pure: no cloud call to count
 
     def close(self) -> None:
         self._inner.close()

@@ -41,7 +41,8 @@ def audited(provider: str, offers: list[Any], report: Callable[[str], None] | No
 
 
 def price_source(provider: Provider) -> str:
-    return str(getattr(provider, "price_source", f"{provider.name} offers()"))
+    """Where ``provider``'s refreshed prices come from (its declared ``price_source``)."""
+    return provider.capabilities.price_source or f"{provider.name} offers()"
 
 
 class CatalogRefresher:

@@ -66,7 +66,7 @@ class KeyedAvoid:
 # of ``placement_key`` so that jobs differing only in them share a placement. Every other field,
 # including one added later, is part of the key: at worst a memo miss, never a wrong answer.
 NOT_PLACEMENT = frozenset({"name", "run", "setup", "workdir", "env", "retry", "recovery", "budget", "deadline",
-                           "volume"})
+                           "volume", "max_wait"})
 
 
 def placement_key(spec: JobSpec) -> str:
@@ -87,7 +87,7 @@ def candidates(
     """Every pair that holds ``spec`` (at most ``limit``), cheapest expected total first.
 
     Memoised on the index when ``avoid`` is None or a ``KeyedAvoid`` and ``options`` is None or
-    sets nothing but ``max_nodes`` (the daemon's case: each provider's ``Provider.max_nodes``, so
+    sets nothing but ``max_nodes`` (the daemon's case: each provider's ``Capabilities.max_nodes``, so
     a gang only goes where it can be placed); a fresh list each call, so callers may reorder it."""
     gangs = _gang_key(options)
     if gangs is None or not (avoid is None or isinstance(avoid, KeyedAvoid)):

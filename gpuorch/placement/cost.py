@@ -45,7 +45,7 @@ class PlacementOptions:
     egress_internet_usd_per_gib: float = 0.09  # out of one cloud into another
     interruptions_per_hour: Mapping[str, float] = field(default_factory=lambda: dict(INTERRUPTIONS_PER_HOUR))
     unknown_interruptions_per_hour: float = 0.15  # no advisor data (GCP, Azure, CSV rows)
-    # The most nodes each provider places per job (``Provider.max_nodes``; a provider not named: 1).
+    # The most nodes each provider places per job (``Capabilities.max_nodes``; a provider not named: 1).
     # None: not known here (the daemon's submit check refused what no provider can place).
     max_nodes: Mapping[str, int] | None = None
 

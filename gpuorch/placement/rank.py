@@ -11,7 +11,7 @@ A gang (``nodes: N``) is N instances of one offer (one type, one zone): its expe
 times one instance's (every node bills, restores the checkpoint and is redone after a
 preemption), a preemption of any node ends the attempt (N times the interruption rate), and
 ``max_price_per_hour`` caps the gang's hourly total. ``PlacementOptions.max_nodes`` (each
-provider's ``Provider.max_nodes``) refuses the classes of providers that cannot place N nodes.
+provider's ``Capabilities.max_nodes``) refuses the classes of providers that cannot place N nodes.
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ def plan(
         most = opts.max_nodes.get(c.provider, 1) if opts.max_nodes is not None else nodes
         if nodes > most:
             refused[ci] = Refusal(f"nodes: {nodes}, but provider {c.provider} places at most {most} per job; use "
-                                  f"nodes: {most} or a provider that places more (Provider.max_nodes)")
+                                  f"nodes: {most} or a provider that places more (Capabilities.max_nodes)")
             continue
         fits[ci] = fit
         scen, ckpt = _scenario(spec, opts, c, fit)

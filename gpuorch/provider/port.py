@@ -1,7 +1,8 @@
 """The provider port: the small interface every cloud adapter implements.
 
-Core methods are on ``Provider``; optional features are capabilities (``SupportsVolumes``),
-which the core discovers with ``isinstance`` and never by provider name. Adapters translate
+Core methods are on ``Provider``; what an adapter can do is its declared ``capabilities``
+(``gpuorch.provider.capabilities``), and whole optional features are Protocols
+(``SupportsVolumes``), which the core discovers with ``isinstance``; never by provider name. Adapters translate
 their SDK's errors into ``gpuorch.errors`` at this boundary, and import their SDK lazily.
 
 Every resource an adapter creates carries the tags from ``managed_tags`` so it can be found
@@ -15,15 +16,19 @@ import re
 from abc import ABC, abstractmethod
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import Field
 
+from gpuorch.provider.capabilities import Capabilities
 from gpuorch.provider.offer import Model, Offer
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
     from pathlib import Path
 
+    from gpuorch.agent.container import RegistryLogin
+    from gpuorch.agent.protocol import AgentStatus
     from gpuorch.doctor.findings import Finding
     from gpuorch.runners.port import Runner
 
@@ -185,31 +190,10 @@ class Provider(ABC):
     """Contract every adapter honours (tested by ``gpuorch.testing.contract``)."""
 
     name: str
-    # True when the runner can still read an ended instance's agent status and logs (local
-    # processes leave their files behind); a cloud VM's are gone with it.
-    runner_outlives_instance: bool = False
-    # True when a runner call may wait on the network (SSH to a VM): the daemon then reads agent
-    # statuses off the pass. Runners that read local files or memory answer inline.
-    runners_may_block: bool = True
-    # True when a launch may wait on the network (a cloud API): the daemon spreads a pass's
-    # launches over its launch pool's threads. Launches that write local files are made in the pass.
-    launches_may_block: bool = True
-    # True when its runners' agents can run a job's ``image:`` (docs/workloads.md); ``submit``
-    # refuses an image for a job no such enabled provider may take.
-    runs_containers: bool = False
-    # The most instances one job may span (spec ``nodes:``); 1: no multi-node placement.
-    max_nodes: int = 1
-    # True for capacity the user already owns (a Kubernetes cluster, SSH boxes): its offers may be
-    # priced 0 (or at an internal rate) and are never bought. Clouds sell at a positive price.
-    owned_capacity: bool = False
-    # Every capability declared above as a class attribute. A wrapper around a Provider (the
-    # metrics one, any later one) copies each of these from the adapter it wraps: ``__getattr__``
-    # never sees a class attribute, so a forgotten one silently takes the port's default (a gang
-    # adapter's ``max_nodes`` 8 would read 1). ``gpuorch.testing.wrappers`` checks every shipped
-    # wrapper against every shipped provider, so adding a capability here is the whole change.
-    DECLARED_CAPABILITIES: ClassVar[tuple[str, ...]] = (
-        "runner_outlives_instance", "runners_may_block", "launches_may_block", "runs_containers", "max_nodes",
-        "owned_capacity")
+    # What this adapter can do, declared once (``gpuorch.provider.capabilities``): each adapter
+    # sets its own value on its class; the core reads ``provider.capabilities.X``, never an
+    # attribute of the adapter. A wrapper forwards this one value.
+    capabilities: Capabilities = Capabilities()
 
     @abstractmethod
     def offers(self) -> list[Offer]:
@@ -304,6 +288,30 @@ class Provider(ABC):
             from gpuorch.errors import PermanentError
 
             raise PermanentError(f"offer of provider {offer.provider!r} sent to {self.name}", code="InvalidOffer")
+
+    def agent_statuses(self, instances: Sequence[Instance]) -> Mapping[str, tuple[Runner, AgentStatus | None] | None]:
+        """Capability ``agent_statuses``: the agents of many ``instances`` read in one call, by a
+        provider whose runners answer inline (the sim: one ``stat`` per agent, no record check the
+        listing just made). By instance id: (the runner, its status), or None for one whose runner
+        cannot answer; an id left out is read on its own. Raises what ``Runner.status`` raises
+        (the call then counts for none). An answer that is the very object of the previous call's
+        answer for the same instance promises that the job's log and metrics did not change in
+        between: the caller may skip looking at them while the status's value (``status_value``)
+        is unchanged too. The status itself is compared by value, never by identity: one
+        refreshed in place is seen as changed. Called only where the capability is declared."""
+        raise NotImplementedError(f"{self.name} reads no agent statuses in one call")
+
+    def can_attach_volume(self, instance_type: str, disk_type: str | None = None) -> bool:
+        """Capability ``volume_attach_check``: whether ``instance_type`` can attach a volume of
+        ``disk_type`` (None: the provider's default). Without the capability: every type can."""
+        return True
+
+    def registry_login(self, registry: str) -> RegistryLogin | None:
+        """Capability ``registry_login``: how an instance of this provider logs its container
+        runtime in to ``registry`` (an image reference's host) with the instance's own identity,
+        or None for a registry that is not this provider's. Pure: no cloud call; the agent runs
+        the command it is given, and no key is ever copied to the instance."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release clients and threads."""

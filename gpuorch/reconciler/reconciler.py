@@ -164,8 +164,8 @@ class Reconciler:
         """Provider ``name``, if its runner is worth asking for an attempt's agent: only a running
         instance is worth a (possibly slow) connection, a booting one is not yet."""
         provider = self.providers.get(name)
-        if inst is None or provider is None or not (
-                inst.state == InstanceState.RUNNING or (not inst.state.alive and provider.runner_outlives_instance)):
+        if inst is None or provider is None or not (inst.state == InstanceState.RUNNING or (
+                not inst.state.alive and provider.capabilities.runner_outlives_instance)):
             return None
         return provider
 

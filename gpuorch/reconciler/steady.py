@@ -290,7 +290,7 @@ def kept_unviewed(memo: Steady, job_id: int, rows: Sequence[Attempt] | None,
         if (provider := ask(name, inst)) is not None:
             assert inst is not None
             key = (name, job_id, number, inst.id)
-            read = None if provider.runners_may_block else batched.get(key)
+            read = None if provider.capabilities.runners_may_block else batched.get(key)
             if read is None:  # read in the view (inline or off the pass): view it
                 return None
             value, reachable = read.value, read.reachable

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, cast
 
@@ -80,7 +80,25 @@ class VolumeMountFailed(Exception):
         self.volume_id, self.path, self.why = volume_id, path, why
 
 
+@dataclass(frozen=True)
+class RunnerCapabilities:
+    """A runner's declared capabilities (as ``gpuorch.provider.capabilities.Capabilities`` for a
+    provider): each flag says the runner has its own version of the port method it names, which
+    the core calls only then."""
+
+    # ``Runner.listed_heartbeat``: a heartbeat that trusts the pass's listing that the instance is
+    # alive (a local runner then need not read its instance record again).
+    listed_heartbeat: bool = False
+
+
+# The optional port methods each flag stands for: (flag, method name).
+RUNNER_METHODS: tuple[tuple[str, str], ...] = (("listed_heartbeat", "listed_heartbeat"),)
+
+
 class Runner(ABC):
+    # Declared once on each runner class; the core reads ``runner.capabilities.X``.
+    capabilities: RunnerCapabilities = RunnerCapabilities()
+
     @abstractmethod
     def start(self, config: AgentConfig, workdir: Path | None = None) -> None:
         """Place the agent (and ``workdir``'s files) on the instance and start it detached.
@@ -110,6 +128,11 @@ class Runner(ABC):
 
     def heartbeat(self) -> None:  # noqa: B027 - optional
         """Tell the agent the control host is alive (feeds its dead-man switch)."""
+
+    def listed_heartbeat(self) -> None:
+        """Capability ``listed_heartbeat``: ``heartbeat`` for an instance the pass's listing just
+        showed alive (a runner may then skip its own look at the instance). Default: ``heartbeat``."""
+        self.heartbeat()
 
     def request_stop(self, deadline: float) -> None:
         """Ask the agent to take a final checkpoint and stop the job by ``deadline`` (epoch s).

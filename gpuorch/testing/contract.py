@@ -188,8 +188,8 @@ class ProviderContract:
         assert {o.provider for o in offers} == {provider.name}
         keys = [(o.zone, o.instance_type) for o in offers]
         assert len(keys) == len(set(keys)), "one offer per (zone, instance type)"
-        # Owned capacity (``Provider.owned_capacity``) may be priced 0; a cloud sells at a price.
-        floor_ok = (lambda p: p >= 0) if provider.owned_capacity else (lambda p: p > 0)
+        # Owned capacity (``Capabilities.owned_capacity``) may be priced 0; a cloud sells at a price.
+        floor_ok = (lambda p: p >= 0) if provider.capabilities.owned_capacity else (lambda p: p > 0)
         for o in offers:
             assert o.region and o.zone and o.instance_type
             assert math.isfinite(o.price_per_hour) and floor_ok(o.price_per_hour), o.price_per_hour

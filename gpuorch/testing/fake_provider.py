@@ -19,6 +19,7 @@ from typing import TypeVar
 from gpuorch.agent.protocol import AgentConfig
 from gpuorch.clock import FakeClock
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, TransientError
+from gpuorch.provider.capabilities import Capabilities
 from gpuorch.provider.port import (
     TAG_JOB,
     TAG_MANAGED,
@@ -54,8 +55,8 @@ def default_offers(provider: str = "fake") -> list[Offer]:
 
 
 class FakeProvider(Provider):
-    runner_outlives_instance = True  # its fake agents answer from memory
-    runners_may_block = False
+    # Its fake agents answer from memory: readable after the instance ended, never blocking.
+    capabilities = Capabilities(runner_outlives_instance=True, runners_may_block=False)
 
     def __init__(self, clock: FakeClock | None = None, offers: list[Offer] | None = None, *, name: str = "fake",
                  boot_s: float = 0.0, script: FakeJobScript | None = None, faults: FaultPlan | None = None) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import ClassVar, TypeVar
@@ -189,8 +189,10 @@ class RunnerContract:
         (``InPlaceStatusRunner`` around this one): the daemon's reads (``read_status``, and
         ``batch_reads`` handed the very answer again) take its value when read, so the change is
         seen; the same answer with nothing changed is not new."""
+        from gpuorch.provider.capabilities import Capabilities
         from gpuorch.provider.port import Instance, InstanceState
         from gpuorch.reconciler.observe.status_reads import Read, batch_reads, read_status
+        from gpuorch.testing.fake_provider import FakeProvider
 
         in_place = InPlaceStatusRunner(runner)
         inst = Instance(id="contract-1", provider="contract", region="r", zone="z", instance_type="t", spot=False,
@@ -201,8 +203,11 @@ class RunnerContract:
         running = read_status(lambda _: in_place, inst)
         answer = (in_place, running.agent)  # a provider that hands out this one answer, ever
 
-        class OneAnswer:
-            def agent_statuses(self, instances: object) -> dict[str, object]:
+        class OneAnswer(FakeProvider):  # declares the capability: the core asks no other provider
+            capabilities = Capabilities(agent_statuses=True)
+
+            def agent_statuses(self, instances: Sequence[Instance]
+                               ) -> Mapping[str, tuple[Runner, AgentStatus | None] | None]:
                 return {inst.id: answer}
 
         assert batch_reads(OneAnswer(), [(key, inst)], answers)[key].new, "a first answer is new"

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from gpuorch.agent.container import RegistryLogin
 from gpuorch.errors import AuthError, NotFoundError, PermanentError, ProviderError, UserInputError
 from gpuorch.provider import (
     Finding,
@@ -32,6 +33,7 @@ from gpuorch.provider import (
     launch_cloud_config,
     utcnow,
 )
+from gpuorch.provider.capabilities import Capabilities
 from gpuorch.provider.port import TAG_NODE
 
 from .calls import Ec2, RetryPolicy
@@ -49,6 +51,7 @@ from .parse import (
     to_instance,
     transition_time,
 )
+from .registry import ecr_login
 from .requests import attempt_filters, gang_run_instances_kwargs, managed_filters, run_instances_kwargs
 from .volumes import EbsVolumes
 
@@ -64,8 +67,13 @@ class AwsProvider(AwsGangs, EbsVolumes, Provider):
     in a cluster placement group (gang.py, ``gpuorch.provider.gang_cloud``)."""
 
     name = PROVIDER
-    runs_containers = True  # the agent runs docker on the VM (docs/workloads.md)
-    max_nodes = MAX_NODES
+    # The agent runs docker on the VM (docs/workloads.md) and logs it in to ECR (registry.py).
+    capabilities = Capabilities(max_nodes=MAX_NODES, runs_containers=True, volume_attach_check=True,
+                                registry_login=True)
+
+    def registry_login(self, registry: str) -> RegistryLogin | None:
+        """ECR with the instance profile's role (``registry.py``)."""
+        return ecr_login(registry)
 
     def __init__(self, options: AwsOptions, *, home: Path | None = None, session: Any = None,
                  prices: PriceSource | None = None, buckets: BucketSource | None = None,

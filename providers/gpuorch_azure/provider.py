@@ -26,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from gpuorch.agent.container import RegistryLogin
 from gpuorch.errors import (
     AuthError,
     NoCapacityError,
@@ -46,6 +47,7 @@ from gpuorch.provider import (
     Runner,
     utcnow,
 )
+from gpuorch.provider.capabilities import Capabilities
 from gpuorch.provider.port import TAG_NODE
 
 from .calls import Arm, Exists
@@ -64,6 +66,7 @@ from .parse import (
     public_address,
     to_instance,
 )
+from .registry import acr_login
 from .requests import login_key, vm_body, with_proximity_placement_group
 from .volumes import ManagedDisks
 
@@ -75,9 +78,14 @@ class AzureProvider(AzureGangs, ManagedDisks, Provider):
     gangs (``nodes:``) in a proximity placement group (gang.py, ``gpuorch.provider.gang_cloud``)."""
 
     name = PROVIDER
-    price_source = "Azure Retail Prices API (prices.azure.com) + resource_skus (sizes, zones)"
-    runs_containers = True  # the agent runs docker on the VM (docs/workloads.md)
-    max_nodes = MAX_NODES
+    # The agent runs docker on the VM (docs/workloads.md) and logs it in to ACR (registry.py).
+    capabilities = Capabilities(
+        max_nodes=MAX_NODES, runs_containers=True, volume_attach_check=True, registry_login=True,
+        price_source="Azure Retail Prices API (prices.azure.com) + resource_skus (sizes, zones)")
+
+    def registry_login(self, registry: str) -> RegistryLogin | None:
+        """ACR with the VM's managed identity (``registry.py``)."""
+        return acr_login(registry)
 
     def __init__(self, options: AzureOptions, *, home: Path | None = None, credential: Any = None,
                  sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,

@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from gpuorch.agent.container import RegistryLogin
 from gpuorch.errors import AuthError, NotFoundError, PermanentError, ProviderError, TransientError, UserInputError
 from gpuorch.provider import (
     TAG_MANAGED,
@@ -33,6 +34,7 @@ from gpuorch.provider import (
     RunnerUnavailable,
     utcnow,
 )
+from gpuorch.provider.capabilities import Capabilities
 from gpuorch.provider.port import TAG_NODE
 
 from .calls import Gce, RetryPolicy
@@ -42,6 +44,7 @@ from .gang import MAX_NODES, GcpGangs
 from .names import instance_name, label_filter, label_key, request_id
 from .offers import catalog_offers
 from .parse import HOSTKEYS, PREEMPTED_OP, PROVIDER, gone_preempted, host_keys, is_spot, preempted_ops, to_instance
+from .registry import gar_login
 from .requests import instance_body, with_placement_policy
 from .volumes import PersistentDisks
 
@@ -54,9 +57,14 @@ class GcpProvider(GcpGangs, PersistentDisks, Provider):
     gangs (``nodes:``) under a compact placement policy (gang.py, ``gpuorch.provider.gang_cloud``)."""
 
     name = PROVIDER
-    price_source = "Compute Engine machineTypes + Cloud Billing Catalog API (services/6F81-5844-456A/skus)"
-    runs_containers = True  # the agent runs docker on the VM (docs/workloads.md)
-    max_nodes = MAX_NODES
+    # The agent runs docker on the VM (docs/workloads.md) and logs it in to Artifact Registry (registry.py).
+    capabilities = Capabilities(
+        max_nodes=MAX_NODES, runs_containers=True, volume_attach_check=True, registry_login=True,
+        price_source="Compute Engine machineTypes + Cloud Billing Catalog API (services/6F81-5844-456A/skus)")
+
+    def registry_login(self, registry: str) -> RegistryLogin | None:
+        """Artifact Registry / GCR with the VM's service account (``registry.py``)."""
+        return gar_login(registry)
 
     def __init__(self, options: GcpOptions, *, home: Path | None = None, credentials: Any = None,
                  sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,

@@ -21,6 +21,7 @@ from typing import Any
 
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, ProviderError, UserInputError
 from gpuorch.provider import Finding, Instance, LaunchRequest, Offer, Provider, Runner, utcnow
+from gpuorch.provider.capabilities import Capabilities
 
 from . import pods
 from .cluster import Cluster
@@ -38,10 +39,9 @@ class KubernetesProvider(Provider):
     deleted with a grace period, as ``kubectl delete --grace-period`` does) and ``SupportsDoctor``."""
 
     name = PROVIDER
-    owned_capacity = True
-    runner_outlives_instance = False  # the run dir is the pod's emptyDir: gone with the pod
-    runners_may_block = True  # pods/exec over the network
-    launches_may_block = True
+    # The run dir is the pod's emptyDir (gone with the pod); pods/exec goes over the network.
+    capabilities = Capabilities(owned_capacity=True, runner_outlives_instance=False, runners_may_block=True,
+                                launches_may_block=True)
 
     def __init__(self, regions: list[Region], options: KubernetesOptions, home: Path) -> None:
         self.regions = {r.name: r for r in regions}

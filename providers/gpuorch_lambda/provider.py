@@ -22,6 +22,7 @@ from typing import Any
 
 from gpuorch.errors import NotFoundError, PermanentError, TransientError
 from gpuorch.provider import Finding, Instance, InstanceState, LaunchRequest, Offer, Provider, RetryPolicy, Runner
+from gpuorch.provider.capabilities import Capabilities
 
 from .api import LambdaApi
 from .catalog import PROVIDER
@@ -37,9 +38,10 @@ class LambdaProvider(Provider):
     """Contract: ``gpuorch.provider.port.Provider``; ``SupportsDoctor``; ``SupportsPriceRefresh``."""
 
     name = PROVIDER
-    price_source = "Lambda Cloud API GET /instance-types (price_cents_per_hour, regions_with_capacity_available)"
-    runs_containers = True  # the agent runs the job's image with the host's Docker (Lambda Stack ships it)
-    max_nodes = 1
+    # The agent runs the job's image with the host's Docker (Lambda Stack ships it).
+    capabilities = Capabilities(
+        runs_containers=True,
+        price_source="Lambda Cloud API GET /instance-types (price_cents_per_hour, regions_with_capacity_available)")
 
     def __init__(self, options: LambdaOptions, *, api_key: str, home: Path | None = None,
                  runner_options: Any = None, sleep: Callable[[float], None] = time.sleep,

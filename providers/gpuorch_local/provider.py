@@ -30,6 +30,7 @@ from gpuorch.provider import (
     Runner,
     utcnow,
 )
+from gpuorch.provider.capabilities import Capabilities
 from gpuorch.provider.gang import launch_gang, master_port, node_requests
 from gpuorch.provider.localdir import (
     REASON_TERMINATED,
@@ -77,11 +78,11 @@ class LocalProvider(Provider):
     ``SupportsDoctor``."""
 
     name = PROVIDER
-    runner_outlives_instance = True  # the run dir stays after the process groups are killed
-    runners_may_block = False  # its runner reads and writes local files
-    launches_may_block = False  # a launch writes local files
-    runs_containers = True  # through podman or docker on this host (providers.local.container)
-    max_nodes = 8  # gangs of instance directories, one instance to the daemon (gang.py)
+    # The run dir stays after the process groups are killed; its runner and its launches read and
+    # write local files; images run through podman or docker on this host (providers.local.container);
+    # gangs are instance directories, one instance to the daemon (gang.py).
+    capabilities = Capabilities(runner_outlives_instance=True, runners_may_block=False, launches_may_block=False,
+                                runs_containers=True, max_nodes=8)
 
     def __init__(self, home: Path, offers: list[Offer] | None = None, boot_s: float = 0.0,
                  container: ContainerConfig | None = None, isolation: Isolation | None = None) -> None:

@@ -30,6 +30,7 @@ from gpuorch.provider import (
     Runners,
     launch_cloud_config,
 )
+from gpuorch.provider.capabilities import Capabilities
 from gpuorch.runners.inimage import InImageRunner
 
 from . import documents as doc
@@ -50,7 +51,7 @@ class RunpodProvider(Provider):
     name = PROVIDER
     # A pod is itself a container of the image RunPod starts: a job's ``image:`` is the pod's image
     # (``LaunchRequest.image``), and the agent runs the job's commands in it directly (InImageRunner).
-    runs_containers = True
+    capabilities = Capabilities(runs_containers=True)
 
     def __init__(self, options: RunpodOptions, key: str, *, home: Path | None = None,
                  runner_options: RunnerOptions | None = None, sleep: Callable[[float], None] = time.sleep,

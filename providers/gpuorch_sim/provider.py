@@ -38,6 +38,7 @@ from gpuorch.provider import (
     Runner,
     RunnerUnavailable,
 )
+from gpuorch.provider.capabilities import Capabilities
 from gpuorch.provider.localdir import REASON_TERMINATED, InstanceDir, LocalRunner, Meta, capacity, instance_id_for
 from gpuorch.provider.localdir.watch import RunDirWatch
 
@@ -72,9 +73,10 @@ class SimProvider(Provider):
     """Contract: ``gpuorch.provider.port.Provider``; also ``SupportsPreemptionInjection``."""
 
     name = PROVIDER
-    runner_outlives_instance = True  # run dirs stay after a reclaim: the agent's last word is readable
-    runners_may_block = False  # its runner reads and writes local files
-    launches_may_block = False  # a launch writes local files
+    # Run dirs stay after a reclaim (the agent's last word is readable); its runner and its
+    # launches read and write local files; ``agent_statuses`` reads many agents at once.
+    capabilities = Capabilities(runner_outlives_instance=True, runners_may_block=False, launches_may_block=False,
+                                agent_statuses=True)
 
     def __init__(self, home: Path, options: SimOptions) -> None:
         self.home = Path(home).expanduser().resolve()

@@ -29,6 +29,7 @@ from gpuorch.provider import (
     Runner,
     utcnow,
 )
+from gpuorch.provider.capabilities import Capabilities
 from gpuorch.provider.slots import SlotLease, SlotLedger, SlotRequest
 from gpuorch.runners.connection import SshConnection
 from gpuorch.runners.ssh import SshRunner
@@ -46,12 +47,11 @@ class SshPoolProvider(Provider):
     """Contract: ``gpuorch.provider.port.Provider``; also ``UsesSlotLedger`` and ``SupportsDoctor``."""
 
     name = PROVIDER
-    owned_capacity = True  # priced at the configured rate, 0 by default
-    # An ended instance's directory (agent status, job log) stays on its host an hour: the daemon
-    # still reads how its job ended after a terminate it did not record (a crash between the two).
-    runner_outlives_instance = True
-    launches_may_block = False  # a launch is one store transaction; the host is reached by the runner
-    max_nodes = 1
+    # Owned: priced at the configured rate, 0 by default. An ended instance's directory (agent
+    # status, job log) stays on its host an hour: the daemon still reads how its job ended after a
+    # terminate it did not record (a crash between the two). A launch is one store transaction;
+    # the host is reached by the runner.
+    capabilities = Capabilities(owned_capacity=True, runner_outlives_instance=True, launches_may_block=False)
 
     def __init__(self, opts: PoolOptions, hosts: list[Host], home: Path) -> None:
         self.opts, self.home = opts, Path(home)

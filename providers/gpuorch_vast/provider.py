@@ -29,6 +29,7 @@ from gpuorch.provider import (
     Runners,
     utcnow,
 )
+from gpuorch.provider.capabilities import Capabilities
 from gpuorch.runners.inimage import InImageRunner
 
 from .api import VastApi
@@ -48,8 +49,8 @@ class VastProvider(Provider):
     (docs/vast.md, "Limits")."""
 
     name = PROVIDER
-    runs_containers = True  # the instance is started from the job's image; the agent runs the job in it
-    max_nodes = 1
+    # The instance is started from the job's image; the agent runs the job in it.
+    capabilities = Capabilities(runs_containers=True)
 
     def __init__(self, options: VastOptions, api_key: str, *, home: Path | None = None,
                  sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,

@@ -1,5 +1,5 @@
 """decide, pure: a gang (``nodes: N``) is launched only on providers that place N nodes per job
-(``Settings.max_nodes``, which the reconciler fills from each provider's ``Provider.max_nodes``)."""
+(``Settings.max_nodes``, which the reconciler fills from each provider's ``Capabilities.max_nodes``)."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembl
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
@@ -101,7 +102,7 @@ class HangingStatus(FakeProvider):
     """The agent status of ``hang_instance`` blocks until ``release`` is set (at most 120 s), as an
     SSH read from a hung host waits out its connection retries and I/O timeout."""
 
-    runners_may_block = True  # as an SSH runner's
+    capabilities = dataclasses.replace(FakeProvider.capabilities, runners_may_block=True)  # as an SSH runner's
 
     def __init__(self, clock) -> None:
         super().__init__(clock, script=FakeJobScript(duration_s=3600, checkpoint_every_s=60))

@@ -11,6 +11,7 @@ build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembl
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -113,7 +114,7 @@ def test_a_pass_records_a_batch_of_launches_in_a_few_write_transactions(store, c
 def test_launches_that_cannot_block_are_made_on_the_pass_thread_and_recorded_in_one_transaction(store, clock):
     """As the sim's and the local provider's launches (local files)."""
     fake = FakeProvider(clock, script=FakeJobScript(duration_s=10 * 3600, checkpoint_every_s=3600))
-    fake.launches_may_block = False
+    fake.capabilities = dataclasses.replace(fake.capabilities, launches_may_block=False)
     threads: set[str] = set()
     real = fake.launch
 

@@ -1,6 +1,6 @@
 """The contract's price rule: a cloud sells at a positive price; owned capacity may be priced 0.
 
-``Provider.owned_capacity`` (a declared capability, so every wrapper forwards it) is what allows a
+``Capabilities.owned_capacity`` (a declared capability, so every wrapper forwards it) is what allows a
 price of 0: a cluster or SSH boxes the user already pays for. A negative or non-finite price is
 wrong for everyone.
 """
@@ -8,18 +8,20 @@ wrong for everyone.
 from __future__ import annotations
 
 import math
+from dataclasses import fields
 
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
 from gpuorch.metrics.instrument import InstrumentedProvider
+from gpuorch.provider.capabilities import Capabilities
 from gpuorch.provider.port import Offer, Provider
 from gpuorch.testing import ProviderContract
 from gpuorch.testing.fake_provider import FakeProvider, default_offers
 
 
 class OwnedFake(FakeProvider):
-    owned_capacity = True
+    capabilities = Capabilities(owned_capacity=True)
 
 
 def priced(price: float, spot: float | None = None) -> list[Offer]:
@@ -31,8 +33,8 @@ def check_offers(provider: Provider) -> None:
 
 
 def test_owned_capacity_is_a_declared_capability_off_by_default() -> None:
-    assert "owned_capacity" in Provider.DECLARED_CAPABILITIES
-    assert FakeProvider().owned_capacity is False
+    assert "owned_capacity" in {f.name for f in fields(Capabilities)}
+    assert FakeProvider().capabilities.owned_capacity is False
 
 
 def test_owned_capacity_may_be_priced_zero() -> None:
@@ -61,5 +63,5 @@ def test_the_metrics_wrapper_forwards_owned_capacity() -> None:
     r = CollectorRegistry()
     wrapped = InstrumentedProvider(OwnedFake(offers=priced(0.0)), Counter("c", "c", ["provider", "method"], registry=r),
                                    Counter("e", "e", ["provider", "method", "kind", "code"], registry=r))
-    assert wrapped.owned_capacity is True
+    assert wrapped.capabilities.owned_capacity is True
     check_offers(wrapped)

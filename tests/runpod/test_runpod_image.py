@@ -50,7 +50,7 @@ def test_an_image_job_runs_in_a_pod_started_from_its_image_under_the_agent(tmp_p
     config = {"providers": {"runpod": {"api_url": sshd_fake.url, "ssh_user": getpass.getuser()}}}
     with AssembledDaemon.start(tmp_path / "home", config) as d:
         runpod = d.adapter("runpod")
-        assert runpod.runs_containers
+        assert runpod.capabilities.runs_containers
         shipped = runpod._runners.options
         runpod._runners.options = lambda inst: {**shipped(inst), "python": sys.executable, "remote_root": str(remote),
                                                 "connect_attempts": 1, "retry_wait_s": 0.05}

@@ -209,7 +209,8 @@ def test_a_listed_heartbeat_touches_the_file_without_reading_the_record(store, m
     reads: list[str] = []
     observe = InstanceDir.observe
     monkeypatch.setattr(InstanceDir, "observe", lambda self, now=None: reads.append(self.id) or observe(self, now))
-    runner.listed_heartbeat()  # type: ignore[attr-defined]
+    assert runner.capabilities.listed_heartbeat
+    runner.listed_heartbeat()
     assert time.time() - beat.stat().st_mtime < 50 and reads == []
     runner.heartbeat()
     assert reads == [inst.id]  # the plain one checks the record

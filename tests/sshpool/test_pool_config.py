@@ -103,7 +103,7 @@ def test_good_options_and_addresses(tmp_path: Path):
     (h,) = provider.hosts.values()
     assert (h.address.user, h.address.host, h.address.port, h.gpus and h.gpus.gpu) == ("ops", "gpu1.lab", 2222,
                                                                                          "A100-80GB")
-    assert h.price_per_gpu_hour == 0 and provider.owned_capacity
+    assert h.price_per_gpu_hour == 0 and provider.capabilities.owned_capacity
     assert parse_address("[fe80::1]:2200").key == "[fe80::1]:2200" and parse_address("gpu1").port == 22
     offers = SshPoolProvider.catalog_offers(good(key), tmp_path / "home")
     assert sorted(o.gpu_count for o in offers) == [1, 2, 3, 4] and {o.price_per_hour for o in offers} == {0}

@@ -44,7 +44,8 @@ def test_a_job_runs_on_a_pool_host_with_only_its_gpus_and_frees_them(
     out, gate = tmp_path / "out", tmp_path / "gate"
     out.mkdir()
     with AssembledDaemon.start(tmp_path / "home", {"providers": {"ssh": pool_options([host])}}) as d:
-        assert type(d.provider("ssh")).__name__ == "InstrumentedProvider" and d.provider("ssh").owned_capacity
+        ssh = d.provider("ssh")
+        assert type(ssh).__name__ == "InstrumentedProvider" and ssh.capabilities.owned_capacity
         job = d.submit(gated_job(out, gate))
         d.until(lambda: (out / f"{job}-1.gpus").exists(), what="the job to start on the host")
         assert (out / f"{job}-1.gpus").read_text().strip() in ("0", "1")  # one of the host's two

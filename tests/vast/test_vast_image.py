@@ -30,7 +30,7 @@ def test_an_image_job_runs_in_an_instance_rented_with_its_image_under_the_agent(
     machines = tmp_path / "machines"
     with AssembledDaemon.start(tmp_path / "home", {"providers": {"vast": {"server_url": fake.url}}}) as d:
         vast = d.adapter("vast")
-        assert vast.runs_containers
+        assert vast.capabilities.runs_containers
         runners: dict[str, LocalRunner] = {}
 
         def machine(instance: Instance) -> LocalRunner:

@@ -1,20 +1,28 @@
-"""The container command line (``gpuorch.agent.container``): pure functions, plain tests."""
+"""The container command line (``gpuorch.agent.container``): pure functions, plain tests; and the
+registry login each cloud's provider hands the agent."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from gpuorch.agent.container import (
     SIGNAL_PROXY,
     ContainerConfig,
+    RegistryLogin,
     container_env,
     container_name,
     gpu_args,
     parse_image,
-    registry_token,
     remove_argv,
     run_argv,
 )
+from gpuorch.agent.images import ImageHost
+from gpuorch.agent.protocol import AgentConfig
+from gpuorch.reconciler.apply.agent_config import with_registry_login
+from gpuorch.registry import provider_class
+from gpuorch.testing.wrappers import bare_instance
 
 
 @pytest.mark.parametrize("ref, registry, path, tag, digest", [
@@ -108,23 +116,76 @@ def test_the_container_gets_the_jobs_variables_not_the_hosts():
                                               "GPUORCH_RESUMED_FROM": "step-3"}
 
 
-@pytest.mark.parametrize("registry, tool, user", [
-    ("123456789012.dkr.ecr.eu-west-1.amazonaws.com", "aws", "AWS"),
-    ("europe-west4-docker.pkg.dev", "gcloud", "oauth2accesstoken"),
-    ("gcr.io", "gcloud", "oauth2accesstoken"),
-    ("myteam.azurecr.io", "az", "00000000-0000-0000-0000-000000000000"),
+# Registry login (issue 32): each cloud's provider package says how its instances log in to its
+# own registry (capability ``registry_login``); the agent runs what it is handed, knowing no cloud.
+@pytest.mark.parametrize("provider, registry, tool, user", [
+    ("aws", "123456789012.dkr.ecr.eu-west-1.amazonaws.com", "aws", "AWS"),
+    ("gcp", "europe-west4-docker.pkg.dev", "gcloud", "oauth2accesstoken"),
+    ("gcp", "gcr.io", "gcloud", "oauth2accesstoken"),
+    ("azure", "myteam.azurecr.io", "az", "00000000-0000-0000-0000-000000000000"),
 ])
-def test_cloud_registries_get_a_token_from_the_instances_identity(registry, tool, user):
-    how = registry_token(registry)
-    assert how is not None
-    command, username = how
-    assert command[0] == tool and username == user
+def test_a_clouds_provider_hands_its_registry_login_to_the_agent(provider, registry, tool, user):
+    adapter = bare_instance(provider_class(provider))
+    assert adapter.capabilities.registry_login
+    how = adapter.registry_login(registry)
+    assert how is not None and how.registry == registry
+    assert how.token_argv[0] == tool and how.username == user
     if tool == "aws":
-        assert command[-2:] == ["--region", "eu-west-1"]
+        assert how.token_argv[-2:] == ["--region", "eu-west-1"]
     if tool == "az":
-        assert command[command.index("--name") + 1] == "myteam"
+        assert how.token_argv[how.token_argv.index("--name") + 1] == "myteam"
+    others = {"aws", "gcp", "azure"} - {provider}
+    assert all(bare_instance(provider_class(o)).registry_login(registry) is None for o in others)
 
 
-@pytest.mark.parametrize("registry", [None, "ghcr.io", "localhost", "docker.io", "evil.azurecr.io.example.com"])
-def test_other_registries_get_no_cloud_login(registry):
-    assert registry_token(registry) is None
+@pytest.mark.parametrize("registry", ["ghcr.io", "localhost", "docker.io", "evil.azurecr.io.example.com",
+                                      "123456789012.dkr.ecr.eu-west-1.amazonaws.com.example.com"])
+@pytest.mark.parametrize("provider", ["aws", "gcp", "azure"])
+def test_other_registries_get_no_cloud_login(provider, registry):
+    assert bare_instance(provider_class(provider)).registry_login(registry) is None
+
+
+def test_the_daemon_puts_the_providers_login_into_the_agents_config_and_it_survives_json():
+    cfg = AgentConfig(job_id=1, attempt=1, job_name="j", run="true",
+                      container=ContainerConfig(image="123456789012.dkr.ecr.us-east-1.amazonaws.com/train:1"))
+    with_registry_login(cfg, bare_instance(provider_class("aws")))
+    assert cfg.container is not None and cfg.container.login is not None
+    again = AgentConfig.from_json(cfg.to_json())
+    assert again.container == cfg.container and isinstance(again.container.login, RegistryLogin)
+    local = AgentConfig(job_id=1, attempt=1, job_name="j", run="true", container=ContainerConfig(image="ubuntu"))
+    assert with_registry_login(local, bare_instance(provider_class("local"))).container.login is None
+
+
+def test_the_agent_runs_the_login_it_was_handed_then_pulls(tmp_path):
+    """A real runtime client stand-in (a script recording its calls): the image is absent, so the
+    agent logs in with the handed command's token on stdin (never on a command line), then pulls."""
+    calls = tmp_path / "calls"
+    runtime = tmp_path / "runtime"
+    runtime.write_text(f"""#!/bin/sh
+echo "$*" >> {calls}
+case "$1 $2" in "image inspect") exit 1;; "login --username") cat >> {calls}; echo >> {calls};; esac
+exit 0
+""")
+    runtime.chmod(0o755)
+    login = RegistryLogin(registry="registry.example.com", token_argv=["sh", "-c", "echo s3cret"], username="bot")
+    config = ContainerConfig(image="registry.example.com/team/train:1", runtime=[str(runtime)], gpus="none",
+                             login=login)
+    ImageHost.prepare(config, tmp_path)
+    assert calls.read_text().splitlines() == [
+        "image inspect registry.example.com/team/train:1",
+        "login --username bot --password-stdin registry.example.com", "s3cret",
+        "pull registry.example.com/team/train:1"]
+    calls.unlink()
+    ImageHost.prepare(ContainerConfig(image="ghcr.io/x/y:1", runtime=[str(runtime)], gpus="none", login=login),
+                      tmp_path)  # another registry than the login's: no login
+    assert [c.split()[0] for c in calls.read_text().splitlines()] == ["image", "pull"]
+
+
+def test_the_agents_container_code_names_no_cloud():
+    import gpuorch.agent.container
+    import gpuorch.agent.images
+
+    for module in (gpuorch.agent.container, gpuorch.agent.images):
+        text = Path(module.__file__ or "").read_text().lower()
+        assert not [w for w in ("ecr", "azurecr", "pkg.dev", "gcr.io", "gcloud", "az acr", "amazonaws")
+                    if w in text], module.__name__

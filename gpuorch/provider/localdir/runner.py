@@ -33,7 +33,7 @@ from gpuorch.agent.protocol import (
 from gpuorch.clock import utcnow
 from gpuorch.errors import NotFoundError
 from gpuorch.provider.port import InstanceState
-from gpuorch.runners.port import Runner, RunnerUnavailable
+from gpuorch.runners.port import Runner, RunnerCapabilities, RunnerUnavailable
 from gpuorch.runners.workdir import check_workdir
 
 from .instances import InstanceDir
@@ -45,6 +45,8 @@ SETTLE_S = 1.0  # status.json older than this is cached by (inode, mtime, size)
 
 
 class LocalRunner(Runner):
+    capabilities = RunnerCapabilities(listed_heartbeat=True)
+
     def __init__(self, instance_dir: Path, notice_poll_s: float = NOTICE_POLL_S,
                  final_checkpoint_grace_s: float | None = None, container: ContainerConfig | None = None) -> None:
         # ``container``: this host's runtime, its flags and GPU mode for a job's ``image:`` (its

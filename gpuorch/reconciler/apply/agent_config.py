@@ -7,10 +7,11 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from gpuorch.agent.container import ContainerConfig
+from gpuorch.agent.container import ContainerConfig, parse_image
 from gpuorch.agent.protocol import AgentConfig
 from gpuorch.checkpoint.namespace import job_prefix
 from gpuorch.jobs.spec import JobSpec
+from gpuorch.provider.port import Provider
 from gpuorch.store.models import Attempt, Checkpoint, Job
 
 
@@ -82,4 +83,21 @@ def agent_config(job: Job, spec: JobSpec, attempt: Attempt, *, predecessor_deadl
         cfg.sync_interval_s = ckpt.interval
         cfg.keep_checkpoints = ckpt.keep
         cfg.signal = ckpt.signal
+    return cfg
+
+
+def with_registry_login(cfg: AgentConfig, provider: Provider) -> AgentConfig:
+    """``cfg`` with how its instance logs in to the image's registry, where ``provider`` declares
+    the capability ``registry_login`` and the registry is its own (ECR, Artifact Registry, ACR:
+    each provider package knows its own); the agent runs the command it is given, knowing no
+    cloud. Unchanged without an image, the capability, or a registry in the reference."""
+    c = cfg.container
+    if c is None or not provider.capabilities.registry_login:
+        return cfg
+    try:
+        registry = parse_image(c.image).registry
+    except ValueError:  # refused at submit; the agent's own parse says so again if it ever gets here
+        return cfg
+    if registry is not None:
+        c.login = provider.registry_login(registry)
     return cfg

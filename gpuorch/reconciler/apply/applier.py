@@ -160,7 +160,7 @@ class Applier:
 
     def _may_block(self, provider: str) -> bool:
         p = self.providers.get(provider)
-        return p is None or p.launches_may_block
+        return p is None or p.capabilities.launches_may_block
 
     def _renew_when_due(self) -> None:
         """Slow launches must not outlive the leases of the jobs they are for: renewed (in bulk)
@@ -201,8 +201,10 @@ class Applier:
             runner = self.providers[row.provider].runner(instance)  # type: ignore[arg-type]
             # ``instance`` is this pass's listing's: alive there, a local runner need not read its record again
             alive = instance is not None and instance.state.alive
-            listed = getattr(runner, "listed_heartbeat", None) if alive else None
-            (listed or runner.heartbeat)()
+            if alive and runner.capabilities.listed_heartbeat:
+                runner.listed_heartbeat()
+            else:
+                runner.heartbeat()
             self.heartbeats[key] = t
         except (RunnerUnavailable, ProviderError, NotImplementedError, OSError):
             pass

@@ -9,7 +9,7 @@ write still checks the lease). A fast launch, the usual case, completes within t
 before. The provider port's rule (``Provider.launch``): return quickly, or raise a "not yet"
 error (a TransientError) and be called again with the same client token.
 
-Launches that cannot block (``Provider.launches_may_block`` False: local files) are made on the
+Launches that cannot block (capability ``launches_may_block`` False: local files) are made on the
 pass's own thread: another thread would buy them nothing but contention, for the GIL and for
 the store's write lock (a 10,000-job drain on the sim: one launch thread cost a tenth more CPU
 than none, docs/benchmarks.md).

@@ -23,7 +23,7 @@ from gpuorch.errors import AuthError, PermanentError, ProviderError
 from gpuorch.jobs import events
 from gpuorch.provider.port import Provider
 from gpuorch.reconciler.apply import refusals
-from gpuorch.reconciler.apply.agent_config import agent_config, recorded_checkpoints
+from gpuorch.reconciler.apply.agent_config import agent_config, recorded_checkpoints, with_registry_login
 from gpuorch.reconciler.apply.money import Txn
 from gpuorch.reconciler.apply.volumes import Volumes
 from gpuorch.reconciler.decide import actions as A
@@ -69,6 +69,7 @@ class Recording:
         cfg = agent_config(view.job, view.spec, a.row, predecessor_deadline=pred_deadline,
                            heartbeat_timeout_s=self.settings.heartbeat_timeout_s, volume_id=volume_id,
                            installation=self.installation, legacy_checkpoints=legacy)
+        cfg = with_registry_login(cfg, self.providers[a.row.provider])
         workdir = Path(view.spec.workdir) if view.spec.workdir else None
         try:
             self.providers[a.row.provider].runner(a.instance).start(cfg, workdir)  # type: ignore[arg-type]

@@ -74,11 +74,12 @@ class Volumes:
         return cached[1]
 
     def _attachable(self, o: Offer, disk_type: str | None) -> bool:
-        """A provider with volumes, and (where it says: ``can_attach_volume``) an instance type
-        that can attach the job's disk type (or the provider's default)."""
-        p = self._provider(o.provider)
-        check = getattr(p, "can_attach_volume", None)
-        return p is not None and (not callable(check) or bool(check(o.instance_type, disk_type)))
+        """A provider with volumes, and (where it says: capability ``volume_attach_check``) an
+        instance type that can attach the job's disk type (or the provider's default)."""
+        if self._provider(o.provider) is None:
+            return False
+        p = self.providers[o.provider]
+        return not p.capabilities.volume_attach_check or p.can_attach_volume(o.instance_type, disk_type)
 
     def _provider(self, name: str | None) -> SupportsVolumes | None:
         p = self.providers.get(name or "")

@@ -30,7 +30,7 @@ def attempt_views(job_id: int, rows: Sequence[Attempt], observed: Mapping[Key, I
         if (provider := ask(row.provider, inst)) is not None:
             assert inst is not None
             key = (row.provider, row.job_id, row.number, inst.id)
-            read = reads.take(key) if provider.runners_may_block else batched.get(key)
+            read = reads.take(key) if provider.capabilities.runners_may_block else batched.get(key)
             read = read or read_status(provider.runner, inst)
             agent, reachable = read.agent, read.reachable
             if agent is not None and read.runner is not None:

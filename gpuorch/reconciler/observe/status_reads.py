@@ -1,7 +1,7 @@
 """Agent status reads off the pass: a hung host holds only its own job.
 
 Observing a job means asking its runner for the agent's status, which over SSH may take a
-connection's retries or an I/O timeout (a minute) when a host hangs (``Provider.runners_may_block``;
+connection's retries or an I/O timeout (a minute) when a host hangs (capability ``runners_may_block``;
 the local, sim and fake runners read files or memory and answer inline). The pass hands every read
 it needs to a bounded pool at once (``read``), waits for them together at most ``wait_s``, and
 goes on: a job whose read is still out is left alone this pass (``pending``), and the read goes on
@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from gpuorch.agent.protocol import AgentStatus
 from gpuorch.errors import ProviderError
@@ -41,7 +41,7 @@ class Read(NamedTuple):
     status object itself, which a runner may refresh in place). ``new``: False when a batched
     read's answer was the very object of the provider's previous answer for the instance and its
     status's value had not changed since, i.e. none of the agent's files (status, log, metrics)
-    changed (``SupportsAgentStatuses``); then the log and metrics need no look (``pulls.Pulls``)."""
+    changed (``Provider.agent_statuses``); then the log and metrics need no look (``pulls.Pulls``)."""
 
     runner: Runner | None
     agent: AgentStatus | None
@@ -64,35 +64,21 @@ def read_status(runner_of: Callable[[Instance], Runner], instance: Instance) -> 
         return UNREACHABLE
 
 
-class SupportsAgentStatuses(Protocol):
-    """A provider whose runners answer inline and that reads many agents' statuses in one call
-    (the sim: one ``stat`` per agent, no record check the listing just made). Values by instance
-    id: (runner, status), or None for one whose runner cannot answer; an id left out is read
-    on its own. An answer that is the very object of the previous call's answer for the same
-    instance promises that the job's log and metrics did not change in between: the caller may
-    skip looking at them while the status's value (``status_value``) is unchanged too. The status
-    itself is compared by value, never by identity: one refreshed in place is seen as changed."""
-
-    def agent_statuses(self, instances: Sequence[Instance]) -> Mapping[str, tuple[Runner, AgentStatus | None] | None]:
-        ...
-
-
 _MISSING = object()  # no answer for an instance (batch_reads)
 
 
-def batch_reads(provider: object, wanted: Sequence[tuple[ReadKey, Instance]],
+def batch_reads(provider: Provider, wanted: Sequence[tuple[ReadKey, Instance]],
                 answers: dict[ReadKey, tuple[object, Read]] | None = None) -> dict[ReadKey, Read]:
     """This pass's reads of ``provider``'s agents in one ``agent_statuses`` call, by read key (a
-    provider without the capability, or whose call fails: none, and each is read on its own).
+    provider without the capability ``agent_statuses``, or whose call fails: none, and each is read on its own).
     ``answers``: the provider's raw answers of the previous call, by key, each with its Read that
     is not ``new``, replaced by this call's: an answer that is the same object again, its status
     of the same value, gives that Read (the same object again: nothing is made for an agent that
     wrote nothing); a status refreshed in place has a new value, so a new Read."""
-    batch = getattr(provider, "agent_statuses", None)
-    if batch is None or not wanted:
+    if not provider.capabilities.agent_statuses or not wanted:
         return {}
     try:
-        got = batch([inst for _, inst in wanted])
+        got: Mapping[str, Any] = provider.agent_statuses([inst for _, inst in wanted])
     except RUNNER_ERRORS as e:
         log.debug("batched status read failed: %s", e)
         return {}
@@ -162,19 +148,19 @@ def start_reads(providers: Mapping[str, Provider], reads: StatusReads, rows: Ite
                 ask: Callable[[str, Instance | None], Provider | None]) -> tuple[dict[ReadKey, Read], set[int]]:
     """Start a pass's agent status reads from runners that may block (SSH), all at once, and wait
     for them together (at most ``StatusReads.wait_s``). A provider that reads many agents in one
-    call (``SupportsAgentStatuses``) is asked once for its ``live`` attempts (plain keys, no row
+    call (capability ``agent_statuses``) is asked once for its ``live`` attempts (plain keys, no row
     read again); the rest are read with each job's view. Returns (the batched reads, the ids of
     the jobs whose read is still out). ``rows``: the claimed jobs' attempts; ``ask``: the provider
     worth asking for an attempt's agent, if any."""
     batched: dict[ReadKey, Read] = {}
     live = list(live)
     for name, p in providers.items():
-        if p.runners_may_block or not hasattr(p, "agent_statuses"):
+        if p.capabilities.runners_may_block or not p.capabilities.agent_statuses:
             continue
         asked = [((name, job_id, number, inst.id), inst) for (prov, job_id, number) in live if prov == name
                  and (inst := observed.get((prov, job_id, number))) is not None and ask(prov, inst)]
         batched.update(batch_reads(p, asked, reads.answers.setdefault(name, {})))
-    blocking = {name for name, p in providers.items() if p.runners_may_block}  # others answer inline
+    blocking = {name for name, p in providers.items() if p.capabilities.runners_may_block}  # others answer inline
     wanted = []
     for row in rows if blocking else ():
         if row.provider not in blocking or row.status == AttemptStatus.ENDED:

@@ -41,7 +41,7 @@ class Settings:
     # (provider, market seconds per wall second) of simulated markets (gpuorch.clock.time_scales):
     # their policy timers (back-offs, zone avoidance) are market durations.
     time_scales: tuple[tuple[str, float], ...] = ()
-    # (provider, Provider.max_nodes) of the daemon's providers: a gang (``nodes: N``) is placed
+    # (provider, Capabilities.max_nodes) of the daemon's providers: a gang (``nodes: N``) is placed
     # only where it can be launched. Empty: no limit (placement's own default, for tests).
     max_nodes: tuple[tuple[str, int], ...] = ()
 
@@ -53,7 +53,7 @@ def for_providers(settings: Settings, providers: Mapping[str, Provider]) -> Sett
     """``settings`` with what the daemon's providers say of themselves: their market clocks and
     the most nodes each places per job."""
     return dataclasses.replace(settings, time_scales=time_scales(providers),
-                               max_nodes=tuple((n, p.max_nodes) for n, p in sorted(providers.items())))
+                               max_nodes=tuple((n, p.capabilities.max_nodes) for n, p in sorted(providers.items())))
 
 
 @dataclass(frozen=True)
