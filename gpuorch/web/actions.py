@@ -143,6 +143,15 @@ class _Actions:
         return RedirectResponse(done, status_code=303, headers=self.headers)
 
 
+def _cancel_job(service: JobService, ref: str, form: dict[str, str]) -> str:
+    """Cancel, then back to the job's page, or to the list with ``back=jobs`` (its rows' forms)."""
+    back = form.get("back")
+    if back not in (None, "jobs"):
+        raise Refusal(400, f"back: {back[:40]!r} is not a page to go back to; send jobs, or leave it out")
+    job_id = service.cancel(ref)["id"]
+    return "/ui/jobs?done=cancel-listed" if back == "jobs" else f"/ui/jobs/{job_id}?done=cancel"
+
+
 def mount_actions(r: APIRouter, service: JobService, token: str, bearer_ok: Callable[[str | None], bool],
                   render: Render, headers: dict[str, str]) -> None:
     """Add the action routes to ``r`` (the dashboard's router); ``render`` draws an object's page
@@ -159,8 +168,7 @@ def mount_actions(r: APIRouter, service: JobService, token: str, bearer_ok: Call
 
     @r.post("/jobs/{ref}/cancel")
     async def cancel_job(request: Request, ref: str) -> Response:
-        return await act(request, "job", ref, frozenset(),
-                         lambda _f: f"/ui/jobs/{service.cancel(ref)['id']}?done=cancel")
+        return await act(request, "job", ref, frozenset({"back"}), lambda f: _cancel_job(service, ref, f))
 
     @r.post("/sweeps/{ref}/cancel")
     async def cancel_sweep(request: Request, ref: str) -> Response:

@@ -22,7 +22,12 @@ MAX_EVENTS = 200
 
 
 def jobs(service: JobService) -> dict[str, Any]:
-    return {"daemon": service.daemon(), "jobs": service.jobs()}
+    """``cancelling``: the unfinished jobs whose cancel is already asked (their row shows it
+    instead of a second Cancel button)."""
+    with service.store.read() as s:
+        asked = set(s.exec(select(Job.id).where(col(Job.cancel_requested).is_(True),
+                                                col(Job.finished_at).is_(None))).all())
+    return {"daemon": service.daemon(), "jobs": service.jobs(), "cancelling": asked}
 
 
 def job(service: JobService, ref: str) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from gpuorch.sweeps.intent import RESUMABLE  # the trials a resume puts back in 
 # never text from the request: nothing a link could make the page say).
 NOTICES = {
     "cancel": "Cancel requested: the daemon stops the job (and terminates its instance) at its next pass.",
+    "cancel-listed": "Cancel requested: the daemon stops that job (and terminates its instance) at its next pass.",
     "sweep-cancel": "Sweep stopped: its unfinished trials are cancelled and their instances terminated.",
     "budget": "New cap stored: held and queued trials go on under it.",
     "resume": "Sweep resumed: its unfinished trials are queued again, those with a checkpoint first.",
@@ -52,6 +53,16 @@ def job_actions(job: dict[str, Any], events: Sequence[dict[str, Any]], csrf: str
     return ('<div class=actions>' + _form(f"/ui/jobs/{job['id']}/cancel", csrf, f"Cancel job {job['id']}",
                                           "Stops the job and terminates its instance; a checkpoint it saved stays.")
             + "</div>")
+
+
+def job_row_action(job: dict[str, Any], cancelling: bool, csrf: str | None) -> str:
+    """The jobs list's cell for ``job``: a Cancel (confirmed, then back to the list), or what was asked."""
+    if csrf is None or JobStatus(job["status"]).terminal:
+        return ""
+    if cancelling:
+        return '<span class="hint">cancelling</span>'
+    return _form(f"/ui/jobs/{job['id']}/cancel", csrf, "Cancel", f"Stops job {job['id']} ({job['name']}) and "
+                 "terminates its instance; a checkpoint it saved stays.", '<input type=hidden name=back value=jobs>')
 
 
 def sweep_actions(sweep: dict[str, Any], csrf: str | None) -> str:

@@ -110,19 +110,26 @@ def _job_link(j: dict[str, Any]) -> str:
 MAX_JOB_ROWS = 500  # newest first; the rest through `gpuorch status --json`
 
 
-def jobs_page(data: dict[str, Any]) -> str:
+def jobs_page(data: dict[str, Any], csrf: str | None = None, *, notice: str | None = None) -> str:
+    """``csrf``: the session's token for each unfinished job's Cancel (None: a bearer-token request, no forms)."""
     newest = list(reversed(data["jobs"]))[:MAX_JOB_ROWS]
+    asked = data.get("cancelling", set())
     rows = [[_job_link(j), escape(j["name"]), _status(j["status"]), runs_label(j), str(j["preemptions"]),
              escape(j["where"] or "-"), escape(j["last_checkpoint"] or "-"), _usd(j["cost"]),
              escape(j["message"] or "")] for j in newest]
-    body = table(["ID", "NAME", "STATUS", "RUNS", "PREEMPT", "WHERE", "CHECKPOINT", "COST", "NOTE"], rows, "jobs",
-                 cols=["", "wrap", "", "", "opt", "opt wrap", "opt wrap", "", "wrap"])
+    headers = ["ID", "NAME", "STATUS", "RUNS", "PREEMPT", "WHERE", "CHECKPOINT", "COST", "NOTE"]
+    cols = ["", "wrap", "", "", "opt", "opt wrap", "opt wrap", "", "wrap"]
+    if csrf is not None:
+        for row, j in zip(rows, newest, strict=True):
+            row.append(forms.job_row_action(j, j["id"] in asked, csrf))
+        headers, cols = [*headers, "ACT"], [*cols, "act"]
+    body = table(headers, rows, "jobs", cols=cols)
     if len(data["jobs"]) > len(newest):
         body += (f"<p class=hint>The newest {len(newest)} of {len(data['jobs'])} jobs; "
                  "<code>gpuorch status --json</code> lists them all.</p>")
     if not data["jobs"]:
         body = "<p>No jobs yet: <code>gpuorch submit job.yaml</code>.</p>"
-    return layout("Jobs", body, "jobs", data["daemon"])
+    return layout("Jobs", body, "jobs", data["daemon"], notice=notice)
 
 
 def _market(a: dict[str, Any]) -> str:

@@ -152,8 +152,8 @@ def mount(app: FastAPI, service: JobService, token: str, bearer_ok: Callable[[st
         return sweep_page(data.sweep(service, ref), csrf, error=error)
 
     @r.get("/jobs")
-    def jobs(request: Request) -> Response:
-        return page(request, lambda: pages.jobs_page(data.jobs(service)))
+    def jobs(request: Request, done: str | None = None) -> Response:
+        return page(request, lambda: pages.jobs_page(data.jobs(service), csrf(request), notice=notice(done)))
 
     @r.get("/jobs/{ref}")
     def job(request: Request, ref: str, done: str | None = None) -> Response:

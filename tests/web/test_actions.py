@@ -68,6 +68,28 @@ def test_cancel_a_running_job_from_its_page_and_see_it_end(acting, login):
     assert f'action="/ui/jobs/{job}/cancel"' not in page  # nothing left to cancel
 
 
+def test_cancel_a_running_job_from_the_jobs_list_and_come_back_to_it(acting, login):
+    d, (cookie, _) = acting["d"], login
+    job = acting["running"]()
+    status, _, page = _open(f"{acting['url']}/ui/jobs", headers=cookie)
+    assert status == 200 and f'action="/ui/jobs/{job}/cancel"' in page and "<th class=\"act\">ACT</th>" in page
+    csrf = _form_token(page)
+    before = _kinds(d, job)
+    status, _, body = _open(f"{acting['url']}/ui/jobs/{job}/cancel", data={"csrf": csrf, "back": "elsewhere"},
+                            headers=cookie)
+    assert status == 400 and "back: &#x27;elsewhere&#x27; is not a page to go back to" in body
+    assert not d.job(job).cancel_requested and _kinds(d, job) == before  # refused: nothing changed
+    status, headers, _ = _open(f"{acting['url']}/ui/jobs/{job}/cancel", data={"csrf": csrf, "back": "jobs"},
+                               headers=cookie)
+    assert status == 303 and headers["Location"] == "/ui/jobs?done=cancel-listed"
+    assert d.job(job).cancel_requested
+    _, _, page = _open(f"{acting['url']}{headers['Location']}", headers=cookie)
+    assert "Cancel requested" in page and f'action="/ui/jobs/{job}/cancel"' not in page and "cancelling" in page
+    _, _, page = _open(f"{acting['url']}/ui/jobs", headers={"Authorization": f"Bearer {acting['token']}"})
+    assert "/cancel" not in page  # a script's request: no forms (it posts itself)
+    assert d.until_terminal(job, timeout_s=60).status.value == "cancelled"
+
+
 def test_an_action_without_the_sessions_csrf_token_changes_nothing(acting, login):
     d, (cookie, csrf) = acting["d"], login
     job = acting["running"]()
