@@ -42,9 +42,25 @@ def offer_source(catalog: Path | None, price_list: bool) -> tuple[list[Any], str
         if not names:
             fail("no providers are configured; add providers: to the daemon configuration, or rank a price list "
                  "with --price-list or --catalog FILE")
-        return offline_offers(dict(cfg.providers), cfg.home), f"the configured providers ({', '.join(names)})"
+        return _priced(cfg, offline_offers(dict(cfg.providers), cfg.home)), \
+            f"the configured providers ({', '.join(names)})"
     except UserInputError as e:
         fail(str(e))
+
+
+def _priced(cfg: Any, offers: list[Any]) -> list[Any]:
+    """``offers`` with the providers the configuration's ``catalog_files`` price taken from those
+    files, as the daemon ranks them (``gpuorch.provider.pricelists``); each row left out is one
+    warning line. Raises UserInputError (``catalog_strict``, or ``--strict``: a malformed row)."""
+    if not cfg.catalog_files:
+        return offers
+    from gpuorch import catalog as cat
+    from gpuorch.provider.pricelists import price_lists
+
+    lists, notes = price_lists(cfg.catalog_files, cfg.providers, strict=cfg.catalog_strict or cat.strict_now())
+    for line in notes:
+        typer.echo(f"warning: {line}", err=True)
+    return [o for o in offers if o.provider not in lists] + [o for listed in lists.values() for o in listed]
 
 
 def check_known(what: str, flag: str, wanted: list[str], have: set[str], source: str) -> None:

@@ -244,6 +244,11 @@ class DaemonConfig(BaseModel):
     # gpuorch.ops.catalog_refresh), keeping the last good one on failure. None: never (AWS's offers
     # are read live every offers TTL anyway).
     catalog_refresh_s: Number | None = Field(default=6 * 3600.0, ge=60, le=YEAR_S)
+    # Price lists the user keeps (gpuorch's CSV or gpuhunt's), audited row by row: a provider their
+    # rows name is priced from them alone (gpuorch.provider.pricelists). ``catalog_strict``: a
+    # malformed row refuses the configuration instead of being left out with a warning.
+    catalog_files: list[Path] = Field(default_factory=list, max_length=64)
+    catalog_strict: bool = False
 
     @field_validator("recovery_strategy")
     @classmethod
@@ -258,6 +263,11 @@ class DaemonConfig(BaseModel):
     @classmethod
     def _expand_home(cls, v: Path) -> Path:
         return v.expanduser()
+
+    @field_validator("catalog_files")
+    @classmethod
+    def _expand_catalogs(cls, v: list[Path]) -> list[Path]:
+        return [p.expanduser() for p in v]
 
     @field_validator("database_url")
     @classmethod

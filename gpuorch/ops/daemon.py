@@ -53,7 +53,14 @@ RELISTEN_S = 60.0  # a broken wake-up listener is opened again after this long (
 
 def build_reconciler(config: DaemonConfig, store: Store | None = None, metrics: Any = None) -> Reconciler:
     """The reconciler for ``config``; with ``metrics`` (a ``gpuorch.metrics.Metrics``) every
-    provider is wrapped so its calls and errors are counted."""
+    provider is wrapped so its calls and errors are counted. ``catalog_files`` are read first
+    (UserInputError, one line, for a file or, under ``catalog_strict``, a row that is refused)."""
+    from gpuorch.provider.pricelists import price_lists
+
+    lists, notes = (price_lists(config.catalog_files, config.providers, strict=config.catalog_strict)
+                    if config.catalog_files else ({}, []))
+    for line in notes:
+        log.warning("%s", line)
     config.home.mkdir(parents=True, exist_ok=True)
     store = store or Store(config.url)
     providers = load_providers(config.providers, config.home)
@@ -63,8 +70,10 @@ def build_reconciler(config: DaemonConfig, store: Store | None = None, metrics: 
     settings = Settings(poll_s=config.poll_s, recovery_strategy=config.recovery_strategy,
                         avoid_preempted_zone_s=config.avoid_preempted_zone_s,
                         heartbeat_timeout_s=config.heartbeat_timeout_s, max_lifetime_s=config.max_instance_lifetime_s)
-    return Reconciler(store, providers, settings=settings, lease_s=config.lease_s, backoff_s=config.backoff_s,
-                      logs=LogMirror(config.home), budget=config.budget_policy(), home=config.home)
+    rec = Reconciler(store, providers, settings=settings, lease_s=config.lease_s, backoff_s=config.backoff_s,
+                     logs=LogMirror(config.home), budget=config.budget_policy(), home=config.home)
+    rec.offers.price_lists = lists  # these providers are priced from the user's files
+    return rec
 
 
 def assemble(config: DaemonConfig) -> tuple[Store, Any, Reconciler]:

@@ -33,7 +33,9 @@ class OfferCache:
     its previous offers and is asked again next pass (not after the TTL). ``current`` returns
     the same list object until a refresh succeeds, so callers may memoise on it; ``index`` is
     the one ``OfferIndex`` of that list, built once per refresh and kept across passes (its
-    memoised fits and placements with it)."""
+    memoised fits and placements with it). A provider in ``price_lists`` (the daemon's
+    ``catalog_files``, ``gpuorch.provider.pricelists``) is priced from those offers instead of
+    its own ``offers()``."""
 
     def __init__(self, providers: Mapping[str, Provider], ttl_s: float) -> None:
         self.providers, self.ttl_s = providers, ttl_s
@@ -41,6 +43,7 @@ class OfferCache:
         self.at: dict[str, datetime] = {}
         self._flat: list[Offer] | None = None
         self._index: OfferIndex | None = None
+        self.price_lists: Mapping[str, list[Offer]] = {}
 
     def current(self, now: datetime) -> list[Offer]:
         for name, p in self.providers.items():
@@ -48,7 +51,8 @@ class OfferCache:
             if at is not None and (now - at).total_seconds() < self.ttl_s:
                 continue
             try:
-                fresh = p.offers()
+                listed = self.price_lists.get(name)
+                fresh = p.offers() if listed is None else listed
                 if fresh != self.by_provider.get(name):  # the same catalog again keeps the index
                     self._flat = None
                 self.by_provider[name], self.at[name] = fresh, now
