@@ -24,8 +24,8 @@ from gpuorch.testing.daemon import AssembledDaemon
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ssh"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workloads"))
-from podman_image import PODMAN, ULIMITS, build_image, unavailable  # noqa: E402
-from sshd import Sshd, SshdUnavailable  # noqa: E402
+from podman_image import PODMAN, ULIMITS, build_image, unavailable
+from sshd import Sshd, SshdUnavailable
 
 pytestmark = [pytest.mark.lambdalabs, pytest.mark.container, pytest.mark.timeout(300)]
 
