@@ -253,9 +253,12 @@ def read_csv(path: str, line_numbers: list[int] | None = None, *, strict: bool =
     return parse_csv(io.StringIO(text, newline=""), path, line_numbers, strict=strict, skipped=skipped, kind=kind)
 
 
-def write_csv(rows: Iterable[OfferRow], out: IO[str]) -> None:
+def write_csv(rows: Iterable[OfferRow], out: IO[str], extra: tuple[tuple[str, str], ...] = ()) -> None:
+    """Rows in our CSV format; ``extra``: (column, value) pairs written after the standard columns on
+    every row (the snapshot's ``source``/``as_of``, which the reader ignores)."""
     writer = csv.writer(out, lineterminator="\n")
     fields = OfferRow._fields
-    writer.writerow(fields)
+    writer.writerow((*fields, *(c for c, _ in extra)))
     for row in rows:
-        writer.writerow(["" if v is None else (f"{v:.10g}" if isinstance(v, float) else v) for v in row])
+        cells = ["" if v is None else (f"{v:.10g}" if isinstance(v, float) else v) for v in row]
+        writer.writerow((*cells, *(v for _, v in extra)))

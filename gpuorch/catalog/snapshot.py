@@ -7,7 +7,8 @@ Each adapter's ``AdapterCatalog.builder`` (``gpuorch_<cloud>/snapshot.py``) turn
 (``../shared/data``: price samples, the spot advisor) into its rows, and may return some as
 ``Dropped`` (a check only it can make, e.g. GCP's host and GPU parts). The core runs the row audit
 (``gpuorch.catalog.audit``) over the rest: a row with an error is dropped too. The shipped rows go
-to ``data/offers.csv`` (sorted), the dropped ones with their reasons to ``data/dropped.csv`` beside
+to ``data/offers.csv`` (sorted, each with the ``source`` and ``as_of`` of ``catalog.sources``), the
+dropped ones with their reasons to ``data/dropped.csv`` beside
 it, so the snapshot passes its own audit by rule and says what it left out. Provenance, choices and
 gaps are documented in docs/catalog.md. Offline only; the daemon never runs this.
 """
@@ -52,9 +53,12 @@ def build_rows(catalog: AdapterCatalog, data_dir: Path) -> tuple[list[OfferRow],
 
 def build_one(catalog: AdapterCatalog, data_dir: Path) -> tuple[str, str]:
     """The CSV texts of one adapter's shipped rows and of its dropped rows ("" when none: no file)."""
+    from gpuorch.catalog.sources import SNAPSHOT
+
     kept, dropped = build_rows(catalog, data_dir)
     out = io.StringIO()
-    write_csv(kept, out)
+    where = SNAPSHOT.get(catalog.provider)
+    write_csv(kept, out, (("source", where.source), ("as_of", where.as_of)) if where else ())
     if not dropped:
         return out.getvalue(), ""
     gone = io.StringIO()
