@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from gpuorch.clock import utcnow
 from gpuorch.errors import UnknownJob, UserInputError
 from gpuorch.jobs.counts import counts
+from gpuorch.jobs.kinds import kind_of
 from gpuorch.money.cost import attempt_cost
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ def job_summary(job: Job | Row, attempts: Sequence[Attempt | Row], now: datetime
     return {
         "id": job.id,
         "name": job.name,
+        "kind": kind_of(job.spec),  # job, or dev (a dev box: gpuorch.devbox)
         "status": job.status.value,
         "message": job.message,
         "attempts": len(attempts),
