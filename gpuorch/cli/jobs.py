@@ -185,6 +185,7 @@ def status(ctx: typer.Context, job: str = typer.Argument(None, help="Show one jo
                       d["where"] or "-", d["last_checkpoint"] or "-", f"${d['cost']:.4f}",
                       _deadline_cell(d.get("deadline")), d["message"] or "")
         show(t, wide=wide)
+        _warm_table(backend, wide)
         return
     console.print(f"[bold]job {detail['id']} {detail['name']}[/]: {detail['status']}"
                   + (f" ({detail['message']})" if detail["message"] else "")
@@ -200,6 +201,26 @@ def status(ctx: typer.Context, job: str = typer.Argument(None, help="Show one jo
         t.add_row(str(a["number"]), a["status"], a["reason"] or "-", where, a["instance_id"] or "-",
                   a["resumed_from"] or "-", a["last_checkpoint"] or "-", lost, f"${a['cost']:.4f}")
     show(t, wide=wide)
+
+
+def _warm_table(backend: Any, wide: bool) -> None:
+    """The warm instances (spec ``keep_warm``) and their idle cost so far, on this host's store."""
+    from gpuorch.jobs.service import JobService
+
+    if not isinstance(backend, JobService):
+        return
+    from gpuorch.warm.status import open_periods
+
+    rows = open_periods(backend, backend.now())
+    if rows:
+        from rich.table import Table
+
+        t = Table("WARM INSTANCE", "WHERE", "STATUS", "LEFT BY JOB", "IDLE", "IDLE COST", "KEPT UNTIL")
+        for w in rows:
+            where = f"{w['provider']}/{w['zone']}/{w['instance_type']}/{'spot' if w['spot'] else 'od'}"
+            t.add_row(w["instance_id"], where, w["status"], str(w["job_id"]), f"{w['idle_s']:.0f}s",
+                      f"${w['idle_usd']:.4f}", w["keep_until"][:19])
+        show(t, wide=wide)
 
 
 def _daemon_state(backend: Any) -> dict[str, Any] | None:
