@@ -324,13 +324,17 @@ def _plan(job: Path, catalog: Path | None, price_list: bool, top: int, json_out:
     warn_flagged(catalog)
     if not result.candidates:
         fail(f"{no_candidate_message(spec, result, found)} (ranked {source})")
+    from gpuorch.cli.planning_owned import owned_first, owned_json, owned_lines
+
+    owned = owned_first(spec, found, options)  # owned capacity first, cloud burst after
     rejected = [{"provider": r.provider, "instance_type": r.instance_type, "gpu": r.gpu, "gpu_count": r.gpu_count,
                  "offers": r.offers, "reason": r.reason} for r in result.rejected]  # fmt: skip
     if json_out:
         candidates = [candidate_dict(c) for c in result.candidates]
         emit_json({"job": spec.name, "source": source, "work": work, "strategy": spec.strategy.model_dump(),
                    "nodes": spec.nodes,
-                   "candidates": candidates, "rejected": rejected, "prices": freshness(catalog, price_list)})
+                   "candidates": candidates, "rejected": rejected, "owned_first": owned_json(owned),
+                   "prices": freshness(catalog, price_list)})
         return
     gang = spec.nodes > 1
     typer.echo(f"ranked {source}; {work_line}" + (f"; a gang of {spec.nodes} instances of one type in one zone: "
@@ -363,6 +367,8 @@ def _plan(job: Path, catalog: Path | None, price_list: bool, top: int, json_out:
                else f"distributed: {d.strategy} over {d.degree}")
         typer.echo(f"the cheapest has {best.offer.gpu_count} GPUs, the job uses {best.gpus_used} ({why}): "
                    f"expected ${best.est_cost:.2f} against {versus}")
+    for line in owned_lines(owned):
+        typer.echo(line)
     for r in rejected:
         typer.echo(f"rejected {r['provider']} {r['instance_type']} ({r['offers']} offer(s)): {r['reason']}")
     typer.echo(freshness(catalog, price_list)["line"])

@@ -32,8 +32,6 @@ Gib = Annotated[float, BeforeValidator(parse_size_gib)]
 Seconds = Annotated[float, BeforeValidator(parse_duration_s)]
 
 
-
-
 class SpotPolicy(StrEnum):
     SPOT = "spot"
     ON_DEMAND = "on-demand"
@@ -212,6 +210,8 @@ class JobSpec(Strict):
     deadline: Deadline | None = None  # finish by then at the least cost (docs/policy.md)
     image: str | None = None  # setup and run execute in this container image (docs/workloads.md)
     nodes: Integer = Field(default=1, ge=1, le=v_.MAX_NODES)  # instances the job spans (docs/workloads.md, multi-node)
+    # how long a job may wait for full owned capacity before it bursts to a cloud (docs/ssh-pools.md)
+    max_wait: Seconds | None = Field(default=None, gt=0, le=v_.MAX_SECONDS)
 
     @field_validator("image")
     @classmethod
@@ -231,6 +231,9 @@ class JobSpec(Strict):
     @model_validator(mode="after")
     def _deadline_work(self) -> JobSpec:
         d = self.deadline
+        if self.max_wait is not None and d is None:  # a wait for owned capacity keeps to a deadline
+            raise ValueError("max_wait: waiting for owned capacity needs a deadline to keep; add deadline "
+                             "(like deadline: {at: 8h, job_hours: 2}), or remove max_wait")
         if d is not None and d.job_hours is None and (
                 self.model is None or (self.model.tokens is None and self.model.duration is None)):
             raise ValueError("deadline.job_hours: required to plan for a deadline (how many hours the job runs); "
@@ -289,7 +292,6 @@ class JobSpec(Strict):
         if not _NAME.fullmatch(v):  # match() would let a trailing newline through ($)
             raise ValueError("use 1-63 lowercase letters, digits and dashes, starting with a letter or digit")
         return v
-
 
 
 _FIX_HINTS = {

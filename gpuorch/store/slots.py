@@ -15,6 +15,7 @@ from sqlmodel import col, select
 from gpuorch.errors import NoCapacityError
 from gpuorch.provider.slots import SlotLease, SlotLedger, SlotRequest, UsesSlotLedger
 from gpuorch.store.db import Store
+from gpuorch.store.models import Backoff
 from gpuorch.store.models import SlotLease as Row
 
 # A lost race for a slot (another daemon's insert won) is tried again this often on fresh rows.
@@ -22,8 +23,9 @@ _RACE_TRIES = 5
 
 
 class StoreSlotLedger(SlotLedger):
-    """The leases of provider ``provider`` in ``store``. Writes do not wake the daemons (nothing
-    that watches the store's changes reads this table)."""
+    """The leases of provider ``provider`` in ``store``. Writes of leases do not wake the daemons
+    (nothing that watches the store's changes reads this table); a release lifts the provider's
+    back-offs, which wakes them."""
 
     def __init__(self, store: Store, provider: str) -> None:
         self.store, self.provider = store, provider
@@ -73,6 +75,11 @@ class StoreSlotLedger(SlotLedger):
                     s.add(row)
 
     def release(self, token: str, now: datetime) -> None:
+        """Free the slots, and lift this provider's offer back-offs: a launch that found a host
+        full backed its offer class off, and a job waiting for owned capacity is to be launched at
+        the daemons' next pass, not after the back-off's length (docs/ssh-pools.md). That write is
+        a change the daemons watch (``Store.data_version``): they read the back-offs again."""
+        released = False
         with self.store.write_unwatched() as s:
             for row in self._rows(s, token):
                 if row.released_at is None:
@@ -80,6 +87,12 @@ class StoreSlotLedger(SlotLedger):
                     row.end_reason = row.end_reason or "released"
                     row.released_at = now
                     s.add(row)
+                    released = True
+        if released:
+            with self.store.write() as s:
+                mine = col(Backoff.key).startswith(f"{self.provider}/", autoescape=True)
+                for backoff in s.exec(select(Backoff).where(mine)).all():
+                    s.delete(backoff)
 
     def prune(self, before: datetime) -> None:
         with self.store.write_unwatched() as s:

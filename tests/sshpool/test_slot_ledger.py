@@ -103,9 +103,9 @@ def test_schema_10_migrates_to_the_slot_table_with_its_index(tmp_path: Path):
         migrate(conn)  # then back to what schema 10 left: no slot table, stamped 10
         conn.execute(text("DROP TABLE slotlease"))
         conn.execute(text("UPDATE meta SET value = '10' WHERE key = 'schema_version'"))
-        assert MIGRATIONS[-1][0] == 11
+        assert 11 in [m[0] for m in MIGRATIONS]  # later schemas migrate after it
     with engine.begin() as conn:
-        assert migrate(conn) == 11
+        assert migrate(conn) == MIGRATIONS[-1][0]
         indexes = {i["name"]: i for i in inspect(conn).get_indexes("slotlease")}
         assert indexes["ux_slotlease_held"]["unique"]
     engine.dispose()

@@ -13,7 +13,8 @@ whether to stop there) and none mutates a shared decision:
    (gates.py) and the deadline's move (deadline.py));
 4. ``_limits``: what keeps the job from launching again (terminal, cancelled, retry limits,
    ``not_before``);
-5. ``_launch``: the caps' gate and the deadline's choice of market, then the Launch.
+5. ``_launch``: the caps' gate, owned capacity first (owned.py) and the deadline's choice of
+   market, then the Launch.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from gpuorch.reconciler.decide.actions import GO_ON, Decision, Drain, End, Launc
 from gpuorch.reconciler.decide.attempt_steps import draining, live, lost_work_s, terminate_if_alive
 from gpuorch.reconciler.decide.deadline import applies, deadline_launch, deadline_move
 from gpuorch.reconciler.decide.gates import gate_launch, stop_running
+from gpuorch.reconciler.decide.owned import owned_first
 from gpuorch.reconciler.observe.views import AttemptView, JobView, Settings
 from gpuorch.store.states import AttemptStatus, JobStatus, TerminationReason
 
@@ -187,9 +189,13 @@ def _launch(view: JobView, r: Replacing, now: datetime, offers: Offers, avoid: A
         ranked, gated = gate_launch(view, _ranked(view, now, offers, avoid, s, r.preempted), now, s)
     if gated.done:
         return gated
-    ranked, chose = deadline_launch(view, ranked, now, s)
+    ranked, owned, chosen = owned_first(view, ranked, now, offers, avoid, s)  # owned capacity first (owned.py)
+    if owned.done:
+        return owned
+    ranked, chose = (ranked, GO_ON) if chosen else deadline_launch(view, ranked, now, s)
     if chose.done:
         return chose
+    chose = Step(owned.actions + chose.actions)
     if not ranked:  # an offer may come back on any provider: the retry is the fastest market's length
         retry = wall_s(s.no_offer_retry_s, scale_of(s.time_scales))
         return Step(chose.actions + (SetJob(

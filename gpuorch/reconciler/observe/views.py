@@ -14,6 +14,7 @@ from gpuorch.agent.protocol import AgentStatus
 from gpuorch.clock import time_scales
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.money.caps import Gate
+from gpuorch.placement.owned import owned_providers
 from gpuorch.policy.recovery import DEFAULT_STRATEGY
 from gpuorch.provider.port import Instance, Provider
 from gpuorch.store.models import Attempt, Job
@@ -41,9 +42,12 @@ class Settings:
     # (provider, market seconds per wall second) of simulated markets (gpuorch.clock.time_scales):
     # their policy timers (back-offs, zone avoidance) are market durations.
     time_scales: tuple[tuple[str, float], ...] = ()
-    # (provider, Capabilities.max_nodes) of the daemon's providers: a gang (``nodes: N``) is placed
+    # (provider, Provider.max_nodes) of the daemon's providers: a gang (``nodes: N``) is placed
     # only where it can be launched. Empty: no limit (placement's own default, for tests).
     max_nodes: tuple[tuple[str, int], ...] = ()
+    # The daemon's providers that sell owned capacity (``owned_capacity``): placement fills them
+    # first and bursts to the others (``decide.owned``). Empty: no owned-first step.
+    owned: tuple[str, ...] = ()
 
     def launch_budget(self) -> float:
         return self.poll_s / 4 if self.launch_budget_s is None else self.launch_budget_s
@@ -51,9 +55,10 @@ class Settings:
 
 def for_providers(settings: Settings, providers: Mapping[str, Provider]) -> Settings:
     """``settings`` with what the daemon's providers say of themselves: their market clocks and
-    the most nodes each places per job."""
+    the most nodes each places per job, and which sell owned capacity."""
     return dataclasses.replace(settings, time_scales=time_scales(providers),
-                               max_nodes=tuple((n, p.capabilities.max_nodes) for n, p in sorted(providers.items())))
+                               owned=tuple(sorted(owned_providers(providers))),
+                               max_nodes=tuple((n, p.max_nodes) for n, p in sorted(providers.items())))
 
 
 @dataclass(frozen=True)
