@@ -25,7 +25,7 @@ deps:
 
 # The rules of DESIGN.md 5-6 (docs/development.md): each tool names the offending import or line.
 lint: $(STAMP)
-	$(VENV)/bin/lint-imports
+	$(PY) scripts/lint_imports.py --no-logo
 	$(VENV)/bin/ruff check gpuorch providers tests bench scripts
 	$(VENV)/bin/mypy
 

@@ -183,7 +183,7 @@ def pass_totals(port: int) -> tuple[float, int]:
     from urllib.request import urlopen
 
     total, count = 0.0, 0
-    with urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:  # noqa: S310 (a local daemon)
+    with urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:  # a local daemon
         for line in r.read().decode().splitlines():
             if line.startswith("gpuorch_reconcile_pass_duration_seconds_sum"):
                 total = float(line.split()[-1])

@@ -35,10 +35,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpuorch.jobs.spec import parse_spec  # noqa: E402
-from gpuorch.placement import OfferIndex, candidates  # noqa: E402
-from gpuorch.provider.catalog import load_offers  # noqa: E402
-from gpuorch.provider.port import Offer  # noqa: E402
+from gpuorch.jobs.spec import parse_spec
+from gpuorch.placement import OfferIndex, candidates
+from gpuorch.provider.catalog import load_offers
+from gpuorch.provider.port import Offer
 
 TARGET_OFFERS = 50_000
 BUCKETS = ["<5%", "5-10%", "10-15%", "15-20%", ">20%", None]

@@ -27,12 +27,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpuorch import gpus  # noqa: E402
-from gpuorch.sizing import estimate_memory  # noqa: E402
-from gpuorch.sizing.fit import unsupported  # noqa: E402
-from gpuorch.sizing.memory import allowed_gib  # noqa: E402
-from tests.sizing import calibration as c  # noqa: E402
-from tests.sizing import runtime_calibration as rc  # noqa: E402
+from gpuorch import gpus
+from gpuorch.sizing import estimate_memory
+from gpuorch.sizing.fit import unsupported
+from gpuorch.sizing.memory import allowed_gib
+from tests.sizing import calibration as c
+from tests.sizing import runtime_calibration as rc
 
 
 def _need(p: c.Point) -> float:

@@ -33,7 +33,7 @@ class Context:
         for p in self.providers.values():
             try:
                 p.close()
-            except Exception:  # noqa: BLE001 - closing is best effort
+            except Exception:  # closing is best effort
                 pass
 
 

@@ -28,7 +28,7 @@ def check_providers(ctx: Context) -> Iterator[Finding]:
     for name, ep in sorted(eps.items()):
         try:
             ep.load()
-        except Exception as e:  # noqa: BLE001 - ImportError mostly; anything else is as broken
+        except Exception as e:  # ImportError mostly; anything else is as broken
             if name in enabled:
                 yield Finding.fail(f"provider {name}",
                                    f"enabled, but its adapter cannot be imported ({type(e).__name__}: {e})",
@@ -49,7 +49,7 @@ def check_providers(ctx: Context) -> Iterator[Finding]:
             ctx.providers[name] = eps[name].load().from_config(options or {}, ctx.config.home)
         except UserInputError as e:
             yield Finding.fail(f"provider {name}", str(e), f"correct providers.{name} in the config")
-        except Exception as e:  # noqa: BLE001 - an adapter that cannot even start
+        except Exception as e:  # an adapter that cannot even start
             yield Finding.fail(f"provider {name}", f"cannot be set up: {type(e).__name__}: {e}",
                                f"check providers.{name} in the config and the adapter's installation")
         else:
@@ -78,7 +78,7 @@ def check_credentials(ctx: Context) -> Iterator[Finding]:
             continue
         try:
             found = list(provider.doctor())
-        except Exception as e:  # noqa: BLE001 - a self-check must not take the doctor down
+        except Exception as e:  # a self-check must not take the doctor down
             yield Finding.fail(f"provider {name}", f"its self-check raised {type(e).__name__}",
                                "report this to the adapter's maintainers; run the daemon with -v for details")
             continue

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 def hide_password(url: str) -> str:
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy knows; show only the host part
+    except Exception:  # not a URL SQLAlchemy knows; show only the host part
         return "…@" + url.rsplit("@", 1)[-1] if "@" in url else url
 
 
@@ -61,7 +61,7 @@ def check_config(ctx: Context) -> Iterator[Finding]:
         url = data.get("database_url")
         try:
             secret = bool(url and make_url(str(url)).password)
-        except Exception:  # noqa: BLE001 - a malformed URL is the database check's business
+        except Exception:  # a malformed URL is the database check's business
             secret = False
         if secret and file.stat().st_mode & stat.S_IROTH:
             yield Finding.warn("config", f"{file} holds a database password and every user can read it",
@@ -95,7 +95,7 @@ def check_database(ctx: Context) -> Iterator[Finding]:
         yield Finding.fail("database", f"cannot open {where}: its driver {e.name} is not installed",
                            f"pip install {e.name} into gpuorch's environment (psycopg[binary] for PostgreSQL)")
         return
-    except Exception as e:  # noqa: BLE001 - any driver error: report it, hide the password
+    except Exception as e:  # any driver error: report it, hide the password
         yield Finding.fail("database", f"cannot open {where}: {type(e).__name__}: {_first_line(e)}",
                            "check database_url, that the server is up and that this user may connect")
         return
@@ -157,7 +157,7 @@ def _stores_in_use(db_url: str) -> dict[StoreUrl, list[int]] | None:
         with Session(engine) as s:
             live = col(Job.status).not_in([st.value for st in JobStatus if st.terminal])
             rows = list(s.exec(select(Job).where(live)))
-    except Exception:  # noqa: BLE001 - the database check reports why
+    except Exception:  # the database check reports why
         return None
     finally:
         if engine is not None:
@@ -226,7 +226,7 @@ def quarantined_findings(db_url: str) -> list[Finding]:
                     JobSpec.model_validate_json(job.spec)
                 except ValueError:
                     unread.append(job.id)
-    except Exception:  # noqa: BLE001 - the database check reports why
+    except Exception:  # the database check reports why
         return []
     finally:
         if engine is not None:

@@ -50,7 +50,7 @@ def _health(url: str) -> dict[str, Any] | None:
     try:
         with Session(engine) as s:
             return health(s)
-    except Exception:  # noqa: BLE001 - an older schema or an unreachable store: the database check says why
+    except Exception:  # an older schema or an unreachable store: the database check says why
         return None
     finally:
         engine.dispose()

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import DateTime, Index, Text, TypeDecorator, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
-from gpuorch.store.states import AttemptStatus, JobStatus, SweepStatus, TerminationReason  # noqa: F401  (re-exported)
+from gpuorch.store.states import AttemptStatus, JobStatus, SweepStatus, TerminationReason  # re-exported
 
 
 class UTCDateTime(TypeDecorator[datetime]):

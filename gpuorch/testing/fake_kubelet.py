@@ -148,7 +148,7 @@ class FakeKubelet:
         while not self._stop.is_set():
             try:
                 self.sync()
-            except Exception as e:  # noqa: BLE001 - a kubelet keeps syncing; tests read ``errors``
+            except Exception as e:  # a kubelet keeps syncing; tests read ``errors``
                 self.errors.append(repr(e))
             self._stop.wait(self.tick_s)
 

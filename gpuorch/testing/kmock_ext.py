@@ -339,7 +339,7 @@ class KubeServer:
         asyncio.set_event_loop(self.loop)
         try:
             self.loop.run_until_complete(self._serve())
-        except BaseException as e:  # noqa: BLE001 - reported to the starting thread
+        except BaseException as e:  # reported to the starting thread
             self._error = e
             self._ready.set()
 

@@ -101,7 +101,7 @@ def mount(app: FastAPI, service: JobService, token: str, bearer_ok: Callable[[st
         return Response(script, media_type="text/javascript", headers={**HEADERS, "Cache-Control": "max-age=3600"})
 
     @r.get("/login")
-    def login_form(next: str | None = None) -> Response:  # noqa: A002 - the query parameter's name
+    def login_form(next: str | None = None) -> Response:  # the query parameter's name
         return _html(pages.login_page(_safe_next(next)))
 
     @r.post("/login")

@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from gpuorch.agent.container import RegistryLogin
 from gpuorch.errors import AuthError, NotFoundError, PermanentError, ProviderError, UserInputError
 from gpuorch.provider import (
     Finding,
@@ -51,7 +50,7 @@ from .parse import (
     to_instance,
     transition_time,
 )
-from .registry import ecr_login
+from .registry import EcrLogin
 from .requests import attempt_filters, gang_run_instances_kwargs, managed_filters, run_instances_kwargs
 from .volumes import EbsVolumes
 
@@ -62,7 +61,7 @@ _BATCH = 100
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 
 
-class AwsProvider(AwsGangs, EbsVolumes, Provider):
+class AwsProvider(AwsGangs, EbsVolumes, EcrLogin, Provider):
     """Contract: ``gpuorch.provider.port.Provider``; also ``SupportsVolumes``; gangs (``nodes:``)
     in a cluster placement group (gang.py, ``gpuorch.provider.gang_cloud``)."""
 
@@ -70,10 +69,6 @@ class AwsProvider(AwsGangs, EbsVolumes, Provider):
     # The agent runs docker on the VM (docs/workloads.md) and logs it in to ECR (registry.py).
     capabilities = Capabilities(max_nodes=MAX_NODES, runs_containers=True, volume_attach_check=True,
                                 registry_login=True)
-
-    def registry_login(self, registry: str) -> RegistryLogin | None:
-        """ECR with the instance profile's role (``registry.py``)."""
-        return ecr_login(registry)
 
     def __init__(self, options: AwsOptions, *, home: Path | None = None, session: Any = None,
                  prices: PriceSource | None = None, buckets: BucketSource | None = None,

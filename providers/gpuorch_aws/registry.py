@@ -21,3 +21,10 @@ def ecr_login(registry: str) -> RegistryLogin | None:
         return None
     return RegistryLogin(registry=registry, username="AWS",
                          token_argv=["aws", "ecr", "get-login-password", "--region", m.group("region")])
+
+
+class EcrLogin:
+    """``AwsProvider``'s ``registry_login`` (the port's method behind the capability of that name)."""
+
+    def registry_login(self, registry: str) -> RegistryLogin | None:
+        return ecr_login(registry)

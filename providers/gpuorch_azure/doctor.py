@@ -44,7 +44,7 @@ def doctor(p: AzureProvider) -> list[Finding]:
     kind = type(credential).__name__
     try:
         credential.get_token(ARM_SCOPE)
-    except Exception as e:  # noqa: BLE001 - azure-identity raises several kinds; the name tells which
+    except Exception as e:  # azure-identity raises several kinds; the name tells which
         return [Finding.fail(check, f"{kind} got no token for ARM ({type(e).__name__})",
                              "run `az login`, set AZURE_CLIENT_ID/AZURE_TENANT_ID with a secret or certificate, "
                              "or give the daemon's VM a managed identity")]

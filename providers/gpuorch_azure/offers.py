@@ -15,6 +15,9 @@ from .config import AzureOptions
 from .names import split_zone
 from .parse import PROVIDER
 
+# Where ``refresh_offers`` reads its prices and sizes (the provider's declared ``price_source``).
+PRICE_SOURCE = "Azure Retail Prices API (prices.azure.com) + resource_skus (sizes, zones)"
+
 
 def select_offers(offers: Iterable[Offer], options: AzureOptions) -> list[Offer]:
     """Azure offers in the configured regions, one per (zone, instance type), sorted. A zone is

@@ -26,7 +26,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gpuorch.agent.container import RegistryLogin
 from gpuorch.errors import (
     AuthError,
     NoCapacityError,
@@ -55,7 +54,7 @@ from .config import AzureOptions, parse_options
 from .errors import classify, translate
 from .gang import MAX_NODES, AzureGangs
 from .names import is_vm_name, split_zone, vm_name
-from .offers import catalog_offers, select_offers
+from .offers import PRICE_SOURCE, catalog_offers, select_offers
 from .parse import (
     EVICTED_DELETED,
     POWERED_OFF,
@@ -66,26 +65,20 @@ from .parse import (
     public_address,
     to_instance,
 )
-from .registry import acr_login
+from .registry import AcrLogin
 from .requests import login_key, vm_body, with_proximity_placement_group
 from .volumes import ManagedDisks
 
 log = logging.getLogger("gpuorch.azure")
 
 
-class AzureProvider(AzureGangs, ManagedDisks, Provider):
+class AzureProvider(AzureGangs, ManagedDisks, AcrLogin, Provider):
     """Contract: ``gpuorch.provider.port.Provider``; volumes: ``SupportsVolumes`` (volumes.py);
     gangs (``nodes:``) in a proximity placement group (gang.py, ``gpuorch.provider.gang_cloud``)."""
 
     name = PROVIDER
-    # The agent runs docker on the VM (docs/workloads.md) and logs it in to ACR (registry.py).
-    capabilities = Capabilities(
-        max_nodes=MAX_NODES, runs_containers=True, volume_attach_check=True, registry_login=True,
-        price_source="Azure Retail Prices API (prices.azure.com) + resource_skus (sizes, zones)")
-
-    def registry_login(self, registry: str) -> RegistryLogin | None:
-        """ACR with the VM's managed identity (``registry.py``)."""
-        return acr_login(registry)
+    capabilities = Capabilities(max_nodes=MAX_NODES, runs_containers=True, volume_attach_check=True,
+                                registry_login=True, price_source=PRICE_SOURCE)
 
     def __init__(self, options: AzureOptions, *, home: Path | None = None, credential: Any = None,
                  sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,
@@ -114,7 +107,7 @@ class AzureProvider(AzureGangs, ManagedDisks, Provider):
         subscription, resource group or credential fails at start, naming the option."""
         opts = parse_options(options)
         try:
-            import azure.identity  # noqa: F401
+            import azure.identity
             import azure.mgmt.compute  # noqa: F401
         except ImportError:
             raise UserInputError("providers.azure: azure-mgmt-compute and azure-identity are not installed; "
@@ -314,9 +307,8 @@ class AzureProvider(AzureGangs, ManagedDisks, Provider):
         log.info("azure: deleting %s", instance_id)
 
     def runner(self, instance: Instance) -> Runner:
-        """An SSH runner to the VM's address as ``admin_user``, its host key pinned (the AWS
-        runner every SSH-reached adapter uses, gpuorch.runners.pool), reading Azure's Scheduled
-        Events for the notice. A gang: one runner per node, node 0's private IP as ``MASTER_ADDR``."""
+        """An SSH runner (gpuorch.runners.pool) to the VM as ``admin_user``, its host key pinned, reading Azure's
+        Scheduled Events for the notice. A gang: one runner per node, node 0's private IP as ``MASTER_ADDR``."""
         return self._gang_runner(instance) if TAG_NODE in instance.tags else self._runner_pool().get(instance)
 
     def doctor(self) -> list[Finding]:

@@ -22,3 +22,10 @@ def acr_login(registry: str) -> RegistryLogin | None:
     return RegistryLogin(registry=registry, username=ACR_TOKEN_USER,
                          token_argv=["az", "acr", "login", "--name", m.group("name"), "--expose-token",
                                      "--output", "tsv", "--query", "accessToken"])
+
+
+class AcrLogin:
+    """``AzureProvider``'s ``registry_login`` (the port's method behind the capability of that name)."""
+
+    def registry_login(self, registry: str) -> RegistryLogin | None:
+        return acr_login(registry)

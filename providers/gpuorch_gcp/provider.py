@@ -20,7 +20,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gpuorch.agent.container import RegistryLogin
 from gpuorch.errors import AuthError, NotFoundError, PermanentError, ProviderError, TransientError, UserInputError
 from gpuorch.provider import (
     TAG_MANAGED,
@@ -44,7 +43,7 @@ from .gang import MAX_NODES, GcpGangs
 from .names import instance_name, label_filter, label_key, request_id
 from .offers import catalog_offers
 from .parse import HOSTKEYS, PREEMPTED_OP, PROVIDER, gone_preempted, host_keys, is_spot, preempted_ops, to_instance
-from .registry import gar_login
+from .registry import GarLogin
 from .requests import instance_body, with_placement_policy
 from .volumes import PersistentDisks
 
@@ -52,7 +51,7 @@ log = logging.getLogger("gpuorch.gcp")
 _PREEMPTED_FILTER = f'operationType = "{PREEMPTED_OP}"'
 
 
-class GcpProvider(GcpGangs, PersistentDisks, Provider):
+class GcpProvider(GcpGangs, PersistentDisks, GarLogin, Provider):
     """Contract: ``gpuorch.provider.port.Provider``; volumes: ``SupportsVolumes`` (volumes.py);
     gangs (``nodes:``) under a compact placement policy (gang.py, ``gpuorch.provider.gang_cloud``)."""
 
@@ -61,10 +60,6 @@ class GcpProvider(GcpGangs, PersistentDisks, Provider):
     capabilities = Capabilities(
         max_nodes=MAX_NODES, runs_containers=True, volume_attach_check=True, registry_login=True,
         price_source="Compute Engine machineTypes + Cloud Billing Catalog API (services/6F81-5844-456A/skus)")
-
-    def registry_login(self, registry: str) -> RegistryLogin | None:
-        """Artifact Registry / GCR with the VM's service account (``registry.py``)."""
-        return gar_login(registry)
 
     def __init__(self, options: GcpOptions, *, home: Path | None = None, credentials: Any = None,
                  sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,

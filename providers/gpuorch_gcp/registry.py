@@ -20,3 +20,10 @@ def gar_login(registry: str) -> RegistryLogin | None:
         return None
     return RegistryLogin(registry=registry, username="oauth2accesstoken",
                          token_argv=["gcloud", "auth", "print-access-token"])
+
+
+class GarLogin:
+    """``GcpProvider``'s ``registry_login`` (the port's method behind the capability of that name)."""
+
+    def registry_login(self, registry: str) -> RegistryLogin | None:
+        return gar_login(registry)

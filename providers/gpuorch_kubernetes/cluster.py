@@ -60,7 +60,7 @@ class Cluster:
     def call(self, what: str, fn: Callable[[Any], T]) -> T:
         try:
             return fn(self.client)
-        except Exception as e:  # noqa: BLE001 - translated, or re-raised when not an API error
+        except Exception as e:  # translated, or re-raised when not an API error
             raise translate(e, f"{self.region.name}: {what}", self.region.namespace) from None
 
     def pods(self, selector: dict[str, str] | None = None, *, all_namespaces: bool = False) -> list[dict[str, Any]]:
@@ -99,7 +99,7 @@ class Cluster:
                 return None
             raise translate(e, f"{self.region.name}: create pod {manifest['metadata']['name']}",
                             self.region.namespace) from None
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise translate(e, f"{self.region.name}: create pod", self.region.namespace) from None
 
     def patch_pod(self, name: str, patch: dict[str, Any]) -> None:

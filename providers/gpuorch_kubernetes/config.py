@@ -179,7 +179,7 @@ def resolve(options: KubernetesOptions) -> list[Region]:
             cluster = config.contexts[name]
             if cluster.cluster not in config.clusters or (cluster.user and cluster.user not in config.users):
                 raise KeyError(cluster.cluster)
-        except Exception as e:  # noqa: BLE001 - lightkube raises several kinds for a bad file
+        except Exception as e:  # lightkube raises several kinds for a bad file
             raise UserInputError(f"{where}: context {name!r} is incomplete in the kubeconfig ({type(e).__name__}: "
                                  f"{str(e)[:120]}); fix its cluster and user entries") from None
         regions.append(Region(i, ctx, config, name, ctx.namespace or cluster.namespace or "default"))

@@ -26,7 +26,7 @@ def doctor(provider: RunpodProvider) -> list[Finding]:
         _, where = api_key(provider.options.profile)
     except UserInputError as e:
         return [Finding.fail(check, str(e), FIX)]
-    api = provider._api  # noqa: SLF001 - the adapter's own client
+    api = provider._api  # the adapter's own client
     return permission_findings(check, where, [
         ("read the account (myself)", lambda: api.query(doc.MYSELF, what="doctor: account")),
         ("list GPU types (gpuTypes)", lambda: api.query(doc.GPU_TYPES, what="doctor: GPU types")),

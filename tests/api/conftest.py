@@ -12,7 +12,7 @@ from gpuorch.ops.config import ApiConfig, DaemonConfig
 from gpuorch.store import Store
 
 pytest.importorskip("fastapi", reason="the server extra is not installed: pip install -e '.[dev]'")
-from gpuorch.api.server import ApiThread  # noqa: E402
+from gpuorch.api.server import ApiThread
 
 runner = CliRunner()
 

@@ -34,11 +34,11 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ssh"))  # the sshd harness
 
-from moto_helpers import instance_states, interrupt_spot  # noqa: E402
-from sshd import Sshd, free_port  # noqa: E402
+from moto_helpers import instance_states, interrupt_spot
+from sshd import Sshd, free_port
 
-from gpuorch.agent.protocol import NoticeSource  # noqa: E402
-from gpuorch.provider.port import Instance  # noqa: E402
+from gpuorch.agent.protocol import NoticeSource
+from gpuorch.provider.port import Instance
 
 
 class FakeImds:
@@ -61,7 +61,7 @@ class FakeImds:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def do_PUT(self) -> None:  # noqa: N802
+            def do_PUT(self) -> None:
                 if not self.path.endswith("/latest/api/token") or not self.headers.get(
                         "X-aws-ec2-metadata-token-ttl-seconds"):
                     return self._reply(400)
@@ -69,7 +69,7 @@ class FakeImds:
                 imds.tokens.add(token)
                 return self._reply(200, token)
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 if self.headers.get("X-aws-ec2-metadata-token") not in imds.tokens:
                     return self._reply(401)
                 instance_id, _, rest = self.path.lstrip("/").partition("/")

@@ -14,7 +14,7 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws  # imported before any boto3 session exists: moto hooks new sessions
-from moto_helpers import REGIONS, add_dlami, remove_refusals, static_prices  # noqa: F401
+from moto_helpers import REGIONS, add_dlami, remove_refusals, static_prices
 from moto_placement import PlacementGroups
 
 from gpuorch.clock import utcnow

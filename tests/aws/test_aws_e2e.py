@@ -24,19 +24,19 @@ from sqlmodel import col, select
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "s3"))  # the shared moto S3 server
 
-from aws_e2e_harness import FakeImds, FakeInstances  # noqa: E402
-from moto_helpers import REGIONS, static_prices  # noqa: E402
-from moto_s3 import MotoS3  # noqa: E402
-from sshd import SshdUnavailable, find_sshd  # noqa: E402
+from aws_e2e_harness import FakeImds, FakeInstances
+from moto_helpers import REGIONS, static_prices
+from moto_s3 import MotoS3
+from sshd import SshdUnavailable, find_sshd
 
-from gpuorch.jobs import intent as jobs  # noqa: E402
-from gpuorch.jobs.logmirror import LogMirror  # noqa: E402
-from gpuorch.jobs.spec import parse_spec  # noqa: E402
-from gpuorch.reconciler import Reconciler, Settings  # noqa: E402
-from gpuorch.store.models import Attempt, AttemptStatus, Checkpoint, Job, JobStatus, TerminationReason  # noqa: E402
-from gpuorch.testing.e2e import TINY_MLP, tiny_mlp_reference  # noqa: E402
-from gpuorch_aws import AwsProvider  # noqa: E402
-from gpuorch_aws.config import parse_options  # noqa: E402
+from gpuorch.jobs import intent as jobs
+from gpuorch.jobs.logmirror import LogMirror
+from gpuorch.jobs.spec import parse_spec
+from gpuorch.reconciler import Reconciler, Settings
+from gpuorch.store.models import Attempt, AttemptStatus, Checkpoint, Job, JobStatus, TerminationReason
+from gpuorch.testing.e2e import TINY_MLP, tiny_mlp_reference
+from gpuorch_aws import AwsProvider
+from gpuorch_aws.config import parse_options
 
 pytestmark = pytest.mark.aws
 

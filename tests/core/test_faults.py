@@ -76,7 +76,7 @@ def test_every_job_completes_with_20_percent_of_calls_failing(store, clock, capl
     for step in range(5000):
         try:
             rec.run_pass()
-        except Exception as e:  # noqa: BLE001 - the daemon would survive it, but it is a bug here
+        except Exception as e:  # the daemon would survive it, but it is a bug here
             pytest.fail(f"pass {step} raised {e!r}")
         live = [i for i in fake.live_instances() if fake._agents.get(i.id)]
         if live and rng.random() < 0.15:  # a preemption now and then, with or without a notice

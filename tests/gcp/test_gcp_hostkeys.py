@@ -20,14 +20,14 @@ from fake_gce import FakeGce
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ssh"))  # the sshd harness
 
-from sshd import Sshd, SshdUnavailable  # noqa: E402
+from sshd import Sshd, SshdUnavailable
 
-from gpuorch.provider.port import Instance, LaunchRequest, Offer  # noqa: E402
-from gpuorch.runners.hostkeys import HostKeyRejected, known_hosts_path, pinned_host_keys  # noqa: E402
-from gpuorch.runners.keys import ensure_host_key, ensure_job_key  # noqa: E402
-from gpuorch.runners.port import RunnerUnavailable  # noqa: E402
-from gpuorch_gcp import GcpProvider  # noqa: E402
-from gpuorch_gcp.parse import host_keys  # noqa: E402
+from gpuorch.provider.port import Instance, LaunchRequest, Offer
+from gpuorch.runners.hostkeys import HostKeyRejected, known_hosts_path, pinned_host_keys
+from gpuorch.runners.keys import ensure_host_key, ensure_job_key
+from gpuorch.runners.port import RunnerUnavailable
+from gpuorch_gcp import GcpProvider
+from gpuorch_gcp.parse import host_keys
 
 pytestmark = pytest.mark.gcp
 ZONE = "us-central1-a"

@@ -33,7 +33,7 @@ def test_concurrent_first_opens_migrate_once(pg_url):
             store = Store(pg_url)
             ids.append(store.installation_id)
             store.close()
-        except Exception as e:  # noqa: BLE001 - reported below
+        except Exception as e:  # reported below
             errors.append(e)
 
     threads = [threading.Thread(target=open_store) for _ in range(4)]
@@ -111,7 +111,7 @@ V3_REASONS = ("SUCCEEDED", "FAILED", "PREEMPTED", "LOST", "NO_CAPACITY", "LAUNCH
               "BUDGET_EXHAUSTED")
 
 
-def _labels(s) -> list[str]:  # noqa: ANN001
+def _labels(s) -> list[str]:
     return list(s.exec(text("SELECT unnest(enum_range(NULL::terminationreason))::text")).scalars())
 
 

@@ -77,7 +77,7 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
     seen: list[str | None] = []
     location = ""
 
-    def do_GET(self):  # noqa: N802 - the stdlib's name
+    def do_GET(self):  # the stdlib's name
         type(self).seen.append(self.headers.get("Authorization"))
         if type(self).location:
             self.send_response(302)

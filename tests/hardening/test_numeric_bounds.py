@@ -36,7 +36,7 @@ from gpuorch.store import Store
 from gpuorch.sweeps.spec import Objective, Pruning, Search, SweepSpec
 
 pytest.importorskip("fastapi", reason="the server extra is not installed: pip install -e '.[dev]'")
-from gpuorch.api.server import ApiThread, SweepLimitsRequest  # noqa: E402
+from gpuorch.api.server import ApiThread, SweepLimitsRequest
 
 runner = CliRunner()
 Path_ = tuple[str, ...]

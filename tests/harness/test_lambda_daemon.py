@@ -10,11 +10,11 @@ import pytest
 from sqlmodel import select
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lambdalabs"))
-from fake_lambda import KEY, FakeLambda  # noqa: E402
+from fake_lambda import KEY, FakeLambda
 
-from gpuorch.errors import UserInputError  # noqa: E402
-from gpuorch.store.models import Job  # noqa: E402
-from gpuorch.testing.daemon import AssembledDaemon  # noqa: E402
+from gpuorch.errors import UserInputError
+from gpuorch.store.models import Job
+from gpuorch.testing.daemon import AssembledDaemon
 
 pytestmark = pytest.mark.lambdalabs
 

@@ -28,7 +28,7 @@ from gpuorch.store.models import Checkpoint, JobStatus, TerminationReason
 from gpuorch.testing.daemon import AssembledDaemon
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "vast"))
-from fake_vast import KEY, FakeVastServer, market  # noqa: E402
+from fake_vast import KEY, FakeVastServer, market
 
 pytestmark = [pytest.mark.vast, pytest.mark.timeout(300)]
 

@@ -30,8 +30,8 @@ from gpuorch.store.models import Event, JobStatus, TerminationReason
 from gpuorch.testing.daemon import AssembledDaemon
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "aws"))  # moto's glue, as tests/aws imports it
-from moto_helpers import REGIONS, add_dlami, interrupt_spot  # noqa: E402
-from moto_placement import PlacementGroups  # noqa: E402
+from moto_helpers import REGIONS, add_dlami, interrupt_spot
+from moto_placement import PlacementGroups
 
 pytestmark = [pytest.mark.aws, pytest.mark.timeout(300)]
 

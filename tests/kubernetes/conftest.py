@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("kmock")
 pytest.importorskip("lightkube")
 
-from gpuorch.testing.kmock_ext import KubeServer  # noqa: E402
+from gpuorch.testing.kmock_ext import KubeServer
 
 
 @pytest.fixture

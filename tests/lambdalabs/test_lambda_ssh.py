@@ -16,12 +16,12 @@ import yaml
 from fake_lambda import FakeLambda
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ssh"))
-from sshd import Sshd, SshdUnavailable  # noqa: E402
+from sshd import Sshd, SshdUnavailable
 
-from gpuorch.provider.port import Instance, LaunchRequest  # noqa: E402
-from gpuorch.runners.hostkeys import HostKeyRejected, known_hosts_path, pinned_host_key  # noqa: E402
-from gpuorch.runners.keys import ensure_host_key  # noqa: E402
-from gpuorch.runners.ssh import SshRunner  # noqa: E402
+from gpuorch.provider.port import Instance, LaunchRequest
+from gpuorch.runners.hostkeys import HostKeyRejected, known_hosts_path, pinned_host_key
+from gpuorch.runners.keys import ensure_host_key
+from gpuorch.runners.ssh import SshRunner
 
 pytestmark = pytest.mark.lambdalabs
 

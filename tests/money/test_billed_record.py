@@ -82,7 +82,7 @@ def test_the_ledger_counts_an_instance_seen_gone_as_ended_at_the_clouds_time():
 # -- the reconciler, across a daemon outage -----------------------------------------------------
 @pytest.fixture
 def fake(clock):
-    clock._now = T0  # noqa: SLF001 (the fixture's clock, set to a known start)
+    clock._now = T0  # the fixture's clock, set to a known start
     return FakeProvider(clock, script=FakeJobScript(duration_s=3600, checkpoint_every_s=60))
 
 
@@ -102,9 +102,9 @@ def test_a_reclaim_during_an_outage_is_billed_to_the_clouds_end_not_the_daemons_
                                                                                       reclaimed_after):
     rec, job, a = start(store, fake, clock)
     launched = a.launched_at.replace(tzinfo=UTC)
-    clock._now = launched + timedelta(seconds=reclaimed_after)  # noqa: SLF001
+    clock._now = launched + timedelta(seconds=reclaimed_after)
     fake.inject_preemption(a.instance_id, 0)  # reclaimed without a notice; the daemon is down
-    clock._now = launched + timedelta(seconds=142.5)  # noqa: SLF001 (it comes back)
+    clock._now = launched + timedelta(seconds=142.5)  # it comes back
     rec.run_pass()
     first = attempts(store, job.id)[0]
     assert (first.status, first.reason) == (AttemptStatus.ENDED, TerminationReason.PREEMPTED)
@@ -123,9 +123,9 @@ def test_after_an_outage_the_first_passs_budget_check_counts_the_clouds_end(stor
     it relaunches in that same pass."""
     rec, job, a = start(store, fake, clock, budget={"max_cost": 0.10})
     launched = a.launched_at.replace(tzinfo=UTC)
-    clock._now = launched + timedelta(seconds=21.8)  # noqa: SLF001
+    clock._now = launched + timedelta(seconds=21.8)
     fake.inject_preemption(a.instance_id, 0)
-    clock._now = launched + timedelta(seconds=142.5)  # noqa: SLF001
+    clock._now = launched + timedelta(seconds=142.5)
     rec.run_pass()
     rows = attempts(store, job.id)
     with store.read() as s:

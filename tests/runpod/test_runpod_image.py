@@ -19,7 +19,7 @@ from gpuorch.store.models import JobStatus
 from gpuorch.testing.daemon import AssembledDaemon
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ssh"))
-from sshd import Sshd, SshdUnavailable  # noqa: E402
+from sshd import Sshd, SshdUnavailable
 
 pytestmark = [pytest.mark.runpod, pytest.mark.timeout(300)]
 IMAGE = "ghcr.io/acme/qlora-train:1.4"

@@ -19,7 +19,7 @@ from gpuorch_runpod.config import parse_options
 from gpuorch_runpod.provider import RunpodProvider
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ssh"))
-from sshd import Sshd, SshdUnavailable  # noqa: E402
+from sshd import Sshd, SshdUnavailable
 
 pytestmark = pytest.mark.runpod
 

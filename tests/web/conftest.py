@@ -31,7 +31,7 @@ from gpuorch.testing import e2e
 from gpuorch_local.provider import LocalProvider
 
 pytest.importorskip("fastapi", reason="the server extra is not installed: pip install -e '.[dev]'")
-from gpuorch.api.server import ApiThread  # noqa: E402
+from gpuorch.api.server import ApiThread
 
 ENV = {"STEPS": "150", "CKPT_EVERY": "30", "STEP_SLEEP": "0.01", "LOG_EVERY": "10", "SEED": "3"}
 
