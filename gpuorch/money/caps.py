@@ -9,10 +9,11 @@ Terms (the proof is in docs/money.md):
 - decision point: the latest moment by which the daemon can have an instance terminated,
   counting from a look now: the next look (<= I), a clean stop (S), the look that terminates
   (<= I). The horizon ``H = 2I + S``.
-- runway ``R`` of a launch: how long it may run before the running check can stop it: the
-  longest of the job's checkpoint interval plus I (its first useful checkpoint),
-  ``runway_passes`` decision intervals, and its minimum bill less H (``runway_s``). Recorded
-  on the attempt as ``runway_until``.
+- runway ``R`` of a launch: how long it may run before the running check can stop it: the least
+  its guarantees need, the longer of its minimum bill less H (what is paid anyway is used) and,
+  with a checkpoint interval, its first checkpoint upload (the interval plus I to see it); 0
+  without either (``runway_s``). The notice and the final checkpoint of a stop are in H (S covers
+  them). Recorded on the attempt as ``runway_until``.
 - reservation of a live attempt: what it may still add until its decision point, and never
   less than until ``runway_until + H`` (for an attempt being stopped: until its drain deadline
   plus I).
@@ -30,7 +31,11 @@ disagree a pass later: a scope is within its cap at ``at`` if ``committed(at) + 
   along, keep running. Failing it with the money really gone (even with every other attempt
   stopped now, this one's next horizon does not fit) stops the job as ``budget_exhausted``;
   failing it only because other attempts' reservations fill the cap *holds* the trial: a clean
-  stop, status ``held``, resumed from its checkpoint before fresh trials start.
+  stop, status ``held``, resumed from its checkpoint before fresh trials start. While another
+  attempt of the scope is live (its reservation may still come back) nothing ends for good: the
+  trial is held. ``budget_exhausted`` is left for the money really gone: with no live attempt in
+  the scope, what is left is less than the cheapest launch's reservation (the numbers go in the
+  job's message).
 
 Launches are admitted against a ledger re-read inside the launch's own write transaction, so two
 launches (in one pass or in two daemons) cannot both take the last dollars.
@@ -60,7 +65,6 @@ class Policy:
     daily_cap: float | None = None  # USD per UTC day, all jobs together (DaemonConfig.daily_budget)
     decision_interval_s: float = 30.0
     stop_grace_s: float = 120.0
-    runway_passes: int = 3  # decision intervals of runway beyond the first checkpoint or minimum bill
 
     @property
     def horizon_s(self) -> float:
@@ -76,13 +80,15 @@ def next_day(now: datetime) -> datetime:
 
 
 def runway_s(min_billing_s: float, checkpoint_s: float | None, policy: Policy) -> float:
-    """Seconds an admitted attempt may run before the running check may stop it: the longest of
-    its first useful checkpoint (the checkpoint interval plus a pass to see it), a few passes,
-    and its minimum bill less the horizon (so its decision point falls where the minimum ends:
-    what is paid for anyway is used, and no further increment is reserved for it)."""
+    """Seconds an admitted attempt may run before the running check may stop it: the least its
+    guarantees need. The longer of its minimum bill less the horizon (its decision point falls
+    where the minimum ends: what is paid for anyway is used) and, with a checkpoint interval, its
+    first checkpoint upload (the interval plus a pass to see it: a stop before it would throw the
+    start-up away); 0 without either. A stop's final checkpoint and a spot notice are covered by
+    the horizon (its stop grace), not by the runway. ``tests/money/test_runway.py``: an admitted
+    attempt is never stopped for budget inside it."""
     i = policy.decision_interval_s
-    return max((checkpoint_s or 0.0) + i if checkpoint_s else 0.0, policy.runway_passes * i,
-               float(min_billing_s) - policy.horizon_s)
+    return max(checkpoint_s + i if checkpoint_s else 0.0, float(min_billing_s) - policy.horizon_s, 0.0)
 
 
 def worst_case(c: Candidate, policy: Policy, checkpoint_s: float | None = None) -> float:
@@ -234,9 +240,18 @@ class Cap:
         return committed + (extra(until) if extra else 0.0) <= self.limit + EPS
 
     @property
+    def others_live(self) -> bool:
+        """Whether another job's attempt in the scope is live: its reservation may still come back
+        (it finishes, its launch fails, its stop ends sooner than reserved)."""
+        return any(a.job_id != self.job_id for a in self.totals.live)
+
+    @property
     def money_gone(self) -> bool:
-        """Over the cap even if every other running attempt were stopped now."""
-        return self.totals.committed_if_others_stop(self.job_id) > self.limit + EPS
+        """Over the cap even if every other running attempt were stopped now, and (job and sweep
+        caps) no other attempt of the scope is live, whose reservation might still come back.
+        The daily cap's answer is the same either way: the job waits for tomorrow."""
+        over = self.totals.committed_if_others_stop(self.job_id) > self.limit + EPS
+        return over and (self.daily or not self.others_live)
 
 
 @dataclass(frozen=True)
@@ -291,18 +306,35 @@ class Gate:
 
         return all(cap.within(self.policy, self.now, at=self.runway_until(c), extra=launch) for cap in self.caps)
 
+    def reserve_note(self, c: Candidate) -> str:
+        """What a launch on ``c`` reserves, in words: its runway and the horizon at its price."""
+        o, p = c.offer, self.policy
+        where = f"{o.zone} {o.instance_type} {'spot' if c.spot else 'on-demand'}"
+        return (f"${self.need(c):.4f} = {runway_s(o.min_billing_s, self.checkpoint_s, p):.0f} s runway + "
+                f"{p.horizon_s:.0f} s horizon at ${c.total_price_per_hour:.4f}/h on {where}")
+
     def unaffordable(self, ranked: list[Candidate]) -> Hold:
-        """Why none of ``ranked`` may launch: a cap spent for good, or reservations to wait out."""
-        need = min(self.need(c) for c in ranked)
+        """Why none of ``ranked`` may launch: a cap spent for good (no attempt of its scope live,
+        and less left than the cheapest launch reserves), or reservations to wait out."""
+        cheapest = min(ranked, key=self.need)
+        need = self.need(cheapest)
         for cap in self.caps:
-            if cap.spent + need > cap.limit + EPS:
-                left = max(0.0, cap.limit - cap.spent)
-                why = f"{cap.scope} ${cap.limit:.2f} has ${left:.4f} left; the cheapest launch may cost ${need:.4f}"
-                if cap.daily:
-                    tomorrow = next_day(self.now)
-                    return Hold(JobStatus.QUEUED, f"{why}; waiting for {tomorrow:%Y-%m-%d} UTC", not_before=tomorrow)
-                return Hold(JobStatus.BUDGET_EXHAUSTED, f"budget exhausted: {why}")
-        return Hold(self.waiting, "waiting: running attempts hold the rest of the budget")
+            if cap.spent + need <= cap.limit + EPS:
+                continue
+            left = max(0.0, cap.limit - cap.spent)
+            why = (f"{cap.scope} ${cap.limit:.2f} has ${left:.4f} left of it (${cap.spent:.4f} spent); the cheapest "
+                   f"launch reserves {self.reserve_note(cheapest)}")
+            if cap.daily:
+                tomorrow = next_day(self.now)
+                return Hold(JobStatus.QUEUED, f"{why}; waiting for {tomorrow:%Y-%m-%d} UTC", not_before=tomorrow)
+            if cap.others_live:  # what they do not spend comes back when they end
+                return Hold(self.waiting, f"waiting: {why}; running attempts may return part of their reservation")
+            return Hold(JobStatus.BUDGET_EXHAUSTED, f"budget exhausted: {why}, and no attempt of it is running")
+        tight = next((c for c in self.caps if not c.within(self.policy, self.now, at=self.runway_until(cheapest),
+                                                              extra=lambda _: need)), None)
+        held = f" ({tight.scope} ${tight.limit:.2f}: ${tight.spent:.4f} spent)" if tight is not None else ""
+        return Hold(self.waiting, f"waiting: running attempts hold the rest of the budget{held}; the cheapest "
+                                  f"launch reserves {self.reserve_note(cheapest)}")
 
 
 def _budget_stop(caps: list[Cap], now: datetime, policy: Policy) -> Stop | None:
@@ -312,7 +344,10 @@ def _budget_stop(caps: list[Cap], now: datetime, policy: Policy) -> Stop | None:
         return None
     gone = next((c for c in over if c.money_gone), None)  # a job's own budget: always (it holds nothing else)
     cap = gone or over[0]
-    msg = f"stopped before the {cap.scope} (${cap.limit:.2f}) is crossed; ${cap.spent:.4f} spent"
+    own = cap.totals.running.get(cap.job_id, (0.0, 0.0))[0]
+    msg = (f"stopped before the {cap.scope} (${cap.limit:.2f}) is crossed; ${cap.spent:.4f} spent, "
+           f"${max(0.0, cap.limit - cap.spent):.4f} left, this attempt's next {policy.horizon_s:.0f} s reserve "
+           f"${own:.4f}")
     if gone is not None and gone.daily:
         tomorrow = next_day(now)
         return Stop(TerminationReason.BUDGET_EXHAUSTED, JobStatus.QUEUED, f"{msg}; resumes {tomorrow:%Y-%m-%d} UTC",
@@ -320,8 +355,8 @@ def _budget_stop(caps: list[Cap], now: datetime, policy: Policy) -> Stop | None:
     if gone is not None:
         return Stop(TerminationReason.BUDGET_EXHAUSTED, JobStatus.BUDGET_EXHAUSTED, msg)
     return Stop(TerminationReason.HELD, JobStatus.HELD,
-                f"held: older attempts' reservations fill the {cap.scope} (${cap.limit:.2f}; ${cap.spent:.4f} "
-                "spent); resumes from its checkpoint when they free it")
+                f"held: other attempts' reservations fill the {cap.scope} (${cap.limit:.2f}; ${cap.spent:.4f} "
+                f"spent, ${cap.totals.reserved:.4f} reserved); resumes from its checkpoint when they free it")
 
 
 def gate_for(job: Job, spec: JobSpec, sweep: SweepState | None, ledger: Ledger, policy: Policy,

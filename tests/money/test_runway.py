@@ -1,7 +1,7 @@
 """Admission and the running check are one rule (gpuorch.money.caps ``Cap.within``): an attempt
-admitted with its runway is never stopped for budget within that runway (at least
-``runway_passes`` passes) unless actual spend moved beyond the projections (here it cannot: no
-spot price moves). Property-tested over random prices, billing rules, caps, checkpoint intervals,
+admitted with its runway is never stopped for budget within that runway (the least its
+guarantees need: ``caps.runway_s``) unless actual spend moved beyond the projections (here it
+cannot: no spot price moves). Property-tested over random prices, billing rules, caps, checkpoint intervals,
 finishes and irregular passes; and the cap is never crossed.
 """
 
@@ -102,7 +102,7 @@ def test_the_issue_case_is_not_stopped_one_pass_after_its_launch():
     sweep = SweepState(1, "s", 0.6, None, max_parallel=3, in_flight=0)
     led = Ledger.build([], T0, POLICY)
     g = gate_for(SimpleNamespace(id=1, status=JobStatus.QUEUED), s, sweep, led, POLICY)  # type: ignore[arg-type]
-    assert g.affords(c)  # 10 $/h x (90 s runway + 120 s horizon) = $0.583
+    assert g.affords(c)  # 10 $/h x (90 s runway: the first checkpoint + 120 s horizon) = $0.583
     a = Attempt(job_id=1, number=1, provider="fake", region="r", zone="r-a", instance_type="gpu.x", price_per_hour=10.0,
                 billing_granularity_s=1, min_billing_s=60, status=AttemptStatus.RUNNING, requested_at=T0,
                 launched_at=T0, runway_until=g.runway_until(c))
