@@ -120,6 +120,8 @@ def status(ctx: typer.Context,
     sp = report["spend"]
     typer.echo(f"spend ${report['spent']:.4f}: " + ", ".join(f"${sp[k]:.4f} {k}" for k in sp if sp[k] or k in (
         "finished", "pruned", "held", "wasted")) + f" ({report['wasted_share']:.0%} wasted)")
+    if report.get("left") is not None and report.get("no_more"):  # why the rest of the cap bought no more trials
+        typer.echo(f"left ${report['left']:.4f} of the cap; no further trial: {report['no_more']}")
 
 
 def _best(best: dict[str, Any], obj: dict[str, Any]) -> str:

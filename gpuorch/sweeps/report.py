@@ -110,6 +110,7 @@ def sweep_report(s: Session, sweep: Sweep, now: datetime) -> dict[str, Any]:
         top = trials[0]
         best = {**top, "unfinished": top["status"] != JobStatus.SUCCEEDED.value}
     spent = sum(spend.values())
+    left = round(max(0.0, sweep.max_cost - spent), 6) if sweep.max_cost is not None else None
     return {
         "id": sweep.id, "name": sweep.name, "status": sweep.status.value, "message": sweep.message,
         "spent": round(spent, 6), "max_cost": sweep.max_cost, "deadline": sweep.deadline,
@@ -118,5 +119,18 @@ def sweep_report(s: Session, sweep: Sweep, now: datetime) -> dict[str, Any]:
         "counts": dict(Counter(t["status"] for t in trials)), "best": best,
         "spend": {k: round(v, 6) for k, v in spend.items()},
         "wasted_share": round(spend["wasted"] / spent, 4) if spent > 0 else 0.0,
+        "left": left, "no_more": no_more(jobs),
         "trials": trials,
     }
+
+
+def no_more(jobs: list[Job]) -> str | None:
+    """Why no further trial could start, in the daemon's words (with its numbers): the message of
+    the trial ended last for money (``budget_exhausted``), else of the first trial still waiting
+    for money or a slot; None when every trial ran (or none waits)."""
+    ended = [j for j in jobs if j.status == JobStatus.BUDGET_EXHAUSTED and j.message]
+    if ended:
+        last = max(ended, key=lambda j: (j.finished_at or j.created_at, j.id or 0))
+        return f"{last.name}: {last.message}"
+    waiting = next((j for j in jobs if j.status in (JobStatus.QUEUED, JobStatus.HELD) and j.message), None)
+    return f"{waiting.name}: {waiting.message}" if waiting is not None else None

@@ -61,7 +61,10 @@ def test_a_small_cap_sweep_finishes_three_trials_and_ends_the_rest_only_when_not
         live = [a for a in every if a.job_id != t.id and a.requested_at < t.finished_at
                 and (a.ended_at is None or a.ended_at > t.finished_at)]
         assert live == [], f"trial {t.id} ended while {[(a.job_id, a.number) for a in live]} could return money"
-    assert report(store, sweep.id, clock)["spent"] <= CAP + 1e-9
+    r = report(store, sweep.id, clock)
+    assert r["spent"] <= CAP + 1e-9 and abs(r["left"] - (CAP - r["spent"])) < 1e-5  # the morning table says
+    if counts[JobStatus.BUDGET_EXHAUSTED]:  # ... how much was left and why no further trial could start
+        assert "reserves $" in r["no_more"] and "no attempt of it is running" in r["no_more"]
     assert fake.live_instances() == []
 
 
