@@ -15,18 +15,13 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuorch.cli import app
+from tests.kit.cli import one_line
 
 runner = CliRunner()
 
 
 def cli(*args: str):
     return runner.invoke(app, list(args))
-
-
-def one_line(r) -> str:
-    lines = r.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in r.output, r.output
-    return lines[0]
 
 
 @pytest.mark.parametrize("ref", ["²", "99999999999999999999999", "0", "x" * 300])

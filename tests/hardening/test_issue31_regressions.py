@@ -18,18 +18,13 @@ from typer.testing import CliRunner
 
 from gpuorch.cli import app
 from gpuorch.store import Store
+from tests.kit.cli import one_line
 
 runner = CliRunner()
 
 
 def cli(*args: str):
     return runner.invoke(app, list(args))
-
-
-def one_line(output: str) -> str:
-    lines = output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in output, output
-    return lines[0]
 
 
 @pytest.fixture

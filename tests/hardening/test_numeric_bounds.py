@@ -34,6 +34,7 @@ from gpuorch.ops.config import DaemonConfig
 from gpuorch.sizing.workload import Architecture, Distributed, Workload
 from gpuorch.store import Store
 from gpuorch.sweeps.spec import Objective, Pruning, Search, SweepSpec
+from tests.kit.cli import one_line
 
 pytest.importorskip("fastapi", reason="the server extra is not installed: pip install -e '.[dev]'")
 from gpuorch.api.server import ApiThread, SweepLimitsRequest
@@ -153,12 +154,6 @@ def bad_values(field: Numeric) -> st.SearchStrategy[Any]:
 
 def dotted(field: Numeric) -> str:
     return ".".join(field.path[1:] if field.path[0] == "job" else field.path)
-
-
-def one_line(output: str) -> str:
-    lines = output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in output, output
-    return lines[0]
 
 
 def nothing_stored(home) -> None:

@@ -8,10 +8,9 @@ policy timers in market time.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
+from sim_data import write_trace
 from sqlmodel import select
 
 from gpuorch.clock import time_scale, time_scales, wall_s
@@ -24,11 +23,6 @@ from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Job, Terminati
 from gpuorch.testing.fake_provider import FakeProvider
 
 SCALE = 120.0
-
-
-def write_trace(path: Path, data: list[int]) -> Path:
-    path.write_text(json.dumps({"metadata": {"gap_seconds": 60.0}, "data": data}))
-    return path
 
 
 def test_only_a_simulated_market_has_a_time_scale(make_sim, tmp_path):
