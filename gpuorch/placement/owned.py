@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from gpuorch.placement.rank import Candidate
 
@@ -39,17 +39,10 @@ class OwnedChoice:
     wait_s: float = 0.0
 
 
-def owned_providers(providers: Mapping[str, object]) -> frozenset[str]:
-    """The names of ``providers`` (instances or classes) that declare owned capacity.
-
-    Read from ``capabilities.owned_capacity`` (the port's declared value) or, on an adapter that
-    still declares it as a class attribute, ``owned_capacity``."""
-    out = set()
-    for name, p in providers.items():
-        caps = getattr(p, "capabilities", None)
-        if bool(getattr(caps, "owned_capacity", False)) or getattr(p, "owned_capacity", False) is True:
-            out.add(name)
-    return frozenset(out)
+def owned_providers(providers: Mapping[str, Any]) -> frozenset[str]:
+    """The names of ``providers`` (adapters or their classes) whose declared capabilities say
+    they sell owned capacity (``Capabilities.owned_capacity``)."""
+    return frozenset(name for name, p in providers.items() if p.capabilities.owned_capacity)
 
 
 def _where(c: Candidate) -> str:

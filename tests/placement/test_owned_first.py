@@ -5,39 +5,44 @@ owned offer, a wait for a full one and a burst to the cheapest cloud, and the sp
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
+import pytest
 import yaml
-from conftest import make_job, make_offer
 from typer.testing import CliRunner
 
 from gpuorch.cli import app
 from gpuorch.placement import candidates
 from gpuorch.placement.owned import WAITS, choose, owned_providers
 
-POOL = make_offer("A100-80GBx1", "A100-80GB", 0.5, provider="ssh", zone="host0", region="pool", minimum=0)
-CLOUD = make_offer("a2-ultragpu-1g", "A100-80GB", 0.4, provider="gcp")
-DEAR = make_offer("p4de.24xlarge-1", "A100-80GB", 4.0, provider="aws")
+
+@pytest.fixture
+def market(offer):
+    """(a pool host's offer at an internal rate, a cheaper cloud offer, a dearer one)."""
+    return (offer("A100-80GBx1", "A100-80GB", 0.5, provider="ssh", zone="host0", region="pool", minimum=0),
+            offer("a2-ultragpu-1g", "A100-80GB", 0.4, provider="gcp"),
+            offer("p4de.24xlarge-1", "A100-80GB", 4.0, provider="aws"))
 
 
 def ranked(spec, *offers):
     return candidates(spec, list(offers))
 
 
-def test_a_free_owned_offer_wins_over_a_cheaper_cloud_when_it_meets_the_deadline():
-    spec = make_job(resources={"gpu": "A100:80GB:1"}, spot_policy="on-demand",
+def test_a_free_owned_offer_wins_over_a_cheaper_cloud_when_it_meets_the_deadline(market, job):
+    host_o, cloud_o, dear_o = market
+    spec = job(resources={"gpu": "A100:80GB:1"}, spot_policy="on-demand",
                     deadline={"at": "8h", "job_hours": 2}, max_wait="30m")
-    (pool,) = ranked(spec, POOL)
-    cloud, dear = ranked(spec, CLOUD, DEAR)
+    (pool,) = ranked(spec, host_o)
+    cloud, dear = ranked(spec, cloud_o, dear_o)
     c = choose([pool], [], [cloud, dear], max_wait_s=spec.max_wait, waited_s=0, time_left_s=8 * 3600, job_hours=2)
     assert c is not None and c.kind == "owned" and c.free == (pool,) and c.burst == cloud
     assert "owned capacity is free: ssh host0" in c.why and "to the deadline" in c.why
 
 
-def test_an_owned_offer_too_slow_for_the_deadline_bursts():
-    spec = make_job(resources={"gpu": "A100:80GB:1"}, spot_policy="on-demand", deadline={"at": "3h", "job_hours": 2})
-    (pool,) = ranked(spec, POOL)
-    (cloud,) = ranked(spec, CLOUD)
+def test_an_owned_offer_too_slow_for_the_deadline_bursts(market, job):
+    host_o, cloud_o, _ = market
+    spec = job(resources={"gpu": "A100:80GB:1"}, spot_policy="on-demand", deadline={"at": "3h", "job_hours": 2})
+    (pool,) = ranked(spec, host_o)
+    (cloud,) = ranked(spec, cloud_o)
     c = choose([pool], [], [cloud], max_wait_s=None, waited_s=0, time_left_s=1.5 * 3600, job_hours=2)
     assert c is not None and c.kind == "burst" and c.burst == cloud and "after the deadline" in c.why
     # with nothing to burst to, late beats never
@@ -45,10 +50,11 @@ def test_an_owned_offer_too_slow_for_the_deadline_bursts():
     assert alone is not None and alone.kind == "owned"
 
 
-def test_a_full_pool_is_waited_for_within_max_wait_and_the_deadline_then_bursts():
-    spec = make_job(resources={"gpu": "A100:80GB:1"}, spot_policy="on-demand", deadline={"at": "8h", "job_hours": 2})
-    (pool,) = ranked(spec, POOL)
-    (cloud,) = ranked(spec, CLOUD)
+def test_a_full_pool_is_waited_for_within_max_wait_and_the_deadline_then_bursts(market, job):
+    host_o, cloud_o, _ = market
+    spec = job(resources={"gpu": "A100:80GB:1"}, spot_policy="on-demand", deadline={"at": "8h", "job_hours": 2})
+    (pool,) = ranked(spec, host_o)
+    (cloud,) = ranked(spec, cloud_o)
 
     def at(waited: float, left: float = 8 * 3600.0, max_wait: float | None = 1800.0):
         return choose([], [pool], [cloud], max_wait_s=max_wait, waited_s=waited, time_left_s=left, job_hours=2)
@@ -67,20 +73,17 @@ def test_a_full_pool_is_waited_for_within_max_wait_and_the_deadline_then_bursts(
     assert no_wait is not None and no_wait.kind == "burst" and "sets no max_wait" in no_wait.why
 
 
-def test_no_owned_option_leaves_the_ranking_alone():
-    spec = make_job(resources={"gpu": "A100:80GB:1"})
-    assert choose([], [], ranked(spec, CLOUD), max_wait_s=None, waited_s=0, time_left_s=None) is None
+def test_no_owned_option_leaves_the_ranking_alone(market, job):
+    cloud_o = market[1]
+    spec = job(resources={"gpu": "A100:80GB:1"})
+    assert choose([], [], ranked(spec, cloud_o), max_wait_s=None, waited_s=0, time_left_s=None) is None
 
 
 def test_owned_providers_reads_the_declared_capability():
-    class Pool:
-        owned_capacity = True
+    from gpuorch.registry import provider_class
 
-    class Cloud:
-        owned_capacity = False
-
-    declared = SimpleNamespace(capabilities=SimpleNamespace(owned_capacity=True))  # a Capabilities value
-    assert owned_providers({"ssh": Pool, "aws": Cloud(), "k8s": declared}) == {"ssh", "k8s"}
+    classes = {name: provider_class(name) for name in ("ssh", "kubernetes", "aws", "sim")}
+    assert owned_providers(classes) == {"ssh", "kubernetes"}
 
 
 def test_max_wait_without_a_deadline_is_one_line_exit_2_and_nothing_stored(tmp_path):
