@@ -24,6 +24,7 @@ from gpuorch.cli.planning_view import (
     freshness,
     gang_limits,
     offer_source,
+    reserve_line,
     shipped_source,
     strategy_cell,
     warn_flagged,
@@ -329,10 +330,11 @@ def _plan(job: Path, catalog: Path | None, price_list: bool, top: int, json_out:
     owned = owned_first(spec, found, options)  # owned capacity first, cloud burst after
     rejected = [{"provider": r.provider, "instance_type": r.instance_type, "gpu": r.gpu, "gpu_count": r.gpu_count,
                  "offers": r.offers, "reason": r.reason} for r in result.rejected]  # fmt: skip
+    reserve, reserved = reserve_line(spec, result.candidates[0], catalog, price_list)
     if json_out:
         candidates = [candidate_dict(c) for c in result.candidates]
         emit_json({"job": spec.name, "source": source, "work": work, "strategy": spec.strategy.model_dump(),
-                   "nodes": spec.nodes,
+                   "nodes": spec.nodes, "reserve": reserved,
                    "candidates": candidates, "rejected": rejected, "owned_first": owned_json(owned),
                    "prices": freshness(catalog, price_list)})
         return
@@ -367,6 +369,7 @@ def _plan(job: Path, catalog: Path | None, price_list: bool, top: int, json_out:
                else f"distributed: {d.strategy} over {d.degree}")
         typer.echo(f"the cheapest has {best.offer.gpu_count} GPUs, the job uses {best.gpus_used} ({why}): "
                    f"expected ${best.est_cost:.2f} against {versus}")
+    typer.echo(reserve)
     for line in owned_lines(owned):
         typer.echo(line)
     for r in rejected:

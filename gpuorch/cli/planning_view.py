@@ -178,3 +178,31 @@ def strategy_cell(c: Any, degree: int | None) -> str:
     if c.sharding in (None, "none"):
         return f"{used} GPU" + ("s" if used > 1 else "")
     return f"{c.sharding} x{used}"
+
+
+def reserve_line(spec: Any, c: Any, catalog: Path | None, price_list: bool) -> tuple[str, dict[str, Any]]:
+    """What a launch of ``spec`` on candidate ``c`` reserves against its caps (job, sweep, daily)
+    under the configured daemon's budget policy (the defaults with a price list): its runway, the
+    least its guarantees need (``money.caps.runway_s``), and the horizon; said plainly, and as data."""
+    from gpuorch.money.caps import Policy, runway_s, worst_case
+
+    policy = Policy()
+    if catalog is None and not price_list:  # the configured daemon's decision interval and stop grace
+        from gpuorch.cli.app import cli_config
+
+        policy = cli_config().budget_policy()
+    ckpt = spec.checkpoint.interval if spec.checkpoint is not None else None
+    o, i, s = c.offer, policy.decision_interval_s, policy.stop_grace_s
+    runway, need = runway_s(o.min_billing_s, ckpt, policy), worst_case(c, policy, ckpt)
+    if ckpt and runway == ckpt + i:
+        why = f"the first checkpoint: interval {ckpt:g} s + a look {i:g} s"
+    elif runway > 0:
+        why = f"the minimum bill {o.min_billing_s} s less the horizon"
+    else:
+        why = f"no checkpoint interval, and the minimum bill ({o.min_billing_s} s) within the horizon"
+    line = (f"each launch reserves ${need:.4f} of its caps on {o.zone} {o.instance_type}: runway {runway:.0f} s "
+            f"({why}) + horizon {policy.horizon_s:.0f} s (the next look {i:g} s, a clean stop {s:g} s for the final "
+            f"checkpoint upload or a spot notice, the terminating look {i:g} s); what the attempt does not spend "
+            "comes back when it ends")
+    return line, {"usd": round(need, 6), "runway_s": runway, "horizon_s": policy.horizon_s,
+                  "decision_interval_s": i, "stop_grace_s": s}
