@@ -58,34 +58,37 @@ def with_volumes(names: Iterable[str]) -> list[str]:
 def volume_size_ranges(config: dict[str, dict[str, Any]], disk_type: str | None = None,
                        ) -> dict[str, tuple[float, float]]:
     """(min, max) GiB of a volume of ``disk_type`` (None: each provider's default) on each enabled
-    provider that says (``volume_size_range``)."""
+    provider that says (capability ``disk_types``: ``Provider.volume_size_range``)."""
     out: dict[str, tuple[float, float]] = {}
     for name in with_volumes(config):
-        limits = getattr(provider_class(name), "volume_size_range", None)
-        if callable(limits):
-            out[name] = limits(config[name] or {}, disk_type)
+        cls = provider_class(name)
+        if cls.capabilities.disk_types and (limits := cls.volume_size_range(config[name] or {}, disk_type)):
+            out[name] = limits
     return out
 
 
 def volume_types(config: dict[str, dict[str, Any]]) -> dict[str, tuple[str, ...]]:
-    """The disk types a job's ``volume.type`` may name on each enabled provider that says."""
+    """The disk types a job's ``volume.type`` may name on each enabled provider that says
+    (capability ``disk_types``: ``Provider.volume_types``)."""
     out: dict[str, tuple[str, ...]] = {}
     for name in with_volumes(config):
-        types = getattr(provider_class(name), "volume_types", None)
-        if callable(types):
-            out[name] = tuple(types(config[name] or {}))
+        cls = provider_class(name)
+        if cls.capabilities.disk_types:
+            out[name] = tuple(cls.volume_types(config[name] or {}))
     return out
 
 
 def volume_attach_checks(config: dict[str, dict[str, Any]], disk_type: str | None = None,
                          ) -> dict[str, Callable[[str], bool]]:
     """instance type -> whether it can attach ``disk_type`` (None: the provider's default), for
-    each enabled provider that says (``volume_attachable``); no cloud call."""
+    each enabled provider that says (capability ``disk_types``: ``Provider.volume_attachable``);
+    no cloud call."""
     out: dict[str, Callable[[str], bool]] = {}
     for name in with_volumes(config):
-        check = getattr(provider_class(name), "volume_attachable", None)
-        if callable(check):
-            out[name] = functools.partial(lambda c, o, t, it: c(o, it, t), check, config[name] or {}, disk_type)
+        cls = provider_class(name)
+        if cls.capabilities.disk_types:
+            out[name] = functools.partial(lambda c, o, t, it: c(o, it, t), cls.volume_attachable, config[name] or {},
+                                          disk_type)
     return out
 
 

@@ -6,7 +6,8 @@ its class; the core reads ``provider.capabilities.X`` (a class works too: ``subm
 classes of providers it never builds) and calls the port's methods, never ``getattr`` on an
 adapter. An optional method of the port (``Provider.agent_statuses``,
 ``Provider.can_attach_volume``, ``Provider.registry_login``, ``Runner.listed_heartbeat``) has a
-default on the port and a flag here; the flag says the adapter's own version is there, and the
+default on the port and a flag here (``disk_types``: the class methods ``volume_types``,
+``volume_size_range`` and ``volume_attachable``); the flag says the adapter's own version is there, and the
 core calls the method only where the flag is set. ``gpuorch.testing.wrappers.flag_mismatches``
 checks, for every shipped adapter, that each flag is set exactly when the method is overridden.
 
@@ -48,6 +49,9 @@ class Capabilities:
     agent_statuses: bool = False
     # ``Provider.can_attach_volume``: which instance types can attach which disk types.
     volume_attach_check: bool = False
+    # ``Provider.volume_types``, ``volume_size_range`` and ``volume_attachable``: what the class says
+    # of its disk types before any provider is built (``submit``'s checks of a job's ``volume:``).
+    disk_types: bool = False
     # ``Provider.registry_login``: how an instance logs its container runtime in to the provider's
     # own registry with the instance's identity (no key is copied to it).
     registry_login: bool = False
@@ -61,6 +65,9 @@ class Capabilities:
 PROVIDER_METHODS: tuple[tuple[str, str], ...] = (
     ("agent_statuses", "agent_statuses"), ("volume_attach_check", "can_attach_volume"),
     ("registry_login", "registry_login"))
+# Those asked of the provider's class, never of a built (or wrapped) provider.
+PROVIDER_CLASS_METHODS: tuple[tuple[str, str], ...] = (
+    ("disk_types", "volume_types"), ("disk_types", "volume_size_range"))
 
 
 def field_names(cls: type) -> tuple[str, ...]:

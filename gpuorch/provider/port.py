@@ -306,6 +306,26 @@ class Provider(ABC):
         ``disk_type`` (None: the provider's default). Without the capability: every type can."""
         return True
 
+    @classmethod
+    def volume_types(cls, options: dict[str, Any]) -> tuple[str, ...]:
+        """Capability ``disk_types``: the disk types a job's ``volume.type`` may name on this
+        provider with ``options`` (its ``providers.<name>`` config), the default first. Asked of
+        the class, before any provider is built (``submit``); no cloud call. Default: none said."""
+        return ()
+
+    @classmethod
+    def volume_size_range(cls, options: dict[str, Any], disk_type: str | None = None) -> tuple[float, float] | None:
+        """Capability ``disk_types``: (min, max) GiB of a volume of ``disk_type`` (None: the
+        default type), asked of the class. Default: None, no limits said."""
+        return None
+
+    @classmethod
+    def volume_attachable(cls, options: dict[str, Any], instance_type: str, disk_type: str | None = None) -> bool:
+        """Capability ``disk_types``: whether ``instance_type`` can attach ``disk_type`` (None: the
+        default type), asked of the class (``can_attach_volume`` asks a built provider). Default:
+        every type can."""
+        return True
+
     def registry_login(self, registry: str) -> RegistryLogin | None:
         """Capability ``registry_login``: how an instance of this provider logs its container
         runtime in to ``registry`` (an image reference's host) with the instance's own identity,

@@ -19,7 +19,7 @@ from dataclasses import fields
 from typing import Any
 
 from gpuorch.provider import port
-from gpuorch.provider.capabilities import PROVIDER_METHODS, Capabilities, field_names
+from gpuorch.provider.capabilities import PROVIDER_CLASS_METHODS, PROVIDER_METHODS, Capabilities, field_names
 from gpuorch.provider.port import Provider
 from gpuorch.runners.port import RUNNER_METHODS, Runner
 
@@ -54,9 +54,15 @@ def bare_instance(cls: type[Provider]) -> Provider:
     return cls.__new__(cls)
 
 
+def _own(cls: type, base: type, method: str) -> bool:
+    """Whether ``cls`` has its own ``method`` (or a mixin's), not ``base``'s default; class methods
+    compared as declared (``getattr`` would bind a new object each time)."""
+    return inspect.getattr_static(cls, method, None) is not inspect.getattr_static(base, method)
+
+
 def _overrides(obj: Any, base: type, method: str) -> bool:
     """Whether ``obj``'s class has its own ``method``, not ``base``'s default."""
-    return getattr(type(obj), method, None) is not getattr(base, method)
+    return _own(type(obj), base, method)
 
 
 def capability_mismatches(adapter: Any, wrapped: Any) -> list[str]:
@@ -78,10 +84,11 @@ def capability_mismatches(adapter: Any, wrapped: Any) -> list[str]:
 def declaration_mismatches(cls: type[Provider] | type[Runner]) -> list[str]:
     """One line per way the class ``cls`` (a Provider or a Runner) declares what it does not do,
     or does what it does not declare (the core would never call the method)."""
-    base, methods = (Provider, PROVIDER_METHODS) if issubclass(cls, Provider) else (Runner, RUNNER_METHODS)
+    base, methods = ((Provider, PROVIDER_METHODS + PROVIDER_CLASS_METHODS) if issubclass(cls, Provider)
+                     else (Runner, RUNNER_METHODS))
     declared, out = cls.capabilities, []
     for flag, method in methods:
-        own = getattr(cls, method, None) is not getattr(base, method)
+        own = _own(cls, base, method)
         if own != bool(getattr(declared, flag)):
             out.append(f"{cls.__name__}: capabilities.{flag} is {getattr(declared, flag)} but the class "
                        f"{'has' if own else 'lacks'} its own {method}")

@@ -68,7 +68,7 @@ class AwsProvider(AwsGangs, EbsVolumes, EcrLogin, Provider):
     name = PROVIDER
     # The agent runs docker on the VM (docs/workloads.md) and logs it in to ECR (registry.py).
     capabilities = Capabilities(max_nodes=MAX_NODES, runs_containers=True, volume_attach_check=True,
-                                registry_login=True)
+                                disk_types=True, registry_login=True)
 
     def __init__(self, options: AwsOptions, *, home: Path | None = None, session: Any = None,
                  prices: PriceSource | None = None, buckets: BucketSource | None = None,

@@ -78,7 +78,7 @@ class AzureProvider(AzureGangs, ManagedDisks, AcrLogin, Provider):
 
     name = PROVIDER
     capabilities = Capabilities(max_nodes=MAX_NODES, runs_containers=True, volume_attach_check=True,
-                                registry_login=True, price_source=PRICE_SOURCE)
+                                registry_login=True, disk_types=True, price_source=PRICE_SOURCE)
 
     def __init__(self, options: AzureOptions, *, home: Path | None = None, credential: Any = None,
                  sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,

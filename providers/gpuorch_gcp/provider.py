@@ -58,7 +58,7 @@ class GcpProvider(GcpGangs, PersistentDisks, GarLogin, Provider):
     name = PROVIDER
     # The agent runs docker on the VM (docs/workloads.md) and logs it in to Artifact Registry (registry.py).
     capabilities = Capabilities(
-        max_nodes=MAX_NODES, runs_containers=True, volume_attach_check=True, registry_login=True,
+        max_nodes=MAX_NODES, runs_containers=True, volume_attach_check=True, disk_types=True, registry_login=True,
         price_source="Compute Engine machineTypes + Cloud Billing Catalog API (services/6F81-5844-456A/skus)")
 
     def __init__(self, options: GcpOptions, *, home: Path | None = None, credentials: Any = None,

@@ -39,7 +39,7 @@ def test_the_port_declares_its_capabilities_as_one_value():
     assert wrappers.undeclared_attributes() == set(), "declare them as fields of Capabilities"
     assert wrappers.declared_attributes() == tuple(f.name for f in fields(Capabilities))
     assert {"max_nodes", "runs_containers", "owned_capacity", "runners_may_block", "agent_statuses",
-            "volume_attach_check", "registry_login"} <= set(wrappers.declared_attributes())
+            "volume_attach_check", "disk_types", "registry_login"} <= set(wrappers.declared_attributes())
     assert wrappers.protocol_capabilities(), "the port's Protocol capabilities were not found"
 
 
@@ -61,7 +61,13 @@ def test_a_retired_flag_or_a_flag_without_its_method_is_caught():
         max_nodes = 8  # the old way: the core reads capabilities only
         capabilities = Capabilities(agent_statuses=True)  # but no agent_statuses of its own
 
-    assert sorted(line.split(":")[0] for line in wrappers.declaration_mismatches(Stale)) == ["Stale", "Stale.max_nodes"]
+        @classmethod
+        def volume_types(cls, options):  # type: ignore[no-untyped-def]
+            return ("ssd",)  # but disk_types is not declared: submit would never ask
+
+    assert sorted(line.split(":")[0] for line in wrappers.declaration_mismatches(Stale)) == [
+        "Stale", "Stale", "Stale.max_nodes"]
+    assert any("disk_types is False" in line for line in wrappers.declaration_mismatches(Stale))
 
 
 @pytest.mark.parametrize("wrapper", sorted(WRAPPERS))
