@@ -79,10 +79,13 @@ def ssh(ctx: typer.Context, name: str = NAME_ARG,
     from gpuorch.devbox.remote import endpoint
 
     _no_server(ctx, "gpuorch ssh")
+    command = list(command or [])
+    if command[:1] == ["--"]:  # click keeps the separator once an argument came before it
+        command = command[1:]
     with _errors():
         _, ep = endpoint(cli_config(), name)
         if command:
-            code = sessions.run(ep, list(command))
+            code = sessions.run(ep, command)
         else:
             argv = sessions.interactive_argv(ep)
             code = -1
@@ -97,7 +100,7 @@ def ssh(ctx: typer.Context, name: str = NAME_ARG,
 
 @app.command("port")
 def port(ctx: typer.Context, name: str = NAME_ARG,
-         remote: int = typer.Argument(..., min=1, max=65535, help="The port on the box (8888 for Jupyter)."),
+         remote_port: int = typer.Argument(..., min=1, max=65535, help="The port on the box (8888 for Jupyter)."),
          local: int = typer.Option(None, "--local", min=0, max=65535,
                                    help="Local port on 127.0.0.1 (default: the same as the box's; 0: any free)."),
          json_out: bool = JSON_OPTION) -> None:
@@ -112,13 +115,13 @@ def port(ctx: typer.Context, name: str = NAME_ARG,
     _no_server(ctx, "gpuorch port")
     with _errors():
         _, ep = endpoint(cli_config(), name, "gpuorch port")
-        fwd = Forward.open(ep, remote, remote if local is None else local)
+        fwd = Forward.open(ep, remote_port, remote_port if local is None else local)
     with fwd:
-        info: dict[str, Any] = {"url": fwd.url, "local_port": fwd.local_port, "remote_port": remote}
+        info: dict[str, Any] = {"url": fwd.url, "local_port": fwd.local_port, "remote_port": remote_port}
         if json_out:
             emit_json(info)
         else:
-            typer.echo(f"forwarding {fwd.url} -> {name}:{remote} (Ctrl-C stops)")
+            typer.echo(f"forwarding {fwd.url} -> {name}:{remote_port} (Ctrl-C stops)")
         try:
             fwd.serve()
         except KeyboardInterrupt:

@@ -100,7 +100,8 @@ def start(service: JobService, request: BoxRequest, now: datetime) -> dict[str, 
 
 
 def restart(service: JobService, job_id: int, now: datetime) -> dict[str, Any]:
-    """Queue a held dev box again (its volume is still the job's): status ``queued``."""
+    """Queue a held dev box again (its volume is still the job's): status ``queued``, its lease
+    released. Nothing of the box runs while it is held, so no daemon is acting on it."""
     from gpuorch.jobs import events
     from gpuorch.store.models import Job, JobStatus
     from gpuorch.store.wake import notify
@@ -111,6 +112,9 @@ def restart(service: JobService, job_id: int, now: datetime) -> dict[str, Any]:
             raise UserInputError(f"gpuorch dev: box {job_id} is no longer held; see gpuorch status {job_id}")
         job.status, job.message, job.not_before, job.updated_at = JobStatus.QUEUED, "started again by gpuorch dev", \
             None, now
+        # Back to the queue: the daemon holding the box's lease keeps its row while only the
+        # holder writes it (observe/leases.py); released, the job is claimed and read afresh.
+        job.lease_owner, job.lease_expires = None, None
         events.record(s, now, "devbox_restart", "dev box started again (gpuorch dev)", job_id=job.id)
         answer = {"id": job.id, "name": job.name, "status": job.status.value, "warning": None}
     notify(service.store)

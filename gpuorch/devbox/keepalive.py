@@ -2,12 +2,12 @@
 wrapper that marks an SSH session open while it lasts.
 
 The box's command (``keepalive_command``) runs under the agent like any job's and never exits on
-its own. Every ``GPUORCH_DEVBOX_TICK_S`` seconds (default 30) it appends one metrics line,
+its own. Every ``DEVBOX_TICK_S`` seconds (default 30) it appends one metrics line,
 ``{"devbox_at": epoch, "gpu_util": percent, "ssh_sessions": n, "idle_s": seconds}``, to
 ``$GPUORCH_METRICS_FILE``; the daemon keeps the latest values on the job (``status`` shows them)
 and stops the box once ``idle_s`` plus the time since that line reaches ``idle_stop``.
 
-- ``gpu_util``: the busiest GPU's utilisation (``nvidia-smi``); where ``GPUORCH_GPU_UTIL_FILE``
+- ``gpu_util``: the busiest GPU's utilisation (``nvidia-smi``); where ``DEVBOX_GPU_UTIL_FILE``
   names a file, its number instead (hosts without a GPU, and tests: a fake utilisation feed);
   0 where neither answers.
 - ``ssh_sessions``: the sessions ``gpuorch ssh`` and ``gpuorch port`` hold open. Each one creates
@@ -26,7 +26,7 @@ SESSIONS_DIR = "sessions"  # under the attempt's run dir
 DEFAULT_TICK_S = 30
 
 _SCRIPT = r"""# gpuorch dev box: keeps the instance up and reports its activity (gpuorch.devbox.keepalive)
-tick="${GPUORCH_DEVBOX_TICK_S:-%(tick)d}"
+tick="${DEVBOX_TICK_S:-%(tick)d}"
 sessions="$(dirname "$GPUORCH_METRICS_FILE")/%(sessions)s"
 mkdir -p "$sessions"
 idle=0
@@ -39,8 +39,8 @@ while :; do
     if kill -0 "${f##*/}" 2>/dev/null; then n=$((n + 1)); else rm -f "$f"; fi
   done
   raw=0
-  if [ -n "$GPUORCH_GPU_UTIL_FILE" ]; then
-    raw=$(head -c 64 "$GPUORCH_GPU_UTIL_FILE" 2>/dev/null)
+  if [ -n "$DEVBOX_GPU_UTIL_FILE" ]; then
+    raw=$(head -c 64 "$DEVBOX_GPU_UTIL_FILE" 2>/dev/null)
   elif command -v nvidia-smi >/dev/null 2>&1; then
     raw=$(nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits 2>/dev/null | sort -n | tail -n 1)
   fi

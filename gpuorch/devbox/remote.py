@@ -64,6 +64,7 @@ def endpoint(config: DaemonConfig, ref: str, command: str = "gpuorch ssh") -> tu
     running attempt. Raises UserInputError naming what to do when it has none (finished, held,
     not running yet), when its provider is not configured here or runs jobs without a shell."""
     from gpuorch.jobs.intent import attempts_of, find_job
+    from gpuorch.jobs.kinds import kind_of
     from gpuorch.store import Store
 
     store = Store(config.url)
@@ -71,7 +72,7 @@ def endpoint(config: DaemonConfig, ref: str, command: str = "gpuorch ssh") -> tu
         with store.read() as s:
             job = find_job(s, ref)
             attempts = attempts_of(s, job.id)  # type: ignore[arg-type]
-            kind = _kind(job.spec)
+            kind = kind_of(job.spec)
             info = {"id": job.id, "name": job.name, "status": job.status.value, "kind": kind}
             _check_running(command, job.name, job.status.value, job.status.terminal, kind)
             live = [a for a in attempts if a.status.live and a.instance_id]
@@ -123,13 +124,3 @@ def _resolve(config: DaemonConfig, store: Any, command: str, provider_name: str,
     finally:
         provider.close()
 
-
-def _kind(spec_text: str | None) -> str:
-    import json
-
-    try:
-        data = json.loads(spec_text or "{}")
-    except ValueError:
-        return "job"
-    kind = data.get("kind") if isinstance(data, dict) else None
-    return kind if isinstance(kind, str) else "job"
