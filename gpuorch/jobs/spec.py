@@ -210,6 +210,9 @@ class JobSpec(Strict):
     deadline: Deadline | None = None  # finish by then at the least cost (docs/policy.md)
     image: str | None = None  # setup and run execute in this container image (docs/workloads.md)
     nodes: Integer = Field(default=1, ge=1, le=v_.MAX_NODES)  # instances the job spans (docs/workloads.md, multi-node)
+    # An instance whose attempt ended stays up, idle and billed, this long for the next job that fits
+    # it (docs/money.md, "Warm capacity"); 0: terminated at once. A sweep's trials default to 3m.
+    keep_warm: Seconds = Field(default=0.0, ge=0, le=24 * 3600)
     # how long a job may wait for full owned capacity before it bursts to a cloud (docs/ssh-pools.md)
     max_wait: Seconds | None = Field(default=None, gt=0, le=v_.MAX_SECONDS)
 

@@ -38,6 +38,7 @@ from gpuorch.sweeps.command import check_names, substitute
 from gpuorch.sweeps.grid import interleaved
 from gpuorch.when import parse_instant
 
+TRIAL_KEEP_WARM = "3m"  # a trial's keep_warm unless the sweep's job sets one (docs/money.md, "Warm capacity")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,55}$")  # room for "-<trial>" within a job name
 _VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DISTRIBUTIONS = ("uniform", "loguniform", "int")
@@ -187,6 +188,7 @@ def trial_spec(spec: SweepSpec, template: dict[str, Any], index: int, params: di
     in ``run`` a quoted reference to them (``sweeps.command``: no value is written into the shell)."""
     data = dict(template)
     data["name"] = f"{spec.name}-{index}"
+    data.setdefault("keep_warm", TRIAL_KEEP_WARM)  # a short trial pays one boot, not one per trial
     env = template.get("env")
     check_names(params, env if isinstance(env, dict) else None)
     data["env"] = {**(env or {}), **{k: env_value(v) for k, v in params.items()}}

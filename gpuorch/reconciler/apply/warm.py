@@ -37,6 +37,7 @@ from gpuorch.jobs.spec import JobSpec
 from gpuorch.ops.crashpoints import crashpoint
 from gpuorch.placement import Candidate
 from gpuorch.provider.port import Instance, Offer, Provider
+from gpuorch.reconciler.apply.launching import attempt_offer
 from gpuorch.reconciler.apply.money import Money, Txn
 from gpuorch.reconciler.decide import actions as A
 from gpuorch.reconciler.decide import warm as W
@@ -131,11 +132,15 @@ class Warm:
         try:
             with self._txn(job_id) as (s, job):
                 if self._open(s, row.provider, inst.id) is not None:
-                    return True  # handed over already (a pass that died after it)
+                    return True  # handed over already (a pass that died after it): the sweep goes on
+                stored = s.get(Attempt, row.id)  # its offer: the pass's rows leave that column out
+                if stored is None or stored.status != AttemptStatus.ENDED:
+                    return False  # its End did not commit: terminated, as without keep_warm
+                offer = stored.offer or attempt_offer(stored).model_dump_json()
                 origin = (inst.job_id or job_id, inst.attempt or row.number)
                 s.add(WarmInstance(provider=row.provider, instance_id=inst.id, region=row.region, zone=row.zone,
                                    instance_type=row.instance_type, spot=row.spot, image=W.image_of(view.spec),
-                                   offer=row.offer or "", price_per_hour=row.price_per_hour,
+                                   offer=offer, price_per_hour=row.price_per_hour,
                                    billing_granularity_s=row.billing_granularity_s, origin_job_id=origin[0],
                                    origin_attempt=origin[1], job_id=job_id, attempt=row.number,
                                    sweep_id=job.sweep_id, status=W.DIRTY, idle_since=now, keep_until=action.until))
@@ -145,6 +150,17 @@ class Warm:
         except IntegrityError:  # another daemon pooled it meanwhile
             return True
         crashpoint("warm.kept")
+        with self.store.read() as s:  # ready at once: a job decided later in this pass may take it
+            w = self._open(s, row.provider, inst.id)
+        if w is not None:
+            try:
+                view_ = self._recycle(w, _view(w, {(w.provider, w.origin_job_id, w.origin_attempt): inst},
+                                                {w.provider}, None))
+            except (ProviderError, RunnerUnavailable, OSError) as e:  # the sweep tries again
+                log.info("warm instance %s: recycle failed (tried again): %s", inst.id, e)
+            else:
+                if view_.status == W.IDLE:
+                    self.pool.append(view_)
         return True
 
     @staticmethod

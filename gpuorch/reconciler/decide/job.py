@@ -33,6 +33,7 @@ from gpuorch.reconciler.decide.attempt_steps import draining, live, lost_work_s,
 from gpuorch.reconciler.decide.deadline import applies, deadline_launch, deadline_move
 from gpuorch.reconciler.decide.gates import gate_launch, stop_running
 from gpuorch.reconciler.decide.owned import owned_first
+from gpuorch.reconciler.decide.warm import with_end
 from gpuorch.reconciler.observe.views import AttemptView, JobView, Settings
 from gpuorch.store.states import AttemptStatus, JobStatus, TerminationReason
 
@@ -144,7 +145,7 @@ def _current(view: JobView, current: AttemptView, now: datetime, offers: Offers,
         return Step(step.actions + status, step.requeue_after, True), keep
     if end is None:  # a notice: the replacement is requested now, not after the kill
         return step, Replacing(job.preemptions + 1, job.failures, current, drain, current)
-    step = Step(step.actions + (end,), step.requeue_after)
+    step = with_end(view, current, step, end, now)  # its instance terminated, or kept warm (warm.py)
     if end.reason == TerminationReason.SUCCEEDED:
         return Step(step.actions + (SetJob(JobStatus.SUCCEEDED, end.message, finished=True),), step.requeue_after,
                     True), keep
