@@ -18,6 +18,8 @@ What it does, each as the named part of Kubernetes does it (https://kubernetes.i
   eviction, a drain), its main process gets SIGTERM, and the process group SIGKILL after
   ``deletionGracePeriodSeconds``; the pod's final status is written, then it is deleted with grace
   0 (its finalizers, if any, keep it as a tombstone until their owner removes them);
+- **Kueue's pod admission** (``fake_kueue.py``): a pod labelled with a LocalQueue waits behind
+  Kueue's scheduling gate (``SchedulingGated``) until ``admit(name, namespace)``;
 - **exec** (``pods/exec``): commands run in the pod's sandbox while its container runs;
 - **failures**: ``drain(node)`` cordons and evicts through the Eviction API; ``lose_node(node)``
   kills its pods' processes without a signal and turns the node ``Ready=Unknown`` (the kubelet
@@ -39,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuorch.testing.fake_kueue import admit, gated
 from gpuorch.testing.kmock_ext import SYSTEM_TOKEN, KubeServer, now_iso
 
 TERMINAL = ("Succeeded", "Failed")
@@ -114,6 +117,7 @@ class FakeKubelet:
         self.priority_classes = dict(priority_classes or {})
         self.unpullable: dict[str, str] = {}  # image -> the registry's message
         self.lost: set[str] = set()
+        self.admitted: set[tuple[str, str]] = set()  # (namespace, name) of pods Kueue admitted
         self.client = Client(config=KubeConfig.from_dict(server.kubeconfig(token=SYSTEM_TOKEN)), namespace="default")
         self._containers: dict[tuple[str, str, str], _Container] = {}  # (namespace, name, uid)
         self._lock = threading.RLock()
@@ -180,6 +184,10 @@ class FakeKubelet:
             {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
              "message": "Kubelet stopped posting node status.", "lastTransitionTime": now_iso()}]}})
 
+    def admit(self, name: str, namespace: str = "default") -> None:
+        """Kueue admits the pod's Workload: its gate goes, and the next sync schedules it."""
+        admit(self.client, self.admitted, name, namespace)
+
     def sandbox(self, namespace: str, name: str) -> Path | None:
         """The running pod's sandbox directory (its container's working directory)."""
         with self._lock:
@@ -223,7 +231,8 @@ class FakeKubelet:
             if pod["metadata"].get("deletionTimestamp"):
                 self._terminate(key, pod)
             elif not node:
-                self._schedule(pod, pods)
+                if not gated(self.client, self.admitted, pod, self._status):
+                    self._schedule(pod, pods)
             elif node in self.nodes and (pod.get("status") or {}).get("phase") not in TERMINAL:
                 self._run(key, pod)
 

@@ -130,3 +130,21 @@ def test_an_unpullable_image_backs_off_with_the_registrys_message(client, kubele
 
     w = wait_until(waiting, what="the back-off")
     assert w.reason == "ImagePullBackOff" and "manifest unknown" in w.message
+
+
+def test_a_pod_with_a_local_queue_waits_behind_kueues_gate_until_admitted(client, kubelet) -> None:
+    from gpuorch.testing.fake_kueue import KUEUE_GATE, KUEUE_QUEUE
+
+    queued = pod("q")
+    queued.metadata.labels[KUEUE_QUEUE] = "team"
+    client.create(queued)
+    client.create(pod("plain"))
+    wait_until(lambda: phase(client, "plain") == "Running", what="the plain pod to run")
+    got = wait_until(lambda: (s := client.get(Pod, "q")).status and s.status.conditions and s,
+                     what="the queued pod's status")
+    assert [g.name for g in got.spec.schedulingGates] == [KUEUE_GATE] and got.spec.nodeName is None
+    assert [(c.type, c.status, c.reason) for c in got.status.conditions] == [("PodScheduled", "False",
+                                                                             "SchedulingGated")]
+    kubelet.admit("q", "default")
+    wait_until(lambda: phase(client, "q") == "Running", what="the admitted pod to run")
+    assert client.get(Pod, "q").spec.schedulingGates in (None, [])
