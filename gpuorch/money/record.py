@@ -73,7 +73,8 @@ def corrections(row: Attempt, inst: Instance | None, now: datetime) -> dict[str,
         if _differs(start, fixed):
             out["launched_at"] = start = fixed
     ended = aware(reported_end(inst))
-    if row.status == AttemptStatus.ENDED and ended is not None and ended <= now:
+    # An attempt that handed its instance to the warm pool was billed until then: the end is the pool's.
+    if row.status == AttemptStatus.ENDED and ended is not None and ended <= now and not row.kept_warm:
         fixed = billed_end(start, ended, now)
         if _differs(row.ended_at, fixed):
             out["ended_at"] = fixed

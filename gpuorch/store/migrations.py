@@ -251,6 +251,12 @@ def _v12_warm_instances(conn: Connection) -> None:
     table.create(conn)
 
 
+def _v13_attempt_kept_warm(conn: Connection) -> None:
+    """``attempt.kept_warm``: the attempt handed its instance to the warm pool (NULL: it did not)."""
+    if "kept_warm" not in {c["name"] for c in inspect(conn).get_columns("attempt")}:
+        conn.execute(text("ALTER TABLE attempt ADD COLUMN kept_warm BOOLEAN"))
+
+
 MIGRATIONS: list[Migration] = [
     # (1, "initial schema", ...) is the create_all of a fresh database; later ones go here.
     (2, "sweeps, trial metrics, spot price changes, budget_exhausted", _v2_money_and_sweeps),
@@ -264,6 +270,7 @@ MIGRATIONS: list[Migration] = [
     (10, "notifications outbox and deliveries", _v10_notifications),
     (11, "GPU slot leases of owned hosts (SSH node pools)", _v11_slot_leases),
     (12, "warm instances' idle periods (keep_warm)", _v12_warm_instances),
+    (13, "attempt kept_warm", _v13_attempt_kept_warm),
 ]
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 

@@ -120,6 +120,9 @@ class Attempt(SQLModel, table=True):
     # Schema 9: the stored checkpoints and records its agent refused as not this job's, one per
     # line (also job events); None until the agent reported any.
     restore_refused: str | None = Field(default=None, sa_type=Text)
+    # Schema 13: the attempt handed its instance to the warm pool (spec keep_warm): its billing ended
+    # then, and the instance's later end (``money.record``) is the warm period's, not this attempt's.
+    kept_warm: bool | None = None
 
 
 class Instance(SQLModel, table=True):

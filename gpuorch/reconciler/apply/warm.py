@@ -137,6 +137,7 @@ class Warm:
                 if stored is None or stored.status != AttemptStatus.ENDED:
                     return False  # its End did not commit: terminated, as without keep_warm
                 offer = stored.offer or attempt_offer(stored).model_dump_json()
+                stored.kept_warm = True  # billed until now: the instance's later end is the pool's (money.record)
                 origin = (inst.job_id or job_id, inst.attempt or row.number)
                 s.add(WarmInstance(provider=row.provider, instance_id=inst.id, region=row.region, zone=row.zone,
                                    instance_type=row.instance_type, spot=row.spot, image=W.image_of(view.spec),

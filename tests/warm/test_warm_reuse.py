@@ -1,0 +1,107 @@
+"""Warm instances (issue 35, item 1) through the assembled daemon on the local provider: a trial's
+instance kept warm runs the next trial without a launch; a cap its idle time would cross and a
+preemption notice release it; nothing queued that fits releases it at once; and no instance is
+left running at the end."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+from sqlmodel import select
+
+from gpuorch.store.models import Job, JobStatus, Sweep, WarmInstance
+from gpuorch.testing.daemon import AssembledDaemon
+from gpuorch.testing.e2e import events
+
+pytestmark = pytest.mark.timeout(300)
+
+CONFIG = {"max_sleep_s": 0.5}
+
+
+def sweep_file(tmp_path: Path, values: list[int], **fields: object) -> Path:
+    job = {"run": "sleep {S}", "resources": {"gpu": "A100:80GB:1"}, "spot_policy": "on-demand", "keep_warm": "10m"}
+    doc = {"name": "warm", "parameters": {"S": values}, "max_parallel": 1, "job": job, **fields}
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def trials(d: AssembledDaemon, sweep_id: int) -> list[Job]:
+    with d.store.read() as s:
+        return list(s.exec(select(Job).where(Job.sweep_id == sweep_id).order_by(Job.id)))  # type: ignore[arg-type]
+
+
+def warm_rows(d: AssembledDaemon) -> list[WarmInstance]:
+    with d.store.read() as s:
+        return list(s.exec(select(WarmInstance).order_by(WarmInstance.id)))  # type: ignore[arg-type]
+
+
+def alive(d: AssembledDaemon) -> list[str]:
+    return [i.id for i in d.provider("local").list_managed() if i.state.alive]
+
+
+def instances_of(d: AssembledDaemon, jobs: list[Job]) -> list[str]:
+    return [a.instance_id for j in jobs for a in d.attempts(j.id or 0) if a.instance_id]
+
+
+def test_two_trials_run_back_to_back_on_one_instance(tmp_path):
+    with AssembledDaemon.start(tmp_path / "home", CONFIG) as d:
+        sweep_id = d.submit_sweep(sweep_file(tmp_path, [0, 0]))["id"]
+        d.until(lambda: all(j.status.terminal for j in trials(d, sweep_id)), what="both trials to end")
+        done = trials(d, sweep_id)
+        assert [j.status for j in done] == [JobStatus.SUCCEEDED] * 2, [(j.status, j.message) for j in done]
+        used = instances_of(d, done)
+        assert len(used) == 2 and len(set(used)) == 1, used  # one instance launched, both jobs on it
+        [reused] = events(d.store, "warm_reused")
+        assert reused.job_id == done[1].id
+        # Nothing queued fits it any more: released at once, and nothing is left billing.
+        d.until(lambda: all(w.ended_at is not None for w in warm_rows(d)) and not alive(d),
+                what="the warm instance to be released")
+        first, last = warm_rows(d)
+        assert (first.status, first.lessee_job_id) == ("leased", done[1].id)
+        assert (last.status, last.reason) == ("released", "no queued job fits it")
+        assert [e.message for e in events(d.store, "warm_released")][-1].startswith(f"warm instance {used[0]}")
+
+
+def _idle_with_a_waiting_trial(d: AssembledDaemon, tmp_path: Path) -> tuple[int, WarmInstance]:
+    """A sweep of two trials, one at a time: the second is kept from starting (a back-off, as a
+    no-offer retry sets) while the first ends; the first's instance then idles, wanted by it."""
+    sweep_id = d.submit_sweep(sweep_file(tmp_path, [0, 0], budget={"max_cost": 50.0}))["id"]
+    first, second = trials(d, sweep_id)
+    with d.store.write() as s:
+        row = s.get(Job, second.id)
+        assert row is not None
+        row.not_before = d.rec.clock.now() + timedelta(hours=1)
+    w = d.until(lambda: (rows := warm_rows(d)) and rows[0].status == "idle" and rows[0],
+                what="the first trial's instance to idle, warm")
+    assert d.status(first.id or 0) == JobStatus.SUCCEEDED
+    d.run_pass()
+    assert warm_rows(d)[0].status == "idle" and alive(d) == [w.instance_id]  # wanted: kept
+    return sweep_id, w
+
+
+def test_a_cap_the_idle_time_would_cross_releases_the_warm_instance(tmp_path):
+    with AssembledDaemon.start(tmp_path / "home", CONFIG) as d:
+        sweep_id, w = _idle_with_a_waiting_trial(d, tmp_path)
+        # The sweep's money nearly gone: the idle instance's next horizon no longer fits the cap.
+        with d.store.write() as s:
+            sweep = s.get(Sweep, sweep_id)
+            assert sweep is not None
+            sweep.max_cost = 0.0001
+        d.until(lambda: warm_rows(d)[0].status == "released", what="the release before the cap is crossed")
+        row = warm_rows(d)[0]
+        assert row.reason is not None and "cap" in row.reason and "sweep warm budget" in row.reason, row.reason
+        assert w.instance_id not in alive(d)
+
+
+def test_a_notice_on_a_warm_instance_releases_it(tmp_path):
+    with AssembledDaemon.start(tmp_path / "home", CONFIG) as d:
+        _, w = _idle_with_a_waiting_trial(d, tmp_path)
+        d.adapter("local").inject_preemption(w.instance_id, 60.0)
+        d.until(lambda: warm_rows(d)[0].status == "released", what="the release on the notice")
+        assert warm_rows(d)[0].reason == "a preemption notice came while it was idle"
+        assert w.instance_id not in alive(d)
+        assert not events(d.store, "notice")  # no attempt of any job was preempted: only the idle instance went
