@@ -37,6 +37,7 @@ from gpuorch.agent.protocol import (
     CONFIG_FILE,
     HEARTBEAT_FILE,
     JOB_LOG,
+    METRICS_FILE,
     STATUS_FILE,
     WORK_DIR,
     AgentConfig,
@@ -157,6 +158,17 @@ class SshRunner(Runner):
             return data, offset + len(data)
 
         return self.connection.call("read the job log", read)
+
+    def read_metrics(self, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
+        """Up to ``limit`` bytes of the job's metrics file from ``offset``; (b"", offset) if none yet."""
+        def read(_client: paramiko.SSHClient, sftp: paramiko.SFTPClient) -> tuple[bytes, int]:
+            try:
+                data = sftp_util.read_file(sftp, self._run_path(sftp, METRICS_FILE), offset, limit)
+            except FileNotFoundError:
+                return b"", offset
+            return data, offset + len(data)
+
+        return self.connection.call("read the job's metrics", read)
 
     def heartbeat(self) -> None:
         """Rewrite ``run/heartbeat``: its mtime comes from the instance's clock, as the agent's
