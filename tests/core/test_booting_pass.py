@@ -12,29 +12,17 @@ build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembl
 
 from __future__ import annotations
 
-from sqlmodel import select
-
 import gpuorch.reconciler.reconciler as reconciler_module
 from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
 from gpuorch.reconciler import Reconciler, Settings
-from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, TerminationReason
+from gpuorch.store.models import AttemptStatus, JobStatus, TerminationReason
+from gpuorch.testing.e2e import attempts, job_status
 from gpuorch.testing.fake_job import FakeRunner
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 
 SPEC = {"run": "python train.py", "resources": {"gpu": "A100:80GB:1"},
         "checkpoint": {"store": "file:///tmp/ckpt", "interval": "1h"}}
-
-
-def attempts(store) -> list[tuple[int, int, AttemptStatus, TerminationReason | None]]:  # type: ignore[no-untyped-def]
-    with store.read() as s:
-        return [(a.job_id, a.number, a.status, a.reason)
-                for a in s.exec(select(Attempt).order_by(Attempt.job_id, Attempt.number))]  # type: ignore[arg-type]
-
-
-def job_status(store) -> JobStatus:  # type: ignore[no-untyped-def]
-    with store.read() as s:
-        return s.exec(select(Job)).one().status
 
 
 def test_a_booting_attempt_is_decided_again_only_at_its_boot_timeout(store, clock, monkeypatch):
@@ -60,12 +48,12 @@ def test_a_booting_attempt_is_decided_again_only_at_its_boot_timeout(store, cloc
         assert rec.steady.skipped == 3
     assert calls == []  # not decided again
     assert fake.count("runner.start") == 3 and fake.count("runner.heartbeat") == 0  # no start again, no heartbeat
-    assert {a[2] for a in attempts(store)} == {AttemptStatus.LAUNCHED}
+    assert {a.status for i in ids for a in attempts(store, i)} == {AttemptStatus.LAUNCHED}
     clock.advance(60)  # past the boot timeout: decided again, and ended as lost
     rec.run_pass()
     assert sorted(calls) == ids and rec.steady.skipped == 0
-    first = [a for a in attempts(store) if a[1] == 1]
-    assert {(a[2], a[3]) for a in first} == {(AttemptStatus.ENDED, TerminationReason.LOST)}
+    first = [a for i in ids for a in attempts(store, i) if a.number == 1]
+    assert {(a.status, a.reason) for a in first} == {(AttemptStatus.ENDED, TerminationReason.LOST)}
 
 
 def test_a_booting_attempt_whose_agent_answers_is_decided_at_once(store, clock, monkeypatch):
@@ -78,11 +66,11 @@ def test_a_booting_attempt_whose_agent_answers_is_decided_at_once(store, clock, 
     monkeypatch.setattr(FakeRunner, "status", status)
     fake = FakeProvider(clock, script=FakeJobScript(duration_s=10 * 3600, checkpoint_every_s=3600))
     rec = Reconciler(store, {"fake": fake}, clock=clock, settings=Settings(boot_timeout_s=600), owner="d1")
-    jobs.submit(store, parse_spec({**SPEC, "name": "j"}), clock.now())
+    job_id = jobs.submit(store, parse_spec({**SPEC, "name": "j"}), clock.now()).id
     for _ in range(4):
         rec.run_pass()
         clock.advance(2)
-    assert rec.steady.skipped == 1 and job_status(store) == JobStatus.STARTING
+    assert rec.steady.skipped == 1 and job_status(store, job_id) == JobStatus.STARTING
     silent["agents"] = False  # the agent answers: a new status object, so decide runs
     rec.run_pass()
-    assert rec.steady.skipped == 0 and job_status(store) == JobStatus.RUNNING
+    assert rec.steady.skipped == 0 and job_status(store, job_id) == JobStatus.RUNNING

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import threading
 
-from sqlmodel import select
-
 from gpuorch.clock import utcnow
 from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
@@ -20,16 +18,11 @@ from gpuorch.ops.config import DaemonConfig
 from gpuorch.ops.daemon import Daemon
 from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.store import wake
-from gpuorch.store.models import Attempt
+from gpuorch.testing.e2e import attempts
 from gpuorch.testing.fake_provider import FakeProvider
 
 SPEC = {"name": "woken", "run": "python train.py", "resources": {"gpu": "A100:80GB:1"}}
 HOUR = 3600.0
-
-
-def attempts(store) -> list[Attempt]:  # type: ignore[no-untyped-def]
-    with store.read() as s:
-        return list(s.exec(select(Attempt)))
 
 
 def test_a_submit_wakes_a_daemon_that_would_sleep_an_hour(store):
@@ -51,11 +44,11 @@ def test_a_submit_wakes_a_daemon_that_would_sleep_an_hour(store):
     try:
         assert passed.wait(60)  # the first pass found nothing; the daemon now sleeps an hour
         passed.clear()
-        jobs.submit(store, parse_spec(SPEC), utcnow())
+        job = jobs.submit(store, parse_spec(SPEC), utcnow())
         wake.notify(store)
         assert passed.wait(60)  # woken: a pass, long before the hour
         assert daemon.woken == 1
-        assert len(attempts(store)) == 1  # the job's launch was recorded by that pass
+        assert len(attempts(store, job.id or 0)) == 1  # the job's launch was recorded by that pass
     finally:
         daemon.request_stop()
         serving.join(60)
