@@ -14,7 +14,10 @@ recording.py, orphans.py), in order of a pass:
 ``pass.observed``, ``orphan.terminated``, ``launch.intent`` (attempt row committed, provider not yet called),
 ``launch.called`` (the provider created the instance, nothing recorded yet), ``launch.recorded``,
 ``agent.started``, ``progress.recorded``, ``drain.recorded``, ``terminate.called`` (the instance
-is going, its attempt not yet ended), ``end.recorded``, ``pass.done``.
+is going, its attempt not yet ended), ``end.recorded``, ``pass.done``; and the warm pool's
+(``reconciler/apply/warm.py``, spec ``keep_warm``): ``warm.kept`` (an ended attempt's instance
+handed over, not yet recycled), ``warm.leased`` (a job's attempt recorded on a warm instance, its
+agent not started), ``warm.terminated`` (a release's terminate called, its period not yet closed).
 """
 
 from __future__ import annotations

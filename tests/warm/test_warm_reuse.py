@@ -1,10 +1,11 @@
-"""Warm instances (issue 35, item 1) through the assembled daemon on the local provider: a trial's
+"""Warm instances (issue 35, item 1) through the assembled daemon on the local and sim providers: a trial's
 instance kept warm runs the next trial without a launch; a cap its idle time would cross and a
 preemption notice release it; nothing queued that fits releases it at once; and no instance is
 left running at the end."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,8 +22,16 @@ pytestmark = pytest.mark.timeout(300)
 CONFIG = {"max_sleep_s": 0.5}
 
 
-def sweep_file(tmp_path: Path, values: list[int], **fields: object) -> Path:
-    job = {"run": "sleep {S}", "resources": {"gpu": "A100:80GB:1"}, "spot_policy": "on-demand", "keep_warm": "10m"}
+def sim_config(tmp_path: Path) -> dict:
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    for zone in ("aa-1a", "bb-1a"):  # spot always available
+        (traces / f"{zone}_v100.json").write_text(json.dumps({"metadata": {"gap_seconds": 60}, "data": [1] * 100}))
+    return {"max_sleep_s": 0.5, "providers": {"sim": {"traces": str(traces), "boot_s": 0, "time_scale": 1}}}
+
+
+def sweep_file(tmp_path: Path, values: list[int], gpu: str = "A100:80GB:1", **fields: object) -> Path:
+    job = {"run": "sleep {S}", "resources": {"gpu": gpu}, "spot_policy": "on-demand", "keep_warm": "10m"}
     doc = {"name": "warm", "parameters": {"S": values}, "max_parallel": 1, "job": job, **fields}
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(doc))
@@ -40,16 +49,18 @@ def warm_rows(d: AssembledDaemon) -> list[WarmInstance]:
 
 
 def alive(d: AssembledDaemon) -> list[str]:
-    return [i.id for i in d.provider("local").list_managed() if i.state.alive]
+    return [i.id for name in d.rec.providers for i in d.provider(name).list_managed() if i.state.alive]
 
 
 def instances_of(d: AssembledDaemon, jobs: list[Job]) -> list[str]:
     return [a.instance_id for j in jobs for a in d.attempts(j.id or 0) if a.instance_id]
 
 
-def test_two_trials_run_back_to_back_on_one_instance(tmp_path):
-    with AssembledDaemon.start(tmp_path / "home", CONFIG) as d:
-        sweep_id = d.submit_sweep(sweep_file(tmp_path, [0, 0]))["id"]
+@pytest.mark.parametrize("provider", ["local", "sim"])
+def test_two_trials_run_back_to_back_on_one_instance(tmp_path, provider):
+    config, gpu = (CONFIG, "A100:80GB:1") if provider == "local" else (sim_config(tmp_path), "V100:1")
+    with AssembledDaemon.start(tmp_path / "home", config) as d:
+        sweep_id = d.submit_sweep(sweep_file(tmp_path, [0, 0], gpu))["id"]
         d.until(lambda: all(j.status.terminal for j in trials(d, sweep_id)), what="both trials to end")
         done = trials(d, sweep_id)
         assert [j.status for j in done] == [JobStatus.SUCCEEDED] * 2, [(j.status, j.message) for j in done]

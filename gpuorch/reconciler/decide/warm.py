@@ -50,7 +50,7 @@ class WarmView:
 
 def keep_warm_s(spec: JobSpec) -> float:
     """The job's ``keep_warm`` in seconds (0: its instances are terminated when it ends)."""
-    return float(getattr(spec, "keep_warm", 0.0) or 0.0)
+    return float(spec.keep_warm)
 
 
 def image_of(spec: JobSpec) -> str:
