@@ -290,15 +290,12 @@ class Provider(ABC):
             raise PermanentError(f"offer of provider {offer.provider!r} sent to {self.name}", code="InvalidOffer")
 
     def agent_statuses(self, instances: Sequence[Instance]) -> Mapping[str, tuple[Runner, AgentStatus | None] | None]:
-        """Capability ``agent_statuses``: the agents of many ``instances`` read in one call, by a
-        provider whose runners answer inline (the sim: one ``stat`` per agent, no record check the
-        listing just made). By instance id: (the runner, its status), or None for one whose runner
-        cannot answer; an id left out is read on its own. Raises what ``Runner.status`` raises
-        (the call then counts for none). An answer that is the very object of the previous call's
-        answer for the same instance promises that the job's log and metrics did not change in
-        between: the caller may skip looking at them while the status's value (``status_value``)
-        is unchanged too. The status itself is compared by value, never by identity: one
-        refreshed in place is seen as changed. Called only where the capability is declared."""
+        """Capability ``agent_statuses``: many agents read in one call, by a provider whose runners
+        answer inline (the sim). By instance id: (runner, status), or None for one whose runner
+        cannot answer; an id left out is read on its own. Raises what ``Runner.status`` raises. The
+        very answer object of the previous call for an instance promises its log and metrics did not
+        change (the caller may skip them while ``status_value`` is unchanged too); the status itself
+        is compared by value, so one refreshed in place is seen as changed."""
         raise NotImplementedError(f"{self.name} reads no agent statuses in one call")
 
     def can_attach_volume(self, instance_type: str, disk_type: str | None = None) -> bool:
