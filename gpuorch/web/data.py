@@ -27,7 +27,10 @@ def jobs(service: JobService) -> dict[str, Any]:
     with service.store.read() as s:
         asked = set(s.exec(select(Job.id).where(col(Job.cancel_requested).is_(True),
                                                 col(Job.finished_at).is_(None))).all())
-    return {"daemon": service.daemon(), "jobs": service.jobs(), "cancelling": asked}
+    from gpuorch.warm.status import open_periods  # the warm instances (spec keep_warm) and their idle cost
+
+    return {"daemon": service.daemon(), "jobs": service.jobs(), "cancelling": asked,
+            "warm": open_periods(service, service.now())}
 
 
 def job(service: JobService, ref: str) -> dict[str, Any]:

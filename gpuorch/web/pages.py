@@ -127,6 +127,13 @@ def jobs_page(data: dict[str, Any], csrf: str | None = None, *, notice: str | No
     if len(data["jobs"]) > len(newest):
         body += (f"<p class=hint>The newest {len(newest)} of {len(data['jobs'])} jobs; "
                  "<code>gpuorch status --json</code> lists them all.</p>")
+    if data.get("warm"):  # idle and billed, for the next job that fits (spec keep_warm, docs/money.md)
+        body += "<h2>Warm instances</h2>" + table(
+            ["INSTANCE", "WHERE", "STATUS", "LEFT BY JOB", "IDLE", "IDLE COST", "KEPT UNTIL"],
+            [[escape(w["instance_id"]), escape(f"{w['provider']}/{w['zone']}/{w['instance_type']}"),
+              escape(w["status"]), str(w["job_id"]), f"{w['idle_s']:.0f}s", _usd(w["idle_usd"]),
+              escape(w["keep_until"][:19])]
+             for w in data["warm"]], "warm")
     if not data["jobs"]:
         body = "<p>No jobs yet: <code>gpuorch submit job.yaml</code>.</p>"
     return layout("Jobs", body, "jobs", data["daemon"], notice=notice)

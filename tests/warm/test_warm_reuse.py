@@ -16,6 +16,9 @@ from sqlmodel import select
 from gpuorch.store.models import Job, JobStatus, Sweep, WarmInstance
 from gpuorch.testing.daemon import AssembledDaemon
 from gpuorch.testing.e2e import events
+from gpuorch.warm.status import open_periods
+from gpuorch.web import data as web_data
+from gpuorch.web.pages import jobs_page
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -91,6 +94,12 @@ def _idle_with_a_waiting_trial(d: AssembledDaemon, tmp_path: Path) -> tuple[int,
     assert d.status(first.id or 0) == JobStatus.SUCCEEDED
     d.run_pass()
     assert warm_rows(d)[0].status == "idle" and alive(d) == [w.instance_id]  # wanted: kept
+    # `gpuorch status` and the dashboard's jobs page show it, with its idle cost so far.
+    [shown] = open_periods(d.service, d.rec.clock.now())
+    assert (shown["instance_id"], shown["job_id"], shown["status"]) == (w.instance_id, first.id, "idle")
+    assert shown["idle_s"] > 0 and shown["idle_usd"] > 0
+    page = jobs_page(web_data.jobs(d.service))
+    assert "Warm instances" in page and w.instance_id in page
     return sweep_id, w
 
 
