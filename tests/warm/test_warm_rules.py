@@ -1,0 +1,98 @@
+"""The warm pool's pure rules (``reconciler/decide/warm.py``) and its idle time in the caps'
+ledger (``gpuorch/warm/ledger.py``): a unit below the daemon, no store or provider."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from gpuorch.agent.protocol import AgentStatus
+from gpuorch.jobs.spec import parse_spec
+from gpuorch.money.caps import Ledger, Policy, gate_for
+from gpuorch.provider.port import Instance, InstanceState, Offer
+from gpuorch.reconciler.decide.actions import End, KeepWarm, Step, Terminate
+from gpuorch.reconciler.decide.warm import IDLE, KEEP, RECYCLE, RELEASE, WarmView, match, step_for, with_end
+from gpuorch.reconciler.observe.views import AttemptView, JobView
+from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, TerminationReason, WarmInstance
+from gpuorch.warm.ledger import idle_attempt, idle_cost
+
+NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+OFFER = Offer(provider="local", region="r", zone="r-a", instance_type="a100x1", gpu="A100-80GB", gpu_count=1,
+              gpu_memory_gib=80, price_per_hour=3.6, billing_granularity_s=1, min_billing_s=60)
+
+
+def spec(**extra):
+    return parse_spec({"name": "t", "run": "true", "resources": {"gpu": "A100:80GB:1"}, "spot_policy": "on-demand",
+                       **extra}, "job")
+
+
+def instance(**extra) -> Instance:
+    return Instance(**{"id": "i-1", "provider": "local", "region": "r", "zone": "r-a", "instance_type": "a100x1",
+                       "spot": False, "state": InstanceState.RUNNING, **extra})
+
+
+def ended(view_spec, inst=None, code=0, agent=None):
+    job = Job(id=1, name="t", spec="{}", status=JobStatus.RUNNING)
+    row = Attempt(id=1, job_id=1, number=1, status=AttemptStatus.LAUNCHED, provider="local", instance_id="i-1")
+    a = AttemptView(row, True, inst or instance(), agent or AgentStatus(state="exited", exit_code=code))
+    reason = TerminationReason.SUCCEEDED if code == 0 else TerminationReason.FAILED
+    step = with_end(JobView(job, view_spec, [a]), a, Step((Terminate(1, "i-1"),)),
+                    End(1, reason, f"job exited with code {code}", exit_code=code), NOW)
+    return step.actions
+
+
+def test_an_exited_attempt_on_a_healthy_instance_hands_it_over_instead_of_terminating():
+    acts = ended(spec(keep_warm="10m"))
+    assert [type(x) for x in acts] == [End, KeepWarm]
+    assert acts[1] == KeepWarm(1, "i-1", NOW + timedelta(minutes=10))
+    assert [type(x) for x in ended(spec(keep_warm="10m"), code=3)] == [End, KeepWarm]  # the job failed, not the host
+
+
+def test_no_hand_over_without_keep_warm_on_a_notice_on_a_gang_or_with_a_volume():
+    for s, inst, agent in [
+        (spec(), None, None),
+        (spec(keep_warm="10m"), instance(preemption_deadline=NOW + timedelta(minutes=2)), None),
+        (spec(keep_warm="10m"), None, AgentStatus(state="exited", exit_code=0, notice_at=NOW.timestamp())),
+        (spec(keep_warm="10m", nodes=2), None, None),
+        (spec(keep_warm="10m", volume={"size": 10, "mount": "/data"}), None, None),
+    ]:
+        assert [type(x) for x in ended(s, inst, agent=agent)] == [Terminate, End]
+
+
+def warm(**extra) -> WarmView:
+    return WarmView(**{"id": 1, "provider": "local", "instance_id": "i-1", "zone": "r-a", "instance_type": "a100x1",
+                       "spot": False, "image": "", "offer": OFFER, "status": IDLE,
+                       "keep_until": NOW + timedelta(minutes=5), "instance": instance(), **extra})
+
+
+def test_a_launch_takes_an_idle_instance_of_the_same_market_and_image_only():
+    assert match(spec(), [], [warm()]) is not None
+    assert match(spec(image="python:3.11"), [], [warm()]) is None  # another image starts fresh
+    assert match(spec(spot_policy="spot"), [], [warm()]) is None  # another market
+    assert match(spec(), [], [warm(status="dirty")]) is None  # not recycled yet
+    assert match(spec(resources={"gpu": "H100:1"}), [], [warm()]) is None  # does not fit the job
+
+
+def test_release_reasons_in_order():
+    assert step_for(warm(), NOW, True) == (KEEP, None)
+    assert step_for(warm(status="dirty"), NOW, True) == (RECYCLE, None)
+    assert step_for(warm(), NOW, False) == (RELEASE, "no queued job fits it")
+    assert step_for(warm(), NOW + timedelta(minutes=6), True) == (RELEASE, "its keep_warm period is over")
+    assert step_for(warm(stop="over the cap"), NOW, True) == (RELEASE, "over the cap")
+    noticed = warm(instance=instance(preemption_deadline=NOW + timedelta(seconds=90)))
+    assert step_for(noticed, NOW, True) == (RELEASE, "a preemption notice came while it was idle")
+    assert step_for(warm(instance=instance(state=InstanceState.PREEMPTED)), NOW, True)[0] == RELEASE
+    assert step_for(warm(listed=False, instance=None), NOW, False) == (KEEP, None)  # not listed: conclude nothing
+
+
+def test_idle_time_is_billed_to_the_job_that_left_it_and_the_caps_release_it_before_it_is_crossed():
+    w = WarmInstance(id=7, provider="local", instance_id="i-1", price_per_hour=3.6, billing_granularity_s=1,
+                     job_id=1, attempt=1, status=IDLE, idle_since=NOW, keep_until=NOW + timedelta(hours=1))
+    later = NOW + timedelta(seconds=100)
+    assert abs(idle_cost(w, later) - 0.1) < 1e-9  # 100 s at $3.60/h, no minimum bill of its own
+    job = Job(id=1, name="t", spec="{}", status=JobStatus.SUCCEEDED)
+    policy = Policy(decision_interval_s=30, stop_grace_s=60)  # a horizon of 120 s: $0.12 at this price
+    budget = spec(budget={"max_cost": 0.25})
+    assert gate_for(job, budget, None, Ledger.build([(idle_attempt(w), None)], later, policy), policy).stop is None
+    crossing = NOW + timedelta(seconds=140)  # $0.14 spent + $0.12 of horizon > $0.25
+    gate = gate_for(job, budget, None, Ledger.build([(idle_attempt(w), None)], crossing, policy), policy)
+    assert gate.stop is not None and "job budget" in gate.stop.message
