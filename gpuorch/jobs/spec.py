@@ -19,6 +19,7 @@ from gpuorch.bounds import Integer, Number, Usd, describe_bound
 from gpuorch.errors import UserInputError, field_path
 from gpuorch.jobs import validate as v_
 from gpuorch.jobs.gpu_request import GpuRequirement, Strict
+from gpuorch.notify.kinds import NotifySpec
 from gpuorch.policy.recovery import get_strategy
 from gpuorch.sizing.workload import SHARDED, Distributed, Workload
 from gpuorch.units import parse_duration_s, parse_size_gib
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from gpuorch.checkpoint.url import StoreUrl
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-
 Gib = Annotated[float, BeforeValidator(parse_size_gib)]
 Seconds = Annotated[float, BeforeValidator(parse_duration_s)]
 
@@ -215,12 +215,12 @@ class JobSpec(Strict):
     keep_warm: Seconds = Field(default=0.0, ge=0, le=24 * 3600)
     # how long a job may wait for full owned capacity before it bursts to a cloud (docs/ssh-pools.md)
     max_wait: Seconds | None = Field(default=None, gt=0, le=v_.MAX_SECONDS)
+    notify: NotifySpec | None = None  # routes added, events silenced (docs/notifications.md)
 
     @field_validator("image")
     @classmethod
     def _image(cls, v: str | None) -> str | None:
         from gpuorch.agent.container import parse_image  # stdlib only
-
         if v is not None:
             parse_image(v)
             return v.strip()

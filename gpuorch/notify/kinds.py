@@ -67,6 +67,11 @@ class NotifySpec(BaseModel):
     routes: list[str] = Field(default_factory=list, max_length=100)
     silence: list[str] = Field(default_factory=list, max_length=len(SUBJECT_TYPES) + 1)
 
+    @field_validator("routes", "silence", mode="before")
+    @classmethod
+    def _one(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v  # silence: all, routes: team
+
     @field_validator("routes")
     @classmethod
     def _routes(cls, v: list[str]) -> list[str]:

@@ -30,6 +30,7 @@ class Received:
     verified: Any  # the parsed JSON when the signature verified, else None
     error: str | None
     answered: int
+    path: str = ""  # the request's path and query (routes told apart by a query)
 
 
 @dataclass
@@ -63,7 +64,8 @@ class Receiver:
                 if error is not None:
                     status = 401
                 with receiver.lock:
-                    receiver.got.append(Received(headers.get("webhook-id"), headers, body, verified, error, status))
+                    receiver.got.append(Received(headers.get("webhook-id"), headers, body, verified, error, status,
+                                                 self.path))
                 try:
                     self.send_response(status)
                     self.send_header("content-length", "0")
