@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import socket
+import subprocess
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ from gpuorch.errors import UserInputError
 if TYPE_CHECKING:
     import paramiko
 
-HOLD = "while :; do sleep 3600; done"  # the session a forward holds open on the box
+HOLD = ["cat"]  # the session a forward holds open: it reads its stdin, so it ends when the forward closes
 _CHUNK = 65536
 
 
@@ -53,12 +54,15 @@ class Forward:
         server.listen(16)
         fwd = cls(ep, remote_port, server)
         try:
-            if not isinstance(ep, LocalEndpoint):
+            if isinstance(ep, LocalEndpoint):
+                fwd._hold = subprocess.Popen(["/bin/sh", "-c", remote_line(ep, HOLD)], stdin=subprocess.PIPE,
+                                             stdout=subprocess.DEVNULL)
+            else:
                 fwd.client = ep.connect()
                 transport = fwd.client.get_transport()
                 assert transport is not None
                 fwd._hold = transport.open_session()
-                fwd._hold.exec_command(remote_line(ep, ["/bin/sh", "-c", HOLD]))
+                fwd._hold.exec_command(remote_line(ep, HOLD))
         except BaseException:
             fwd.close()
             raise
@@ -90,9 +94,12 @@ class Forward:
         self._closed.set()
         with contextlib.suppress(OSError):
             self.server.close()
-        if self._hold is not None:
+        if isinstance(self._hold, subprocess.Popen):
             with contextlib.suppress(Exception):
-                self._hold.close()
+                self._hold.communicate(timeout=10)  # closes its stdin: cat ends
+        elif self._hold is not None:
+            with contextlib.suppress(Exception):
+                self._hold.close()  # the channel's close is cat's end of input on the box
         if self.client is not None:
             self.client.close()
 
