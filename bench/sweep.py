@@ -1,6 +1,7 @@
 """Sweeps: does a cost-capped overnight sweep spend its cap on trials that finish?
 
     python bench/sweep.py [--seed 0] [--cap 2.5] [--hours 10] [--no-prune]
+    python bench/sweep.py --small-cap [--seed 0] [--hours 3]   # the small-cap night (issue 35)
 
 One seeded overnight scenario, run twice through the real reconciler on a real SQLite store with
 a fake clock (a night in seconds of CPU):
@@ -28,6 +29,12 @@ a fake clock (a night in seconds of CPU):
 
 Spend on an attempt is *wasted* when the attempt was stopped with no use: no finished result,
 no pruning decision, and no checkpoint of it that a later attempt resumed from.
+
+**The small-cap night** (``--small-cap``, ``small_cap``): 9 short trials and a cap of about three
+of them, plain and with ``max_step``, against its own serial baseline; it prints
+``small_cap_trials_finished``, ``small_cap_serial_baseline``, ``small_cap_unspent_share`` (null when
+every trial finished), ``small_cap_wasted_share`` (and the same ``small_cap_max_step_*``) and
+``warm_reuse_saved_usd``.
 
 Prints human lines, then one JSON object on its last line: ``trials_finished``,
 ``trials_pruned``, ``spend``, ``cap``, ``wasted_share``, ``serial_baseline_finished`` and a few
@@ -76,6 +83,10 @@ EVERY = 50  # steps between checkpoints and between loss reports
 LRS = (0.0003, 0.003, 0.03)
 SEEDS = (0, 1, 2)
 START = datetime(2026, 11, 27, 22, 0, tzinfo=UTC)
+BOOT_S = 60.0
+# The small-cap night (--small-cap): short trials, a cap of about three of them.
+SMALL_STEPS, SMALL_EVERY = 100, 10  # 10 minutes of work, a checkpoint and a loss line a minute
+SMALL_TRIALS = 3.3  # the cap in trials' cost: three, and the horizon the last one keeps reserved to its end
 
 
 def market(seed: int) -> SimMarket:
@@ -139,20 +150,21 @@ def maker(made: dict[tuple[int, str], int], job_id: int, name: str) -> int | Non
 
 
 def run(seed: int, hours: float, parallel: int, cap: float | None, rule: str | None, workdir: Path,
-        stop_at_spend: float | None = None, finish_first: bool = False) -> dict:
+        stop_at_spend: float | None = None, finish_first: bool = False, steps: int = STEPS,
+        every: int = EVERY) -> dict:
     clock = FakeClock(START)
     store = Store(f"sqlite:///{workdir / 'state.db'}")
     m = market(seed)
-    script = FakeJobScript(duration_s=STEPS * STEP_S, checkpoint_every_s=EVERY * STEP_S, final_checkpoint_s=20,
-                           metrics=loss, metrics_every_s=EVERY * STEP_S)
-    fake = FakeProvider(clock, offers=[], name="sim", boot_s=60, script=script)
+    script = FakeJobScript(duration_s=steps * STEP_S, checkpoint_every_s=every * STEP_S, final_checkpoint_s=20,
+                           metrics=loss, metrics_every_s=every * STEP_S)
+    fake = FakeProvider(clock, offers=[], name="sim", boot_s=BOOT_S, script=script)
     feed = Feed(fake, m, clock)
     feed.tick()
     rec = Reconciler(store, {"sim": fake}, clock=clock, budget=Policy())
     doc = {"name": "night", "job": TEMPLATE, "parameters": {"LR": list(LRS), "SEED": list(SEEDS)},
            "max_parallel": parallel, "deadline": f"{hours}h", "objective": {"metric": "loss", "mode": "min"}}
     if finish_first:
-        doc["objective"]["max_step"] = STEPS
+        doc["objective"]["max_step"] = steps
     if cap is not None:
         doc["budget"] = {"max_cost": cap}
     if rule:
@@ -205,6 +217,33 @@ def run(seed: int, hours: float, parallel: int, cap: float | None, rule: str | N
             "night_h": (now - START).total_seconds() / 3600}
 
 
+def small_cap(seed: int, hours: float, workdir: Path) -> dict:
+    """The small-cap night: 9 trials, each 10 minutes of work after a 60 s boot, ``max_parallel:
+    3``, a cap of about three trials' cost at the zones' list spot price (``SMALL_TRIALS``: three,
+    and the horizon the last running trial keeps reserved to its end), on the same market; run as
+    a new user writes it (no pruning, no ``max_step``: ``small_cap_*``) and naming the trials' last
+    step (``small_cap_max_step_*``: finish first); and the serial baseline with the same money."""
+    cap = round(SMALL_TRIALS * (SMALL_STEPS * STEP_S + BOOT_S) * 0.9731 / 3600, 2)
+    out: dict = {"small_cap": cap}
+    for key, finish in (("small_cap", False), ("small_cap_max_step", True)):
+        (workdir / key).mkdir()
+        night = run(seed, hours, 3, cap, None, workdir / key, steps=SMALL_STEPS, every=SMALL_EVERY,
+                    finish_first=finish)
+        remain = night["finished"] < 9
+        out.update({f"{key}_trials_finished": night["finished"],
+                    f"{key}_unspent_share": round((cap - night["spend"]) / cap, 4) if remain else None,
+                    f"{key}_wasted_share": round(night["wasted"] / night["spend"], 4) if night["spend"] else 0.0,
+                    f"{key}_spend": round(night["spend"], 4), f"{key}_statuses": night["statuses"],
+                    f"{key}_preemptions": night["preemptions"], f"{key}_attempts": night["attempts"]})
+    (workdir / "small-serial").mkdir()
+    serial = run(seed, hours, 1, None, None, workdir / "small-serial", stop_at_spend=cap, steps=SMALL_STEPS,
+                 every=SMALL_EVERY)
+    out["small_cap_serial_baseline"] = sum(1 for c in serial["spend_at_finish"] if c <= cap + 1e-9)
+    # Warm reuse (issue 35 item 1): this tree's job spec has no keep_warm yet, so nothing to compare.
+    out.update({"warm_reuse_saved_usd": None, "warm_reuse_note": "no keep_warm in this tree's job spec"})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=0)
@@ -213,8 +252,20 @@ def main() -> None:
     ap.add_argument("--rule", default="asha", help="the sweep's pruning rule (median, asha)")
     ap.add_argument("--no-prune", action="store_true", help="no pruning rule in the sweep")
     ap.add_argument("--no-max-step", action="store_true", help="do not name the trials' last step (objective.max_step)")
+    ap.add_argument("--small-cap", action="store_true", help="the small-cap night instead (9 short trials, a cap "
+                    "of about three)")
     args = ap.parse_args()
     t0 = time.perf_counter()
+    if args.small_cap:
+        with tempfile.TemporaryDirectory() as d:
+            out = small_cap(args.seed, args.hours, Path(d))
+        for key in ("small_cap", "small_cap_max_step"):
+            print(f"{key} ${out['small_cap']:.2f}: {out[key + '_trials_finished']} of 9 finished against the "
+                  f"serial baseline's {out['small_cap_serial_baseline']}; ${out[key + '_spend']:.4f} spent, wasted "
+                  f"{out[key + '_wasted_share']:.1%}; {out[key + '_attempts']} attempts, "
+                  f"{out[key + '_preemptions']} preemptions; statuses {out[key + '_statuses']}")
+        print(json.dumps({**out, "seed": args.seed, "wall_s": round(time.perf_counter() - t0, 1)}))
+        return
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / "a").mkdir()
         (Path(d) / "b").mkdir()
