@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, cast
 from gpuorch.warm.ledger import idle_cost
 
 if TYPE_CHECKING:
-    from gpuorch.jobs.service import JobService
     from gpuorch.store.models import WarmInstance
 
 OPEN_SQL = "SELECT * FROM warminstance WHERE ended_at IS NULL ORDER BY id"
@@ -27,8 +26,9 @@ def summary(w: Any, now: datetime) -> dict[str, Any]:
             "keep_until": w.keep_until.isoformat()}
 
 
-def open_periods(service: JobService, now: datetime) -> list[dict[str, Any]]:
-    """The store's open idle periods, oldest first."""
+def open_periods(service: Any, now: datetime) -> list[dict[str, Any]]:
+    """The store's open idle periods, oldest first. ``service``: a ``gpuorch.jobs.service.JobService``
+    (a layer above this one: typed by what is used, its ``_lite`` reader and its ``store``)."""
     with service._lite() as lite:
         if lite is not None:
             return [summary(w, now) for w in lite._rows("warminstance", OPEN_SQL)]
