@@ -142,7 +142,9 @@ class Night:
                 resources={"gpu": "A100:80GB:1"}, spot_policy="spot",
                 env={**python_env(), "GATE": str(self.gates / "boxed"), "STEP_S": "0.1", "EVERY": "5"})))
         sweep = self.home / "sweep.yaml"
-        trial = self.spec("trial", spot_policy="spot")
+        # keep_warm 0: the bill is checked per instance against the attempt its tags name, and a warm
+        # instance (a trial's default, docs/money.md "Warm capacity") also bills idle time and later trials.
+        trial = self.spec("trial", spot_policy="spot", keep_warm=0)
         trial["env"]["GATE"] = str(self.gates / "sweep")
         sweep.write_text(yaml.safe_dump({"name": "night-sweep", "job": trial, "parameters": {"LR": [1, 2, 3]},
                                          "search": {"method": "grid"}, "max_parallel": 2,
