@@ -8,28 +8,118 @@ inputs could not be compared unviewed (a gate may apply, a status read inline, a
 read). Either way the job is kept only while every input of its last steady decision has the
 value it had then. A job kept unviewed still gets what runs at its own pace: ``keep`` pulls its
 log and metrics when its agent has something new, and sends its heartbeat when due.
+
+A queued job that no offer fits (``decide/job.py`` ``_launch``) is its third part
+(``WaitingJobs``, issue 32 item 5): it is looked at again only when something its "no offer"
+was decided from changes, not every ``no_offer_retry_s``. Those inputs are the job row (its
+status, message, spec, volume zone, counts, cancel request and ``updated_at``: any write on it,
+a cancel included), its attempt rows (id and status), the offers index (a catalog read that
+differs; an equal one keeps the index), the back-off keys in force (one starting or expiring)
+and the settings, all compared by value, and only for a job no gate can apply to (``quick``:
+no budget, daily cap or sweep; a gated one still waits ``no_offer_retry_s`` as ``decide``
+says), with no deadline, every catalog known (``Pass.complete``) and no live attempt. Its wait
+is the memo's then, not the row's: ``unplaceable`` writes the "no offer" message with no
+``not_before`` (nothing at all when the row says so already), so a change is decided at once,
+and the pass it asks for is the daemon's base or the end of the first back-off in force
+(``WaitingJobs.begin_pass``). The write's row is matched by value on the next pass
+(``Waiting.message``); a pass without a write (``Store.data_version`` unchanged) reads no row.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Container, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from gpuorch.provider.port import Instance, Provider
-from gpuorch.reconciler.decide.actions import Decision
+from gpuorch.reconciler.decide.actions import Decision, SetJob
 from gpuorch.reconciler.observe.status_reads import Read, ReadKey
 from gpuorch.reconciler.observe.views import JobView
 from gpuorch.reconciler.pass_state import Pass
-from gpuorch.reconciler.steady import Quiet, QuietJobs, Steady, SteadyJobs, kept_unviewed
+from gpuorch.reconciler.steady import Quiet, QuietJobs, Steady, SteadyJobs, clock_free, kept_unviewed, same_context
 from gpuorch.runners.port import Runner
-from gpuorch.store.models import Attempt
+from gpuorch.store.models import Attempt, Job, JobStatus
 
 log = logging.getLogger("gpuorch.reconciler")
 
 Pull = Callable[[int, Sequence[tuple[Attempt, Runner]]], None]  # Pulls.pull: a job's log and metrics
 Beat = Callable[..., None]  # Applier.beat(job_id, row, instance, number=, now=): a heartbeat when due
 Ask = Callable[[str, Instance | None], Provider | None]  # Reconciler._worth_asking
+NO_OFFER = "no offer fits the job"  # how decide's "no offer" SetJob message begins (decide/job.py _launch)
+
+
+def _row(job: Job) -> tuple[object, ...]:
+    """What of a job row a "no offer" depends on, and its version (``updated_at``: any write)."""
+    return (job.status, job.message, job.not_before, job.cancel_requested, job.spec, job.volume_zone,
+            job.preemptions, job.failures, job.updated_at)
+
+
+def _attempts(rows: Sequence[Attempt] | None) -> tuple[tuple[int | None, object], ...]:
+    return tuple((r.id, r.status) for r in rows) if rows else ()
+
+
+@dataclass(slots=True)
+class Waiting:
+    job: Job  # the row it was decided on; once ``message`` is None, the row as it is now
+    attempts: tuple[tuple[int | None, object], ...]  # (id, status) of its attempt rows
+    context: tuple[object, ...]  # the offers index, the back-off keys, the settings
+    message: str | None  # the message ``unplaceable`` wrote: the next row read is matched to it (None: matched)
+
+
+class WaitingJobs:
+    """Queued jobs no offer fits, kept until an input of that answer changes (module docstring)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, Waiting] = {}
+        self.noted = 0  # "no offer" decisions noted, in all (tests and benchmarks read it)
+        self.skipped = 0  # jobs kept in the last pass
+        self.wait_s = 30.0  # the pass's requeue for them (``begin_pass``)
+
+    def begin_pass(self, p: Pass) -> None:
+        """A waiting job asks for no pass of its own: the daemon's base (``no_offer_retry_s`` of
+        wall time, as an idle daemon), or sooner the end of the first back-off in force, when
+        the offers it avoids come back with no write."""
+        self.skipped, wait = 0, p.settings.no_offer_retry_s
+        if p.backoff_until is not None:
+            wait = min(wait, max(0.0, (p.backoff_until - p.now).total_seconds()))
+        self.wait_s = wait
+
+    def note(self, job_id: int, entry: Waiting) -> None:
+        self._entries[job_id] = entry
+        self.noted += 1
+
+    def drop(self, job_id: int) -> None:
+        self._entries.pop(job_id, None)
+
+    def kept(self, job_id: int, job: Job, rows: Sequence[Attempt] | None, p: Pass) -> float | None:
+        """The job's requeue time if its "no offer" still holds (every input the same value), else None."""
+        e = self._entries.get(job_id)
+        if e is None:
+            return None
+        if not p.complete or not (e.context is p.context or same_context(e.context, p.context)) \
+                or _attempts(rows) != e.attempts or ((job is not e.job or e.message is not None)
+                                                     and not self._same_row(e, job)):
+            del self._entries[job_id]
+            return None
+        self.skipped += 1
+        return self.wait_s
+
+    @staticmethod
+    def _same_row(e: Waiting, job: Job) -> bool:
+        """A new row object of the same value (adopted), or the row ``unplaceable``'s write left."""
+        if e.message is None:
+            same = _row(job) == _row(e.job)
+        else:  # written since: the message, no not_before and a new updated_at, the rest as it was
+            expect = (JobStatus.QUEUED, e.message, None, False, *_row(e.job)[4:8])
+            same = _row(job)[:8] == expect
+        if same:
+            e.job, e.message = job, None
+        return same
+
+    def forget(self, held: set[int | None]) -> None:
+        if not self._entries.keys() <= held:
+            self._entries = {k: v for k, v in self._entries.items() if k in held}
 
 
 class Memo:
@@ -38,6 +128,7 @@ class Memo:
     def __init__(self, boot_timeout_s: Callable[[], float], pull: Pull, beat: Beat, ask: Ask) -> None:
         self.steady = SteadyJobs(boot_timeout_s)  # the steady decisions (tests read ``steady.skipped``)
         self.quiet = QuietJobs()  # the jobs kept unviewed last pass with nothing new to pull
+        self.waiting = WaitingJobs()  # queued jobs no offer fits, until an input changes
         self._pull, self._beat, self._ask = pull, beat, ask
         self._pass: Pass | None = None
         self._batched: Mapping[ReadKey, Read] = {}
@@ -50,14 +141,17 @@ class Memo:
         pull left something to read (``Pulls.behind``)."""
         self._pass, self._batched, self._behind = p, batched, behind
         self.steady.begin_pass(started)
+        self.waiting.begin_pass(p)
         self.quiet.begin_pass((p.index, p.avoid_key, p.settings, p.offers, p.seen_at, p.ok))
 
-    def keep(self, job_id: int, job: object, rows: Sequence[Attempt] | None) -> float | None:
+    def keep(self, job_id: int, job: Job, rows: Sequence[Attempt] | None) -> float | None:
         """The memo's requeue time if the job is kept without its view: kept unviewed last pass and
         every input the same (``QuietJobs``), or its steady memo holds on its ``rows``, instances
         and statuses (``SteadyJobs.held``, ``kept_unviewed``); else None (view it)."""
         p, steady = self._pass, self.steady
         assert p is not None  # begin_pass came first
+        if (w := self.waiting.kept(job_id, job, rows, p)) is not None:
+            return w
         q = self.quiet.kept(job_id, job, rows, steady.memo(job_id), p.observed, self._batched, p.now)
         if q is not None:
             steady.skipped += 1
@@ -91,6 +185,24 @@ class Memo:
             self.steady.renew(view, same, billed_at, quick)
         return same
 
+    def unplaceable(self, view: JobView, d: Decision, context: tuple[object, ...],
+                    quick: tuple[object, object] | None) -> Decision:
+        """``d`` as applied: a "no offer" decision of a job the memo can wait for (module docstring)
+        is noted and writes its message with no ``not_before`` (or nothing, the row saying so
+        already); any other decision drops the job's entry and is returned as it is."""
+        job, p, acts = view.job, self._pass, d.actions
+        job_id = job.id or 0
+        a = acts[0] if len(acts) == 1 else None
+        if not isinstance(a, SetJob) or a.status != JobStatus.QUEUED or a.finished or a.message is None \
+                or not a.message.startswith(NO_OFFER) or quick is None or p is None or not p.complete \
+                or job.cancel_requested or not clock_free(view) or any(x.row.status.live for x in view.attempts):
+            self.waiting.drop(job_id)
+            return d
+        written = job.status != a.status or job.message != a.message or job.not_before is not None
+        rows = [x.row for x in view.attempts]
+        self.waiting.note(job_id, Waiting(job, _attempts(rows), context, a.message if written else None))
+        return Decision([replace(a, not_before=None)] if written else [], self.waiting.wait_s)
+
     def billed(self, view: JobView) -> bool:
         return self.steady.billed(view)
 
@@ -102,3 +214,4 @@ class Memo:
     def forget(self, held: set[int | None]) -> None:
         self.steady.forget(held)
         self.quiet.forget(held)
+        self.waiting.forget(held)

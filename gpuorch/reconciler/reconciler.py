@@ -39,7 +39,6 @@ from gpuorch.jobs.logmirror import LogMirror
 from gpuorch.money.caps import Policy
 from gpuorch.ops.crashpoints import crashpoint
 from gpuorch.ops.diskfull import DiskFullLog
-from gpuorch.placement import KeyedAvoid
 from gpuorch.provider.port import Instance, InstanceState, Offer, Provider
 from gpuorch.reconciler.apply.applier import Applier
 from gpuorch.reconciler.apply.batch_txn import BatchTxn
@@ -63,7 +62,7 @@ from gpuorch.reconciler.observe.rows import HeldRows, UnreadableSpec
 from gpuorch.reconciler.observe.snapshot import attempt_views
 from gpuorch.reconciler.observe.status_reads import Read, ReadKey, StatusReads, start_reads
 from gpuorch.reconciler.observe.views import JobView, Settings, for_providers
-from gpuorch.reconciler.pass_state import Pass
+from gpuorch.reconciler.pass_state import LAUNCH_BATCH, Pass
 from gpuorch.runners.port import Runner
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus
@@ -76,7 +75,7 @@ __all__ = ["LeaseLost", "Reconciler", "backoff_key"]
 
 HEARTBEAT_EVERY_S = 30.0  # at most; and at least four heartbeats per dead-man timeout
 KEY_SWEEP_EVERY_S = 60.0
-QUEUED_CLAIM_MIN = 200  # queued jobs a pass claims at least (Leases.claim(queued=)): two launch batches
+QUEUED_CLAIM_MIN = 2 * LAUNCH_BATCH  # queued jobs a pass claims at least (Leases.claim(queued=)): two launch batches
 
 
 def heartbeat_every_s(settings: Settings) -> float:
@@ -136,9 +135,8 @@ class Reconciler:
         self._unreadable: dict[int, str] = {}  # spec text of live jobs logged as unreadable (once each)
         self._keys: dict[int, tuple[Instance, Key | None]] = {}  # list_instances' keys of the last listing
 
-    def _current_offers(self, now: datetime) -> list[Offer]:
+    def _current_offers(self, now: datetime) -> list[Offer]:  # tests call it
         return self.offers.current(now)
-
     def invalidate_offers(self) -> None:
         self.offers.invalidate()
 
@@ -179,9 +177,6 @@ class Reconciler:
             self.money.record_billing(view, billed_at)  # launch and end times from the cloud's record
         seen, self._runners = self._runners, []
         self.pulls.pull(view.job.id or 0, seen)
-
-    def _avoid(self, now: datetime) -> KeyedAvoid | None:
-        return self.backoffs.read(now, self.leases.version)
 
     # -- the pass ----------------------------------------------------------------------------
     def run_pass(self, stop: Event | None = None) -> float:
@@ -242,9 +237,11 @@ class Reconciler:
         # Leases are renewed (in bulk) once less than RENEW_WHEN_LEFT of them is left.
         renew_at = (self.leases.soonest or min((j.lease_expires for j in claimed if j.lease_expires), default=now)) \
             - timedelta(seconds=self.lease_s * RENEW_WHEN_LEFT)
-        p = Pass(now, ids, claimed, observed, ok, live, busy, offers, self.offers.index(), settings, self._avoid(now),
-                 self.offers.seen_at, renew_at, self.settings.no_offer_retry_s, settings.launch_budget(),
-                 settings.launch_batch)
+        avoid = self.backoffs.read(now, self.leases.version)  # the back-offs in force, and when the first ends
+        p = Pass(now, ids, claimed, observed, ok, live, busy, offers, self.offers.index(), settings, avoid,
+                 self.offers.seen_at, renew_at, self.settings.no_offer_retry_s, settings.launch_budget_s,
+                 settings.launch_batch or LAUNCH_BATCH, complete=self.offers.complete,
+                 backoff_until=self.backoffs.until)
         self.applier.terminated = set()  # this pass's terminations; `observed` predates them
         self.money.begin_pass(observed, live)
         self.memo.begin_pass(p, self.applier.started, self._batched, self.pulls.behind)
@@ -319,7 +316,8 @@ class Reconciler:
             self.applier.heartbeat(view, same.attempt)
             p.lower(same.requeue_after)
             return
-        decision = decide(view, p.now, placing, avoid=p.avoid, settings=p.settings)
+        decision = self.memo.unplaceable(view, decide(view, p.now, placing, avoid=p.avoid, settings=p.settings),
+                                         context, quick)  # no offer fits: waits on what it depends on (memo.py)
         self.applier.apply(view, decision, p.now)
         self.money.after(decision)
         self.memo.note(view, decision, context, billed_at, quick)

@@ -38,6 +38,16 @@ def _until(store, job_id, clock) -> float:
     return (j.not_before.replace(tzinfo=clock.now().tzinfo) - clock.now()).total_seconds()
 
 
+def _no_offer(rec, store, job_id, clock) -> None:
+    """Run passes until the job's "no offer fits" is written."""
+    for _ in range(20):  # launches find no capacity, the offers are backed off: nothing left to try
+        rec.run_pass()
+        if "no offer fits" in (job_row(store, job_id).message or ""):
+            return
+        clock.advance(1e-3)
+    raise AssertionError(job_row(store, job_id).message)
+
+
 def test_scales_per_provider_and_the_fastest():
     assert time_scale(Simulated()) == SCALE
     scales = (("sim", SCALE), ("sim2", 60.0))
@@ -47,7 +57,9 @@ def test_scales_per_provider_and_the_fastest():
 
 def test_the_no_offer_retry_rests_its_market_length(store, clock):
     """No offer fits (every one has no capacity and the class is backed off): 30 s of market time
-    is 0.25 wall s on the simulated market, 30 s on a real cloud."""
+    is 0.25 wall s on the simulated market, 30 s on a real cloud: the retry a job under a budget
+    writes as its ``not_before``. A job no gate applies to waits for an input of its "no offer" to
+    change instead (memo.py ``WaitingJobs``): no ``not_before``."""
     for fake, want in ((Simulated(clock), 30 / SCALE), (FakeProvider(clock), 30.0)):
         for o in fake._offers:
             for spot in (True, False):
@@ -56,15 +68,15 @@ def test_the_no_offer_retry_rests_its_market_length(store, clock):
                          backoff_s=3600)
         job = jobs.submit(store, parse_spec({"name": "t", "run": "true", "resources": {"gpu": "A100:80GB:1"}}),
                           clock.now())
-        for _ in range(20):  # launches find no capacity, the offers are backed off: nothing left to try
-            rec.run_pass()
-            if "no offer fits" in (job_row(store, job.id).message or ""):
-                break
-            clock.advance(1e-3)
-        assert "no offer fits" in (job_row(store, job.id).message or "")
-        assert abs(_until(store, job.id, clock) - want) < 1e-6  # written by this pass
+        _no_offer(rec, store, job.id, clock)
+        assert job_row(store, job.id).not_before is None
+        capped = jobs.submit(store, parse_spec({"name": "c", "run": "true", "resources": {"gpu": "A100:80GB:1"},
+                                                "budget": {"max_cost": 100}}), clock.now())
+        _no_offer(rec, store, capped.id, clock)
+        assert abs(_until(store, capped.id, clock) - want) < 1e-6  # written by this pass
         with store.write() as s:
-            s.get(Job, job.id).status = JobStatus.CANCELLED
+            for i in (job.id, capped.id):
+                s.get(Job, i).status = JobStatus.CANCELLED
 
 
 def _deadline_job(store, clock):

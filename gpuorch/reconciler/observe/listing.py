@@ -126,13 +126,15 @@ class Backoffs:
 
     The rows are read again only when the store changed (``Store.data_version``, as the pass's
     claim read it before reading anything); between, a back-off whose ``until`` passed drops out,
-    and the same predicate object is handed out while the set is the same."""
+    and the same predicate object is handed out while the set is the same. ``until``: when the
+    first back-off in force ends (the set changes then with no write; None: none in force)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self._rows: list[tuple[str, datetime]] | None = None
         self._version: int | None = None
         self._last: KeyedAvoid | None = None
+        self.until: datetime | None = None
 
     def read(self, now: datetime, version: int | None = None) -> KeyedAvoid | None:
         if self._rows is None or version is None or version != self._version:
@@ -140,6 +142,7 @@ class Backoffs:
                 self._rows = [(k, u) for k, u in s.exec(select(Backoff.key, Backoff.until).where(Backoff.until > now))]
             self._version = version
         keys = frozenset(k for k, until in self._rows if until > now)  # UTCDateTime: aware
+        self.until = min((until for _, until in self._rows if until > now), default=None)
         if not keys:
             return None
         if self._last is None or self._last.key != keys:
