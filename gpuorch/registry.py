@@ -40,8 +40,9 @@ def provider_class(name: str) -> type[Provider]:
 
 
 def with_volumes(names: Iterable[str]) -> list[str]:
-    """Those of ``names`` whose provider class has the ``SupportsVolumes`` capability (found on the
-    class, so no provider is built and no cloud called); uninstalled ones have none."""
+    """Those of ``names`` whose provider class has the ``SupportsVolumes`` capability, or declares
+    ``volumes_at_launch`` (found on the class, so no provider is built and no cloud called);
+    uninstalled ones have none."""
     from gpuorch.provider.port import SupportsVolumes
 
     out = []
@@ -50,7 +51,7 @@ def with_volumes(names: Iterable[str]) -> list[str]:
             cls = provider_class(name)
         except UserInputError:
             continue
-        if issubclass(cls, SupportsVolumes):
+        if issubclass(cls, SupportsVolumes) or cls.capabilities.volumes_at_launch:  # or given at launch
             out.append(name)
     return out
 

@@ -55,6 +55,10 @@ class Capabilities:
     # ``Provider.registry_login``: how an instance logs its container runtime in to the provider's
     # own registry with the instance's identity (no key is copied to it).
     registry_login: bool = False
+    # Volumes named in the launch request and mounted by the provider (``SupportsLaunchVolumes``,
+    # gpuorch.provider.launch_volumes: Lambda filesystems, RunPod network volumes, Vast volumes):
+    # a job's volume is created before its first launch and never attached to a running instance.
+    volumes_at_launch: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_nodes, int) or isinstance(self.max_nodes, bool) or not 1 <= self.max_nodes <= 1024:

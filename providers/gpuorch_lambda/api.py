@@ -86,6 +86,15 @@ class LambdaApi:
         data = self._call("GET", "/file-systems", "list file systems")
         return [as_dict(d, "file system") for d in data] if isinstance(data, list) else []
 
+    def create_file_system(self, name: str, region: str) -> dict[str, Any]:
+        """``POST /filesystems`` (``{"name", "region"}``): the new filesystem. Not retried on a lost
+        answer: the caller looks for the name first on its next call."""
+        return as_dict(self._call("POST", "/filesystems", f"create filesystem {name}",
+                                  {"name": name, "region": region}, retry=False), "file system")
+
+    def delete_file_system(self, fs_id: str) -> None:
+        self._call("DELETE", f"/filesystems/{_segment(fs_id)}", f"delete filesystem {fs_id}")
+
     def close(self) -> None:
         self._http.close()
 

@@ -7,8 +7,8 @@ is remembered for ``launch_grace_s`` (``intents.py``, under ``$GPUORCH_HOME``): 
 that time waits for the instance to show up ("not yet") rather than launching a second one.
 
 Lambda sells on-demand only: a spot request is refused (PermanentError ``InvalidOffer.Spot``),
-and ``offers()`` has no spot prices, so the daemon never asks. No preemption notices, no
-volumes (persistent filesystems attach only at launch: docs/lambda.md, "Volumes").
+and ``offers()`` has no spot prices, so the daemon never asks. No preemption notices. Job
+volumes are persistent filesystems, given at launch (``filesystems.py``; docs/lambda.md, "Volumes").
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from gpuorch.provider.capabilities import Capabilities
 from .api import LambdaApi
 from .catalog import PROVIDER
 from .config import LambdaOptions, api_key, parse_options
+from .filesystems import FileSystems, boot_links
 from .intents import LaunchIntents
 from .offers import catalog_offers
 from .parse import is_managed, offers_from_types, to_instance
@@ -34,13 +35,14 @@ from .parse import is_managed, offers_from_types, to_instance
 log = logging.getLogger("gpuorch.lambda")
 
 
-class LambdaProvider(Provider):
-    """Contract: ``gpuorch.provider.port.Provider``; ``SupportsDoctor``; ``SupportsPriceRefresh``."""
+class LambdaProvider(FileSystems, Provider):
+    """Contract: ``gpuorch.provider.port.Provider``; ``SupportsDoctor``; ``SupportsPriceRefresh``;
+    ``SupportsLaunchVolumes`` (``filesystems.py``)."""
 
     name = PROVIDER
     # The agent runs the job's image with the host's Docker (Lambda Stack ships it).
     capabilities = Capabilities(
-        runs_containers=True,
+        runs_containers=True, volumes_at_launch=True,
         price_source="Lambda Cloud API GET /instance-types (price_cents_per_hour, regions_with_capacity_available)")
 
     def __init__(self, options: LambdaOptions, *, api_key: str, home: Path | None = None,
@@ -139,7 +141,12 @@ class LambdaProvider(Provider):
             "region_name": request.offer.region, "instance_type_name": request.offer.instance_type,
             "ssh_key_names": [self._ssh_key_name(request)], "quantity": 1, "name": request.client_token,
         }
-        doc = user_data(launch_cloud_config(self.home, request), request.max_lifetime_s)
+        config = launch_cloud_config(self.home, request)
+        mounts = self.launch_file_systems(request)
+        if mounts:  # mounted over NFS at /lambda/nfs/<name>; the job's path links there from boot
+            body["file_system_names"] = [name for name, _ in mounts]
+            config = {**config, "bootcmd": [*config.get("bootcmd", ()), *boot_links(mounts)]}
+        doc = user_data(config, request.max_lifetime_s)
         if doc:
             body["user_data"] = doc
         return body

@@ -10,8 +10,19 @@ endpoints at https://cloud.lambdalabs.com/api/v1): every answer is ``{"data": ..
 ``GET /instances/{id}``, ``POST /instance-operations/launch`` (``region_name``,
 ``instance_type_name``, ``ssh_key_names`` -- exactly one --, ``quantity``, ``name`` -- at most
 64 characters --, ``user_data``) answering ``instance_ids``, ``POST
-/instance-operations/terminate`` answering ``terminated_instances``, ``GET``/``POST /ssh-keys``,
-``GET /file-systems``. Authentication: ``Authorization: Bearer <key>``.
+/instance-operations/terminate`` answering ``terminated_instances``, ``GET``/``POST /ssh-keys``.
+Filesystems (the reference's "Filesystems"; docs.lambda.ai/public-cloud/filesystems): ``GET
+/file-systems`` (``id``, ``name``, ``mount_point`` /lambda/nfs/<name>, ``region``, ``is_in_use``,
+``bytes_used``), ``POST /filesystems`` (``name``: a letter, then letters, digits and hyphens, at
+most 60, unique in the account; ``region``), ``DELETE /filesystems/{id}`` (``deleted_ids``;
+refused while an instance uses it), and a launch's ``file_system_names`` (each in the launch's
+region, else ``instance-operations/launch/file-system-in-wrong-region``). Authentication:
+``Authorization: Bearer <key>``.
+
+The instance side, for played instances: ``write``/``read`` a path on an instance as its job
+would, through the links its cloud-init ``bootcmd`` made (``ln -sfn``) and the NFS mounts of its
+filesystems (``/lambda/nfs/<name>``): what lands on a filesystem is kept with it
+(``FakeFileSystem.files``) and outlives the instance.
 
 What a test can make happen: a 429 with ``Retry-After`` on the next requests (the reference's
 rate limits: about 1 request/s, 1 launch per 12 s), a market out of capacity, an instance that
@@ -53,6 +64,15 @@ class FakeInstance:
     status: str = "booting"
     ended: float | None = None
     never_boots: bool = False
+    file_system_names: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FakeFileSystem:
+    id: str
+    name: str
+    region: str
+    files: dict[str, bytes] = field(default_factory=dict)
 
 
 @dataclass
@@ -75,6 +95,7 @@ class FakeLambda:
     lost_launch: bool = False  # an injected 5xx on launch comes after the instance was made
     requests: list[tuple[str, str]] = field(default_factory=list)
     launches: list[dict[str, Any]] = field(default_factory=list)
+    filesystems: dict[str, FakeFileSystem] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.lock = threading.RLock()
@@ -111,6 +132,36 @@ class FakeLambda:
             self.instances[inst.id] = inst
             return inst.id
 
+    def _resolve(self, instance_id: str, path: str) -> tuple[FakeFileSystem, str]:
+        """The filesystem and file a path on a live instance lands on (its boot links followed)."""
+        import yaml
+
+        with self.lock:
+            inst = self.instances[instance_id]
+            doc = yaml.safe_load((inst.user_data or "").removeprefix("#cloud-config\n")) or {}
+            for cmd in doc.get("bootcmd") or ():
+                if isinstance(cmd, list) and cmd[:2] == ["ln", "-sfn"] and path.startswith(cmd[3] + "/"):
+                    path = cmd[2] + path[len(cmd[3]):]
+            for fs in self.filesystems.values():
+                root = f"/lambda/nfs/{fs.name}/"
+                if fs.name in inst.file_system_names and path.startswith(root):
+                    return fs, path[len(root):]
+            raise FileNotFoundError(f"{path} is on no filesystem of instance {instance_id}")
+
+    def write(self, instance_id: str, path: str, data: bytes) -> None:
+        fs, name = self._resolve(instance_id, path)
+        fs.files[name] = data
+
+    def read(self, instance_id: str, path: str) -> bytes | None:
+        fs, name = self._resolve(instance_id, path)
+        return fs.files.get(name)
+
+    def lose(self, instance_id: str) -> None:
+        """The host fails: Lambda ends the instance (terminating, then gone)."""
+        with self.lock:
+            inst = self.instances[instance_id]
+            inst.status, inst.ended = "terminating", self.clock
+
     def live(self) -> list[FakeInstance]:
         with self.lock:
             self._tick()
@@ -128,7 +179,8 @@ class FakeLambda:
         desc, cents, vcpus, ram, disk, gpus, _ = TYPES[i.instance_type]
         view: dict[str, Any] = {
             "id": i.id, "name": i.name, "status": i.status, "ssh_key_names": i.ssh_key_names,
-            "file_system_names": [], "region": {"name": i.region, "description": REGIONS[i.region]},
+            "file_system_names": list(i.file_system_names),
+            "region": {"name": i.region, "description": REGIONS[i.region]},
             "instance_type": {"name": i.instance_type, "description": desc, "gpu_description": desc.split(" ", 1)[1],
                               "price_cents_per_hour": cents,
                               "specs": {"vcpus": vcpus, "memory_gib": ram, "storage_gib": disk, "gpus": gpus}},
@@ -193,9 +245,46 @@ class FakeLambda:
             key = {"id": secrets.token_hex(16), "name": name, "public_key": str(body["public_key"])}
             self.ssh_keys[key["id"]] = key
             return 200, {"data": key}, {}
-        if (method, path) == ("GET", "/file-systems"):
-            return 200, {"data": []}, {}
+        if "file" in path:
+            return self._route_fs(method, path, body)
         return 404, _err("global/object-does-not-exist", f"no route {method} {path}"), {}
+
+    def _route_fs(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+        if (method, path) == ("GET", "/file-systems"):
+            return 200, {"data": [self._fs_view(f) for f in self.filesystems.values()]}, {}
+        if (method, path) == ("POST", "/filesystems"):
+            return self._create_fs(body)
+        m = re.fullmatch(r"/filesystems/([^/]+)", path)
+        if method == "DELETE" and m:
+            fs = self.filesystems.get(m.group(1))
+            if fs is None:
+                return 404, _err("global/object-does-not-exist", "Filesystem was not found."), {}
+            if self._in_use(fs):
+                return 400, _err("global/invalid-parameters", "Filesystem is in use by an instance.",
+                                 "Terminate the instances using it first."), {}
+            del self.filesystems[fs.id]
+            return 200, {"data": {"deleted_ids": [fs.id]}}, {}
+        return 404, _err("global/object-does-not-exist", f"no route {method} {path}"), {}
+
+    def _in_use(self, fs: FakeFileSystem) -> bool:
+        return any(fs.name in i.file_system_names and i.status != "terminating" for i in self.instances.values())
+
+    def _fs_view(self, fs: FakeFileSystem) -> dict[str, Any]:
+        return {"id": fs.id, "name": fs.name, "mount_point": f"/lambda/nfs/{fs.name}",
+                "created": "2026-12-05T00:00:00Z",
+                "created_by": {"id": "u1", "email": "user@example.com", "status": "active"},
+                "is_in_use": self._in_use(fs), "region": {"name": fs.region, "description": REGIONS[fs.region]},
+                "bytes_used": sum(len(v) for v in fs.files.values())}
+
+    def _create_fs(self, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+        name, region = str(body.get("name") or ""), str(body.get("region") or "")
+        if not re.fullmatch(r"[a-zA-Z][0-9a-zA-Z-]{0,59}", name) or region not in REGIONS:
+            return 400, _err("global/invalid-parameters", f"invalid filesystem name {name!r} or region {region!r}"), {}
+        if any(f.name == name for f in self.filesystems.values()):
+            return 400, _err("global/invalid-parameters", f"a filesystem named {name} exists"), {}
+        fs = FakeFileSystem(secrets.token_hex(16), name, region)
+        self.filesystems[fs.id] = fs
+        return 200, {"data": self._fs_view(fs)}, {}
 
     def _type(self, name: str) -> dict[str, Any]:
         desc, cents, vcpus, ram, disk, gpus, regions = TYPES[name]
@@ -220,11 +309,18 @@ class FakeLambda:
             return 400, _err("instance-operations/launch/insufficient-capacity",
                              "Not enough capacity to fulfill launch request.",
                              "Choose an instance type with more availability, or try again later."), {}
+        fs_names = body.get("file_system_names") or []
+        known = {f.name: f for f in self.filesystems.values()}
+        if not isinstance(fs_names, list) or any(n not in known for n in fs_names):
+            return 404, _err("global/object-does-not-exist", "Filesystem was not found."), {}
+        if any(known[n].region != region for n in fs_names):
+            return 400, _err("instance-operations/launch/file-system-in-wrong-region",
+                             "File system is in a different region than the instance."), {}
         live = [i for i in self.instances.values() if i.status != "terminating"]
         if self.quota is not None and len(live) >= self.quota:
             return 400, _err("global/quota-exceeded", "Quota exceeded", "Contact Support to increase your quota"), {}
         inst = FakeInstance(secrets.token_hex(16), name, region, itype, list(keys), body.get("user_data"), self.clock,
-                            never_boots=self.never_boot)
+                            never_boots=self.never_boot, file_system_names=list(fs_names))
         self.instances[inst.id] = inst
         self.launches.append(body)
         return 200, {"data": {"instance_ids": [inst.id]}}, {}
@@ -264,6 +360,9 @@ def _handler(fake: FakeLambda) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             self._serve("POST")
+
+        def do_DELETE(self) -> None:
+            self._serve("DELETE")
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet
             pass

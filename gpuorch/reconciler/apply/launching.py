@@ -37,6 +37,7 @@ from gpuorch.provider.gang import gang_cost_per_hour
 from gpuorch.provider.port import Instance, LaunchRequest, Offer, Provider
 from gpuorch.reconciler.apply.batch_txn import TxnIds, chunks
 from gpuorch.reconciler.apply.money import Money, Txn
+from gpuorch.reconciler.apply.volumes import for_launch, launch_provider
 from gpuorch.reconciler.decide import actions as A
 from gpuorch.reconciler.observe.listing import backoff_key
 from gpuorch.reconciler.observe.views import JobView, Settings
@@ -262,6 +263,11 @@ class Launching:
                             max_lifetime_s=self.settings.max_lifetime_s, nodes=view.spec.nodes,
                             image=view.spec.image)
         try:
+            at_launch = launch_provider(provider) if view.spec.volume is not None else None
+            if at_launch is not None and view.spec.volume is not None:  # created before, named in the request
+                req = req.model_copy(update={"volumes": (for_launch(
+                    self._txn, at_launch, self.installation_id, job_id, row.number, req.offer, view.spec.volume,
+                    now),)})
             inst = provider.launch(req)
         except (NoCapacityError, QuotaError) as e:
             kind = "quota" if isinstance(e, QuotaError) else "no capacity"

@@ -22,6 +22,15 @@ without its volume, and an event says so.
   attempt ends FAILED with the reason (``decide.volume_failed``; recording.py).
 - Deleted when the job is terminal; ``sweep`` deletes this installation's volumes that no
   unfinished job owns, which also retries deletes that failed (volume still detaching).
+
+Volumes given at launch (capability ``volumes_at_launch``, ``SupportsLaunchVolumes``: Lambda,
+RunPod, Vast) follow the same rules with one change of order: ``for_launch`` records the intent
+(the offer's provider, region and zone) and creates or finds the volume *before* the launch, in
+the place of the offer placed, and the launch request names it (``LaunchRequest.volumes``, at the
+spec's ``mount``); every later attempt keeps to that zone (placement) and the adapter to its
+data center or machine. A create refused for good before anything exists clears the intent, so
+the job may be placed elsewhere. ``attach`` has nothing to do for them (the agent config names no
+device to mount: the provider mounted it), and nothing is detached.
 """
 
 from __future__ import annotations
@@ -34,14 +43,24 @@ from typing import TYPE_CHECKING
 
 from sqlmodel import Session, select
 
-from gpuorch.errors import NotFoundError, PermanentError, ProviderError
+from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, ProviderError, QuotaError
 from gpuorch.jobs import events
-from gpuorch.provider.port import TAG_JOB, TAG_MANAGED, TAG_OWNER, Offer, Provider, SupportsVolumes, Volume
+from gpuorch.provider.launch_volumes import SupportsLaunchVolumes
+from gpuorch.provider.port import (
+    TAG_JOB,
+    TAG_MANAGED,
+    TAG_OWNER,
+    Offer,
+    Provider,
+    SupportsVolumes,
+    Volume,
+    VolumeSpec,
+)
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, Job
 
 if TYPE_CHECKING:
-    from gpuorch.jobs.spec import JobSpec
+    from gpuorch.jobs.spec import JobSpec, VolumeRequest
 
 log = logging.getLogger("gpuorch.reconciler.volumes")
 
@@ -50,6 +69,56 @@ Txn = Callable[[int], AbstractContextManager[tuple[Session, Job]]]
 
 def volume_tags(job_id: int, owner: str) -> dict[str, str]:
     return {TAG_MANAGED: "true", TAG_JOB: str(job_id), TAG_OWNER: owner}
+
+
+def launch_provider(p: Provider | None) -> SupportsLaunchVolumes | None:
+    """``p`` where it declares volumes given at launch and has their methods."""
+    if p is not None and p.capabilities.volumes_at_launch and isinstance(p, SupportsLaunchVolumes):
+        return p
+    return None
+
+
+def _record_volume(txn: Txn, job_id: int, attempt: int, vol: Volume, found: bool, now: datetime) -> None:
+    with txn(job_id) as (s, job):
+        job.volume_id = vol.id
+        how = "found again by its tags" if found else "created"
+        events.record(s, now, "volume", f"volume {vol.id} ({vol.size_gib:g} GiB) in {vol.zone} {how}",
+                      job_id=job_id, attempt=attempt)
+
+
+def for_launch(txn: Txn, p: SupportsLaunchVolumes, owner: str, job_id: int, attempt: int, offer: Offer,
+               volume: VolumeRequest, now: datetime) -> VolumeSpec:
+    """The job's volume for a launch on ``offer`` by a provider of volumes given at launch: the
+    intent (provider, region, zone) recorded first, then the volume found by its tags or created
+    there, its id recorded. PermanentError ``InvalidVolume.Place`` when the volume is elsewhere
+    (placement keeps a volume job to its zone; only a zone name two providers share gets here).
+    A create refused for good (or for want of capacity) with no volume made clears the intent.
+    Raises what the provider raises."""
+    with txn(job_id) as (s, job):
+        if job.volume_zone is None:
+            job.volume_provider, job.volume_region, job.volume_zone = offer.provider, offer.region, offer.zone
+        elif (job.volume_provider, job.volume_zone) != (offer.provider, offer.zone):
+            raise PermanentError(f"job {job_id}: its volume is in {job.volume_provider} {job.volume_zone}, "
+                                 f"not {offer.provider} {offer.zone}", code="InvalidVolume.Place")
+        volume_id = job.volume_id
+    if volume_id is None:
+        tags = volume_tags(job_id, owner)
+        found = [v for v in p.list_launch_volumes()
+                 if v.tags.get(TAG_OWNER) == owner and v.tags.get(TAG_JOB) == str(job_id)]
+        try:
+            vol = found[0] if found else p.create_launch_volume(offer=offer, size_gib=volume.size, tags=tags)
+        except (PermanentError, NoCapacityError, QuotaError):  # refused: nothing was made, the job may go elsewhere
+            _forget_place(txn, job_id)
+            raise
+        _record_volume(txn, job_id, attempt, vol, bool(found), now)
+        volume_id = vol.id
+    return VolumeSpec(volume_id=volume_id, mount_path=volume.mount)
+
+
+def _forget_place(txn: Txn, job_id: int) -> None:
+    with txn(job_id) as (_, job):
+        if job.volume_id is None:
+            job.volume_provider = job.volume_region = job.volume_zone = None
 
 
 class Volumes:
@@ -77,7 +146,7 @@ class Volumes:
         """A provider with volumes, and (where it says: capability ``volume_attach_check``) an
         instance type that can attach the job's disk type (or the provider's default)."""
         if self._provider(o.provider) is None:
-            return False
+            return launch_provider(self.providers.get(o.provider)) is not None
         p = self.providers[o.provider]
         return not p.capabilities.volume_attach_check or p.can_attach_volume(o.instance_type, disk_type)
 
@@ -91,7 +160,9 @@ class Volumes:
     def attach(self, job_id: int, size_gib: float, row: Attempt, instance_id: str, now: datetime,
                disk_type: str | None = None) -> str | None:
         """Make sure the job's volume exists and is attached to ``instance_id``. Its id when it is
-        ("" when the provider has no volumes); None: try again next pass."""
+        ("" when the provider has no volumes, or gave it at launch); None: try again next pass."""
+        if launch_provider(self.providers.get(row.provider)) is not None:
+            return ""  # named in the launch request and mounted by the provider: no device to mount
         p = self._provider(row.provider)
         if p is None:
             with self._txn(job_id) as (s, job):
@@ -161,11 +232,11 @@ class Volumes:
             job = s.get(Job, job_id)
             last = s.exec(select(Attempt).where(Attempt.job_id == job_id)
                           .order_by(Attempt.number.desc())).first()  # type: ignore[attr-defined]
-        p = self._provider(job.volume_provider if job else None)
-        if job is None or p is None or job.volume_id is None:
+        kind = self._kind(job.volume_provider if job else None)
+        if job is None or kind is None or job.volume_id is None:
             return
         self.detach(job, last.instance_id if last else None)
-        if self._delete(p, job.volume_id):
+        if self._delete(kind[1], job.volume_id):
             with self.store.write() as ws:
                 events.record(ws, now, "volume_deleted", f"volume {job.volume_id} deleted", job_id=job_id)
 
@@ -175,13 +246,13 @@ class Volumes:
         if self._swept_at is not None and (now - self._swept_at).total_seconds() < self.sweep_every_s:
             return
         self._swept_at = now
-        listed: dict[str, tuple[SupportsVolumes, list[Volume]]] = {}
+        listed: dict[str, tuple[Callable[[str], None], list[Volume]]] = {}
         for name in ok:  # listed before the jobs are read: a job is always committed before its volume
-            p = self._provider(name)
-            if p is None:
+            kind = self._kind(name)
+            if kind is None:
                 continue
             try:
-                listed[name] = (p, list(self._mine(p.list_volumes())))
+                listed[name] = (kind[1], list(self._mine(kind[0]())))
             except ProviderError as e:
                 log.warning("cannot list %s volumes: %s", name, e)
         if not listed:
@@ -195,10 +266,18 @@ class Volumes:
                         events.record(ws, now, "orphan_volume_deleted", f"{name} volume {v.id} had no unfinished job",
                                       job_id=int(v.tags[TAG_JOB]) if v.tags[TAG_JOB].isdigit() else None)
 
+    def _kind(self, name: str | None) -> tuple[Callable[[], list[Volume]], Callable[[str], None]] | None:
+        """How provider ``name`` lists and deletes volumes (attached ones, or given at launch)."""
+        p = self._provider(name)
+        if p is not None:
+            return p.list_volumes, p.delete_volume
+        lp = launch_provider(self.providers.get(name or ""))
+        return (lp.list_launch_volumes, lp.delete_launch_volume) if lp is not None else None
+
     @staticmethod
-    def _delete(p: SupportsVolumes, volume_id: str) -> bool:
+    def _delete(delete: Callable[[str], None], volume_id: str) -> bool:
         try:
-            p.delete_volume(volume_id)
+            delete(volume_id)
             return True
         except NotFoundError:
             return True
