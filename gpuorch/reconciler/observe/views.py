@@ -33,10 +33,11 @@ class Settings:
     heartbeat_timeout_s: float | None = None  # the agents' dead-man switch (None: off)
     max_lifetime_s: float | None = None  # LaunchRequest.max_lifetime_s: the cloud-side backstop
     volume_wait_s: float = 60.0  # a job volume's device must show up this long after its attach
-    # A pass launches queued jobs while their decisions and launches have taken less than
-    # launch_budget_s (None: a quarter of poll_s) and the pass is younger than twice that, and at
-    # most launch_batch of them (None: no count), at least one: a long queue drains over several
-    # short passes, so each pass still observes every running job (notices) within a bounded time.
+    # A pass launches at most launch_batch queued jobs (None: pass_state.LAUNCH_BATCH) and decides
+    # at most twice that many, at least one launched: a long queue drains over several passes, so
+    # each pass still observes every running job (notices) within a bounded time, and in as many
+    # passes on a loaded host as on a quiet one. launch_budget_s (None: no bound by time) also
+    # stops it once its decisions and launches took that long, or the pass twice that.
     launch_batch: int | None = None
     launch_budget_s: float | None = None
     # (provider, market seconds per wall second) of simulated markets (gpuorch.clock.time_scales):
@@ -48,9 +49,6 @@ class Settings:
     # The daemon's providers that sell owned capacity (``owned_capacity``): placement fills them
     # first and bursts to the others (``decide.owned``). Empty: no owned-first step.
     owned: tuple[str, ...] = ()
-
-    def launch_budget(self) -> float:
-        return self.poll_s / 4 if self.launch_budget_s is None else self.launch_budget_s
 
 
 def for_providers(settings: Settings, providers: Mapping[str, Provider]) -> Settings:
