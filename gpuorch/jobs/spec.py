@@ -19,17 +19,17 @@ from gpuorch.bounds import Integer, Number, Usd, describe_bound
 from gpuorch.errors import UserInputError, field_path
 from gpuorch.jobs import validate as v_
 from gpuorch.jobs.gpu_request import GpuRequirement, Strict
+from gpuorch.jobs.lifetime import Lifetime, Seconds  # kind, max_duration, idle_stop: JobSpec's lifetime
 from gpuorch.notify.kinds import NotifySpec
 from gpuorch.policy.recovery import get_strategy
 from gpuorch.sizing.workload import SHARDED, Distributed, Workload
-from gpuorch.units import parse_duration_s, parse_size_gib
+from gpuorch.units import parse_size_gib
 
 if TYPE_CHECKING:
     from gpuorch.checkpoint.url import StoreUrl
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 Gib = Annotated[float, BeforeValidator(parse_size_gib)]
-Seconds = Annotated[float, BeforeValidator(parse_duration_s)]
 
 
 class SpotPolicy(StrEnum):
@@ -185,7 +185,7 @@ class Deadline(Strict):
         return parse_instant(self.at, submitted)
 
 
-class JobSpec(Strict):
+class JobSpec(Lifetime):
     name: str
     run: Annotated[str, BeforeValidator(v_.nonempty_command)]
     setup: Annotated[str, BeforeValidator(v_.text)] | None = None

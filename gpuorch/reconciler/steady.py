@@ -18,7 +18,8 @@ for the job while all of these hold:
    keys and the settings are compared by identity or else equality (``same_context``). A new
    object of the same value is merely decided again, never a change missed;
 2. nothing on the steady path reads the clock: no attempt is draining (its deadline), no money
-   gate applies (caps and sweeps read cost, which grows with time) and the spec has no deadline.
+   gate applies (caps and sweeps read cost, which grows with time) and the spec has no deadline,
+   no ``max_duration`` and no ``idle_stop`` (``JobSpec.reads_clock``).
    Everything else ``decide`` does for a running attempt with an agent that answered, no notice
    and a live instance returns the steady pair whatever ``now`` is (``attempt_steps.live``).
 
@@ -142,7 +143,7 @@ def booting(view: JobView, d: Decision) -> tuple[int, str, datetime | None] | No
 
 def clock_free(view: JobView) -> bool:
     """Whether decide's steady path for this view reads no clock (point 2 above)."""
-    return view.gate is None and view.spec.deadline is None and not any(
+    return view.gate is None and view.spec.deadline is None and not view.spec.reads_clock and not any(
         a.row.status == AttemptStatus.DRAINING for a in view.attempts)
 
 

@@ -10,7 +10,7 @@ whether to stop there) and none mutates a shared decision:
 1. ``draining`` (attempt_steps.py) for every attempt draining after a notice or a clean stop;
 2. ``_finished_by_drain``: a draining attempt finished the job; its replacement is not needed;
 3. ``_current``: the job's live attempt (cancel, its end, a notice, the caps' stop
-   (gates.py) and the deadline's move (deadline.py));
+   (gates.py), the lifetime limits (limits.py) and the deadline's move (deadline.py));
 4. ``_limits``: what keeps the job from launching again (terminal, cancelled, retry limits,
    ``not_before``);
 5. ``_launch``: the caps' gate, owned capacity first (owned.py) and the deadline's choice of
@@ -32,6 +32,7 @@ from gpuorch.reconciler.decide.actions import GO_ON, Decision, Drain, End, Launc
 from gpuorch.reconciler.decide.attempt_steps import draining, live, lost_work_s, terminate_if_alive
 from gpuorch.reconciler.decide.deadline import applies, deadline_launch, deadline_move
 from gpuorch.reconciler.decide.gates import gate_launch, stop_running
+from gpuorch.reconciler.decide.limits import lifetime_stop, stopped_box
 from gpuorch.reconciler.decide.owned import owned_first
 from gpuorch.reconciler.decide.warm import with_end
 from gpuorch.reconciler.observe.views import AttemptView, JobView, Settings
@@ -135,6 +136,8 @@ def _current(view: JobView, current: AttemptView, now: datetime, offers: Offers,
     if end is None and drain is None:  # it goes on, unless the caps or the deadline stop it
         stop = stop_running(view, current, now, s)
         if not stop.done:
+            stop = lifetime_stop(view, current, now, s)  # max_duration, a dev box's idle_stop
+        if not stop.done:
             stop = deadline_move(view, current, now, s, lambda: _ranked(view, now, offers, avoid, s, None))
         if stop.done:
             return Step(step.actions + stop.actions, _min(step.requeue_after, stop.requeue_after), True), keep
@@ -230,7 +233,7 @@ def decide(view: JobView, now: datetime, offers: Offers, *, avoid: Avoid = None,
             return d
     else:
         replacing = Replacing(view.job.preemptions, view.job.failures)
-    if d.take(_limits(view, replacing, now)):
+    if d.take(_limits(view, replacing, now)) or d.take(stopped_box(view)):  # a box idle stop holds waits
         return d
     d.take(_launch(view, replacing, now, offers, avoid, s))
     return d
