@@ -98,7 +98,8 @@ def fits(spec: JobSpec, w: WarmView) -> Candidate | None:
 def match(spec: JobSpec, ranked: Sequence[Candidate], pool: Iterable[WarmView]) -> tuple[WarmView, Candidate] | None:
     """The idle warm instance a launch takes instead of a new one, and the candidate it runs as:
     the first of the launch's ``ranked`` candidates an idle one matches, else any idle one the
-    job fits (a running instance needs no boot: it is worth more than the ranking's price order)."""
+    job fits (a running instance needs no boot: it is worth more than the ranking's price order),
+    unless a deadline chose the launch's market (``decide/deadline.py``): then only its candidates."""
     idle = [w for w in pool if w.status == IDLE and (w.instance is None or w.instance.state.alive)]
     if not idle or spec.nodes != 1 or spec.volume is not None:
         return None
@@ -106,6 +107,8 @@ def match(spec: JobSpec, ranked: Sequence[Candidate], pool: Iterable[WarmView]) 
         for w in idle:
             if _same(c, w) and image_of(spec) == w.image:
                 return w, c
+    if spec.deadline is not None:
+        return None
     for w in idle:
         if (placed := fits(spec, w)) is not None:
             return w, placed
