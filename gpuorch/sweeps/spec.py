@@ -32,7 +32,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from gpuorch.bounds import MAX_STEPS, MAX_TRIALS, Integer, Seed, too_far
 from gpuorch.errors import UserInputError
-from gpuorch.jobs.spec import Budget, Deadline, JobSpec, Strict, _format_error, parse_spec
+from gpuorch.jobs.spec import Budget, Deadline, JobSpec, Seconds, Strict, _format_error, parse_spec
 from gpuorch.notify.kinds import NotifySpec
 from gpuorch.sweeps.command import check_names, substitute
 from gpuorch.sweeps.grid import interleaved
@@ -96,6 +96,7 @@ class SweepSpec(Strict):
     objective: Objective | None = None
     pruning: Pruning | None = None
     notify: NotifySpec | None = None  # routes added or events silenced for the sweep and its trials
+    keep_warm: Seconds | None = Field(default=None, ge=0, le=24 * 3600)  # its trials' unless its job sets one
 
     @field_validator("name")
     @classmethod
@@ -188,7 +189,8 @@ def trial_spec(spec: SweepSpec, template: dict[str, Any], index: int, params: di
     in ``run`` a quoted reference to them (``sweeps.command``: no value is written into the shell)."""
     data = dict(template)
     data["name"] = f"{spec.name}-{index}"
-    data.setdefault("keep_warm", TRIAL_KEEP_WARM)  # a short trial pays one boot, not one per trial
+    # a short trial pays one boot, not one per trial: the job's keep_warm, else the sweep's, else 3m
+    data.setdefault("keep_warm", TRIAL_KEEP_WARM if spec.keep_warm is None else spec.keep_warm)
     env = template.get("env")
     check_names(params, env if isinstance(env, dict) else None)
     data["env"] = {**(env or {}), **{k: env_value(v) for k, v in params.items()}}

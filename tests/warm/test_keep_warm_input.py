@@ -35,6 +35,9 @@ def test_a_bad_keep_warm_is_refused_with_one_line_and_nothing_stored(tmp_path, v
     sweep.write_text(yaml.safe_dump({"name": "lr", "job": job(keep_warm=value), "parameters": {"LR": [0.1, 0.2]}}))
     r = cli("sweep", "submit", str(sweep))
     assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1 and "keep_warm" in r.output, r.output
+    sweep.write_text(yaml.safe_dump({"name": "lr", "job": job(), "keep_warm": value, "parameters": {"LR": [0.1]}}))
+    r = cli("sweep", "submit", str(sweep))
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1 and "keep_warm" in r.output, r.output
     assert json.loads(cli("status", "--json").output)["jobs"] == []
 
 
@@ -50,3 +53,6 @@ def test_keep_warm_defaults_to_none_for_a_job_and_three_minutes_for_a_sweep_tria
     assert trials[0][1].keep_warm == 180
     _, trials = parse_sweep({"name": "lr", "job": job(keep_warm=0), "parameters": {"LR": [0.1]}}, "sweep", utcnow())
     assert trials[0][1].keep_warm == 0
+    _, trials = parse_sweep({"name": "lr", "job": job(), "keep_warm": "10m", "parameters": {"LR": [0.1]}}, "sweep",
+                            utcnow())
+    assert trials[0][1].keep_warm == 600
