@@ -28,9 +28,11 @@ NOTICES = {
 }
 
 
-def _form(action: str, csrf: str, label: str, confirm: str, fields: str = "", danger: bool = True) -> str:
+def _form(action: str, csrf: str, label: str, confirm: str, fields: str = "", danger: bool = True,
+          summary: str | None = None) -> str:
+    """``summary``: the closed box's HTML (default: the label and an ellipsis)."""
     button = f'<button type=submit class="{"danger" if danger else "go"}">{escape(label)}</button>'
-    return (f'<details class="action"><summary>{escape(label)}…</summary>'
+    return (f'<details class="action"><summary>{summary or escape(label) + "…"}</summary>'
             f'<form method=post action="{escape(action)}" class=confirm>'
             f'<input type=hidden name=csrf value="{escape(csrf)}">{fields}'
             f"<p class=hint>{escape(confirm)}</p>{button}</form></details>")
@@ -61,8 +63,12 @@ def job_row_action(job: dict[str, Any], cancelling: bool, csrf: str | None) -> s
         return ""
     if cancelling:
         return '<span class="hint">cancelling</span>'
-    return _form(f"/ui/jobs/{job['id']}/cancel", csrf, "Cancel", f"Stops job {job['id']} ({job['name']}) and "
-                 "terminates its instance; a checkpoint it saved stays.", '<input type=hidden name=back value=jobs>')
+    # on a phone the closed box is a bare ✕ (style.css), so the row fits the screen
+    label = f"Cancel job {job['id']}"
+    return _form(f"/ui/jobs/{job['id']}/cancel", csrf, label, f"Stops {job['name']} and terminates its instance; "
+                 "a checkpoint it saved stays.", '<input type=hidden name=back value=jobs>',
+                 summary=f'<span class=wide>Cancel…</span><span class=narrow aria-label="{escape(label)}" '
+                         f'title="{escape(label)}">✕</span>')
 
 
 def sweep_actions(sweep: dict[str, Any], csrf: str | None) -> str:

@@ -118,11 +118,12 @@ def jobs_page(data: dict[str, Any], csrf: str | None = None, *, notice: str | No
              escape(j["where"] or "-"), escape(j["last_checkpoint"] or "-"), _usd(j["cost"]),
              escape(j["message"] or "")] for j in newest]
     headers = ["ID", "NAME", "STATUS", "RUNS", "PREEMPT", "WHERE", "CHECKPOINT", "COST", "NOTE"]
-    cols = ["", "wrap", "", "", "opt", "opt wrap", "opt wrap", "", "wrap"]
-    if csrf is not None:
-        for row, j in zip(rows, newest, strict=True):
-            row.append(forms.job_row_action(j, j["id"] in asked, csrf))
-        headers, cols = [*headers, "ACT"], [*cols, "act"]
+    cols = ["", "wrap", "", "brk", "opt", "opt wrap", "opt wrap", "", "wrap"]  # brk: "1 (3 tries)" may break
+    acts = [forms.job_row_action(j, j["id"] in asked, csrf) for j in newest]
+    if any(acts):  # a column only where some row can be acted on (a session, an unfinished job)
+        for row, act in zip(rows, acts, strict=True):
+            row.append(act)
+        headers, cols = [*headers, ""], [*cols, "act"]
     body = table(headers, rows, "jobs", cols=cols)
     if len(data["jobs"]) > len(newest):
         body += (f"<p class=hint>The newest {len(newest)} of {len(data['jobs'])} jobs; "

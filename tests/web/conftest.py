@@ -96,7 +96,8 @@ def acting(tmp_path_factory):
 
     home = tmp_path_factory.mktemp("acting")
     token = secrets.token_urlsafe(24)
-    with AssembledDaemon.start(home / "home", {"api": {"token": token, "port": 0}}) as d:
+    # budget_stop_grace_s: a held trial's clean stop within seconds (held_sweep)
+    with AssembledDaemon.start(home / "home", {"api": {"token": token, "port": 0}, "budget_stop_grace_s": 5}) as d:
         api = ApiThread(d.config, d.store).start()
         made = iter(range(1, 1000))
 
@@ -114,8 +115,27 @@ def acting(tmp_path_factory):
                                                            "resources": {"gpu": "A100:80GB:1"}}}))
             return int(d.submit_sweep(path)["id"])
 
+        def held_sweep() -> tuple[int, int]:
+            """A sweep of two running trials whose cap is then lowered (as ``gpuorch sweep update``)
+            to what they spent plus a third of one trial's reservation: one trial is held (a clean
+            stop; it resumes when the cap allows), the other runs on. (sweep id, held trial id)."""
+            path = home / f"held-{next(made)}.yaml"
+            path.write_text(yaml.safe_dump({
+                "name": path.stem, "max_parallel": 2, "budget": {"max_cost": 5.0}, "parameters": {"LR": [0.1, 0.2]},
+                "job": {"run": "sleep 600", "spot_policy": "on-demand", "resources": {"gpu": "A100:80GB:1"}}}))
+            sid = str(d.submit_sweep(path)["id"])
+            trials = d.until(lambda: (ts := d.service.sweep(sid)["trials"]) and len(ts) == 2 and all(
+                t["status"] == "running" for t in ts) and ts, timeout_s=60, what="both trials to run")
+            price = d.attempts(trials[0]["id"])[0].price_per_hour
+            horizon_s = 2 * d.rec.money.policy.decision_interval_s + d.rec.money.policy.stop_grace_s
+            d.service.sweep_update(sid, round(d.service.sweep(sid)["spent"] + price * horizon_s / 3600 / 3, 4))
+            held = d.until(lambda: next((t["id"] for t in d.service.sweep(sid)["trials"] if t["status"] == "held"),
+                                        None), timeout_s=60, what="a trial to be held")
+            return int(sid), held
+
         try:
-            yield {"url": api.url, "token": token, "d": d, "running": running, "sweep": sweep}
+            yield {"url": api.url, "token": token, "d": d, "running": running, "sweep": sweep,
+                   "held_sweep": held_sweep}
         finally:
             api.stop()
             for j in d.service.jobs():  # no sleeper outlives the session

@@ -164,7 +164,7 @@ def test_the_jobs_table_fits_1920_px_and_a_phone(browser, scenario):
             expect(page.locator("table.jobs tbody tr")).to_have_count(4)
             _unclipped(page, "table.jobs")
             if not mobile:  # every column shown on a desktop; the checkpoint's long path wraps
-                assert page.locator("table.jobs thead th:visible").count() == 9
+                assert page.locator("table.jobs thead th:visible").count() == 9  # every job ended: no Cancel column
             _shot(page, f"jobs-{size['width']}")
         finally:
             ctx.close()
@@ -211,23 +211,43 @@ def test_cancel_a_running_job_from_the_page_and_watch_it_end_without_a_reload(br
         ctx.close()
 
 
-def test_set_a_sweeps_cap_from_the_page_a_bad_amount_is_one_line(page, acting):
+def test_raise_a_sweeps_cap_from_the_page_and_see_its_held_trial_resume(page, acting):
+    """A bad amount is one line and changes nothing; a right one is stored, the held trial resumes
+    (the assembled daemon's passes), and the page shows it running without a reload."""
     d = acting["d"]
-    sweep = acting["sweep"]()
+    sweep, held = acting["held_sweep"]()
+    cap = d.sweep(sweep).max_cost
+    page.clock.install()  # the refresh timer runs when the test says (run_for)
     _login(page, acting, f"/ui/sweeps/{sweep}")
+    row = page.locator(f"table.trials tr:has(a[href='/ui/jobs/{held}'])")
+    expect(row.locator(".status")).to_have_text("held")
     page.click("summary:has-text('Set the cap')")
     page.fill("#budget", "NaN")
     with page.expect_response(lambda r: r.url.endswith("/budget")) as resp:
         page.click("button:has-text('Set the cap')")
     assert resp.value.status == 422
     expect(page.locator("p.error")).to_contain_text("budget: NaN is not a finite amount")
-    assert d.sweep(sweep).max_cost == 5.0
+    assert d.sweep(sweep).max_cost == cap
     page.click("summary:has-text('Set the cap')")  # the form is on the refused page again
     page.fill("#budget", "7.5")
     page.click("button:has-text('Set the cap')")
     expect(page.locator(".notice")).to_contain_text("New cap stored")
     assert d.sweep(sweep).max_cost == 7.5
     expect(page.locator("dl.summary")).to_contain_text("of $7.50")
+    d.until(lambda: d.status(held).value == "running" and len(d.attempts(held)) == 2, timeout_s=60,
+            what="the held trial to resume")
+    page.evaluate("window.stillThisPage = true")
+    page.clock.run_for(11_000)  # the page refreshes its content in place
+    expect(row.locator(".status")).to_have_text("running")
+    assert page.evaluate("window.stillThisPage") is True
+    _shot(page, "sweep-resumed")
+    for width, height in ((1920, 1080), (390, 844)):  # the jobs list with its Cancel column fits both
+        page.set_viewport_size({"width": width, "height": height})
+        page.goto(f"{acting['url']}/ui/jobs")
+        expect(page.locator(f"table.jobs a[href='/ui/jobs/{held}']")).to_have_count(1)
+        assert page.locator("table.jobs td.act summary").count() >= 2
+        _shot(page, f"jobs-acting-{width}")  # before the check: the picture of a failure too
+        _unclipped(page, "table.jobs")
     d.service.sweep_cancel(str(sweep))
 
 
