@@ -10,8 +10,9 @@ Throughput per GPU = dense peak in the compute precision * utilisation of the GP
 (``UTILISATION``, calibrated on tests/data/runtime-calibration.yaml) * the activation
 checkpointing factor (recomputing costs time) * torch.compile's speed-up * the scaling factor of
 the GPUs' link inside a node and, across nodes, of the fabric; fp8 training runs the linear layers
-on fp8 tensor cores (``FP8_LINEAR_SPEEDUP`` over bf16; attention stays 16-bit), QLoRA pays for
-NF4 dequantisation.
+on fp8 tensor cores (``FP8_LINEAR_SPEEDUP`` over bf16; attention stays 16-bit). Each micro-batch
+also pays what does not grow with its tokens (``step_seconds``: the HF Trainer's per-step overhead,
+QLoRA's dequantisation of every frozen weight).
 
 Inference (decode) is bandwidth-bound: each step streams the weights and the KV cache once,
 so step time = max(bytes / (bandwidth * 0.75), 2*N*batch / (peak * utilisation)) and tokens/s =
@@ -70,7 +71,23 @@ COMPILE_SPEED = 1.15  # torch.compile (torchtitan Table 1: 6,667 vs 5,762 TPS/GP
 # torchtitan Table 1 (Llama 3.1 8B, 8k: 8,532 vs 6,667 TPS/GPU, attention 21% of the FLOPs):
 # (48.2/x + 12.9) / 61.1 = 6,667 / 8,532 gives x = 1.38.
 FP8_LINEAR_SPEEDUP = 1.38
-QLORA_SPEED = 0.7  # assumption: NF4 dequantisation; public benchmarks put QLoRA 25-40% behind LoRA
+# Costs of one micro-batch that do not grow with its tokens (seconds per GPU per micro-batch), so
+# they weigh on short sequences and small batches (docs/sizing.md "Runtime"):
+# - HF Trainer-based stacks (hf, axolotl, llama-factory, unsloth) spend STEP_OVERHEAD_S on each
+#   micro-batch outside the matmuls (the Trainer's loop, PEFT's hooks, checkpointing's re-entry):
+#   solved on Qwen's README table (QwenLM/Qwen at 85cb093, one A100, Qwen-7B LoRA at 256 tokens:
+#   1.2 s per 8 micro-batches, where the matmuls take 0.07 s of each 0.15). torchtune and torchtitan
+#   have none here: their factors were solved on runs of 8,192+ tokens a micro-batch, which hold it.
+# - QLoRA dequantises every frozen weight on each pass of each micro-batch, whatever its tokens:
+#   DEQUANT_S_PER_PARAM x parameters. Solved on Qwen-7B Q-LoRA at 2,048 tokens (7.0 s per 8 against
+#   LoRA's 5.2: GPTQ int4 through auto-gptq under the HF Trainer) for every stack but torchtune, and
+#   on torchtune's QLoRA row (torchao NF4, compiled: 8,035 tok/s against LoRA's 8,210 at 8,192
+#   tokens a micro-batch) for torchtune. This replaces a flat 0.7 speed factor, which could not say
+#   why QLoRA catches up with LoRA as micro-batches grow (Qwen's table at 8,192 tokens; torchtune's).
+HF_TRAINER_STACKS = frozenset({"hf", "axolotl", "llama-factory", "unsloth"})
+STEP_OVERHEAD_S = 0.084
+DEQUANT_S_PER_PARAM = {"torchtune": 6.5e-12}
+DEQUANT_S_PER_PARAM_DEFAULT = 2.8e-11
 # Fine-tuning stacks reach less of the peak than the pretraining runs ``UTILISATION`` was solved on
 # (torchtitan, 8B-70B over 64 GPUs). Solved on torchtune's single-A100 table (README at a9ea6d5b,
 # "Optimization flags", Llama 3.2 3B, batch 2 x 4096 packed): its compiled full fine-tune runs
@@ -107,6 +124,26 @@ def method_stack_speed(w: Workload) -> float:
     return STACK_SPEED.get(w.stack, FINETUNE_STACK_SPEED) * adapters
 
 
+def step_seconds(w: Workload) -> float:
+    """Seconds each GPU spends on one micro-batch whatever its tokens (``STEP_OVERHEAD_S``, QLoRA's
+    dequantisation); 0 when the job states its own ``efficiency``, which already says it."""
+    if w.efficiency is not None:
+        return 0.0
+    overhead = STEP_OVERHEAD_S if w.stack in HF_TRAINER_STACKS else 0.0
+    if w.method == "qlora":
+        overhead += w.n_params * DEQUANT_S_PER_PARAM.get(w.stack, DEQUANT_S_PER_PARAM_DEFAULT)
+    return overhead
+
+
+def _with_step_costs(w: Workload, rate: float) -> float:
+    """A GPU's tokens per second once each micro-batch also pays ``step_seconds``."""
+    extra = step_seconds(w)
+    if extra <= 0 or rate <= 0:
+        return rate
+    tokens = w.seq_len * w.micro_batch
+    return tokens / (tokens / rate + extra)
+
+
 def flops_per_token(w: Workload) -> float:
     s = w.shape
     return FLOPS_PER_PARAM_TOKEN[w.method] * w.n_params + ATTENTION_FLOPS * s.layers * s.hidden * w.seq_len
@@ -135,7 +172,6 @@ def _bf16_tflops(w: Workload, gpu: GpuSpec, gpus: int, link: str | None, shardin
         return 0.0
     peak = gpu.tflops("bf16" if precision == "fp8" else precision)
     speed = AC_SPEED[w.ac_mode] * (COMPILE_SPEED if w.knobs.compile else 1.0)
-    speed *= QLORA_SPEED if w.method == "qlora" else 1.0
     speed *= method_stack_speed(w)
     return gpus * peak * utilisation(w, gpu) * speed * scaling(gpus, link, sharding)
 
@@ -157,7 +193,7 @@ def training_tokens_per_s(
     by ``fabric`` (None: unknown, taken as plain 100 Gb/s Ethernet)."""
     nodes = max(1, min(nodes, gpus))
     per_node = gpus // nodes
-    per_gpu = _bf16_tflops(w, gpu, per_node, link, sharding) * 1e12 / _work_per_token(w) / per_node
+    per_gpu = _with_step_costs(w, _bf16_tflops(w, gpu, per_node, link, sharding) * 1e12 / _work_per_token(w) / per_node)
     return gpus * per_gpu * node_factor(w, sharding, nodes, fabric, per_gpu)
 
 

@@ -14,9 +14,9 @@ from gpuorch.sizing.runtime import (
     BANDWIDTH_EFFICIENCY,
     FINETUNE_STACK_SPEED,
     LORA_SPEED,
-    QLORA_SPEED,
     SCALE_FAST,
     SCALE_PCIE,
+    STEP_OVERHEAD_S,
     UTILISATION,
     flops_per_token,
     scaling,
@@ -40,16 +40,32 @@ def test_training_hours_hand_computed_on_one_h100():
     w = Workload(preset="llama-3-8b", method="full", tokens="1B", activation_checkpointing="none")
     # the hf stack (the default) keeps FINETUNE_STACK_SPEED of torchtitan's calibrated utilisation
     rate = 989e12 * UTILISATION["H100"] * FINETUNE_STACK_SPEED / flops_per_token(w)
-    assert estimate_hours(w, H100) == pytest.approx(1e9 / rate / 3600)
-    titan = w.model_copy(update={"stack": "torchtitan"})
+    # each micro-batch (2,048 tokens by default) also pays the HF Trainer's step overhead
+    assert estimate_hours(w, H100) == pytest.approx(1e9 / (2048 / (2048 / rate + STEP_OVERHEAD_S)) / 3600)
+    titan = w.model_copy(update={"stack": "torchtitan"})  # its own runs: no stack factor, no step overhead
     assert estimate_hours(titan, H100) == pytest.approx(1e9 / rate / 3600 * FINETUNE_STACK_SPEED)
     lora = Workload(preset="llama-3-8b", method="lora", tokens="1B", activation_checkpointing="none")
     rate_l = 989e12 * UTILISATION["H100"] * FINETUNE_STACK_SPEED * LORA_SPEED / flops_per_token(lora)
-    assert estimate_hours(lora, H100) == pytest.approx(1e9 / rate_l / 3600)
-    # a job's own efficiency is its measured utilisation: no stack or adapter factor on top
+    # each micro-batch (2,048 tokens by default) also pays the HF Trainer's step overhead
+    step = 2048 / rate_l + STEP_OVERHEAD_S
+    assert estimate_hours(lora, H100) == pytest.approx(1e9 / (2048 / step) / 3600)
+    # a job's own efficiency is its measured utilisation: no stack, adapter or step cost on top
     q = Workload(preset="llama-3-8b", method="qlora", tokens="1B", efficiency=0.5)  # full checkpointing by default
-    rate_q = 989e12 * 0.5 * AC_SPEED["full"] * QLORA_SPEED / flops_per_token(q)
+    rate_q = 989e12 * 0.5 * AC_SPEED["full"] / flops_per_token(q)
     assert estimate_hours(q, H100) == pytest.approx(1e9 / rate_q / 3600)
+
+
+def test_qlora_pays_dequantisation_per_micro_batch_so_longer_ones_catch_up_with_lora():
+    from gpuorch.sizing.runtime import DEQUANT_S_PER_PARAM_DEFAULT, step_seconds, training_tokens_per_s
+
+    def ratio(seq: int) -> float:
+        lora, qlora = (Workload(preset="llama-3-8b", method=m, seq_len=seq) for m in ("lora", "qlora"))
+        assert step_seconds(qlora) == pytest.approx(STEP_OVERHEAD_S + qlora.n_params * DEQUANT_S_PER_PARAM_DEFAULT)
+        return training_tokens_per_s(qlora, H100) / training_tokens_per_s(lora, H100)
+
+    assert ratio(512) < ratio(2048) < ratio(8192) < 1.0
+    tune = Workload(preset="llama-3-8b", method="qlora", stack="torchtune")
+    assert step_seconds(tune) < step_seconds(Workload(preset="llama-3-8b", method="qlora"))  # compiled torchao NF4
 
 
 def test_utilisation_is_per_gpu_class():
@@ -63,7 +79,7 @@ def test_multi_gpu_scaling_penalises_pcie():
     assert scaling(1, None, "none") == 1
     assert scaling(8, "nvlink", "zero3") == SCALE_FAST > scaling(8, "pcie", "none") == SCALE_PCIE
     assert scaling(8, "pcie", "zero3") < SCALE_PCIE
-    w = Workload(params="8B", method="full", tokens="1B")
+    w = Workload(params="8B", method="full", tokens="1B", stack="torchtitan")  # no per-step overhead: scaling alone
     nvlink, pcie = estimate_hours(w, A100, 8, "nvlink", "zero3"), estimate_hours(w, A100, 8, "pcie", "zero3")
     assert nvlink < pcie and nvlink == pytest.approx(estimate_hours(w, A100) / 8 / SCALE_FAST)
     # Across nodes the fabric decides (tests/sizing/test_multinode_scaling.py has the formula).

@@ -16,16 +16,19 @@ def test_at_least_eight_published_points_with_sources():
 
 @pytest.mark.parametrize("run", RUNS, ids=lambda r: r.id)
 def test_throughput_within_20_percent_fitted_and_30_held_out(run):
-    # held out: torchtune's compiled NF4 QLoRA runs at 98% of its LoRA, where QLORA_SPEED assumes 70%
-    # (an over-estimate of the hours, docs/sizing.md "Runtime"); no constant was moved to fit it
+    # held out: the worst are Qwen's shortest micro-batches (+26%, 72B Q-LoRA at 256 tokens) and its
+    # 1,024-token 7B Q-LoRA (-24%); docs/sizing.md "Runtime"
     limit = 0.20 if run.role == "calibration" else 0.30
     assert abs(run.error()) <= limit, f"{run.id}: estimate {run.estimate():,.0f} vs {run.tps_per_gpu:,.0f} tok/s/GPU"
 
 
-def test_single_gpu_fine_tuning_runs_are_fitted_and_held_out():
+def test_single_gpu_fine_tuning_runs_of_two_stacks_are_fitted_and_held_out():
     one = [r for r in RUNS if r.gpus == 1]
-    assert {r.role for r in one} == {"calibration", "holdout"} and all(r.workload.stack == "torchtune" for r in one)
-    assert rc.median_abs_error([r for r in one if r.role == "holdout"]) <= 0.05
+    for stack in ("torchtune", "hf"):  # two stacks, two sources, each with a part held out
+        runs = [r for r in one if r.workload.stack == stack]
+        assert {r.role for r in runs} == {"calibration", "holdout"}, stack
+        assert {r.workload.method for r in runs} >= {"lora", "qlora"}, stack
+        assert rc.median_abs_error([r for r in runs if r.role == "holdout"]) <= 0.10, stack
 
 
 def test_lora_speed_up_over_full_fine_tuning_matches_the_lora_paper_held_out():
