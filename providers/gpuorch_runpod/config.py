@@ -43,6 +43,8 @@ class RunpodOptions(BaseModel):
 
     clouds: list[Cloud] = Field(default_factory=_all_clouds, min_length=1)
     data_center: str | None = None  # pin pods to one data center (network volumes live in one)
+    # Where a job's network volume is created (default: data_center); its pods then deploy there.
+    volume_data_center: str | None = None
     image: str = DEFAULT_IMAGE
     ssh_user: str = "root"
     api_url: str | None = None  # default: $RUNPOD_API_BASE_URL, else https://api.runpod.io
@@ -58,7 +60,7 @@ class RunpodOptions(BaseModel):
             raise ValueError("lists a cloud twice")
         return v
 
-    @field_validator("data_center")
+    @field_validator("data_center", "volume_data_center")
     @classmethod
     def _data_center(cls, v: str | None) -> str | None:
         if v is not None and not _DATA_CENTER.fullmatch(v):

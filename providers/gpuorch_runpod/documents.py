@@ -3,7 +3,10 @@
 Operations and fields as RunPod documents them: https://docs.runpod.io/sdks/graphql/manage-pods
 (``podFindAndDeployOnDemand``, ``podRentInterruptable`` with ``bidPerGpu``, ``podTerminate``,
 ``pod(input: {podId})``, ``myself { pods }``, ``gpuTypes``) and the schema at
-https://graphql-spec.runpod.io/; network volumes under ``myself { networkVolumes }``. The pod
+https://graphql-spec.runpod.io/; network volumes under ``myself { networkVolumes }``, made by
+``createNetworkVolume(input: {name, size, dataCenterId})`` and removed by
+``deleteNetworkVolume(input: {id})`` (the fields of the REST reference,
+https://docs.runpod.io/api-reference/network-volumes/POST/networkvolumes: size 1-4000 GB). The pod
 fields are those the official client queries (runpod/api/queries/pods.py) plus ``name``.
 """
 
@@ -31,3 +34,7 @@ GPU_TYPES = """query GpuTypes {
   }
 }"""
 MYSELF = "query Myself { myself { id } }"
+NETWORK_VOLUMES = "query NetworkVolumes { myself { networkVolumes { id name size dataCenterId } } }"
+CREATE_VOLUME = ("mutation CreateVolume($input: CreateNetworkVolumeInput!) {"
+                 " createNetworkVolume(input: $input) { id name size dataCenterId } }")
+DELETE_VOLUME = "mutation DeleteVolume($input: DeleteNetworkVolumeInput!) { deleteNetworkVolume(input: $input) }"

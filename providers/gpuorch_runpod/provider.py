@@ -40,18 +40,20 @@ from .config import RunpodOptions, api_key, parse_options
 from .offers import offers_from
 from .pods import is_managed, launch_input, to_instance
 from .tombstones import Tombstones
+from .volumes import NetworkVolumes
 
 log = logging.getLogger("gpuorch.runpod")
 SHUTDOWN = "kill -TERM 1"
 
 
-class RunpodProvider(Provider):
-    """Contract: ``gpuorch.provider.port.Provider``; ``SupportsDoctor``."""
+class RunpodProvider(NetworkVolumes, Provider):
+    """Contract: ``gpuorch.provider.port.Provider``; ``SupportsDoctor``; ``SupportsLaunchVolumes``
+    (network volumes, ``volumes.py``)."""
 
     name = PROVIDER
     # A pod is itself a container of the image RunPod starts: a job's ``image:`` is the pod's image
     # (``LaunchRequest.image``), and the agent runs the job's commands in it directly (InImageRunner).
-    capabilities = Capabilities(runs_containers=True)
+    capabilities = Capabilities(runs_containers=True, volumes_at_launch=True)
 
     def __init__(self, options: RunpodOptions, key: str, *, home: Path | None = None,
                  runner_options: RunnerOptions | None = None, sleep: Callable[[float], None] = time.sleep,
@@ -124,10 +126,14 @@ class RunpodProvider(Provider):
         config = launch_cloud_config(self.home, request)
         keys = config.get("ssh_keys") or {}
         logins = config.get("ssh_authorized_keys") or []
+        data_center, volume_id = self.options.data_center, None
+        if request.volumes:  # the pod goes where its network volume lives
+            vol = self.volume_of(request.volumes[0].volume_id)
+            data_center, volume_id = str(vol.get("dataCenterId") or "") or None, str(vol["id"])
         try:
             body = launch_input(request, image=request.image or self.options.image, ssh_user=self.options.ssh_user,
                                 host_key=(keys.get("ed25519_private", ""), keys.get("ed25519_public", "")),
-                                login_key="\n".join(logins), data_center=self.options.data_center)
+                                login_key="\n".join(logins), data_center=data_center, network_volume_id=volume_id)
         except ValueError as e:
             raise PermanentError(f"launch of job {request.job_id} attempt {request.attempt}: {e}",
                                  code="InvalidRequest") from None

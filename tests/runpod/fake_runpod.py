@@ -11,6 +11,17 @@
   stock-out message RunPod prints; a bad key: HTTP 401 (the official client's
   runpod/api/graphql.py checks exactly that); ``Authorization: Bearer <key>`` as the client sends.
 
+- network volumes (https://docs.runpod.io/storage/network-volumes; the REST reference's fields,
+  https://docs.runpod.io/api-reference/network-volumes/POST/networkvolumes): ``myself {
+  networkVolumes { id name size dataCenterId } }``, ``createNetworkVolume(input: {name, size,
+  dataCenterId})`` (size 1-4000 GB), ``deleteNetworkVolume(input: {id})`` (refused while a pod
+  uses the volume); a deploy's ``networkVolumeId`` (Secure Cloud only, in the volume's data
+  center, ``dataCenterId``) mounted at ``volumeMountPath``.
+
+The pod side, for played pods: ``write``/``read`` a path in a pod as its job would; a path under
+the pod's ``volumeMountPath`` lands on its network volume (``FakeVolume.files``), which outlives
+the pod.
+
 What a market does, injectable: ``throttle(n, retry_after)`` (HTTP 429 with ``Retry-After``),
 ``out_of_stock(gpu, cloud, interruptible)``, ``reclaim(pod)`` (an interruptible pod outbid and
 stopped: EXITED, "Exited by Runpod: <date>"), ``never_run`` (pods whose container never starts),
@@ -81,6 +92,18 @@ class Pod:
 
 
 @dataclass
+class FakeVolume:
+    id: str
+    name: str
+    size: int
+    data_center: str
+    files: dict[str, bytes] = field(default_factory=dict)
+
+    def view(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "size": self.size, "dataCenterId": self.data_center}
+
+
+@dataclass
 class FakeRunpod:
     now: Callable[[], datetime] = lambda: datetime.now(UTC)
     sshd_factory: Callable[[str, dict[str, str]], int] | None = None
@@ -89,6 +112,7 @@ class FakeRunpod:
     never_run: bool = False
     calls: list[str] = field(default_factory=list)  # root field of each request, in order
     deployed_images: list[str] = field(default_factory=list)  # imageName of each pod deployed, in order
+    volumes: dict[str, FakeVolume] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.lock = threading.RLock()
@@ -128,6 +152,22 @@ class FakeRunpod:
             pod.status, pod.changed, pod.port = "EXITED", f"Exited by Runpod: {js_date(at)}", None
             return at
 
+    def _on_volume(self, pod_id: str, path: str) -> tuple[FakeVolume, str]:
+        with self.lock:
+            body = self.pods[pod_id].body
+            vol, mount = self.volumes.get(str(body.get("networkVolumeId"))), str(body.get("volumeMountPath") or "")
+            if vol is None or not path.startswith(mount.rstrip("/") + "/"):
+                raise FileNotFoundError(f"{path} is on no network volume of pod {pod_id}")
+            return vol, path[len(mount.rstrip("/")) + 1:]
+
+    def write(self, pod_id: str, path: str, data: bytes) -> None:
+        vol, name = self._on_volume(pod_id, path)
+        vol.files[name] = data
+
+    def read(self, pod_id: str, path: str) -> bytes | None:
+        vol, name = self._on_volume(pod_id, path)
+        return vol.files.get(name)
+
     def live(self) -> list[Pod]:
         with self.lock:
             return [p for p in self.pods.values() if p.status == "RUNNING"]
@@ -141,8 +181,8 @@ class FakeRunpod:
 
     # -- the API -----------------------------------------------------------------------------
     def answer(self, query: str, variables: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        m = re.search(r"\b(podFindAndDeployOnDemand|podRentInterruptable|podTerminate|gpuTypes|pod|myself)\b"
-                      r"(?=\s*[({])", query)
+        m = re.search(r"\b(podFindAndDeployOnDemand|podRentInterruptable|podTerminate|gpuTypes|pod|myself"
+                      r"|createNetworkVolume|deleteNetworkVolume)\b(?=\s*[({])", query)
         root = m.group(1) if m else ""
         with self.lock:
             self.calls.append(root)
@@ -157,13 +197,35 @@ class FakeRunpod:
             if root == "pod":
                 pod = self.pods.get((variables.get("input") or {}).get("podId"))
                 return 200, {"data": {"pod": pod.view() if pod else None}}
+            if root in ("createNetworkVolume", "deleteNetworkVolume"):
+                return self._volume_call(root, variables.get("input") or {})
             if root == "gpuTypes":
                 return 200, {"data": {"gpuTypes": self.gpu_types}}
             if root == "myself":
+                if "networkVolumes" in query:
+                    return 200, {"data": {"myself": {"networkVolumes": [v.view() for v in self.volumes.values()]}}}
                 if "pods" in query:
                     return 200, {"data": {"myself": {"pods": [p.view() for p in self.pods.values()]}}}
                 return 200, {"data": {"myself": {"id": "user_1"}}}
         return 400, {"errors": [{"message": f"Cannot query {query[:60]!r}"}]}
+
+    def _volume_call(self, root: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if root == "createNetworkVolume":
+            size, dc = body.get("size"), body.get("dataCenterId")
+            if not isinstance(size, int) or not 1 <= size <= 4000 or not dc or not body.get("name"):
+                return 200, {"errors": [{"message": "size must be 1-4000 GB; name and dataCenterId are required",
+                                         "path": [root]}], "data": {root: None}}
+            vol = FakeVolume(secrets.token_hex(5), str(body["name"]), size, str(dc))
+            self.volumes[vol.id] = vol
+            return 200, {"data": {root: vol.view()}}
+        vol = self.volumes.get(str(body.get("id")))
+        if vol is None:
+            return 200, {"errors": [{"message": "Network volume not found", "path": [root]}], "data": {root: None}}
+        if any(p.body.get("networkVolumeId") == vol.id for p in self.pods.values()):
+            return 200, {"errors": [{"message": "Network volume is in use by a pod", "path": [root]}],
+                         "data": {root: None}}
+        del self.volumes[vol.id]
+        return 200, {"data": {root: None}}
 
     def _deploy(self, root: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         spot = root == "podRentInterruptable"
@@ -174,6 +236,12 @@ class FakeRunpod:
             return 200, {"errors": [{"message": f"GPU type {gpu} is not valid", "path": [root]}], "data": None}
         if spot and float(body.get("bidPerGpu") or 0) < float(t.get(f"{cloud.lower()}SpotPrice") or 1e9):
             return 200, {"errors": [{"message": "Your bid price is too low for this GPU type", "path": [root]}]}
+        vid = body.get("networkVolumeId")
+        if vid is not None:
+            vol = self.volumes.get(str(vid))
+            if vol is None or cloud != "SECURE" or body.get("dataCenterId") != vol.data_center:
+                return 200, {"errors": [{"message": f"network volume {vid} cannot be used here (a Secure Cloud pod "
+                                         "in the volume's data center)", "path": [root]}], "data": {root: None}}
         if (gpu, cloud, spot) in self._stock_out:
             return 200, {"errors": [{"message": NO_CAPACITY, "path": [root]}], "data": {root: None}}
         pod = Pod(_pod_id(), dict(body), spot, changed=f"Rented by User: {js_date(self.now())}")

@@ -1,0 +1,91 @@
+"""RunPod network volumes as job volumes given at launch: the launch-volume contract on the fake
+GraphQL API, what is RunPod's own (Secure Cloud, the volume's data center, its mount path), and a
+``volume:`` job through the assembled daemon: it writes on its volume, its interruptible pod is
+reclaimed, the next pod (in the volume's data center) reads what the first wrote, and the volume is
+deleted when the job ends. The pod side is played (``tests.kit.volume_agents``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fake_runpod import KEY, FakeRunpod
+
+from gpuorch.errors import PermanentError
+from gpuorch.provider.port import Instance, Offer, Provider
+from gpuorch.store.models import JobStatus, TerminationReason
+from gpuorch.testing.daemon import AssembledDaemon
+from gpuorch.testing.launch_volume_contract import LaunchVolumeContract
+from gpuorch_runpod.config import parse_options
+from gpuorch_runpod.provider import RunpodProvider
+from tests.kit.volume_agents import VolumeAgent
+
+pytestmark = [pytest.mark.runpod, pytest.mark.timeout(300)]
+DC = "EU-RO-1"
+
+
+class TestRunpodLaunchVolumeContract(LaunchVolumeContract):
+    missing_volume_id = "nv0000000"
+
+    @pytest.fixture
+    def provider(self, fake: FakeRunpod, tmp_path: Path):
+        self.fake = fake
+        p = RunpodProvider(parse_options({"api_url": fake.url, "retry_max_s": 5, "volume_data_center": DC}), KEY,
+                           home=tmp_path / "home", sleep=lambda s: None)
+        yield p
+        p.close()
+
+    def offer(self, provider: Provider) -> Offer:
+        return min((o for o in provider.offers() if o.region == "secure"), key=lambda o: o.price_per_hour)
+
+    def write(self, provider: Provider, instance: Instance, path: str, data: bytes) -> None:
+        self.fake.write(instance.id, path, data)
+
+    def read(self, provider: Provider, instance: Instance, path: str) -> bytes | None:
+        return self.fake.read(instance.id, path)
+
+
+def test_a_volume_is_made_on_secure_cloud_in_a_named_data_center(fake: FakeRunpod, rp: RunpodProvider,
+                                                                  tmp_path: Path) -> None:
+    tags = {"gpuorch:managed": "true", "gpuorch:job": "3", "gpuorch:owner": "abc"}
+    community = next(o for o in rp.offers() if o.region == "community")
+    with pytest.raises(PermanentError) as e:
+        rp.create_launch_volume(offer=community, size_gib=10, tags=tags)
+    assert e.value.code == "InvalidVolume.Cloud"
+    secure = next(o for o in rp.offers() if o.region == "secure")
+    with pytest.raises(PermanentError) as e:  # no data center configured: named in the message, nothing made
+        rp.create_launch_volume(offer=secure, size_gib=10, tags=tags)
+    assert e.value.code == "InvalidVolume.DataCenter" and "volume_data_center" in str(e.value) and not fake.volumes
+    pinned = RunpodProvider(parse_options({"api_url": fake.url, "volume_data_center": DC}), KEY, home=tmp_path / "h2",
+                            sleep=lambda s: None)
+    vol = pinned.create_launch_volume(offer=secure, size_gib=10.2, tags=tags)
+    assert fake.volumes[vol.id].view() == {"id": vol.id, "name": "gpuorch-abc-j3", "size": 11, "dataCenterId": DC}
+    pinned.close()
+
+
+def test_a_reclaimed_volume_job_finds_its_data_on_the_next_pod(tmp_path: Path, fake: FakeRunpod,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    config = {"providers": {"runpod": {"api_url": fake.url, "clouds": ["secure"], "volume_data_center": DC}}}
+    with AssembledDaemon.start(tmp_path / "home", config) as d:
+        agents: dict[str, VolumeAgent] = {}
+        monkeypatch.setattr(d.adapter("runpod"), "runner",
+                            lambda inst: agents.setdefault(inst.id, VolumeAgent(inst.id, fake.read, fake.write)))
+        job = d.submit({"name": "qlora", "run": "python train.py", "resources": {"gpu": "RTX4090:1"},
+                        "providers": ["runpod"], "spot_policy": "spot", "retry": {"max_preemptions": 2},
+                        "volume": {"size": "20GB", "mount": "/workspace/data"}})
+        first = d.until(lambda: next((a for a in agents.values() if a.started), None), timeout_s=60,
+                        what="the first pod's agent to start")
+        assert first.found is None and first.mounted is None
+        [vol] = fake.volumes.values()
+        pod = fake.pods[first.instance_id].body
+        assert (pod["networkVolumeId"], pod["volumeMountPath"], pod["dataCenterId"]) == (vol.id, "/workspace/data", DC)
+        fake.reclaim(first.instance_id)
+
+        second = d.until(lambda: next((a for i, a in agents.items() if a.started and i != first.instance_id), None),
+                         timeout_s=60, what="a second pod's agent to start")
+        assert second.found == b"step 300 written by attempt 1\n"
+        assert d.attempts(job)[0].reason == TerminationReason.PREEMPTED
+        second.done = True
+        assert d.until_terminal(job, timeout_s=60).status == JobStatus.SUCCEEDED
+        d.until(lambda: not fake.volumes, timeout_s=60, what="the job's network volume to be deleted")
+        assert not fake.pods
