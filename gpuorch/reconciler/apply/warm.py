@@ -236,6 +236,9 @@ class Warm:
                     view = self._recycle(w, view)
             except (ProviderError, RunnerUnavailable, OSError) as e:  # tried again next pass
                 log.warning("warm instance %s: %s failed: %s", w.instance_id, what, e)
+                if what == W.RELEASE:  # releasing now: never offered to a launch again
+                    soonest = min(soonest, self.poll_s())
+                    continue
             if view.status == W.IDLE:
                 pool.append(view)
             soonest = min(soonest, max(0.0, (w.keep_until - now).total_seconds()), self.poll_s())
