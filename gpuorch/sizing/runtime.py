@@ -37,7 +37,8 @@ ATTENTION_FLOPS = 12.0  # x L * h * s per token, forward + backward
 # utilisation is solved against the capped peak (886 TFLOPS), not the 700 W SXM's 989.
 # B200 through H100 on one stack: Megatron-Bridge's Llama 3 8B FP8 runs (700 W DGX-H100) reach 1576
 # vs 744 model TFLOP/s per GPU: 0.47 * 1576/744 * 989/2250 = 0.44 (tests/data/runtime-cross-gpu.yaml).
-UTILISATION = {"A100": 0.70, "H100": 0.47, "GH200": 0.47, "H200": 0.55, "B200": 0.44}
+# A800: the A100 die with NVLink cut to 400 GB/s for export (same SMs, clocks and peaks), taken like A100.
+UTILISATION = {"A100": 0.70, "A800": 0.70, "H100": 0.47, "GH200": 0.47, "H200": 0.55, "B200": 0.44}
 # Dense BF16 peak against board power across one die's parts (NVIDIA datasheets: H100 PCIe 350 W,
 # 756 TFLOPS; H100 NVL 400 W, 835; H100 SXM 700 W, 989): a part capped below its rating runs at the
 # peak interpolated at its cap (a 500 W H100 SXM: 886).
