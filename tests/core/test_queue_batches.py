@@ -1,5 +1,5 @@
 """A long queue drains in bounded batches: each pass launches at most ``Settings.launch_batch``
-queued jobs, and only while the pass is younger than ``Settings.launch_budget_s``, and asks to
+queued jobs (and, when set, only while the pass is younger than ``Settings.launch_budget_s``), and asks to
 run again at once; it still looks at every running job (a notice is handled in a pass that leaves
 queued jobs for the next). A batch's intents are one write transaction (the lease check of every
 job in its ``SELECT``), its launches a few more, and a job whose lease is lost meanwhile is left
@@ -208,6 +208,22 @@ def test_a_pass_older_than_twice_its_budget_takes_no_more_queued_jobs(store, clo
         jobs.submit(store, parse_spec({**SPEC, "name": f"q{i}"}), clock.now())
     assert rec.run_pass() == 0  # the next pass comes at once
     assert sum(s != JobStatus.QUEUED for s in statuses(store)) == 1  # at least one a pass
+
+
+def test_by_default_a_pass_is_bounded_by_its_count_not_the_clock(store):
+    """Issue 32, item 5: a loaded host (each clock read 0.2 s later: decisions and launches that
+    take seconds) launches as many a pass as a quiet one; the drain takes the same passes, so the
+    same CPU a job. Without ``launch_budget_s`` only ``launch_batch`` cuts a pass."""
+    clock = TickingClock(0.2)
+    fake = FakeProvider(clock, script=FakeJobScript(duration_s=10 * 3600, checkpoint_every_s=3600))
+    rec = Reconciler(store, {"fake": fake}, clock=clock, settings=Settings(launch_batch=4))
+    for i in range(10):
+        jobs.submit(store, parse_spec({**SPEC, "name": f"q{i}"}), clock.now())
+    launched = []
+    for _ in range(3):
+        rec.run_pass()
+        launched.append(sum(s != JobStatus.QUEUED for s in statuses(store)))
+    assert launched == [4, 8, 10]
 
 
 def owned(store, owner: str) -> list[int]:  # type: ignore[no-untyped-def]
