@@ -24,6 +24,7 @@ NOTIFY_TYPES = {
     "cap.reached": "a cap is stopping a running job cleanly (job, sweep or daily cap)",
     "sweep.finished": "every trial of a sweep has ended (with the morning report)",
     "orphan.terminated": "an instance no attempt owned was found and terminated",
+    "provider.credentials_failed": "a provider refused the daemon's credentials (launches there wait an hour)",
     "daemon.restarted": "a daemon started after an earlier one on this host died without stopping",
     "report.morning": "at notifications.report_at: the sweeps that ended in the day before, in one message",
 }
@@ -43,7 +44,8 @@ def notify_type(kind: str, job_id: int | None, attempt: int | None, data: dict[s
         return "job.preempted"
     if kind == "stop_requested" and data.get("reason") in ("budget_exhausted", "held"):
         return "cap.reached"
-    return {"sweep_done": "sweep.finished", "orphan_terminated": "orphan.terminated"}.get(kind)
+    return {"sweep_done": "sweep.finished", "orphan_terminated": "orphan.terminated",
+            "credentials_failed": "provider.credentials_failed"}.get(kind)
 
 
 def new_uid() -> str:

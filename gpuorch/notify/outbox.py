@@ -23,6 +23,7 @@ from gpuorch.store.models import Job, Notification, NotificationDelivery, Sweep
 
 log = logging.getLogger("gpuorch.notify")
 BATCH = 50  # notifications routed per transaction
+REPEAT_S = 3600.0  # provider.credentials_failed: at most one per provider in this long (the launch back-off)
 
 PENDING, DELIVERED, DEAD = "pending", "delivered", "dead"
 
@@ -82,6 +83,18 @@ def subject(s: Session, row: Notification) -> Subject:
     return Subject(job.name if job else None, sweep.name if sweep else None, frozenset(added), frozenset(silenced))
 
 
+def _told_lately(s: Session, row: Notification) -> bool:
+    """A provider's credentials failing is told once per ``REPEAT_S`` and provider: the launches of
+    several jobs can fail on the same refused key within one pass (each records the event)."""
+    if row.type != "provider.credentials_failed":
+        return False
+    provider = json.loads(row.data or "{}").get("provider")
+    earlier = s.exec(select(Notification.data).where(
+        Notification.type == row.type, col(Notification.id) < (row.id or 0),
+        col(Notification.ts) > row.ts - timedelta(seconds=REPEAT_S), col(Notification.ts) <= row.ts)).all()
+    return any(json.loads(d or "{}").get("provider") == provider for d in earlier)
+
+
 def route_new(store: Store, routes: list[Route], build: Callable[[Session, Notification], dict[str, Any]],
               now: datetime) -> int:
     """Fix the body of each unrouted notification and add a delivery for each route that wants it
@@ -92,7 +105,7 @@ def route_new(store: Store, routes: list[Route], build: Callable[[Session, Notif
                            .order_by(col(Notification.id)).limit(BATCH)))
         plans = []
         for row in rows:
-            about = subject(s, row)
+            about = Subject(silenced=frozenset({"all"})) if _told_lately(s, row) else subject(s, row)
             unknown = about.added - {r.name for r in routes}
             if unknown:
                 log.warning("notification %s: notify.routes names %s, which no route of this daemon has "

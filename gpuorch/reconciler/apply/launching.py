@@ -278,7 +278,7 @@ class Launching:
             key = (row.provider if isinstance(e, AuthError)
                    else backoff_key(row.provider, row.region, row.instance_type, row.spot))
             self._close_attempt(job_id, row, TerminationReason.LAUNCH_FAILED, f"launch refused: {e}", now,
-                                backoff=key, backoff_s=3600)
+                                backoff=key, backoff_s=3600, credentials=isinstance(e, AuthError))
             return False
         except ProviderError as e:  # TransientError, or an adapter's unclassified error: retry, bounded
             return self._launch_retry(job_id, row, e, now)
@@ -350,7 +350,7 @@ class Launching:
         return False
 
     def _close_attempt(self, job_id: int, row: AttemptRow, reason: TerminationReason, message: str, now: datetime,
-                       backoff: str | None = None, backoff_s: float | None = None) -> None:
+                       backoff: str | None = None, backoff_s: float | None = None, credentials: bool = False) -> None:
         with self._txn(job_id) as (s, _):
             r = s.get(Attempt, row.id)
             r.status, r.reason, r.message, r.ended_at = AttemptStatus.ENDED, reason, message, now  # type: ignore[union-attr]
@@ -362,4 +362,6 @@ class Launching:
                 b.until, b.reason = until, message
                 s.add(b)
             events.record(s, now, reason.value, message, job_id=job_id, attempt=row.number)
+            if credentials:  # the provider refused its credentials: provider.credentials_failed (notify.kinds)
+                events.record(s, now, "credentials_failed", f"{row.provider}: {message}", provider=row.provider)
 

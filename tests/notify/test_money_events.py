@@ -1,4 +1,6 @@
-"""``cap.warning`` through the assembled daemon: a cap 80 % spent is told once, with its event and
+"""``cap.warning`` and ``provider.credentials_failed`` through the assembled daemon.
+
+``cap.warning``: a cap 80 % spent is told once, with its event and
 its outbox row written together, and a restarted daemon does not tell it again.
 
 The daily cap is the cheapest to cross in a test: a first daemon (no cap) runs a one-second job,
@@ -100,3 +102,35 @@ def test_a_sweep_cap_is_told_once_per_crossing_and_again_after_a_raise(store, cl
     [first, second] = told()
     assert second.job_id is None and f'"sweep_id": {sweep_id}' in (second.data or "")
     assert second.message == "sweep lr has spent $1.70 of its $2.00 cap (85%)"
+
+
+def test_a_provider_refusing_the_credentials_is_told_once(tmp_path, receiver, secret):
+    """The local adapter's launch made to raise what a cloud adapter raises for a refused key
+    (``AuthError``): the attempt ends, the provider is backed off, and one
+    ``provider.credentials_failed`` reaches the receiver, however many jobs it stopped."""
+    from gpuorch.errors import AuthError
+
+    key = tmp_path / "webhook.key"
+    key.write_text(secret)
+    config = {"notifications": {"webhooks": [{"url": receiver.url, "secret_file": str(key),
+                                              "events": ["provider.credentials_failed"]}]}}
+    with AssembledDaemon.start(tmp_path / "home", config) as d:
+        sender = from_config(d.config)(d.store, d.rec.owner)
+
+        def refused(request):
+            raise AuthError("the API key was refused (HTTP 401); check providers.local's key", code="Unauthorized")
+
+        d.adapter("local").launch = refused
+        jobs = [d.submit({"name": f"job-{i}", **JOB}) for i in range(3)]
+        d.until(lambda: all(d.attempts(j) for j in jobs) and (sender.tick(), receiver.ok())[1],
+                what="the credentials notification")
+        for _ in range(3):
+            d.run_pass()
+            sender.tick()
+        with d.store.read() as s:
+            told = list(s.exec(select(Event).where(Event.kind == "credentials_failed")))
+    assert told and all("API key was refused" in e.message for e in told)
+    [got] = receiver.ok()
+    doc = got.verified
+    assert doc["type"] == "provider.credentials_failed" and doc["data"]["event"]["provider"] == "local"
+    assert "local: launch refused: the API key was refused" in doc["data"]["message"]
