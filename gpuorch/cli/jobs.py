@@ -179,9 +179,9 @@ def status(ctx: typer.Context, job: str = typer.Argument(None, help="Show one jo
 
     console = Console(soft_wrap=True)  # a long line is never re-wrapped in the middle of a number
     if job is None:  # RUNS: attempts that got an instance; refused launches (no capacity) only as tries
-        t = Table("ID", "NAME", "STATUS", "RUNS", "PREEMPT", "WHERE", "CHECKPOINT", "COST", "DEADLINE", "NOTE")
-        for d in data:
-            t.add_row(str(d["id"]), d["name"], d["status"], runs_label(d), str(d["preemptions"]),
+        t = Table("ID", "NAME", "KIND", "STATUS", "RUNS", "PREEMPT", "WHERE", "CHECKPOINT", "COST", "DEADLINE", "NOTE")
+        for d in data:  # KIND: job, or dev (a dev box); a server older than dev boxes sends none
+            t.add_row(str(d["id"]), d["name"], d.get("kind", "job"), d["status"], runs_label(d), str(d["preemptions"]),
                       d["where"] or "-", d["last_checkpoint"] or "-", f"${d['cost']:.4f}",
                       _deadline_cell(d.get("deadline")), d["message"] or "")
         show(t, wide=wide)

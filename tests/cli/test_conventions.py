@@ -73,7 +73,7 @@ def test_status_piped_or_wide_prints_plain_columns(capsys, tmp_path):
         out = runner.invoke(app, argv).stdout
         assert "…" not in out and "│" not in out and "\x1b[" not in out
         header, row = out.splitlines()[:2]
-        assert header.split() == ["ID", "NAME", "STATUS", "RUNS", "PREEMPT", "WHERE", "CHECKPOINT", "COST",
+        assert header.split() == ["ID", "NAME", "KIND", "STATUS", "RUNS", "PREEMPT", "WHERE", "CHECKPOINT", "COST",
                                   "DEADLINE", "NOTE"]
         assert "a-job-name-well-over-twenty-characters" in row and "$0.0000" in row
 

@@ -90,7 +90,7 @@ def test_status_json_adds_runs_and_tries_and_keeps_attempts(on_store):
 
 def test_status_table_shows_runs_with_the_tries_beside_them(on_store):
     header, *rows = cli("status").splitlines()
-    assert header.split()[3] == "RUNS" and "ATT" not in header.split()
+    assert header.split()[4] == "RUNS" and "ATT" not in header.split()
     row = next(r for r in rows if r.split()[1] == "counted")
     assert f"1 ({on_store['tries'][on_store['job']]} tries)" in row
     line = cli("status", "counted").splitlines()[0]
