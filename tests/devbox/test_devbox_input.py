@@ -96,3 +96,15 @@ def test_ssh_to_a_job_that_finished_or_is_not_running_is_one_line_exit_2():
     assert cli("ssh", "nosuch", "--", "true").exit_code == 3  # not found, as for every job command
     r = cli("port", "done", "70000")
     assert r.exit_code == 2 and "'remote_port'" in r.output and "65535" in r.output
+
+
+def test_a_sweep_template_s_max_duration_bounds_every_trial(tmp_path):
+    from gpuorch.clock import utcnow
+    from gpuorch.sweeps.spec import load_sweep
+
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({"name": "s", "job": {"name": "t", "run": "python3 train.py {LR}",
+                                                          "max_duration": "2h"},
+                                    "parameters": {"LR": [0.1, 0.01]}}))
+    _, trials = load_sweep(path, utcnow())
+    assert [t.max_duration for _, t in trials] == [7200.0, 7200.0]

@@ -39,9 +39,14 @@ STOP_GRACE_S = 120.0  # the final checkpoint's time when no cap policy names one
 
 def running_s(view: JobView, now: datetime) -> float:
     """The job's running time so far: every attempt's run of its command (``started_at`` to its
-    end, or to ``now`` for the live one), all attempts together."""
+    end, or to ``now`` for the live one), all attempts together; a dev box's since it was last
+    started again (after the newest attempt idle stop held), so a box's limit holds per start."""
     total = 0.0
-    for a in view.attempts:
+    attempts = view.attempts
+    if view.spec.kind == "dev":
+        held = [i for i, a in enumerate(attempts) if a.row.reason == TerminationReason.HELD]
+        attempts = attempts[held[-1] + 1:] if held else attempts
+    for a in attempts:
         start = a.row.started_at
         if start is None and a.agent is not None and a.agent.running_since is not None:
             start = datetime.fromtimestamp(a.agent.running_since, now.tzinfo)
