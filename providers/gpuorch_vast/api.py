@@ -3,7 +3,8 @@
 ``vastai`` 1.9 is more than a CLI: ``vastai.api.client.VastClient(api_key, server_url, retry)``
 and the functions of ``vastai.api.offers`` / ``.instances`` / ``.billing`` build the documented
 requests (``POST /api/v0/bundles/``, ``PUT /api/v0/asks/{id}/``, ``GET /api/v1/instances/``,
-``GET|DELETE /api/v0/instances/{id}/``, ``GET /api/v0/users/current``) and return parsed JSON;
+``GET|DELETE /api/v0/instances/{id}/``, ``GET /api/v0/users/current``, and the volumes':
+``POST /api/v0/volumes/search/``, ``PUT|DELETE /api/v0/volumes/``, ``GET /api/v0/volumes``) and return parsed JSON;
 ``server_url`` points it at a local fake in tests. The client's own retry loop is switched off
 (``retry=1``): gpuorch's one policy (``gpuorch.provider.retry``) retries 429 and 5xx, with the
 errors translated by ``errors.translate``.
@@ -76,6 +77,33 @@ class VastApi:
         from vastai.api import instances
 
         self._call(f"destroy instance {instance_id}", lambda: instances.destroy_instance(self._client, instance_id))
+
+    def volume_offers(self, machine_id: int, size_gib: float) -> list[dict[str, Any]]:
+        """Volume offers (``POST /volumes/search/``) on one machine, best score first."""
+        from vastai.api import offers
+
+        return self._call("search volumes", lambda: offers.search_volumes(
+            self._client, {"machine_id": {"eq": machine_id}}, limit=16, storage=size_gib, no_default=True))
+
+    def create_volume(self, offer_id: int, size_gib: int, name: str) -> dict[str, Any]:
+        """``PUT /volumes/`` on a volume offer. Not retried on a transient error (a lost answer may
+        have made it): the caller looks for the name on its next call."""
+        from vastai.api import storage
+
+        policy = RetryPolicy(max_attempts=1, max_total_s=self.policy.max_total_s)
+        return call_with_retries(lambda: storage.create_volume(self._client, offer_id, size_gib, name),
+                                 f"create volume {name}", translate, policy, log=log, sleep=self._sleep)
+
+    def volumes(self) -> list[dict[str, Any]]:
+        """The account's volumes (``GET /volumes?owner=me``)."""
+        from vastai.api import storage
+
+        return self._call("show volumes", lambda: storage.show_volumes(self._client, "local"))
+
+    def delete_volume(self, volume_id: int) -> None:
+        from vastai.api import storage
+
+        self._call(f"delete volume {volume_id}", lambda: storage.delete_volume(self._client, volume_id))
 
     def user(self) -> dict[str, Any]:
         """The account (``GET /users/current``; the client drops the key from the answer)."""

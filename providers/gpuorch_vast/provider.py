@@ -38,19 +38,20 @@ from .credentials import MISSING, find_key
 from .market import offers_of, pick, query
 from .parse import PROVIDER, tags_of, to_instance
 from .sshsetup import onstart
+from .volumes import MachineVolumes
 
 log = logging.getLogger("gpuorch.vast")
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 _TOMBSTONES = 10_000  # destroyed instances remembered (Vast forgets them at once)
 
 
-class VastProvider(Provider):
-    """Contract: ``gpuorch.provider.port.Provider``; one node per job; no ``image:`` jobs yet
-    (docs/vast.md, "Limits")."""
+class VastProvider(MachineVolumes, Provider):
+    """Contract: ``gpuorch.provider.port.Provider``; one node per job; ``SupportsLaunchVolumes``
+    (volumes on one machine, ``volumes.py``)."""
 
     name = PROVIDER
     # The instance is started from the job's image; the agent runs the job in it.
-    capabilities = Capabilities(runs_containers=True)
+    capabilities = Capabilities(runs_containers=True, volumes_at_launch=True)
 
     def __init__(self, options: VastOptions, api_key: str, *, home: Path | None = None,
                  sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,
@@ -105,8 +106,11 @@ class VastProvider(Provider):
         found = self._find(token)
         if found is not None:
             return found
-        asks = self.api.search(query(self.options, gpu=o.gpu, count=o.gpu_count, region=o.region),
-                               bid=request.spot, storage_gib=request.disk_gib)
+        q = query(self.options, gpu=o.gpu, count=o.gpu_count, region=o.region)
+        volume = request.volumes[0] if request.volumes else None
+        if volume is not None:  # the volume's machine, or nothing
+            q["machine_id"] = {"eq": self.machine_of(volume.volume_id)}
+        asks = self.api.search(q, bid=request.spot, storage_gib=request.disk_gib)
         chosen = pick(asks, o, request.spot, self.options)
         if chosen is None:
             raise NoCapacityError(f"vast: no live ask of {o.instance_type} in {o.region} within "
@@ -118,6 +122,9 @@ class VastProvider(Provider):
             "label": token, "runtype": "ssh", "onstart": onstart(self.home, request),
             "price": pay if request.spot else None,
         }
+        if volume is not None:
+            body["volume_info"] = {"volume_id": int(volume.volume_id), "mount_path": volume.mount_path,
+                                   "create_new": False}
         answer = self.api.create(int(ask["id"]), body)
         if not answer.get("success", True) or not isinstance(answer.get("new_contract"), int):
             raise NoCapacityError(f"vast: ask {ask['id']} was not rented ({answer.get('msg') or answer})",

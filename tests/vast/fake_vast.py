@@ -17,10 +17,23 @@ Pages it follows:
 - errors ``{"success": false, "error": CODE, "msg": TEXT}``; 429 as plain text "API requests too
   frequent", without Retry-After (https://docs.vast.ai/api-reference/rate-limits-and-errors).
 
+- volumes (docs.vast.ai/documentation/instances/storage/volumes; the CLI reference's "search volumes",
+  "create volume", "show volumes", "delete volume", as the official client sends them): ``POST
+  /api/v0/volumes/search/`` (one volume offer per machine of the market, ``machine_id``),
+  ``PUT /api/v0/volumes/`` (``{"size", "id": <volume offer>, "name"}``), ``GET /api/v0/volumes``
+  (``{"volumes": [...]}``, ``owner=me``), ``DELETE /api/v0/volumes/?id=`` (refused, ``volume_in_use``,
+  while an instance links it); an instance created with ``volume_info`` (``volume_id``,
+  ``mount_path``, ``create_new: false``) only on the volume's machine.
+
+The instance side, for played instances: ``write``/``read`` a path on an instance as its job
+would; a path under its volume's ``mount_path`` lands on the volume (``FakeVast.volume_files``),
+which outlives the instance.
+
 Injections: ``fail_next`` (a 429 or 5xx on the next calls), ``steal_on_rent`` (the ask vanishes
 between the search and the launch: somebody rents it first), ``outbid`` (a higher bid pauses an
 interruptible instance: ``actual_status`` ``stopped`` while ``intended_status`` stays ``running``),
-``never_running`` (instances stay ``loading``), ``credit`` (0: ``insufficient_credit``).
+``never_running`` (instances stay ``loading``), ``credit`` (0: ``insufficient_credit``). A destroyed
+instance's machine is listed again (its ask back), as a host's machine is once its renter leaves.
 """
 
 from __future__ import annotations
@@ -102,6 +115,8 @@ class FakeVast:
     _next_id: int = 4_000_000
     lock: threading.Lock = field(default_factory=threading.Lock)
     url: str = ""
+    volumes: dict[int, dict[str, Any]] = field(default_factory=dict)
+    volume_files: dict[int, dict[str, bytes]] = field(default_factory=dict)
 
     # -- injections --------------------------------------------------------------------------
     def fail_next(self, n: int = 1, status: int = 429, path: str = "/",
@@ -132,6 +147,22 @@ class FakeVast:
         with self.lock:
             return self._new_instance(next(iter(self.asks.values())), {"label": label, "image": "x"})
 
+    def _on_volume(self, instance_id: str, path: str) -> tuple[dict[str, bytes], str]:
+        with self.lock:
+            info = self.instances[int(instance_id)].get("_volume") or {}
+            mount = str(info.get("mount_path") or "").rstrip("/")
+            if not info or not path.startswith(mount + "/"):
+                raise FileNotFoundError(f"{path} is on no volume of instance {instance_id}")
+            return self.volume_files.setdefault(int(info["volume_id"]), {}), path[len(mount) + 1:]
+
+    def write(self, instance_id: str, path: str, data: bytes) -> None:
+        files, name = self._on_volume(instance_id, path)
+        files[name] = data
+
+    def read(self, instance_id: str, path: str) -> bytes | None:
+        files, name = self._on_volume(instance_id, path)
+        return files.get(name)
+
     # -- the API -------------------------------------------------------------------------------
     def _new_instance(self, a: dict[str, Any], body: dict[str, Any]) -> int:
         self._next_id += 1
@@ -147,6 +178,7 @@ class FakeVast:
             "dph_total": body.get("price") or a["dph_total"],
             "start_date": time.time(), "end_date": None, "ssh_host": None, "ssh_port": None, "public_ipaddr": None,
             "extra_env": [[k, v] for k, v in (body.get("env") or {}).items()], "_created": time.monotonic(),
+            "_volume": body.get("volume_info"), "_ask": dict(a),
         }
         self.instances[iid] = row
         return iid
@@ -187,18 +219,7 @@ class FakeVast:
                     a["is_bid"] = True
             return 200, {"offers": found[: int(q.get("limit") or 64)]}
         if method == "PUT" and parts[:3] == ["api", "v0", "asks"] and len(parts) == 4:
-            a = self.asks.get(int(parts[3]))
-            if a is not None and self.steal_on_rent > 0:
-                self.steal_on_rent -= 1
-                del self.asks[a["id"]]
-                a = None
-            if a is None:
-                return 410, {"success": False, "error": "no_such_ask", "msg": f"Instance type by id {parts[3]} "
-                                                                                   "is not available."}
-            if self.credit <= 0:
-                return 402, {"success": False, "error": "insufficient_credit", "msg": "Your account lacks credit"}
-            del self.asks[a["id"]]
-            return 200, {"success": True, "new_contract": self._new_instance(a, body or {})}
+            return self._rent(int(parts[3]), body or {})
         if method == "GET" and parts == ["api", "v1", "instances"]:
             limit = int(json.loads(query.get("limit", ["25"])[0]))
             after = int(json.loads(query.get("after_token", ["0"])[0]))
@@ -215,11 +236,73 @@ class FakeVast:
                 if row is None:
                     return 404, {"success": False, "error": "no_such_instance", "msg": "Instance not found"}
                 del self.instances[int(parts[3])]
+                if row["_ask"]["machine_id"] not in {a["machine_id"] for a in self.asks.values()}:
+                    self.asks[row["_ask"]["id"]] = row["_ask"]  # its host's machine is for rent again
                 return 200, {"success": True}
+        if parts[:3] == ["api", "v0", "volumes"]:
+            return self._volume_route(method, parts[3:], query, body or {})
         if method == "GET" and parts == ["api", "v0", "users", "current"]:
             return 200, {"id": 7, "username": "fine-tuner", "email": "ft@example.com", "credit": self.credit,
                          "api_key": KEY}
         return 404, {"success": False, "error": "not_found", "msg": f"no route {method} {path}"}
+
+
+    def _rent(self, ask_id: int, body: dict[str, Any]) -> tuple[int, Any]:
+        refused = self._volume_refusal(self.asks.get(ask_id), body.get("volume_info"))
+        if refused is not None:
+            return refused
+        a = self.asks.get(ask_id)
+        if a is not None and self.steal_on_rent > 0:
+            self.steal_on_rent -= 1
+            del self.asks[a["id"]]
+            a = None
+        if a is None:
+            return 410, {"success": False, "error": "no_such_ask", "msg": f"Instance type by id {ask_id} "
+                                                                               "is not available."}
+        if self.credit <= 0:
+            return 402, {"success": False, "error": "insufficient_credit", "msg": "Your account lacks credit"}
+        del self.asks[a["id"]]
+        return 200, {"success": True, "new_contract": self._new_instance(a, body)}
+
+    def _volume_refusal(self, a: dict[str, Any] | None, info: Any) -> tuple[int, Any] | None:
+        if a is None or not info:
+            return None
+        vol = self.volumes.get(int(info.get("volume_id") or 0)) if isinstance(info, dict) else None
+        if vol is None or info.get("create_new") or not info.get("mount_path"):
+            return 400, {"success": False, "error": "invalid_args", "msg": "volume_info names no volume of yours"}
+        if vol["machine_id"] != a["machine_id"]:
+            return 400, {"success": False, "error": "invalid_args",
+                         "msg": f"volume {vol['id']} is on machine {vol['machine_id']}, not {a['machine_id']}"}
+        return None
+
+    def _volume_route(self, method: str, rest: list[str], query: dict[str, list[str]],
+                      body: dict[str, Any]) -> tuple[int, Any]:
+        if method == "POST" and rest == ["search"]:
+            machines = sorted({a["machine_id"] for a in self.asks.values()}
+                              | {r["machine_id"] for r in self.instances.values()})
+            offers = [{"id": 500_000 + m, "machine_id": m, "disk_space": 1000.0, "storage_cost": 0.15,
+                       "reliability2": 0.99, "verified": True} for m in machines]
+            return 200, {"offers": [o for o in offers if _matches(o["machine_id"], body.get("machine_id"))
+                                    or "machine_id" not in body]}
+        if method == "PUT" and not rest:
+            machine, size = int(body.get("id") or 0) - 500_000, body.get("size")
+            if machine < 0 or not isinstance(size, int) or size < 1:
+                return 400, {"success": False, "error": "invalid_args", "msg": "no such volume offer or size"}
+            vid = 7_000_000 + len(self.volumes) + 1
+            self.volumes[vid] = {"id": vid, "name": body.get("name"), "machine_id": machine, "disk_space": size,
+                                 "status": "online", "start_date": time.time(), "storage_cost": 0.15}
+            return 200, {"success": True, "id": vid}
+        if method == "GET" and not rest:
+            return 200, {"volumes": [dict(v) for v in self.volumes.values()]}
+        if method == "DELETE" and not rest:
+            vid = int(json.loads(query.get("id", ["0"])[0]))
+            if vid not in self.volumes:
+                return 404, {"success": False, "error": "no_such_volume", "msg": "Volume not found"}
+            if any((r.get("_volume") or {}).get("volume_id") == vid for r in self.instances.values()):
+                return 400, {"success": False, "error": "volume_in_use", "msg": "Volume is in use by an instance"}
+            del self.volumes[vid]
+            return 200, {"success": True}
+        return 404, {"success": False, "error": "not_found", "msg": f"no route {method} volumes/{rest}"}
 
 
 class _Handler(BaseHTTPRequestHandler):
