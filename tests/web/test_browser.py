@@ -2,7 +2,8 @@
 real jobs and a sweep (conftest.py). Each page is loaded after logging in through the form; the
 charts must be drawn (SVG elements with the expected series and a visible size). Screenshots are
 kept as artifacts under build/test-artifacts/web/ (TEST_ARTIFACTS_DIR overrides); with
-UPDATE_DOCS_SCREENSHOTS=1 the two README images under docs/images/ are rewritten from them."""
+UPDATE_DOCS_SCREENSHOTS=1 the images README.md and docs/dashboard.md show (docs/images/dashboard-*.png)
+are rewritten from them."""
 
 from __future__ import annotations
 
@@ -236,18 +237,23 @@ def test_raise_a_sweeps_cap_from_the_page_and_see_its_held_trial_resume(page, ac
     expect(page.locator("dl.summary")).to_contain_text("of $7.50")
     d.until(lambda: d.status(held).value == "running" and len(d.attempts(held)) == 2, timeout_s=60,
             what="the held trial to resume")
+    acting["beat"]()  # the daemon shown alive (its passes are the test's)
     page.evaluate("window.stillThisPage = true")
     page.clock.run_for(11_000)  # the page refreshes its content in place
     expect(row.locator(".status")).to_have_text("running")
     assert page.evaluate("window.stillThisPage") is True
-    _shot(page, "sweep-resumed")
+    shot = _shot(page, "sweep-resumed")
+    if os.environ.get("UPDATE_DOCS_SCREENSHOTS"):
+        shutil.copy(shot, DOCS / "dashboard-sweep-resumed.png")
     for width, height in ((1920, 1080), (390, 844)):  # the jobs list with its Cancel column fits both
         page.set_viewport_size({"width": width, "height": height})
         page.goto(f"{acting['url']}/ui/jobs")
         expect(page.locator(f"table.jobs a[href='/ui/jobs/{held}']")).to_have_count(1)
         assert page.locator("table.jobs td.act summary").count() >= 2
-        _shot(page, f"jobs-acting-{width}")  # before the check: the picture of a failure too
+        shot = _shot(page, f"jobs-acting-{width}")  # before the check: the picture of a failure too
         _unclipped(page, "table.jobs")
+        if os.environ.get("UPDATE_DOCS_SCREENSHOTS"):
+            shutil.copy(shot, DOCS / f"dashboard-jobs-{'phone' if width < 700 else 'desktop'}.png")
     d.service.sweep_cancel(str(sweep))
 
 
