@@ -10,8 +10,11 @@ from gpuorch.provider import Offer
 from .config import PROVIDER, GpuGroup, Host
 
 
-def instance_type(gpu: str, count: int) -> str:
-    return f"{gpu}x{count}"
+def instance_type(gpu: str, count: int, host: str) -> str:
+    """``A100-80GBx2@gpu-box-1``: the host is part of the offer class, so the daemon's back-off of
+    a class after a launch found the host full (it keys on provider, region and instance type)
+    holds that host only, not the pool's other hosts with the same GPUs."""
+    return f"{gpu}x{count}@{host}"
 
 
 def host_offers(host: Host, region: str, groups: Iterable[GpuGroup], free: Mapping[str, Sequence[int]],
@@ -25,7 +28,8 @@ def host_offers(host: Host, region: str, groups: Iterable[GpuGroup], free: Mappi
     for g in groups:
         for n in range(1, len(free.get(g.gpu, ())) + 1):
             out.append(Offer(
-                provider=PROVIDER, region=region, zone=host.zone, instance_type=instance_type(g.gpu, n), gpu=g.gpu,
+                provider=PROVIDER, region=region, zone=host.zone, instance_type=instance_type(g.gpu, n, host.zone),
+                gpu=g.gpu,
                 gpu_count=n, gpu_memory_gib=g.memory_gib, vcpus=cpus * n // total,
                 memory_gib=round(memory_gib * n / total, 1), price_per_hour=round(host.price_per_gpu_hour * n, 6),
                 spot_price_per_hour=None, billing_granularity_s=1, min_billing_s=0))

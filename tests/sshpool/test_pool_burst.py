@@ -100,3 +100,25 @@ def test_a_job_waits_for_the_pool_within_max_wait_and_runs_there_when_a_slot_fre
         assert ran.provider == "ssh" and ran.reason == TerminationReason.SUCCEEDED
         assert (out / f"{waiter}-{ran.number}.gpus").read_text().strip() == "0"
         assert not any(a.provider == "sim" for a in d.attempts(waiter))
+
+
+def test_a_full_host_backs_off_only_itself(tmp_path: Path, start_hosts: Callable[[int], list[PoolHost]],
+                                          pool_options: Callable[..., dict[str, Any]]):
+    """host0 (1 GPU, cheapest) and host1 (2 GPUs): the second job finds host0 full and runs on
+    host1; the third is not held by host0's back-off and takes host1's other GPU at once."""
+    hosts = start_hosts(2)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    out.mkdir()
+    pool = pool_options(hosts, "A100:80GB:1")
+    pool["hosts"][1]["gpus"] = "A100:80GB:2"
+    pool["hosts"][1]["price_per_gpu_hour"] = 0.1
+    with AssembledDaemon.start(tmp_path / "home", {"providers": {"ssh": pool}}) as d:
+        jobs = []
+        for i in range(3):
+            jobs.append(d.submit(gated_job(out, gate, f"j{i}")))
+            d.until(lambda: len(list(out.glob("*.gpus"))) == len(jobs), what=f"job {i} to start")
+        assert [d.attempts(j)[-1].zone for j in jobs] == ["host0", "host1", "host1"]
+        assert [(a.zone, a.reason) for a in d.attempts(jobs[1])[:-1]] == [("host0", TerminationReason.NO_CAPACITY)]
+        assert any(k.endswith("@host0/on-demand") for k in backoffs(d)), backoffs(d)
+        gate.touch()
+        assert all(d.until_terminal(j).status == JobStatus.SUCCEEDED for j in jobs)
