@@ -108,3 +108,27 @@ def test_a_sweep_template_s_max_duration_bounds_every_trial(tmp_path):
                                     "parameters": {"LR": [0.1, 0.01]}}))
     _, trials = load_sweep(path, utcnow())
     assert [t.max_duration for _, t in trials] == [7200.0, 7200.0]
+
+
+def test_dev_queues_a_box_once_warns_on_spot_and_refuses_a_name_a_job_holds(tmp_path):
+    from gpuorch.devbox.boxes import SPOT_WARNING
+
+    r = cli("dev", "sp", "--spot", "--idle-stop", "30m", "--json")
+    assert r.exit_code == 0, r.output
+    answer = json.loads(r.stdout)
+    assert answer["started"] == "new" and answer["warnings"] == [SPOT_WARNING]
+    again = json.loads(cli("dev", "sp", "--json").stdout)
+    assert (again["started"], again["id"]) == ("running", answer["id"])  # queued already: nothing new
+    [job] = json.loads(cli("status", "--json").output)["jobs"]
+    assert (job["kind"], job["status"]) == ("dev", "queued")
+    stored = cli("status", "sp", "--json")
+    assert json.loads(stored.output)["kind"] == "dev"
+
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({"name": "train", "run": "python3 train.py"}))
+    assert cli("submit", str(path), "--yes").exit_code == 0
+    r = cli("dev", "train")
+    assert r.exit_code == 2
+    [line] = r.output.strip().splitlines()
+    assert "gpuorch dev: 'train' is a queued job, not a dev box; choose another name" in line
+    assert len(json.loads(cli("status", "--json").output)["jobs"]) == 2

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -95,6 +97,13 @@ def test_ssh_runs_a_command_and_port_forwards_a_real_tcp_port(tmp_path, start_ho
             echo.close()
         d.until(lambda: (json.loads(d.job(job).metrics or "{}")).get("ssh_sessions") == 0,
                 what="the session's end once the forward closed")
+
+        # the interactive path: the system ssh, exec'd with the pinned known_hosts (stdin not a
+        # terminal here, so no pty: the login shell reads its commands from stdin)
+        shell = subprocess.run([sys.executable, "-m", "gpuorch", *cfg, "ssh", "box"], input=b'echo "at $PWD"; exit 5\n',
+                               capture_output=True, timeout=120)
+        assert shell.returncode == 5, shell.stderr
+        assert shell.stdout.decode().strip().endswith("/run/work")
 
         d.service.cancel("box")
         d.until_terminal(job)
