@@ -52,6 +52,16 @@ def test_max_duration_ends_a_running_job_after_a_final_checkpoint(tmp_path):
         assert finals(d, job) == [(1, "step-2")]
 
 
+def test_max_duration_terminates_a_job_without_checkpoints_at_once(tmp_path):
+    with AssembledDaemon.start(tmp_path / "home") as d:  # the local provider: real processes
+        job = d.submit({"name": "endless", "run": "sleep 600", "max_duration": "1s"})
+        row = d.until_terminal(job)
+        assert row.status == JobStatus.CANCELLED
+        assert row.message == "max_duration 1s reached: stopped by the daemon"
+        (a,) = d.attempts(job)
+        assert a.reason == TerminationReason.CANCELLED and a.started_at is not None
+
+
 class Shift:
     """The daemon's clock, ``seconds`` ahead of the wall clock."""
 
