@@ -102,6 +102,12 @@ def test_a_sweep_cap_is_told_once_per_crossing_and_again_after_a_raise(store, cl
     [first, second] = told()
     assert second.job_id is None and f'"sweep_id": {sweep_id}' in (second.data or "")
     assert second.message == "sweep lr has spent $1.70 of its $2.00 cap (85%)"
+    alone = intent.submit(store, parse_spec({"name": "solo", **JOB, "budget": {"max_cost": 1.0}}), clock.now())
+    with store.read() as s:
+        solo = s.get(Job, alone.id)
+    CapWatch(store).check(solo, Gate(clock.now(), Policy(), (Cap("job budget", 1.0, Totals(spent=0.9), solo.id),)))
+    third = told()[-1]
+    assert third.job_id == solo.id and third.message == f"job solo ({solo.id}) has spent $0.90 of its $1.00 cap (90%)"
 
 
 def test_a_provider_refusing_the_credentials_is_told_once(tmp_path, receiver, secret):

@@ -40,9 +40,9 @@ class CapWatch:
         """(key, scope): what one crossing is, and the scope's name in the event."""
         if cap.daily:
             return f"daily:{day_start(now):%Y-%m-%d}:{cap.limit!r}", "daily"
-        if cap.scope == "job budget":
-            return f"job:{job.id}:{cap.limit!r}", "job"
-        return f"sweep:{job.sweep_id}:{cap.limit!r}", "sweep"
+        if job.sweep_id is not None and cap.scope.startswith("sweep"):  # "sweep NAME budget" (money.caps)
+            return f"sweep:{job.sweep_id}:{cap.limit!r}", "sweep"
+        return f"job:{job.id}:{cap.limit!r}", "job"
 
     def check(self, job: Job, gate: Gate) -> None:
         """Tell each of ``gate``'s caps that has crossed ``WARN_SHARE`` and was not told yet."""
