@@ -26,6 +26,7 @@ import json
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from gpuorch.clock import scale_of
 from gpuorch.jobs.lifetime import duration_text
 from gpuorch.reconciler.decide.actions import GO_ON, End, SetJob, Step, StopCleanly, Terminate, done
 from gpuorch.store.states import AttemptStatus, JobStatus, TerminationReason
@@ -37,10 +38,12 @@ IDLE_HELD = "idle stop"  # the start of the message of a dev box that idle stop 
 STOP_GRACE_S = 120.0  # the final checkpoint's time when no cap policy names one
 
 
-def running_s(view: JobView, now: datetime) -> float:
+def running_s(view: JobView, now: datetime, scales: tuple[tuple[str, float], ...] = ()) -> float:
     """The job's running time so far: every attempt's run of its command (``started_at`` to its
     end, or to ``now`` for the live one), all attempts together; a dev box's since it was last
-    started again (after the newest attempt idle stop held), so a box's limit holds per start."""
+    started again (after the newest attempt idle stop held), so a box's limit holds per start.
+    In market seconds: on a simulated market (``scales``: ``Settings.time_scales``) a wall second
+    of an attempt there counts its provider's ``time_scale``, as the policies' durations do."""
     total = 0.0
     attempts = view.attempts
     if view.spec.kind == "dev":
@@ -52,8 +55,9 @@ def running_s(view: JobView, now: datetime) -> float:
             start = datetime.fromtimestamp(a.agent.running_since, now.tzinfo)
         if start is None:
             continue
-        end = None if a.row.status.live else (a.row.notice_at or a.row.ended_at)  # a drain runs no command
-        total += max(0.0, (_aware(end or now, now) - _aware(start, now)).total_seconds())
+        end = None if a.row.status.live else (a.row.notice_at or a.row.ended_at)  # a drained one: to its notice
+        wall = max(0.0, (_aware(end or now, now) - _aware(start, now)).total_seconds())
+        total += wall * scale_of(scales, a.row.provider)
     return total
 
 
@@ -77,7 +81,7 @@ def lifetime_stop(view: JobView, current: AttemptView, now: datetime, s: Setting
     spec, inst, row = view.spec, current.instance, current.row
     if row.status == AttemptStatus.REQUESTED or inst is None or not inst.state.alive:
         return GO_ON
-    if spec.max_duration is not None and running_s(view, now) >= spec.max_duration:
+    if spec.max_duration is not None and running_s(view, now, s.time_scales) >= spec.max_duration:
         message = (f"max_duration {duration_text(spec.max_duration)} reached: stopped by the daemon"
                    + (" after a final checkpoint" if _clean(view, current) else ""))
         return _stop(view, current, now, s, TerminationReason.CANCELLED, JobStatus.CANCELLED, message)
