@@ -139,6 +139,7 @@ def test_idle_stop_holds_an_idle_box_keeps_a_busy_or_used_one_and_dev_starts_it_
         d.until(lambda: d.status(job) == JobStatus.HELD, what="the idle stop")
         row = d.job(job)
         assert row.message.startswith("idle stop: no SSH session and GPU below 5 % for 30m; volume kept")
+        assert row.finished_at is None  # unfinished: apply/volumes.py deletes only a finished job's volume
         (a1,) = d.attempts(job)
         assert a1.reason == TerminationReason.HELD
         for _ in range(3):  # held: no new box until the user asks
