@@ -11,6 +11,8 @@ Instances are local instances (``gpuorch.provider.localdir``: a directory and pr
 under ``<home>/sim/instances``) run by the local runner, so each one runs the real agent and the
 real job; a reclaim really kills them. The cloud process (``cloud.py``) carries reclaims out on
 time whether or not a daemon runs. ``faults`` makes a seeded share of the port's calls fail.
+Volumes are directories under ``<home>/sim/volumes``, attached to one live instance of their zone
+at a time; the job sees its volume's directory as ``GPUORCH_VOLUME_DIR`` (``volumes.py``).
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ from .cloud import (
     stop_cloud,
 )
 from .market import PROVIDER, SimClock, SimMarket, SimOptions, resolve
-from .runner import ExternalAgentRunner
+from .runner import ExternalAgentRunner, SimRunner
+from .volumes import SimVolumePort, SimVolumes
 
 if TYPE_CHECKING:  # the doctor's and the fault plan's modules load only when used (a daemon's steady memory)
     from gpuorch.doctor.findings import Finding
@@ -69,8 +72,9 @@ FULL_LIST_S = 60.0  # a listing reads every record at least this often (one writ
 _ID = re.compile(r"sim-[A-Za-z0-9][A-Za-z0-9_.-]{0,120}")
 
 
-class SimProvider(Provider):
-    """Contract: ``gpuorch.provider.port.Provider``; also ``SupportsPreemptionInjection``."""
+class SimProvider(SimVolumePort, Provider):
+    """Contract: ``gpuorch.provider.port.Provider``; also ``SupportsPreemptionInjection`` and
+    ``SupportsVolumes`` (directories under ``<home>/volumes``: ``volumes.py``)."""
 
     name = PROVIDER
     # Run dirs stay after a reclaim (the agent's last word is readable); its runner and its
@@ -92,6 +96,7 @@ class SimProvider(Provider):
             self.faults = FaultPlan.from_options(options.faults, seed_salt=os.getpid())
         make_change_log(self.instances_dir)
         self._instances = Instances(self.instances_dir, self.market)
+        self.sim_volumes = SimVolumes(self.home / "volumes", lambda iid: self._instance(self._dir(iid), time.time()))
         self._instance_cache: dict[str, tuple[Meta, InstanceState, Instance]] = {}
         # The last listing (list_managed): by name, the instance (None: not a managed one), the
         # list handed out, and what to read next (records that change unwritten, a boot, a
@@ -273,8 +278,8 @@ class SimProvider(Provider):
             if self.options.agents == "external":
                 runner = ExternalAgentRunner(path, self.options.notice_poll_s)
             else:
-                runner = LocalRunner(path, notice_poll_s=self.options.notice_poll_s,
-                                     final_checkpoint_grace_s=self.options.final_checkpoint_grace_s)
+                runner = SimRunner(path, self.sim_volumes, notice_poll_s=self.options.notice_poll_s,
+                                   final_checkpoint_grace_s=self.options.final_checkpoint_grace_s)
             if len(self._runners) >= MAX_RUNNERS:
                 self._runners.clear()
             self._runners[instance.id] = runner

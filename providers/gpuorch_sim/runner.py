@@ -1,4 +1,12 @@
-"""The sim's runner for ``agents: external``: benchmarks of the daemon alone.
+"""The sim's runners: ``SimRunner`` (the local runner, and the job's volume as a directory) and,
+for ``agents: external``, ``ExternalAgentRunner`` (benchmarks of the daemon alone).
+
+``SimRunner``: a sim instance's processes run on this host, so a volume attached to it is not
+mounted anywhere: the agent starts with ``GPUORCH_VOLUME_DIR`` (and the config's ``volume_dir``)
+set to the volume's data directory (``volumes.SimVolumes``), not the spec's ``mount`` path, and
+``<run>/volume`` links to it for a human looking at the run.
+
+``ExternalAgentRunner``:
 
 A thousand real agents need a thousand Python processes (~20 MB each); to measure the daemon
 with that many running jobs on a small machine, ``start`` only writes ``agent.json`` and
@@ -8,12 +16,51 @@ way the agent does. The daemon reads, heartbeats and mirrors logs exactly as wit
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from pathlib import Path
+from typing import Any
 
 from gpuorch.agent.protocol import CONFIG_FILE, AgentConfig, write_atomic
 from gpuorch.errors import NotFoundError
 from gpuorch.provider import InstanceState, RunnerUnavailable, utcnow
 from gpuorch.provider.localdir import LocalRunner
+from gpuorch.runners.port import VolumeMountFailed, VolumeNotReady
+
+from .volumes import SimVolumes, attached_dir
+
+VOLUME_LINK = "volume"  # <run>/volume -> the attached volume's data directory
+
+
+class SimRunner(LocalRunner):
+    def __init__(self, instance_dir: Path, volumes: SimVolumes, **kw: Any) -> None:
+        super().__init__(instance_dir, **kw)
+        self.volumes = volumes
+
+    def start(self, config: AgentConfig, workdir: Path | None = None) -> None:
+        """``LocalRunner.start``, the job's volume (``config.volume_id``) given as its data directory.
+
+        VolumeNotReady while the volume is not attached to this instance (the daemon attaches it
+        before the start); VolumeMountFailed for a volume that does not exist."""
+        if config.volume_id:
+            where = config.volume_dir or ""
+            try:
+                data = attached_dir(self.volumes, config.volume_id, self.instance.id)
+            except NotFoundError:
+                raise VolumeMountFailed(config.volume_id, where, "no such sim volume") from None
+            if data is None:
+                raise VolumeNotReady(config.volume_id, where, f"not attached to {self.instance.id}")
+            config = dataclasses.replace(config, volume_dir=str(data),
+                                         env={**config.env, "GPUORCH_VOLUME_DIR": str(data)})
+            super().start(config, workdir)
+            link = self.rundir / VOLUME_LINK
+            if not link.is_symlink():
+                try:
+                    os.symlink(data, link)
+                except FileExistsError:  # a concurrent start made it
+                    pass
+            return
+        super().start(config, workdir)
 
 
 class ExternalAgentRunner(LocalRunner):
