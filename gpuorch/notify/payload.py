@@ -26,6 +26,20 @@ _TITLES = {
 }
 
 
+# Titles of the events no job is the subject of; ``{key}``: the event's data
+_DAEMON_TITLES = {"cap.warning": "gpuorch: the daily cap is 80 % spent",
+                  "provider.credentials_failed": "gpuorch: {provider} refused the daemon's credentials",
+                  "orphan.terminated": "gpuorch: an orphan instance was terminated",
+                  "daemon.restarted": "gpuorch: the daemon restarted after a crash"}
+
+
+def _daemon_title(type_: str, event: Any) -> str:
+    try:
+        return _DAEMON_TITLES[type_].format(**event)
+    except (KeyError, IndexError, ValueError, TypeError):  # another type, or an event without the key
+        return f"gpuorch: {type_}"
+
+
 def _iso(ts: datetime | None) -> str | None:
     return ts.isoformat().replace("+00:00", "Z") if ts is not None else None
 
@@ -109,7 +123,7 @@ def build(s: Session, row: Notification, *, installation: str, logs: LogMirror |
           now: datetime) -> dict[str, Any]:
     """The document sent for ``row`` (JSON-ready)."""
     data: dict[str, Any] = {"message": row.message, "event": json.loads(row.data) if row.data else {}}
-    chat = {"title": f"gpuorch: {row.type}", "text": row.message}
+    chat = {"title": _daemon_title(row.type, data["event"]), "text": row.message}
     job = s.get(Job, row.job_id) if row.job_id is not None else None
     if job is not None:
         data["job"] = _job(s, job, row, logs, log_lines, now)

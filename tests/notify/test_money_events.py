@@ -54,6 +54,7 @@ def test_a_daily_cap_80_percent_spent_is_told_once_across_a_restart(tmp_path, re
     assert doc["type"] == "cap.warning" and doc["id"] == row.uid
     assert doc["data"]["event"]["scope"] == "daily" and doc["data"]["event"]["share"] >= 0.8
     assert "daily cap" in doc["data"]["message"] and "(85%)" in doc["data"]["message"]
+    assert doc["chat"]["title"] == "gpuorch: the daily cap is 80 % spent"
     assert event.ts == row.ts  # one transaction wrote both
     with AssembledDaemon.start(home, config) as d:  # a restarted daemon: the same crossing, not told again
         for _ in range(3):
@@ -140,3 +141,4 @@ def test_a_provider_refusing_the_credentials_is_told_once(tmp_path, receiver, se
     doc = got.verified
     assert doc["type"] == "provider.credentials_failed" and doc["data"]["event"]["provider"] == "local"
     assert "local: launch refused: the API key was refused" in doc["data"]["message"]
+    assert doc["chat"]["title"] == "gpuorch: local refused the daemon's credentials"
