@@ -111,7 +111,7 @@ def _resolve(config: DaemonConfig, store: Any, command: str, provider_name: str,
     provider = providers[provider_name]
     try:
         instance = provider.get(instance_id)
-        runner = provider.runner(instance)
+        runner = _shell_runner(provider.runner(instance))
         if isinstance(runner, LocalRunner):
             return LocalEndpoint(Path(runner.rundir))
         if isinstance(runner, SshRunner):
@@ -124,3 +124,14 @@ def _resolve(config: DaemonConfig, store: Any, command: str, provider_name: str,
     finally:
         provider.close()
 
+
+def _shell_runner(runner: Any) -> Any:
+    """The runner whose instance holds the job's shell: a gang's first node (rank 0, where the
+    job's checkpoints are made), the SSH runner inside an ``InImageRunner`` (the instance is the
+    job's container)."""
+    from gpuorch.provider.gang_cloud import GangRunner
+    from gpuorch.runners.inimage import InImageRunner
+
+    while isinstance(runner, GangRunner | InImageRunner):
+        runner = runner.runners[0] if isinstance(runner, GangRunner) else runner.runner
+    return runner

@@ -123,3 +123,14 @@ def test_the_interactive_shell_execs_ssh_with_the_pinned_known_hosts_only(tmp_pa
         assert opt in argv
     assert argv[argv.index("-i") + 1] == "/k/id" and argv[argv.index("-p") + 1] == "2222"
     assert argv[-2] == "10.0.0.5" and "/home/ubuntu/gpuorch/run/sessions" in argv[-1]
+
+
+def test_a_gang_s_or_an_in_image_job_s_shell_is_on_its_first_node(tmp_path):
+    from gpuorch.devbox.remote import _shell_runner
+    from gpuorch.provider.gang_cloud import GangRunner
+    from gpuorch.provider.localdir.runner import LocalRunner
+    from gpuorch.runners.inimage import InImageRunner
+
+    first, second = LocalRunner(tmp_path / "node0"), LocalRunner(tmp_path / "node1")
+    assert _shell_runner(GangRunner([first, second], 1, 29500)) is first
+    assert _shell_runner(InImageRunner(first)) is first and _shell_runner(first) is first
