@@ -66,6 +66,8 @@ class AdapterCatalog:
     rows: Path | None = None
     builder: str | None = None
     shapes: tuple[Shape, ...] = ()
+    # What a job volume costs while it exists, USD per GiB-month (gpuorch.money.storage); None: not said.
+    storage_usd_per_gib_month: float | None = None
 
     def shape_of(self, instance_type: str) -> Shape | None:
         return next((s for s in self.shapes if s.instance_type == instance_type), None)

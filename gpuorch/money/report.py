@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import or_
 from sqlmodel import Session, col, select
 
+from gpuorch.money import storage
 from gpuorch.money.caps import day_start
 from gpuorch.money.cost import cost_between
 from gpuorch.store.models import Attempt, Job, Sweep
@@ -41,7 +42,7 @@ def cost_report(s: Session, since: datetime | None, now: datetime, by: str) -> d
     sweeps = {w.id: w for w in s.exec(select(Sweep))}
     rows: dict[Any, dict[str, Any]] = {}
     counted: dict[Any, set[tuple[int, int]]] = defaultdict(set)
-    for a, job in s.exec(q):
+    for a, job in [*s.exec(q), *storage.report_rows(s, since)]:  # + job volumes' storage
         parts = _days(a, since, now) if by == "day" else [(None, cost_between(a, since, now, now))]
         for day, c in parts:
             sweep = sweeps.get(job.sweep_id)
@@ -54,7 +55,7 @@ def cost_report(s: Session, since: datetime | None, now: datetime, by: str) -> d
             key, extra = groups[by]
             row = rows.setdefault(key, {"key": key, "cost": 0.0, "attempts": 0, **extra})
             row["cost"] += c
-            if (a.job_id, a.number) not in counted[key]:
+            if a.number >= 0 and (a.job_id, a.number) not in counted[key]:  # a volume is no attempt
                 counted[key].add((a.job_id, a.number))
                 row["attempts"] += 1
     out = sorted(rows.values(), key=lambda r: r["key"])

@@ -78,4 +78,6 @@ def gpus_of(instance_type: str) -> tuple[str, int] | None:
 CATALOG = AdapterCatalog(
     provider=PROVIDER, billing=BILLING, families=FAMILIES,
     rows=Path(__file__).resolve().parent / "data" / "offers.csv",
+    # Persistent filesystems: $0.20 per GB-month of data stored (https://lambda.ai/pricing, "Storage").
+    storage_usd_per_gib_month=0.20,
 )

@@ -75,4 +75,5 @@ FAMILIES: tuple[Family, ...] = tuple(
 CATALOG = AdapterCatalog(
     provider=PROVIDER, billing=BillingRule(1, 0), families=FAMILIES,
     rows=Path(__file__).resolve().parent / "data" / "offers.csv",
+    storage_usd_per_gib_month=0.07,  # network volumes under 1 TB (module docstring)
 )

@@ -45,4 +45,7 @@ SHAPES: tuple[Shape, ...] = tuple(
 CATALOG = AdapterCatalog(
     provider="vast", billing=BillingRule(1, 0), families=FAMILIES, shapes=SHAPES,
     rows=Path(__file__).resolve().parent / "data" / "offers.csv", builder="gpuorch_vast.snapshot:build",
+    # Indicative: each host prices its own disk (a volume offer's storage_cost, $/GB-month); gpuorch
+    # bills a job's volume at this rate, a typical host's, until the daemon reads the offer's.
+    storage_usd_per_gib_month=0.15,
 )

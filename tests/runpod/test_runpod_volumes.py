@@ -12,6 +12,7 @@ import pytest
 from fake_runpod import KEY, FakeRunpod
 
 from gpuorch.errors import PermanentError
+from gpuorch.money.storage import periods
 from gpuorch.provider.port import Instance, Offer, Provider
 from gpuorch.store.models import JobStatus, TerminationReason
 from gpuorch.testing.daemon import AssembledDaemon
@@ -89,3 +90,6 @@ def test_a_reclaimed_volume_job_finds_its_data_on_the_next_pod(tmp_path: Path, f
         assert d.until_terminal(job, timeout_s=60).status == JobStatus.SUCCEEDED
         d.until(lambda: not fake.volumes, timeout_s=60, what="the job's network volume to be deleted")
         assert not fake.pods
+        with d.store.read() as s:  # its storage billed from its making to its deletion (gpuorch.money.storage)
+            [billed] = periods(s, [job])
+        assert (billed.provider, billed.size_gib, billed.rate) == ("runpod", vol.size, 0.07) and billed.end is not None

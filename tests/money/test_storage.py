@@ -1,0 +1,76 @@
+"""A job volume's storage as money (gpuorch.money.storage): billed per GiB-month at the rate
+recorded when the volume was made, from its ``volume`` event to its deletion (or now), counted by
+``gpuorch cost`` and by the caps' ledger like an attempt of its job."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuorch.cli import app
+from gpuorch.jobs import events
+from gpuorch.money.caps import Ledger, Policy, day_start
+from gpuorch.money.storage import HOURS_PER_MONTH, ledger_rows, made_data, periods, rate_of
+from gpuorch.ops.config_sources import load_config
+from gpuorch.store import Store
+from gpuorch.store.models import Job, JobStatus
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+HOUR = 100 * 0.07 / HOURS_PER_MONTH  # 100 GiB on RunPod, an hour
+
+
+def test_each_market_declares_its_rate() -> None:
+    assert (rate_of("lambda"), rate_of("runpod"), rate_of("vast")) == (0.20, 0.07, 0.15)
+    assert rate_of("no-such-provider") is None
+    assert made_data("runpod", 100) == {"provider": "runpod", "size_gib": 100, "usd_per_gib_month": 0.07}
+
+
+@pytest.fixture
+def store():
+    s = Store(load_config().url)
+    yield s
+    s.close()
+
+
+def volume_job(store: Store, name: str, made: datetime, deleted: datetime | None) -> int:
+    with store.write() as s:
+        job = Job(name=name, spec="{}", status=JobStatus.RUNNING if deleted is None else JobStatus.SUCCEEDED,
+                  created_at=made, volume_provider="runpod", volume_zone="secure", volume_id="nv1",
+                  finished_at=deleted)
+        s.add(job)
+        s.flush()
+        events.record(s, made, "volume", "volume nv1 (100 GiB) in EU-RO-1 created", job_id=job.id,
+                      **made_data("runpod", 100))
+        events.record(s, made + timedelta(minutes=5), "volume", "found again by its tags", job_id=job.id,
+                      **made_data("runpod", 100))  # a repeat after a crash: the first one counts
+        if deleted is not None:
+            events.record(s, deleted, "volume_deleted", "volume nv1 deleted", job_id=job.id)
+        return job.id or 0
+
+
+def test_a_volume_is_billed_from_its_making_to_its_deletion(store: Store) -> None:
+    done = volume_job(store, "done", T0, T0 + timedelta(hours=10))
+    live = volume_job(store, "live", T0, None)
+    with store.read() as s:
+        got = {p.job_id: p for p in periods(s)}
+    assert got[done].end == T0 + timedelta(hours=10) and got[live].end is None
+    assert got[done].price_per_hour == pytest.approx(HOUR)
+
+    now = T0 + timedelta(hours=11)
+    with store.read() as s:  # the caps' ledger: spent, and the live volume still counted as running
+        ledger = Ledger.build(list(ledger_rows(s, day_start(now), [])), now, Policy())
+    assert ledger.jobs[live].spent == pytest.approx(11 * HOUR) and live in ledger.jobs[live].running
+    assert ledger.jobs[done].spent == pytest.approx(10 * HOUR) and not ledger.jobs[done].running
+    assert ledger.day.spent == pytest.approx(21 * HOUR)
+    later = T0 + timedelta(days=1, hours=1)  # the next UTC day: the finished job's volume is no longer counted
+    with store.read() as s:
+        assert [a.job_id for a, _ in ledger_rows(s, day_start(later), [])] == [live]
+
+
+def test_gpuorch_cost_counts_storage(store: Store) -> None:
+    volume_job(store, "done", T0, T0 + timedelta(hours=10))
+    report = json.loads(CliRunner().invoke(app, ["cost", "--by", "provider", "--json"]).output)
+    assert report["rows"] == [{"key": "runpod", "cost": pytest.approx(10 * HOUR, abs=1e-6), "attempts": 0}]
