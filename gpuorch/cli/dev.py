@@ -35,7 +35,9 @@ def dev(ctx: typer.Context, name: str = typer.Argument(..., help="The box's name
                                    "when the box stops idle."),
         spot: bool = typer.Option(False, "--spot", help="Run on spot (cheaper; can be reclaimed at any time)."),
         idle_stop: str = typer.Option(None, "--idle-stop", help="Stop when idle this long: 30m (no SSH session, "
-                                      "GPU below 5 %)."),
+                                      "every GPU below --idle-gpu-util)."),
+        idle_gpu_util: float = typer.Option(5.0, "--idle-gpu-util", min=0, max=100,
+                                            help="Percent: a GPU below it counts as idle."),
         max_duration: str = typer.Option(None, "--max-duration", help="End the box after this much running: 8h."),
         provider: list[str] = typer.Option(None, "--provider", help="Only these providers (repeatable)."),
         json_out: bool = JSON_OPTION) -> None:
@@ -51,7 +53,8 @@ def dev(ctx: typer.Context, name: str = typer.Argument(..., help="The box's name
 
     _no_server(ctx, "gpuorch dev")
     request = BoxRequest(name=name, gpu=gpu, model=model, method=method, image=image, volume=volume, spot=spot,
-                         idle_stop=idle_stop, max_duration=max_duration, providers=tuple(provider or ()))
+                         idle_stop=idle_stop, idle_gpu_util=idle_gpu_util, max_duration=max_duration,
+                         providers=tuple(provider or ()))
     with _errors():
         answer = start(_local(), request, utcnow())
     warnings = [w for w in (SPOT_WARNING if spot and answer["started"] == "new" else None, answer.get("warning")) if w]

@@ -40,6 +40,7 @@ class BoxRequest:
     volume: str | None = None  # SIZE or SIZE:MOUNT (100GB:/data)
     spot: bool = False
     idle_stop: str | None = None
+    idle_gpu_util: float = DEFAULT_IDLE_GPU_UTIL  # percent: a GPU below it counts as idle
     max_duration: str | None = None
     providers: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
@@ -47,7 +48,8 @@ class BoxRequest:
     def spec(self) -> dict[str, Any]:
         if self.gpu and self.model:
             raise UserInputError("gpuorch dev: give --gpu or --model, not both (--model sizes the GPU for you)")
-        data: dict[str, Any] = {"name": self.name, "kind": "dev", "run": keepalive_command(DEFAULT_IDLE_GPU_UTIL),
+        data: dict[str, Any] = {"name": self.name, "kind": "dev", "run": keepalive_command(self.idle_gpu_util),
+                                "idle_gpu_util": self.idle_gpu_util,
                                 "spot_policy": "spot" if self.spot else "on-demand", "env": dict(self.env)}
         if self.gpu:
             data["resources"] = {"gpu": self.gpu}
