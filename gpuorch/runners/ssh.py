@@ -45,10 +45,11 @@ from gpuorch.agent.protocol import (
     NoticeSource,
     status_from_bytes,
 )
-from gpuorch.runners import sftp_util
+from gpuorch.runners import recycle, sftp_util
 from gpuorch.runners.bundle import agent_bundle
 from gpuorch.runners.connection import SshConnection
 from gpuorch.runners.port import Runner, RunnerUnavailable, VolumeMountFailed, VolumeNotReady
+from gpuorch.runners.recycle import AGENT_PID
 from gpuorch.runners.volume_mount import NOT_YET, MountTools, mount_script
 from gpuorch.runners.workdir import check_workdir
 
@@ -180,6 +181,19 @@ class SshRunner(Runner):
 
         self.connection.call("write the heartbeat", touch)
 
+    def recycle(self) -> None:
+        """Make the instance ready for another attempt (a warm instance, spec ``keep_warm``;
+        ``gpuorch.runners.recycle``): the finished agent stopped if it still runs, the run
+        directory moved aside over SFTP (``start`` then places a fresh agent, workdir and all),
+        and the idle watcher started, which powers the instance off when the daemon's heartbeat
+        stops while it idles. Idempotent. RunnerUnavailable while the agent has not finished, or
+        the instance cannot be reached."""
+        def reset(client: paramiko.SSHClient, sftp: paramiko.SFTPClient) -> None:
+            recycle.recycle(client, sftp, self.connection.exec, self._root_path(sftp), self._run_path(sftp),
+                            self._bundle(sftp), self.python, self.shutdown_command)
+
+        self.connection.call("recycle the instance", reset)
+
     def close(self) -> None:
         """Close the cached connection (a later call opens a new one)."""
         self.connection.close()
@@ -200,10 +214,7 @@ class SshRunner(Runner):
             self._mount_volume(client, config.volume_id, config.volume_dir)
         run = self._run_path(sftp)
         sftp_util.makedirs(sftp, posixpath.join(run, WORK_DIR))
-        bundle_name, bundle = agent_bundle()
-        bundle_path = posixpath.join(self._root_path(sftp), bundle_name)
-        if not sftp_util.exists(sftp, bundle_path):  # content-addressed: present means complete
-            sftp_util.put_atomic(sftp, io.BytesIO(bundle), bundle_path)
+        bundle_path = self._bundle(sftp)
         token = secrets.token_hex(8)
         config_tmp = f".{CONFIG_FILE}.{token}"
         sftp.putfo(io.BytesIO(config.to_json().encode()), posixpath.join(run, config_tmp))
@@ -234,6 +245,14 @@ class SshRunner(Runner):
         if code < 0:  # the channel closed without an exit status: the connection dropped
             raise RunnerUnavailable(f"{self!r}: mounting volume {volume_id} at {path}: no exit status: {why}")
         raise VolumeMountFailed(volume_id, path, f"{why or 'the mount script failed'} (exit {code})")
+
+    def _bundle(self, sftp: paramiko.SFTPClient) -> str:
+        """The agent bundle's path on the instance, uploaded unless there."""
+        bundle_name, bundle = agent_bundle()
+        bundle_path = posixpath.join(self._root_path(sftp), bundle_name)
+        if not sftp_util.exists(sftp, bundle_path):  # content-addressed: present means complete
+            sftp_util.put_atomic(sftp, io.BytesIO(bundle), bundle_path)
+        return bundle_path
 
     def _started(self, sftp: paramiko.SFTPClient) -> bool:
         return sftp_util.exists(sftp, self._run_path(sftp, CONFIG_FILE))
@@ -280,6 +299,7 @@ def start_script(run: str, bundle: str, python: str, config_tmp: str, tarball_tm
         # SSH_CLIENT, which would then run the login's rc files before every job command.
         "unset SSH_CLIENT SSH2_CLIENT SSH_CONNECTION SSH_TTY SSH_AUTH_SOCK SSH_ORIGINAL_COMMAND",
         f"env {assignments} setsid nohup {q(python)} {q(bundle)} {q(run)} >{q(AGENT_OUT)} 2>&1 </dev/null &",
+        f"echo $! >{q(AGENT_PID)}",  # a recycle stops an agent that outlived its status (gpuorch.runners.recycle)
     ]
     return "\n".join(lines) + "\n"
 

@@ -112,11 +112,13 @@ def _view(w: WarmInstance, observed: Mapping[Key, Instance], ok: set[str], stop:
 
 class Warm:
     def __init__(self, store: Store, providers: Mapping[str, Provider], txn: Txn, money: Money,
-                 row: Row, poll_s: Callable[[], float]) -> None:
+                 row: Row, poll_s: Callable[[], float], heartbeat_s: Callable[[], float] = lambda: 30.0) -> None:
         """``row``: the attempt row's columns for a candidate (``Launching._row``); ``poll_s``:
-        how often an open row is looked at (its caps, its notices)."""
+        how often an open row is looked at (its caps, its notices); ``heartbeat_s``: how often an
+        idle instance hears the daemon is alive (its idle watcher, ``gpuorch.agent.idle``)."""
         self.store, self.providers, self._txn, self.money, self._row = store, providers, txn, money, row
-        self.poll_s = poll_s
+        self.poll_s, self.heartbeat_s = poll_s, heartbeat_s
+        self._beats: dict[int, datetime] = {}  # row id -> when its instance was last told the daemon is alive
         self.pool: list[W.WarmView] = []  # the idle rows the last sweep left (reuse tries these)
         self._empty_at: int | None = None  # the store's version when the table had no open row
 
@@ -241,10 +243,25 @@ class Warm:
                     continue
             if view.status == W.IDLE:
                 pool.append(view)
-            soonest = min(soonest, max(0.0, (w.keep_until - now).total_seconds()), self.poll_s())
+                self._beat(w, view, now)
+            soonest = min(soonest, max(0.0, (w.keep_until - now).total_seconds()), self.poll_s(), self.heartbeat_s())
         self.pool = pool
+        self._beats = {k: v for k, v in self._beats.items() if any(w.id == k for w in rows)}
         self._empty_at = version if not rows else None
         return soonest
+
+    def _beat(self, w: WarmInstance, view: W.WarmView, now: datetime) -> None:
+        """Tell an idle instance the daemon is alive, every ``heartbeat_s``, as an agent is told: its
+        idle watcher powers it off when they stop (a control host that died)."""
+        last, provider, inst = self._beats.get(w.id or 0), self.providers.get(w.provider), view.instance
+        if provider is None or inst is None or (last is not None and (now - last).total_seconds() < self.heartbeat_s()):
+            return
+        try:
+            provider.runner(inst).heartbeat()
+        except (ProviderError, RunnerUnavailable, NotImplementedError, OSError) as e:  # next pass tries again
+            log.info("warm instance %s: heartbeat failed: %s", w.instance_id, e)
+            return
+        self._beats[w.id or 0] = now
 
     def _stop(self, job: Job | None, spec_of: Callable[[Job], JobSpec], now: datetime) -> str | None:
         """Why the caps of the job that left the instance warm want it released now."""
