@@ -43,7 +43,7 @@ class Settings:
     # (provider, market seconds per wall second) of simulated markets (gpuorch.clock.time_scales):
     # their policy timers (back-offs, zone avoidance) are market durations.
     time_scales: tuple[tuple[str, float], ...] = ()
-    # (provider, Provider.max_nodes) of the daemon's providers: a gang (``nodes: N``) is placed
+    # (provider, Capabilities.max_nodes) of the daemon's providers: a gang (``nodes: N``) is placed
     # only where it can be launched. Empty: no limit (placement's own default, for tests).
     max_nodes: tuple[tuple[str, int], ...] = ()
     # The daemon's providers that sell owned capacity (``owned_capacity``): placement fills them
@@ -56,7 +56,7 @@ def for_providers(settings: Settings, providers: Mapping[str, Provider]) -> Sett
     the most nodes each places per job, and which sell owned capacity."""
     return dataclasses.replace(settings, time_scales=time_scales(providers),
                                owned=tuple(sorted(owned_providers(providers))),
-                               max_nodes=tuple((n, p.max_nodes) for n, p in sorted(providers.items())))
+                               max_nodes=tuple((n, p.capabilities.max_nodes) for n, p in sorted(providers.items())))
 
 
 @dataclass(frozen=True)
