@@ -1,7 +1,7 @@
 """The sim's volumes: the volume contract suite, records that outlive the provider object, an ended
 instance letting go of its volume, and, through the assembled daemon, a job that sees its volume's
-directory as GPUORCH_VOLUME_DIR, keeps its files across a reclaim within the zone, and leaves no
-volume behind."""
+directory as GPUORCH_VOLUME_DIR, keeps its files across a reclaim within the zone, is billed its
+storage, and leaves no volume behind."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from sim_data import write_trace
 
+from gpuorch.money.storage import periods
 from gpuorch.provider.port import LaunchRequest, managed_tags
 from gpuorch.store.models import AttemptStatus, JobStatus, TerminationReason
 from gpuorch.testing import VolumeContract
@@ -124,6 +125,9 @@ def test_a_job_keeps_its_volume_files_across_a_reclaim_and_its_volume_goes_with_
         assert d.attempts(job)[0].reason == TerminationReason.PREEMPTED
         d.until(lambda: not sim.list_volumes(), what="the ended job's volume to be deleted")
         assert not sim.sim_volumes.data_dir(vol).exists()
+        with d.store.read() as s:  # billed as storage while it existed, at the sim catalog's rate
+            [period] = periods(s, [job])
+        assert (period.provider, period.rate, period.end is not None) == ("sim", 0.08, True)
     finally:
         for inst in sim.list_managed():
             if inst.state.alive:
