@@ -46,6 +46,7 @@ from sqlmodel import Session, select
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, ProviderError, QuotaError
 from gpuorch.jobs import events
 from gpuorch.money.storage import made_data
+from gpuorch.ops.crashpoints import crashpoint
 from gpuorch.provider.launch_volumes import SupportsLaunchVolumes
 from gpuorch.provider.port import (
     TAG_JOB,
@@ -105,6 +106,7 @@ def for_launch(txn: Txn, p: SupportsLaunchVolumes, owner: str, job_id: int, atte
                                  f"not {offer.provider} {offer.zone}", code="InvalidVolume.Place")
         volume_id = job.volume_id
     if volume_id is None:
+        crashpoint("volume.intent")  # the place recorded, nothing made yet
         tags = volume_tags(job_id, owner)
         found = [v for v in p.list_launch_volumes()
                  if v.tags.get(TAG_OWNER) == owner and v.tags.get(TAG_JOB) == str(job_id)]
@@ -113,6 +115,7 @@ def for_launch(txn: Txn, p: SupportsLaunchVolumes, owner: str, job_id: int, atte
         except (PermanentError, NoCapacityError, QuotaError):  # refused: nothing was made, the job may go elsewhere
             _forget_place(txn, job_id)
             raise
+        crashpoint("volume.created")  # the volume exists and nothing says so yet: its name finds it again
         _record_volume(txn, job_id, attempt, vol, bool(found), now)
         volume_id = vol.id
     return VolumeSpec(volume_id=volume_id, mount_path=volume.mount)
