@@ -63,7 +63,6 @@ def _attempts(rows: Sequence[Attempt] | None) -> tuple[tuple[int | None, object]
 class Waiting:
     job: Job  # the row it was decided on; once ``message`` is None, the row as it is now
     attempts: tuple[tuple[int | None, object], ...]  # (id, status) of its attempt rows
-    context: tuple[object, ...]  # the offers index, the back-off keys, the settings
     message: str | None  # the message ``unplaceable`` wrote: the next row read is matched to it (None: matched)
 
 
@@ -75,11 +74,17 @@ class WaitingJobs:
         self.noted = 0  # "no offer" decisions noted, in all (tests and benchmarks read it)
         self.skipped = 0  # jobs kept in the last pass
         self.wait_s = 30.0  # the pass's requeue for them (``begin_pass``)
+        self._context: tuple[object, ...] = ()  # the offers index, back-off keys and settings of every entry
 
     def begin_pass(self, p: Pass) -> None:
-        """A waiting job asks for no pass of its own: the daemon's base (``no_offer_retry_s`` of
-        wall time, as an idle daemon), or sooner the end of the first back-off in force, when
-        the offers it avoids come back with no write."""
+        """Every entry is dropped when the pass's context (the offers index, the back-off keys, the
+        settings) differs in value from theirs, or a catalog is missing: one compare a pass, not
+        one a job. A waiting job asks for no pass of its own: the daemon's base
+        (``no_offer_retry_s`` of wall time, as an idle daemon), or sooner the end of the first
+        back-off in force, when the offers it avoids come back with no write."""
+        if self._entries and (not p.complete or not same_context(self._context, p.context)):
+            self._entries.clear()
+        self._context = p.context
         self.skipped, wait = 0, p.settings.no_offer_retry_s
         if p.backoff_until is not None:
             wait = min(wait, max(0.0, (p.backoff_until - p.now).total_seconds()))
@@ -92,14 +97,14 @@ class WaitingJobs:
     def drop(self, job_id: int) -> None:
         self._entries.pop(job_id, None)
 
-    def kept(self, job_id: int, job: Job, rows: Sequence[Attempt] | None, p: Pass) -> float | None:
-        """The job's requeue time if its "no offer" still holds (every input the same value), else None."""
+    def kept(self, job_id: int, job: Job, rows: Sequence[Attempt] | None) -> float | None:
+        """The job's requeue time if its "no offer" still holds (every input the same value; the
+        pass's context was compared in ``begin_pass``), else None."""
         e = self._entries.get(job_id)
         if e is None:
             return None
-        if not p.complete or not (e.context is p.context or same_context(e.context, p.context)) \
-                or _attempts(rows) != e.attempts or ((job is not e.job or e.message is not None)
-                                                     and not self._same_row(e, job)):
+        if _attempts(rows) != e.attempts or ((job is not e.job or e.message is not None)
+                                             and not self._same_row(e, job)):
             del self._entries[job_id]
             return None
         self.skipped += 1
@@ -150,7 +155,7 @@ class Memo:
         and statuses (``SteadyJobs.held``, ``kept_unviewed``); else None (view it)."""
         p, steady = self._pass, self.steady
         assert p is not None  # begin_pass came first
-        if (w := self.waiting.kept(job_id, job, rows, p)) is not None:
+        if (w := self.waiting.kept(job_id, job, rows)) is not None:
             return w
         q = self.quiet.kept(job_id, job, rows, steady.memo(job_id), p.observed, self._batched, p.now)
         if q is not None:
@@ -195,12 +200,13 @@ class Memo:
         a = acts[0] if len(acts) == 1 else None
         if not isinstance(a, SetJob) or a.status != JobStatus.QUEUED or a.finished or a.message is None \
                 or not a.message.startswith(NO_OFFER) or quick is None or p is None or not p.complete \
-                or job.cancel_requested or not clock_free(view) or any(x.row.status.live for x in view.attempts):
+                or job.cancel_requested or not clock_free(view) or any(x.row.status.live for x in view.attempts) \
+                or not same_context(context, p.context):  # decided from the pass's index, back-offs, settings
             self.waiting.drop(job_id)
             return d
         written = job.status != a.status or job.message != a.message or job.not_before is not None
         rows = [x.row for x in view.attempts]
-        self.waiting.note(job_id, Waiting(job, _attempts(rows), context, a.message if written else None))
+        self.waiting.note(job_id, Waiting(job, _attempts(rows), a.message if written else None))
         return Decision([replace(a, not_before=None)] if written else [], self.waiting.wait_s)
 
     def billed(self, view: JobView) -> bool:
