@@ -25,7 +25,7 @@ from gpuorch.jobs.spec import JobSpec
 from gpuorch.money.caps import IN_FLIGHT, Gate, Ledger, Policy, SweepState, day_start, gate_for, runway_s
 from gpuorch.money.cost import current_price, price_move, with_price_change
 from gpuorch.money.record import as_seen, corrections, reported_end
-from gpuorch.money.storage import ledger_rows as storage_rows
+from gpuorch.money.storage import ledger_rows as stored  # job volumes' storage, as warm idle time's rows
 from gpuorch.placement import Candidate
 from gpuorch.provider.port import Instance, Offer, Provider
 from gpuorch.reconciler.decide import actions as A
@@ -84,10 +84,8 @@ class Money:
         rows = s.exec(select(Attempt, Job.sweep_id).join(Job, col(Job.id) == col(Attempt.job_id)).where(or_(
             col(Attempt.status) != AttemptStatus.ENDED, col(Attempt.ended_at) >= day_start(now),
             col(Job.status).not_in(TERMINAL), col(Job.sweep_id).in_(ids))))
-        # A live attempt whose instance the listing already shows ended (the daemon was away) is
-        # billed to the cloud's end time from this pass's first look on, not to now.
-        seen, every = self._observed, [*rows, *ledger_rows(s, day_start(now), ids),  # + warm idle time (gpuorch.warm)
-                                       *storage_rows(s, day_start(now), ids)]  # + volumes (gpuorch.money.storage)
+        # A live attempt the listing shows ended (daemon away) bills to the cloud's end time from this pass's look.
+        seen, every = self._observed, [*rows, *ledger_rows(s, day_start(now), ids), *stored(s, day_start(now), ids)]
         ledger = Ledger.build([(as_seen(a, seen.get((a.provider, a.job_id, a.number)), now), sid) for a, sid in every],
                               now, self.policy)
         if not ids:
