@@ -31,7 +31,8 @@ Spend on an attempt is *wasted* when the attempt was stopped with no use: no fin
 no pruning decision, and no checkpoint of it that a later attempt resumed from.
 
 **The small-cap night** (``--small-cap``, ``small_cap``): 9 short trials and a cap of about three
-of them, plain and with ``max_step``, against its own serial baseline; it prints
+of them, plain (the trials' default ``keep_warm``), plain with ``keep_warm: 0s``
+(``small_cap_cold_*``) and with ``max_step``, against its own serial baseline; it prints
 ``small_cap_trials_finished``, ``small_cap_serial_baseline``, ``small_cap_unspent_share`` (null when
 every trial finished), ``small_cap_wasted_share`` (and the same ``small_cap_max_step_*``) and
 ``warm_reuse_saved_usd``.
@@ -151,7 +152,7 @@ def maker(made: dict[tuple[int, str], int], job_id: int, name: str) -> int | Non
 
 def run(seed: int, hours: float, parallel: int, cap: float | None, rule: str | None, workdir: Path,
         stop_at_spend: float | None = None, finish_first: bool = False, steps: int = STEPS,
-        every: int = EVERY) -> dict:
+        every: int = EVERY, keep_warm: str | None = None) -> dict:
     clock = FakeClock(START)
     store = Store(f"sqlite:///{workdir / 'state.db'}")
     m = market(seed)
@@ -167,6 +168,8 @@ def run(seed: int, hours: float, parallel: int, cap: float | None, rule: str | N
         doc["objective"]["max_step"] = steps
     if cap is not None:
         doc["budget"] = {"max_cost": cap}
+    if keep_warm is not None:  # the sweep's keep_warm (issue 35 item 1); None: the trials' default
+        doc["keep_warm"] = keep_warm
     if rule:
         doc["pruning"] = {"rule": rule}
     path = workdir / "sweep.yaml"
@@ -221,14 +224,17 @@ def small_cap(seed: int, hours: float, workdir: Path) -> dict:
     """The small-cap night: 9 trials, each 10 minutes of work after a 60 s boot, ``max_parallel:
     3``, a cap of about three trials' cost at the zones' list spot price (``SMALL_TRIALS``: three,
     and the horizon the last running trial keeps reserved to its end), on the same market; run as
-    a new user writes it (no pruning, no ``max_step``: ``small_cap_*``) and naming the trials' last
-    step (``small_cap_max_step_*``: finish first); and the serial baseline with the same money."""
+    a new user writes it (no pruning, no ``max_step``: ``small_cap_*``), the same with
+    ``keep_warm: 0s`` (``small_cap_cold_*``: every trial boots), and naming the trials' last step
+    (``small_cap_max_step_*``: finish first); and the serial baseline with the same money."""
     cap = round(SMALL_TRIALS * (SMALL_STEPS * STEP_S + BOOT_S) * 0.9731 / 3600, 2)
     out: dict = {"small_cap": cap}
-    for key, finish in (("small_cap", False), ("small_cap_max_step", True)):
+    nights = {}
+    for key, finish, warm in (("small_cap", False, None), ("small_cap_cold", False, "0s"),
+                              ("small_cap_max_step", True, None)):
         (workdir / key).mkdir()
-        night = run(seed, hours, 3, cap, None, workdir / key, steps=SMALL_STEPS, every=SMALL_EVERY,
-                    finish_first=finish)
+        nights[key] = night = run(seed, hours, 3, cap, None, workdir / key, steps=SMALL_STEPS, every=SMALL_EVERY,
+                                  finish_first=finish, keep_warm=warm)
         remain = night["finished"] < 9
         out.update({f"{key}_trials_finished": night["finished"],
                     f"{key}_unspent_share": round((cap - night["spend"]) / cap, 4) if remain else None,
@@ -239,8 +245,12 @@ def small_cap(seed: int, hours: float, workdir: Path) -> dict:
     serial = run(seed, hours, 1, None, None, workdir / "small-serial", stop_at_spend=cap, steps=SMALL_STEPS,
                  every=SMALL_EVERY)
     out["small_cap_serial_baseline"] = sum(1 for c in serial["spend_at_finish"] if c <= cap + 1e-9)
-    # Warm reuse (issue 35 item 1): this tree's job spec has no keep_warm yet, so nothing to compare.
-    out.update({"warm_reuse_saved_usd": None, "warm_reuse_note": "no keep_warm in this tree's job spec"})
+    # Warm reuse (issue 35 item 1): the plain night with the trials' default keep_warm against the
+    # same night with keep_warm 0 (every trial boots); what the warm night paid less per finished
+    # trial, over the trials it finished.
+    warm, cold = nights["small_cap"], nights["small_cap_cold"]
+    out["warm_reuse_saved_usd"] = (round((cold["spend"] / cold["finished"] - warm["spend"] / warm["finished"])
+                                         * warm["finished"], 4) if warm["finished"] and cold["finished"] else None)
     return out
 
 
@@ -259,7 +269,7 @@ def main() -> None:
     if args.small_cap:
         with tempfile.TemporaryDirectory() as d:
             out = small_cap(args.seed, args.hours, Path(d))
-        for key in ("small_cap", "small_cap_max_step"):
+        for key in ("small_cap", "small_cap_cold", "small_cap_max_step"):
             print(f"{key} ${out['small_cap']:.2f}: {out[key + '_trials_finished']} of 9 finished against the "
                   f"serial baseline's {out['small_cap_serial_baseline']}; ${out[key + '_spend']:.4f} spent, wasted "
                   f"{out[key + '_wasted_share']:.1%}; {out[key + '_attempts']} attempts, "
