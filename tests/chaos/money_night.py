@@ -41,6 +41,7 @@ from tests.workloads.podman_image import build_image, local_container, python_en
 from tests.workloads.podman_image import unavailable as boxed_image_unavailable
 
 GATED_JOB = Path(__file__).with_name("gated_job.py")
+VOLUME_JOB = Path(__file__).with_name("volume_job.py")  # the gated job, its checkpoints in its volume
 ZONES = ("aa-1a", "aa-1b", "bb-1a")
 SPOT, ON_DEMAND = 18.0, 36.0  # USD per hour: half a cent and a cent a second
 GRANULARITY_S, MINIMUM_S = 1, 3  # the sim's billing rule tonight
@@ -49,6 +50,9 @@ OUTAGE_S = 2.5  # the daemon looks this long after an instance ended in the clou
 # Caps: a launch is admitted only if the cap covers its worst case (its runway, 3 decision
 # intervals of 30 s, plus the horizon: ~155 s here); the sweep's cap admits two trials at a time.
 JOB_CAP, SPENDER_CAP, SWEEP_CAP, DAILY_CAP = 2.0, 0.5, 2.0, 30.0
+# The volume job may go on demand after its reclaim (~$1.55 a launch's worst case): its cap admits
+# that whatever it spent on spot meanwhile, so no decision of its depends on how long the night took.
+VOLUME_CAP = 6.0
 TIMEOUT_S = 240.0  # per wait: only a stuck night reaches it
 
 
@@ -94,6 +98,7 @@ class Night:
         self.chaos: list[int] = []  # jobs the blows may hit
         self.spender = self.gang = self.sweep_id = 0
         self.boxed: list[int] = []  # the container job, where this host has podman
+        self.volume_job = 0  # a job with a volume on the sim, reclaimed once (blow "volume")
         self.lives = 1
 
     # -- the daemon ------------------------------------------------------------------------
@@ -141,6 +146,10 @@ class Night:
                 "boxed", run=f'"$PY" {GATED_JOB.name}', image=image, workdir=str(work), providers=["local"],
                 resources={"gpu": "A100:80GB:1"}, spot_policy="spot",
                 env={**python_env(), "GATE": str(self.gates / "boxed"), "STEP_S": "0.1", "EVERY": "5"})))
+        # A volume job on the sim: its checkpoints live in its volume, which keeps it to one zone.
+        self.volume_job = self.d.submit(self.spec("volume", run=f"{sys.executable} {VOLUME_JOB}", spot_policy="auto",
+                                                  volume={"size": "1GB", "mount": "/data"},
+                                                  budget={"max_cost": VOLUME_CAP}))
         sweep = self.home / "sweep.yaml"
         # keep_warm 0: the bill is checked per instance against the attempt its tags name, and a warm
         # instance (a trial's default, docs/money.md "Warm capacity") also bills idle time and later trials.
@@ -150,7 +159,8 @@ class Night:
                                          "search": {"method": "grid"}, "max_parallel": 2,
                                          "budget": {"max_cost": SWEEP_CAP}}))
         self.sweep_id = int(self.d.submit_sweep(sweep)["id"])
-        self.actions.append(f"submitted {n} jobs, a spender, a gang, {len(self.boxed)} boxed, a sweep of 3")
+        self.actions.append(f"submitted {n} jobs, a spender, a gang, {len(self.boxed)} boxed, a volume job, "
+                            "a sweep of 3")
 
     def image(self) -> str | None:
         """The busybox image the container job runs in, or None where this host has no podman."""
@@ -180,7 +190,7 @@ class Night:
             (datetime.now(UTC) - a.started_at.replace(tzinfo=UTC)).total_seconds() >= HOLD_S
 
     def settle(self) -> None:
-        targets = [*self.chaos, self.gang, *self.boxed, *self.trials()]
+        targets = [*self.chaos, self.gang, *self.boxed, self.volume_job, *self.trials()]
         self.passes(lambda: all(self.held(j) for j in targets), "every job's attempt to run a while")
 
     def targets(self, sim_only: bool) -> list[int]:
@@ -192,8 +202,10 @@ class Night:
 
     # -- the blows ---------------------------------------------------------------------------
     def blows(self) -> list[str]:
-        """Tonight's blows in a seeded order: every kind at least once."""
-        kinds = ["notice", "notice", "notice", "outage", "outage", "cancel", "finish", "restart", "crash", "capacity"]
+        """Tonight's blows in a seeded order: every kind at least once ("volume": the volume job's
+        reclaim, with a notice or in an outage; no other blow hits that job)."""
+        kinds = ["notice", "notice", "notice", "outage", "outage", "cancel", "finish", "restart", "crash", "capacity",
+                 "volume"]
         self.rng.shuffle(kinds)
         return kinds
 
@@ -205,7 +217,11 @@ class Night:
         job = self.rng.choice(targets) if kind in ("notice", "outage", "cancel", "finish") else 0
         name = self.d.job(job).name if job else ""
         self.actions.append(f"{kind} {name}".strip())
-        if kind == "notice":
+        if kind == "volume":
+            how = self.rng.choice(["notice", "outage"])
+            self.actions[-1] = f"volume {how}"
+            self.preempt(self.volume_job, notice_s=1.0 if how == "notice" else 0.0, outage=how == "outage")
+        elif kind == "notice":
             self.preempt(job, notice_s=self.rng.choice([1.0, 2.0]))
         elif kind == "outage":
             self.preempt(job, notice_s=0.0, outage=True)
@@ -246,7 +262,22 @@ class Night:
             (self.gates / ("sweep" if j.sweep_id else j.name)).touch()
         self.passes(lambda: all(j.status.terminal for j in self.jobs()), "every job to end")
         self.passes(lambda: not [m for m in self.records() if m.ended_at is None], "every instance to end")
-        self.actions.append("morning")
+        sim = self.d.adapter("sim")
+        self.passes(lambda: not sim.list_volumes(), "the ended volume job's volume to be deleted")
+        assert not [p for p in sim.sim_volumes.root.iterdir() if p.name != ".lock"], "a volume's files were left"
+        self.actions.append(f"morning; the volume job saw the marks of attempts {self.volume_marks()}")
+
+    def volume_marks(self) -> list[int]:
+        """The attempts whose marks the volume job's last attempt found in its volume: every attempt
+        that ran it, all in the volume's zone (the volume followed the job through its reclaim)."""
+        job = self.d.job(self.volume_job)
+        result = json.loads(job.result or "{}")
+        ran = [a for a in self.d.attempts(self.volume_job) if a.started_at is not None]
+        assert job.status.value == "succeeded" and job.volume_id, (job.status, job.message)
+        assert result["marks"] == [a.number for a in ran] and len(ran) >= 2, (result, ran)
+        assert {a.zone for a in ran} == {job.volume_zone}, ran
+        assert Path(result["volume_dir"]) == self.d.adapter("sim").sim_volumes.data_dir(job.volume_id)
+        return list(result["marks"])
 
     # -- ground truth ------------------------------------------------------------------------
     def records(self) -> list[Meta]:
@@ -298,7 +329,7 @@ class Night:
         for (j, _), cost in bill.items():
             per_job[int(j)] += cost
         for j, cost in per_job.items():
-            cap = {self.spender: SPENDER_CAP, self.gang: math.inf}.get(j, JOB_CAP)
+            cap = {self.spender: SPENDER_CAP, self.gang: math.inf, self.volume_job: VOLUME_CAP}.get(j, JOB_CAP)
             assert cost <= cap + 1e-9, f"job {jobs[j].name} billed {cost:.4f} over its cap {cap}"
         swept = sum(per_job[j] for j in self.trials())
         assert swept <= SWEEP_CAP + 1e-9, f"the sweep billed {swept:.4f} over its cap {SWEEP_CAP}"

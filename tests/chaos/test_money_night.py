@@ -1,13 +1,14 @@
 """Chaos on the assembled daemon, and the money check it cannot fool (issue 31): a seeded night of
 spot and on-demand jobs, a sweep under a shared cap, a two-node gang, a container job (podman, on
-the local provider) and a job its cap stops, hit
-by preemptions with and without notice, reclaims while the daemon is not looking, cancels,
-markets running out, clean restarts and crashes (a daemon that releases nothing). Each attempt's
-cost must equal what the providers billed for its instances (from their records, with the billing
-rule written out in the test), and no cap may be crossed by that bill. The night is played twice
-from one seed and must make the same decisions both times. Not covered here: volumes (neither
-the sim nor the local provider has any; tests/aws/, the neocloud fakes and the FakeProvider's
-contract suite cover them).
+the local provider), a job with a volume on the sim and a job its cap stops, hit by preemptions
+with and without notice, reclaims while the daemon is not looking, cancels, markets running out,
+clean restarts and crashes (a daemon that releases nothing). The volume job keeps its checkpoints
+in its volume and is reclaimed once (with a notice or in an outage, by the seed): its later
+attempt runs in the volume's zone and finds every earlier attempt's mark there, and in the
+morning its volume is deleted and none is left. Each attempt's cost must equal what the
+providers billed for its instances (from their records, with the billing rule written out in the
+test), and no cap may be crossed by that bill. The night is played twice from one seed and must
+make the same decisions both times.
 """
 
 from __future__ import annotations
