@@ -62,6 +62,11 @@ class SupportsLaunchVolumes(Protocol):
         (``VolumeCreating``: call again)."""
         ...
 
+    def can_carry_volume(self, offer: Offer) -> bool:
+        """Whether an instance launched on ``offer`` can be given a volume at all (RunPod: Secure
+        Cloud only). Pure, no cloud call: placement keeps a volume job to such offers."""
+        ...
+
     def list_launch_volumes(self) -> list[Volume]:
         """The account's volumes that carry gpuorch's tags (any owner), ``zone`` the place an
         instance must launch to be given it; ``attached_to`` the instance using it, if known."""

@@ -167,6 +167,9 @@ class LaunchVolumeContract:
         volumes.delete_launch_volume(vol.id)  # quiet: already gone
         volumes.delete_launch_volume(self.missing_volume_id)
 
+    def test_the_suites_offer_can_carry_a_volume(self, provider: Provider, volumes: SupportsLaunchVolumes) -> None:
+        assert volumes.can_carry_volume(self.offer(provider))
+
     def test_a_launch_naming_a_volume_that_does_not_exist_is_refused(
             self, provider: Provider, volumes: SupportsLaunchVolumes) -> None:
         offer = self.offer(provider)

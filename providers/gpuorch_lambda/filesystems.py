@@ -65,6 +65,9 @@ class FileSystems:
     _api: LambdaApi
     options: LambdaOptions
 
+    def can_carry_volume(self, offer: Offer) -> bool:
+        return True  # every instance type mounts filesystems of its region
+
     def list_launch_volumes(self) -> list[Volume]:
         return [v for d in self._api.file_systems() if (v := to_volume(d)) is not None]
 

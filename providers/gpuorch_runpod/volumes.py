@@ -56,6 +56,10 @@ class NetworkVolumes:
         vols = (data.get("myself") or {}).get("networkVolumes")
         return [v for v in vols if isinstance(v, dict)] if isinstance(vols, list) else []
 
+    def can_carry_volume(self, offer: Offer) -> bool:
+        """Secure Cloud pods only: community hosts have no network volumes."""
+        return offer.region == "secure"
+
     def list_launch_volumes(self) -> list[Volume]:
         return [v for d in self._listed() if (v := to_volume(d)) is not None]
 

@@ -51,6 +51,9 @@ class MachineVolumes:
     api: VastApi
     options: VastOptions
 
+    def can_carry_volume(self, offer: Offer) -> bool:
+        return True  # a volume offer comes with a machine's ask (NoCapacityError when none)
+
     def list_launch_volumes(self) -> list[Volume]:
         return [v for row in self.api.volumes() if (v := to_volume(row)) is not None]
 

@@ -50,6 +50,7 @@ def test_a_volume_is_made_on_secure_cloud_in_a_named_data_center(fake: FakeRunpo
                                                                   tmp_path: Path) -> None:
     tags = {"gpuorch:managed": "true", "gpuorch:job": "3", "gpuorch:owner": "abc"}
     community = next(o for o in rp.offers() if o.region == "community")
+    assert not rp.can_carry_volume(community)  # placement keeps a volume job off community hosts
     with pytest.raises(PermanentError) as e:
         rp.create_launch_volume(offer=community, size_gib=10, tags=tags)
     assert e.value.code == "InvalidVolume.Cloud"
@@ -66,7 +67,8 @@ def test_a_volume_is_made_on_secure_cloud_in_a_named_data_center(fake: FakeRunpo
 
 def test_a_reclaimed_volume_job_finds_its_data_on_the_next_pod(tmp_path: Path, fake: FakeRunpod,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    config = {"providers": {"runpod": {"api_url": fake.url, "clouds": ["secure"], "volume_data_center": DC}}}
+    # Both clouds offered: the cheaper community pods cannot carry a network volume, so placement passes them over.
+    config = {"providers": {"runpod": {"api_url": fake.url, "volume_data_center": DC}}}
     with AssembledDaemon.start(tmp_path / "home", config) as d:
         agents: dict[str, VolumeAgent] = {}
         monkeypatch.setattr(d.adapter("runpod"), "runner",
@@ -80,6 +82,7 @@ def test_a_reclaimed_volume_job_finds_its_data_on_the_next_pod(tmp_path: Path, f
         [vol] = fake.volumes.values()
         pod = fake.pods[first.instance_id].body
         assert (pod["networkVolumeId"], pod["volumeMountPath"], pod["dataCenterId"]) == (vol.id, "/workspace/data", DC)
+        assert pod["cloudType"] == "SECURE" and [a.region for a in d.attempts(job)] == ["secure"]
         fake.reclaim(first.instance_id)
 
         second = d.until(lambda: next((a for i, a in agents.items() if a.started and i != first.instance_id), None),

@@ -152,7 +152,8 @@ class Volumes:
         """A provider with volumes, and (where it says: capability ``volume_attach_check``) an
         instance type that can attach the job's disk type (or the provider's default)."""
         if self._provider(o.provider) is None:
-            return launch_provider(self.providers.get(o.provider)) is not None
+            lp = launch_provider(self.providers.get(o.provider))
+            return lp is not None and lp.can_carry_volume(o)
         p = self.providers[o.provider]
         return not p.capabilities.volume_attach_check or p.can_attach_volume(o.instance_type, disk_type)
 
