@@ -66,7 +66,8 @@ def test_plan_places_a_volume_job_only_where_volumes_are_and_refuses_it_elsewher
     spec = tmp_path / "v.yaml"
     spec.write_text("name: v\nrun: x\nresources: {gpu: 'A100:80GB:1'}\nvolume: {size: 100GB, mount: /data}\n")
     data = json.loads(runner.invoke(app, ["plan", str(spec), "--price-list", "--json"]).stdout)
-    assert {c["provider"] for c in data["candidates"]} <= {"aws", "gcp", "azure"}
+    # attached volumes (aws, gcp, azure, sim) or volumes given at launch (lambda, runpod, vast)
+    assert {c["provider"] for c in data["candidates"]} <= {"aws", "gcp", "azure", "sim", "lambda", "runpod", "vast"}
     local = tmp_path / "local.yaml"
     local.write_text(spec.read_text() + "providers: [local]\n")
     r = runner.invoke(app, ["plan", str(local), "--price-list"])
@@ -82,7 +83,7 @@ def test_submit_refuses_a_volume_job_nowhere_to_put_its_volume_and_stores_nothin
     r = runner.invoke(app, ["submit", str(job)])  # the default config enables only `local`: no volumes
     assert r.exit_code == 2 and r.stdout == ""
     assert r.stderr.strip() == (f"error: {job}: volume: none of the providers this job may use (local) has volumes; "
-                                "allow one that does (providers: [...]): aws, azure, gcp")
+                                "allow one that does (providers: [...]): aws, azure, gcp, lambda, runpod, sim, vast")
     (_isolated_home / "config.yaml").write_text(
         "providers:\n  local: {}\n  gcp: {project: my-project-123, zones: [us-central1-a], volume_type: pd-ssd}\n")
     small = tmp_path / "small.yaml"
