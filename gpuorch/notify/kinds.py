@@ -24,7 +24,7 @@ NOTIFY_TYPES = {
     "cap.reached": "a cap is stopping a running job cleanly (job, sweep or daily cap)",
     "sweep.finished": "every trial of a sweep has ended (with the morning report)",
     "orphan.terminated": "an instance no attempt owned was found and terminated",
-    "provider.credentials_failed": "a provider refused the daemon's credentials (launches there wait an hour)",
+    "provider.credentials_failed": "a provider refused the daemon's credentials (at a launch, a listing or a runner)",
     "daemon.restarted": "a daemon started after an earlier one on this host died without stopping",
     "report.morning": "at notifications.report_at: the sweeps that ended in the day before, in one message",
 }

@@ -15,9 +15,10 @@ import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from gpuorch.catalog.refresh import catalog_path, write_catalog
+from gpuorch.errors import AuthError
 from gpuorch.provider.port import Provider, SupportsPriceRefresh
 
 log = logging.getLogger("gpuorch.catalog")
@@ -45,14 +46,22 @@ def price_source(provider: Provider) -> str:
     return provider.capabilities.price_source or f"{provider.name} offers()"
 
 
+class Alarm(Protocol):
+    """Told of a provider refusing the daemon's credentials: ``provider.credentials_failed``
+    (``reconciler.observe.credentials.CredentialAlarm``, which tells it once an hour)."""
+
+    def refused(self, provider: str, doing: str, error: AuthError) -> bool: ...
+
+
 class CatalogRefresher:
     """Refreshes each price-refreshing provider's catalog every ``every_s`` (``run_due``), keeping
-    the last good one on failure. ``start()`` runs it on a daemon thread until ``stop`` is set."""
+    the last good one on failure. ``start()`` runs it on a daemon thread until ``stop`` is set.
+    ``alarm``: told when a provider refuses its credentials, from the refresh's thread."""
 
     def __init__(self, providers: Mapping[str, Provider], home: Path, every_s: float,
-                 now: Callable[[], datetime]) -> None:
+                 now: Callable[[], datetime], alarm: Alarm | None = None) -> None:
         self.providers = {n: p for n, p in providers.items() if isinstance(p, SupportsPriceRefresh)}
-        self.home, self.every_s, self.now = home, every_s, now
+        self.home, self.every_s, self.now, self.alarm = home, every_s, now, alarm
         self.done_at: dict[str, datetime] = {}  # the last try, good or not
         self.errors: dict[str, str] = {}  # provider -> the last failure, until a refresh succeeds
 
@@ -72,6 +81,8 @@ class CatalogRefresher:
             except Exception as e:  # any failure: the last good catalog stays; try again next period
                 self.errors[name] = str(e)
                 log.warning("catalog refresh of %s failed (keeping the last good catalog): %s", name, e)
+                if isinstance(e, AuthError) and self.alarm is not None:
+                    self.alarm.refused(name, "refreshing the catalog", e)
                 continue
             self.errors.pop(name, None)
             refreshed.append(name)

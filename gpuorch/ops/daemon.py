@@ -213,7 +213,7 @@ class Daemon:
             from gpuorch.ops.catalog_refresh import CatalogRefresher
 
             CatalogRefresher(self.rec.providers, self.config.home, self.config.catalog_refresh_s,
-                             self.rec.clock.now).start(self.stop)
+                             self.rec.clock.now, self.rec.offers.alarm).start(self.stop)
         try:
             while not self._stopping:
                 outcome, wait = self._pass()

@@ -57,7 +57,7 @@ from gpuorch.reconciler.decide.actions import Launch
 from gpuorch.reconciler.decide.job import decide
 from gpuorch.reconciler.memo import Memo
 from gpuorch.reconciler.observe.leases import RENEW_WHEN_LEFT, LeaseLost, Leases
-from gpuorch.reconciler.observe.listing import Backoffs, Key, OfferCache, backoff_key, list_instances
+from gpuorch.reconciler.observe.listing import Backoffs, CredentialAlarm, Key, OfferCache, backoff_key, list_instances
 from gpuorch.reconciler.observe.rows import HeldRows, UnreadableSpec
 from gpuorch.reconciler.observe.snapshot import attempt_views
 from gpuorch.reconciler.observe.status_reads import Read, ReadKey, StatusReads, start_reads
@@ -102,7 +102,7 @@ class Reconciler:
         self.lease_s, self.backoff_s, self.offers_ttl_s = lease_s, backoff_s, offers_ttl_s
         self.logs, self.home = logs, home
         self.backoffs = Backoffs(store)  # the back-offs in force, read again after a commit
-        self.offers = OfferCache(self.providers, offers_ttl_s)
+        self.offers = OfferCache(self.providers, offers_ttl_s, CredentialAlarm(store, self.clock.now))
         self.leases = Leases(store, self.owner, lease_s)
         self._last_pass_at: datetime | None = None
         self.queued_limit = QUEUED_CLAIM_MIN  # queued jobs the next claim takes at most (run_pass)
@@ -119,7 +119,8 @@ class Reconciler:
         batch_txn = BatchTxn(store, self.leases, self.clock, lambda job_id: self.rows.drop(job_id))
         launching = Launching(self.providers, self._txn, self.money, self.settings, store.installation_id, backoff_s,
                               batch_txn, self.clock, batch_txn)
-        recording = Recording(self.providers, self._txn, self.settings, self.volumes, store.installation_id)
+        recording = Recording(self.providers, self._txn, self.settings, self.volumes, store.installation_id,
+                              self.offers.alarm)
         self.warm = Warm(store, self.providers, self._txn, self.money, launching._row, lambda: self.settings.poll_s,
                          lambda: heartbeat_every_s(self.settings))  # an idle instance's watcher hears it
         self.applier = Applier(self.providers, self._txn, self.leases, self.clock, self.money, self.volumes,
@@ -143,7 +144,7 @@ class Reconciler:
 
     def _observe(self) -> tuple[dict[Key, Instance], set[str]]:
         """Instances of this installation by (provider, job, attempt), and providers listed OK."""
-        return list_instances(self.providers, self.store.installation_id, self._keys)
+        return list_instances(self.providers, self.store.installation_id, self._keys, self.offers.alarm)
 
     def release_leases(self) -> None:
         self.leases.release()

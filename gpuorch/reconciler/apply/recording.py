@@ -27,6 +27,7 @@ from gpuorch.reconciler.apply.agent_config import agent_config, recorded_checkpo
 from gpuorch.reconciler.apply.money import Txn
 from gpuorch.reconciler.apply.volumes import Volumes
 from gpuorch.reconciler.decide import actions as A
+from gpuorch.reconciler.observe.credentials import CredentialAlarm
 from gpuorch.reconciler.observe.views import AttemptView, JobView, Settings
 from gpuorch.runners.port import RunnerUnavailable, VolumeMountFailed, VolumeNotReady
 from gpuorch.store.models import Attempt, AttemptStatus, Checkpoint, JobStatus, TerminationReason
@@ -36,9 +37,10 @@ log = logging.getLogger("gpuorch.reconciler")
 
 class Recording:
     def __init__(self, providers: Mapping[str, Provider], txn: Txn, settings: Settings, volumes: Volumes,
-                 installation: str) -> None:
+                 installation: str, alarm: CredentialAlarm | None = None) -> None:
         self.providers, self._txn, self.settings, self.volumes = providers, txn, settings, volumes
         self.installation = installation  # the store's: names every job's checkpoint prefix
+        self.alarm = alarm  # told of a runner refused its credentials (provider.credentials_failed)
 
     def start_agent(self, view: JobView, a: AttemptView, now: datetime, volume_id: str | None = None) -> bool:
         """Start the agent (idempotent; retried next pass while the runner is not ready); True if
@@ -78,6 +80,8 @@ class Recording:
             return str(e) or "the volume cannot be mounted"
         except AuthError as e:  # a person can mend credentials before the boot timeout: not the attempt's fault
             log.warning("job %s attempt %s: the runner cannot authenticate: %s", view.job.id, a.row.number, e)
+            if self.alarm is not None:
+                self.alarm.refused(a.row.provider, "starting the agent", e)
         except PermanentError as e:  # the runner says trying again will not help (a workdir that cannot be copied)
             return " ".join(str(e).split()) or f"the runner cannot start the agent ({e.code or 'no reason given'})"
         except VolumeNotReady as e:

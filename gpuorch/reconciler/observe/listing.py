@@ -11,9 +11,10 @@ from datetime import datetime
 
 from sqlmodel import select
 
-from gpuorch.errors import ProviderError
+from gpuorch.errors import AuthError, ProviderError
 from gpuorch.placement import Candidate, KeyedAvoid, OfferIndex
 from gpuorch.provider.port import Instance, Offer, Provider
+from gpuorch.reconciler.observe.credentials import CredentialAlarm
 from gpuorch.store import Store
 from gpuorch.store.models import Backoff
 
@@ -35,10 +36,11 @@ class OfferCache:
     the one ``OfferIndex`` of that list, built once per refresh and kept across passes (its
     memoised fits and placements with it). A provider in ``price_lists`` (the daemon's
     ``catalog_files``, ``gpuorch.provider.pricelists``) is priced from those offers instead of
-    its own ``offers()``."""
+    its own ``offers()``. ``alarm``: told of a provider refusing its credentials (``AuthError``),
+    which the pass's listing and the runners' starts share (``credentials.py``)."""
 
-    def __init__(self, providers: Mapping[str, Provider], ttl_s: float) -> None:
-        self.providers, self.ttl_s = providers, ttl_s
+    def __init__(self, providers: Mapping[str, Provider], ttl_s: float, alarm: CredentialAlarm | None = None) -> None:
+        self.providers, self.ttl_s, self.alarm = providers, ttl_s, alarm
         self.by_provider: dict[str, list[Offer]] = {}
         self.at: dict[str, datetime] = {}
         self._flat: list[Offer] | None = None
@@ -59,6 +61,8 @@ class OfferCache:
             except ProviderError as e:
                 log.warning("offers from %s unavailable this pass (keeping %d known): %s", name,
                             len(self.by_provider.get(name, [])), e)
+                if isinstance(e, AuthError) and self.alarm is not None:
+                    self.alarm.refused(name, "listing offers", e)
         if self._flat is None:
             self._flat = [o for offers in self.by_provider.values() for o in offers]
             self._index = None
@@ -84,12 +88,13 @@ class OfferCache:
 
 
 def list_instances(providers: Mapping[str, Provider], installation_id: str,
-                   keys: dict[int, tuple[Instance, Key | None]] | None = None) -> tuple[dict[Key, Instance], set[str]]:
+                   keys: dict[int, tuple[Instance, Key | None]] | None = None,
+                   alarm: CredentialAlarm | None = None) -> tuple[dict[Key, Instance], set[str]]:
     """Instances of this installation by (provider, job, attempt), and the providers listed OK.
     Of several instances for one key (there should be none), a live one wins. ``keys``: each
     instance's key (None: not this installation's) by object, from the last call; replaced by this
     call's. Providers hand out the same object while an instance is unchanged (the sim does), so
-    its tags are parsed once, not every pass."""
+    its tags are parsed once, not every pass. ``alarm``: told of a provider refusing its credentials."""
     found: dict[Key, Instance] = {}
     ok: set[str] = set()
     before = keys.copy() if keys else {}
@@ -100,6 +105,8 @@ def list_instances(providers: Mapping[str, Provider], installation_id: str,
             listed = p.list_managed()
         except ProviderError as e:
             log.warning("cannot list %s instances this pass: %s", name, e)
+            if isinstance(e, AuthError) and alarm is not None:
+                alarm.refused(name, "listing instances", e)
             continue
         ok.add(name)
         for inst in listed:
