@@ -17,7 +17,9 @@ recording.py, orphans.py), in order of a pass:
 is going, its attempt not yet ended), ``end.recorded``, ``pass.done``; and the warm pool's
 (``reconciler/apply/warm.py``, spec ``keep_warm``): ``warm.kept`` (an ended attempt's instance
 handed over, not yet recycled), ``warm.leased`` (a job's attempt recorded on a warm instance, its
-agent not started), ``warm.terminated`` (a release's terminate called, its period not yet closed).
+agent not started), ``warm.terminated`` (a release's terminate called, its period not yet closed);
+and a volume given at launch's (``reconciler/apply/volumes.py``, before ``launch.called``):
+``volume.intent`` (its place recorded, nothing made), ``volume.created`` (made, not yet recorded).
 """
 
 from __future__ import annotations
