@@ -18,6 +18,10 @@ RunnerOptions = Callable[[Instance], Mapping[str, Any]]
 # API, not the network path to the instance), as OpenSSH public key lines; None while it has
 # not reported them yet. See ``Runners``.
 HostKeySource = Callable[[Instance], Sequence[str] | None]
+# How a cloud VM powers itself off when a warm instance's daemon went silent (gpuorch.agent.idle):
+# the login has passwordless sudo on the clouds' images; AWS launches with shutdown behaviour
+# "terminate", GCP and Azure stop the VM (no GPU billing), and the daemon, back, releases it.
+IDLE_SHUTDOWN = "sudo -n shutdown -h now"
 
 
 class Runners:
@@ -76,6 +80,7 @@ class Runners:
             overrides["before_connect"] = self._pinner(instance, address, host_public, known_hosts)
         if self.notice is not None:
             overrides.setdefault("notice", self.notice)
+        overrides.setdefault("idle_shutdown_command", IDLE_SHUTDOWN)  # a cloud VM, never an SSH pool's host
         runner = SshRunner(*address, self.user, key_path, known_hosts, **overrides)
         self.forget(instance.id, unpin=False)  # an address change: the new pin replaced the old
         self._runners[instance.id] = (address, runner)

@@ -70,7 +70,9 @@ class SshRunner(Runner):
       docs/checkpoints.md).
     - ``notice``: the preemption notice source written into every agent.json (none by
       default: each adapter names its own cloud's, through ``Runners(notice=...)``);
-      ``shutdown_command`` fills the config's own when it has none.
+      ``shutdown_command`` fills the config's own when it has none. ``idle_shutdown_command``:
+      the idle watcher's when neither names one (``recycle``; a cloud VM's power-off, never a
+      pool host's).
     - ``agent_env``: extra environment for the agent process (e.g. ``GPUORCH_S3_ENDPOINT_URL``).
       Instances get cloud credentials from their own identity: never put keys here outside tests.
     - ``connect_attempts``, ``retry_wait_s``, ``retry_wait_max_s``: the bounded, jittered
@@ -86,7 +88,8 @@ class SshRunner(Runner):
     def __init__(
         self, host: str, port: int, user: str, key_path: Path, known_hosts_path: Path, *,
         remote_root: str = "~/gpuorch", python: str = "python3", notice: NoticeSource | None = None,
-        shutdown_command: str | None = None, agent_env: Mapping[str, str] | None = None,
+        shutdown_command: str | None = None, idle_shutdown_command: str | None = None,
+        agent_env: Mapping[str, str] | None = None,
         connect_timeout: float = 10.0, connect_attempts: int = 5, retry_wait_s: float = 1.0,
         retry_wait_max_s: float = 10.0, io_timeout: float = 60.0, volume_tools: MountTools | None = None,
         before_connect: Callable[[], None] | None = None,
@@ -104,6 +107,7 @@ class SshRunner(Runner):
         self.remote_root, self.python = remote_root, python
         self.notice = notice if notice is not None else NoticeSource(kind="none")
         self.shutdown_command = shutdown_command
+        self.idle_shutdown_command = idle_shutdown_command
         self.agent_env = dict(agent_env or {})
         self.volume_tools = volume_tools
         self._root: str | None = None  # remote_root with ~ resolved, once connected
@@ -190,7 +194,7 @@ class SshRunner(Runner):
         the instance cannot be reached."""
         def reset(client: paramiko.SSHClient, sftp: paramiko.SFTPClient) -> None:
             recycle.recycle(client, sftp, self.connection.exec, self._root_path(sftp), self._run_path(sftp),
-                            self._bundle(sftp), self.python, self.shutdown_command)
+                            self._bundle(sftp), self.python, self.shutdown_command or self.idle_shutdown_command)
 
         self.connection.call("recycle the instance", reset)
 
