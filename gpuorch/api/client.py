@@ -102,6 +102,11 @@ class Client:
     def cancel(self, ref: str) -> dict[str, Any]:
         return self._json("POST", f"/jobs/{_q(ref)}/cancel")
 
+    def warm(self) -> list[dict[str, Any]]:
+        """``GET /v1/warm``: the warm instances (``gpuorch.warm.status.open_periods``); ``keep_until``
+        stays its ISO text."""
+        return self._json("GET", "/warm")
+
     def daemon(self) -> dict[str, Any]:
         state = self._json("GET", "/daemon")
         for key in ("last_pass_at", "stopped_at"):  # back to datetimes, as JobService returns them

@@ -202,6 +202,12 @@ def create_app(service: JobService, token: str, uploads: Path, limits: ApiConfig
     def daemon() -> Response:
         return _json(service.daemon())
 
+    @r.get("/warm")
+    def warm() -> Response:  # the warm instances (spec keep_warm) and their idle cost so far
+        from gpuorch.warm.status import open_periods
+
+        return _json(open_periods(service, service.now()))
+
     @r.post("/jobs/{ref}/cancel")
     def cancel(ref: str) -> Response:
         return _json(service.cancel(ref))

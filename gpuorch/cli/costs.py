@@ -44,4 +44,5 @@ def cost(since: str = typer.Option(None, "--since", help="From: 2026-11-28, 2026
                                    for e, c in zip(extra, cells, strict=True)], str(r["attempts"]), f"${r['cost']:.4f}")
     period = f"since {start:%Y-%m-%d %H:%M} UTC" if start else "all time"
     show(t, wide=wide)
-    typer.echo(f"total ${report['total']:.4f} ({period})")
+    idle = f", of which ${report['idle']:.4f} warm instances' idle time" if report.get("idle") else ""
+    typer.echo(f"total ${report['total']:.4f} ({period}{idle})")

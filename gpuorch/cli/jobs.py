@@ -163,7 +163,7 @@ def status(ctx: typer.Context, job: str = typer.Argument(None, help="Show one jo
     state = _daemon_state(backend)
     if json_out:  # the daemon's state is in the JSON; the warning line is for people
         # one job: its lease holder (a job row's "daemon") moves into the object, as "holder"
-        emit_json({"daemon": state, "jobs": data} if job is None
+        emit_json({"daemon": state, "jobs": data, "warm": _warm(backend)} if job is None
                   else {**detail, "daemon": state and {**state, "holder": detail.get("daemon")}})
         return
     from rich.console import Console
@@ -203,15 +203,24 @@ def status(ctx: typer.Context, job: str = typer.Argument(None, help="Show one jo
     show(t, wide=wide)
 
 
-def _warm_table(backend: Any, wide: bool) -> None:
-    """The warm instances (spec ``keep_warm``) and their idle cost so far, on this host's store."""
+def _warm(backend: Any) -> list[dict[str, Any]] | None:
+    """The warm instances (spec ``keep_warm``) and their idle cost so far, from the store or the
+    API (``GET /v1/warm``); None from a server older than that endpoint."""
     from gpuorch.jobs.service import JobService
 
-    if not isinstance(backend, JobService):
-        return
-    from gpuorch.warm.status import open_periods
+    if isinstance(backend, JobService):
+        from gpuorch.warm.status import open_periods
 
-    rows = open_periods(backend, backend.now())
+        return open_periods(backend, backend.now())
+    try:
+        return list(backend.warm())
+    except GpuorchError:
+        return None
+
+
+def _warm_table(backend: Any, wide: bool) -> None:
+    """The warm instances (spec ``keep_warm``) and their idle cost so far."""
+    rows = _warm(backend)
     if rows:
         from rich.table import Table
 

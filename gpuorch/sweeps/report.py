@@ -12,7 +12,9 @@ Spend per attempt, by use (the footer, ``spend``):
 - ``unfinished``: attempts whose checkpoint a later attempt resumed from, of trials that then
   stopped unfinished (budget, deadline, cancel, failure);
 - ``wasted``: attempts stopped with no use: no finished result, no pruning decision, and no
-  checkpoint that a later attempt resumed from.
+  checkpoint that a later attempt resumed from;
+- ``idle``: warm instances' idle time (spec ``keep_warm``), billed to the trial that left each
+  warm (as the caps count it), also in that trial's ``cost`` (``idle_cost`` alone).
 """
 
 from __future__ import annotations
@@ -27,10 +29,20 @@ from sqlmodel import Session, col, select
 
 from gpuorch.jobs.counts import counts
 from gpuorch.money.cost import attempt_cost
-from gpuorch.store.models import Attempt, AttemptStatus, Checkpoint, Job, JobStatus, Sweep, TerminationReason
+from gpuorch.store.models import (
+    Attempt,
+    AttemptStatus,
+    Checkpoint,
+    Job,
+    JobStatus,
+    Sweep,
+    TerminationReason,
+    WarmInstance,
+)
 from gpuorch.sweeps.intent import trials_of
+from gpuorch.warm.ledger import idle_cost
 
-BUCKETS = ("finished", "pruned", "held", "running", "unfinished", "wasted")
+BUCKETS = ("finished", "pruned", "held", "running", "unfinished", "wasted", "idle")
 
 
 def _number(v: Any) -> float | None:
@@ -84,6 +96,9 @@ def sweep_report(s: Session, sweep: Sweep, now: datetime) -> dict[str, Any]:
     for jid, name, attempt in s.exec(select(Checkpoint.job_id, Checkpoint.name, Checkpoint.attempt).where(
             col(Checkpoint.job_id).in_(ids))).all():
         made.setdefault(jid, {})[name] = attempt
+    idle: dict[int, float] = {}  # trial id -> its warm instances' idle cost
+    for w in s.exec(select(WarmInstance).where(col(WarmInstance.job_id).in_(ids))):
+        idle[w.job_id] = idle.get(w.job_id, 0.0) + idle_cost(w, now)
     metric, mode = sweep.objective_metric, sweep.objective_mode
     source = (json.loads(sweep.spec).get("objective") or {}).get("source", "metrics") if metric else "metrics"
     spend = dict.fromkeys(BUCKETS, 0.0)
@@ -93,6 +108,7 @@ def sweep_report(s: Session, sweep: Sweep, now: datetime) -> dict[str, Any]:
         costs = [attempt_cost(a, now) for a in mine]
         for use, c in zip(_uses(j, mine, made.get(j.id or 0, {})), costs, strict=True):
             spend[use] += c
+        spend["idle"] += idle.get(j.id or 0, 0.0)
         metrics = json.loads(j.metrics) if j.metrics else {}
         result = json.loads(j.result) if j.result else None
         values = (result if isinstance(result, dict) else {}) if source == "result" else metrics
@@ -100,7 +116,8 @@ def sweep_report(s: Session, sweep: Sweep, now: datetime) -> dict[str, Any]:
             "id": j.id, "name": j.name, "status": j.status.value, "message": j.message,
             "params": json.loads(j.params) if j.params else {}, "metrics": metrics,
             "value": _number(values.get(metric)) if metric else None, "step": _number(metrics.get("step")),
-            "cost": round(sum(costs), 6), "attempts": len(mine), **counts(mine), "preemptions": j.preemptions,
+            "cost": round(sum(costs) + idle.get(j.id or 0, 0.0), 6), "idle_cost": round(idle.get(j.id or 0, 0.0), 6),
+            "attempts": len(mine), **counts(mine), "preemptions": j.preemptions,
             "runtime_s": round(sum(((a.ended_at or now) - a.launched_at).total_seconds()
                                    for a in mine if a.launched_at is not None), 1),
         })

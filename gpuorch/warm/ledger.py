@@ -17,7 +17,7 @@ from datetime import datetime
 from sqlmodel import Session, col, or_, select
 
 from gpuorch.money.cost import attempt_cost
-from gpuorch.store.models import Attempt, WarmInstance
+from gpuorch.store.models import Attempt, Job, WarmInstance
 from gpuorch.store.states import AttemptStatus
 
 
@@ -34,6 +34,17 @@ def idle_attempt(w: WarmInstance) -> Attempt:
 def idle_cost(w: WarmInstance, now: datetime) -> float:
     """USD the idle period has cost by ``now`` (all of it once ended)."""
     return attempt_cost(idle_attempt(w), now)
+
+
+def report_rows(s: Session, since: datetime | None) -> Iterator[tuple[Attempt, Job]]:
+    """(idle attempt, the job that left it warm) of every idle period open at or after ``since``
+    (all with None): ``gpuorch cost``'s rows of idle time (``money.report``; a negative number,
+    like a volume's: no attempt of the job's count)."""
+    q = select(WarmInstance, Job).join(Job, col(Job.id) == col(WarmInstance.job_id))
+    if since is not None:
+        q = q.where(or_(col(WarmInstance.ended_at).is_(None), col(WarmInstance.ended_at) >= since))
+    for w, job in s.exec(q):
+        yield idle_attempt(w), job
 
 
 def ledger_rows(s: Session, since: datetime, sweeps: Iterable[int | None]) -> Iterator[tuple[Attempt, int | None]]:

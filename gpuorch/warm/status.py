@@ -6,23 +6,35 @@ on its cold start), else through the store."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
-from gpuorch.warm.ledger import idle_cost
-
-if TYPE_CHECKING:
-    from gpuorch.store.models import WarmInstance
+from gpuorch.money.cost import attempt_cost
 
 OPEN_SQL = "SELECT * FROM warminstance WHERE ended_at IS NULL ORDER BY id"
+
+
+@dataclass
+class _Idle:
+    """An idle period as billing reads it (``money.cost.Billed``), as ``ledger.idle_attempt`` bills
+    it, without the ORM: ``status --json`` reads the store with the stdlib only."""
+
+    launched_at: datetime | None
+    ended_at: datetime | None
+    price_per_hour: float
+    billing_granularity_s: int
+    min_billing_s: int = 0  # the launch paid the minimum
+    price_changes: str | None = None
 
 
 def summary(w: Any, now: datetime) -> dict[str, Any]:
     """One open idle period (a ``WarmInstance`` or a lite row with its attributes) for people and JSON."""
     idle = max(0.0, (now - w.idle_since).total_seconds())
+    billed = _Idle(w.idle_since, w.ended_at, w.price_per_hour, w.billing_granularity_s)
     return {"instance_id": w.instance_id, "provider": w.provider, "zone": w.zone, "instance_type": w.instance_type,
             "spot": bool(w.spot), "status": w.status, "job_id": w.job_id, "idle_s": round(idle, 3),
-            "idle_usd": round(idle_cost(cast("WarmInstance", w), now), 6), "price_per_hour": w.price_per_hour,
+            "idle_usd": round(attempt_cost(billed, now), 6), "price_per_hour": w.price_per_hour,
             "keep_until": w.keep_until.isoformat()}
 
 

@@ -18,6 +18,7 @@ subprocess cannot be used here: the fake's machines are reached through the prov
 from __future__ import annotations
 
 import getpass
+import secrets
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -28,10 +29,18 @@ import yaml
 from lambda_machines import KEY, FakeLambda, Machines
 from sqlmodel import select
 
+from gpuorch.api.client import Client
+from gpuorch.api.server import ApiThread
+from gpuorch.money.cost import attempt_cost
+from gpuorch.money.report import cost_report
+from gpuorch.ops.config import ApiConfig
 from gpuorch.store.models import Job, JobStatus, WarmInstance
+from gpuorch.sweeps.report import sweep_report
 from gpuorch.testing import wait_until
 from gpuorch.testing.daemon import AssembledDaemon
 from gpuorch.testing.e2e import events
+from gpuorch.warm.ledger import idle_cost
+from gpuorch.warm.status import open_periods
 
 pytestmark = [pytest.mark.lambdalabs, pytest.mark.timeout(120)]
 
@@ -95,6 +104,23 @@ def warm_rows(d: AssembledDaemon) -> list[WarmInstance]:
         return list(s.exec(select(WarmInstance).order_by(WarmInstance.id)))  # type: ignore[arg-type]
 
 
+def check_costs(d: AssembledDaemon, sweep_id: int) -> float:
+    """`gpuorch cost` and the sweep's table count the idle time, billed to the trial that left it
+    warm, on top of the attempts; the idle USD."""
+    now = d.rec.clock.now()
+    idle_usd = sum(idle_cost(w, now) for w in warm_rows(d))
+    with d.store.read() as s:
+        by_job = cost_report(s, None, now, "job")
+        table = sweep_report(s, d.sweep(sweep_id), now)
+    assert by_job["idle"] == pytest.approx(idle_usd, abs=1e-6)
+    attempts = sum(attempt_cost(a, now) for j in trials(d, sweep_id) for a in d.attempts(j.id or 0))
+    assert by_job["total"] == pytest.approx(attempts + idle_usd, abs=1e-6)
+    assert table["spend"]["idle"] == pytest.approx(idle_usd, abs=1e-6)
+    assert table["spent"] == pytest.approx(by_job["total"], abs=1e-6)
+    assert sum(t["idle_cost"] for t in table["trials"]) == pytest.approx(idle_usd, abs=1e-6)
+    return idle_usd
+
+
 def test_two_trials_run_back_to_back_on_one_lambda_instance(tmp_path, fake, machines):
     out = tmp_path / "out"
     out.mkdir()
@@ -117,8 +143,8 @@ def test_two_trials_run_back_to_back_on_one_lambda_instance(tmp_path, fake, mach
         # Nothing queued fits it any more: released at once, and it is no longer billing.
         until(d, machines, lambda: all(w.ended_at is not None for w in warm_rows(d)), "the release")
         assert not fake.live()
-        # Idle time is money: in the cost report, as its own line, and in the sweep's total.
-        # COST-CHECK
+        assert len(warm_rows(d)) == 2  # leased by trial 2 in the pass it went idle; then released
+        check_costs(d, sweep_id)
 
 
 def test_a_dead_daemon_leaves_the_idle_watcher_to_power_the_instance_off(tmp_path, fake, machines):
@@ -134,6 +160,16 @@ def test_a_dead_daemon_leaves_the_idle_watcher_to_power_the_instance_off(tmp_pat
         w = until(d, machines, lambda: (rows := warm_rows(d)) and rows[0].status == "idle" and rows[0],
                   "the first trial's instance to idle, warm")
         root = machines.remote_root(w.instance_id)
+        # `status --json` and the HTTP API list it, with its idle cost so far.
+        [shown] = open_periods(d.service, d.rec.clock.now())
+        assert (shown["instance_id"], shown["job_id"], shown["provider"]) == (w.instance_id, first.id, "lambda")
+        token = secrets.token_urlsafe(16)
+        api = ApiThread(d.config.model_copy(update={"api": ApiConfig(token=token, port=0)}), d.store).start()
+        try:
+            [remote] = Client(api.url, token).warm()
+        finally:
+            api.stop()
+        assert remote["instance_id"] == w.instance_id and remote["idle_usd"] >= 0
         # Alive, the daemon keeps the watcher quiet: passes for longer than the timeout change nothing.
         wait_until(lambda: (root / "idle.log").exists(), timeout_s=30, what="the idle watcher")
         deadline = d.rec.clock.now() + timedelta(seconds=2 * HEARTBEAT_TIMEOUT_S)
@@ -147,3 +183,4 @@ def test_a_dead_daemon_leaves_the_idle_watcher_to_power_the_instance_off(tmp_pat
     with start(tmp_path / "home", fake, machines) as again:  # back: the period closes, nothing to terminate
         until(again, machines, lambda: warm_rows(again)[0].ended_at is not None, "the idle period to close")
         assert (warm_rows(again)[0].reason or "").startswith("its instance ended"), warm_rows(again)[0].reason
+        assert check_costs(again, sweep_id) > 0  # the idle time until the power-off is billed
