@@ -65,8 +65,17 @@ class KeyedAvoid:
 # Spec fields placement never reads (what runs, and what decide applies after ranking): left out
 # of ``placement_key`` so that jobs differing only in them share a placement. Every other field,
 # including one added later, is part of the key: at worst a memo miss, never a wrong answer.
+# ``max_wait`` and ``deadline`` choose between the ranked candidates (owned capacity or a burst:
+# ``decide.owned``), ``keep_warm`` whether a warm instance takes the job (``decide.warm``), the
+# lifetime fields (``kind``, ``max_duration``, ``idle_stop``, ``idle_gpu_util``) when it ends, and
+# ``notify`` whom to tell: none changes the ranking itself, which is all the memo holds.
 NOT_PLACEMENT = frozenset({"name", "run", "setup", "workdir", "env", "retry", "recovery", "budget", "deadline",
-                           "volume", "max_wait"})
+                           "volume", "max_wait", "keep_warm", "kind", "max_duration", "idle_stop", "idle_gpu_util",
+                           "notify"})
+# The fields placement reads, or may (a field here that it does not read costs a memo miss, no
+# more). Every JobSpec field is in exactly one of the two sets (tests/placement/test_fields.py).
+PLACEMENT = frozenset({"resources", "model", "distributed", "nodes", "spot_policy", "spot_price",
+                       "max_price_per_hour", "providers", "regions", "checkpoint", "image"})
 
 
 def placement_key(spec: JobSpec) -> str:
