@@ -18,7 +18,8 @@ import typer
 import gpuorch
 from gpuorch.cli.app import app
 
-COMMAND_MODULES = ("jobs", "ops", "serve", "planning", "simulate", "catalog", "costs", "sweeps", "debug", "dev")
+COMMAND_MODULES = ("jobs", "ops", "serve", "planning", "simulate", "catalog", "costs", "sweeps", "debug", "dev",
+                   "volumes")
 
 # The module that defines each top-level command or group; tests/cli/test_lazy_cli.py checks it
 # against what the modules register. A command missing here still works: main imports them all.
@@ -29,7 +30,7 @@ COMMANDS = {
     "estimate": "planning", "offers": "planning", "plan": "planning",
     "simulate": "simulate",
     "catalog": "catalog",
-    "cost": "costs",
+    "cost": "costs", "volume": "volumes",
     "sweep": "sweeps",
     "debug": "debug",
     "dev": "dev", "ssh": "dev", "port": "dev",

@@ -75,3 +75,18 @@ def test_gpuorch_cost_counts_storage(store: Store) -> None:
     report = json.loads(CliRunner().invoke(app, ["cost", "--by", "provider", "--json"]).output)
     [row] = report["rows"]
     assert (row["key"], row["cost"], row["attempts"]) == ("runpod", pytest.approx(10 * HOUR, abs=1e-6), 0)
+
+
+def test_gpuorch_volume_list_shows_each_volume_and_its_storage_cost(store: Store) -> None:
+    done = volume_job(store, "done", T0, T0 + timedelta(hours=10))
+    live = volume_job(store, "live", T0, None)
+    cli = CliRunner()
+    rows = json.loads(cli.invoke(app, ["volume", "list", "--json"]).output)["volumes"]
+    assert [(r["job"], r["provider"], r["zone"], r["volume_id"], r["size_gib"], r["deleted_at"]) for r in rows] == [
+        (live, "runpod", "secure", "nv1", 100, None)]
+    assert rows[0]["storage_cost"] > 0 and rows[0]["usd_per_gib_month"] == 0.07
+    every = json.loads(cli.invoke(app, ["volume", "list", "--deleted", "--json"]).output)["volumes"]
+    assert [r["job"] for r in every] == [done, live]
+    assert every[0]["storage_cost"] == pytest.approx(10 * HOUR, abs=1e-6)
+    table = cli.invoke(app, ["volume", "list"])
+    assert table.exit_code == 0 and "nv1" in table.output and "1 volume, storage $" in table.output
