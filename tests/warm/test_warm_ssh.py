@@ -138,6 +138,8 @@ def test_two_trials_run_back_to_back_on_one_lambda_instance(tmp_path, fake, mach
         # Each trial's run directory was set aside on the instance, over SFTP, and the idle
         # watcher removes all but the newest.
         runs = machines.remote_root(next(iter(used))) / "runs"
+        # The first idle period's watcher stood down when trial 2's agent started there.
+        assert "idle watcher done: taken" in (runs.parent / "idle.log").read_text()
         wait_until(lambda: [p.name.split("-")[:2] for p in runs.iterdir()] == [["1", str(done[1].id)]],
                    timeout_s=30, what="the older run directory removed")
         # Nothing queued fits it any more: released at once, and it is no longer billing.
