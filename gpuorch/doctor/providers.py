@@ -63,6 +63,8 @@ def capabilities(provider: Provider) -> str:
                                     ("simulated reclaims (debug preempt)", SupportsPreemptionInjection),
                                     ("self-check", SupportsDoctor)) if isinstance(provider, cap)]
     declared = provider.capabilities
+    if declared.volumes_at_launch:
+        has.insert(0, "volumes (given at launch)")
     if declared.runs_containers:
         has.append("container images")
     if declared.max_nodes > 1:

@@ -96,3 +96,9 @@ def test_a_reclaimed_volume_job_finds_its_data_on_the_next_pod(tmp_path: Path, f
         with d.store.read() as s:  # its storage billed from its making to its deletion (gpuorch.money.storage)
             [billed] = periods(s, [job])
         assert (billed.provider, billed.size_gib, billed.rate) == ("runpod", vol.size, 0.07) and billed.end is not None
+
+
+def test_doctor_says_volumes_are_given_at_launch(rp: RunpodProvider) -> None:
+    from gpuorch.doctor.providers import capabilities
+
+    assert "volumes (given at launch)" in capabilities(rp)
