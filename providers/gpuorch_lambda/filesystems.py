@@ -60,10 +60,20 @@ def boot_links(names_and_mounts: list[tuple[str, str]]) -> list[list[str]]:
 
 
 class FileSystems:
-    """The ``SupportsLaunchVolumes`` half of ``LambdaProvider`` (its ``_api`` and ``options``)."""
+    """The ``SupportsLaunchVolumes`` half of ``LambdaProvider`` (its ``_api`` and ``options``), and
+    what ``submit`` checks of a job's ``volume:`` (capability ``disk_types``): no disk types to
+    choose (a ``volume.type`` is refused here), no size limit (a filesystem grows as it is written)."""
 
     _api: LambdaApi
     options: LambdaOptions
+
+    @classmethod
+    def volume_types(cls, options: dict[str, Any]) -> tuple[str, ...]:
+        return ()
+
+    @classmethod
+    def volume_size_range(cls, options: dict[str, Any], disk_type: str | None = None) -> tuple[float, float] | None:
+        return None
 
     def can_carry_volume(self, offer: Offer) -> bool:
         return True  # every instance type mounts filesystems of its region

@@ -42,7 +42,7 @@ class LambdaProvider(FileSystems, Provider):
     name = PROVIDER
     # The agent runs the job's image with the host's Docker (Lambda Stack ships it).
     capabilities = Capabilities(
-        runs_containers=True, volumes_at_launch=True,
+        runs_containers=True, volumes_at_launch=True, disk_types=True,
         price_source="Lambda Cloud API GET /instance-types (price_cents_per_hour, regions_with_capacity_available)")
 
     def __init__(self, options: LambdaOptions, *, api_key: str, home: Path | None = None,

@@ -53,7 +53,7 @@ class RunpodProvider(NetworkVolumes, Provider):
     name = PROVIDER
     # A pod is itself a container of the image RunPod starts: a job's ``image:`` is the pod's image
     # (``LaunchRequest.image``), and the agent runs the job's commands in it directly (InImageRunner).
-    capabilities = Capabilities(runs_containers=True, volumes_at_launch=True)
+    capabilities = Capabilities(runs_containers=True, volumes_at_launch=True, disk_types=True)
 
     def __init__(self, options: RunpodOptions, key: str, *, home: Path | None = None,
                  runner_options: RunnerOptions | None = None, sleep: Callable[[float], None] = time.sleep,

@@ -46,10 +46,20 @@ def to_volume(d: dict[str, Any]) -> Volume | None:
 
 
 class NetworkVolumes:
-    """The ``SupportsLaunchVolumes`` half of ``RunpodProvider`` (its ``_api`` and ``options``)."""
+    """The ``SupportsLaunchVolumes`` half of ``RunpodProvider`` (its ``_api`` and ``options``), and
+    what ``submit`` checks of a job's ``volume:`` (capability ``disk_types``): no disk types to
+    choose (a ``volume.type`` is refused here), 1 to 4000 GB."""
 
     _api: RunpodApi
     options: RunpodOptions
+
+    @classmethod
+    def volume_types(cls, options: dict[str, Any]) -> tuple[str, ...]:
+        return ()
+
+    @classmethod
+    def volume_size_range(cls, options: dict[str, Any], disk_type: str | None = None) -> tuple[float, float] | None:
+        return (1.0, float(MAX_GB))
 
     def _listed(self) -> list[dict[str, Any]]:
         data = self._api.query(doc.NETWORK_VOLUMES, what="list network volumes")

@@ -51,7 +51,7 @@ class VastProvider(MachineVolumes, Provider):
 
     name = PROVIDER
     # The instance is started from the job's image; the agent runs the job in it.
-    capabilities = Capabilities(runs_containers=True, volumes_at_launch=True)
+    capabilities = Capabilities(runs_containers=True, volumes_at_launch=True, disk_types=True)
 
     def __init__(self, options: VastOptions, api_key: str, *, home: Path | None = None,
                  sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,

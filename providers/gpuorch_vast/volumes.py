@@ -46,10 +46,20 @@ def to_volume(row: dict[str, Any], region: str = "") -> Volume | None:
 
 
 class MachineVolumes:
-    """The ``SupportsLaunchVolumes`` half of ``VastProvider`` (its ``api`` and ``options``)."""
+    """The ``SupportsLaunchVolumes`` half of ``VastProvider`` (its ``api`` and ``options``), and
+    what ``submit`` checks of a job's ``volume:`` (capability ``disk_types``): no disk types to
+    choose (a ``volume.type`` is refused here); the size a host can hold is known only at launch."""
 
     api: VastApi
     options: VastOptions
+
+    @classmethod
+    def volume_types(cls, options: dict[str, Any]) -> tuple[str, ...]:
+        return ()
+
+    @classmethod
+    def volume_size_range(cls, options: dict[str, Any], disk_type: str | None = None) -> tuple[float, float] | None:
+        return None
 
     def can_carry_volume(self, offer: Offer) -> bool:
         return True  # a volume offer comes with a machine's ask (NoCapacityError when none)

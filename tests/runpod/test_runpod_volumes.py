@@ -102,3 +102,23 @@ def test_doctor_says_volumes_are_given_at_launch(rp: RunpodProvider) -> None:
     from gpuorch.doctor.providers import capabilities
 
     assert "volumes (given at launch)" in capabilities(rp)
+
+
+def test_submit_refuses_a_disk_type_or_a_size_runpod_cannot_make() -> None:
+    from gpuorch.errors import UserInputError
+    from gpuorch.jobs.spec import JobSpec
+    from gpuorch.jobs.submitcheck import volume_scope
+    from gpuorch.registry import volume_size_ranges, volume_types, with_volumes
+
+    config: dict[str, dict] = {"runpod": {}}
+
+    def scope(volume: dict) -> JobSpec:
+        spec = JobSpec.model_validate({"name": "v", "run": "x", "providers": ["runpod"], "volume": volume})
+        return volume_scope(spec, ["runpod"], with_volumes(config), "job.yaml", sizes=volume_size_ranges(config),
+                            types=volume_types(config))
+
+    assert scope({"size": "100GB", "mount": "/data"}).providers == ["runpod"]
+    with pytest.raises(UserInputError, match=r"^job.yaml: volume.type: 'gp3' is not a disk type"):
+        scope({"size": "100GB", "mount": "/data", "type": "gp3"})
+    with pytest.raises(UserInputError, match=r"^job.yaml: volume.size: 5000 GiB is outside .*runpod 1 to 4000 GiB"):
+        scope({"size": "5000GB", "mount": "/data"})
