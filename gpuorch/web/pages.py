@@ -114,11 +114,12 @@ def jobs_page(data: dict[str, Any], csrf: str | None = None, *, notice: str | No
     """``csrf``: the session's token for each unfinished job's Cancel (None: a bearer-token request, no forms)."""
     newest = list(reversed(data["jobs"]))[:MAX_JOB_ROWS]
     asked = data.get("cancelling", set())
-    rows = [[_job_link(j), escape(j["name"]), _status(j["status"]), runs_label(j), str(j["preemptions"]),
-             escape(j["where"] or "-"), escape(j["last_checkpoint"] or "-"), _usd(j["cost"]),
+    # KIND: job, or dev (a dev box: docs/dev-boxes.md), as `gpuorch status` shows it; hidden on a phone
+    rows = [[_job_link(j), escape(j["name"]), escape(j.get("kind", "job")), _status(j["status"]), runs_label(j),
+             str(j["preemptions"]), escape(j["where"] or "-"), escape(j["last_checkpoint"] or "-"), _usd(j["cost"]),
              escape(j["message"] or "")] for j in newest]
-    headers = ["ID", "NAME", "STATUS", "RUNS", "PREEMPT", "WHERE", "CHECKPOINT", "COST", "NOTE"]
-    cols = ["", "wrap", "", "brk", "opt", "opt wrap", "opt wrap", "", "wrap"]  # brk: "1 (3 tries)" may break
+    headers = ["ID", "NAME", "KIND", "STATUS", "RUNS", "PREEMPT", "WHERE", "CHECKPOINT", "COST", "NOTE"]
+    cols = ["", "wrap", "opt", "", "brk", "opt", "opt wrap", "opt wrap", "", "wrap"]  # brk: "1 (3 tries)" may break
     acts = [forms.job_row_action(j, j["id"] in asked, csrf) for j in newest]
     if any(acts):  # a column only where some row can be acted on (a session, an unfinished job)
         for row, act in zip(rows, acts, strict=True):
@@ -164,7 +165,8 @@ def job_page(data: dict[str, Any], now: datetime, csrf: str | None = None, *, no
     attempts = j["attempt_list"]
     spans = [{"number": a["number"], "start": a["started_at"] or a["requested_at"], "end": a["ended_at"],
               "outcome": _outcome(a), "label": _span_label(a)} for a in attempts]
-    summary = (f"<dl class=summary><dt>status</dt><dd>{_status(j['status'])} {escape(j['message'] or '')}</dd>"
+    summary = (f"<dl class=summary><dt>kind</dt><dd>{escape(j.get('kind', 'job'))}</dd>"
+               f"<dt>status</dt><dd>{_status(j['status'])} {escape(j['message'] or '')}</dd>"
                f"<dt>cost</dt><dd>{_usd(j['cost'])}</dd><dt>runs</dt><dd>{runs_label(j)} "
                f"({j['preemptions']} preempted)</dd><dt>lost work</dt><dd>{j['lost_work_s']:.0f} s</dd>"
                f"<dt>created</dt><dd>{_ts(j['created_at'])}</dd><dt>finished</dt><dd>{_ts(j['finished_at'])}</dd>"

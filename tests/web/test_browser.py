@@ -165,7 +165,9 @@ def test_the_jobs_table_fits_1920_px_and_a_phone(browser, scenario):
             expect(page.locator("table.jobs tbody tr")).to_have_count(4)
             _unclipped(page, "table.jobs")
             if not mobile:  # every column shown on a desktop; the checkpoint's long path wraps
-                assert page.locator("table.jobs thead th:visible").count() == 9  # every job ended: no Cancel column
+                assert page.locator("table.jobs thead th:visible").count() == 10  # every job ended: no Cancel column
+            else:  # the kind, like the preemptions, is hidden on a phone (`gpuorch status` shows it)
+                assert page.locator("table.jobs thead th", has_text="KIND").is_hidden()
             _shot(page, f"jobs-{size['width']}")
         finally:
             ctx.close()
