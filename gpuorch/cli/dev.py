@@ -40,12 +40,14 @@ def dev(ctx: typer.Context, name: str = typer.Argument(..., help="The box's name
                                             help="Percent: a GPU below it counts as idle."),
         max_duration: str = typer.Option(None, "--max-duration", help="End the box after this much running: 8h."),
         provider: list[str] = typer.Option(None, "--provider", help="Only these providers (repeatable)."),
+        env: list[str] = typer.Option(None, "--env", help="KEY=VALUE in the box's environment (repeatable), "
+                                      "checked as a job spec's env is: HF_HOME=/data/hf."),
         json_out: bool = JSON_OPTION) -> None:
     """Start an interactive dev box on the cheapest offer that fits (on-demand unless --spot).
 
     Run again for a box that idle stop stopped: it starts again with the same volume.
 
-    Example: gpuorch dev nb --gpu L4:1 --volume 100GB --idle-stop 30m && gpuorch ssh nb
+    Example: gpuorch dev nb --gpu L4:1 --volume 100GB --idle-stop 30m --env HF_HOME=/data/hf && gpuorch ssh nb
     """
     from gpuorch.cli.jobs import _errors, _local
     from gpuorch.clock import utcnow
@@ -54,10 +56,13 @@ def dev(ctx: typer.Context, name: str = typer.Argument(..., help="The box's name
     _no_server(ctx, "gpuorch dev")
     request = BoxRequest(name=name, gpu=gpu, model=model, method=method, image=image, volume=volume, spot=spot,
                          idle_stop=idle_stop, idle_gpu_util=idle_gpu_util, max_duration=max_duration,
-                         providers=tuple(provider or ()))
+                         providers=tuple(provider or ()), env=_env(env))
     with _errors():
         answer = start(_local(), request, utcnow())
-    warnings = [w for w in (SPOT_WARNING if spot and answer["started"] == "new" else None, answer.get("warning")) if w]
+    new = answer["started"] == "new"
+    kept = None if new or not env else (f"--env: box {answer['id']} keeps the environment it was created with; "
+                                        f"for a new one, gpuorch cancel {answer['name']} first")
+    warnings = [w for w in (SPOT_WARNING if spot and new else None, kept, answer.get("warning")) if w]
     for w in warnings:
         typer.echo(f"warning: {w}", err=True)
     if json_out:
@@ -66,6 +71,27 @@ def dev(ctx: typer.Context, name: str = typer.Argument(..., help="The box's name
     verb = {"new": "queued", "again": "queued again (its volume kept)", "running": "is already " + answer["status"]}
     typer.echo(f"dev box {answer['id']} ({answer['name']}) {verb[answer['started']]}; "
                f"`gpuorch ssh {answer['name']}` once `gpuorch status` says running")
+
+
+def _env(items: list[str] | None) -> dict[str, str]:
+    """``--env KEY=VALUE`` (repeatable) as the spec's ``env``, each name and value checked as a job
+    spec's are (``jobs.validate``); a bad one fails here, one line naming ``--env``, nothing stored."""
+    from gpuorch.jobs import validate as v_
+
+    out: dict[str, str] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep:
+            fail(f"gpuorch dev: --env {item!r}: expected KEY=VALUE, like --env HF_HOME=/data/hf")
+        if key in out:
+            fail(f"gpuorch dev: --env {key}: given twice; keep one")
+        try:
+            out[v_.env_name(key)] = v_.env_value(value)
+        except ValueError as e:
+            fail(f"gpuorch dev: --env {item!r}: {e}")
+    if len(out) > v_.MAX_ENV:
+        fail(f"gpuorch dev: --env: {len(out)} variables, at most {v_.MAX_ENV}; put the rest in a file the box reads")
+    return out
 
 
 @app.command("ssh", context_settings={"allow_interspersed_args": False})
