@@ -8,11 +8,18 @@ IMMEDIATE`` serialises every writer anyway), and handed over by id (no ORM row: 
 carries its spec): a job whose lease is lost is simply absent, and the caller drops its work (as
 ``LeaseLost`` does for one job). The rows' caches are dropped first, as ``_txn`` does: the next
 pass reads what this writes.
+
+A job row is wide (it carries its spec) and every ``UPDATE`` of it writes the whole row again
+(PostgreSQL: a new row version, its WAL; the drain's largest server cost), so a batch writes each
+held row once at most: the closing ``updated_at`` leaves out the jobs ``versioned`` names, those a
+statement of the transaction set ``updated_at`` on already (the intents' status) and those whose
+rows the transaction does not write (the launched records: attempt rows only). The lease check
+stays the opening ``SELECT ... FOR UPDATE`` either way: the rows are locked until commit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import TypeVar
@@ -29,6 +36,13 @@ T = TypeVar("T")
 CHUNK = 500  # ids per IN list (well under every database's bound-parameter limit)
 
 TxnIds = Callable[[Sequence[int]], AbstractContextManager[tuple[Session, set[int]]]]
+VERSIONED = "gpuorch.batch_txn.versioned"  # Session.info key: ids the closing UPDATE leaves out
+
+
+def versioned(s: Session, job_ids: Iterable[int]) -> None:
+    """In a ``BatchTxn`` transaction ``s``: these jobs need no closing ``updated_at`` (a statement
+    of ``s`` set it already, or ``s`` writes nothing on their rows)."""
+    s.info.setdefault(VERSIONED, set()).update(job_ids)
 
 
 def chunks(ids: Sequence[T]) -> Iterator[Sequence[T]]:
@@ -50,7 +64,7 @@ class BatchTxn:
         """A write transaction over the jobs of ``job_ids`` this daemon still holds: their ids,
         read by the lease check (Core, no ORM row: a job row carries its spec; a caller that
         needs one gets it with ``Session.get``, locked already), and their ``updated_at`` set in
-        one ``UPDATE`` per chunk at the end."""
+        one ``UPDATE`` per chunk at the end, except those ``versioned`` names."""
         for job_id in job_ids:
             self.drop(job_id)
         with self.store.write() as s:
@@ -62,7 +76,7 @@ class BatchTxn:
                             if i is not None)
             yield s, held
             t = self.clock.now()
-            for chunk in chunks(sorted(held)):
+            for chunk in chunks(sorted(held - s.info.pop(VERSIONED, set()))):
                 s.execute(update(Job).where(col(Job.id).in_(chunk)).values(updated_at=t)
                           .execution_options(synchronize_session=False))
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, bindparam, func, insert, not_, update
+from sqlalchemy import Table, and_, bindparam, case, func, insert, literal, update
 from sqlmodel import Session, col, select
 
 from gpuorch.clock import Clock, SystemClock, time_scale, wall_s
@@ -35,7 +35,7 @@ from gpuorch.ops.crashpoints import crashpoint
 from gpuorch.placement.rank import Candidate
 from gpuorch.provider.gang import gang_cost_per_hour
 from gpuorch.provider.port import Instance, LaunchRequest, Offer, Provider
-from gpuorch.reconciler.apply.batch_txn import TxnIds, chunks
+from gpuorch.reconciler.apply.batch_txn import TxnIds, chunks, versioned
 from gpuorch.reconciler.apply.money import Money, Txn
 from gpuorch.reconciler.apply.volumes import for_launch, launch_provider
 from gpuorch.reconciler.decide import actions as A
@@ -65,6 +65,7 @@ def gang_candidate(cand: Candidate, nodes: int) -> Candidate:
 
 
 ATTEMPTS = cast(Table, Attempt.__table__)  # type: ignore[attr-defined]
+JOB_STATUS = cast(Table, Job.__table__).c.status.type  # type: ignore[attr-defined]  # a bound status: the column's type
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,10 +212,15 @@ class Launching:
                                                  row["instance_type"], row["spot"], cand.offer), None))
         events.record_many(s, now, [("launch_requested", requested(cand), row["job_id"], row["number"])
                                     for _, cand, row in pending])
-        for chunk in chunks(job_ids):  # STARTING, unless recovering from a preemption
-            s.execute(update(Job).where(col(Job.id).in_(chunk), not_(and_(col(Job.preemptions) > 0,
-                                                                          col(Job.status) == JobStatus.RECOVERING)))
-                      .values(status=JobStatus.STARTING).execution_options(synchronize_session=False))
+        # STARTING, unless recovering from a preemption, and the row's version: one write of each
+        # wide job row (BatchTxn's closing UPDATE leaves them out: ``versioned``)
+        recovering = and_(col(Job.preemptions) > 0, col(Job.status) == JobStatus.RECOVERING)
+        status = case((recovering, col(Job.status)), else_=literal(JobStatus.STARTING, JOB_STATUS))
+        t = self._now()
+        for chunk in chunks(job_ids):
+            s.execute(update(Job).where(col(Job.id).in_(chunk)).values(status=status, updated_at=t)
+                      .execution_options(synchronize_session=False))
+        versioned(s, job_ids)
         pending.clear()
 
     def _row(self, view: JobView, action: A.Launch, cand: Candidate, number: int, now: datetime) -> dict[str, Any]:
@@ -304,6 +310,7 @@ class Launching:
             return
         assert self._txn_ids is not None
         with self._txn_ids([view.job.id or 0 for view, _, _ in launched]) as (s, held):
+            versioned(s, held)  # attempt rows only: the job rows are locked (the lease check), not written
             # Each attempt's status and request time (Core: no ORM row, which carries its offer), then
             # the launched ones updated by id in one executemany.
             ids = [row.id for _, row, _ in launched]

@@ -1,0 +1,18 @@
+"""A launching pass writes each queued job's row once (``apply/batch_txn.py``), on SQLite.
+
+Bare Reconciler: the FakeProvider and a fake clock make the pass exact (tests/kit/job_writes.py).
+"""
+
+from __future__ import annotations
+
+from gpuorch.store.models import AttemptStatus, JobStatus
+from tests.kit.job_writes import launching_pass
+
+
+def test_a_batch_of_launches_writes_each_job_row_once(store, clock):
+    """The intents' status and the rows' version are one ``UPDATE``; the launched records write
+    attempt rows only (the job rows are locked by the lease check, not written again)."""
+    updates, rows, attempts, at = launching_pass(store, clock, queued=30)
+    assert len(updates) == 1 and "status=" in updates[0] and "updated_at=" in updates[0]
+    assert {j.status for j in rows} == {JobStatus.STARTING} and all(j.updated_at == at for j in rows)
+    assert len(attempts) == 30 and {a.status for a in attempts} == {AttemptStatus.LAUNCHED}
