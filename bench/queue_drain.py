@@ -20,7 +20,12 @@ daemon starts. Measured:
   (its attempt row), polled by this script every 0.2 s;
 - ``daemon_cpu_s``: the daemon's user + system CPU seconds over that time (all threads, /proc);
 - the passes' times (the daemon's debug log line per pass): count, median, max;
-- ``daemon_peak_rss_mb`` (VmHWM) and ``daemon_rss_mb`` at the end.
+- ``daemon_peak_rss_mb`` (VmHWM) and ``daemon_rss_mb`` at the end;
+- with ``--postgres`` on this host: ``server_cpu_s``, the PostgreSQL server's processes' CPU
+  seconds from the daemons' start to the end of the drain (its backends, WAL writer and
+  checkpointer; this script's own polling connection included; a backend that exited meanwhile
+  is not counted). The daemon's CPU leaves out what its statements cost the server, which on a
+  shared host is CPU the daemon's pass then waits for.
 
 ``--postgres URL``: the store is a fresh database on that PostgreSQL server instead of SQLite;
 ``--daemons N`` (PostgreSQL only): N daemons share the queue (HA mode). Their CPU is summed, the
@@ -87,6 +92,19 @@ def cpu_of(daemons: list[subprocess.Popen]) -> tuple[float, float]:
     return sum(t[0] for t in times), sum(t[1] for t in times)
 
 
+def server_cpu() -> dict[int, float]:
+    """CPU seconds (user + system) of every process named ``postgres`` on this host, by pid."""
+    out = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if (d / "comm").read_text().strip() == "postgres":
+                    out[int(d.name)] = cpu_times(int(d.name))[0]
+            except OSError:  # it exited meanwhile
+                continue
+    return out
+
+
 def passes(log: Path) -> list[tuple[float, float]]:
     """(start, seconds) of every pass the daemon logged (JSON lines)."""
     out = []
@@ -132,6 +150,8 @@ def main() -> None:
     print(f"{len(offers)} offers; {args.jobs} jobs submitted in {time.monotonic() - t:.1f} s")
     env = daemon_env(GPUORCH_HOME=str(home), GPUORCH_DATABASE_URL=url)
     logs = [home / f"daemon-{k}.log" for k in range(args.daemons)]
+    local_pg = bool(args.postgres) and any(h in (args.postgres or "") for h in ("@127.0.0.1", "@localhost"))
+    server_start = server_cpu() if local_pg else {}
     daemons = [start_daemon(env, home, open(path, "wb")) for path in logs]  # noqa: SIM115
     daemon = daemons[0]
     spy = None
@@ -156,6 +176,8 @@ def main() -> None:
                 break
             time.sleep(0.2)
         done_at, cpu_done = time.time(), cpu_of(daemons)
+        if local_pg:
+            out["server_cpu_s"] = round(sum(t - server_start.get(pid, 0.0) for pid, t in server_cpu().items()), 2)
         if spy is not None:
             spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
             spy.wait(30)
