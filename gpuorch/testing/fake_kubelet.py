@@ -20,12 +20,12 @@ What it does, each as the named part of Kubernetes does it (https://kubernetes.i
   0 (its finalizers, if any, keep it as a tombstone until their owner removes them);
 - **Kueue's pod admission** (``fake_kueue.py``): a pod labelled with a LocalQueue waits behind
   Kueue's scheduling gate (``SchedulingGated``) until ``admit(name, namespace)``;
-- **exec** (``pods/exec``): commands run in the pod's sandbox while its container runs;
+- **exec**: commands run in the pod's sandbox; **DNS**: ``resolve(name)`` (``fake_dns.py``);
+  **PersistentVolumeClaims**: directories, mounted as symlinks (``fake_storage.py``);
 - **failures**: ``drain(node)`` cordons and evicts through the Eviction API; ``lose_node(node)``
   kills its pods' processes without a signal and turns the node ``Ready=Unknown`` (the kubelet
-  stopped posting status: nothing on that node is updated again).
-
-The sync loop lists pods every ``tick_s`` (a kubelet's periodic sync) in a thread of its own.
+  stopped posting status: nothing on that node is updated again). The sync loop lists pods every
+  ``tick_s`` (a kubelet's periodic sync) in a thread of its own.
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuorch.testing.fake_dns import resolve
 from gpuorch.testing.fake_kueue import admit, gated
+from gpuorch.testing.fake_storage import mount_claims
 from gpuorch.testing.kmock_ext import SYSTEM_TOKEN, KubeServer, now_iso
 
 TERMINAL = ("Succeeded", "Failed")
@@ -124,6 +126,7 @@ class FakeKubelet:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="fake-kubelet", daemon=True)
         self.errors: list[str] = []
+        self.mount_links = False  # fake_storage: mount a claim as a symlink at its mountPath
 
     # -- life ------------------------------------------------------------------------------------
     def __enter__(self) -> FakeKubelet:
@@ -195,6 +198,9 @@ class FakeKubelet:
                 if (ns, n) == (namespace, name):
                     return c.sandbox
         return None
+
+    def resolve(self, name: str) -> str | None:
+        return resolve(self.client, name)  # the cluster DNS's answer for ``name`` (fake_dns.py)
 
     # -- exec ------------------------------------------------------------------------------------
     def exec(self, namespace: str, name: str, container: str | None, argv: list[str],
@@ -284,10 +290,7 @@ class FakeKubelet:
                  "lastTransitionTime": now_iso()}]})
 
     def _resource_of(self, pod: dict[str, Any]) -> str:
-        for node in self.nodes.values():
-            if _requests(pod, node.resource):
-                return node.resource
-        return "nvidia.com/gpu"
+        return next((n.resource for n in self.nodes.values() if _requests(pod, n.resource)), "nvidia.com/gpu")
 
     def _cordoned(self) -> set[str]:
         from lightkube.resources.core_v1 import Node
@@ -329,7 +332,8 @@ class FakeKubelet:
         ns, name, uid = key
         sandbox = self.root / ns / f"{name}-{uid[:8]}"
         sandbox.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "GPUORCH_FAKE_NODE": spec["nodeName"], "HOSTNAME": name}
+        self.errors += mount_claims(self.root, pod, self.mount_links)
+        env = {**os.environ, "GPUORCH_FAKE_NODE": spec["nodeName"], "HOSTNAME": spec.get("hostname") or name}
         for e in container.get("env") or []:
             ref = ((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
             env[e["name"]] = {"metadata.name": name, "metadata.namespace": ns}.get(ref or "", e.get("value") or "")

@@ -89,18 +89,7 @@ class Cluster:
 
     def create_pod(self, manifest: dict[str, Any]) -> dict[str, Any] | None:
         """The created pod, or None when one of that name exists (HTTP 409: adopt it)."""
-        from lightkube import ApiError
-        from lightkube.resources.core_v1 import Pod
-
-        try:
-            return self.client.create(Pod.from_dict(manifest)).to_dict()
-        except ApiError as e:
-            if e.status.code == 409:
-                return None
-            raise translate(e, f"{self.region.name}: create pod {manifest['metadata']['name']}",
-                            self.region.namespace) from None
-        except Exception as e:
-            raise translate(e, f"{self.region.name}: create pod", self.region.namespace) from None
+        return self._create("Pod", manifest)
 
     def patch_pod(self, name: str, patch: dict[str, Any]) -> None:
         from lightkube.resources.core_v1 import Pod
@@ -115,6 +104,61 @@ class Cluster:
             self.call(f"delete pod {name}", lambda c: c.delete(Pod, name, grace_period=grace_s))
         except NotFoundError:
             pass
+
+    def services(self, selector: dict[str, str]) -> list[dict[str, Any]]:
+        from lightkube.resources.core_v1 import Service
+
+        return self.call("list services", lambda c: [s.to_dict() for s in c.list(Service, labels=selector)])
+
+    def create_service(self, manifest: dict[str, Any]) -> None:
+        """Create the Service; quiet when one of that name exists (HTTP 409: a repeat)."""
+        self._create("Service", manifest)
+
+    def delete_service(self, name: str) -> None:
+        from lightkube.resources.core_v1 import Service
+
+        try:
+            self.call(f"delete service {name}", lambda c: c.delete(Service, name))
+        except NotFoundError:
+            pass
+
+    def claims(self, selector: dict[str, str]) -> list[dict[str, Any]]:
+        from lightkube.resources.core_v1 import PersistentVolumeClaim as Pvc
+
+        return self.call("list persistentvolumeclaims", lambda c: [v.to_dict() for v in c.list(Pvc, labels=selector)])
+
+    def claim(self, name: str) -> dict[str, Any]:
+        from lightkube.resources.core_v1 import PersistentVolumeClaim as Pvc
+
+        return self.call(f"get persistentvolumeclaim {name}", lambda c: c.get(Pvc, name).to_dict())
+
+    def create_claim(self, manifest: dict[str, Any]) -> dict[str, Any] | None:
+        """The created claim, or None when one of that name exists (HTTP 409)."""
+        return self._create("PersistentVolumeClaim", manifest)
+
+    def delete_claim(self, name: str) -> None:
+        from lightkube.resources.core_v1 import PersistentVolumeClaim as Pvc
+
+        try:
+            self.call(f"delete persistentvolumeclaim {name}", lambda c: c.delete(Pvc, name))
+        except NotFoundError:
+            pass
+
+    def _create(self, kind: str, manifest: dict[str, Any]) -> dict[str, Any] | None:
+        """Create a core/v1 object of ``kind``: the created object, or None on a 409."""
+        from lightkube import ApiError
+        from lightkube.resources import core_v1
+
+        what = f"{self.region.name}: create {kind.lower()} {manifest['metadata']['name']}"
+        try:
+            created: dict[str, Any] = self.client.create(getattr(core_v1, kind).from_dict(manifest)).to_dict()
+            return created
+        except ApiError as e:
+            if e.status.code == 409:
+                return None
+            raise translate(e, what, self.region.namespace) from None
+        except Exception as e:
+            raise translate(e, what, self.region.namespace) from None
 
     def close(self) -> None:
         if self._client is not None:

@@ -24,7 +24,8 @@ _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 _RESOURCE = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$"
 MAX_USD = 1e9
 KNOWN = "kubeconfig, contexts, termination_grace_s, python, node_lost_s"
-CONTEXT_KNOWN = "context, region, namespace, price_per_gpu_hour, image, gpu_resource, priority_class, local_queue"
+CONTEXT_KNOWN = ("context, region, namespace, price_per_gpu_hour, image, gpu_resource, priority_class, local_queue, "
+                 "storage_class")
 
 
 class ContextOptions(BaseModel):
@@ -41,6 +42,8 @@ class ContextOptions(BaseModel):
     gpu_resource: str = Field(default="nvidia.com/gpu", max_length=253, pattern=_RESOURCE)
     priority_class: str | None = Field(default=None, max_length=253, pattern=_DNS_LABEL)
     local_queue: str | None = Field(default=None, max_length=63, pattern=_DNS_LABEL)  # Kueue LocalQueue
+    # The StorageClass of job volumes (PersistentVolumeClaims); None: the cluster's default class.
+    storage_class: str | None = Field(default=None, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
     @field_validator("price_per_gpu_hour", mode="before")
     @classmethod

@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gpuorch.provider import Instance, InstanceState, LaunchRequest
+from gpuorch.provider.port import TAG_ATTEMPT, TAG_JOB, TAG_NODE, TAG_OWNER
 
 from .podscripts import BOOTSTRAP
 
@@ -36,6 +37,8 @@ LABEL_MANAGED = "gpuorch.dev/managed"
 LABEL_JOB = "gpuorch.dev/job"
 LABEL_ATTEMPT = "gpuorch.dev/attempt"
 LABEL_OWNER = "gpuorch.dev/owner"
+LABEL_GANG = "gpuorch.dev/gang"  # a gang's pods: the name of its headless Service (gang.py)
+LABEL_NODE = "gpuorch.dev/node"  # a gang pod's "<rank>-of-<nodes>"
 ANNOTATION_TAGS = "gpuorch.dev/tags"
 ANNOTATION_OFFER = "gpuorch.dev/instance-type"
 ANNOTATION_SPOT = "gpuorch.dev/spot"
@@ -51,12 +54,37 @@ def owner_label(owner: str) -> str:
     return owner if _LABEL_VALUE.fullmatch(owner) else hashlib.sha256(owner.encode()).hexdigest()[:16]
 
 
-def manifest(request: LaunchRequest, *, namespace: str, image: str, gpu_resource: str, products: list[str],
-             grace_s: int, python: str, priority_class: str | None, local_queue: str | None) -> dict[str, Any]:
-    labels = {LABEL_MANAGED: "true", LABEL_JOB: str(request.job_id), LABEL_ATTEMPT: str(request.attempt),
+def labels_of(tags: dict[str, str]) -> dict[str, str]:
+    """The selectable labels of a resource tagged ``tags`` (managed, job, attempt, owner, node)."""
+    labels = {LABEL_MANAGED: "true", LABEL_JOB: tags.get(TAG_JOB, ""), LABEL_ATTEMPT: tags.get(TAG_ATTEMPT, ""),
               "app.kubernetes.io/managed-by": "gpuorch"}
-    if request.owner:
-        labels[LABEL_OWNER] = owner_label(request.owner)
+    if tags.get(TAG_OWNER):
+        labels[LABEL_OWNER] = owner_label(tags[TAG_OWNER])
+    if tags.get(TAG_NODE):
+        labels[LABEL_NODE] = tags[TAG_NODE]
+    return labels
+
+
+def tags_text(tags: dict[str, str]) -> str:
+    return json.dumps(tags, sort_keys=True)
+
+
+def tags_of(meta: dict[str, Any]) -> dict[str, str]:
+    """The port's tags from an object's ``gpuorch.dev/tags`` annotation ({} when unreadable)."""
+    try:
+        raw = json.loads((meta.get("annotations") or {}).get(ANNOTATION_TAGS, "{}"))
+        return {str(k): str(v) for k, v in raw.items()}
+    except (ValueError, AttributeError):
+        return {}
+
+
+def manifest(request: LaunchRequest, *, namespace: str, image: str, gpu_resource: str, products: list[str],
+             grace_s: int, python: str, priority_class: str | None, local_queue: str | None,
+             gang: tuple[str, str] | None = None, claims: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
+    """The attempt's pod. ``gang``: (hostname, Service) of a gang node: the pod is selected by
+    the gang's headless Service and named ``<hostname>.<Service>`` in the cluster DNS.
+    ``claims``: (PersistentVolumeClaim, mount path) of each job volume, mounted there."""
+    labels = labels_of(request.tags)
     if local_queue:
         labels[KUEUE_QUEUE] = local_queue
     vendor = gpu_resource.split("/")[0]
@@ -75,11 +103,17 @@ def manifest(request: LaunchRequest, *, namespace: str, image: str, gpu_resource
         }],
         "volumes": [{"name": "run", "emptyDir": {}}],
     }
+    for k, (claim, path) in enumerate(claims):
+        spec["volumes"].append({"name": f"vol{k}", "persistentVolumeClaim": {"claimName": claim}})
+        spec["containers"][0]["volumeMounts"].append({"name": f"vol{k}", "mountPath": path})
     if priority_class:
         spec["priorityClassName"] = priority_class
+    if gang is not None:
+        spec["hostname"], spec["subdomain"] = gang
+        labels[LABEL_GANG] = gang[1]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {
         "name": request.client_token, "namespace": namespace, "labels": labels, "finalizers": [FINALIZER],
-        "annotations": {ANNOTATION_TAGS: json.dumps(request.tags, sort_keys=True),
+        "annotations": {ANNOTATION_TAGS: tags_text(request.tags),
                         ANNOTATION_OFFER: request.offer.instance_type,
                         ANNOTATION_SPOT: "true" if request.spot else "false"}}, "spec": spec}
 
@@ -119,10 +153,7 @@ def to_instance(pod: dict[str, Any], *, provider: str, region: str, instance_id:
                 lost_node: str | None, now: datetime) -> Instance:
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     annotations = meta.get("annotations") or {}
-    try:
-        tags = {str(k): str(v) for k, v in json.loads(annotations.get(ANNOTATION_TAGS, "{}")).items()}
-    except (ValueError, AttributeError):
-        tags = {}
+    tags = tags_of(meta)
     phase = status.get("phase")
     deleting = _time(meta.get("deletionTimestamp"))
     ours = annotations.get(ANNOTATION_TERMINATED) == "gpuorch"
@@ -157,6 +188,18 @@ def to_instance(pod: dict[str, Any], *, provider: str, region: str, instance_id:
         instance_type=annotations.get(ANNOTATION_OFFER, ""), spot=annotations.get(ANNOTATION_SPOT) == "true",
         state=state, tags=tags, created_at=_time(meta.get("creationTimestamp")), host=status.get("podIP"),
         state_reason=reason, preemption_deadline=deadline, ended_at=ended if not state.alive else None)
+
+
+def unschedulable_for(pod: dict[str, Any], now: datetime) -> tuple[float, str] | None:
+    """(seconds, the scheduler's message) while the pod is unbound and ``PodScheduled`` is False
+    with reason ``Unschedulable`` (dated by the condition's ``lastTransitionTime``); else None."""
+    if (pod.get("spec") or {}).get("nodeName") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return None
+    c = _condition(pod, "PodScheduled")
+    if not c or c.get("status") != "False" or c.get("reason") != "Unschedulable":
+        return None
+    since = _time(c.get("lastTransitionTime")) or now
+    return max(0.0, (now - since).total_seconds()), str(c.get("message") or "no node fits")
 
 
 def tombstone_expired(pod: dict[str, Any], now: datetime, keep_s: float = TOMBSTONE_S) -> bool:

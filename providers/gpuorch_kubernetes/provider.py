@@ -5,8 +5,9 @@ less what pods hold (``offers.py``), at the context's price per GPU-hour (0 allo
 ``owned_capacity``). A launch creates the pod named by the client token (``pods.py``); a 409
 adopts the pod already there, so an attempt never gets two. The agent runs in the pod beside the
 job (``podscripts.BOOTSTRAP``) and is driven through ``pods/exec`` (``runner.py``), so checkpoint
-sync, the notice and the dead-man switch work as on a VM. Not yet: PersistentVolumeClaim volumes
-and multi-node gangs (``max_nodes = 1``).
+sync, the notice and the dead-man switch work as on a VM. A gang (``nodes: N``) is N pods and a
+headless Service for their rendezvous, all or nothing, with one fate (``gang.py``). A job's
+volume is a PersistentVolumeClaim mounted into each of its pods (``volumes.py``).
 """
 
 from __future__ import annotations
@@ -15,38 +16,45 @@ import json
 import logging
 import math
 import re
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, ProviderError, UserInputError
-from gpuorch.provider import Finding, Instance, LaunchRequest, Offer, Provider, Runner, utcnow
+from gpuorch.provider import Finding, Instance, InstanceState, LaunchRequest, Offer, Provider, Runner, utcnow
 from gpuorch.provider.capabilities import Capabilities
+from gpuorch.provider.port import TAG_NODE
 
 from . import pods
 from .cluster import Cluster
 from .config import PREFIX, KubernetesOptions, Region, parse_options, resolve
+from .gang import MAX_NODES, KubeGangs, dns_label
 from .offers import build_offers, node_gpus, node_ready, parse_instance_type
 from .runner import PodRunner
+from .volumes import KubeVolumes
 
 log = logging.getLogger("gpuorch.kubernetes")
 PROVIDER = "kubernetes"
 _ID = re.compile(r"([a-z0-9][-a-z0-9]{0,62}):([a-z0-9][-a-z0-9.]{0,252})")
 
 
-class KubernetesProvider(Provider):
+class KubernetesProvider(KubeGangs, KubeVolumes, Provider):
     """Contract: ``gpuorch.provider.port.Provider``; also ``SupportsPreemptionInjection`` (a pod
-    deleted with a grace period, as ``kubectl delete --grace-period`` does) and ``SupportsDoctor``."""
+    deleted with a grace period, as ``kubectl delete --grace-period`` does) and ``SupportsDoctor``.
+    A gang's pods are one instance to the daemon (node 0's; ``gang.py``). Job volumes are
+    PersistentVolumeClaims given at launch (``SupportsLaunchVolumes``; ``volumes.py``)."""
 
     name = PROVIDER
     # The run dir is the pod's emptyDir (gone with the pod); pods/exec goes over the network.
     capabilities = Capabilities(owned_capacity=True, runner_outlives_instance=False, runners_may_block=True,
-                                launches_may_block=True)
+                                launches_may_block=True, max_nodes=MAX_NODES, volumes_at_launch=True)
 
     def __init__(self, regions: list[Region], options: KubernetesOptions, home: Path) -> None:
         self.regions = {r.name: r for r in regions}
         self.clusters = {r.name: Cluster(r) for r in regions}
         self.options, self.home = options, Path(home)
+        self._now, self._monotonic = utcnow, time.monotonic  # CloudGangs' clocks
 
     @classmethod
     def from_config(cls, options: dict[str, Any], home: Path) -> KubernetesProvider:
@@ -118,9 +126,21 @@ class KubernetesProvider(Provider):
         lost = self._lost(cluster, pod, nodes, now)
         inst = pods.to_instance(pod, provider=self.name, region=cluster.region.name, lost_node=lost, now=now,
                                 instance_id=f"{cluster.region.name}:{name}")
-        if (lost or pods.pull_failure(pod)) and not (pod.get("metadata") or {}).get("deletionTimestamp"):
+        stuck = pods.unschedulable_for(pod, now) if TAG_NODE in inst.tags else None
+        if stuck is not None and stuck[0] >= self.gang_unschedulable_s and not cluster.region.options.local_queue:
+            inst = inst.model_copy(update={"state": InstanceState.PREEMPTED, "ended_at": now,
+                                           "state_reason": f"gang pod unschedulable for {stuck[0]:.0f} s: {stuck[1]}"})
+        never = lost or pods.pull_failure(pod) or (stuck is not None and not inst.state.alive)
+        if never and not (pod.get("metadata") or {}).get("deletionTimestamp"):
             cluster.delete_pod(name, grace_s=0)  # never to run later (a node back, a pull that works)
         return inst
+
+    def _instances(self, cluster: Cluster, listed: list[dict[str, Any]]) -> list[Instance]:
+        """Listed pods as single instances (a gang's nodes each as itself)."""
+        now = utcnow()
+        nodes = {n["metadata"]["name"]: n for n in cluster.nodes()} if any(
+            (p.get("spec") or {}).get("nodeName") for p in listed) else {}
+        return [self._instance(cluster, pod, nodes, now) for pod in listed]
 
     # -- the port --------------------------------------------------------------------------------
     def offers(self) -> list[Offer]:
@@ -140,10 +160,14 @@ class KubernetesProvider(Provider):
         """The pod named by the client token; an existing one (HTTP 409, or found first) is adopted.
 
         NoCapacityError when no Ready, schedulable node has the GPUs free now (nothing created):
-        the daemon then tries another offer, or bursts to a cloud."""
+        the daemon then tries another offer, or bursts to a cloud. Node 0 of a gang launches the
+        gang: its Service, then every pod, all or nothing (gang.py)."""
+        if request.nodes > 1 and request.node == 0:
+            return self._gang_launch(request)
+        return self._launch_one(request)
+
+    def _launch_one(self, request: LaunchRequest) -> Instance:
         self.check_offer(request.offer)
-        if request.nodes > 1:
-            raise PermanentError("multi-node gangs on Kubernetes are not supported yet", code="InvalidOffer")
         cluster = self.clusters.get(request.offer.region)
         shape = parse_instance_type(request.offer.instance_type)
         if cluster is None or shape is None:
@@ -154,23 +178,40 @@ class KubernetesProvider(Provider):
             return self._instance(cluster, cluster.pod(name), None, now)
         except NotFoundError:
             pass
+        claims = tuple((self._claim_of(cluster, v.volume_id), v.mount_path) for v in request.volumes)
+        self._check_claims(cluster, [c for c, _ in claims])
         r = cluster.region
         found = [n for n in node_gpus(cluster.nodes(), cluster.pods(all_namespaces=True), r.options.gpu_resource)
                  if n.gpu == shape[0] and n.total >= shape[1]]
-        if not any(n.free >= shape[1] for n in found) and not r.options.local_queue:
-            raise NoCapacityError(f"{r.name}: no Ready node has {shape[1]} {shape[0]} free now",
+        # A gang's room is checked once, for all its pods, at node 0 (its later pods are not bound yet).
+        need = request.nodes if request.node == 0 else 0
+        if sum(n.free // shape[1] for n in found) < need and not r.options.local_queue:
+            what = f"for each of {need} pods of the gang" if need > 1 else "now"
+            raise NoCapacityError(f"{r.name}: no Ready node has {shape[1]} {shape[0]} free {what}",
                                   code="Unschedulable")
+        gang = None
+        if request.nodes > 1:
+            gang = (dns_label(name), dns_label(request.placement_group or ""))
         manifest = pods.manifest(request, namespace=r.namespace, image=r.options.image,
                                  gpu_resource=r.options.gpu_resource, products=sorted({n.product for n in found}),
                                  grace_s=self.options.termination_grace_s, python=self.options.python,
-                                 priority_class=r.options.priority_class, local_queue=r.options.local_queue)
+                                 priority_class=r.options.priority_class, local_queue=r.options.local_queue, gang=gang,
+                                 claims=claims)
         created = cluster.create_pod(manifest)
         pod = created if created is not None else cluster.pod(name)  # 409: adopt the pod already there
         return self._instance(cluster, pod, None, now)
 
+    def _claim_of(self, cluster: Cluster, volume_id: str) -> str:
+        m = _ID.fullmatch(volume_id)
+        if m is None or m[1] != cluster.region.name:
+            raise PermanentError(f"volume {volume_id!r} is not a claim of context region {cluster.region.name}",
+                                 code="InvalidVolume.NotFound")
+        return m[2]
+
     def get(self, instance_id: str) -> Instance:
         cluster, name = self._where(instance_id)
-        return self._instance(cluster, cluster.pod(name), None, utcnow())
+        inst = self._instance(cluster, cluster.pod(name), None, utcnow())
+        return self._gang_observe(inst) if TAG_NODE in inst.tags else inst
 
     def list_managed(self) -> list[Instance]:
         out, now = [], utcnow()
@@ -183,7 +224,7 @@ class KubernetesProvider(Provider):
                     self._release(cluster, pod)
                     continue
                 out.append(self._instance(cluster, pod, nodes, now))
-        return out
+        return self._gang_present(out)  # a gang as its node 0; sweeps the Services of ended gangs
 
     def _release(self, cluster: Cluster, pod: dict[str, Any]) -> None:
         """Drop an old tombstone's finalizer (the pod then goes)."""
@@ -194,12 +235,26 @@ class KubernetesProvider(Provider):
             pass
 
     def terminate(self, instance_id: str) -> None:
-        """Mark the pod as ended by gpuorch, then delete it with a short grace. Quiet if gone."""
+        """Mark the pod as ended by gpuorch, then delete it with a short grace. Quiet if gone.
+        A gang's node: every pod of the gang, then its Service."""
         try:
             cluster, name = self._where(instance_id)
             pod = cluster.pod(name)
         except NotFoundError:
             return
+        if TAG_NODE in pods.tags_of(pod.get("metadata") or {}):
+            self._gang_terminate(self._instance(cluster, pod, None, utcnow()))
+            return
+        self._terminate_pod(cluster, name, pod)
+
+    def _terminate_one(self, instance_id: str) -> None:
+        try:
+            cluster, name = self._where(instance_id)
+            self._terminate_pod(cluster, name, cluster.pod(name))
+        except NotFoundError:
+            return
+
+    def _terminate_pod(self, cluster: Cluster, name: str, pod: dict[str, Any]) -> None:
         if pod["metadata"].get("deletionTimestamp") and pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
             return  # ended already: its tombstone stays until it expires
         try:
@@ -209,6 +264,10 @@ class KubernetesProvider(Provider):
         cluster.delete_pod(name, grace_s=1)
 
     def runner(self, instance: Instance) -> Runner:
+        """The pod's ``PodRunner``; a gang's: one per pod, node 0's DNS name as ``MASTER_ADDR``."""
+        return self._gang_runner(instance) if TAG_NODE in instance.tags else self._pod_runner(instance)
+
+    def _pod_runner(self, instance: Instance) -> Runner:
         cluster, name = self._where(instance.id)
         return PodRunner(cluster.client, cluster.region.namespace, name, self.options.python)
 
