@@ -67,7 +67,13 @@ class AdapterCatalog:
     builder: str | None = None
     shapes: tuple[Shape, ...] = ()
     # What a job volume costs while it exists, USD per GiB-month (gpuorch.money.storage); None: not said.
+    # ``storage_rates``: per disk type where the market has several; a type not listed (or none
+    # given: the adapter's default type) costs ``storage_usd_per_gib_month``.
     storage_usd_per_gib_month: float | None = None
+    storage_rates: tuple[tuple[str, float], ...] = ()
+
+    def storage_rate(self, disk_type: str | None) -> float | None:
+        return dict(self.storage_rates).get(disk_type or "", self.storage_usd_per_gib_month)
 
     def shape_of(self, instance_type: str) -> Shape | None:
         return next((s for s in self.shapes if s.instance_type == instance_type), None)

@@ -50,17 +50,19 @@ class StoragePeriod:
         return self.size_gib * (self.rate or 0.0) / HOURS_PER_MONTH
 
 
-def rate_of(provider: str | None) -> float | None:
-    """The provider's declared storage rate, USD per GiB-month (None: its catalog says none)."""
+def rate_of(provider: str | None, disk_type: str | None = None) -> float | None:
+    """The provider's declared storage rate for ``disk_type`` (None: its default type), USD per
+    GiB-month (None: its catalog says none)."""
     from gpuorch.catalog.registry import catalog_of
 
     cat = catalog_of(provider or "")
-    return cat.storage_usd_per_gib_month if cat is not None else None
+    return cat.storage_rate(disk_type) if cat is not None else None
 
 
-def made_data(provider: str, size_gib: float) -> dict[str, object]:
-    """What a ``volume`` event records for the money: provider, size and the rate now."""
-    return {"provider": provider, "size_gib": size_gib, "usd_per_gib_month": rate_of(provider)}
+def made_data(provider: str, size_gib: float, disk_type: str | None = None) -> dict[str, object]:
+    """What a ``volume`` event records for the money: provider, size, disk type and the rate now."""
+    return {"provider": provider, "size_gib": size_gib, "disk_type": disk_type,
+            "usd_per_gib_month": rate_of(provider, disk_type)}
 
 
 def periods(s: Session, job_ids: Iterable[int] | None = None) -> list[StoragePeriod]:

@@ -44,8 +44,11 @@ SHAPES: tuple[Shape, ...] = (
 )
 # fmt: on
 
+# EBS gp3 (the one type job volumes use here): $0.08 per GB-month of provisioned storage in
+# us-east-1, its baseline 3,000 IOPS and 125 MiB/s included (aws.amazon.com/ebs/pricing, 2026-12).
+# Other regions list up to about a fifth more: an estimate, like the catalog's other rows.
 CATALOG = AdapterCatalog(
     provider="aws", billing=BillingRule(1, 60), families=FAMILIES,
     rows=Path(__file__).resolve().parent / "data" / "offers.csv", builder="gpuorch_aws.snapshot:build",
-    shapes=SHAPES,
+    shapes=SHAPES, storage_usd_per_gib_month=0.08,
 )

@@ -87,8 +87,13 @@ def n1_shapes() -> tuple[tuple[str, str, int, int, float], ...]:
 
 SHAPES += tuple(Shape(n1_instance_type(m, a, c), c, v, gb, _GPUS) for m, a, c, v, gb in n1_shapes())
 
+# Persistent Disk per GiB-month of provisioned capacity in us-central1 (cloud.google.com/compute/
+# disks-image-pricing, 2026-12: its example bills 200 GB of standard PD $8.00 and of SSD PD $34.00
+# a month): pd-balanced (the default volume_type) $0.10, pd-ssd $0.17, pd-standard $0.04. Hyperdisk
+# types bill capacity plus provisioned IOPS and throughput: the pd-balanced rate stands for them.
 CATALOG = AdapterCatalog(
     provider="gcp", billing=BillingRule(1, 60), families=FAMILIES,
     rows=Path(__file__).resolve().parent / "data" / "offers.csv", builder="gpuorch_gcp.snapshot:build",
-    shapes=SHAPES,
+    shapes=SHAPES, storage_usd_per_gib_month=0.10,
+    storage_rates=(("pd-balanced", 0.10), ("pd-ssd", 0.17), ("pd-standard", 0.04)),
 )

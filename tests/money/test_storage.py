@@ -25,7 +25,26 @@ HOUR = 100 * 0.07 / HOURS_PER_MONTH  # 100 GiB on RunPod, an hour
 def test_each_market_declares_its_rate() -> None:
     assert (rate_of("lambda"), rate_of("runpod"), rate_of("vast")) == (0.20, 0.07, 0.15)
     assert rate_of("no-such-provider") is None
-    assert made_data("runpod", 100) == {"provider": "runpod", "size_gib": 100, "usd_per_gib_month": 0.07}
+    assert made_data("runpod", 100) == {"provider": "runpod", "size_gib": 100, "disk_type": None,
+                                        "usd_per_gib_month": 0.07}
+
+
+def test_a_disk_type_has_its_own_rate_and_an_unlisted_or_default_one_the_catalogs() -> None:
+    assert rate_of("gcp", "pd-ssd") > rate_of("gcp", "pd-balanced") > rate_of("gcp", "pd-standard") > 0
+    assert rate_of("gcp", None) == rate_of("gcp", "pd-balanced") == rate_of("gcp", "hyperdisk-balanced")
+    assert made_data("gcp", 10, "pd-ssd")["usd_per_gib_month"] == rate_of("gcp", "pd-ssd")
+
+
+def test_every_provider_that_makes_volumes_bills_their_storage() -> None:
+    """A volume that costs nothing here lets a cap be crossed by its storage: every adapter that
+    declares volumes (attached or given at launch) declares a rate, owned capacity (a cluster's
+    own claims, priced by its owner) aside. Azure's managed disks are priced by size tier, not per
+    GiB, and have none yet (docs/money.md, "Storage")."""
+    from gpuorch.registry import available, provider_class, with_volumes
+
+    making = {name for name in with_volumes(available()) if not provider_class(name).capabilities.owned_capacity}
+    assert {"aws", "gcp", "lambda", "runpod", "vast", "sim"} <= making
+    assert {name for name in making if rate_of(name) is None} <= {"azure"}
 
 
 @pytest.fixture

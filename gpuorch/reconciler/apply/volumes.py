@@ -80,14 +80,15 @@ def launch_provider(p: Provider | None) -> SupportsLaunchVolumes | None:
     return None
 
 
-def _record_volume(txn: Txn, job_id: int, attempt: int, vol: Volume, found: bool, now: datetime) -> None:
+def _record_volume(txn: Txn, job_id: int, attempt: int, vol: Volume, found: bool, now: datetime,
+                   disk_type: str | None = None) -> None:
     """The volume's id on the job, and its ``volume`` event: what ``gpuorch.money.storage`` bills
     from (provider, size, the catalog's rate now)."""
     with txn(job_id) as (s, job):
         job.volume_id = vol.id
         how = "found again by its tags" if found else "created"
         events.record(s, now, "volume", f"volume {vol.id} ({vol.size_gib:g} GiB) in {vol.zone} {how}",
-                      job_id=job_id, attempt=attempt, **made_data(vol.provider, vol.size_gib))
+                      job_id=job_id, attempt=attempt, **made_data(vol.provider, vol.size_gib, disk_type))
 
 
 def for_launch(txn: Txn, p: SupportsLaunchVolumes, owner: str, job_id: int, attempt: int, offer: Offer,
@@ -216,7 +217,7 @@ class Volumes:
         vol = found[0] if found else p.create_volume(region=row.region, zone=zone, size_gib=size_gib,
                                                      tags=volume_tags(job_id, self.store.installation_id),
                                                      disk_type=disk_type)
-        _record_volume(self._txn, job_id, row.number, vol, bool(found), now)
+        _record_volume(self._txn, job_id, row.number, vol, bool(found), now, disk_type)
         return vol.id
 
     def detach(self, job: Job, instance_id: str | None) -> None:
