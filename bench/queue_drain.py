@@ -25,7 +25,11 @@ daemon starts. Measured:
   seconds from the daemons' start to the end of the drain (its backends, WAL writer and
   checkpointer; this script's own polling connection included; a backend that exited meanwhile
   is not counted). The daemon's CPU leaves out what its statements cost the server, which on a
-  shared host is CPU the daemon's pass then waits for.
+  shared host is CPU the daemon's pass then waits for;
+- with ``--postgres``: ``wal_mb``, the WAL the server wrote over the same span (every database's:
+  run it on a server nobody else writes to), and ``job_row_writes``, the row versions written to
+  the job table over the whole run (``pg_stat_user_tables``: the claims, renewals, launches and
+  the daemons' lease release at exit). Both are counts, not times: the load does not move them.
 
 ``--postgres URL``: the store is a fresh database on that PostgreSQL server instead of SQLite;
 ``--daemons N`` (PostgreSQL only): N daemons share the queue (HA mode). Their CPU is summed, the
@@ -69,6 +73,7 @@ from daemon_kit import (  # noqa: E402
     submit_all,
 )
 from placement import SHAPES, TOKENS, synthetic_catalog  # noqa: E402
+from sqlalchemy import text  # noqa: E402
 from sqlmodel import func, select  # noqa: E402
 
 from gpuorch.store import Store  # noqa: E402
@@ -103,6 +108,12 @@ def server_cpu() -> dict[int, float]:
             except OSError:  # it exited meanwhile
                 continue
     return out
+
+
+def wal_lsn(store: Store) -> str:
+    """The PostgreSQL server's current WAL position."""
+    with store.read() as s:
+        return str(s.connection().execute(text("SELECT pg_current_wal_lsn()")).scalar_one())
 
 
 def passes(log: Path) -> list[tuple[float, float]]:
@@ -152,6 +163,7 @@ def main() -> None:
     logs = [home / f"daemon-{k}.log" for k in range(args.daemons)]
     local_pg = bool(args.postgres) and any(h in (args.postgres or "") for h in ("@127.0.0.1", "@localhost"))
     server_start = server_cpu() if local_pg else {}
+    wal_start = wal_lsn(store) if args.postgres else None
     daemons = [start_daemon(env, home, open(path, "wb")) for path in logs]  # noqa: SIM115
     daemon = daemons[0]
     spy = None
@@ -178,6 +190,11 @@ def main() -> None:
         done_at, cpu_done = time.time(), cpu_of(daemons)
         if local_pg:
             out["server_cpu_s"] = round(sum(t - server_start.get(pid, 0.0) for pid, t in server_cpu().items()), 2)
+        if wal_start is not None:
+            with store.read() as s:
+                diff = s.connection().execute(text("SELECT pg_wal_lsn_diff(CAST(:a AS pg_lsn), CAST(:b AS pg_lsn))"),
+                                              {"a": wal_lsn(store), "b": wal_start}).scalar_one()
+                out["wal_mb"] = round(float(diff) / 2**20, 1)
         if spy is not None:
             spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
             spy.wait(30)
@@ -190,6 +207,10 @@ def main() -> None:
         # agents: external starts no process, so nothing runs on the instances: stopping the
         # sim's cloud process is the whole cleanup (ending 10,000 records one by one took minutes)
         SimProvider.from_config(sim, home).stop_cloud()
+        if args.postgres:
+            with store.read() as s:  # the daemons have exited: their statistics are flushed
+                out["job_row_writes"] = s.connection().execute(text(
+                    "SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = 'job'")).scalar_one()
         store.close()
         if db_name:
             drop_database(args.postgres, db_name)
