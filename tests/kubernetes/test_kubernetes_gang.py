@@ -155,3 +155,22 @@ def test_a_gang_pod_left_unschedulable_ends_the_gang(k8s: Cluster, provider: Kub
     assert ended.state == InstanceState.PREEMPTED and "unschedulable" in (ended.state_reason or "")
     wait_until(lambda: not [n for n in provider._nodes_of(gang) if n.state.alive], timeout_s=30,
                what="every pod of the gang to end")
+
+
+def test_the_sweep_deletes_a_service_left_without_pods_by_a_crash(k8s: Cluster, provider: KubernetesProvider) -> None:
+    """A crash between the Service and node 0 leaves an empty Service: once it has stood empty
+    for the grace, a listing deletes it; the Service of a live gang stays."""
+    live = provider.launch(LaunchRequest(job_id=44, attempt=1, offer=_offer(provider), spot=False, owner="o1",
+                                         nodes=2))
+    crashed = LaunchRequest(job_id=45, attempt=1, offer=_offer(provider), spot=False, owner="o1", nodes=2)
+    provider._group_create(crashed)  # the launch got this far
+    provider.gang_grace_s = 0.0
+
+    def services() -> set[str]:
+        return {s.metadata.name for s in k8s.client().list(Service, namespace="default")}
+
+    assert crashed.client_token in services()
+    wait_until(lambda: (provider.list_managed(), crashed.client_token not in services())[1], timeout_s=20,
+               what="the empty Service swept")
+    assert live.id.split(":", 1)[1] in services()
+    provider.terminate(live.id)

@@ -11,7 +11,7 @@ import pytest
 from k8s_harness import Cluster, cluster
 from lightkube.resources.core_v1 import PersistentVolumeClaim, Pod
 
-from gpuorch.errors import PermanentError
+from gpuorch.errors import PermanentError, UserInputError
 from gpuorch.provider.port import Instance, LaunchRequest, Offer, Provider, VolumeSpec
 from gpuorch.testing.fake_storage import claim_dir, mounts
 from gpuorch.testing.launch_volume_contract import LaunchVolumeContract
@@ -79,3 +79,8 @@ def test_a_claim_is_labelled_sized_and_mounted_at_the_mount_path(k8s: Cluster, t
                                volumes=(VolumeSpec(volume_id="elsewhere:gpuorch-o1-j77", mount_path="/d"),)))
     p.terminate(inst.id)
     p.close()
+
+
+def test_a_bad_storage_class_is_refused_naming_the_option(k8s: Cluster, tmp_path: Path) -> None:
+    with pytest.raises(UserInputError, match=r"providers\.kubernetes\.contexts\.0\.storage_class: 'Fast SSD'"):
+        KubernetesProvider.from_config(k8s.options(context={"storage_class": "Fast SSD"}), tmp_path)
