@@ -45,6 +45,10 @@ ANNOTATION_SPOT = "gpuorch.dev/spot"
 ANNOTATION_TERMINATED = "gpuorch.dev/terminated-by"
 FINALIZER = "gpuorch.dev/attempt"
 KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+# Kueue's plain pod groups (kueue.sigs.k8s.io, "Run Plain Pods": a group of pods): one Workload,
+# admitted all at once, for a gang's pods.
+KUEUE_GROUP = "kueue.x-k8s.io/pod-group-name"
+KUEUE_GROUP_COUNT = "kueue.x-k8s.io/pod-group-total-count"
 PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 TOMBSTONE_S = 3600.0
 _LABEL_VALUE = re.compile(r"[a-z0-9]([-a-z0-9_.]{0,61}[a-z0-9])?")
@@ -108,14 +112,16 @@ def manifest(request: LaunchRequest, *, namespace: str, image: str, gpu_resource
         spec["containers"][0]["volumeMounts"].append({"name": f"vol{k}", "mountPath": path})
     if priority_class:
         spec["priorityClassName"] = priority_class
+    annotations = {ANNOTATION_TAGS: tags_text(request.tags), ANNOTATION_OFFER: request.offer.instance_type,
+                   ANNOTATION_SPOT: "true" if request.spot else "false"}
     if gang is not None:
         spec["hostname"], spec["subdomain"] = gang
         labels[LABEL_GANG] = gang[1]
+        if local_queue:  # Kueue admits the gang's pods together, or none of them
+            labels[KUEUE_GROUP], annotations[KUEUE_GROUP_COUNT] = gang[1], str(request.nodes)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {
         "name": request.client_token, "namespace": namespace, "labels": labels, "finalizers": [FINALIZER],
-        "annotations": {ANNOTATION_TAGS: tags_text(request.tags),
-                        ANNOTATION_OFFER: request.offer.instance_type,
-                        ANNOTATION_SPOT: "true" if request.spot else "false"}}, "spec": spec}
+        "annotations": annotations}, "spec": spec}
 
 
 def _time(text: Any) -> datetime | None:

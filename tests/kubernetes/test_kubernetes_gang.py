@@ -174,3 +174,18 @@ def test_the_sweep_deletes_a_service_left_without_pods_by_a_crash(k8s: Cluster, 
                what="the empty Service swept")
     assert live.id.split(":", 1)[1] in services()
     provider.terminate(live.id)
+
+
+def test_a_queued_gangs_pods_are_one_kueue_pod_group(provider: KubernetesProvider) -> None:
+    from gpuorch_kubernetes import pods
+
+    request = LaunchRequest(job_id=46, attempt=1, offer=_offer(provider), spot=False, owner="o1", nodes=3,
+                            node=2, placement_group="gpuorch-o1-46-1")
+    m = pods.manifest(request, namespace="default", image="python:3.11-slim", gpu_resource="nvidia.com/gpu",
+                      products=["A100"], grace_s=30, python="python3", priority_class=None, local_queue="team",
+                      gang=("gpuorch-o1-46-1-n2", "gpuorch-o1-46-1"))
+    labels, annotations = m["metadata"]["labels"], m["metadata"]["annotations"]
+    assert labels["kueue.x-k8s.io/queue-name"] == "team"
+    assert labels["kueue.x-k8s.io/pod-group-name"] == "gpuorch-o1-46-1" == labels["gpuorch.dev/gang"]
+    assert annotations["kueue.x-k8s.io/pod-group-total-count"] == "3" and labels["gpuorch.dev/node"] == "2-of-3"
+    assert (m["spec"]["hostname"], m["spec"]["subdomain"]) == ("gpuorch-o1-46-1-n2", "gpuorch-o1-46-1")
