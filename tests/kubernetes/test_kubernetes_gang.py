@@ -189,3 +189,48 @@ def test_a_queued_gangs_pods_are_one_kueue_pod_group(provider: KubernetesProvide
     assert labels["kueue.x-k8s.io/pod-group-name"] == "gpuorch-o1-46-1" == labels["gpuorch.dev/gang"]
     assert annotations["kueue.x-k8s.io/pod-group-total-count"] == "3" and labels["gpuorch.dev/node"] == "2-of-3"
     assert (m["spec"]["hostname"], m["spec"]["subdomain"]) == ("gpuorch-o1-46-1-n2", "gpuorch-o1-46-1")
+
+
+class _Crash(BaseException):
+    """The daemon process dying mid-call (not an error any code handles)."""
+
+
+@pytest.mark.parametrize("pods_made", [0, 1])
+def test_a_crash_mid_gang_launch_then_a_restart_leaves_one_gang(k8s: Cluster, tmp_path: Path, pods_made: int) -> None:
+    """Killed after the Service and ``pods_made`` pods, a restarted daemon's launch of the same
+    attempt finds what is there (by the token's names) and makes only the rest."""
+    request = LaunchRequest(job_id=47 + pods_made, attempt=1, offer=_offer_of(k8s, tmp_path), spot=False,
+                            owner="o1", nodes=2)
+    crashed = KubernetesProvider.from_config(k8s.options(), tmp_path / "home")
+    cl, made = crashed.clusters["kmock"], []
+    create = cl.create_pod
+
+    def create_then_die(manifest: dict) -> dict | None:
+        if len(made) == pods_made:
+            raise _Crash
+        made.append(manifest["metadata"]["name"])
+        return create(manifest)
+
+    cl.create_pod = create_then_die  # type: ignore[method-assign]
+    with pytest.raises(_Crash):
+        crashed.launch(request)
+    restarted = KubernetesProvider.from_config(k8s.options(), tmp_path / "home")
+    gang = restarted.launch(request)
+    assert gang.id == f"kmock:{request.client_token}"
+    job = {"gpuorch.dev/job": str(request.job_id)}
+    assert sorted(p.metadata.name for p in k8s.client().list(Pod, namespace="default", labels=job)) == \
+        [request.client_token, f"{request.client_token}-n1"]
+    assert [s.metadata.name for s in k8s.client().list(Service, namespace="default", labels=job)] == \
+        [request.client_token]
+    assert [i.id for i in restarted.list_managed() if i.job_id == request.job_id] == [gang.id]
+    restarted.terminate(gang.id)
+    crashed.close()
+    restarted.close()
+
+
+def _offer_of(k8s: Cluster, tmp_path: Path) -> Offer:
+    p = KubernetesProvider.from_config(k8s.options(), tmp_path / "offers")
+    try:
+        return _offer(p)
+    finally:
+        p.close()
