@@ -59,8 +59,10 @@ def test_recycle_stops_a_lingering_agent_sets_the_run_aside_and_a_new_agent_star
             p.kill()
             p.wait()
     # Without a heartbeat timeout the watcher only prunes: the newest run directory stays.
-    wait_until(lambda: len(list((tmp_path / "remote" / "runs").iterdir())) == 1, timeout_s=20, what="the prune")
-    assert (tmp_path / "remote" / "idle.state").read_text().startswith("off")
+    state = tmp_path / "remote" / "idle.state"
+    wait_until(lambda: len(list((tmp_path / "remote" / "runs").iterdir())) == 1 and state.exists(), timeout_s=20,
+               what="the prune")
+    assert state.read_text().startswith("off")
 
 
 def test_an_unfinished_agent_is_not_recycled(make_runner, tmp_path):
