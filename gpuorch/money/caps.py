@@ -5,18 +5,22 @@ Terms (the proof is in docs/money.md):
 
 - decision interval ``I``: the longest the daemon goes without looking at a running attempt.
 - stop grace ``S``: how long a clean stop may take (final checkpoint) before the instance is
-  terminated.
+  terminated: what *this attempt* needs (``Policy.for_attempt``): twice its longest checkpoint
+  upload seen (``recorded_at - completed_at``: the upload and the pass that saw it), >= ``I``,
+  <= the configured ``stop_grace_s`` (the bound until an upload is seen, and for admission). A
+  spot notice's deadline is the cloud's and ends billing itself, but the daemon drains a noticed
+  attempt until then: a notice just after a look bills until ``I + notice_s`` later at most, so
+  a spot attempt keeps ``S >= notice_s - I`` (its horizon covers the notice). A slower upload
+  later raises ``S``: like a price move, the cap holds, newer trials give way.
 - decision point: the latest moment by which the daemon can have an instance terminated,
   counting from a look now: the next look (<= I), a clean stop (S), the look that terminates
   (<= I). The horizon ``H = 2I + S``.
 - runway ``R`` of a launch: how long it may run before the running check can stop it: the least
   its guarantees need, the longer of its minimum bill less H (what is paid anyway is used) and,
   with a checkpoint interval, its first checkpoint upload (the interval plus I to see it); 0
-  without either (``runway_s``). The notice and the final checkpoint of a stop are in H (S covers
-  them). Recorded on the attempt as ``runway_until``.
-- reservation of a live attempt: what it may still add until its decision point, and never
-  less than until ``runway_until + H`` (for an attempt being stopped: until its drain deadline
-  plus I).
+  without either (``runway_s``). Recorded on the attempt as ``runway_until``.
+- reservation of a live attempt: what it may still add until its decision point, never less
+  than until ``runway_until + H`` (being stopped: until its drain deadline plus I).
 - committed(at) = spent + every live attempt's reservation as of a look at ``at``.
 
 **One rule** (``within``) decides both admission and the running check, so the two cannot
@@ -32,10 +36,9 @@ disagree a pass later: a scope is within its cap at ``at`` if ``committed(at) + 
   stopped now, this one's next horizon does not fit) stops the job as ``budget_exhausted``;
   failing it only because other attempts' reservations fill the cap *holds* the trial: a clean
   stop, status ``held``, resumed from its checkpoint before fresh trials start. While another
-  attempt of the scope is live (its reservation may still come back) nothing ends for good: the
-  trial is held. ``budget_exhausted`` is left for the money really gone: with no live attempt in
-  the scope, what is left is less than the cheapest launch's reservation (the numbers go in the
-  job's message).
+  attempt of the scope is live (its reservation may come back) nothing ends for good.
+  ``budget_exhausted`` is the money really gone: no live attempt in the scope, and less left
+  than the cheapest launch's reservation (the numbers go in the job's message).
 
 Launches are admitted against a ledger re-read inside the launch's own write transaction, so two
 launches (in one pass or in two daemons) cannot both take the last dollars.
@@ -43,8 +46,8 @@ launches (in one pass or in two daemons) cannot both take the last dollars.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -58,17 +61,27 @@ if TYPE_CHECKING:
 
 EPS = 1e-9  # USD: float noise, not money
 IN_FLIGHT = (JobStatus.STARTING, JobStatus.RUNNING, JobStatus.RECOVERING)
+UPLOAD_FACTOR = 2.0  # a final checkpoint may upload slower than the ones seen (bigger, a busier link)
 
 
 @dataclass(frozen=True)
 class Policy:
     daily_cap: float | None = None  # USD per UTC day, all jobs together (DaemonConfig.daily_budget)
     decision_interval_s: float = 30.0
-    stop_grace_s: float = 120.0
+    stop_grace_s: float = 120.0  # the bound on a stop's final checkpoint (before an upload is seen)
+    notice_s: float = 120.0  # the longest spot notice a horizon covers (AWS's)
 
     @property
     def horizon_s(self) -> float:
         return 2 * self.decision_interval_s + self.stop_grace_s
+
+    def for_attempt(self, upload_s: float | None, spot: bool) -> Policy:
+        """With this attempt's stop grace (module docstring); ``self`` while no upload was seen."""
+        if upload_s is None:
+            return self
+        i = self.decision_interval_s
+        need = max(UPLOAD_FACTOR * upload_s, i, self.notice_s - i if spot else 0.0)
+        return replace(self, stop_grace_s=min(need, self.stop_grace_s))
 
 
 def day_start(now: datetime) -> datetime:
@@ -80,20 +93,15 @@ def next_day(now: datetime) -> datetime:
 
 
 def runway_s(min_billing_s: float, checkpoint_s: float | None, policy: Policy) -> float:
-    """Seconds an admitted attempt may run before the running check may stop it: the least its
-    guarantees need. The longer of its minimum bill less the horizon (its decision point falls
-    where the minimum ends: what is paid for anyway is used) and, with a checkpoint interval, its
-    first checkpoint upload (the interval plus a pass to see it: a stop before it would throw the
-    start-up away); 0 without either. A stop's final checkpoint and a spot notice are covered by
-    the horizon (its stop grace), not by the runway. ``tests/money/test_runway.py``: an admitted
-    attempt is never stopped for budget inside it."""
+    """Seconds an admitted attempt may run before the running check may stop it: its runway
+    (module docstring; a stop's final checkpoint and a spot notice are in the horizon, not here).
+    ``tests/money/test_runway.py``: an admitted attempt is never stopped for budget inside it."""
     i = policy.decision_interval_s
     return max(checkpoint_s + i if checkpoint_s else 0.0, float(min_billing_s) - policy.horizon_s, 0.0)
 
 
 def worst_case(c: Candidate, policy: Policy, checkpoint_s: float | None = None) -> float:
-    """USD a launch on ``c`` may cost before its decision point at the end of its runway: every
-    node of a gang (``Candidate.total_price_per_hour``), as the attempt bills."""
+    """USD a launch on ``c`` may cost before its decision point at its runway's end (every node)."""
     o = c.offer
     reach = runway_s(o.min_billing_s, checkpoint_s, policy) + policy.horizon_s
     return charged(c.total_price_per_hour, o.billing_granularity_s, o.min_billing_s, reach)
@@ -105,10 +113,9 @@ def stoppable(a: Attempt) -> bool:
 
 
 def reserved_until(a: Attempt, now: datetime, at: datetime, policy: Policy, *, stop_now: bool = False) -> datetime:
-    """Until when a live attempt's cost is reserved, as of a look at ``at`` (>= now): its
-    decision point (never before the end of its runway), or with ``stop_now`` and stoppable, a
-    clean stop's. One being stopped ends by the first look after its drain deadline (A1: within
-    I of it), whenever the look: a look past the deadline is the one that ends it."""
+    """Until when a live attempt's cost is reserved, as of a look at ``at`` (>= now): its decision
+    point (not before its runway's end), or with ``stop_now`` and stoppable, a clean stop's. One
+    being stopped ends by the first look after its drain deadline (A1: within I of it)."""
     if a.status == AttemptStatus.DRAINING:
         return max(now, (a.drain_until or now) + timedelta(seconds=policy.decision_interval_s))
     if stop_now and stoppable(a):
@@ -119,8 +126,7 @@ def reserved_until(a: Attempt, now: datetime, at: datetime, policy: Policy, *, s
 def reservation(a: Attempt, now: datetime, policy: Policy, *, stop_now: bool = False,
                 at: datetime | None = None) -> float:
     """USD a live attempt may still add (0 once ended) before it can be stopped, as of a look at
-    ``at`` (default now); with ``stop_now``, if a clean stop of a stoppable attempt were
-    requested then."""
+    ``at`` (default now); with ``stop_now``, if a clean stop of a stoppable one were asked then."""
     if a.status == AttemptStatus.ENDED:
         return 0.0
     until = reserved_until(a, now, at or now, policy, stop_now=stop_now)
@@ -132,7 +138,7 @@ class Totals:
     spent: float = 0.0
     fixed: float = 0.0  # reservations a stop cannot shrink now: draining or not yet launched
     running: dict[int, tuple[float, float]] = field(default_factory=dict)  # job id -> (runs on, stopped now)
-    live: list[Attempt] = field(default_factory=list)  # every live attempt, for a look later than now
+    live: list[tuple[Attempt, Policy]] = field(default_factory=list)  # every live attempt, its own stop grace
 
     @property
     def reserved(self) -> float:
@@ -147,24 +153,19 @@ class Totals:
         return self.spent + self.fixed + sum(on if j <= job_id else off for j, (on, off) in self.running.items())
 
     def committed_if_others_stop(self, job_id: int) -> float:
-        """Committed if every running attempt but ``job_id``'s were stopped now: what the money
-        itself, not other attempts' reservations, leaves to ``job_id``."""
+        """Committed if every running attempt but ``job_id``'s were stopped now (the money itself)."""
         return self.spent + self.fixed + sum(on if j == job_id else off for j, (on, off) in self.running.items())
-
-    def committed_at(self, at: datetime, now: datetime, policy: Policy) -> float:
-        """Committed as of a look at ``at`` (>= now), every live attempt running until then."""
-        return self.spent + sum(reservation(a, now, policy, at=at) for a in self.live)
 
     def promised(self, now: datetime) -> datetime:
         """The latest runway end promised to a live attempt (now if none)."""
-        return max([now, *(a.runway_until for a in self.live if a.runway_until is not None)])
+        return max([now, *(a.runway_until for a, _ in self.live if a.runway_until is not None)])
 
-    def committed_for(self, job_id: int, at: datetime, now: datetime, policy: Policy) -> float:
+    def committed_for(self, job_id: int, at: datetime, now: datetime) -> float:
         """The one rule's sum: spend, and every live attempt reserved as of a look at ``at``,
         except that a running attempt of a newer job already past its runway counts as stopped
         now (it is the one to give way; one within its runway was promised its run)."""
         total = self.spent
-        for a in self.live:
+        for a, policy in self.live:
             newer_past = stoppable(a) and a.job_id > job_id and (a.runway_until is None or a.runway_until <= now)
             total += reservation(a, now, policy, stop_now=newer_past, at=at)
         return total
@@ -186,21 +187,25 @@ class SweepState:
 
 @dataclass
 class Ledger:
-    """Spend and reservations per job, sweep and the current UTC day.
-
-    Built from the attempts of every unfinished job, of every active sweep's trials, and every
-    attempt that was live or ended today (``rows``: (attempt, its job's sweep id)).
-    """
+    """Spend and reservations per job, sweep and the current UTC day, from the attempts of every
+    unfinished job, of every active sweep's trials, and every one live or ended today."""
 
     now: datetime
     jobs: dict[int, Totals] = field(default_factory=dict)
     sweeps: dict[int, Totals] = field(default_factory=dict)
     day: Totals = field(default_factory=Totals)
+    graces: dict[int, float] = field(default_factory=dict)  # job id -> its running attempt's stop grace
 
     @classmethod
-    def build(cls, rows: Iterable[tuple[Attempt, int | None]], now: datetime, policy: Policy) -> Ledger:
+    def build(cls, rows: Iterable[tuple[Attempt, int | None]], now: datetime, base: Policy,
+              uploads: Mapping[tuple[int, int], float] | None = None) -> Ledger:
+        """``rows``: (attempt, its job's sweep id); ``uploads``: (job id, attempt number) -> its
+        longest checkpoint upload seen (s)."""
         ledger, start = cls(now), day_start(now)
         for a, sweep_id in rows:
+            policy = base.for_attempt(uploads.get((a.job_id, a.number)), bool(a.spot)) if uploads else base
+            if stoppable(a):
+                ledger.graces[a.job_id] = policy.stop_grace_s
             spent, on = attempt_cost(a, now), reservation(a, now, policy)
             off = reservation(a, now, policy, stop_now=True)
             scopes = [ledger.jobs.setdefault(a.job_id, Totals())]
@@ -209,7 +214,7 @@ class Ledger:
             for t in scopes + [ledger.day]:
                 t.spent += spent if t is not ledger.day else cost_between(a, start, now, now)
                 if a.status != AttemptStatus.ENDED:
-                    t.live.append(a)
+                    t.live.append((a, policy))
                 if stoppable(a):  # one per job, unless a crash left two: count both
                     was_on, was_off = t.running.get(a.job_id, (0.0, 0.0))
                     t.running[a.job_id] = (was_on + on, was_off + off)
@@ -236,20 +241,19 @@ class Cap:
         scope's commitments as of a look at the latest promised runway end (``at``, a launch's
         own runway end, included), plus ``extra(that time)`` (a launch's cost until it)."""
         until = max(at or now, self.totals.promised(now))
-        committed = self.totals.committed_for(self.job_id, until, now, policy)
+        committed = self.totals.committed_for(self.job_id, until, now)
         return committed + (extra(until) if extra else 0.0) <= self.limit + EPS
 
     @property
     def others_live(self) -> bool:
         """Whether another job's attempt in the scope is live: its reservation may still come back
         (it finishes, its launch fails, its stop ends sooner than reserved)."""
-        return any(a.job_id != self.job_id for a in self.totals.live)
+        return any(a.job_id != self.job_id for a, _ in self.totals.live)
 
     @property
     def money_gone(self) -> bool:
         """Over the cap even if every other running attempt were stopped now, and (job and sweep
-        caps) no other attempt of the scope is live, whose reservation might still come back.
-        The daily cap's answer is the same either way: the job waits for tomorrow."""
+        caps) no other attempt of the scope is live (the daily cap: the job waits for tomorrow)."""
         over = self.totals.committed_if_others_stop(self.job_id) > self.limit + EPS
         return over and (self.daily or not self.others_live)
 
@@ -365,6 +369,8 @@ def gate_for(job: Job, spec: JobSpec, sweep: SweepState | None, ledger: Ledger, 
     ``prune``: why the sweep's pruning rule stops the trial now; ``wait``: why the trial is held
     for trials ahead of it to finish (gpuorch.sweeps.finish); None: neither."""
     now, caps, jid = ledger.now, [], job.id or 0
+    if jid in ledger.graces:  # a running attempt's stops (budget, deadline, max_duration) use its own grace
+        policy = replace(policy, stop_grace_s=ledger.graces[jid])
     if spec.budget is not None:
         caps.append(Cap("job budget", spec.budget.max_cost, ledger.jobs.get(jid, Totals()), jid))
     if sweep is not None and sweep.max_cost is not None:

@@ -2,7 +2,8 @@
 admitted with its runway is never stopped for budget within that runway (the least its
 guarantees need: ``caps.runway_s``) unless actual spend moved beyond the projections (here it
 cannot: no spot price moves). Property-tested over random prices, billing rules, caps, checkpoint intervals,
-finishes and irregular passes; and the cap is never crossed.
+finishes and irregular passes, and each attempt's own stop grace (``Policy.for_attempt``: sized by the upload
+seen once its first checkpoint is durable, on-demand and spot); and the cap is never crossed.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ job_st = st.fixed_dictionaries({
     "granularity": st.sampled_from([1, 60]),
     "minimum": st.sampled_from([0, 60, 600]),
     "checkpoint": st.sampled_from([None, "30s", "60s", "300s"]),
+    "upload": st.sampled_from([None, 0.0, 5.0, 20.0, 100.0]),  # the attempt's checkpoint upload, once seen
+    "spot": st.booleans(),
 })
 
 
@@ -54,8 +57,10 @@ def test_no_attempt_is_stopped_for_budget_within_its_runway(jobs, cap, steps):
     done: set[int] = set()
     now = T0
 
-    def ledger() -> Ledger:
-        return Ledger.build([(a, 1) for a in attempts], now, POLICY)
+    def ledger() -> Ledger:  # an upload is seen once the attempt's first checkpoint is durable (its runway)
+        uploads = {(a.job_id, a.number): jobs[a.job_id - 1]["upload"] for a in attempts
+                   if jobs[a.job_id - 1]["upload"] is not None and a.runway_until is not None and now >= a.runway_until}
+        return Ledger.build([(a, 1) for a in attempts], now, POLICY, uploads)
 
     def gate(jid: int, led: Ledger):
         live = [a for a in attempts if a.job_id == jid and a.status != AttemptStatus.ENDED]
@@ -72,9 +77,9 @@ def test_no_attempt_is_stopped_for_budget_within_its_runway(jobs, cap, steps):
                     a.status, a.ended_at = AttemptStatus.ENDED, now
                 elif a.status == AttemptStatus.RUNNING:
                     g = gate(jid, led)
-                    if g.stop is not None:
+                    if g.stop is not None:  # drained for its own stop grace, as decide/gates.py does
                         assert now >= a.runway_until, f"job {jid} stopped {a.runway_until - now} early"
-                        a.status, a.drain_until = AttemptStatus.DRAINING, now + timedelta(seconds=POLICY.stop_grace_s)
+                        a.status, a.drain_until = AttemptStatus.DRAINING, now + timedelta(seconds=g.policy.stop_grace_s)
                     elif finish > 0.97:  # the job finishes now
                         a.status, a.ended_at = AttemptStatus.ENDED, now
                         done.add(jid)
@@ -87,6 +92,7 @@ def test_no_attempt_is_stopped_for_budget_within_its_runway(jobs, cap, steps):
                                         instance_type="gpu.x", price_per_hour=c.price_per_hour,
                                         billing_granularity_s=c.offer.billing_granularity_s,
                                         min_billing_s=c.offer.min_billing_s, status=AttemptStatus.RUNNING,
+                                        spot=jobs[jid - 1]["spot"],
                                         requested_at=now, launched_at=now, runway_until=g.runway_until(c)))
                 led = ledger()
         spent = sum(attempt_cost(a, now) for a in attempts)
@@ -115,3 +121,31 @@ def test_the_issue_case_is_not_stopped_one_pass_after_its_launch():
     g = gate_for(SimpleNamespace(id=1, status=JobStatus.RUNNING), s, sweep,  # type: ignore[arg-type]
                  Ledger.build([(a, 1)], now, POLICY), POLICY)
     assert g.stop is not None and g.stop.job_status == JobStatus.BUDGET_EXHAUSTED
+
+
+def test_an_attempt_stop_grace_is_sized_by_its_uploads():
+    """Twice the longest upload seen, at least a pass, at most the configured bound (also the grace
+    before any upload); a spot attempt keeps the notice less a pass, so its horizon covers a notice."""
+    p = Policy(decision_interval_s=30, stop_grace_s=120, notice_s=120)
+    assert p.for_attempt(None, spot=False) == p
+    assert p.for_attempt(4.0, spot=False).stop_grace_s == 30  # a pass at least
+    assert p.for_attempt(25.0, spot=False).stop_grace_s == 50
+    assert p.for_attempt(300.0, spot=False).stop_grace_s == 120  # never past the bound
+    assert p.for_attempt(4.0, spot=True).stop_grace_s == 90  # a 120 s notice just after a look: 30 + 120 <= 2 x 30 + 90
+    assert p.for_attempt(4.0, spot=True).horizon_s == 150
+
+
+def test_the_ledger_reserves_each_attempt_its_own_horizon():
+    """Two running attempts at the same price: the one whose upload was seen reserves less (its
+    own horizon), and a budget stop drains it for its own grace (the gate's policy)."""
+    j = {"price": 3.6, "granularity": 1, "minimum": 0, "checkpoint": None}  # $0.001 a second
+    mk = [Attempt(job_id=n, number=1, provider="fake", region="r", zone="r-a", instance_type="gpu.x",
+                  price_per_hour=3.6, billing_granularity_s=1, min_billing_s=0, status=AttemptStatus.RUNNING,
+                  requested_at=T0, launched_at=T0, runway_until=T0) for n in (1, 2)]
+    now = T0 + timedelta(seconds=10)
+    led = Ledger.build([(a, 1) for a in mk], now, POLICY, {(2, 1): 5.0})
+    assert abs(led.sweeps[1].running[1][0] - 0.120) < 1e-6  # 2 x 30 + 60 s
+    assert abs(led.sweeps[1].running[2][0] - 0.090) < 1e-6  # 2 x 30 + 30 s (a pass: twice 5 s is less)
+    sweep = SweepState(1, "s", 5.0, None, max_parallel=3, in_flight=2)
+    g = gate_for(SimpleNamespace(id=2, status=JobStatus.RUNNING), spec(j), sweep, led, POLICY)  # type: ignore[arg-type]
+    assert g.policy.stop_grace_s == 30 and g.stop is None

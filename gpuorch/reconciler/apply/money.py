@@ -28,6 +28,7 @@ from gpuorch.money.record import as_seen, corrections, reported_end
 from gpuorch.money.storage import ledger_rows as stored  # job volumes' storage, as warm idle time's rows
 from gpuorch.placement import Candidate
 from gpuorch.provider.port import Instance, Offer, Provider
+from gpuorch.reconciler.apply.uploads import upload_times
 from gpuorch.reconciler.decide import actions as A
 from gpuorch.reconciler.observe.views import AttemptView, JobView
 from gpuorch.runners.port import Runner, RunnerUnavailable
@@ -79,15 +80,14 @@ class Money:
     def _load(self, s: Session, now: datetime) -> tuple[Ledger, dict[int, SweepState]]:
         active = list(s.exec(select(Sweep).where(Sweep.status == SweepStatus.ACTIVE)))
         self._rules_of(active)
-        self._waits = {}
-        ids = [w.id for w in active]
+        self._waits, ids = {}, [w.id for w in active]
         rows = s.exec(select(Attempt, Job.sweep_id).join(Job, col(Job.id) == col(Attempt.job_id)).where(or_(
             col(Attempt.status) != AttemptStatus.ENDED, col(Attempt.ended_at) >= day_start(now),
             col(Job.status).not_in(TERMINAL), col(Job.sweep_id).in_(ids))))
         # A live attempt the listing shows ended (daemon away) bills to the cloud's end time from this pass's look.
         seen, every = self._observed, [*rows, *ledger_rows(s, day_start(now), ids), *stored(s, day_start(now), ids)]
         ledger = Ledger.build([(as_seen(a, seen.get((a.provider, a.job_id, a.number)), now), sid) for a, sid in every],
-                              now, self.policy)
+                              now, self.policy, upload_times(s))
         if not ids:
             return ledger, {}
         flying: dict[int, int] = {}
