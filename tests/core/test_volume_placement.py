@@ -21,6 +21,7 @@ from gpuorch.jobs.spec import parse_spec
 from gpuorch.jobs.submitcheck import volume_scope
 from gpuorch.provider.port import SupportsVolumes
 from gpuorch.reconciler import Reconciler
+from gpuorch.registry import available, with_volumes
 from gpuorch.testing.e2e import attempts
 from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider, default_offers
 
@@ -82,8 +83,10 @@ def test_submit_refuses_a_volume_job_nowhere_to_put_its_volume_and_stores_nothin
     job.write_text("name: v\nrun: x\nresources: {gpu: 'L4:1'}\nvolume: {size: 100GB, mount: /data}\n")
     r = runner.invoke(app, ["submit", str(job)])  # the default config enables only `local`: no volumes
     assert r.exit_code == 2 and r.stdout == ""
+    makers = with_volumes(available())  # the installed providers that make volumes, in name order
+    assert {"aws", "azure", "gcp", "lambda", "runpod", "sim", "vast"} <= set(makers) and "local" not in makers
     assert r.stderr.strip() == (f"error: {job}: volume: none of the providers this job may use (local) has volumes; "
-                                "allow one that does (providers: [...]): aws, azure, gcp, lambda, runpod, sim, vast")
+                                f"allow one that does (providers: [...]): {', '.join(makers)}")
     (_isolated_home / "config.yaml").write_text(
         "providers:\n  local: {}\n  gcp: {project: my-project-123, zones: [us-central1-a], volume_type: pd-ssd}\n")
     small = tmp_path / "small.yaml"
