@@ -26,10 +26,11 @@ daemon starts. Measured:
   checkpointer; this script's own polling connection included; a backend that exited meanwhile
   is not counted). The daemon's CPU leaves out what its statements cost the server, which on a
   shared host is CPU the daemon's pass then waits for;
-- with ``--postgres``: ``wal_mb``, the WAL the server wrote over the same span (every database's:
-  run it on a server nobody else writes to), and ``job_row_writes``, the row versions written to
-  the job table over the whole run (``pg_stat_user_tables``: the claims, renewals, launches and
-  the daemons' lease release at exit). Both are counts, not times: the load does not move them.
+- with ``--postgres``: ``wal_mb``, the WAL the server wrote over the same span (every database's,
+  and full-page images after each checkpoint: noisy on a server others use), and
+  ``job_row_writes``, the row versions written to the job table over the whole run
+  (``pg_stat_user_tables``: the claims, launches and the daemons' lease release at exit, and the
+  lease renewals, every held row each 20 s, so a slower drain counts more of them).
 
 ``--postgres URL``: the store is a fresh database on that PostgreSQL server instead of SQLite;
 ``--daemons N`` (PostgreSQL only): N daemons share the queue (HA mode). Their CPU is summed, the
