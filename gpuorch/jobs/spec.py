@@ -20,16 +20,15 @@ from gpuorch.errors import UserInputError, field_path
 from gpuorch.jobs import validate as v_
 from gpuorch.jobs.gpu_request import GpuRequirement, Strict
 from gpuorch.jobs.lifetime import Lifetime, Seconds  # kind, max_duration, idle_stop: JobSpec's lifetime
+from gpuorch.jobs.volume_spec import Gib, VolumeRequest  # re-exported: VolumeRequest lived here
 from gpuorch.notify.kinds import NotifySpec
 from gpuorch.policy.recovery import get_strategy
 from gpuorch.sizing.workload import SHARDED, Distributed, Workload
-from gpuorch.units import parse_size_gib
 
 if TYPE_CHECKING:
     from gpuorch.checkpoint.url import StoreUrl
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-Gib = Annotated[float, BeforeValidator(parse_size_gib)]
 
 
 class SpotPolicy(StrEnum):
@@ -115,32 +114,6 @@ class Budget(Strict):
     """A hard cap on what the job (or a sweep) may spend, all attempts together (docs/money.md)."""
 
     max_cost: Usd  # USD
-
-
-class VolumeRequest(Strict):
-    """``volume: {size: 100GB, mount: /data}``: a persistent disk that follows the job across
-    attempts within one zone (docs/aws.md). Created on first placement, deleted when the job ends."""
-
-    size: Gib = Field(gt=0, le=v_.MAX_GIB)
-    mount: str  # absolute path on the instance; the agent gets it as GPUORCH_VOLUME_DIR
-    # The cloud's disk type (gp3; pd-balanced, pd-ssd, hyperdisk-balanced; Premium_LRS,
-    # StandardSSD_LRS); default: the provider's ``volume_type``. Placement keeps to providers
-    # that make it and instance types that attach it (submit refuses a type no allowed provider has).
-    type: str | None = None
-
-    @field_validator("type")
-    @classmethod
-    def _type(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,39}", v):
-            raise ValueError(f"{v!r} is not a disk type name (letters, digits, - and _, like pd-ssd or gp3)")
-        return v
-
-    @field_validator("mount")
-    @classmethod
-    def _mount(cls, v: str) -> str:
-        from gpuorch.runners.volume_mount import check_mount_path  # stdlib only
-
-        return check_mount_path(v)
 
 
 def _instant(v: Any) -> str:
