@@ -21,7 +21,8 @@ without its volume, and an event says so.
   after ``volume_attached_at``; then, or at once when the runner raises VolumeMountFailed, the
   attempt ends FAILED with the reason (``decide.volume_failed``; recording.py).
 - Deleted when the job is terminal; ``sweep`` deletes this installation's volumes that no
-  unfinished job owns, which also retries deletes that failed (volume still detaching).
+  unfinished job owns, which also retries deletes that failed (volume still detaching). Except a
+  kept one (``volume.keep``): it stays until ``gpuorch volume delete`` asks (``kept_volumes``).
 
 Volumes given at launch (capability ``volumes_at_launch``, ``SupportsLaunchVolumes``: Lambda,
 RunPod, Vast) follow the same rules with one change of order: ``for_launch`` records the intent
@@ -58,6 +59,7 @@ from gpuorch.provider.port import (
     Volume,
     VolumeSpec,
 )
+from gpuorch.reconciler.apply import kept_volumes
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, Job
 
@@ -240,13 +242,18 @@ class Volumes:
         if job is None or kind is None or job.volume_id is None:
             return
         self.detach(job, last.instance_id if last else None)
+        if kept_volumes.keeps(job.spec):  # stays, billed, until `gpuorch volume delete` asks
+            with self.store.write() as ws:
+                events.record(ws, now, kept_volumes.KEPT, f"volume {job.volume_id} kept after the job "
+                              f"(delete it with: gpuorch volume delete {job_id})", job_id=job_id)
+            return
         if self._delete(kind[1], job.volume_id):
             with self.store.write() as ws:
                 events.record(ws, now, "volume_deleted", f"volume {job.volume_id} deleted", job_id=job_id)
 
     def sweep(self, ok: set[str], now: datetime) -> None:
-        """Delete this installation's volumes whose job is finished or unknown (at most every
-        ``sweep_every_s``; the first pass always sweeps)."""
+        """Delete this installation's volumes whose job is finished or unknown, but for kept ones
+        no delete was asked for (at most every ``sweep_every_s``; the first pass always sweeps)."""
         if self._swept_at is not None and (now - self._swept_at).total_seconds() < self.sweep_every_s:
             return
         self._swept_at = now
@@ -264,12 +271,32 @@ class Volumes:
         with self.store.read() as s:
             # ids only: whole rows (specs and all) of 5,000 held jobs were a share of an idle daemon's CPU
             unfinished = {str(i) for i in s.exec(select(Job.id).where(col(Job.finished_at).is_(None)))}
+            ended = {v.tags[TAG_JOB] for _, vols in listed.values() for v in vols} - unfinished
+            stays = unfinished | kept_volumes.held(s, ended)
+            asked = kept_volumes.pending_deletes(s)
         for name, (p, vols) in listed.items():
             for v in vols:
-                if v.tags[TAG_JOB] not in unfinished and self._delete(p, v.id):
+                tag = v.tags[TAG_JOB]
+                if tag not in stays and self._delete(p, v.id):
+                    jid = int(tag) if tag.isdigit() else None
                     with self.store.write() as ws:
-                        events.record(ws, now, "orphan_volume_deleted", f"{name} volume {v.id} had no unfinished job",
-                                      job_id=int(v.tags[TAG_JOB]) if v.tags[TAG_JOB].isdigit() else None)
+                        if jid in asked:
+                            events.record(ws, now, "volume_deleted", f"volume {v.id} deleted as asked "
+                                          "(gpuorch volume delete)", job_id=jid)
+                        else:
+                            events.record(ws, now, "orphan_volume_deleted",
+                                          f"{name} volume {v.id} had no unfinished job", job_id=jid)
+        self._settle_gone(asked, listed, now)
+
+    def _settle_gone(self, asked: dict[int, Job], listed: Mapping[str, tuple[object, list[Volume]]],
+                     now: datetime) -> None:
+        """A volume asked to be deleted that its provider (listed this sweep) no longer has is
+        deleted: its ``volume_deleted`` event stops the billing."""
+        for jid, job in asked.items():
+            there = listed.get(job.volume_provider or "")
+            if there is not None and job.volume_id not in {v.id for v in there[1]}:
+                with self.store.write() as ws:
+                    events.record(ws, now, "volume_deleted", f"volume {job.volume_id} is gone", job_id=jid)
 
     def _kind(self, name: str | None) -> tuple[Callable[[], list[Volume]], Callable[[str], None]] | None:
         """How provider ``name`` lists and deletes volumes (attached ones, or given at launch)."""
