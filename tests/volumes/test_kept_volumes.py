@@ -140,3 +140,19 @@ def test_volume_delete_refuses_bad_input_in_one_line_and_stores_nothing(
     assert "volume_delete_requested" not in kinds(d, running) + kinds(d, plain)
     gate.touch()
     d.until_terminal(running)
+
+
+def test_a_requested_volume_gone_from_its_provider_is_recorded_deleted(daemon: AssembledDaemon) -> None:
+    """Deleted out of band (or by the daemon, then a crash before its event): the next sweep that
+    lists the provider records ``volume_deleted``, so the storage stops billing."""
+    d, sim = daemon, daemon.adapter("sim")
+    job = run_job(d, "gone", keep=True)
+    vol = d.job(job).volume_id or ""
+    code, out = cli("volume", "delete", "gone", "--yes", "--json")
+    assert code == 0 and json.loads(out)["already_requested"] is False, out
+    assert json.loads(cli("volume", "delete", vol, "--yes", "--json")[1])["already_requested"] is True
+    sim.delete_volume(vol)
+    d.until(lambda: "volume_deleted" in kinds(d, job), what="the gone volume's volume_deleted")
+    assert kinds(d, job).count("volume_delete_requested") == 1
+    with d.store.read() as s:
+        assert periods(s, [job])[0].end is not None
