@@ -156,3 +156,14 @@ def test_a_requested_volume_gone_from_its_provider_is_recorded_deleted(daemon: A
     assert kinds(d, job).count("volume_delete_requested") == 1
     with d.store.read() as s:
         assert periods(s, [job])[0].end is not None
+
+
+def test_volume_keep_must_be_a_boolean() -> None:
+    from gpuorch.errors import UserInputError
+    from gpuorch.jobs.spec import parse_spec
+
+    spec = {"name": "k", "run": "true", "volume": {"size": "1GB", "mount": "/data"}}
+    volume = parse_spec(spec, "spec").volume
+    assert volume is not None and volume.keep is False
+    with pytest.raises(UserInputError, match=r"volume\.keep"):
+        parse_spec({**spec, "volume": {"size": "1GB", "mount": "/data", "keep": "maybe"}}, "spec")
