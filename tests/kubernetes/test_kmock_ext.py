@@ -127,3 +127,15 @@ def test_exec_runs_through_the_handler_with_stdin_and_the_exit_code(kube, client
     kube.emulator.exec_handler = lambda *a: None  # no running container
     with pytest.raises(ApiError):
         client.exec("a", command=["true"], stdin=b"", stdout=True)
+
+
+def test_reads_leave_the_request_history_and_writes_stay(kube, client) -> None:
+    """kmock walks its whole request history on every request: reads are dropped once answered."""
+    from lightkube.resources.core_v1 import ConfigMap
+
+    client.create(ConfigMap.from_dict({"metadata": {"name": "kept"}, "data": {"a": "1"}}))
+    for _ in range(20):
+        client.get(ConfigMap, "kept")
+        list(client.list(ConfigMap))
+    assert [(r.method.value, r.url.path) for r in kube.emulator] == [
+        ("POST", "/api/v1/namespaces/default/configmaps")]
