@@ -29,6 +29,7 @@ from gpuorch.store.states import AttemptStatus
 
 HOURS_PER_MONTH = 730.0
 MADE, ENDS = "volume", ("volume_deleted", "orphan_volume_deleted")
+KEPT = "volume_kept"  # recorded when a job that keeps its volume ends (reconciler.apply.kept_volumes)
 # An attempt number no real attempt has: warm idle periods are -(period id); these start below.
 _NUMBER_BASE = -(1 << 40)
 
@@ -111,12 +112,17 @@ def storage_attempt(p: StoragePeriod) -> Attempt:
 
 def ledger_rows(s: Session, since: datetime, sweeps: Iterable[int | None]) -> Iterator[tuple[Attempt, int | None]]:
     """(storage attempt, sweep id) of every volume the money ledger counts (``Ledger.build``'s
-    rows): those of unfinished jobs, of jobs that finished since ``since`` (the UTC day's start)
-    and of the active ``sweeps``' trials."""
+    rows): those of unfinished jobs, of jobs that finished since ``since`` (the UTC day's start),
+    of the active ``sweeps``' trials, and every volume kept after its job (``volume.keep``) not
+    deleted yet: it bills every day until then, so every day's cap counts it."""
     ids = [i for i in sweeps if i is not None]
     clause = or_(col(Job.finished_at).is_(None), col(Job.finished_at) >= since)
     if ids:
         clause = or_(clause, col(Job.sweep_id).in_(ids))
+    kept = set(s.exec(select(Event.job_id).where(Event.kind == KEPT, col(Event.job_id).is_not(None))))
+    if kept:
+        kept -= set(s.exec(select(Event.job_id).where(col(Event.kind).in_(ENDS), col(Event.job_id).in_(list(kept)))))
+        clause = or_(clause, col(Job.id).in_(list(kept)))
     jobs = dict(s.exec(select(Job.id, Job.sweep_id).where(col(Job.volume_provider).is_not(None), clause)).all())
     for p in periods(s, [j for j in jobs if j is not None]):
         if p.rate:

@@ -109,3 +109,22 @@ def test_gpuorch_volume_list_shows_each_volume_and_its_storage_cost(store: Store
     assert every[0]["storage_cost"] == pytest.approx(10 * HOUR, abs=1e-6)
     table = cli.invoke(app, ["volume", "list"])
     assert table.exit_code == 0 and "nv1" in table.output and "1 volume, storage $" in table.output
+
+
+def test_a_volume_kept_after_its_job_counts_in_every_later_days_cap_until_deleted(store: Store) -> None:
+    """A kept volume (``volume.keep``) bills every day after its job ended: the daily cap's
+    ledger counts it (its rows: unfinished jobs, today's, and kept volumes not deleted)."""
+    ended = T0 + timedelta(hours=2)
+    kept = volume_job(store, "kept", T0, None)
+    gone = volume_job(store, "gone", T0, None)
+    with store.write() as s:
+        for job_id in (kept, gone):
+            job = s.get(Job, job_id)
+            assert job is not None
+            job.status, job.finished_at = JobStatus.SUCCEEDED, ended
+            events.record(s, ended, "volume_kept", "volume nv1 kept after the job", job_id=job_id)
+        events.record(s, T0 + timedelta(days=1), "volume_deleted", "volume nv1 deleted as asked", job_id=gone)
+    today = day_start(T0 + timedelta(days=3))
+    with store.read() as s:
+        counted = {a.job_id for a, _ in ledger_rows(s, today, [])}
+    assert kept in counted and gone not in counted

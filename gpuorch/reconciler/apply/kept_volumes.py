@@ -24,7 +24,6 @@ from gpuorch.money.storage import ENDS
 from gpuorch.store.models import Event, Job
 
 DELETE_REQUESTED = "volume_delete_requested"
-KEPT = "volume_kept"
 
 
 def keeps(spec_json: str | None) -> bool:

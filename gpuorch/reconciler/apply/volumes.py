@@ -46,7 +46,7 @@ from sqlmodel import Session, col, select
 
 from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, ProviderError, QuotaError
 from gpuorch.jobs import events
-from gpuorch.money.storage import made_data
+from gpuorch.money.storage import KEPT, made_data
 from gpuorch.ops.crashpoints import crashpoint
 from gpuorch.provider.launch_volumes import SupportsLaunchVolumes
 from gpuorch.provider.port import (
@@ -244,7 +244,7 @@ class Volumes:
         self.detach(job, last.instance_id if last else None)
         if kept_volumes.keeps(job.spec):  # stays, billed, until `gpuorch volume delete` asks
             with self.store.write() as ws:
-                events.record(ws, now, kept_volumes.KEPT, f"volume {job.volume_id} kept after the job "
+                events.record(ws, now, KEPT, f"volume {job.volume_id} kept after the job "
                               f"(delete it with: gpuorch volume delete {job_id})", job_id=job_id)
             return
         if self._delete(kind[1], job.volume_id):
