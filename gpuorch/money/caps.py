@@ -8,9 +8,10 @@ Terms (the proof is in docs/money.md):
   terminated: what *this attempt* needs (``Policy.for_attempt``): twice its longest checkpoint
   upload seen (``recorded_at - completed_at``: the upload and the pass that saw it), >= ``I``,
   <= the configured ``stop_grace_s`` (the bound until an upload is seen, and for admission). A
-  spot notice's deadline is the cloud's and ends billing itself, but the daemon drains a noticed
-  attempt until then: a notice just after a look bills until ``I + notice_s`` later at most, so
-  a spot attempt keeps ``S >= notice_s - I`` (its horizon covers the notice). A slower upload
+  spot notice's deadline is the cloud's and ends billing itself, but only then: drained to it, a
+  notice just after a look would bill ``I + notice`` on, past ``H`` when ``S`` is short. So the
+  daemon drains a capped job's notice for ``S`` at most (``decide/gates.notice_drain``: the final
+  checkpoint on notice needs what a stop's does) and ``H`` covers any notice. A slower upload
   later raises ``S``: like a price move, the cap holds, newer trials give way.
 - decision point: the latest moment by which the daemon can have an instance terminated,
   counting from a look now: the next look (<= I), a clean stop (S), the look that terminates
@@ -69,18 +70,16 @@ class Policy:
     daily_cap: float | None = None  # USD per UTC day, all jobs together (DaemonConfig.daily_budget)
     decision_interval_s: float = 30.0
     stop_grace_s: float = 120.0  # the bound on a stop's final checkpoint (before an upload is seen)
-    notice_s: float = 120.0  # the longest spot notice a horizon covers (AWS's)
 
     @property
     def horizon_s(self) -> float:
         return 2 * self.decision_interval_s + self.stop_grace_s
 
-    def for_attempt(self, upload_s: float | None, spot: bool) -> Policy:
+    def for_attempt(self, upload_s: float | None) -> Policy:
         """With this attempt's stop grace (module docstring); ``self`` while no upload was seen."""
         if upload_s is None:
             return self
-        i = self.decision_interval_s
-        need = max(UPLOAD_FACTOR * upload_s, i, self.notice_s - i if spot else 0.0)
+        need = max(UPLOAD_FACTOR * upload_s, self.decision_interval_s)
         return replace(self, stop_grace_s=min(need, self.stop_grace_s))
 
 
@@ -203,7 +202,7 @@ class Ledger:
         longest checkpoint upload seen (s)."""
         ledger, start = cls(now), day_start(now)
         for a, sweep_id in rows:
-            policy = base.for_attempt(uploads.get((a.job_id, a.number)), bool(a.spot)) if uploads else base
+            policy = base.for_attempt(uploads.get((a.job_id, a.number))) if uploads else base
             if stoppable(a):
                 ledger.graces[a.job_id] = policy.stop_grace_s
             spent, on = attempt_cost(a, now), reservation(a, now, policy)

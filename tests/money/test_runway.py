@@ -3,7 +3,7 @@ admitted with its runway is never stopped for budget within that runway (the lea
 guarantees need: ``caps.runway_s``) unless actual spend moved beyond the projections (here it
 cannot: no spot price moves). Property-tested over random prices, billing rules, caps, checkpoint intervals,
 finishes and irregular passes, and each attempt's own stop grace (``Policy.for_attempt``: sized by the upload
-seen once its first checkpoint is durable, on-demand and spot); and the cap is never crossed.
+seen once its first checkpoint is durable); and the cap is never crossed.
 """
 
 from __future__ import annotations
@@ -125,14 +125,12 @@ def test_the_issue_case_is_not_stopped_one_pass_after_its_launch():
 
 def test_an_attempt_stop_grace_is_sized_by_its_uploads():
     """Twice the longest upload seen, at least a pass, at most the configured bound (also the grace
-    before any upload); a spot attempt keeps the notice less a pass, so its horizon covers a notice."""
-    p = Policy(decision_interval_s=30, stop_grace_s=120, notice_s=120)
-    assert p.for_attempt(None, spot=False) == p
-    assert p.for_attempt(4.0, spot=False).stop_grace_s == 30  # a pass at least
-    assert p.for_attempt(25.0, spot=False).stop_grace_s == 50
-    assert p.for_attempt(300.0, spot=False).stop_grace_s == 120  # never past the bound
-    assert p.for_attempt(4.0, spot=True).stop_grace_s == 90  # a 120 s notice just after a look: 30 + 120 <= 2 x 30 + 90
-    assert p.for_attempt(4.0, spot=True).horizon_s == 150
+    before any upload was seen)."""
+    p = Policy(decision_interval_s=30, stop_grace_s=120)
+    assert p.for_attempt(None) == p
+    assert p.for_attempt(4.0).stop_grace_s == 30  # a pass at least
+    assert p.for_attempt(25.0).stop_grace_s == 50 and p.for_attempt(25.0).horizon_s == 110
+    assert p.for_attempt(300.0).stop_grace_s == 120  # never past the bound
 
 
 def test_the_ledger_reserves_each_attempt_its_own_horizon():

@@ -6,12 +6,13 @@ a launch. Each returns a ``Step`` (actions, requeue time, done) and mutates noth
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from gpuorch.money.caps import Hold
 from gpuorch.placement import Candidate
-from gpuorch.reconciler.decide.actions import GO_ON, End, SetJob, Step, StopCleanly, Terminate, done
+from gpuorch.reconciler.decide.actions import GO_ON, Drain, End, SetJob, Step, StopCleanly, Terminate, done
 from gpuorch.store.states import AttemptStatus
 
 if TYPE_CHECKING:
@@ -55,3 +56,15 @@ def gate_launch(view: JobView, ranked: list[Candidate], now: datetime, s: Settin
     if ranked and not affordable:
         return [], _hold(gate.unaffordable(ranked), now, s)
     return affordable, GO_ON
+
+
+def notice_drain(step: Step, drain: Drain, now: datetime, grace_s: float) -> tuple[Step, Drain]:
+    """A capped job's preemption notice drains until the cloud's deadline or the attempt's own
+    stop grace from the look that saw it, whichever comes first: the final checkpoint on notice
+    needs what a budget stop's does (gpuorch.money.caps ``Policy.for_attempt``), and so the
+    attempt's horizon covers a notice, however long the cloud's (``step`` ends with ``drain``)."""
+    until = now + timedelta(seconds=grace_s)
+    if drain.until <= until:
+        return step, drain
+    short = replace(drain, until=until)
+    return step._replace(actions=step.actions[:-1] + (short,)), short

@@ -31,7 +31,7 @@ from gpuorch.provider.port import Offer
 from gpuorch.reconciler.decide.actions import GO_ON, Decision, Drain, End, Launch, SetJob, Step, done
 from gpuorch.reconciler.decide.attempt_steps import draining, live, lost_work_s, terminate_if_alive
 from gpuorch.reconciler.decide.deadline import applies, deadline_launch, deadline_move
-from gpuorch.reconciler.decide.gates import gate_launch, stop_running
+from gpuorch.reconciler.decide.gates import gate_launch, notice_drain, stop_running
 from gpuorch.reconciler.decide.limits import lifetime_stop, stopped_box
 from gpuorch.reconciler.decide.owned import owned_first
 from gpuorch.reconciler.decide.warm import with_end
@@ -133,6 +133,8 @@ def _current(view: JobView, current: AttemptView, now: datetime, offers: Offers,
                     SetJob(JobStatus.CANCELLED, "cancelled by user", finished=True)), keep
     step, end = live(current, now, s)
     drain = step.actions[-1] if step.actions and isinstance(step.actions[-1], Drain) else None  # live puts it last
+    if drain is not None and view.gate is not None:  # a capped job drains a notice for its own grace
+        step, drain = notice_drain(step, drain, now, view.gate.policy.stop_grace_s)
     if end is None and drain is None:  # it goes on, unless the caps or the deadline stop it
         stop = stop_running(view, current, now, s)
         if not stop.done:
