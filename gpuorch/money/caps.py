@@ -356,7 +356,8 @@ def _budget_stop(caps: list[Cap], now: datetime, policy: Policy) -> Stop | None:
         return Stop(TerminationReason.BUDGET_EXHAUSTED, JobStatus.QUEUED, f"{msg}; resumes {tomorrow:%Y-%m-%d} UTC",
                     not_before=tomorrow)
     if gone is not None:
-        return Stop(TerminationReason.BUDGET_EXHAUSTED, JobStatus.BUDGET_EXHAUSTED, msg)
+        return Stop(TerminationReason.BUDGET_EXHAUSTED, JobStatus.BUDGET_EXHAUSTED,
+                    f"{msg}, and no attempt of it is running but this one")
     return Stop(TerminationReason.HELD, JobStatus.HELD,
                 f"held: other attempts' reservations fill the {cap.scope} (${cap.limit:.2f}; ${cap.spent:.4f} "
                 f"spent, ${cap.totals.reserved:.4f} reserved); resumes from its checkpoint when they free it")

@@ -57,7 +57,7 @@ def test_a_small_cap_sweep_finishes_three_trials_and_ends_the_rest_only_when_not
     for t in ts:
         if t.status != JobStatus.BUDGET_EXHAUSTED:
             continue
-        assert "left" in t.message and "reserves $" in t.message and "no attempt of it is running" in t.message
+        assert "left" in t.message and "reserve" in t.message and "no attempt of it is running" in t.message
         live = [a for a in every if a.job_id != t.id and a.requested_at < t.finished_at
                 and (a.ended_at is None or a.ended_at > t.finished_at)]
         assert live == [], f"trial {t.id} ended while {[(a.job_id, a.number) for a in live]} could return money"
