@@ -96,7 +96,7 @@ def candidates(
     """Every pair that holds ``spec`` (at most ``limit``), cheapest expected total first.
 
     Memoised on the index when ``avoid`` is None or a ``KeyedAvoid`` and ``options`` is None or
-    sets nothing but ``max_nodes`` (the daemon's case: each provider's ``Provider.max_nodes``, so
+    sets nothing but ``max_nodes`` (the daemon's case: each provider's ``Capabilities.max_nodes``, so
     a gang only goes where it can be placed); a fresh list each call, so callers may reorder it."""
     gangs = _gang_key(options)
     if gangs is None or not (avoid is None or isinstance(avoid, KeyedAvoid)):
