@@ -173,10 +173,15 @@ def gpu_args(runtime: Sequence[str], gpus: bool) -> List[str]:
     return ["--gpus", "all"]
 
 
-def container_name(job_id: int, attempt: int, phase: str, node_rank: int = 0) -> str:
-    """One name per (job, attempt, phase, node): a restarted agent finds its container by it."""
+def container_name(job_id: int, attempt: int, phase: str, node_rank: int = 0,
+                   installation: Optional[str] = None) -> str:
+    """One name per (installation, job, attempt, phase, node): a restarted agent finds its
+    container by it (and removes a leftover of that name first). The installation id keeps two
+    daemons on one host apart: job ids start at 1 in each, and an agent of one removed the other's
+    running container of the same job and attempt."""
     suffix = f"-n{node_rank}" if node_rank else ""
-    return f"gpuorch-{job_id}-{attempt}-{phase}{suffix}"
+    owner = f"{installation[:12]}-" if installation else ""
+    return f"gpuorch-{owner}{job_id}-{attempt}-{phase}{suffix}"
 
 
 def run_argv(

@@ -148,7 +148,8 @@ class ImageHost:
               mounts: Sequence[str], workdir: Path, log_path: Path) -> subprocess.Popen:
         """Start one of the job's commands in a fresh container (a leftover of the same name,
         from an agent that died, is removed first)."""
-        name = container_name(agent.job_id, agent.attempt, phase, int(env.get("GPUORCH_NODE_RANK", "0") or 0))
+        name = container_name(agent.job_id, agent.attempt, phase, int(env.get("GPUORCH_NODE_RANK", "0") or 0),
+                              agent.installation)
         self._record(name)
         _run(remove_argv(self.config.runtime, name), PROBE_TIMEOUT_S)
         inside = container_env(env, own)
@@ -156,7 +157,8 @@ class ImageHost:
         setup = agent.setup if phase == "running" else None
         argv = run_argv(self.config, name=name, command=command, env=inside, mounts=mounts, setup=setup,
                         workdir=str(workdir.resolve()), gpus=self.gpus, signal=agent.signal,
-                        labels={"gpuorch.job": str(agent.job_id), "gpuorch.attempt": str(agent.attempt)})
+                        labels={"gpuorch.job": str(agent.job_id), "gpuorch.attempt": str(agent.attempt),
+                                **({"gpuorch.installation": agent.installation} if agent.installation else {})})
         client = dict(os.environ)
         client.update(inside)  # ``--env NAME`` reads the value from here
         return spawn_argv(argv, workdir, client, log_path)

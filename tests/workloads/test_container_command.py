@@ -106,6 +106,8 @@ def test_labels_and_names_identify_the_attempt():
     assert [a[i + 1] for i, x in enumerate(a) if x == "--label"] == ["gpuorch.attempt=2", "gpuorch.job=7"]
     assert container_name(7, 2, "running") == "gpuorch-7-2-running"
     assert container_name(7, 2, "running", node_rank=1) == "gpuorch-7-2-running-n1"
+    # Two installations on one host: job 7's containers apart (one's agent removes a leftover of its name).
+    assert container_name(7, 2, "running", installation="c0ffee0000012345") == "gpuorch-c0ffee000001-7-2-running"
     assert remove_argv(["podman", "--runtime", "runc"], "n") == ["podman", "--runtime", "runc", "rm", "--force", "n"]
 
 

@@ -35,8 +35,11 @@ def daemon(tmp_path) -> AssembledDaemon:
         "runtime": c.runtime, "run_args": c.run_args, "gpus": c.gpus}}}})
 
 
-def containers(job_id):
-    out = subprocess.run([*PODMAN, "ps", "--all", "--filter", f"label=gpuorch.job={job_id}", "--format", "{{.Names}}"],
+def containers(d: AssembledDaemon, job_id: int) -> list[str]:
+    """The names of this daemon's containers of the job (other tests' daemons have a job of that id too)."""
+    labels = ["--filter", f"label=gpuorch.job={job_id}",
+              "--filter", f"label=gpuorch.installation={d.store.installation_id}"]
+    out = subprocess.run([*PODMAN, "ps", "--all", *labels, "--format", "{{.Names}}"],
                          capture_output=True, text=True, check=True).stdout
     return out.split()
 
@@ -48,7 +51,8 @@ def test_container_job_checkpoints_is_preempted_and_resumes_with_the_same_loss(t
                         "checkpoint": {"store": f"file://{tmp_path / 'ckpt'}", "interval": "1s"}})
         d.until(lambda: d.attempts(job) and d.attempts(job)[-1].last_checkpoint is not None)
         first = d.attempts(job)[-1]
-        assert containers(job) == [f"gpuorch-{job}-1-running"]  # the job runs in the container
+        owner = d.store.installation_id[:12]
+        assert containers(d, job) == [f"gpuorch-{owner}-{job}-1-running"]  # the job runs in the container
         local = d.adapter("local")
         local.inject_preemption(first.instance_id, notice_s=15)
         d.until(lambda: len(d.attempts(job)) == 2)
@@ -65,7 +69,7 @@ def test_container_job_checkpoints_is_preempted_and_resumes_with_the_same_loss(t
         log = LogMirror(d.config.home).path(job, 2).read_text()
         assert "resuming from" in log
         assert [i for i in local.list_managed() if i.state.alive] == []
-        assert containers(job) == []  # none left running, the preempted attempt's included
+        assert containers(d, job) == []  # none left running, the preempted attempt's included
         pid1 = (local.instances_dir / a2.instance_id / "run" / "work" / "pid1.txt").read_bytes()
     assert pid1.startswith(b"/bin/sh\0-c\0")  # PID 1 was the signal proxy, in the container
 
@@ -89,10 +93,10 @@ def test_terminating_a_local_instance_removes_its_container(tmp_path, podman_ima
     with daemon(tmp_path) as d:
         job = d.submit({"name": "sleeper", "run": "sleep 600", "image": podman_image,
                         "resources": {"gpu": "A100:80GB:1"}})
-        d.until(lambda: containers(job) != [], what="the container to start")
+        d.until(lambda: containers(d, job) != [], what="the container to start")
         [attempt] = d.attempts(job)
         d.adapter("local").terminate(attempt.instance_id)
-        assert containers(job) == []
+        assert containers(d, job) == []
 
 
 def test_the_notice_reaches_a_worker_behind_a_launcher_inside_the_container(tmp_path, podman_image):
