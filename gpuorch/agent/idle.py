@@ -18,12 +18,19 @@ as it does for an agent (``Runner.heartbeat``). The watcher:
   set: no skew between hosts), then exits: a control host that died no longer pays for an idle
   instance until it comes back;
 - first removes the run directories set aside before the newest (``runs/``): the newest stays for
-  whoever debugs the last attempt; the older ones would fill the disk over a long sweep.
+  whoever debugs the last attempt; the older ones would fill the disk over a long sweep;
+- polls the preemption notice source the finished agent polled (``notice``, the same poller of
+  ``gpuorch.agent.notice``, every ``notice.poll_s``): a spot instance can be reclaimed while it
+  idles, and only the instance hears its cloud's metadata notice. A notice is written to
+  ``idle.notice`` beside ``idle.json`` (``{"deadline": epoch, "at": epoch}``, atomically), which
+  the daemon reads (``SshRunner.idle_notice``) and releases the instance on: no job is given to
+  an instance that is about to go.
 
 One watcher per instance (an exclusive ``flock`` on ``idle.lock``: a second start exits at once).
-Without a timeout or a shutdown command it only prunes. Stdlib only, like the agent. Its own
-log is ``idle.log`` beside ``idle.json``; ``idle.state`` says how it ended (``taken``,
-``shutdown`` with the command's exit status, or ``off``).
+Without a timeout or a shutdown command it only watches the notice (if any), else only prunes.
+Stdlib only, like the agent. Its own log is ``idle.log`` beside ``idle.json``; ``idle.state`` says
+how it ended (``taken``, ``shutdown`` with the command's exit status, ``noticed`` when a notice
+was all it watched, or ``off``).
 """
 
 from __future__ import annotations
@@ -39,7 +46,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gpuorch.agent.protocol import CONFIG_FILE, HEARTBEAT_FILE, write_atomic
+from gpuorch.agent.notice import NoticePoller, make_notice_source
+from gpuorch.agent.protocol import CONFIG_FILE, HEARTBEAT_FILE, NoticeSource, write_atomic
 
 log = logging.getLogger("gpuorch.agent.idle")
 
@@ -47,6 +55,7 @@ IDLE_FILE = "idle.json"
 IDLE_LOG = "idle.log"
 IDLE_STATE = "idle.state"
 IDLE_LOCK = "idle.lock"
+IDLE_NOTICE = "idle.notice"  # beside idle.json: a preemption notice heard while idle (see above)
 RUNS_DIR = "runs"  # beside run/: the run directories set aside, one per recycled attempt
 MAX_POLL_S = 1.0
 SHUTDOWN_TIMEOUT_S = 60.0
@@ -59,6 +68,7 @@ class IdleConfig:
     shutdown_command: str | None = None
     since: float = 0.0  # when it went idle (epoch); 0: idle.json's mtime (the instance's clock)
     poll_s: float = MAX_POLL_S
+    notice: dict | None = None  # the finished agent's NoticeSource (its fields); None: none to watch
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -91,24 +101,68 @@ def last_heartbeat(config: IdleConfig) -> float:
         return config.since
 
 
+def notice_poller(config: IdleConfig) -> tuple[NoticePoller, float] | None:
+    """The notice source's poller and its interval, or None when there is none to watch (kind
+    ``none``, or one this bundle cannot read: logged, the dead-man switch still works)."""
+    if not config.notice:
+        return None
+    try:
+        source = NoticeSource(**{k: v for k, v in config.notice.items() if k in NoticeSource.__dataclass_fields__})
+        if source.kind == "none":
+            return None
+        poller = make_notice_source(source, Path(config.run))
+    except (TypeError, ValueError) as e:
+        log.error("cannot watch the preemption notice while idle: %s", e)
+        return None
+    every = source.poll_s if isinstance(source.poll_s, (int, float)) and source.poll_s > 0 else MAX_POLL_S
+    return poller, min(float(every), 60.0)
+
+
+def report_notice(root: Path, deadline: float) -> None:
+    """Write ``idle.notice`` for the daemon: the instance is to be reclaimed at ``deadline``."""
+    log.warning("preemption notice while idle: reclaimed at %.3f; reported to the daemon", deadline)
+    write_atomic(root / IDLE_NOTICE, json.dumps({"deadline": deadline, "at": time.time()}) + "\n")
+
+
+def _heard(poller: NoticePoller) -> float | None:
+    try:
+        return poller.poll()
+    except Exception as e:  # a poller never raises; one that does must not end the watch
+        log.error("the notice poller failed: %s", e)
+        return None
+
+
 def watch(config: IdleConfig, root: Path) -> str:
-    """Watch until the next agent starts (``taken``) or the heartbeat stops (``shutdown``)."""
+    """Watch until the next agent starts (``taken``), the heartbeat stops (``shutdown``), or, with
+    no dead-man switch, a notice was reported (``noticed``)."""
     timeout, command = config.heartbeat_timeout_s, config.shutdown_command
-    if not timeout or not command:
+    deadman = bool(timeout and command)
+    notices = notice_poller(config)
+    if not deadman and notices is None:
         return "off"
     taken = Path(config.run) / CONFIG_FILE
-    poll = max(0.05, min(config.poll_s, timeout / 10))
+    poll = min(config.poll_s, (timeout or 0) / 10 if deadman else MAX_POLL_S, notices[1] if notices else MAX_POLL_S)
+    poll, next_notice = max(0.05, poll), 0.0
     while True:
         if taken.exists():
             return "taken"
-        if time.time() - last_heartbeat(config) > timeout:
+        now = time.time()
+        if notices is not None and now >= next_notice:
+            next_notice = now + notices[1]
+            deadline = _heard(notices[0])
+            if deadline is not None:
+                report_notice(root, deadline)
+                notices = None  # reported once; the instance is going
+                if not deadman:
+                    return "noticed"
+        if deadman and now - last_heartbeat(config) > (timeout or 0):
             break
         time.sleep(poll)
     if taken.exists():  # an agent started as the heartbeat went stale: it has its own switch
         return "taken"
     log.warning("no heartbeat for %.0f s while idle: running the shutdown command", timeout)
     try:
-        done = subprocess.run(["/bin/bash", "-c", command], cwd=str(root), stdin=subprocess.DEVNULL,
+        done = subprocess.run(["/bin/bash", "-c", command or ""], cwd=str(root), stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=SHUTDOWN_TIMEOUT_S,
                               check=False)
     except (OSError, subprocess.SubprocessError) as e:
@@ -141,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
         removed = prune(root)
         if removed:
             log.info("removed the older run directories %s", ", ".join(removed))
-        log.info("idle since %.3f; watching %s (timeout %s s)", config.since, config.run, config.heartbeat_timeout_s)
+        log.info("idle since %.3f; watching %s (timeout %s s, notice %s)", config.since, config.run,
+                 config.heartbeat_timeout_s, (config.notice or {}).get("kind", "none"))
         outcome = watch(config, root)
         log.info("idle watcher done: %s", outcome)
         write_atomic(root / IDLE_STATE, f"{outcome} {os.getpid()} {time.time():.3f}\n")

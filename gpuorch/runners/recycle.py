@@ -6,13 +6,16 @@ docs/money.md, "Warm capacity"): ``SshRunner.recycle``'s steps, over one SSH con
    (``run/agent.pid``, checked against its command line so a reused pid is never hit) is stopped:
    its process group SIGTERMed, SIGKILLed after ``STOP_GRACE_S``.
 2. ``idle.json`` (``gpuorch.agent.idle.IdleConfig``: the run directory, and the finished agent's
-   ``heartbeat_timeout_s`` and shutdown command, else the runner's) is written over SFTP, atomically.
+   ``heartbeat_timeout_s``, shutdown command (else the runner's) and notice source) is written over
+   SFTP, atomically; an ``idle.notice`` of an earlier idle period is removed (the watcher hears a
+   notice that still stands again).
 3. The run directory moves aside to ``runs/<attempt>-<job>-<token>`` (an SFTP rename): the next
    ``start`` finds no ``agent.json`` and places a fresh agent there, as on a new instance (workdir
    upload, checkpoint restore).
 4. The idle watcher (``python -m gpuorch.agent.idle``, from the agent bundle) starts detached. It
    powers the instance off when the daemon's heartbeat stops while it idles; it exits when the next
-   agent starts; it removes the run directories set aside before the newest.
+   agent starts; it removes the run directories set aside before the newest; it reports a
+   preemption notice heard while idle in ``idle.notice``, which ``idle_notice`` reads.
 
 Each step is idempotent, so a crash midway is finished by the next call. The shell scripts hold
 only paths the runner made and integers it parsed, each ``shlex.quote``d; the shutdown command and
@@ -22,15 +25,19 @@ every other value travel in files written over SFTP.
 from __future__ import annotations
 
 import io
+import json
+import math
 import posixpath
 import secrets
 import shlex
+import time
 from collections.abc import Callable
+from dataclasses import asdict
 
 import paramiko
 
 from gpuorch.agent import limits
-from gpuorch.agent.idle import IDLE_FILE, RUNS_DIR, IdleConfig
+from gpuorch.agent.idle import IDLE_FILE, IDLE_NOTICE, RUNS_DIR, IdleConfig
 from gpuorch.agent.protocol import CONFIG_FILE, STATUS_FILE, AgentConfig, status_from_bytes
 from gpuorch.runners import sftp_util
 from gpuorch.runners.port import RunnerUnavailable
@@ -38,6 +45,7 @@ from gpuorch.runners.port import RunnerUnavailable
 AGENT_PID = "agent.pid"  # written by the start script: the detached agent's pid (its process group)
 STOP_GRACE_S = 5
 CONFIG_MAX_BYTES = 1 << 20
+NOTICE_MAX_BYTES = 4096
 FINISHED = ("exited", "failed")
 
 Exec = Callable[[paramiko.SSHClient, str], tuple[int, str]]
@@ -95,8 +103,14 @@ def set_aside(client: paramiko.SSHClient, sftp: paramiko.SFTPClient, exec_: Exec
         config: AgentConfig | None = AgentConfig.from_json(raw.decode())
     except (ValueError, TypeError, UnicodeDecodeError):
         config = None  # damaged: no dead-man switch to carry over, but the directory still goes
+    notice = asdict(config.notice) if config and config.notice.kind != "none" else None
     idle = IdleConfig(run=run, heartbeat_timeout_s=config.heartbeat_timeout_s if config else None,
-                      shutdown_command=(config.shutdown_command if config else None) or shutdown_command)
+                      shutdown_command=(config.shutdown_command if config else None) or shutdown_command,
+                      notice=notice)
+    try:  # an earlier idle period's report: this period's watcher hears a notice that still stands
+        sftp.remove(posixpath.join(root, IDLE_NOTICE))
+    except FileNotFoundError:
+        pass
     sftp_util.put_atomic(sftp, io.BytesIO(idle.to_json().encode()), posixpath.join(root, IDLE_FILE))
     runs = posixpath.join(root, RUNS_DIR)
     sftp_util.makedirs(sftp, runs)
@@ -116,3 +130,18 @@ def recycle(client: paramiko.SSHClient, sftp: paramiko.SFTPClient, exec_: Exec, 
     code, output = exec_(client, f"/bin/sh -c {shlex.quote(idle_script(root, bundle, python, idle))}")
     if code != 0:
         raise RunnerUnavailable(f"{root}: starting the idle watcher failed (exit {code}): {output.strip()[-300:]}")
+
+
+def idle_notice(sftp: paramiko.SFTPClient, root: str) -> float | None:
+    """The deadline of a preemption notice the idle watcher reported (``idle.notice``), or None.
+    A report that cannot be read as one still says a notice came: its deadline is now."""
+    data = _read(sftp, posixpath.join(root, IDLE_NOTICE), NOTICE_MAX_BYTES)
+    if data is None:
+        return None
+    try:
+        deadline = json.loads(data).get("deadline")
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        deadline = None
+    if isinstance(deadline, int | float) and not isinstance(deadline, bool) and math.isfinite(deadline):
+        return float(deadline)
+    return time.time()

@@ -198,6 +198,12 @@ class SshRunner(Runner):
 
         self.connection.call("recycle the instance", reset)
 
+    def idle_notice(self) -> float | None:
+        """The deadline of a preemption notice the idle watcher heard while the instance idled
+        (``recycle.idle_notice``), else None. RunnerUnavailable when it cannot be reached."""
+        return self.connection.call("read the idle watcher's notice",
+                                    lambda _client, sftp: recycle.idle_notice(sftp, self._root_path(sftp)))
+
     def close(self) -> None:
         """Close the cached connection (a later call opens a new one)."""
         self.connection.close()

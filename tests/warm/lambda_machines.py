@@ -4,15 +4,21 @@ host key and the login key its launch's cloud-config hands over, as its cloud-in
 (shared/TESTING.md, "SSH"); the provider's ``runner_options`` point its SSH runner there.
 
 The instance's ``shutdown_command`` is ``poweroff.py``: what a powered-off VM becomes at the cloud
-(the instance ends: a terminate through the fake's API), plus a marker file a test can see."""
+(the instance ends: a terminate through the fake's API), plus a marker file a test can see.
+
+Its preemption notice is a ``file`` notice source (``announce``), standing in for a spot cloud's
+metadata notice that only the instance hears: Lambda's listing carries none, as a metadata notice
+never reaches a listing (the AWS, GCP and Azure pollers read the same way: ``gpuorch.agent.notice``)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ssh"))
 from fake_lambda import KEY, FakeLambda
 from sshd import Sshd, free_port
 
+from gpuorch.agent.protocol import NoticeSource, write_atomic
 from gpuorch.provider.port import Instance
 
 POWEROFF = """\
@@ -52,6 +59,15 @@ class Machines:
     def marker(self, instance_id: str) -> Path:
         return self.root / f"{instance_id}.powered-off"
 
+    def notice_file(self, instance_id: str) -> Path:
+        return self.root / f"{instance_id}.notice.json"
+
+    def announce(self, instance_id: str, in_s: float) -> float:
+        """The cloud's notice, as the instance's metadata would say: reclaimed ``in_s`` from now."""
+        deadline = time.time() + in_s
+        write_atomic(self.notice_file(instance_id), json.dumps({"deadline": deadline}))
+        return deadline
+
     def remote_root(self, instance_id: str) -> Path:
         return self.root / instance_id / "gpuorch"
 
@@ -72,7 +88,8 @@ class Machines:
         command = shlex.join(str(a) for a in (sys.executable, self.poweroff, self.fake.url, instance.id,
                                               self.marker(instance.id)))
         return {"host": "127.0.0.1", "port": sshd.port, "remote_root": str(self.remote_root(instance.id)),
-                "python": sys.executable, "shutdown_command": command, **fast}
+                "python": sys.executable, "shutdown_command": command,
+                "notice": NoticeSource(kind="file", path=str(self.notice_file(instance.id)), poll_s=0.2), **fast}
 
     def processes(self) -> list[int]:
         """The instances' own processes: agents and idle watchers (an argument under ``root``)."""

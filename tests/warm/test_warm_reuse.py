@@ -119,9 +119,18 @@ def test_a_cap_the_idle_time_would_cross_releases_the_warm_instance(tmp_path):
 
 def test_a_notice_on_a_warm_instance_releases_it(tmp_path):
     with AssembledDaemon.start(tmp_path / "home", CONFIG) as d:
-        _, w = _idle_with_a_waiting_trial(d, tmp_path)
+        sweep_id, w = _idle_with_a_waiting_trial(d, tmp_path)
         d.adapter("local").inject_preemption(w.instance_id, 60.0)
         d.until(lambda: warm_rows(d)[0].status == "released", what="the release on the notice")
         assert warm_rows(d)[0].reason == "a preemption notice came while it was idle"
         assert w.instance_id not in alive(d)
         assert not events(d.store, "notice")  # no attempt of any job was preempted: only the idle instance went
+        # The trial that was waiting for it runs now, on an instance of its own.
+        _, second = trials(d, sweep_id)
+        with d.store.write() as s:
+            row = s.get(Job, second.id)
+            assert row is not None
+            row.not_before = None
+        assert d.until_terminal(second.id or 0).status == JobStatus.SUCCEEDED
+        [used] = instances_of(d, [second])
+        assert used != w.instance_id and not events(d.store, "warm_reused")

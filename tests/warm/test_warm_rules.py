@@ -80,6 +80,9 @@ def test_release_reasons_in_order():
     assert step_for(warm(stop="over the cap"), NOW, True) == (RELEASE, "over the cap")
     noticed = warm(instance=instance(preemption_deadline=NOW + timedelta(seconds=90)))
     assert step_for(noticed, NOW, True) == (RELEASE, "a preemption notice came while it was idle")
+    heard = warm(noticed=NOW.timestamp() + 90)  # reported by its idle watcher; the listing says nothing
+    assert step_for(heard, NOW, True) == (RELEASE, "a preemption notice came while it was idle")
+    assert match(spec(), [], [heard]) is None  # never leased meanwhile
     assert step_for(warm(instance=instance(state=InstanceState.PREEMPTED)), NOW, True)[0] == RELEASE
     assert step_for(warm(listed=False, instance=None), NOW, False) == (KEEP, None)  # not listed: conclude nothing
 

@@ -8,6 +8,10 @@ Lambda API; each instance a real sshd playing the VM, tests/warm/lambda_machines
 - The daemon dies while the instance idles: no heartbeat reaches the instance any more, and its
   idle watcher runs the instance's shutdown command after ``heartbeat_timeout_s`` (the stand-in
   ends the instance at the cloud); a daemon started again then closes the idle period.
+- A preemption notice that only the instance hears (its metadata, played by a ``file`` notice
+  source: the cloud's listing says nothing) comes while it idles: the idle watcher reports it,
+  the daemon releases the instance (terminated, an event), and the trial that was waiting for it
+  launches a new instance instead.
 
 "Dies": the in-process daemon makes no further pass, so nothing more reaches the instance (no
 heartbeat, no SSH), exactly what an instance sees of a SIGKILLed ``gpuorch daemon``. A real daemon
@@ -18,6 +22,7 @@ subprocess cannot be used here: the fake's machines are reached through the prov
 from __future__ import annotations
 
 import getpass
+import json
 import secrets
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -149,16 +154,21 @@ def test_two_trials_run_back_to_back_on_one_lambda_instance(tmp_path, fake, mach
         check_costs(d, sweep_id)
 
 
+def hold(d: AssembledDaemon, job: Job, hours: float = 1.0) -> None:
+    """Keep ``job`` from starting (a back-off, as a no-offer retry sets); 0: let it go."""
+    with d.store.write() as s:
+        row = s.get(Job, job.id)
+        assert row is not None
+        row.not_before = d.rec.clock.now() + timedelta(hours=hours) if hours else None
+
+
 def test_a_dead_daemon_leaves_the_idle_watcher_to_power_the_instance_off(tmp_path, fake, machines):
     out = tmp_path / "out"
     out.mkdir()
     with start(tmp_path / "home", fake, machines) as d:
         sweep_id = d.submit_sweep(sweep_file(tmp_path, out))["id"]
         first, second = trials(d, sweep_id)
-        with d.store.write() as s:  # the second trial waits (a back-off): the first's instance idles, wanted
-            row = s.get(Job, second.id)
-            assert row is not None
-            row.not_before = d.rec.clock.now() + timedelta(hours=1)
+        hold(d, second)  # the second trial waits: the first's instance idles, wanted
         w = until(d, machines, lambda: (rows := warm_rows(d)) and rows[0].status == "idle" and rows[0],
                   "the first trial's instance to idle, warm")
         root = machines.remote_root(w.instance_id)
@@ -186,3 +196,37 @@ def test_a_dead_daemon_leaves_the_idle_watcher_to_power_the_instance_off(tmp_pat
         until(again, machines, lambda: warm_rows(again)[0].ended_at is not None, "the idle period to close")
         assert (warm_rows(again)[0].reason or "").startswith("its instance ended"), warm_rows(again)[0].reason
         assert check_costs(again, sweep_id) > 0  # the idle time until the power-off is billed
+
+
+def test_a_notice_heard_while_idle_releases_the_instance_and_the_waiting_trial_launches_anew(tmp_path, fake,
+                                                                                                 machines):
+    out = tmp_path / "out"
+    out.mkdir()
+    with start(tmp_path / "home", fake, machines) as d:
+        sweep_id = d.submit_sweep(sweep_file(tmp_path, out))["id"]
+        first, second = trials(d, sweep_id)
+        hold(d, second)  # it waits, and it fits the first's instance: kept warm for it
+        w = until(d, machines, lambda: (rows := warm_rows(d)) and rows[0].status == "idle" and rows[0],
+                  "the first trial's instance to idle, warm")
+        root = machines.remote_root(w.instance_id)
+        wait_until(lambda: "notice file" in ((root / "idle.log").read_text() if (root / "idle.log").exists() else ""),
+                   timeout_s=30, what="the idle watcher, watching the notice")
+        d.run_pass()
+        assert warm_rows(d)[0].status == "idle"  # no notice yet: kept
+
+        deadline = machines.announce(w.instance_id, 120)  # heard on the instance only: the listing says nothing
+        until(d, machines, lambda: warm_rows(d)[0].status == "released", "the release on the reported notice")
+        row = warm_rows(d)[0]
+        assert row.reason == "a preemption notice came while it was idle"
+        assert json.loads((root / "idle.notice").read_text())["deadline"] == pytest.approx(deadline)
+        assert w.instance_id not in [i.id for i in fake.live()]  # terminated
+        [released] = events(d.store, "warm_released")
+        assert released.message.startswith(f"warm instance {w.instance_id} released: a preemption notice")
+        assert not events(d.store, "notice")  # no attempt was preempted: only the idle instance went
+
+        hold(d, second, 0)  # the waiting trial runs now: on a new instance, not the released one
+        until(d, machines, lambda: d.status(second.id or 0).terminal, "the second trial to end")
+        assert d.status(second.id or 0) == JobStatus.SUCCEEDED, d.job(second.id or 0).message
+        assert len(fake.launches) == 2 and not events(d.store, "warm_reused")
+        assert w.instance_id not in {a.instance_id for a in d.attempts(second.id or 0)}
+        assert d.status(first.id or 0) == JobStatus.SUCCEEDED

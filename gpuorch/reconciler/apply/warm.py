@@ -6,6 +6,8 @@
 - ``sweep`` (after the pass's jobs): each open row is recycled (the finished agent's run
   directory set aside, then ``idle``), kept, or released (``releasing`` first, then the
   terminate, then ``released``: a crash anywhere repeats the terminate, which is idempotent).
+  An idle row's runner that hears notices on the instance (``ReportsIdleNotice``) is asked every
+  ``poll_s``, and once more just before a reuse leases it: a notice releases it.
 - ``reuse`` (before a launch): a launch whose job fits an idle row leases it instead: in one
   transaction of the job, the row's conditional update (``idle`` -> ``leased``, its period
   ended), the caps' admission and an attempt row already ``launched`` on the instance. The
@@ -60,6 +62,14 @@ class Recycles(Protocol):
     """A runner that can make its instance ready for another attempt (``LocalRunner.recycle``)."""
 
     def recycle(self) -> None: ...
+
+
+@runtime_checkable
+class ReportsIdleNotice(Protocol):
+    """A runner whose instance hears its own preemption notice while idle (``SshRunner.idle_notice``:
+    what the idle watcher reported), where the provider's listing does not carry it."""
+
+    def idle_notice(self) -> float | None: ...
 
 
 class _NotLeased(Exception):
@@ -119,6 +129,7 @@ class Warm:
         self.store, self.providers, self._txn, self.money, self._row = store, providers, txn, money, row
         self.poll_s, self.heartbeat_s = poll_s, heartbeat_s
         self._beats: dict[int, datetime] = {}  # row id -> when its instance was last told the daemon is alive
+        self._looks: dict[int, tuple[datetime, float | None]] = {}  # row id -> its notice report's last read, deadline
         self.pool: list[W.WarmView] = []  # the idle rows the last sweep left (reuse tries these)
         self._empty_at: int | None = None  # the store's version when the table had no open row
 
@@ -183,6 +194,9 @@ class Warm:
             return False
         w, cand = found
         self.pool = [x for x in self.pool if x.id != w.id]  # leased now, or taken: not offered again
+        if self._heard(w, now, force=True).noticed is not None:  # going: the sweep releases it
+            log.info("job %s: warm instance %s heard a preemption notice; launching", view.job.id, w.instance_id)
+            return False
         # The launch paid the instance's minimum bill: the lessee is billed from now, per increment.
         cand = replace(cand, offer=cand.offer.model_copy(update={"min_billing_s": 0}))
         job_id = view.job.id or 0
@@ -229,6 +243,8 @@ class Warm:
         wants = _queued(claimed, spec_of) if rows else None
         for w in rows:
             view = _view(w, observed, ok, self._stop(jobs.get(w.job_id), spec_of, now))
+            if view.status == W.IDLE:
+                view = self._heard(view, now)
             what, why = W.step_for(view, now, wants is not None and wants(view))
             try:
                 if what == W.RELEASE:
@@ -246,7 +262,9 @@ class Warm:
                 self._beat(w, view, now)
             soonest = min(soonest, max(0.0, (w.keep_until - now).total_seconds()), self.poll_s(), self.heartbeat_s())
         self.pool = pool
-        self._beats = {k: v for k, v in self._beats.items() if any(w.id == k for w in rows)}
+        ids = {w.id for w in rows}
+        self._beats = {k: v for k, v in self._beats.items() if k in ids}
+        self._looks = {k: v for k, v in self._looks.items() if k in ids}
         self._empty_at = version if not rows else None
         return soonest
 
@@ -262,6 +280,29 @@ class Warm:
             log.info("warm instance %s: heartbeat failed: %s", w.instance_id, e)
             return
         self._beats[w.id or 0] = now
+
+    def _heard(self, view: W.WarmView, now: datetime, force: bool = False) -> W.WarmView:
+        """``view`` with the notice its idle watcher reported (``noticed``), read every ``poll_s``
+        (``force``: now) from a runner that reports one, and kept once heard; unchanged while
+        unread or unreachable."""
+        provider, inst, (last, heard) = self.providers.get(view.provider), view.instance, \
+            self._looks.get(view.id, (None, None))
+        if heard is not None:
+            return replace(view, noticed=heard)
+        if provider is None or inst is None or not inst.state.alive:
+            return view
+        if not force and last is not None and (now - last).total_seconds() < self.poll_s():
+            return view
+        runner = provider.runner(inst)
+        if not isinstance(runner, ReportsIdleNotice):
+            return view
+        try:
+            deadline = runner.idle_notice()
+        except (ProviderError, RunnerUnavailable, OSError) as e:  # the next look tries again
+            log.info("warm instance %s: reading its notice report failed: %s", view.instance_id, e)
+            return view
+        self._looks[view.id] = (now, deadline)
+        return view if deadline is None else replace(view, noticed=deadline)
 
     def _stop(self, job: Job | None, spec_of: Callable[[Job], JobSpec], now: datetime) -> str | None:
         """Why the caps of the job that left the instance warm want it released now."""

@@ -5,7 +5,8 @@ An attempt whose job exited on a healthy, single-node, volume-less instance that
 keep warm hands the instance to the pool (``KeepWarm``) instead of terminating it. A queued job
 that fits it (same provider, instance type, zone, market and image; one node, no volume) runs on
 it without a new launch. An idle warm instance is released when its ``keep_warm`` period is over,
-when a preemption notice or the cloud ended it, when its idle time would cross a cap (the caps'
+when a preemption notice came (listed by its provider, or heard by its idle watcher on the
+instance) or the cloud ended it, when its idle time would cross a cap (the caps'
 stop, ``gpuorch.money.caps``: its idle cost is a live reservation of the job that left it warm),
 and at once when nothing queued could use it. ``apply/warm.py`` carries these out.
 
@@ -46,6 +47,8 @@ class WarmView:
     listed: bool = True  # False: its provider could not be listed this pass; conclude nothing
     instance: Instance | None = None  # this pass's listing of it (None: not listed)
     stop: str | None = None  # why the caps want it gone now (the gate's stop message); None: within them
+    noticed: float | None = None  # a notice its idle watcher reported (epoch deadline): spot clouds whose
+    # listing does not carry the notice (only the instance hears it: ``gpuorch.agent.idle``)
 
 
 def keep_warm_s(spec: JobSpec) -> float:
@@ -100,7 +103,8 @@ def match(spec: JobSpec, ranked: Sequence[Candidate], pool: Iterable[WarmView]) 
     the first of the launch's ``ranked`` candidates an idle one matches, else any idle one the
     job fits (a running instance needs no boot: it is worth more than the ranking's price order),
     unless a deadline chose the launch's market (``decide/deadline.py``): then only its candidates."""
-    idle = [w for w in pool if w.status == IDLE and (w.instance is None or w.instance.state.alive)]
+    idle = [w for w in pool if w.status == IDLE and w.noticed is None
+            and (w.instance is None or w.instance.state.alive)]
     if not idle or spec.nodes != 1 or spec.volume is not None:
         return None
     for c in ranked:
@@ -122,7 +126,7 @@ def release_reason(w: WarmView, now: datetime, wanted: bool) -> str | None:
     inst = w.instance
     if inst is None or not inst.state.alive:
         return "its instance ended" + (f" ({inst.state.value})" if inst is not None else " (not listed)")
-    if inst.preemption_deadline is not None:
+    if inst.preemption_deadline is not None or w.noticed is not None:
         return "a preemption notice came while it was idle"
     if now >= w.keep_until:
         return "its keep_warm period is over"
