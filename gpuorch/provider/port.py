@@ -160,6 +160,7 @@ class Instance(Model):
     preemption_deadline: datetime | None = None
     scheduled_stop: ScheduledStop | None = None  # known ahead of its deadline, for a warning
     ended_at: datetime | None = None  # when it stopped (terminated, reclaimed), if the provider says
+    queued: str | None = None  # waits in the provider's queue (Kueue), not booting: why. created_at: its admission
 
     @property
     def job_id(self) -> int | None:
