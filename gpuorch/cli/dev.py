@@ -96,12 +96,15 @@ def _env(items: list[str] | None) -> dict[str, str]:
 
 @app.command("ssh", context_settings={"allow_interspersed_args": False})
 def ssh(ctx: typer.Context, name: str = NAME_ARG,
-        command: list[str] = typer.Argument(None, help="Command to run (after --); none: a shell.")) -> None:
+        command: list[str] = typer.Argument(None, help="Command to run (after --); none: a shell."),
+        host: bool = typer.Option(False, "--host", help="On the instance itself, not in the job's container "
+                                  "(a job with an image); before NAME.")) -> None:
     """A shell on a running dev box or job, or run COMMAND there and exit with its exit code.
 
-    Uses the daemon's key for the job and verifies the host key; no ~/.ssh/config needed.
+    Uses the daemon's key for the job and verifies the host key; no ~/.ssh/config needed. A job
+    with an image: in its container (--host: on the instance).
 
-    Example: gpuorch ssh nb; gpuorch ssh nb -- nvidia-smi
+    Example: gpuorch ssh nb; gpuorch ssh nb -- nvidia-smi; gpuorch ssh --host nb
     """
     from gpuorch.cli.jobs import _errors
     from gpuorch.devbox import sessions
@@ -112,7 +115,7 @@ def ssh(ctx: typer.Context, name: str = NAME_ARG,
     if command[:1] == ["--"]:  # click keeps the separator once an argument came before it
         command = command[1:]
     with _errors():
-        _, ep = endpoint(cli_config(), name)
+        _, ep = endpoint(cli_config(), name, container="never" if host else "require")
         if command:
             code = sessions.run(ep, command)
         else:

@@ -65,8 +65,11 @@ def session_command(run_dir: str, work_dir: str, command: str | None) -> str:
     """A remote command line (for ``sh -c`` on the box) that marks a session open under
     ``run_dir`` for as long as its process lives, changes to ``work_dir`` (the job's working
     directory) and runs ``command``, or the login shell when None. ``exec`` keeps the marked pid
-    the session's own until it ends."""
-    marker = f"{run_dir}/{SESSIONS_DIR}"
+    the session's own until it ends. The marker and the ``cd`` are best effort, so a shell in a
+    job's container still opens where its image has no ``mkdir`` (a dev box's keepalive makes the
+    markers' directory itself); ``true``, not ``:``, takes the redirection: a special builtin's
+    failed redirection ends a POSIX shell (dash, busybox)."""
+    marker = shlex.quote(f"{run_dir}/{SESSIONS_DIR}")
     then = f"exec /bin/sh -c {shlex.quote(command)}" if command is not None else 'exec "${SHELL:-/bin/sh}" -l'
-    return (f"mkdir -p {shlex.quote(marker)} && : > {shlex.quote(marker)}/$$ && "
-            f"{{ cd {shlex.quote(work_dir)} 2>/dev/null || true; }} && {then}")
+    return (f"{{ [ -d {marker} ] || mkdir -p {marker}; true > {marker}/$$; }} 2>/dev/null; "
+            f"cd {shlex.quote(work_dir)} 2>/dev/null; {then}")

@@ -9,14 +9,24 @@ file and nothing else, and no ``~/.ssh/config`` is needed. A ``LocalRunner`` (th
 providers run jobs as processes of this host, with no sshd) gives the run directory: a session
 there is a shell on this host, as the user the job runs as, in the job's working directory.
 Any other runner (Kubernetes pods) is refused with one line.
+
+A job with an ``image:`` runs in a container on its instance; the endpoint then names that
+container (``Container``), found in the run directory's ``containers.jsonl`` (what the agent
+started: the runtime it used and the container's name). A record is taken only when its name is
+the one the agent gives this job's attempt (``gpuorch.agent.container.container_name``: this
+installation, job and attempt) and its runtime is one the agent may have used (``docker`` or
+``podman`` as detected on the instance, or the runtime this host's configuration names): the
+file lies in a directory the job can write to, and what it names is run by the session.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
+from gpuorch.agent.container import container_name
 from gpuorch.errors import UserInputError
 
 if TYPE_CHECKING:
@@ -25,6 +35,18 @@ if TYPE_CHECKING:
     from gpuorch.ops.config import DaemonConfig
 
 WORK_DIR = "work"  # the job's working directory under its run dir (gpuorch.agent.protocol.WORK_DIR)
+CONTAINERS_MAX_BYTES = 1 << 16
+DETECTED = (("docker",), ("podman",))  # what the agent's detect_runtime gives
+PHASES = ("running", "setup")  # the phases whose commands run in the job's container
+Want = Literal["require", "prefer", "never"]  # whether the endpoint must, may or must not name the job's container
+
+
+@dataclass(frozen=True)
+class Container:
+    """The job's container on the instance: the runtime's argv prefix and the container's name."""
+
+    runtime: tuple[str, ...]
+    name: str
 
 
 @dataclass(frozen=True)
@@ -35,6 +57,7 @@ class SshEndpoint:
     key_path: Path
     known_hosts: Path
     run_dir: str  # absolute, on the instance
+    container: Container | None = None  # the job's container: sessions run in it
 
     def connect(self, timeout_s: float = 10.0) -> paramiko.SSHClient:
         """A connected client; the host key verified against ``known_hosts`` only (RejectPolicy).
@@ -54,15 +77,19 @@ class SshEndpoint:
 @dataclass(frozen=True)
 class LocalEndpoint:
     run_dir: Path  # the attempt's run directory on this host
+    container: Container | None = None  # the job's container: sessions run in it
 
 
 Endpoint = SshEndpoint | LocalEndpoint
 
 
-def endpoint(config: DaemonConfig, ref: str, command: str = "gpuorch ssh") -> tuple[dict[str, Any], Endpoint]:
+def endpoint(config: DaemonConfig, ref: str, command: str = "gpuorch ssh",
+             container: Want = "prefer") -> tuple[dict[str, Any], Endpoint]:
     """The job ``ref`` (id or name) as ``{id, name, status, kind, attempt}`` and the endpoint of its
     running attempt. Raises UserInputError naming what to do when it has none (finished, held,
-    not running yet), when its provider is not configured here or runs jobs without a shell."""
+    not running yet), when its provider is not configured here or runs jobs without a shell.
+    ``container``: for a job with an ``image:``, ``require`` its container (UserInputError while
+    it has not started), ``prefer`` it (else the instance), or ``never`` (the instance itself)."""
     from gpuorch.jobs.intent import attempts_of, find_job
     from gpuorch.jobs.kinds import kind_of
     from gpuorch.store import Store
@@ -82,9 +109,44 @@ def endpoint(config: DaemonConfig, ref: str, command: str = "gpuorch ssh") -> tu
             attempt = live[-1]
             info["attempt"] = attempt.number
             provider_name, instance_id = attempt.provider, str(attempt.instance_id)
-        return info, _resolve(config, store, command, provider_name, instance_id)
+            image = _image(job.spec) if container != "never" else None
+            names = {container_name(int(job.id or 0), attempt.number, phase, 0, store.installation_id)
+                     for phase in PHASES}
+        ep = _resolve(config, store, command, provider_name, instance_id, names if image else None)
+        if image and ep.container is None and container == "require":
+            raise UserInputError(f"{command}: {job.name} runs in image {image}, and its container has not started "
+                                 f"yet (the image may still be pulling); try again shortly, or '{command} --host "
+                                 f"{job.name}' for a shell on the instance itself")
+        return info, ep
     finally:
         store.close()
+
+
+def _image(spec_text: str | None) -> str | None:
+    try:
+        image = json.loads(spec_text or "{}").get("image")
+    except (ValueError, AttributeError):
+        return None
+    return image if isinstance(image, str) and image else None
+
+
+def find_container(text: str, names: set[str], runtimes: tuple[tuple[str, ...], ...]) -> Container | None:
+    """The newest record of ``containers.jsonl`` (``text``) whose name is one of ``names`` and whose
+    runtime is one of ``runtimes``; None when there is none (not started yet, or not to be trusted)."""
+    found = None
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(record, dict):
+            continue
+        runtime, name = record.get("runtime"), record.get("name")
+        if not isinstance(runtime, list) or not all(isinstance(x, str) for x in runtime):
+            continue
+        if name in names and tuple(runtime) in runtimes:
+            found = Container(tuple(runtime), str(name))
+    return found
 
 
 def _check_running(command: str, name: str, status: str, terminal: bool, kind: str) -> None:
@@ -96,7 +158,9 @@ def _check_running(command: str, name: str, status: str, terminal: bool, kind: s
                              "again" if kind == "dev" else f"{command}: {name} is held, not running; wait for it")
 
 
-def _resolve(config: DaemonConfig, store: Any, command: str, provider_name: str, instance_id: str) -> Endpoint:
+def _resolve(config: DaemonConfig, store: Any, command: str, provider_name: str, instance_id: str,
+             names: set[str] | None) -> Endpoint:
+    """The endpoint of the instance; with ``names`` (the job has an image), the container among them."""
     from gpuorch.provider.localdir.runner import LocalRunner
     from gpuorch.registry import load_providers
     from gpuorch.runners.ssh import SshRunner
@@ -113,16 +177,49 @@ def _resolve(config: DaemonConfig, store: Any, command: str, provider_name: str,
         instance = provider.get(instance_id)
         runner = _shell_runner(provider.runner(instance))
         if isinstance(runner, LocalRunner):
-            return LocalEndpoint(Path(runner.rundir))
+            rundir = Path(runner.rundir)
+            configured = tuple(runner.container.runtime) if runner.container and runner.container.runtime else None
+            found = _local_container(rundir, names, DETECTED + ((configured,) if configured else ()))
+            return LocalEndpoint(rundir, found)
         if isinstance(runner, SshRunner):
             c = runner.connection
             # the run dir as the runner computes it (remote_root with ~ resolved on the instance)
-            run_dir: str = c.call("find the run directory", lambda _client, sftp: runner._run_path(sftp))
-            return SshEndpoint(c.host, c.port, c.user, c.key_path, c.known_hosts_path, run_dir)
+            run_dir, text = c.call("find the run directory", lambda _client, sftp: _remote(runner, sftp, names))
+            found = find_container(text, names, DETECTED) if names else None
+            return SshEndpoint(c.host, c.port, c.user, c.key_path, c.known_hosts_path, run_dir, found)
         raise UserInputError(f"{command}: provider {provider_name!r} runs jobs without an SSH login "
                              f"({type(runner).__name__}); use its own tools to open a shell")
     finally:
         provider.close()
+
+
+def _local_container(rundir: Path, names: set[str] | None,
+                     runtimes: tuple[tuple[str, ...], ...]) -> Container | None:
+    from gpuorch.agent.protocol import CONTAINERS_FILE
+
+    if not names:
+        return None
+    try:
+        with open(rundir / CONTAINERS_FILE, "rb") as f:
+            text = f.read(CONTAINERS_MAX_BYTES).decode(errors="replace")
+    except OSError:
+        return None
+    return find_container(text, names, runtimes)
+
+
+def _remote(runner: Any, sftp: Any, names: set[str] | None) -> tuple[str, str]:
+    """The run directory on the instance and, when ``names``, its ``containers.jsonl`` ("" if none)."""
+    from gpuorch.agent.protocol import CONTAINERS_FILE
+    from gpuorch.runners import sftp_util
+
+    run_dir: str = runner._run_path(sftp)
+    if not names:
+        return run_dir, ""
+    try:
+        data = sftp_util.read_file(sftp, runner._run_path(sftp, CONTAINERS_FILE), 0, CONTAINERS_MAX_BYTES)
+    except FileNotFoundError:
+        return run_dir, ""
+    return run_dir, data.decode(errors="replace")
 
 
 def _shell_runner(runner: Any) -> Any:

@@ -9,6 +9,11 @@ box is not idle while one is) and starts in the job's working directory.
   the installation's known_hosts, ``StrictHostKeyChecking=yes`` (an unknown or changed host key
   is refused), and nothing from ``~/.ssh/config`` or the agent: ``-F /dev/null``, ``IdentitiesOnly``.
 - On a ``LocalEndpoint`` both run ``/bin/sh`` on this host in the run directory.
+- An endpoint that names the job's container (a job with an ``image:``) runs the session in it:
+  ``<runtime> exec -i [-t] <container> /bin/sh -c <session>`` on the instance, built as a list
+  and ``shlex.quote``d element by element (``-t`` only where the session has a terminal). The
+  session's marker is made inside the container, so a dev box's keepalive (which runs there, in
+  the container's process namespace) sees its pid; the run directory is mounted at the same path.
 """
 
 from __future__ import annotations
@@ -19,17 +24,30 @@ import sys
 from typing import BinaryIO
 
 from gpuorch.devbox.keepalive import session_command
-from gpuorch.devbox.remote import WORK_DIR, Endpoint, LocalEndpoint, SshEndpoint
+from gpuorch.devbox.remote import WORK_DIR, Container, Endpoint, LocalEndpoint, SshEndpoint
 
 CONNECTION_LOST = 255  # what ssh returns when the session ends without an exit status
 _CHUNK = 65536
 
 
-def remote_line(ep: Endpoint, argv: list[str] | None) -> str:
-    """The command line the box's shell runs for ``argv`` (None: a login shell)."""
+def remote_line(ep: Endpoint, argv: list[str] | None, tty: bool = False) -> str:
+    """The command line the box's shell runs for ``argv`` (None: a login shell); ``tty``: the
+    session may have a terminal (the interactive shell)."""
     command = shlex.join(argv) if argv else None
     run_dir = str(ep.run_dir)
-    return session_command(run_dir, f"{run_dir}/{WORK_DIR}", command)
+    line = session_command(run_dir, f"{run_dir}/{WORK_DIR}", command)
+    return line if ep.container is None else container_line(ep.container, line, tty)
+
+
+def container_line(c: Container, inner: str, tty: bool) -> str:
+    """``inner`` (a command line for ``/bin/sh -c``) run in the container ``c``, every element
+    quoted. ``tty``: with ``-t`` when the session's stdin is a terminal (the runtimes refuse
+    ``-t`` without one: "the input device is not a TTY")."""
+    head, tail = [*c.runtime, "exec", "-i"], [c.name, "/bin/sh", "-c", inner]
+    plain = f"exec {shlex.join(head + tail)}"
+    if not tty:
+        return plain
+    return f"if [ -t 0 ]; then exec {shlex.join(head + ['-t'] + tail)}; else {plain}; fi"
 
 
 def run(ep: Endpoint, argv: list[str], out: BinaryIO | None = None, err: BinaryIO | None = None) -> int:
@@ -71,7 +89,7 @@ def run(ep: Endpoint, argv: list[str], out: BinaryIO | None = None, err: BinaryI
 
 def interactive_argv(ep: Endpoint) -> list[str]:
     """The argv to exec for an interactive shell on the endpoint (a list: never a shell string)."""
-    line = remote_line(ep, None)
+    line = remote_line(ep, None, tty=True)
     if isinstance(ep, LocalEndpoint):
         return ["/bin/sh", "-c", line]
     assert isinstance(ep, SshEndpoint)

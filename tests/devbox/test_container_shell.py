@@ -1,0 +1,155 @@
+"""``gpuorch ssh`` into a job's container (issue 35: "a job too, for debugging"): a job with an
+``image:`` gets its shell inside its container, ``--host`` on the instance.
+
+- The command built: ``<runtime> exec -i [-t] <container> /bin/sh -c <session>`` as a list, each
+  element quoted; run through a real ``/bin/sh`` with a stand-in runtime that records its argv.
+- Which ``containers.jsonl`` record is trusted: this attempt's container names only, a runtime the
+  agent may have used only (the file lies where the job can write).
+- Against real sshd and podman (an SSH pool host on 127.0.0.1, the image of
+  tests/workloads/podman_image.py; skipped cleanly without podman): a command runs in the
+  container and returns its exit code, the interactive shell opens there, ``--host`` does not.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuorch.agent.container import container_name
+from gpuorch.cli import app
+from gpuorch.devbox.keepalive import session_command
+from gpuorch.devbox.remote import DETECTED, Container, LocalEndpoint, SshEndpoint, endpoint, find_container
+from gpuorch.devbox.sessions import interactive_argv, remote_line
+from gpuorch.errors import UserInputError
+from gpuorch.store.models import JobStatus
+from gpuorch.testing.daemon import AssembledDaemon
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workloads"))
+from podman_image import PODMAN, ULIMITS, build_image, unavailable
+
+runner = CliRunner()
+NAME = "gpuorch-0123456789ab-7-1-running"
+
+
+def recorder(tmp_path: Path) -> Path:
+    """A stand-in runtime: writes its argv (as JSON) to argv.json beside it and exits 3."""
+    exe = tmp_path / "runtime"
+    exe.write_text(f"#!{sys.executable}\nimport json, sys\n"
+                   f"open({str(tmp_path / 'argv.json')!r}, 'w').write(json.dumps(sys.argv[1:]))\nsys.exit(3)\n")
+    exe.chmod(0o755)
+    return exe
+
+
+def test_a_container_session_is_the_runtime_s_exec_with_every_element_quoted(tmp_path):
+    exe = recorder(tmp_path)
+    run_dir = tmp_path / "run dir; $(touch pwned)"  # quoting: a path a shell would split or run
+    c = Container((str(exe), "--runtime", "runc"), NAME)
+    ep = LocalEndpoint(run_dir, c)
+    argv = ["sh", "-c", "echo 'a b' \"$HOME\"; exit 3"]
+    done = subprocess.run(["/bin/sh", "-c", remote_line(ep, argv)], stdin=subprocess.DEVNULL, check=False)
+    assert done.returncode == 3
+    inner = session_command(str(run_dir), f"{run_dir}/work", shlex.join(argv))
+    assert json.loads((tmp_path / "argv.json").read_text()) == ["--runtime", "runc", "exec", "-i", NAME, "/bin/sh",
+                                                                  "-c", inner]
+    assert not (Path.cwd() / "pwned").exists() and not (tmp_path / "pwned").exists()
+    # the interactive shell: -t only where stdin is a terminal (here it is not)
+    subprocess.run(["/bin/sh", "-c", remote_line(ep, None, tty=True)], stdin=subprocess.DEVNULL, check=False)
+    login = json.loads((tmp_path / "argv.json").read_text())
+    assert login[:5] == ["--runtime", "runc", "exec", "-i", NAME] and "-t" not in login
+    assert login[-1] == session_command(str(run_dir), f"{run_dir}/work", None)
+    ssh = interactive_argv(SshEndpoint("10.0.0.5", 22, "u", Path("/k"), Path("/h"), "/home/u/gpuorch/run", c))
+    assert ssh[-1].startswith("if [ -t 0 ]; then exec ") and shlex.join([*c.runtime, "exec", "-i", "-t", NAME]) \
+        in ssh[-1]
+
+
+def test_only_this_attempt_s_container_and_a_runtime_the_agent_may_use_are_trusted():
+    names = {container_name(7, 1, phase, 0, "0123456789ab") for phase in ("setup", "running")}
+    lines = [{"runtime": ["podman"], "name": container_name(7, 1, "setup", 0, "0123456789ab")},
+             {"runtime": ["docker"], "name": NAME},
+             {"runtime": ["sh", "-c", "rm -rf ~"], "name": NAME},  # written by the job: not run
+             {"runtime": ["podman"], "name": container_name(8, 1, "running", 0, "0123456789ab")},  # another job
+             "not json {", {"runtime": "podman", "name": NAME}]
+    text = "\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines)
+    assert find_container(text, names, DETECTED) == Container(("docker",), NAME)  # the newest trusted one
+    assert find_container("", names, DETECTED) is None
+    mine = ("podman", "--runtime", "runc")  # this host's configured runtime (the local provider's)
+    text = json.dumps({"runtime": list(mine), "name": NAME})
+    assert find_container(text, names, DETECTED) is None and find_container(text, names, (*DETECTED, mine)) \
+        == Container(mine, NAME)
+
+
+def podman_shim(where: Path) -> Path:
+    """A ``podman`` that runs this machine's podman with the flags it needs (runc, cgroupfs,
+    ulimits: tests/workloads/podman_image.py), as an instance's runtime needs none."""
+    where.mkdir(parents=True, exist_ok=True)
+    real = shutil.which("podman")
+    flags, limits = " ".join(PODMAN[1:]), " ".join(ULIMITS)
+    (where / "podman").write_text("#!/bin/sh\n"
+                                  f'if [ "$1" = run ]; then shift; exec {real} {flags} run {limits} "$@"; fi\n'
+                                  f'exec {real} {flags} "$@"\n')
+    (where / "podman").chmod(0o755)
+    return where
+
+
+@pytest.mark.sshpool
+@pytest.mark.container
+@pytest.mark.timeout(300)
+def test_ssh_runs_in_a_container_job_s_container_over_real_sshd(tmp_path, start_hosts, pool_options, monkeypatch):
+    why = unavailable()
+    if why:
+        pytest.skip(why)
+    image = build_image(tmp_path / "image")
+    (host,) = start_hosts(1)
+    shim = podman_shim(tmp_path / "shim")
+    # The host's login shell (bash, sourcing ~/.bashrc for sshd's commands) finds the shim first:
+    # the agent's runtime detection and the sessions' exec alike.
+    (host.sshd.dir / "home" / ".bashrc").write_text(f"export PATH={shlex.quote(str(shim))}:$PATH\n")
+    names: list[str] = []
+    try:
+        with AssembledDaemon.start(tmp_path / "home", {"providers": {"ssh": pool_options([host])}}) as d:
+            monkeypatch.setenv("GPUORCH_HOME", str(d.config.home))
+            cfg = ["--config", str(d.config.home / "daemon-config.yaml")]
+            job = d.submit({"name": "boxed", "image": image, "run": "sleep 300", "resources": {"gpu": "A100:80GB:1"}})
+
+            def container() -> SshEndpoint | None:
+                try:
+                    _, ep = endpoint(d.config, "boxed", container="require")
+                except UserInputError:  # not running, or its container not started yet
+                    return None
+                assert isinstance(ep, SshEndpoint)
+                return ep
+
+            ep = d.until(container, timeout_s=180, what="the job's container")
+            assert d.status(job) == JobStatus.RUNNING and ep.container is not None
+            names.append(ep.container.name)
+            assert ep.container == Container(("podman",), container_name(job, 1, "running", 0,
+                                                                          d.store.installation_id))
+
+            r = runner.invoke(app, [*cfg, "ssh", "boxed", "--", "sh", "-c",
+                                    'test -e /run/.containerenv && echo "in the container at $PWD"; exit 4'])
+            assert r.exit_code == 4, r.output
+            assert f"in the container at {ep.run_dir}/work" in r.output
+
+            r = runner.invoke(app, [*cfg, "ssh", "--host", "boxed", "--", "sh", "-c",
+                                    "test -e /run/.containerenv || echo on the host"])
+            assert r.exit_code == 0 and "on the host" in r.output, r.output
+
+            # the interactive path: the system ssh (no terminal here, so exec without -t)
+            shell = subprocess.run([sys.executable, "-m", "gpuorch", *cfg, "ssh", "boxed"],
+                                   input=b"test -e /run/.containerenv && echo inside; exit 5\n",
+                                   capture_output=True, timeout=120)
+            assert shell.returncode == 5, shell.stderr
+            assert shell.stdout.decode().strip() == "inside"
+
+            d.service.cancel("boxed")
+            d.until_terminal(job)
+    finally:
+        for name in names:  # a container outlives its killed runtime client
+            subprocess.run([*PODMAN, "rm", "--force", name], capture_output=True, check=False)
