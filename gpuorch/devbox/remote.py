@@ -112,11 +112,12 @@ def endpoint(config: DaemonConfig, ref: str, command: str = "gpuorch ssh",
             image = _image(job.spec) if container != "never" else None
             names = {container_name(int(job.id or 0), attempt.number, phase, 0, store.installation_id)
                      for phase in PHASES}
-        ep = _resolve(config, store, command, provider_name, instance_id, names if image else None)
-        if image and ep.container is None and container == "require":
-            raise UserInputError(f"{command}: {job.name} runs in image {image}, and its container has not started "
-                                 f"yet (the image may still be pulling); try again shortly, or '{command} --host "
-                                 f"{job.name}' for a shell on the instance itself")
+        ep, looked = _resolve(config, store, command, provider_name, instance_id, names if image else None)
+        if looked and ep.container is None and container == "require":
+            name = info["name"]
+            raise UserInputError(f"{command}: {name} runs in image {image}, and its container has not started yet "
+                                 f"(the image may still be pulling); try again shortly, or '{command} --host {name}' "
+                                 "for a shell on the instance itself")
         return info, ep
     finally:
         store.close()
@@ -159,8 +160,10 @@ def _check_running(command: str, name: str, status: str, terminal: bool, kind: s
 
 
 def _resolve(config: DaemonConfig, store: Any, command: str, provider_name: str, instance_id: str,
-             names: set[str] | None) -> Endpoint:
-    """The endpoint of the instance; with ``names`` (the job has an image), the container among them."""
+             names: set[str] | None) -> tuple[Endpoint, bool]:
+    """The endpoint of the instance, and whether the job's container was looked for: with ``names``
+    (the job has an image) the container among them, unless the instance is the job's image
+    itself (``InImageRunner``: RunPod, Vast)."""
     from gpuorch.provider.localdir.runner import LocalRunner
     from gpuorch.registry import load_providers
     from gpuorch.runners.ssh import SshRunner
@@ -175,18 +178,21 @@ def _resolve(config: DaemonConfig, store: Any, command: str, provider_name: str,
     provider = providers[provider_name]
     try:
         instance = provider.get(instance_id)
-        runner = _shell_runner(provider.runner(instance))
+        outer = provider.runner(instance)
+        runner = _shell_runner(outer)
+        names = None if _in_image(outer) else names
         if isinstance(runner, LocalRunner):
             rundir = Path(runner.rundir)
             configured = tuple(runner.container.runtime) if runner.container and runner.container.runtime else None
             found = _local_container(rundir, names, DETECTED + ((configured,) if configured else ()))
-            return LocalEndpoint(rundir, found)
+            return LocalEndpoint(rundir, found), names is not None
         if isinstance(runner, SshRunner):
             c = runner.connection
             # the run dir as the runner computes it (remote_root with ~ resolved on the instance)
             run_dir, text = c.call("find the run directory", lambda _client, sftp: _remote(runner, sftp, names))
             found = find_container(text, names, DETECTED) if names else None
-            return SshEndpoint(c.host, c.port, c.user, c.key_path, c.known_hosts_path, run_dir, found)
+            return SshEndpoint(c.host, c.port, c.user, c.key_path, c.known_hosts_path, run_dir, found), \
+                names is not None
         raise UserInputError(f"{command}: provider {provider_name!r} runs jobs without an SSH login "
                              f"({type(runner).__name__}); use its own tools to open a shell")
     finally:
@@ -232,3 +238,14 @@ def _shell_runner(runner: Any) -> Any:
     while isinstance(runner, GangRunner | InImageRunner):
         runner = runner.runners[0] if isinstance(runner, GangRunner) else runner.runner
     return runner
+
+
+def _in_image(runner: Any) -> bool:
+    """Whether the job's image is the instance itself (``InImageRunner``, a gang's nodes too): no
+    container to enter."""
+    from gpuorch.provider.gang_cloud import GangRunner
+    from gpuorch.runners.inimage import InImageRunner
+
+    while isinstance(runner, GangRunner):
+        runner = runner.runners[0]
+    return isinstance(runner, InImageRunner)

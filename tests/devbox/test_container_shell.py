@@ -85,6 +85,17 @@ def test_only_this_attempt_s_container_and_a_runtime_the_agent_may_use_are_trust
         == Container(mine, NAME)
 
 
+def test_where_the_instance_is_the_job_s_image_there_is_no_container_to_enter(tmp_path):
+    from gpuorch.devbox.remote import _in_image
+    from gpuorch.provider.gang_cloud import GangRunner
+    from gpuorch.provider.localdir.runner import LocalRunner
+    from gpuorch.runners.inimage import InImageRunner
+
+    node = LocalRunner(tmp_path / "node0")
+    assert _in_image(InImageRunner(node)) and _in_image(GangRunner([InImageRunner(node)], 1, 29500))
+    assert not _in_image(node) and not _in_image(GangRunner([node], 1, 29500))
+
+
 def podman_shim(where: Path) -> Path:
     """A ``podman`` that runs this machine's podman with the flags it needs (runc, cgroupfs,
     ulimits: tests/workloads/podman_image.py), as an instance's runtime needs none."""
