@@ -61,10 +61,14 @@ INFER_ACT = 2.2  # x 2 * (2h + 2kv + 3i) bytes per prefill token: one layer's bu
 CONTEXT_GIB = 0.5  # CUDA context: outside PyTorch's allocator, so torch's peak never shows it
 WORKSPACE_GIB = 0.5  # cuBLAS / cuDNN workspaces and allocator slack
 NCCL_GIB = 0.5  # one communicator's buffers per GPU when several GPUs talk (outside PyTorch's allocator too)
-# vLLM's tensor-parallel workers hold two NCCL communicators (a PyNcclCommunicator for the world
-# group and one for the TP group, vllm/distributed/device_communicators/cuda_communicator.py) and
-# custom all-reduce IPC buffers; a training job's process group holds one.
-VLLM_TP_COMMUNICATORS = 2
+# A vLLM tensor-parallel worker holds three NCCL communicators by the time it profiles memory: the
+# world process group's (the worker's warm-up all_reduce), the TP group's PyNcclCommunicator (created
+# and warmed up in its constructor), and the TP group's own process group, which the profile run's
+# prefill all-reduces take (PyNccl is disabled outside CUDA graphs and the custom all-reduce takes
+# inputs up to 8 MiB; an 8,192-token prefill of a 4,096-wide model all-reduces 64 MiB):
+# vllm/distributed/parallel_state.py, worker.py, device_communicators/pynccl.py. A training job's
+# process group holds one.
+VLLM_TP_COMMUNICATORS = 3
 HEADROOM = 0.05  # share of usable memory a fit leaves free
 
 # vLLM's default max_num_batched_tokens for `vllm serve` (chunked prefill): 8192 on cards with 70 GiB
@@ -258,9 +262,13 @@ def _inference_activations(w: Workload, n: int, card_gib: float | None) -> tuple
     tokens = float(w.seq_len * w.micro_batch)
     kv = 2 * s.layers * s.kv_dim * tokens * w.kv_bytes
     chunk = min(tokens, float(batched_tokens(w, card_gib)))
-    act = INFER_ACT * 2 * chunk * (2 * s.hidden + 2 * s.kv_dim + 3 * s.intermediate)
+    # Tensor parallelism splits the column-parallel outputs (K/V, the MLP's gate, up and product) over
+    # the n ranks; the hidden-wide buffers (the residual stream, the norm's output, each row-parallel
+    # output after its all-reduce) stay whole on every rank, as in training (Megatron without
+    # sequence parallelism).
+    act = INFER_ACT * 2 * chunk * (2 * s.hidden + (2 * s.kv_dim + 3 * s.intermediate) / n)
     logits = 4.0 * w.micro_batch * s.vocab  # fp32 logits of the last token of each sequence
-    return kv / n, act / n, logits
+    return kv / n, act, logits
 
 
 def nccl_gib(gpus: int, mode: str, training: bool = True) -> float:

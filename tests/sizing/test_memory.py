@@ -155,7 +155,8 @@ def test_fsdp_shards_fp32_master_states_and_a_frozen_base_in_its_own_dtype():
 def test_overhead_and_headroom():
     one = estimate_memory(Workload(params="1B", method="inference")).breakdown
     assert one["overhead"] == CONTEXT_GIB + WORKSPACE_GIB
-    # vLLM's TP workers hold two NCCL communicators (world and TP groups); a training group one.
+    # vLLM's TP workers hold three NCCL communicators (world group; TP group's PyNccl and process
+    # group); a training group one.
     assert estimate_memory(Workload(params="1B", method="inference"), 2, "tp").breakdown["overhead"] == (
         CONTEXT_GIB + WORKSPACE_GIB + VLLM_TP_COMMUNICATORS * NCCL_GIB)
     assert estimate_memory(Workload(params="1B", method="full"), 2, "zero3").breakdown["overhead"] == (
@@ -291,3 +292,15 @@ def test_the_prefill_chunk_follows_vllms_default_for_the_card():
     assert large.breakdown["activations"] == pytest.approx(4 * small.breakdown["activations"], rel=1e-3)
     assert estimate_memory(w).breakdown == large.breakdown  # no card: the larger chunk
     assert fits_on(w, "A10")  # weights 14.96 GiB + 4.6 GiB of KV cache + 2048-token prefill buffers
+
+
+def test_tensor_parallel_inference_splits_only_the_column_parallel_prefill_buffers():
+    """The hidden-wide buffers (residual, norm output, row-parallel outputs after the all-reduce) stay
+    whole on every TP rank; K/V and the MLP's gate, up and product split (issue 36)."""
+    w = Workload(preset="llama-3-8b", method="inference", seq_len=8192, max_batched_tokens=8192)
+    one, two = estimate_memory(w, 1, "none").breakdown, estimate_memory(w, 2, "tp").breakdown
+    s = w.shape
+    whole, split = 2 * s.hidden, 2 * s.kv_dim + 3 * s.intermediate
+    assert two["activations"] / one["activations"] == pytest.approx((whole + split / 2) / (whole + split))
+    assert one["activations"] / 2 < two["activations"] < one["activations"]
+    assert two["weights"] == pytest.approx(one["weights"] / 2) and two["kv_cache"] == pytest.approx(one["kv_cache"] / 2)
