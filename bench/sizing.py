@@ -14,7 +14,8 @@
 - the calibration set's figures alongside (``calibration_*``), and the CPU seconds the bench took;
 - ``runtime_fit_*`` / ``runtime_holdout_*``: the runtime estimator against published throughput
   (tests/data/runtime-calibration.yaml): median |error| and the worst error of the runs its
-  constants were solved on and of those held out (``tests.sizing.runtime_calibration.summary``).
+  constants were solved on and of those held out (``tests.sizing.runtime_calibration.summary``);
+  ``runtime_gddr_*`` the same over the GDDR (PCIe) cards' runs alone (issue 36: the RTX 4090's).
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ def main() -> None:
     c_med, c_under = _errors(cal)
     cs_med, cs_under = _errors(cal_stack)
     c_small, c_big = _picks(c.measured(cal_stack))
+    runs = rc.load()
     out = {
         "points": len(c.measured(hold)),
         "median_abs_err_pct": round(med, 1), "worst_under_pct": round(under, 1),
@@ -93,7 +95,7 @@ def main() -> None:
         "calibration_stack_median_abs_err_pct": round(cs_med, 1),
         "calibration_stack_worst_under_pct": round(cs_under, 1),
         "calibration_picks_too_small": c_small, "calibration_picks_too_big": c_big,
-        **rc.summary(rc.load()),
+        **rc.summary(runs), **rc.summary(rc.gddr(runs), "runtime_gddr"),
         "cpu_s": round(time.process_time() - start, 3),
     }  # fmt: skip
     for p in c.measured(hold):

@@ -157,6 +157,18 @@ GPUS: tuple[GpuSpec, ...] = (
 )
 # fmt: on
 
+# GeForce cards: their datasheets quote the 16-bit tensor peak at the FP32-accumulate half rate and the
+# boost clock, which these cards run past under load (an RTX 4090 sustains its whole 165.2 TFLOPS,
+# docs/sizing.md "GDDR and PCIe cards"), unlike the power-limited workstation and datacenter GDDR
+# parts; the runtime estimator gives the class one utilisation (gpuorch.sizing.runtime).
+GEFORCE = frozenset({"RTX3080", "RTX3090", "RTX3090TI", "RTX4070", "RTX4080", "RTX4090", "RTX5070", "RTX5080",
+                     "RTX5090"})
+
+
+def is_geforce(spec: GpuSpec) -> bool:
+    return spec.model in GEFORCE
+
+
 def _key(name: str) -> str:
     """A name as spelled without case or separators: ``rtx-4090``, ``RTX 4090``, ``RTX_4090`` and
     ``RTX4090`` are one name (price lists and users write all of them)."""

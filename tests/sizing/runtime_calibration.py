@@ -34,6 +34,7 @@ class Run:
     tps_per_gpu: float
     workload: Workload
     role: str = "calibration"  # or holdout: chose no constant
+    date: str = ""  # when the figure was measured or published, where the source says
 
     def estimate(self) -> float:
         per_node = self.gpus // self.nodes
@@ -52,7 +53,8 @@ def _run(d: dict[str, Any]) -> Run:
         peak = capped_tflops(spec, float(d["power_w"]))
         spec = replace(spec, bf16_tflops=peak, fp16_tflops=peak, fp8_tflops=spec.fp8_tflops * peak / spec.bf16_tflops)
     return Run(d["id"], d["source"], d["published"], spec, int(d["gpus"]), int(d.get("nodes", 1)), fabric(d),
-               float(d["tps_per_gpu"]), Workload.model_validate(d["model"]), d.get("role", "calibration"))
+               float(d["tps_per_gpu"]), Workload.model_validate(d["model"]), d.get("role", "calibration"),
+               str(d.get("date", "")))
 
 
 def fabric(d: dict[str, Any]) -> Fabric | None:
@@ -68,14 +70,19 @@ def median_abs_error(runs: list[Run]) -> float:
     return statistics.median(abs(r.error()) for r in runs)
 
 
-def summary(runs: list[Run]) -> dict[str, float]:
+def gddr(runs: list[Run]) -> list[Run]:
+    """The runs on GDDR (PCIe) cards: the class issue 36 calibrates apart from the HBM parts."""
+    return [r for r in runs if r.gpu.memory_type.startswith("GDDR")]
+
+
+def summary(runs: list[Run], prefix: str = "runtime") -> dict[str, float]:
     """Median |error| and the worst error (percent) of the fitted runs and of the held-out ones."""
     out: dict[str, float] = {}
     for role, key in (("calibration", "fit"), ("holdout", "holdout")):
         errs = [r.error() for r in runs if r.role == role]
-        out[f"runtime_{key}_runs"] = len(errs)
-        out[f"runtime_{key}_median_abs_err_pct"] = round(100 * statistics.median(abs(e) for e in errs), 1)
-        out[f"runtime_{key}_worst_err_pct"] = round(100 * max(errs, key=abs), 1)
+        out[f"{prefix}_{key}_runs"] = len(errs)
+        out[f"{prefix}_{key}_median_abs_err_pct"] = round(100 * statistics.median(abs(e) for e in errs), 1)
+        out[f"{prefix}_{key}_worst_err_pct"] = round(100 * max(errs, key=abs), 1)
     return out
 
 

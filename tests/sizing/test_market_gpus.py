@@ -65,3 +65,18 @@ def test_a_24gb_card_fits_an_8b_qlora_and_a_full_fine_tune_needs_several():
     assert q is not None and q.gpu_count == 1
     full = smallest_fit(Workload(preset="llama-3-8b", method="full", seq_len=2048), card)
     assert full is None or full.gpu_count > 1
+
+
+def test_geforce_cards_share_the_4090s_utilisation_and_say_they_are_uncalibrated():
+    """Issue 36: the GeForce class takes the RTX 4090's calibrated utilisation (only the 4090 has
+    published runs); the workstation and datacenter GDDR cards keep the class default."""
+    from gpuorch.sizing.runtime import UTILISATION, calibrated, utilisation
+
+    assert {g.name for g in gpus.GPUS} >= gpus.GEFORCE
+    w = Workload(preset="llama-3-8b", method="qlora")
+    for g in gpus.GPUS:
+        if g.name in gpus.GEFORCE:
+            assert utilisation(w, g) == UTILISATION["RTX4090"] and calibrated(w, g) == (g.name == "RTX4090"), g.name
+    for name in ("L4", "L40S", "A10G", "RTX6000ADA", "RTXA6000"):
+        g = gpus.lookup(name)
+        assert g is not None and utilisation(w, g) == g.efficiency == gpus._GDDR and not calibrated(w, g)

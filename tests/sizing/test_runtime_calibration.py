@@ -93,3 +93,24 @@ def test_estimate_says_which_speeds_are_uncalibrated():
     assert any(not f["speed_calibrated"] for f in fits)
     text = CliRunner().invoke(app, ["estimate", "--preset", "llama-3.1-8b", "--method", "qlora", "--tokens", "1B"])
     assert "uncalibrated" in text.stdout
+
+
+def test_gddr_runs_are_fitted_and_held_out_over_three_stacks_and_only_uncalibrated_cards_say_so():
+    """Issue 36: the RTX 4090's utilisation is solved on part of its published runs, the rest held
+    out (LLaMA-Factory, torchtune, Answer.AI's HF-style loop); every GDDR card without a figure of its
+    own keeps the class default and is marked uncalibrated."""
+    from gpuorch import gpus
+    from gpuorch.sizing import Workload
+    from gpuorch.sizing.runtime import UTILISATION, calibrated
+
+    runs = rc.gddr(RUNS)
+    assert {r.role for r in runs} == {"calibration", "holdout"} and {r.gpu.name for r in runs} == {"RTX4090"}
+    assert all(r.source.startswith("https://") and r.date and r.published for r in runs)
+    held = [r for r in runs if r.role == "holdout"]
+    assert {r.workload.stack for r in held} == {"llama-factory", "torchtune", "hf"}
+    assert rc.median_abs_error(held) <= 0.15 and rc.median_abs_error([r for r in runs if r not in held]) <= 0.05
+    w = Workload(preset="llama-3.1-8b", method="qlora")
+    for g in gpus.GPUS:
+        if g.memory_type.startswith("GDDR"):
+            assert calibrated(w, g) == (g.model in UTILISATION), g.name
+    assert calibrated(w, gpus.lookup("RTX4090")) and not calibrated(w, gpus.lookup("L40S"))
