@@ -32,9 +32,11 @@ lint: $(STAMP)
 # Worker processes for pytest-xdist (docs/development.md, "Test workers"); 0 runs the suite in one process.
 TEST_WORKERS ?= 4
 
+# --max-worker-restart 0: a crashed worker ends the run at once, naming its test; replacing it can hang
+# --dist loadfile for good (pytest-xdist issues 784 and 1323), which once ran CI into its time limit.
 test: lint
 	./scripts/test-services.sh
-	$(PY) -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --max-worker-restart 0
 
 bench: $(STAMP)
 	for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

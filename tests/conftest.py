@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
 import pytest
 
@@ -18,6 +19,14 @@ LONG = ("workloads", "chaos")
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in LONG))  # stable: files stay whole
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    # Training runs in child processes (tests/workloads/torch_runs.py): torch's threads in a worker
+    # that then ran hundreds of other files segfaulted it, and a crashed worker can hang xdist's
+    # loadfile scheduling until CI's limit. Name the test that brought torch in.
+    if "torch" in sys.modules:
+        pytest.fail(f"{item.nodeid} imported torch into the pytest process: run it in a child (torch_runs.python)")
 
 
 @pytest.fixture(autouse=True)

@@ -72,6 +72,7 @@ class HostWatch:
         self._running: dict[str, Future[None]] = {}
         self._due: set[str] = set()
         self._lock = threading.Lock()
+        self._closed = False
         self._pool = ThreadPoolExecutor(max_workers=min(8, max(1, len(hosts))), thread_name_prefix="ssh-pool-check")
 
     # -- asking ----------------------------------------------------------------------------------
@@ -82,6 +83,8 @@ class HostWatch:
         now = utcnow()
         started: list[Future[None]] = []
         with self._lock:
+            if self._closed:
+                return
             for zone, host in self.hosts.items():
                 if only is not None and zone != only:
                     continue
@@ -116,10 +119,17 @@ class HostWatch:
         return 3 * self.connect_timeout_s + 5
 
     def close(self) -> None:
+        """Stop checking. Checks not started are dropped, running ones are cut short (their
+        connections closed) and waited for: none may report ``gone`` (a store write) after the
+        owner closed its store, as a check thread once did into a closed SQLite connection (a
+        segfault)."""
+        with self._lock:
+            self._closed = True
+            conns, self._conns = list(self._conns.values()), {}
         self._pool.shutdown(wait=False, cancel_futures=True)
-        for conn in list(self._conns.values()):
+        for conn in conns:
             conn.close()
-        self._conns.clear()
+        self._pool.shutdown(wait=True)
 
     # -- checking --------------------------------------------------------------------------------
 
@@ -147,7 +157,12 @@ class HostWatch:
         if conn is None:
             conn = connect(host, self.known_hosts, connect_timeout=self.connect_timeout_s, connect_attempts=2,
                            retry_wait_s=0.2, retry_wait_max_s=1.0, io_timeout=self.io_timeout)
-            self._conns[host.zone] = conn
+            with self._lock:
+                if not self._closed:
+                    self._conns[host.zone] = conn
+                    return conn
+            conn.close()
+            raise RunnerUnavailable(f"{host.address}: the pool's checks are closed")
         return conn
 
     def _check(self, host: Host) -> None:
@@ -176,7 +191,7 @@ class HostWatch:
             cpus=int(answer.get("cpus") or 0), memory_gib=float(answer.get("memory_gib") or 0.0),
             left={str(k): int(v) for k, v in (answer.get("left") or {}).items()})
         gone = [t for t in answer.get("gone") or [] if t in stop]
-        if gone:
+        if gone and not self._closed:
             self.gone(host, gone)
 
 

@@ -13,8 +13,7 @@ import torch_runs
 
 pytestmark = [pytest.mark.workloads, pytest.mark.timeout(900)]  # slow on a loaded machine
 
-pytest.importorskip("transformers", reason="the workloads extra (pip install -e '.[workloads]') is not installed")
-pytest.importorskip("peft", reason="the workloads extra (pip install -e '.[workloads]') is not installed")
+torch_runs.require("torch", "transformers", "peft")
 
 SCRIPT = torch_runs.EXAMPLES / "hf_lora" / "train.py"
 ENV = {"STEPS": "40", "CKPT_EVERY": "10", "SEED": "5"}

@@ -14,7 +14,7 @@ import torch_runs
 
 pytestmark = [pytest.mark.workloads, pytest.mark.timeout(900)]
 
-pytest.importorskip("lightning", reason="lightning is not installed (docs/workloads.md, Lightning)")
+torch_runs.require("torch", "lightning")
 
 SCRIPT = Path(__file__).with_name("lightning_train.py")
 ENV = {"STEPS": "30", "CKPT_EVERY": "10", "SEED": "5"}

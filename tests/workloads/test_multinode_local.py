@@ -20,7 +20,7 @@ from gpuorch.store.models import Checkpoint, JobStatus, TerminationReason
 from gpuorch.testing.daemon import AssembledDaemon
 from gpuorch_local.provider import LocalProvider
 
-pytest.importorskip("torch", reason="the workloads extra (pip install -e '.[workloads]') is not installed")
+torch_runs.require("torch")
 pytestmark = [pytest.mark.multinode, pytest.mark.workloads, pytest.mark.timeout(900)]  # slow on a loaded machine
 
 EXAMPLE = torch_runs.EXAMPLES / "torch_ddp"

@@ -4,6 +4,7 @@ agent's variables), interrupting them with the notice signal, and reading their 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import signal
@@ -16,6 +17,26 @@ from gpuorch.integrations.protocol import complete_checkpoints
 from gpuorch.testing.contract import wait_until
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "configs" / "examples"
+
+
+def require(*modules: str) -> None:
+    """Skip the calling module unless every framework is installed, without importing any: torch
+    stays out of the pytest worker (its threads in a long-lived worker segfaulted it under CI, and
+    xdist's loadfile scheduling can hang on a crashed worker); the training runs in child processes."""
+    import pytest
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed: the workloads extra (pip install -e '.[workloads]')",
+                    allow_module_level=True)
+
+
+def python(code: str, *args: str, timeout_s: float = 300) -> str:
+    """Run ``code`` in a fresh interpreter (one thread) and return what it printed; fails on a non-zero exit."""
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout_s,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout
 
 
 def command(script: Path, nproc: int) -> list[str]:
