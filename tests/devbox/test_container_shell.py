@@ -8,6 +8,8 @@
 - Against real sshd and podman (an SSH pool host on 127.0.0.1, the image of
   tests/workloads/podman_image.py; skipped cleanly without podman): a command runs in the
   container and returns its exit code, the interactive shell opens there, ``--host`` does not.
+- On the local provider (no sshd: a shell of this host) with this host's configured runtime
+  (podman with flags, which only the configuration makes trusted): the same, in the container.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from gpuorch.store.models import JobStatus
 from gpuorch.testing.daemon import AssembledDaemon
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workloads"))
-from podman_image import PODMAN, ULIMITS, build_image, unavailable
+from podman_image import PODMAN, ULIMITS, build_image, local_container, unavailable
 
 runner = CliRunner()
 NAME = "gpuorch-0123456789ab-7-1-running"
@@ -163,4 +165,46 @@ def test_ssh_runs_in_a_container_job_s_container_over_real_sshd(tmp_path, start_
             d.until_terminal(job)
     finally:
         for name in names:  # a container outlives its killed runtime client
+            subprocess.run([*PODMAN, "rm", "--force", name], capture_output=True, check=False)
+
+
+@pytest.mark.container
+@pytest.mark.timeout(300)
+def test_ssh_runs_in_the_container_of_a_local_job_with_this_host_s_runtime(tmp_path, monkeypatch):
+    why = unavailable()
+    if why:
+        pytest.skip(why)
+    image = build_image(tmp_path / "image")
+    c = local_container()
+    config = {"providers": {"local": {"container": {"runtime": c.runtime, "run_args": c.run_args, "gpus": c.gpus}}}}
+    names: list[str] = []
+    try:
+        with AssembledDaemon.start(tmp_path / "home", config) as d:
+            monkeypatch.setenv("GPUORCH_HOME", str(d.config.home))
+            cfg = ["--config", str(d.config.home / "daemon-config.yaml")]
+            job = d.submit({"name": "local-boxed", "image": image, "run": "sleep 300",
+                            "resources": {"gpu": "A100:80GB:1"}})
+
+            def container() -> LocalEndpoint | None:
+                try:
+                    _, ep = endpoint(d.config, "local-boxed", container="require")
+                except UserInputError:
+                    return None
+                assert isinstance(ep, LocalEndpoint)
+                return ep
+
+            ep = d.until(container, timeout_s=120, what="the job's container")
+            assert ep.container == Container(tuple(PODMAN), container_name(job, 1, "running", 0,
+                                                                           d.store.installation_id))
+            names.append(ep.container.name)
+            # a process of its own: the local session's output is this process's stdout, a real file
+            r = subprocess.run([sys.executable, "-m", "gpuorch", *cfg, "ssh", "local-boxed", "--", "sh", "-c",
+                                'test -e /run/.containerenv && echo "in the container at $PWD"; exit 4'],
+                               capture_output=True, timeout=120)
+            assert r.returncode == 4, r.stderr
+            assert f"in the container at {ep.run_dir}/work" in r.stdout.decode()
+            d.service.cancel("local-boxed")
+            d.until_terminal(job)
+    finally:
+        for name in names:
             subprocess.run([*PODMAN, "rm", "--force", name], capture_output=True, check=False)

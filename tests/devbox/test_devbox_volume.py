@@ -15,6 +15,8 @@ job sees the volume's directory as ``GPUORCH_VOLUME_DIR``, and its run directory
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,6 +63,14 @@ def cli(d: AssembledDaemon, *args: str) -> tuple[int, str]:
     return r.exit_code, r.output
 
 
+def ssh(d: AssembledDaemon, *command: str) -> tuple[int, str]:
+    """``gpuorch ssh nb -- COMMAND`` in a process of its own: a sim box's session is a shell of this
+    host whose output is the CLI's own stdout (a real file, not the CLI runner's buffer)."""
+    r = subprocess.run([sys.executable, "-m", "gpuorch", "--config", str(d.config.home / "daemon-config.yaml"),
+                        "ssh", "nb", "--", *command], capture_output=True, timeout=120)
+    return r.returncode, r.stdout.decode() + r.stderr.decode()
+
+
 def test_idle_stop_keeps_the_box_s_volume_and_dev_starts_it_again_with_its_files(daemon, tmp_path, monkeypatch):
     d, sim = daemon, daemon.adapter("sim")
     util = tmp_path / "gpu-util"
@@ -76,7 +86,7 @@ def test_idle_stop_keeps_the_box_s_volume_and_dev_starts_it_again_with_its_files
     [a1] = d.attempts(job)
     d.until(lambda: attached(d) == [a1.instance_id], what="the volume attached to the box")
 
-    code, out = cli(d, "ssh", "nb", "--", "sh", "-c", 'echo "notes of the first box" > ../volume/notes.txt')
+    code, out = ssh(d, "sh", "-c", 'echo "notes of the first box" > ../volume/notes.txt')
     assert code == 0, out
     assert (data / "notes.txt").read_text() == "notes of the first box\n"
 
@@ -100,6 +110,6 @@ def test_idle_stop_keeps_the_box_s_volume_and_dev_starts_it_again_with_its_files
     a2 = d.attempts(job)[-1]
     assert a2.instance_id != a1.instance_id and d.job(job).volume_id == vol
     d.until(lambda: attached(d) == [a2.instance_id], what="the volume on the new box")
-    code, out = cli(d, "ssh", "nb", "--", "cat", "../volume/notes.txt")
+    code, out = ssh(d, "cat", "../volume/notes.txt")
     assert code == 0 and out == "notes of the first box\n", out
     assert [v.id for v in sim.list_volumes()] == [vol]  # the same volume, not a new one
