@@ -46,9 +46,9 @@ UTILISATION = {"A100": 0.70, "A800": 0.70, "H100": 0.47, "GH200": 0.47, "H200": 
 # The GeForce class (gpus.GEFORCE: the same half-rate, boost-clock datasheet convention) takes the 4090's
 # figure, uncalibrated on each other card (``calibrated`` says so): left at the GDDR default, a 5090 would
 # rank 2.5x slower than the 4090 it outruns. Not carried to the workstation and datacenter GDDR parts:
-# the L4 (72 W), L40S (350 W) and RTX 6000 Ada (300 W) quote the same die's full-rate peak, twice the
-# 4090's, under less power, and no run of theirs passes the plausibility rule (docs/sizing.md "GDDR and
-# PCIe cards"), so they keep the class default ``GpuSpec.efficiency``.
+# the L40S (350 W) and RTX 6000 Ada (300 W) quote the 4090's die at its full rate, twice the 4090's
+# figure, under less power, the L4 121 TFLOPS in 72 W, and no run of theirs passes the plausibility
+# rule (docs/sizing.md "GDDR and PCIe cards"), so they keep the class default ``GpuSpec.efficiency``.
 GEFORCE_UTILISATION = UTILISATION["RTX4090"]
 # Dense BF16 peak against board power across one die's parts (NVIDIA datasheets: H100 PCIe 350 W,
 # 756 TFLOPS; H100 NVL 400 W, 835; H100 SXM 700 W, 989): a part capped below its rating runs at the
