@@ -160,6 +160,9 @@ def hold(d: AssembledDaemon, job: Job, hours: float = 1.0) -> None:
         row = s.get(Job, job.id)
         assert row is not None
         row.not_before = d.rec.clock.now() + timedelta(hours=hours) if hours else None
+        # released, as `gpuorch dev` releases a held box: the daemon keeps the row it leases while
+        # only it writes it; unleased, the job is claimed and read afresh
+        row.lease_owner, row.lease_expires = None, None
 
 
 def test_a_dead_daemon_leaves_the_idle_watcher_to_power_the_instance_off(tmp_path, fake, machines):
