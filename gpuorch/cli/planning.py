@@ -286,7 +286,8 @@ def _plan(job: Path, catalog: Path | None, price_list: bool, top: int, json_out:
     from gpuorch import placement
     from gpuorch.jobs.spec import load_spec
     from gpuorch.jobs.submitcheck import no_candidate_message
-    from gpuorch.placement.cost import PlacementOptions
+    from gpuorch.money.storage import rate_table
+    from gpuorch.placement.cost import PlacementOptions, with_job
 
     try:
         spec = load_spec(job)
@@ -316,7 +317,9 @@ def _plan(job: Path, catalog: Path | None, price_list: bool, top: int, json_out:
             fail(f"nodes: {spec.nodes} instances, but none of the providers ranked ({', '.join(sorted(mine))}) "
                  f"places more than {most} per job; use nodes: {most}, or configure a provider whose adapter places "
                  f"gangs (gpuorch doctor lists each one's nodes per job) (ranked {source})")
-    options = PlacementOptions(default_hours=hours, max_nodes=limits)
+    # A job's volume bills its storage while it runs: each market's rate counts (the daemon's own path).
+    options = with_job(spec, PlacementOptions(default_hours=hours, max_nodes=limits),
+                       storage_rates=rate_table({o.provider for o in found})) or PlacementOptions()
     work_line, work = work_assumption(spec, options.default_hours)
     try:
         result = placement.plan(spec, found, limit=top, options=options)
@@ -338,14 +341,17 @@ def _plan(job: Path, catalog: Path | None, price_list: bool, top: int, json_out:
                    "candidates": candidates, "rejected": rejected, "owned_first": owned_json(owned),
                    "prices": freshness(catalog, price_list)})
         return
-    gang = spec.nodes > 1
+    gang, vol = spec.nodes > 1, spec.volume is not None
     typer.echo(f"ranked {source}; {work_line}" + (f"; a gang of {spec.nodes} instances of one type in one zone: "
-                                                  "$/h per node, est. $ over every node" if gang else ""))
+                                                  "$/h per node, est. $ over every node" if gang else "")
+               + (f"; est. $ includes the {spec.volume.size:g} GiB volume's storage for the run (storage $, "
+                  "each market's rate; a volume kept after the job bills on)" if spec.volume else ""))
     _echo_stack(spec.model)
     w = max([16, *(len(c.offer.instance_type) for c in result.candidates)])
     g = max([13, *(len(f"{c.nodes}x{c.offer.gpu_count}x{c.offer.gpu}") for c in result.candidates if c.offer.gpu)])
     typer.echo(f"{'provider':<8} {'zone':<18} {'instance':<{w}} {'gpu':<{g}} {'uses':<10} {'market':<9} "
-               f"{'$/h':>8} " + (f"{'total $/h':>9} " if gang else "") + f"{'hours':>7} {'est. $':>9}")
+               f"{'$/h':>8} " + (f"{'total $/h':>9} " if gang else "") + f"{'hours':>7} {'est. $':>9}"
+               + (f" {'storage $':>9}" if vol else ""))
     for c in result.candidates:
         o = c.offer
         gpu_s = (f"{c.nodes}x" if gang else "") + (f"{o.gpu_count}x{o.gpu}" if o.gpu else "-")
@@ -357,6 +363,7 @@ def _plan(job: Path, catalog: Path | None, price_list: bool, top: int, json_out:
         total = f"{c.total_price_per_hour:>9.3f} " if gang else ""
         typer.echo(f"{o.provider:<8} {o.zone:<18} {o.instance_type:<{w}} {gpu_s:<{g}} {uses:<10} "
                    f"{market:<9} {c.price_per_hour:>8.3f} {total}{c.est_finish_hours:>7.2f} {c.est_cost:>9.2f}"
+                   + (f" {c.est_storage_usd:>9.2f}" if vol else "")
                    + (f"  ({'; '.join(notes)})" if notes else ""))  # fmt: skip
     best = result.candidates[0]
     if best.larger:

@@ -134,13 +134,15 @@ def gang_limits(providers: set[str]) -> dict[str, int]:
 
 def candidate_dict(c: Any) -> dict[str, Any]:
     """One candidate as JSON; ``price_per_hour`` is per instance, ``total_price_per_hour`` and
-    ``est_cost`` count every node of a gang."""
+    ``est_cost`` count every node of a gang; ``est_storage_usd`` is the part of ``est_cost`` that
+    the job's volume costs while it runs."""
     o = c.offer
     return {
         "provider": o.provider, "region": o.region, "zone": o.zone, "instance_type": o.instance_type,
         "gpu": o.gpu, "gpu_count": o.gpu_count, "spot": c.spot, "price_per_hour": c.price_per_hour,
         "nodes": c.nodes, "total_price_per_hour": c.total_price_per_hour,
         "est_hours": round(c.est_hours, 4), "est_cost": round(c.est_cost, 4),
+        "est_storage_usd": round(c.est_storage_usd, 4),
         "est_finish_hours": round(c.est_finish_hours, 4),
         "per_gpu_gib": round(c.per_gpu_gib, 2) if c.per_gpu_gib is not None else None,
         "sharding": c.sharding, "billing_granularity_s": o.billing_granularity_s,

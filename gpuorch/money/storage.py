@@ -24,10 +24,10 @@ from datetime import datetime
 
 from sqlmodel import Session, col, or_, select
 
+from gpuorch.placement.cost import HOURS_PER_MONTH, StorageRates
 from gpuorch.store.models import Attempt, Event, Job
 from gpuorch.store.states import AttemptStatus
 
-HOURS_PER_MONTH = 730.0
 MADE, ENDS = "volume", ("volume_deleted", "orphan_volume_deleted")
 KEPT = "volume_kept"  # recorded when a job that keeps its volume ends (reconciler.apply.kept_volumes)
 # An attempt number no real attempt has: warm idle periods are -(period id); these start below.
@@ -58,6 +58,23 @@ def rate_of(provider: str | None, disk_type: str | None = None) -> float | None:
 
     cat = catalog_of(provider or "")
     return cat.storage_rate(disk_type) if cat is not None else None
+
+
+def rate_table(providers: Iterable[str] | None = None) -> StorageRates:
+    """Every catalog's storage rates (of ``providers`` only, when given) as placement counts a
+    job volume's storage (``PlacementOptions.storage_rates``): the default type's rate as type "",
+    then each listed type's. A catalog that says none is left out (its storage is not counted)."""
+    from gpuorch.catalog.registry import catalogs
+
+    wanted = set(providers) if providers is not None else None
+    out: list[tuple[str, str, float]] = []
+    for name, cat in catalogs().items():
+        if wanted is not None and name not in wanted:
+            continue
+        if cat.storage_usd_per_gib_month is not None:
+            out.append((name, "", float(cat.storage_usd_per_gib_month)))
+        out.extend((name, t, float(r)) for t, r in cat.storage_rates)
+    return tuple(out)
 
 
 def made_data(provider: str, size_gib: float, disk_type: str | None = None) -> dict[str, object]:

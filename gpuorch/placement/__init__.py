@@ -68,7 +68,8 @@ class KeyedAvoid:
 # ``max_wait`` and ``deadline`` choose between the ranked candidates (owned capacity or a burst:
 # ``decide.owned``), ``keep_warm`` whether a warm instance takes the job (``decide.warm``), the
 # lifetime fields (``kind``, ``max_duration``, ``idle_stop``, ``idle_gpu_util``) when it ends, and
-# ``notify`` whom to tell: none changes the ranking itself, which is all the memo holds.
+# ``notify`` whom to tell: none changes the ranking itself, which is all the memo holds. ``volume``'s
+# size and type price its storage only with ``PlacementOptions.storage_rates``, never memoised.
 NOT_PLACEMENT = frozenset({"name", "run", "setup", "workdir", "env", "retry", "recovery", "budget", "deadline",
                            "volume", "max_wait", "keep_warm", "kind", "max_duration", "idle_stop", "idle_gpu_util",
                            "notify"})

@@ -7,21 +7,34 @@
                cost = price * billed(T) / 3600 + egress(restore) + k * egress(checkpoint)
 
 ``billed`` rounds up to the offer's billing increment and minimum (``gpuorch.money.billing``).
+
+A job with a ``volume:`` also pays its storage while it runs, at its provider's rate for the
+volume's disk type (``PlacementOptions.storage_rates``, read by the caller from each catalog's
+``AdapterCatalog.storage_rate``; placement reads no catalog):
+
+    storage = size GiB * USD per GiB-month / 730 h * (finish hours)
+
+by the second from the volume's making (before the first launch) to the job's end, as
+``gpuorch.money.storage`` bills it (no market here declares a storage minimum). A volume kept after
+the job (``volume.keep``) bills on, but that is the user's choice, not this job's cost.
 A job without checkpoints loses on average half its progress per preemption. Interruption
 rates per AWS advisor bucket are calibrated on the public spot traces (docs/catalog.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
-from gpuorch.jobs.spec import SpotPolicy
+from gpuorch.jobs.spec import JobSpec, SpotPolicy
 from gpuorch.money.billing import BillingRule
 
 # Interruptions per hour: >20% is the pooled rate of the 9-zone p3 spot traces (0.30/h); the
 # other buckets scale with their midpoint (2.5%, 7.5%, ... of a 25% midpoint for >20%).
 INTERRUPTIONS_PER_HOUR = {"<5%": 0.03, "5-10%": 0.09, "10-15%": 0.15, "15-20%": 0.21, ">20%": 0.30}
+HOURS_PER_MONTH = 730.0  # storage rates are per GiB-month of 730 hours, as gpuorch.money.storage bills them
+# (provider, disk type or "" for the provider's default type, USD per GiB-month): a volume's storage rate.
+StorageRates = tuple[tuple[str, str, float], ...]
 
 
 def markets(policy: SpotPolicy) -> tuple[bool, ...]:
@@ -48,6 +61,16 @@ class PlacementOptions:
     # The most nodes each provider places per job (``Capabilities.max_nodes``; a provider not named: 1).
     # None: not known here (the daemon's submit check refused what no provider can place).
     max_nodes: Mapping[str, int] | None = None
+    # Storage rates of job volumes (``StorageRates``; the daemon's ``Settings.storage_rates``, or the
+    # catalogs' for ``gpuorch plan``): a job with a ``volume:`` pays its storage for the run on each
+    # provider named. A provider not named: its storage is not counted.
+    storage_rates: StorageRates = ()
+
+    def storage_rate(self, provider: str, disk_type: str | None) -> float:
+        """USD per GiB-month of a volume of ``disk_type`` (None: the default type) on ``provider``;
+        a type not listed costs the provider's default, as ``AdapterCatalog.storage_rate`` says."""
+        found = {t: r for p, t, r in self.storage_rates if p == provider}
+        return found.get(disk_type or "", found.get("", 0.0))
 
     def boot(self, provider: str) -> float:
         return self.boot_s_by_provider.get(provider, self.boot_s)
@@ -84,3 +107,24 @@ def expected(s: Scenario, price: float, spot: bool, rate_per_h: float = 0.0, egr
     """(expected USD, expected seconds from launch to done) on one offer."""
     per_price, fixed, finish = linear(s, spot, rate_per_h, egress_usd, restart_egress_usd)
     return price * per_price + fixed, finish
+
+
+def storage_usd_per_s(spec: JobSpec, opts: PlacementOptions, provider: str) -> float:
+    """USD per second that the job's volume costs on ``provider`` while the job runs (0 without one)."""
+    if spec.volume is None or not opts.storage_rates:
+        return 0.0
+    return spec.volume.size * opts.storage_rate(provider, spec.volume.type) / (HOURS_PER_MONTH * 3600)
+
+
+def with_job(spec: JobSpec, base: PlacementOptions | None, max_nodes: Iterable[tuple[str, int]] = (),
+             storage_rates: StorageRates = ()) -> PlacementOptions | None:
+    """The options a placement of ``spec`` needs beyond ``base`` (the daemon's decide and ``gpuorch
+    plan`` both come here): each provider's most nodes for a gang, and the storage rates for a job
+    with a volume. ``base`` itself (None: the defaults) when neither applies, so the placements of
+    other jobs stay memoised (``placement.candidates``)."""
+    limits = dict(max_nodes) if spec.nodes > 1 and max_nodes else None
+    rates = storage_rates if spec.volume is not None else ()
+    if limits is None and not rates:
+        return base
+    opts = replace(base or PlacementOptions(), storage_rates=tuple(rates))
+    return replace(opts, max_nodes=limits) if limits is not None else opts

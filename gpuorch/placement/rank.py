@@ -5,7 +5,10 @@ Per (class, market, interruption bucket, egress) group, the cost scenario (``cos
 group expected cost is linear in the price, and the index keeps each group in price order. The
 groups are merged lazily with a heap, so a placement touches only the offers it returns; the
 region and volume-zone filters build their price orders once and cache them on the index.
-Ties on cost go to the earlier finish, then to catalog order.
+Ties on cost go to the earlier finish, then to catalog order. A job with a volume adds the
+volume's storage for its expected run (``cost.storage_usd_per_s``: the provider's rate, by value in
+the options) to each group's fixed cost, so a market with dear storage loses to a dearer GPU
+where the total says so.
 
 A gang (``nodes: N``) is N instances of one offer (one type, one zone): its expected cost is N
 times one instance's (every node bills, restores the checkpoint and is redone after a
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 
 from gpuorch.checkpoint.store import store_provider
 from gpuorch.jobs.spec import JobSpec
-from gpuorch.placement.cost import PlacementOptions, Scenario, linear, markets
+from gpuorch.placement.cost import PlacementOptions, Scenario, linear, markets, storage_usd_per_s
 from gpuorch.placement.explain import Rejection, Shortfall, rejections, shortfall
 from gpuorch.placement.index import BUCKET_CODES, OfferClass, OfferIndex, PriceOrder, index_for, price_orders
 from gpuorch.placement.requirements import ClassFit, Needs, Refusal, evaluate_classes
@@ -45,6 +48,7 @@ class Candidate:
     gpus_used: int = 0  # of the offer's GPUs the job uses (0: not known, read as all of them)
     ranked_price_per_hour: float | None = None  # set when ranking used a robust spot figure, not the listed one
     nodes: int = 1  # instances of ``offer`` the job runs on (a gang); prices are per node, est_cost is the total
+    est_storage_usd: float = 0.0  # of est_cost: the job volume's storage during the run
 
     @property
     def larger(self) -> bool:
@@ -167,7 +171,8 @@ def plan(
     ranked_spot = idx.spot_prices(listed)
     refused: dict[int, Refusal] = {}
     fits: dict[int, ClassFit] = {}
-    groups: list[tuple[PriceOrder, float, float, int, bool]] = []  # prices, USD per $/h, fixed USD, class, spot
+    # prices, USD per $/h, fixed USD (storage included), class, spot, storage USD
+    groups: list[tuple[PriceOrder, float, float, int, bool, float]] = []
     heap: list[tuple[float, float, int, int, int]] = []  # cost, finish, row, group, position in group
     for ci, (c, fit) in enumerate(zip(idx.classes, evaluate_classes(needs, idx), strict=True)):
         if isinstance(fit, Refusal):
@@ -183,22 +188,24 @@ def plan(
         fits[ci] = fit
         scen, ckpt = _scenario(spec, opts, c, fit)
         egress = _egress_per_gib(store, opts, idx, c.provider)
+        storage_per_s = storage_usd_per_s(spec, opts, c.provider)  # one volume per job, billed for the run
         for spot in allowed_markets:
             same_cloud = opts.egress_same_cloud_usd_per_gib
             for bucket, per_gib, order in _groups(idx, ci, spot, where, allowed, egress, same_cloud, listed):
                 rate = rates[bucket] * nodes if spot else 0.0  # any node's preemption ends a gang's attempt
                 a, b, finish = linear(scen, spot, rate, opts.restore_gib * per_gib, ckpt * per_gib)
-                a, b = a * nodes, b * nodes  # every node bills and restores
+                storage = finish * storage_per_s
+                a, b = a * nodes, b * nodes + storage  # every node bills and restores
                 if order.prices[0] <= cap:
                     heap.append((order.prices[0] * a + b, finish, order.rows[0], len(groups), 0))
-                groups.append((order, a, b, ci, spot))
+                groups.append((order, a, b, ci, spot, storage))
     # Each group is sorted by price, so by cost: merge them lazily, cheapest expected total first.
     heapq.heapify(heap)
     chosen: list[Candidate] = []
     kept: set[int] = set()
     while heap:
         cost, finish, row, g, pos = heapq.heappop(heap)
-        order, a, b, ci, spot = groups[g]
+        order, a, b, ci, spot, storage = groups[g]
         if pos + 1 < len(order.prices) and order.prices[pos + 1] <= cap:
             heapq.heappush(heap, (order.prices[pos + 1] * a + b, finish, order.rows[pos + 1], g, pos + 1))
         fit = fits[ci]
@@ -206,7 +213,7 @@ def plan(
         ranked = ranked_spot[row] if spot else None
         robust = ranked if ranked is not None and ranked != idx.listed_spot_price[row] else None
         cand = Candidate(idx.offers[row], spot, hours, cost, finish / 3600, fit.per_gpu_gib, fit.sharding,
-                         fit.gpus_used, robust, nodes)
+                         fit.gpus_used, robust, nodes, storage)
         if avoid is not None and avoid(cand):
             continue
         chosen.append(cand)

@@ -25,11 +25,11 @@ from typing import NamedTuple
 
 from gpuorch.clock import scale_of, wall_s
 from gpuorch.placement import Candidate, OfferIndex, candidates
-from gpuorch.placement.cost import PlacementOptions
+from gpuorch.placement.cost import with_job
 from gpuorch.policy.recovery import RecoveryContext, get_strategy
 from gpuorch.provider.port import Offer
 from gpuorch.reconciler.decide.actions import GO_ON, Decision, Drain, End, Launch, SetJob, Step, done
-from gpuorch.reconciler.decide.attempt_steps import draining, live, lost_work_s, terminate_if_alive
+from gpuorch.reconciler.decide.attempt_steps import admission, draining, live, lost_work_s, terminate_if_alive
 from gpuorch.reconciler.decide.deadline import applies, deadline_launch, deadline_move
 from gpuorch.reconciler.decide.gates import gate_launch, notice_drain, stop_running
 from gpuorch.reconciler.decide.limits import lifetime_stop, stopped_box
@@ -81,8 +81,8 @@ def _ranked(view: JobView, now: datetime, offers: Offers, avoid: Avoid, s: Setti
     A job's volume pins it to the volume's zone (see volumes.py): placement requires that zone.
     """
     strategy = get_strategy(view.spec.recovery.strategy if view.spec.recovery else s.recovery_strategy)
-    gangs = PlacementOptions(max_nodes=dict(s.max_nodes)) if view.spec.nodes > 1 and s.max_nodes else None
-    ranked = candidates(view.spec, offers, avoid=avoid, volume_zone=view.job.volume_zone, limit=limit, options=gangs)
+    options = with_job(view.spec, None, s.max_nodes, s.storage_rates)  # a gang's nodes, a volume's storage
+    ranked = candidates(view.spec, offers, avoid=avoid, volume_zone=view.job.volume_zone, limit=limit, options=options)
     return strategy.rank(ranked, recovery_context(view, now, s, preempting))
 
 
@@ -146,7 +146,7 @@ def _current(view: JobView, current: AttemptView, now: datetime, offers: Offers,
         running = current.agent is not None and current.agent.state not in ("starting",)
         want = JobStatus.RUNNING if running else (
             JobStatus.RECOVERING if job.preemptions and job.status == JobStatus.RECOVERING else JobStatus.STARTING)
-        status = (SetJob(want),) if job.status != want else ()
+        status = admission(current, want, job.message) or ((SetJob(want),) if job.status != want else ())
         return Step(step.actions + status, step.requeue_after, True), keep
     if end is None:  # a notice: the replacement is requested now, not after the kill
         return step, Replacing(job.preemptions + 1, job.failures, current, drain, current)

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from gpuorch.placement import Candidate, OfferIndex, candidates
-from gpuorch.placement.cost import PlacementOptions
+from gpuorch.placement.cost import with_job
 from gpuorch.placement.owned import WAITS, OwnedChoice, choose
 from gpuorch.provider.port import Offer
 from gpuorch.reconciler.decide.actions import GO_ON, Note, SetJob, Step, done
@@ -45,10 +45,10 @@ def _all(view: JobView, offers: Sequence[Offer] | OfferIndex, s: Settings, avoid
     """Every candidate that holds the job (of ``providers`` only, when given), best first, that the
     job's caps allow."""
     spec, gate = view.spec, view.gate
-    gangs = PlacementOptions(max_nodes=dict(s.max_nodes)) if spec.nodes > 1 and s.max_nodes else None
+    options = with_job(spec, None, s.max_nodes, s.storage_rates)  # a gang's nodes, a volume's storage
     if providers is not None:
         spec = spec.model_copy(update={"providers": list(providers)})
-    found = candidates(spec, offers, avoid=avoid, volume_zone=view.job.volume_zone, options=gangs)
+    found = candidates(spec, offers, avoid=avoid, volume_zone=view.job.volume_zone, options=options)
     return [c for c in found if gate is None or gate.affords(c)]
 
 

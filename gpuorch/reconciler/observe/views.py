@@ -14,6 +14,8 @@ from gpuorch.agent.protocol import AgentStatus
 from gpuorch.clock import time_scales
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.money.caps import Gate
+from gpuorch.money.storage import rate_table
+from gpuorch.placement.cost import StorageRates
 from gpuorch.placement.owned import owned_providers
 from gpuorch.policy.recovery import DEFAULT_STRATEGY
 from gpuorch.provider.port import Instance, Provider
@@ -49,14 +51,17 @@ class Settings:
     # The daemon's providers that sell owned capacity (``owned_capacity``): placement fills them
     # first and bursts to the others (``decide.owned``). Empty: no owned-first step.
     owned: tuple[str, ...] = ()
+    # The storage rates of the daemon's providers' catalogs: placement counts a job volume's storage.
+    storage_rates: StorageRates = ()
 
 
 def for_providers(settings: Settings, providers: Mapping[str, Provider]) -> Settings:
-    """``settings`` with what the daemon's providers say of themselves: their market clocks and
-    the most nodes each places per job, and which sell owned capacity."""
+    """``settings`` with what the daemon's providers say of themselves: their market clocks,
+    the most nodes each places per job, which sell owned capacity, and their storage rates."""
     return dataclasses.replace(settings, time_scales=time_scales(providers),
                                owned=tuple(sorted(owned_providers(providers))),
-                               max_nodes=tuple((n, p.capabilities.max_nodes) for n, p in sorted(providers.items())))
+                               max_nodes=tuple((n, p.capabilities.max_nodes) for n, p in sorted(providers.items())),
+                               storage_rates=rate_table(providers))
 
 
 @dataclass(frozen=True)
