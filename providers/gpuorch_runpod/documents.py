@@ -7,7 +7,9 @@ https://graphql-spec.runpod.io/; network volumes under ``myself { networkVolumes
 ``createNetworkVolume(input: {name, size, dataCenterId})`` and removed by
 ``deleteNetworkVolume(input: {id})`` (the fields of the REST reference,
 https://docs.runpod.io/api-reference/network-volumes/POST/networkvolumes: size 1-4000 GB). The pod
-fields are those the official client queries (runpod/api/queries/pods.py) plus ``name``.
+fields are those the official client queries (runpod/api/queries/pods.py) plus ``name``. Registry
+auths (registry.py): ``saveRegistryAuth``/``updateRegistryAuth`` as the official client sends them
+(runpod/api/mutations/container_register_auth.py), listed under ``myself { containerRegistryCreds }``.
 """
 
 from __future__ import annotations
@@ -38,3 +40,8 @@ NETWORK_VOLUMES = "query NetworkVolumes { myself { networkVolumes { id name size
 CREATE_VOLUME = ("mutation CreateVolume($input: CreateNetworkVolumeInput!) {"
                  " createNetworkVolume(input: $input) { id name size dataCenterId } }")
 DELETE_VOLUME = "mutation DeleteVolume($input: DeleteNetworkVolumeInput!) { deleteNetworkVolume(input: $input) }"
+REGISTRY_AUTHS = "query RegistryAuths { myself { containerRegistryCreds { id name } } }"
+SAVE_REGISTRY_AUTH = ("mutation SaveRegistryAuth($input: SaveRegistryAuthInput!) {"
+                      " saveRegistryAuth(input: $input) { id name } }")
+UPDATE_REGISTRY_AUTH = ("mutation UpdateRegistryAuth($input: UpdateRegistryAuthInput!) {"
+                        " updateRegistryAuth(input: $input) { id name } }")

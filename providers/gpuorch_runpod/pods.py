@@ -43,9 +43,11 @@ SSH_PORT = 22
 
 
 def launch_input(request: LaunchRequest, *, image: str, ssh_user: str, host_key: tuple[str, str], login_key: str,
-                 data_center: str | None, network_volume_id: str | None = None) -> dict[str, Any]:
+                 data_center: str | None, network_volume_id: str | None = None,
+                 registry_auth_id: str | None = None) -> dict[str, Any]:
     """The ``input`` of ``podFindAndDeployOnDemand`` / ``podRentInterruptable`` (``bidPerGpu``:
-    the offer's spot price per GPU, the market's price when the catalog was read)."""
+    the offer's spot price per GPU, the market's price when the catalog was read;
+    ``containerRegistryAuthId``: the account's login for a private image, registry.py)."""
     o = request.offer
     parsed = parse_instance_type(o.instance_type)
     if parsed is None:
@@ -67,6 +69,8 @@ def launch_input(request: LaunchRequest, *, image: str, ssh_user: str, host_key:
     if network_volume_id is not None:
         body["networkVolumeId"] = network_volume_id
         body["volumeMountPath"] = request.volumes[0].mount_path if request.volumes else "/workspace"
+    if registry_auth_id is not None:
+        body["containerRegistryAuthId"] = registry_auth_id
     if request.spot:
         if o.spot_price_per_hour is None:
             raise ValueError(f"{o.instance_type} in {o.region} has no interruptible price; launch it on-demand")

@@ -39,6 +39,8 @@ from .catalog import PROVIDER
 from .config import RunpodOptions, api_key, parse_options
 from .offers import offers_from
 from .pods import is_managed, launch_input, to_instance
+from .registry import RegistryAuths
+from .registry_creds import credential_for
 from .tombstones import Tombstones
 from .volumes import NetworkVolumes
 
@@ -74,6 +76,7 @@ class RunpodProvider(NetworkVolumes, Provider):
 
         self._runners = Runners(home, options.ssh_user, per_pod, provider=PROVIDER, notice=NoticeSource(kind="none"))
         self._offers: tuple[float, list[Offer]] | None = None
+        self._registry_auths = RegistryAuths(self._api.query)
 
     @classmethod
     def from_config(cls, options: dict[str, Any], home: Path) -> RunpodProvider:
@@ -123,6 +126,10 @@ class RunpodProvider(NetworkVolumes, Provider):
         tomb = self._tombs.get(token)
         if tomb is not None:
             return tomb
+        image = request.image or self.options.image
+        # A private image's login (registry.py): its credentials saved in the account, named by the deploy.
+        cred = credential_for(image, PROVIDER, self.options.registries, self.options.docker_config)
+        auth_id = self._registry_auths.auth_id(request.owner, cred) if cred is not None else None
         config = launch_cloud_config(self.home, request)
         keys = config.get("ssh_keys") or {}
         logins = config.get("ssh_authorized_keys") or []
@@ -131,9 +138,10 @@ class RunpodProvider(NetworkVolumes, Provider):
             vol = self.volume_of(request.volumes[0].volume_id)
             data_center, volume_id = str(vol.get("dataCenterId") or "") or None, str(vol["id"])
         try:
-            body = launch_input(request, image=request.image or self.options.image, ssh_user=self.options.ssh_user,
+            body = launch_input(request, image=image, ssh_user=self.options.ssh_user,
                                 host_key=(keys.get("ed25519_private", ""), keys.get("ed25519_public", "")),
-                                login_key="\n".join(logins), data_center=data_center, network_volume_id=volume_id)
+                                login_key="\n".join(logins), data_center=data_center, network_volume_id=volume_id,
+                                registry_auth_id=auth_id)
         except ValueError as e:
             raise PermanentError(f"launch of job {request.job_id} attempt {request.attempt}: {e}",
                                  code="InvalidRequest") from None

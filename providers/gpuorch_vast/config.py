@@ -16,6 +16,7 @@ from pydantic_core import ErrorDetails
 from gpuorch.provider.options import validate_options
 
 from .catalog import CPU_PER_GPU, RAM_GIB_PER_GPU
+from .registry_creds import RegistrySecret, check_hosts
 
 COUNTRY = re.compile(r"[A-Z]{2}")
 # Vast's own default image (docs.vast.ai/api-reference/instances/create-instance): Ubuntu with
@@ -52,6 +53,16 @@ class VastOptions(BaseModel):
     ssh_user: str = "root"
     max_attempts: int = Field(default=5, ge=1, le=20, strict=True)  # per API call, 429 and 5xx included
     retry_max_s: float = _number(60.0, 0.001, 3600.0)
+    # Private images (registry_creds.py): registry host -> user name and the env variable holding the
+    # password or token; other hosts' logins are read from docker's config.json (docker_config, else
+    # $DOCKER_CONFIG/config.json, else ~/.docker/config.json).
+    registries: dict[str, RegistrySecret] = Field(default_factory=dict)
+    docker_config: str | None = None
+
+    @field_validator("registries")
+    @classmethod
+    def _registries(cls, v: dict[str, RegistrySecret]) -> dict[str, RegistrySecret]:
+        return check_hosts(v)
 
     @field_validator("server_url")
     @classmethod

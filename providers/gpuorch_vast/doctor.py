@@ -1,6 +1,7 @@
 """Vast's ``doctor()`` self-check: where the API key comes from (``VAST_API_KEY`` or vastai's key
 file; only the source is printed, never the key), whether it opens an account (``GET
-/api/v0/users/current``), and that account's credit."""
+/api/v0/users/current``), that account's credit, and each private registry's secret variable (set
+or not, never its value)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,17 @@ from gpuorch.errors import ProviderError
 from gpuorch.provider import Finding
 
 from .credentials import MISSING, find_key
+from .registry_creds import registry_findings
 
 if TYPE_CHECKING:
     from .provider import VastProvider
 
 
 def doctor(p: VastProvider) -> list[Finding]:
-    out: list[Finding] = []
+    out: list[Finding] = registry_findings("vast", p.options.registries)
     found = find_key()
     if found is None:
-        return [Finding.fail("vast.credentials", "no Vast API key found", MISSING)]
+        return [Finding.fail("vast.credentials", "no Vast API key found", MISSING), *out]
     out.append(Finding.ok("vast.credentials", f"API key from {found[1]}"))
     try:
         user = p.api.user()

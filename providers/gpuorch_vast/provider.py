@@ -37,6 +37,7 @@ from .config import VastOptions, parse_options
 from .credentials import MISSING, find_key
 from .market import offers_of, pick, query
 from .parse import PROVIDER, tags_of, to_instance
+from .registry_creds import credential_for, docker_login_args
 from .sshsetup import onstart
 from .volumes import MachineVolumes
 
@@ -106,6 +107,10 @@ class VastProvider(MachineVolumes, Provider):
         found = self._find(token)
         if found is not None:
             return found
+        image = request.image or self.options.image
+        # A private image: the host's docker logs in with the registry's credentials (registry_creds.py).
+        cred = credential_for(image, PROVIDER, self.options.registries, self.options.docker_config)
+        login = docker_login_args(cred, PROVIDER) if cred is not None else None
         q = query(self.options, gpu=o.gpu, count=o.gpu_count, region=o.region)
         volume = request.volumes[0] if request.volumes else None
         if volume is not None:  # the volume's machine, or nothing
@@ -118,10 +123,12 @@ class VastProvider(MachineVolumes, Provider):
                                   code="no_such_ask")
         ask, pay = chosen
         body: dict[str, Any] = {
-            "client_id": "me", "image": request.image or self.options.image, "env": {}, "disk": request.disk_gib,
+            "client_id": "me", "image": image, "env": {}, "disk": request.disk_gib,
             "label": token, "runtype": "ssh", "onstart": onstart(self.home, request),
             "price": pay if request.spot else None,
         }
+        if login is not None:
+            body["image_login"] = login
         if volume is not None:
             body["volume_info"] = {"volume_id": int(volume.volume_id), "mount_path": volume.mount_path,
                                    "create_new": False}

@@ -18,6 +18,16 @@
   uses the volume); a deploy's ``networkVolumeId`` (Secure Cloud only, in the volume's data
   center, ``dataCenterId``) mounted at ``volumeMountPath``.
 
+- registry auths (private images): ``saveRegistryAuth(input: {name, username, password}) { id name }``
+  and ``updateRegistryAuth(input: {id, username, password})`` as the official client sends them
+  (runpod/api/mutations/container_register_auth.py), ``myself { containerRegistryCreds { id name } }``
+  (a password is never answered back), and a deploy's ``containerRegistryAuthId``
+  (https://graphql-spec.runpod.io/, ``PodFindAndDeployOnDemandInput``; the REST reference,
+  https://docs.runpod.io/api-reference/pods/POST/pods). A private image (``private_images``: image
+  -> the user and password its registry takes) deployed without a matching auth is accepted, as
+  RunPod accepts it, but its container never starts (RunPod retries the pull): no runtime, no port;
+  the image lands in ``pull_denied``.
+
 The pod side, for played pods: ``write``/``read`` a path in a pod as its job would; a path under
 the pod's ``volumeMountPath`` lands on its network volume (``FakeVolume.files``), which outlives
 the pod.
@@ -113,6 +123,9 @@ class FakeRunpod:
     calls: list[str] = field(default_factory=list)  # root field of each request, in order
     deployed_images: list[str] = field(default_factory=list)  # imageName of each pod deployed, in order
     volumes: dict[str, FakeVolume] = field(default_factory=dict)
+    private_images: dict[str, tuple[str, str]] = field(default_factory=dict)  # image -> (user, password)
+    registry_auths: dict[str, dict[str, str]] = field(default_factory=dict)  # id -> name, username, password
+    pull_denied: list[str] = field(default_factory=list)  # private images deployed without their login
 
     def __post_init__(self) -> None:
         self.lock = threading.RLock()
@@ -182,7 +195,8 @@ class FakeRunpod:
     # -- the API -----------------------------------------------------------------------------
     def answer(self, query: str, variables: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         m = re.search(r"\b(podFindAndDeployOnDemand|podRentInterruptable|podTerminate|gpuTypes|pod|myself"
-                      r"|createNetworkVolume|deleteNetworkVolume)\b(?=\s*[({])", query)
+                      r"|createNetworkVolume|deleteNetworkVolume|saveRegistryAuth|updateRegistryAuth)\b(?=\s*[({])",
+                      query)
         root = m.group(1) if m else ""
         with self.lock:
             self.calls.append(root)
@@ -199,9 +213,14 @@ class FakeRunpod:
                 return 200, {"data": {"pod": pod.view() if pod else None}}
             if root in ("createNetworkVolume", "deleteNetworkVolume"):
                 return self._volume_call(root, variables.get("input") or {})
+            if root in ("saveRegistryAuth", "updateRegistryAuth"):
+                return self._registry_call(root, variables.get("input") or {})
             if root == "gpuTypes":
                 return 200, {"data": {"gpuTypes": self.gpu_types}}
             if root == "myself":
+                if "containerRegistryCreds" in query:
+                    creds = [{"id": i, "name": a["name"]} for i, a in self.registry_auths.items()]
+                    return 200, {"data": {"myself": {"containerRegistryCreds": creds}}}
                 if "networkVolumes" in query:
                     return 200, {"data": {"myself": {"networkVolumes": [v.view() for v in self.volumes.values()]}}}
                 if "pods" in query:
@@ -227,6 +246,36 @@ class FakeRunpod:
         del self.volumes[vol.id]
         return 200, {"data": {root: None}}
 
+    def _registry_call(self, root: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        user, password = body.get("username"), body.get("password")
+        if not user or not password:
+            return 200, {"errors": [{"message": "username and password are required", "path": [root]}],
+                         "data": {root: None}}
+        if root == "saveRegistryAuth":
+            name = str(body.get("name") or "")
+            if not name or any(a["name"] == name for a in self.registry_auths.values()):
+                return 200, {"errors": [{"message": "Registry auth name must be unique", "path": [root]}],
+                             "data": {root: None}}
+            auth_id = secrets.token_hex(6)
+            self.registry_auths[auth_id] = {"name": name, "username": str(user), "password": str(password)}
+        else:
+            auth_id = str(body.get("id"))
+            if auth_id not in self.registry_auths:
+                return 200, {"errors": [{"message": "Registry auth not found", "path": [root]}], "data": {root: None}}
+            self.registry_auths[auth_id] |= {"username": str(user), "password": str(password)}
+        return 200, {"data": {root: {"id": auth_id, "name": self.registry_auths[auth_id]["name"]}}}
+
+    def _pulls(self, body: dict[str, Any]) -> bool:
+        """Whether RunPod can pull the pod's image: public, or its login named by the deploy."""
+        image = str(body.get("imageName"))
+        if image not in self.private_images:
+            return True
+        auth = self.registry_auths.get(str(body.get("containerRegistryAuthId")))
+        if auth is not None and (auth["username"], auth["password"]) == self.private_images[image]:
+            return True
+        self.pull_denied.append(image)
+        return False
+
     def _deploy(self, root: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         spot = root == "podRentInterruptable"
         gpu = body.get("gpuTypeId")
@@ -246,7 +295,7 @@ class FakeRunpod:
             return 200, {"errors": [{"message": NO_CAPACITY, "path": [root]}], "data": {root: None}}
         pod = Pod(_pod_id(), dict(body), spot, changed=f"Rented by User: {js_date(self.now())}")
         self.deployed_images.append(str(body.get("imageName")))
-        if not self.never_run:
+        if not self.never_run and self._pulls(body):
             env = {e["key"]: e["value"] for e in body.get("env") or ()}
             pod.port = self.sshd_factory(pod.id, env) if self.sshd_factory else 40000 + len(self.pods)
         self.pods[pod.id] = pod

@@ -25,6 +25,14 @@ Pages it follows:
   while an instance links it); an instance created with ``volume_info`` (``volume_id``,
   ``mount_path``, ``create_new: false``) only on the volume's machine.
 
+- private images: create-instance's ``image_login``, the docker login arguments of ``vastai create
+  instance --login`` (``-u USER -p PASSWORD HOST``; https://docs.vast.ai/cli/reference/create-instance,
+  vastai's api/instances.py sends it as ``image_login``). A private image (``private_images``: image
+  -> the user and password its registry takes) rented without a matching login is rented, as Vast
+  rents it, but its host cannot pull it: the instance stays ``loading`` with docker's refusal in
+  ``status_msg`` (a documented field of show-instances); the image lands in ``pull_denied``. A
+  login is never answered back.
+
 The instance side, for played instances: ``write``/``read`` a path on an instance as its job
 would; a path under its volume's ``mount_path`` lands on the volume (``FakeVast.volume_files``),
 which outlives the instance.
@@ -117,6 +125,9 @@ class FakeVast:
     url: str = ""
     volumes: dict[int, dict[str, Any]] = field(default_factory=dict)
     volume_files: dict[int, dict[str, bytes]] = field(default_factory=dict)
+    private_images: dict[str, tuple[str, str]] = field(default_factory=dict)  # image -> (user, password)
+    pull_denied: list[str] = field(default_factory=list)  # private images rented without their login
+    logins: dict[int, str] = field(default_factory=dict)  # instance id -> the image_login it was created with
 
     # -- injections --------------------------------------------------------------------------
     def fail_next(self, n: int = 1, status: int = 429, path: str = "/",
@@ -181,10 +192,28 @@ class FakeVast:
             "_volume": body.get("volume_info"), "_ask": dict(a),
         }
         self.instances[iid] = row
+        if body.get("image_login"):
+            self.logins[iid] = str(body["image_login"])
+        if not self._pulls(str(body.get("image")), str(body.get("image_login") or "")):
+            self.pull_denied.append(str(body.get("image")))
+            row["_denied"] = True
         return iid
 
+    def _pulls(self, image: str, login: str) -> bool:
+        """Whether the host's docker can pull ``image``: public, or logged in to its registry."""
+        if image not in self.private_images:
+            return True
+        user, password = self.private_images[image]
+        host = image.split("/")[0] if "." in image.split("/")[0] else "docker.io"
+        return login.split() == ["-u", user, "-p", password, host]
+
     def _observe(self, row: dict[str, Any]) -> dict[str, Any]:
-        if row["actual_status"] in (None, "loading") and not self.never_running:
+        if row.get("_denied"):
+            image = row["image_uuid"]
+            row.update(actual_status="loading", status_msg=f"Error response from daemon: pull access denied for "
+                                                           f"{image}, repository does not exist or may require "
+                                                           "'docker login'")
+        elif row["actual_status"] in (None, "loading") and not self.never_running:
             if time.monotonic() - row["_created"] >= self.boot_s:
                 host, port = self.ssh_endpoint(row)
                 row.update(actual_status="running", status_msg="success, running", ssh_host=host, ssh_port=port,
