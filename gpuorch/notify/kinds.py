@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import re
-import secrets
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -50,6 +49,8 @@ def notify_type(kind: str, job_id: int | None, attempt: int | None, data: dict[s
 
 def new_uid() -> str:
     """A notification's one id, sent as ``webhook-id`` on every try (Standard Webhooks' ``msg_`` style)."""
+    import secrets  # here: the CLI imports this module on every command that reads the config
+
     return "msg_" + secrets.token_hex(16)
 
 
@@ -64,7 +65,7 @@ class NotifySpec(BaseModel):
 
     Checked by rule when the spec is loaded: one line naming the field and the fix."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # built with the first job spec
 
     routes: list[str] = Field(default_factory=list, max_length=100)
     silence: list[str] = Field(default_factory=list, max_length=len(SUBJECT_TYPES) + 1)

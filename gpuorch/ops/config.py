@@ -4,23 +4,34 @@ Every option has a default, so no file is needed (the embedded default is the ``
 provider, SQLite under ``$GPUORCH_HOME`` and a 2 s poll). Where the values come from, and in
 which order they override each other, is ``config_sources``; its ``load_config`` is the entry
 point (it depends on this module, never the reverse).
+
+Every CLI command reads the configuration, so importing this module stays cheap: the models build
+their validators on first use (``defer_build``), and ``defaults`` makes the configuration of a
+host with no file and no variable without validating anything (``gpuorch offers``'s cold start,
+docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from gpuorch.bounds import MAX_USD, Integer, Number
-from gpuorch.money.caps import Policy
 from gpuorch.notify.kinds import NOTIFY_TYPES
-from gpuorch.policy.recovery import DEFAULT_STRATEGY, get_strategy
 from gpuorch.store.paths import default_home, default_url
 
+if TYPE_CHECKING:  # imported when used: the CLI's start-up needs neither
+    from gpuorch.money.caps import Policy
+
 DEFAULT_METRICS_PORT = 9347
+# gpuorch.policy.recovery.DEFAULT_STRATEGY, written out: importing the policies would cost every
+# command's start-up (tests/ops/test_config_defaults.py holds the two equal).
+DEFAULT_STRATEGY = "same-region-first"
+# Build each model's validator when it is first used, not at import (see the module docstring).
+_MODEL = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
 DAY_S, YEAR_S = 86400.0, 366 * 86400.0
 _DB_URL = re.compile(r"(sqlite(\+pysqlite)?:///[^\0\s]*|postgres(ql)?(\+(psycopg|psycopg2|asyncpg|pg8000))?://[^\0\s]+)")
 
@@ -28,7 +39,7 @@ _DB_URL = re.compile(r"(sqlite(\+pysqlite)?:///[^\0\s]*|postgres(ql)?(\+(psycopg
 class MetricsConfig(BaseModel):
     """The Prometheus endpoint the daemon serves (``/metrics``)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # inf would fail every pass
+    model_config = _MODEL  # inf would fail every pass
 
     enabled: bool = True
     host: str = "127.0.0.1"  # loopback: nothing outside this host scrapes unless you say so
@@ -43,7 +54,7 @@ class MetricsConfig(BaseModel):
 class ApiConfig(BaseModel):
     """The optional HTTP API (``gpuorch serve``, or the daemon itself with ``enabled``)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # inf would fail every pass
+    model_config = _MODEL  # inf would fail every pass
 
     enabled: bool = False  # the daemon serves the API from its own process
     host: str = "127.0.0.1"  # loopback by default: reach it through an SSH tunnel or a TLS proxy
@@ -81,7 +92,7 @@ class _Route(BaseModel):
     """What every route shares: its name (in the store, never its URL), where its URL comes
     from, and which events reach it (all, unless ``events``, ``jobs`` or ``sweeps`` narrow it)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = _MODEL
 
     name: str | None = None
     url: SecretStr | None = None  # SecretStr: a token in the URL stays out of reprs and logs
@@ -177,7 +188,7 @@ class NotificationsConfig(BaseModel):
     """Where events are told (docs/notifications.md): signed webhooks and apprise channels,
     delivered at least once with retries and back-off, and the morning report."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = _MODEL
 
     webhooks: list[WebhookRoute] = Field(default_factory=list, max_length=100)
     apprise: list[AppriseRoute] = Field(default_factory=list, max_length=100)
@@ -212,7 +223,7 @@ class NotificationsConfig(BaseModel):
 
 
 class DaemonConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # inf would fail every pass
+    model_config = _MODEL  # inf would fail every pass
 
     home: Path = Field(default_factory=default_home)
     database_url: str | None = None  # default: sqlite:///$GPUORCH_HOME/state.db
@@ -253,6 +264,8 @@ class DaemonConfig(BaseModel):
     @field_validator("recovery_strategy")
     @classmethod
     def _strategy(cls, v: str) -> str:
+        from gpuorch.policy.recovery import get_strategy
+
         try:
             get_strategy(v)
         except KeyError as e:
@@ -297,9 +310,20 @@ class DaemonConfig(BaseModel):
     def budget_policy(self) -> Policy:
         """Caps as the reconciler enforces them (docs/money.md). The decision interval allows
         a slow pass on top of the longest sleep between passes."""
+        from gpuorch.money.caps import Policy
+
         return Policy(daily_cap=self.daily_budget, decision_interval_s=max(30.0, 6 * self.max_sleep_s),
                       stop_grace_s=self.budget_stop_grace_s)
 
     @property
     def url(self) -> str:
         return self.database_url or default_url(self.home)
+
+
+def defaults(home: Path) -> DaemonConfig:
+    """``DaemonConfig.model_validate({"home": home})`` without validating: every field at its
+    default, which the model's own checks accept (tests/ops/test_config_defaults.py holds the two
+    equal). For a host with no configuration file and no ``GPUORCH_*`` option (``cli_config``)."""
+    return DaemonConfig.model_construct(home=home, metrics=MetricsConfig.model_construct(),
+                                        api=ApiConfig.model_construct(),
+                                        notifications=NotificationsConfig.model_construct(), _fields_set={"home"})

@@ -79,10 +79,6 @@ def store_location(path: str | Path | None = None, env: Mapping[str, str] | None
 
 def read_file(path: Path, *, required: bool = False, label: str | None = None) -> dict[str, Any] | None:
     """The mapping in a YAML file; None if it is absent and not ``required``."""
-
-    from gpuorch.jobs.yamlsafe import MAX_BYTES, loads  # unique keys, no aliases or tags, bounded
-    from gpuorch.userfile import read_text
-
     label = label or str(path)
     try:  # the common mistakes get their own fix
         if stat.S_ISDIR(os.stat(path).st_mode):
@@ -98,6 +94,10 @@ def read_file(path: Path, *, required: bool = False, label: str | None = None) -
                              "fix its permissions (e.g. chmod 0640, group gpuorch)") from None
     except IsADirectoryError:
         raise UserInputError(f"{label}: {path} is a directory; give the path of a config.yaml") from None
+    # YAML only once a file is there: most hosts have no system or user file.
+    from gpuorch.jobs.yamlsafe import MAX_BYTES, loads  # unique keys, no aliases or tags, bounded
+    from gpuorch.userfile import read_text
+
     # Bounded, and a device (/dev/zero) or socket refused: the file is read on every command.
     text = read_text(path, option=label, what="a config.yaml", limit=MAX_BYTES)
 
@@ -113,7 +113,6 @@ def env_layer(env: Mapping[str, str], model: type[BaseModel] | None = None,
               prefix: str = ENV_PREFIX, path: tuple[str, ...] = ()) -> tuple[dict[str, Any], Origins]:
     """The ``GPUORCH_<FIELD>`` variables that name a field of ``model`` (default DaemonConfig;
     others are ignored)."""
-    import yaml
     from pydantic import BaseModel
 
     from gpuorch.ops.config import DaemonConfig
@@ -134,6 +133,8 @@ def env_layer(env: Mapping[str, str], model: type[BaseModel] | None = None,
             continue
         value: Any = env[var]
         if name in REPLACED_WHOLE:
+            import yaml
+
             try:
                 value = yaml.safe_load(value)
             except yaml.YAMLError:
