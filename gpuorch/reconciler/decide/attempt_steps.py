@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from gpuorch.clock import aware
 from gpuorch.provider.port import Instance, InstanceState
 from gpuorch.reconciler.decide.actions import (
     Action,
@@ -16,12 +17,15 @@ from gpuorch.reconciler.decide.actions import (
     Note,
     Progress,
     Relaunch,
+    SetJob,
     StartAgent,
     Step,
     Terminate,
 )
 from gpuorch.reconciler.observe.views import AttemptView, Settings
-from gpuorch.store.states import AttemptStatus, TerminationReason
+from gpuorch.store.states import AttemptStatus, JobStatus, TerminationReason
+
+ADMISSION = "waits for admission"  # how a job's message starts while its attempt waits in a queue
 
 
 def from_epoch(epoch: float, tz_like: datetime) -> datetime:
@@ -135,12 +139,34 @@ def live(a: AttemptView, now: datetime, s: Settings) -> tuple[Step, End | None]:
         drain = Drain(row.number, notice_at=noticed[0], until=noticed[1])
         return Step(progress + (drain,), requeue_after=s.poll_s), None
     if agent is None:
-        launched = row.launched_at or row.requested_at or now
-        if (now - launched).total_seconds() > s.boot_timeout_s:
+        if inst.queued is not None:  # waiting for admission is not booting: no boot clock yet (admission())
+            return Step(requeue_after=s.poll_s), None
+        if (now - boot_start(a, now)).total_seconds() > s.boot_timeout_s:
             return Step((Terminate(row.number, inst.id),)), End(
                 row.number, TerminationReason.LOST, f"agent not reachable {s.boot_timeout_s:.0f}s after launch")
         return Step((StartAgent(row.number),) if a.reachable else (), requeue_after=s.poll_s), None
     return Step((Progress(row.number, agent), Heartbeat(row.number)), requeue_after=s.poll_s), None
+
+
+def boot_start(a: AttemptView, now: datetime) -> datetime:
+    """When the attempt's boot clock started: the later of the daemon's launch and the provider's
+    (``created_at``), which for an instance that waited in its provider's queue is its admission."""
+    launched = aware(a.row.launched_at or a.row.requested_at) or now
+    created = aware(a.instance.created_at) if a.instance is not None else None
+    return max(launched, created) if created is not None and created <= now else launched
+
+
+def admission(a: AttemptView, want: JobStatus, message: str | None) -> tuple[Action, ...]:
+    """The job's word on an attempt waiting in its provider's queue (``Instance.queued``, a Kueue
+    LocalQueue): its message says so, with one event when the wait starts; once admitted, the
+    message goes. Empty when nothing changes."""
+    inst, said = a.instance, (message or "").startswith(ADMISSION)
+    if inst is not None and inst.queued is not None and a.agent is None:
+        text = f"{ADMISSION}: {inst.queued}"
+        if message == text:
+            return ()
+        return (() if said else (Note("admission", text, attempt=a.row.number),)) + (SetJob(want, text),)
+    return (SetJob(want),) if said else ()
 
 
 def start_failed(a: AttemptView) -> tuple[Step, End]:
