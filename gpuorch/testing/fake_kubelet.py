@@ -95,16 +95,12 @@ def _affinity_ok(pod: dict[str, Any], labels: dict[str, str]) -> bool:
         "requiredDuringSchedulingIgnoredDuringExecution") or {}
     terms = required.get("nodeSelectorTerms") or []
 
-    def term_ok(term: dict[str, Any]) -> bool:
-        for e in term.get("matchExpressions") or []:
-            key, op, values = e["key"], e["operator"], e.get("values") or []
-            ok = {"In": labels.get(key) in values, "NotIn": labels.get(key) not in values,
-                  "Exists": key in labels, "DoesNotExist": key not in labels}.get(op, False)
-            if not ok:
-                return False
-        return True
+    def ok(e: dict[str, Any]) -> bool:
+        key, values = e["key"], e.get("values") or []
+        return {"In": labels.get(key) in values, "NotIn": labels.get(key) not in values,
+                "Exists": key in labels, "DoesNotExist": key not in labels}.get(e["operator"], False)
 
-    return not terms or any(term_ok(t) for t in terms)
+    return not terms or any(all(ok(e) for e in t.get("matchExpressions") or []) for t in terms)
 
 
 class FakeKubelet:
@@ -119,7 +115,7 @@ class FakeKubelet:
         self.priority_classes = dict(priority_classes or {})
         self.unpullable: dict[str, str] = {}  # image -> the registry's message
         self.lost: set[str] = set()
-        self.admitted: set[tuple[str, str]] = set()  # (namespace, name) of pods Kueue admitted
+        self.admitted: set[tuple[str, str]] = set()  # (namespace, Workload) Kueue admitted (fake_kueue.workload)
         self.client = Client(config=KubeConfig.from_dict(server.kubeconfig(token=SYSTEM_TOKEN)), namespace="default")
         self._containers: dict[tuple[str, str, str], _Container] = {}  # (namespace, name, uid)
         self._lock = threading.RLock()
@@ -188,7 +184,8 @@ class FakeKubelet:
              "message": "Kubelet stopped posting node status.", "lastTransitionTime": now_iso()}]}})
 
     def admit(self, name: str, namespace: str = "default") -> None:
-        """Kueue admits the pod's Workload: its gate goes, and the next sync schedules it."""
+        """Kueue admits the pod's Workload (its pod group: every pod of it at once): the next sync
+        lifts their gates and schedules them (``fake_kueue.admit``)."""
         admit(self.client, self.admitted, name, namespace)
 
     def sandbox(self, namespace: str, name: str) -> Path | None:
@@ -225,6 +222,7 @@ class FakeKubelet:
         return [p.to_dict() for p in self.client.list(Pod, namespace="*")]
 
     def sync(self) -> None:
+        admitted = frozenset(self.admitted)  # one look at Kueue's admissions: a Workload's pods start together
         pods = self._pods()
         live = {(p["metadata"]["namespace"], p["metadata"]["name"], p["metadata"].get("uid", "")): p for p in pods}
         with self._lock:  # deleted outright (grace 0, or an unbound pod): nothing to wait for
@@ -237,7 +235,7 @@ class FakeKubelet:
             if pod["metadata"].get("deletionTimestamp"):
                 self._terminate(key, pod)
             elif not node:
-                if not gated(self.client, self.admitted, pod, self._status):
+                if not gated(self.client, admitted, pod, self._status):
                     self._schedule(pod, pods)
             elif node in self.nodes and (pod.get("status") or {}).get("phase") not in TERMINAL:
                 self._run(key, pod)
@@ -345,8 +343,10 @@ class FakeKubelet:
             self._containers[key] = _Container(proc, sandbox, env)
         running = {"name": container["name"], "image": image, "imageID": "", "ready": True, "restartCount": 0,
                    "state": {"running": {"startedAt": now_iso()}}}
+        scheduled = next((c.get("lastTransitionTime") for c in (pod.get("status") or {}).get("conditions") or []
+                          if c.get("type") == "PodScheduled" and c.get("status") == "True"), None) or now_iso()
         self._status(pod, {"phase": "Running", "podIP": "127.0.0.1", "hostIP": "127.0.0.1", "startTime": now_iso(),
-                           "conditions": [{"type": "PodScheduled", "status": "True"},
+                           "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": scheduled},
                                           {"type": "Ready", "status": "True"}], "containerStatuses": [running]})
 
     def _terminate(self, key: tuple[str, str, str], pod: dict[str, Any]) -> None:

@@ -148,3 +148,32 @@ def test_a_pod_with_a_local_queue_waits_behind_kueues_gate_until_admitted(client
     kubelet.admit("q", "default")
     wait_until(lambda: phase(client, "q") == "Running", what="the admitted pod to run")
     assert client.get(Pod, "q").spec.schedulingGates in (None, [])
+
+
+def test_kueue_admits_a_pod_group_as_one_workload_all_at_once(client, kubelet) -> None:
+    """Pods of one pod group are one Workload: none runs before admission, admitting one of them
+    admits all (their gates go in one sync), and a group whose pods are not all there yet is not
+    admitted at all."""
+    from gpuorch.testing.fake_kueue import KUEUE_GROUP, KUEUE_GROUP_COUNT, KUEUE_QUEUE
+
+    def member(name: str) -> Pod:
+        p = pod(name)
+        p.metadata.labels.update({KUEUE_QUEUE: "team", KUEUE_GROUP: "gang"})
+        p.metadata.annotations = {KUEUE_GROUP_COUNT: "2"}
+        return p
+
+    client.create(member("g0"))
+    wait_until(lambda: client.get(Pod, "g0").spec.schedulingGates, what="g0 gated")
+    with pytest.raises(ValueError, match="1 of 2 pods exist"):
+        kubelet.admit("g0", "default")  # Kueue waits for the whole group
+    client.create(member("g1"))
+
+    def held(name: str) -> bool:
+        s = client.get(Pod, name).status
+        return bool(s and s.conditions and [c.reason for c in s.conditions] == ["SchedulingGated"])
+
+    wait_until(lambda: held("g0") and held("g1"), what="the group to wait whole behind the gate")
+    assert [client.get(Pod, n).spec.nodeName for n in ("g0", "g1")] == [None, None]
+    kubelet.admit("g1", "default")  # naming either pod admits the Workload: both start
+    wait_until(lambda: phase(client, "g0") == phase(client, "g1") == "Running", what="the whole group to run")
+    assert [client.get(Pod, n).spec.schedulingGates for n in ("g0", "g1")] in ([None, None], [[], []])
