@@ -11,6 +11,9 @@ State, from the pod (https://kubernetes.io/docs/concepts/workloads/pods/pod-life
 
 - no ``deletionTimestamp``: ``Running`` is RUNNING, anything else not ended is PENDING (the reason
   says why: ``Unschedulable``, a Kueue admission wait, a pull in progress);
+- a pod of a Kueue LocalQueue not scheduled yet is ``queued`` (waiting for admission is not
+  booting), and its ``created_at`` is when it was scheduled, after admission: the daemon's boot
+  clock and billing start there (a pod ended without ever being scheduled bills nothing);
 - a ``deletionTimestamp`` gpuorch did not ask for (a delete, an eviction, a drain, a preemption):
   alive, with ``preemption_deadline`` = the deletion time (the kubelet's SIGTERM reached the agent
   as a notice); ended, PREEMPTED with the ``DisruptionTarget`` reason when there is one;
@@ -189,11 +192,25 @@ def to_instance(pod: dict[str, Any], *, provider: str, region: str, instance_id:
                   if scheduled and scheduled.get("status") == "False" else None)
         if deleting is not None:  # the kubelet's SIGTERM is the notice; it kills at the deletion time
             deadline, reason = deleting, why or "the pod is being deleted"
+    created, queued = _time(meta.get("creationTimestamp")), None
+    queue = (meta.get("labels") or {}).get(KUEUE_QUEUE)
+    if queue:  # launched once Kueue admitted it and it was scheduled: the boot clock and billing start then
+        created = scheduled_at(pod) or ended
+        if state == InstanceState.PENDING and created is None and deleting is None:
+            queued = f"Kueue LocalQueue {queue}: {reason or 'not admitted yet'}"
     return Instance(
         id=instance_id, provider=provider, region=region, zone=region,
         instance_type=annotations.get(ANNOTATION_OFFER, ""), spot=annotations.get(ANNOTATION_SPOT) == "true",
-        state=state, tags=tags, created_at=_time(meta.get("creationTimestamp")), host=status.get("podIP"),
-        state_reason=reason, preemption_deadline=deadline, ended_at=ended if not state.alive else None)
+        state=state, tags=tags, created_at=created, host=status.get("podIP"), state_reason=reason,
+        preemption_deadline=deadline, ended_at=ended if not state.alive else None, queued=queued)
+
+
+def scheduled_at(pod: dict[str, Any]) -> datetime | None:
+    """When the scheduler bound the pod (``PodScheduled`` True), else None."""
+    c = _condition(pod, "PodScheduled")
+    if not (pod.get("spec") or {}).get("nodeName") or not c or c.get("status") != "True":
+        return None
+    return _time(c.get("lastTransitionTime")) or _time((pod.get("status") or {}).get("startTime"))
 
 
 def unschedulable_for(pod: dict[str, Any], now: datetime) -> tuple[float, str] | None:
