@@ -51,6 +51,8 @@ def _where(c: Candidate) -> str:
 
 
 def _minutes(s: float) -> str:
+    if s < 90:
+        return f"{s:.0f} s"
     return f"{s / 60:.0f} min" if s < 5400 else f"{s / 3600:.1f} h"
 
 

@@ -3,8 +3,14 @@
 NVIDIA's GPU feature discovery labels a node ``nvidia.com/gpu.product`` (``NVIDIA-A100-SXM4-80GB``)
 and ``nvidia.com/gpu.memory`` (MiB per GPU); AMD's device plugin labeller ``amd.com/gpu.product``
 and ``amd.com/gpu.memory`` likewise. One offer per (region, GPU model, GPUs per pod): GPUs per pod
-in powers of two up to what one schedulable, Ready node has free now. An offer's instance type
-is ``<GPU>x<count>`` (``A100-80GBx2``); its price is the context's price per GPU-hour times count.
+in powers of two up to what one schedulable, Ready node has. An offer's instance type is
+``<GPU>x<count>`` (``A100-80GBx2``); its price is the context's price per GPU-hour times count.
+
+Offers are the cluster's capacity, as a cloud's catalog is, not what is free now: a full cluster
+still lists its node classes, so owned capacity first (``gpuorch.placement.owned``) has an owned
+option to wait for. Which GPUs are free is decided at launch (``NoCapacityError`` when none
+are), and the daemon then backs that class off: what "full" means to placement, as for an SSH
+pool whose slots are taken.
 """
 
 from __future__ import annotations
@@ -121,7 +127,7 @@ def build_offers(provider: str, region: str, price_per_gpu_hour: float, found: l
     best: dict[tuple[str, int], NodeGpus] = {}
     for n in found:
         count = 1
-        while count <= n.free:
+        while count <= n.total:  # capacity: a launch finds out what is free (module docstring)
             key = (n.gpu, count)
             if key not in best:
                 best[key] = n

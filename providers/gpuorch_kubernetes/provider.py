@@ -1,13 +1,15 @@
 """``KubernetesProvider``: GPUs of clusters you already run, one pod per attempt (docs/kubernetes.md).
 
-Each configured context is a region (``config.py``). Offers come from the nodes' allocatable GPUs
-less what pods hold (``offers.py``), at the context's price per GPU-hour (0 allowed:
-``owned_capacity``). A launch creates the pod named by the client token (``pods.py``); a 409
-adopts the pod already there, so an attempt never gets two. The agent runs in the pod beside the
-job (``podscripts.BOOTSTRAP``) and is driven through ``pods/exec`` (``runner.py``), so checkpoint
-sync, the notice and the dead-man switch work as on a VM. A gang (``nodes: N``) is N pods and a
-headless Service for their rendezvous, all or nothing, with one fate (``gang.py``). A job's
-volume is a PersistentVolumeClaim mounted into each of its pods (``volumes.py``).
+Each configured context is a region (``config.py``). Offers are the nodes' allocatable GPUs, the
+cluster's capacity (``offers.py``), at the context's price per GPU-hour (0 allowed:
+``owned_capacity``); a launch finds out what is free (``NoCapacityError``: the daemon backs the
+class off, and a job with ``max_wait`` waits for it). A launch creates the pod named by the client
+token (``pods.py``); a 409 adopts the pod already there, so an attempt never gets two. The agent
+runs in the pod beside the job (``podscripts.BOOTSTRAP``) and is driven through ``pods/exec``
+(``runner.py``), so checkpoint sync, the notice and the dead-man switch work as on a VM. A gang
+(``nodes: N``) is N pods and a headless Service for their rendezvous, all or nothing, with one
+fate (``gang.py``). A job's volume is a PersistentVolumeClaim mounted into each of its pods
+(``volumes.py``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 from k8s_harness import cluster
+from lightkube.resources.core_v1 import Pod
 
+from gpuorch.errors import NoCapacityError
 from gpuorch.provider.port import LaunchRequest, Offer, Provider
 from gpuorch.runners.port import Runner
 from gpuorch.testing import ProviderContract, RunnerContract, wait_until
@@ -56,7 +58,9 @@ class TestKubernetesProviderContract(ProviderContract):
         self._cluster = k8s
 
 
-def test_offers_come_from_the_nodes_less_what_pods_hold(k8s, tmp_path: Path) -> None:
+def test_offers_are_the_nodes_capacity_and_a_launch_finds_out_what_is_free(k8s, tmp_path: Path) -> None:
+    """Offers list what the nodes have, held or not (a full cluster is still an owned option to
+    wait for); a launch that finds too few GPUs free creates nothing and says no capacity."""
     p = KubernetesProvider.from_config(k8s.options(context={"price_per_gpu_hour": 1.5}), tmp_path)
     offers = {o.instance_type: o for o in p.offers()}
     assert set(offers) == {"A100-80GBx1", "A100-80GBx2", "A100-80GBx4", "T4x1"}
@@ -64,9 +68,12 @@ def test_offers_come_from_the_nodes_less_what_pods_hold(k8s, tmp_path: Path) -> 
     assert offers["A100-80GBx1"].gpu_memory_gib == 80 and offers["A100-80GBx1"].region == "kmock"
     inst = p.launch(LaunchRequest(job_id=1, attempt=1, offer=offers["A100-80GBx2"], spot=False, owner="o1"))
     wait_until(lambda: p.get(inst.id).state.value == "running", what="the pod to run")
-    assert {o.instance_type for o in p.offers()} == {"A100-80GBx1", "A100-80GBx2", "T4x1"}  # 2 of 4 held
+    assert {o.instance_type for o in p.offers()} == set(offers)  # 2 of 4 held: the capacity is the same
     assert {o.instance_type for o in KubernetesProvider.catalog_offers({}, tmp_path)} == \
-        {"A100-80GBx1", "A100-80GBx2", "T4x1"}  # what submit's fit check reads, without the cluster
+        set(offers)  # what submit's fit check and plan read, without the cluster
+    with pytest.raises(NoCapacityError, match="no Ready node has 4 A100-80GB free"):
+        p.launch(LaunchRequest(job_id=2, attempt=1, offer=offers["A100-80GBx4"], spot=False, owner="o1"))
+    assert not list(k8s.client().list(Pod, labels={"gpuorch.dev/job": "2"}))  # nothing created
     p.terminate(inst.id)
     p.close()
 
