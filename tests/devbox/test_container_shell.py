@@ -5,7 +5,7 @@
   element quoted; run through a real ``/bin/sh`` with a stand-in runtime that records its argv.
 - Which ``containers.jsonl`` record is trusted: this attempt's container names only, a runtime the
   agent may have used only (the file lies where the job can write).
-- Against real sshd and podman (an SSH pool host on 127.0.0.1, the image of
+- Against real sshd and podman (a Lambda VM played by an sshd on 127.0.0.1, the image of
   tests/workloads/podman_image.py; skipped cleanly without podman): a command runs in the
   container and returns its exit code, the interactive shell opens there, ``--host`` does not.
 - On the local provider (no sshd: a shell of this host) with this host's configured runtime
@@ -14,14 +14,18 @@
 
 from __future__ import annotations
 
+import getpass
 import json
+import os
 import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from gpuorch.agent.container import container_name
@@ -34,7 +38,11 @@ from gpuorch.store.models import JobStatus
 from gpuorch.testing.daemon import AssembledDaemon
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workloads"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lambdalabs"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ssh"))
+from fake_lambda import KEY, FakeLambda
 from podman_image import PODMAN, ULIMITS, build_image, local_container, unavailable
+from sshd import Sshd, SshdUnavailable
 
 runner = CliRunner()
 NAME = "gpuorch-0123456789ab-7-1-running"
@@ -111,25 +119,62 @@ def podman_shim(where: Path) -> Path:
     return where
 
 
-@pytest.mark.sshpool
+class Borrowed:
+    """The daemon's own provider, lent to ``gpuorch ssh`` in this process (its ``runner_options``
+    hook points the runner at the test's sshd; a provider built from the configuration would
+    not have it); ``close`` leaves it open."""
+
+    def __init__(self, provider: Any) -> None:
+        self._provider = provider
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._provider, name)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.lambdalabs
 @pytest.mark.container
 @pytest.mark.timeout(300)
-def test_ssh_runs_in_a_container_job_s_container_over_real_sshd(tmp_path, start_hosts, pool_options, monkeypatch):
+def test_ssh_runs_in_a_container_job_s_container_over_real_sshd(tmp_path, monkeypatch):
+    """Lambda (the fake API; the VM a real sshd from the launch's cloud-config, as in
+    tests/lambdalabs/test_lambda_image.py), whose agent runs the job's image with the host's podman."""
     why = unavailable()
     if why:
         pytest.skip(why)
+    monkeypatch.setenv("LAMBDA_API_KEY", KEY)
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))  # no real ~/.lambda_cloud is read
     image = build_image(tmp_path / "image")
-    (host,) = start_hosts(1)
     shim = podman_shim(tmp_path / "shim")
-    # The host's login shell (bash, sourcing ~/.bashrc for sshd's commands) finds the shim first:
-    # the agent's runtime detection and the sessions' exec alike.
-    (host.sshd.dir / "home" / ".bashrc").write_text(f"export PATH={shlex.quote(str(shim))}:$PATH\n")
-    names: list[str] = []
+    remote, where, servers, names = tmp_path / "remote", {}, [], []
+    fake = FakeLambda().start()
+    config = {"providers": {"lambda": {"endpoint": fake.url, "ssh_user": getpass.getuser()}}}
     try:
-        with AssembledDaemon.start(tmp_path / "home", {"providers": {"ssh": pool_options([host])}}) as d:
-            monkeypatch.setenv("GPUORCH_HOME", str(d.config.home))
+        with AssembledDaemon.start(tmp_path / "home", config) as d:
+            lam = d.adapter("lambda")
+            lam._runner_options = lambda inst: {
+                "host": "127.0.0.1", "port": where["port"], "python": sys.executable, "remote_root": str(remote),
+                "connect_attempts": 1, "retry_wait_s": 0.05,
+                "agent_env": {"PATH": f"{shim}:{os.environ.get('PATH', '/usr/bin:/bin')}"}}
+            monkeypatch.setattr("gpuorch.registry.load_providers", lambda options, home: {"lambda": Borrowed(lam)})
+            monkeypatch.setenv("GPUORCH_HOME", str(d.config.home))  # the CLI's store is the daemon's
             cfg = ["--config", str(d.config.home / "daemon-config.yaml")]
-            job = d.submit({"name": "boxed", "image": image, "run": "sleep 300", "resources": {"gpu": "A100:80GB:1"}})
+            job = d.submit({"name": "boxed", "image": image, "providers": ["lambda"], "resources": {"gpu": "A10:1"},
+                            "run": "sleep 300"})
+            d.until(lambda: fake.launches, timeout_s=60, what="the launch")
+            doc = yaml.safe_load(fake.launches[-1]["user_data"].removeprefix("#cloud-config\n"))
+            server = Sshd(tmp_path / "vm", doc["ssh_keys"]["ed25519_private"], doc["ssh_authorized_keys"])
+            # The VM's login shell (bash, which sources ~/.bashrc for sshd's commands) finds the
+            # shim, so `podman exec` of a session has the flags this machine needs, as `run` had.
+            (server.dir / "home" / ".bashrc").write_text(f"export PATH={shlex.quote(str(shim))}:$PATH\n")
+            try:
+                server.start()
+            except SshdUnavailable as e:
+                pytest.skip(str(e))
+            servers.append(server)
+            where["port"] = server.port
+            fake.advance(5)
 
             def container() -> SshEndpoint | None:
                 try:
@@ -154,9 +199,9 @@ def test_ssh_runs_in_a_container_job_s_container_over_real_sshd(tmp_path, start_
                                     "test -e /run/.containerenv || echo on the host"])
             assert r.exit_code == 0 and "on the host" in r.output, r.output
 
-            # the interactive path: the system ssh (no terminal here, so exec without -t)
-            shell = subprocess.run([sys.executable, "-m", "gpuorch", *cfg, "ssh", "boxed"],
-                                   input=b"test -e /run/.containerenv && echo inside; exit 5\n",
+            # the interactive shell: what `gpuorch ssh boxed` execs (the system ssh; no terminal
+            # here, so the runtime's exec without -t)
+            shell = subprocess.run(interactive_argv(ep), input=b"test -e /run/.containerenv && echo inside; exit 5\n",
                                    capture_output=True, timeout=120)
             assert shell.returncode == 5, shell.stderr
             assert shell.stdout.decode().strip() == "inside"
@@ -166,6 +211,9 @@ def test_ssh_runs_in_a_container_job_s_container_over_real_sshd(tmp_path, start_
     finally:
         for name in names:  # a container outlives its killed runtime client
             subprocess.run([*PODMAN, "rm", "--force", name], capture_output=True, check=False)
+        for server in servers:
+            server.stop()
+        fake.stop()
 
 
 @pytest.mark.container
