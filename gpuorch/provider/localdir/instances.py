@@ -3,7 +3,8 @@
     meta.json    the instance record (``Meta``): tags, offer, market, state, times, client token
     notice.json  ``{"deadline": epoch}`` once a preemption was injected (the agent watches it)
     run/         the agent's run directory (agent.json, status.json, job.log, work/, agent.pid)
-    .lock        flock'd around every read-modify-write of meta.json
+    .lock        flock'd around every read-modify-write of meta.json (a hard link to the first
+                 record's file: see ``create``; an older instance's is an empty file of its own)
 
 An instance whose record names a ``run_as`` user (``isolation``) runs its agent and job as that
 user: the directory is root's, 0711; ``run/`` is the user's; ``notice.json`` is readable to it. A
@@ -53,6 +54,8 @@ POWERED_OFF_FILE = "powered-off"  # in run/: an isolated instance's agent shut i
 REASON_SHUTDOWN = "shutdown-by-agent"
 REASON_PREEMPTED = "spot-interruption"
 REASON_TERMINATED = "terminated-by-request"
+LOCK_FILE = ".lock"
+_LOCK_OPEN = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC  # as open(path, "a")
 CHANGES_FILE = ".changes"  # in the instances' directory, where a provider keeps one (see above)
 
 
@@ -101,24 +104,20 @@ _OFFERS: dict[tuple[tuple[str, object], ...], Offer] = {}
 _OFFERS_MAX = 4096
 
 
-def parse_meta(text: str) -> Meta:
-    """``Meta`` from ``meta.json``'s text (ValueError if it is not one)."""
-    raw = json.loads(text)
-    if not isinstance(raw, dict) or not isinstance(raw.get("offer"), dict):
-        return Meta.model_validate(raw)  # the model's own error
-    key = tuple(raw["offer"].items())
-    try:
-        offer = _OFFERS.get(key)
-    except TypeError:  # an unhashable value: not an offer the model would take either
-        return Meta.model_validate(raw)
+def parse_meta(text: str | bytes) -> Meta:
+    """``Meta`` from ``meta.json``'s text or bytes (ValueError if it is not one): parsed and
+    validated in one step (pydantic's JSON parser), then its offer and tag names shared."""
+    meta = Meta.model_validate_json(text)
+    key = tuple(meta.offer.__dict__.items())  # an Offer's values: strings, numbers, None
+    offer = _OFFERS.get(key)
     if offer is None:
         if len(_OFFERS) >= _OFFERS_MAX:
             _OFFERS.clear()
-        offer = _OFFERS[key] = Offer.model_validate(raw["offer"])
-    raw["offer"] = offer
-    if isinstance(tags := raw.get("tags"), dict):
-        raw["tags"] = {sys.intern(k) if isinstance(k, str) else k: v for k, v in tags.items()}
-    return Meta.model_validate(raw)
+        offer = _OFFERS[key] = meta.offer
+    # The record is frozen; these are the very values it holds, shared (as spec.py shares fields sets).
+    object.__setattr__(meta, "offer", offer)
+    object.__setattr__(meta, "tags", {sys.intern(k): v for k, v in meta.tags.items()})
+    return meta
 
 
 class InstanceDir:
@@ -142,6 +141,10 @@ class InstanceDir:
         return self.path / NOTICE_FILE
 
     @cached_property
+    def lock_file(self) -> str:
+        return os.path.join(self.path, LOCK_FILE)
+
+    @cached_property
     def run_dir(self) -> Path:
         return self.path / RUN_DIR
 
@@ -153,10 +156,11 @@ class InstanceDir:
     def read(self) -> Meta:
         """The stored record. Raises NotFoundError if there is none."""
         try:
-            text = self.meta_file.read_text()
+            with open(self.meta_file, "rb") as f:  # bytes: json reads UTF-8 itself, no text layer
+                data = f.read()
         except FileNotFoundError:
             raise NotFoundError(f"local instance {self.id} not found") from None
-        return parse_meta(text)
+        return parse_meta(data)
 
     def observe(self, now: datetime | None = None) -> Meta:
         """The record as the instance is now: booted if its boot time passed, and reclaimed (its
@@ -175,18 +179,29 @@ class InstanceDir:
         The directory is assembled under a hidden name and renamed into place, so a crash never
         leaves an instance without its record, and of two concurrent launches exactly one wins.
         """
-        staging = self.path.parent / f".staging-{self.id}-{secrets.token_hex(4)}"
-        staging.mkdir(parents=True)
+        staging = os.path.join(self.path.parent, f".staging-{self.id}-{secrets.token_hex(4)}")
+        try:
+            os.mkdir(staging)
+        except FileNotFoundError:  # the first instance: its parents too
+            os.makedirs(staging)
         if meta.run_as is not None:
             os.chmod(staging, TRAVERSE_DIR)  # its user passes through to run/ and notice.json
         try:
             # The staging directory is nobody's yet: its record needs no temp file and rename of
             # its own (the directory's rename is the atomic step), only the fsync of a durable one.
-            with open(staging / META_FILE, "w") as f:
-                f.write(meta.model_dump_json(indent=2))
+            fd = os.open(os.path.join(staging, META_FILE), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+            try:
+                data = memoryview(meta.model_dump_json(indent=2).encode())
+                while data:
+                    data = data[os.write(fd, data):]
                 if self.durable:
-                    f.flush()
-                    os.fsync(f.fileno())
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            # The lock's file is a second name of this first record's: an flock is on an inode,
+            # and a file of its own cost a launch another inode allocation, which on ext4 is the
+            # dearest step of it (meta.json is only ever replaced, so this inode stays the lock's).
+            os.link(os.path.join(staging, META_FILE), os.path.join(staging, LOCK_FILE))
             os.rename(staging, self.path)
         except OSError:
             shutil.rmtree(staging, ignore_errors=True)
@@ -214,13 +229,15 @@ class InstanceDir:
     @contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the instance's lock (not re-entrant: flock locks belong to one open file)."""
-        try:
-            lock = open(self.path / ".lock", "a")  # noqa: SIM115 - closed by the with below
+        try:  # a plain descriptor: flock needs no file object
+            fd = os.open(self.lock_file, _LOCK_OPEN, 0o666)
         except FileNotFoundError:
             raise NotFoundError(f"local instance {self.id} not found") from None
-        with lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
             yield
+        finally:
+            os.close(fd)  # lets the lock go
 
     def update(self, change: Callable[[Meta], Meta]) -> Meta:
         """Read, change and write the record under the instance's lock; returns what was written."""
