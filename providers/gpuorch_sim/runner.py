@@ -78,9 +78,11 @@ class ExternalAgentRunner(LocalRunner):
                 if not due:
                     if meta.state != InstanceState.RUNNING:
                         raise RunnerUnavailable(f"sim instance {self.instance.id} is {meta.state}")
-                    if (self.rundir / CONFIG_FILE).exists():
-                        return
-                    self.rundir.mkdir(exist_ok=True)
+                    try:  # a run directory made just now holds no agent.json: no look for one
+                        os.mkdir(self.rundir)
+                    except FileExistsError:
+                        if os.path.exists(self._path(CONFIG_FILE)):
+                            return
                     # As the sim's records (not fsync'd); compact: an indent was a tenth of an agent
                     # start in a queue drain.
                     write_atomic(self.rundir / CONFIG_FILE, config.to_json(indent=None), durable=False)
