@@ -10,6 +10,7 @@ from pass to pass (``steady.py`` relies on that).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from sqlalchemy.orm.attributes import set_committed_value
@@ -21,6 +22,14 @@ from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Job
 
 IN_CHUNK = 500  # ids per IN (...) list: well under every database's parameter limit
+SPECS_KEPT = 512  # parsed specs ``Specs`` keeps by value; it starts over beyond
+
+# A stored spec is compact JSON in field order (``JobSpec.model_dump_json``): a few top-level
+# scalars (the Lifetime fields), then the name. Matched only so, the name is the top-level one;
+# its pattern is the name validator's, so a name taken from here needs no check.
+_SCALAR = r'"[a-z_]+":(?:null|true|false|-?[0-9][0-9.eE+-]*|"[a-z]*"),'
+_HEAD = re.compile(r'\{(?:' + _SCALAR + r')*"name":"([a-z0-9][a-z0-9-]{0,62})",')
+_NAME_FIELD = len('"name":"')
 
 
 class UnreadableSpec(Exception):
@@ -45,12 +54,45 @@ def light(row: Attempt) -> Attempt:
     return row
 
 
+class Specs:
+    """Stored specs parsed once per value: the jobs of a sweep or a queue often differ only in
+    their names, so the key is the text without its name, and a job whose spec is another's but
+    for the name gets that parsed spec with its own name (a copy sharing every other value: the
+    models are frozen). No validator of ``JobSpec`` reads the name; one that did would have to be
+    run again here. A text not in the stored form is parsed as it is (``load_stored``)."""
+
+    def __init__(self, most: int = SPECS_KEPT) -> None:
+        self.most = most
+        self._by_rest: dict[str, JobSpec] = {}
+
+    def load(self, text: str) -> JobSpec:
+        """``load_stored(text)``, equal in every value; its ValueError for an unreadable text."""
+        m = _HEAD.match(text)
+        if m is None:
+            return load_stored(text)
+        name = m.group(1)
+        rest = text[:m.start(1) - _NAME_FIELD] + text[m.end(1) + 2:]  # without '"name":"<name>",'
+        got = self._by_rest.get(rest)
+        if got is None:
+            spec = load_stored(text)
+            if len(self._by_rest) >= self.most:
+                self._by_rest.clear()
+            self._by_rest[rest] = spec
+            return spec
+        if got.name == name:
+            return got
+        spec = got.model_copy(update={"name": name})
+        object.__setattr__(spec, "__pydantic_fields_set__", got.__pydantic_fields_set__)  # every field's, shared
+        return spec
+
+
 class HeldRows:
     def __init__(self, store: Store, leases: Leases) -> None:
         self.store, self.leases = store, leases
         self.attempts: dict[int, list[Attempt]] = {}  # kept across passes: see held_attempts
         self.jobs: dict[int, Job] = {}  # job rows kept across passes: see Leases.claim(known=)
         self._specs: dict[int, tuple[str, JobSpec]] = {}  # parsed specs by job id, with their text
+        self._parsed = Specs()  # by value, across jobs
         self._live: dict[int, tuple[list[Attempt], tuple[tuple[str, int, int], ...]]] = {}  # see live_keys
 
     def load_attempts(self, job_ids: Sequence[int]) -> dict[int, list[Attempt]]:
@@ -100,7 +142,7 @@ class HeldRows:
         if cached is not None and cached[0] == job.spec:
             return cached[1]
         try:
-            spec = load_stored(job.spec)  # the values of model_validate_json, in half the memory
+            spec = self._parsed.load(job.spec)  # the values of model_validate_json, in half the memory
         except ValueError as e:  # pydantic's ValidationError is one
             raise UnreadableSpec(first_error(e)) from None
         self._specs[job.id or 0] = (job.spec, spec)
