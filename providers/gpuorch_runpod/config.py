@@ -21,8 +21,7 @@ from pydantic_core import ErrorDetails
 
 from gpuorch.errors import UserInputError
 from gpuorch.provider.options import validate_options
-
-from .registry_creds import RegistrySecret, check_hosts
+from gpuorch.provider.registry_creds import RegistrySecret, check_hosts
 
 Cloud = Literal["secure", "community"]
 
@@ -54,7 +53,7 @@ class RunpodOptions(BaseModel):
     max_attempts: int = Field(default=5, ge=1, le=20)
     retry_max_s: float = Field(default=60.0, gt=0, le=3600)
     offers_ttl_s: float = Field(default=600.0, ge=0, le=86400)
-    # Private images (registry_creds.py): registry host -> user name and the env variable holding the
+    # Private images (provider/registry_creds.py): registry host -> user name and the env variable holding the
     # password or token; other hosts' logins are read from docker's config.json (docker_config, else
     # $DOCKER_CONFIG/config.json, else ~/.docker/config.json).
     registries: dict[str, RegistrySecret] = Field(default_factory=dict)

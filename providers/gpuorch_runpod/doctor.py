@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 from gpuorch.errors import UserInputError
 from gpuorch.provider import Finding
+from gpuorch.provider.registry_creds import registry_findings
 from gpuorch.provider.selfcheck import permission_findings
 
 from . import documents as doc
 from .config import KEY_ENV, api_key
-from .registry_creds import registry_findings
 
 if TYPE_CHECKING:
     from .provider import RunpodProvider

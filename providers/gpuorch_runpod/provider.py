@@ -31,6 +31,7 @@ from gpuorch.provider import (
     launch_cloud_config,
 )
 from gpuorch.provider.capabilities import Capabilities
+from gpuorch.provider.registry_creds import credential_for
 from gpuorch.runners.inimage import InImageRunner
 
 from . import documents as doc
@@ -40,7 +41,6 @@ from .config import RunpodOptions, api_key, parse_options
 from .offers import offers_from
 from .pods import is_managed, launch_input, to_instance
 from .registry import RegistryAuths
-from .registry_creds import credential_for
 from .tombstones import Tombstones
 from .volumes import NetworkVolumes
 

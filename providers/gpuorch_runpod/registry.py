@@ -11,10 +11,10 @@ https://docs.runpod.io/api-reference/pods/POST/pods). RunPod never answers a pas
 
 The credentials of the image's registry come from the standard chain: the
 option ``registries.<host>`` (a user name and the environment variable holding the password or
-token), else the docker ``config.json`` (``auths``); ``registry_creds``. They are read at each launch, sent to RunPod
-only, kept in memory, and never logged or stored; the auth RunPod keeps is named for the
-installation and the registry (``gpuorch-<owner>-<host>``), found again by that name after a
-restart, and refreshed with the current secret once per process.
+token), else the docker ``config.json`` (``auths``) (``gpuorch.provider.registry_creds``). They are
+read at each launch, sent to RunPod only, kept in memory, and never logged or stored; the auth
+RunPod keeps is named for the installation and the registry (``gpuorch-<owner>-<host>``), found
+again by that name after a restart, and refreshed with the current secret once per process.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuorch.errors import PermanentError
+from gpuorch.provider.registry_creds import Credential
 
 from . import documents as doc
-from .registry_creds import Credential
 
 log = logging.getLogger("gpuorch.runpod")
 Query = Callable[..., dict[str, Any]]

@@ -14,9 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import ErrorDetails
 
 from gpuorch.provider.options import validate_options
+from gpuorch.provider.registry_creds import RegistrySecret, check_hosts
 
 from .catalog import CPU_PER_GPU, RAM_GIB_PER_GPU
-from .registry_creds import RegistrySecret, check_hosts
 
 COUNTRY = re.compile(r"[A-Z]{2}")
 # Vast's own default image (docs.vast.ai/api-reference/instances/create-instance): Ubuntu with
@@ -53,7 +53,7 @@ class VastOptions(BaseModel):
     ssh_user: str = "root"
     max_attempts: int = Field(default=5, ge=1, le=20, strict=True)  # per API call, 429 and 5xx included
     retry_max_s: float = _number(60.0, 0.001, 3600.0)
-    # Private images (registry_creds.py): registry host -> user name and the env variable holding the
+    # Private images (provider/registry_creds.py): registry host -> user name and the env variable holding the
     # password or token; other hosts' logins are read from docker's config.json (docker_config, else
     # $DOCKER_CONFIG/config.json, else ~/.docker/config.json).
     registries: dict[str, RegistrySecret] = Field(default_factory=dict)

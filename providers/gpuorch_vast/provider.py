@@ -30,14 +30,15 @@ from gpuorch.provider import (
     utcnow,
 )
 from gpuorch.provider.capabilities import Capabilities
+from gpuorch.provider.registry_creds import credential_for
 from gpuorch.runners.inimage import InImageRunner
 
 from .api import VastApi
 from .config import VastOptions, parse_options
 from .credentials import MISSING, find_key
+from .image_login import docker_login_args
 from .market import offers_of, pick, query
 from .parse import PROVIDER, tags_of, to_instance
-from .registry_creds import credential_for, docker_login_args
 from .sshsetup import onstart
 from .volumes import MachineVolumes
 
@@ -108,7 +109,7 @@ class VastProvider(MachineVolumes, Provider):
         if found is not None:
             return found
         image = request.image or self.options.image
-        # A private image: the host's docker logs in with the registry's credentials (registry_creds.py).
+        # A private image: the host's docker logs in with the registry's credentials (gpuorch.provider.registry_creds).
         cred = credential_for(image, PROVIDER, self.options.registries, self.options.docker_config)
         login = docker_login_args(cred, PROVIDER) if cred is not None else None
         q = query(self.options, gpu=o.gpu, count=o.gpu_count, region=o.region)

@@ -17,11 +17,11 @@ from sqlmodel import select
 
 from gpuorch.errors import PermanentError, UserInputError
 from gpuorch.provider import LaunchRequest
+from gpuorch.provider.registry_creds import credential_for, registry_findings
 from gpuorch.store.models import Attempt, Event, TerminationReason
 from gpuorch.testing.daemon import AssembledDaemon
 from gpuorch_runpod.config import parse_options
 from gpuorch_runpod.provider import RunpodProvider
-from gpuorch_runpod.registry_creds import credential_for, registry_findings
 from tests.kit.agents import Agent
 
 pytestmark = [pytest.mark.runpod, pytest.mark.timeout(120)]

@@ -1,6 +1,5 @@
-"""A private image's registry credentials, from the standard chain (the same module in
-gpuorch_runpod and gpuorch_vast: adapters share no code but the core's kit), and the docker
-login arguments Vast's create-instance takes for it (``image_login``).
+"""A private image's registry credentials, from the standard chain: the adapter kit's, for the markets
+that pull the job's image at launch with credentials given in the launch call (RunPod, Vast).
 
 For the registry of the job's image (``docker.io`` for a Docker Hub name):
 
@@ -160,19 +159,3 @@ def _from_docker_config(host: str, path: Path, provider: str) -> Credential | No
         raise PermanentError(f"docker's {path}: the {host} login has no user name or password; {fix}",
                              code="RegistryAuth.Config")
     return Credential(host, user, password)
-
-
-# What Vast's ``image_login`` (docker login arguments, split on spaces by the host) can carry safely.
-_LOGIN_WORD = re.compile(r"[A-Za-z0-9._@+/=:~-]{1,4096}")
-
-
-def docker_login_args(cred: Credential, provider: str) -> str:
-    """``-u USER -p PASSWORD HOST``, as ``vastai create instance --login`` passes it
-    (docs.vast.ai/cli/reference/create-instance); PermanentError for a value that a space-split
-    argument string cannot carry as it is (spaces, quotes, shell characters)."""
-    for what, value in (("user name", cred.username), ("password", cred.password)):
-        if not _LOGIN_WORD.fullmatch(value):
-            raise PermanentError(f"the {cred.host} {what} has characters a docker login argument cannot carry "
-                                 f"(spaces, quotes, shell characters); use an access token of letters and digits "
-                                 f"in providers.{provider}.registries.{cred.host}", code="RegistryAuth.Unsafe")
-    return f"-u {cred.username} -p {cred.password} {cred.host}"
