@@ -23,12 +23,17 @@ is the memo's then, not the row's: ``unplaceable`` writes the "no offer" message
 and the pass it asks for is the daemon's base or the end of the first back-off in force
 (``WaitingJobs.begin_pass``). The write's row is matched by value on the next pass
 (``Waiting.message``); a pass without a write (``Store.data_version`` unchanged) reads no row.
+And a pass whose claim holds the very row objects of the last one, none taken anew
+(``Pass.unchanged``, ``Leases.unchanged``: a renewal keeps them, any other write to a held row
+makes it read again) keeps the jobs the last pass kept as one set (``WaitingJobs.untouched``),
+without a look at each: the row and its attempt rows are then the objects compared last pass,
+and the context was compared once (``Memo.todo``; a look at each was ~4 us a job a pass).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -75,16 +80,22 @@ class WaitingJobs:
         self.skipped = 0  # jobs kept in the last pass
         self.wait_s = 30.0  # the pass's requeue for them (``begin_pass``)
         self._context: tuple[object, ...] = ()  # the offers index, back-off keys and settings of every entry
+        self._kept: set[int] = set()  # the jobs kept this pass (``kept``, ``untouched``)
+        self.untouched: set[int] = set()  # the jobs this pass keeps as a set, unlooked at (``begin_pass``)
 
     def begin_pass(self, p: Pass) -> None:
         """Every entry is dropped when the pass's context (the offers index, the back-off keys, the
         settings) differs in value from theirs, or a catalog is missing: one compare a pass, not
         one a job. A waiting job asks for no pass of its own: the daemon's base
         (``no_offer_retry_s`` of wall time, as an idle daemon), or sooner the end of the first
-        back-off in force, when the offers it avoids come back with no write."""
+        back-off in force, when the offers it avoids come back with no write. When the pass's
+        rows are the last pass's (``Pass.unchanged``) and the context kept the entries, the jobs
+        the last pass kept are kept again as a set (``untouched``): each would compare the same."""
         if self._entries and (not p.complete or not same_context(self._context, p.context)):
             self._entries.clear()
         self._context = p.context
+        self.untouched = self._kept & self._entries.keys() if p.unchanged else set()
+        self._kept = set(self.untouched)
         self.skipped, wait = 0, p.settings.no_offer_retry_s
         if p.backoff_until is not None:
             wait = min(wait, max(0.0, (p.backoff_until - p.now).total_seconds()))
@@ -97,6 +108,14 @@ class WaitingJobs:
     def drop(self, job_id: int) -> None:
         self._entries.pop(job_id, None)
 
+    def todo(self, ids: list[int], jobs: list[Job]) -> Iterable[tuple[int, Job]]:
+        """The pass's (id, row) pairs to look at: all but the ``untouched`` jobs, counted kept."""
+        untouched = self.untouched
+        if not untouched:
+            return zip(ids, jobs, strict=True)
+        self.skipped += len(untouched)
+        return [(i, j) for i, j in zip(ids, jobs, strict=True) if i not in untouched]
+
     def kept(self, job_id: int, job: Job, rows: Sequence[Attempt] | None) -> float | None:
         """The job's requeue time if its "no offer" still holds (every input the same value; the
         pass's context was compared in ``begin_pass``), else None."""
@@ -108,6 +127,7 @@ class WaitingJobs:
             del self._entries[job_id]
             return None
         self.skipped += 1
+        self._kept.add(job_id)
         return self.wait_s
 
     @staticmethod
@@ -148,6 +168,13 @@ class Memo:
         self.steady.begin_pass(started)
         self.waiting.begin_pass(p)
         self.quiet.begin_pass((p.index, p.avoid_key, p.settings, p.offers, p.seen_at, p.ok))
+
+    def todo(self, p: Pass) -> Iterable[tuple[int, Job]]:
+        """The claimed (id, row) pairs the pass looks at, in claim order: all but the waiting jobs
+        kept as a set (``WaitingJobs.untouched``), whose requeue the pass takes at once."""
+        if self.waiting.untouched:
+            p.lower(self.waiting.wait_s)
+        return self.waiting.todo(p.ids, p.claimed)
 
     def keep(self, job_id: int, job: Job, rows: Sequence[Attempt] | None) -> float | None:
         """The memo's requeue time if the job is kept without its view: kept unviewed last pass and

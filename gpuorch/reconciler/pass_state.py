@@ -54,6 +54,7 @@ class Pass:
     context: tuple[object, ...] = ()  # (index, avoid key, settings): what a placement is made from
     complete: bool = True  # every provider's catalog is known (else "no offer" may be a blip: memo.py)
     backoff_until: datetime | None = None  # when the first back-off in force ends (Backoffs.until)
+    unchanged: bool = False  # the claim holds the last pass's very rows, none taken anew (Leases.unchanged)
 
     def __post_init__(self) -> None:
         self.context = (self.index, self.avoid_key, self.settings)

@@ -243,7 +243,7 @@ class Reconciler:
         p = Pass(now, ids, claimed, observed, ok, live, busy, offers, self.offers.index(), settings, avoid,
                  self.offers.seen_at, renew_at, self.settings.no_offer_retry_s, settings.launch_budget_s,
                  settings.launch_batch or LAUNCH_BATCH, complete=self.offers.complete,
-                 backoff_until=self.backoffs.until)
+                 backoff_until=self.backoffs.until, unchanged=self.leases.unchanged)
         self.applier.terminated = set()  # this pass's terminations; `observed` predates them
         self.money.begin_pass(observed, live)
         self.memo.begin_pass(p, self.applier.started, self._batched, self.pulls.behind)
@@ -253,7 +253,7 @@ class Reconciler:
         """Each claimed job, in claim order: kept as it was (``steady.py``) or decided and applied.
         False when ``stop`` was set before the last one."""
         keep, attempts = self.memo.keep, self._attempts
-        for job_id, job in zip(p.ids, p.claimed, strict=True):
+        for job_id, job in self.memo.todo(p):
             if stop is not None and stop.is_set():
                 return False
             out = self.pool.busy(job_id) or job_id in p.busy  # a launch or read still out

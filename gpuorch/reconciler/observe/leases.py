@@ -21,13 +21,14 @@ them through):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from operator import is_, itemgetter
 from typing import cast
 
 from sqlalchemy import ColumnElement, String, Update, and_, func, not_, or_, type_coerce, update
 from sqlalchemy.orm import Mapped
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import Select, SelectOfScalar
 
@@ -70,6 +71,7 @@ class _Kept:
     ids: list[int]  # of the jobs held, in id order
     jobs: list[Job]  # their rows, in the same order
     soonest: datetime | None
+    others: datetime  # when another daemon's lease expires or a queued job's not_before passes (_until)
 
 
 class LeaseLost(Exception):
@@ -87,6 +89,8 @@ class Leases:
         self.ids: list[int] = []  # the ids of the jobs the last claim returned, in its order (no ORM read)
         self.soonest: datetime | None = None  # the first of their lease expiries, when known without one
         self.version: int | None = None  # Store.data_version as the last claim read it, before any read
+        self.unchanged = False  # the last claim returned the previous one's very rows, none taken (``_note``)
+        self._last: list[Job] | None = None  # the previous claim's answer
 
     def held(self, job: Job | None, now: datetime) -> bool:
         return (job is not None and job.lease_owner == self.owner and job.lease_expires is not None
@@ -115,40 +119,48 @@ class Leases:
         daemon. ``truncated`` says whether the limit left such jobs out.
         """
         version = self.version = self.store.data_version()  # before any read: a later commit shows next claim
-        if (same := self._same(version, now, known, queued)) is not None:
-            return same
+        kept, self._kept = self._kept, None
+        if kept is not None and self._valid(kept, version, known, queued):
+            if now < kept.until:
+                return self._note(self._keep(kept))
+            if now < kept.others and (renewed := self._renew(kept, now, queued)) is not None:
+                return self._note(renewed)
         # A row read back always has its primary key: ids selected here are ``int``, never None.
         job_id, owner, expires = cast(Mapped[int], col(Job.id)), col(Job.lease_owner), col(Job.lease_expires)
-        busy = select(Attempt.job_id).where(Attempt.status != AttemptStatus.ENDED)
-        wanted = or_(col(Job.status).not_in(TERMINAL), job_id.in_(busy))
         due = now + timedelta(seconds=self.lease_s * RENEW_WHEN_LEFT)
         free = or_(owner.is_(None), expires < now, and_(owner == self.owner, expires < due))
         self.taken, self.truncated = set(), False
-        if queued is not None:  # the queue's head: its first ``queued`` jobs this daemon may hold
-            wanted = and_(wanted, self._head(queued, now, busy))
+        wanted, first = self._wanted(now, queued)
         with self.store.read() as s:  # the usual pass: nothing to take or renew, no write lock
+            if first is not None and queued is not None:  # whether the head reaches the limit: its queued-th row
+                self.truncated = s.exec(first.offset(max(0, queued - 1)).limit(1)).first() is not None
             due_any = s.exec(select(job_id).where(wanted).where(free).limit(1)).first()
+            renewing = due_any is not None and s.exec(select(job_id).where(
+                wanted, owner == self.owner, expires > now, expires < due).limit(1)).first() is not None
         if due_any is not None:
-            # Our unexpired leases due for renewal: one UPDATE by predicate (nothing to note of them);
-            # the rest of ``free`` row by row, skipping rows another writer holds.
-            renew = and_(owner == self.owner, expires > now, expires < due)
-            rest = or_(owner.is_(None), expires.is_(None), not_(renew))  # NULL-safe: a free row is no renewal
+            # Our unexpired leases, all of them once one is due (so that they stay due together, not
+            # in groups a pass apart): one UPDATE by predicate (nothing to note of them); the rest of
+            # ``free`` row by row, skipping rows another writer holds.
+            mine = and_(owner == self.owner, expires > now)
+            rest = or_(owner.is_(None), expires.is_(None), not_(mine))  # NULL-safe: no lease of ours
             self._take(select(job_id, owner, expires).where(wanted).where(free, rest), now, last_pass_at,
-                       update(Job).where(wanted, renew).values(lease_expires=now + timedelta(seconds=self.lease_s))
-                       .execution_options(synchronize_session=False))
-        return self._mine(version, now, wanted, known, queued, due_any is None)
+                       update(Job).where(wanted, mine).values(lease_expires=now + timedelta(seconds=self.lease_s))
+                       .execution_options(synchronize_session=False) if renewing else None)
+        return self._note(self._mine(version, now, wanted, known, queued, due_any is None))
 
-    def _head(self, queued: int, now: datetime, busy: SelectOfScalar[int]) -> ColumnElement[bool]:
-        """The claim's condition on the jobs waiting for their first launch: only the queue's first
-        ``queued`` of those free or ours (``claim``); sets ``truncated``."""
+    def _wanted(self, now: datetime, queued: int | None) -> tuple[ColumnElement[bool], SelectOfScalar[int] | None]:
+        """The claim's condition on the jobs that need attention, and the queue's head (``claim``):
+        of the jobs waiting for their first launch, only the first ``queued`` of those free or ours."""
         job_id, owner, expires = cast(Mapped[int], col(Job.id)), col(Job.lease_owner), col(Job.lease_expires)
+        busy = select(Attempt.job_id).where(Attempt.status != AttemptStatus.ENDED)
+        wanted = or_(col(Job.status).not_in(TERMINAL), job_id.in_(busy))
+        if queued is None:
+            return wanted, None
         head = and_(col(Job.status) == JobStatus.QUEUED, col(Job.cancel_requested).is_(False), job_id.not_in(busy),
                     or_(col(Job.not_before).is_(None), col(Job.not_before) <= now))
         first = select(job_id).where(head, or_(owner.is_(None), expires < now, owner == self.owner)) \
             .order_by(job_id).limit(queued).correlate(None)  # its own scan of the table, not the row's
-        with self.store.read() as s:  # whether the head reaches the limit: its queued-th row, not all of them
-            self.truncated = s.exec(first.offset(max(0, queued - 1)).limit(1)).first() is not None
-        return or_(not_(head), job_id.in_(first))
+        return and_(wanted, or_(not_(head), job_id.in_(first))), first
 
     def _mine(self, version: int | None, now: datetime, wanted: ColumnElement[bool], known: Mapping[int, Job] | None,
               queued: int | None, kept: bool) -> list[Job]:
@@ -172,50 +184,79 @@ class Leases:
         jobs = []
         for i, _, lease_expires in light:
             job = read.get(i) or known[i]
-            if job.lease_expires != lease_expires:  # renewed: most passes it is not (an ORM set costs)
-                job.lease_expires = lease_expires
+            if job.lease_expires != lease_expires:  # renewed: as loaded (a model's set costs 12 us)
+                set_committed_value(job, "lease_expires", lease_expires)
             jobs.append(job)
         self.ids = [i for i, _, _ in light]
         self.soonest = min((t for _, _, t in light), default=None)
         if version is not None and kept:  # nothing taken: this answer holds while the store is unchanged
-            self._kept = _Kept(version, self._until(now, light), queued, self.truncated, self.ids, jobs, self.soonest)
+            renew_at, others = self._until(now, light)
+            self._kept = _Kept(version, min(renew_at or others, others), queued, self.truncated, self.ids, jobs,
+                               self.soonest, others)
         return jobs
 
-    def _same(self, version: int | None, now: datetime, known: Mapping[int, Job] | None,
-              queued: int | None) -> list[Job] | None:
-        """The last claim's jobs, if nothing it read can have changed: nobody committed since
-        (``Store.data_version``), no lease or queued job's ``not_before`` it depends on came due,
-        the same queued limit, and every row still the one the caller keeps (``known``)."""
-        kept, self._kept = self._kept, None
-        if kept is None or version is None or kept.version != version or now >= kept.until \
-                or kept.queued != queued or known is None \
-                or not all(map(is_, map(known.get, kept.ids), kept.jobs)):
-            return None
+    def _valid(self, kept: _Kept, version: int | None, known: Mapping[int, Job] | None, queued: int | None) -> bool:
+        """Whether the last claim's answer holds but for time: nobody committed since
+        (``Store.data_version``), the same queued limit, and every row still the one the caller
+        keeps (``known``). It holds until ``kept.until``: a lease or a queued job's ``not_before``
+        it depends on comes due (``_until``)."""
+        return version is not None and kept.version == version and kept.queued == queued and known is not None \
+            and all(map(is_, map(known.get, kept.ids), kept.jobs))
+
+    def _keep(self, kept: _Kept) -> list[Job]:
         self._kept = kept
         self.taken, self.truncated, self.ids, self.soonest = set(), kept.truncated, kept.ids, kept.soonest
         return list(kept.jobs)
 
-    def _until(self, now: datetime, light: list[tuple[int, bool, datetime]]) -> datetime:
-        """When a claim's answer may change with no write: our first lease comes due for renewal,
-        another daemon's lease expires (free to take), or a queued job's ``not_before`` passes."""
+    def _renew(self, kept: _Kept, now: datetime, queued: int | None) -> list[Job] | None:
+        """The last claim's answer with its leases renewed, when only their renewal came due since
+        (``_valid``, before ``kept.others``): nothing read, one UPDATE of every lease of ours the
+        claim would renew. None (the full claim) unless it renewed exactly the answer's rows."""
+        owner, expires = col(Job.lease_owner), col(Job.lease_expires)
+        until = now + timedelta(seconds=self.lease_s)
+        wanted, _ = self._wanted(now, queued)
+        with self.store.write() as s:
+            renewed = s.connection().execute(update(Job).where(wanted, owner == self.owner, expires > now)
+                                             .values(lease_expires=until)).rowcount
+        if renewed != len(kept.jobs):
+            return None
+        for job in kept.jobs:
+            set_committed_value(job, "lease_expires", until)
+        renew_at = until - timedelta(seconds=self.lease_s * RENEW_WHEN_LEFT)
+        return self._keep(replace(kept, until=min(renew_at, kept.others), soonest=until))
+
+    def _until(self, now: datetime, light: list[tuple[int, bool, datetime]]) -> tuple[datetime | None, datetime]:
+        """When a claim's answer may change with no write: (our first lease comes due for renewal,
+        None if none is held; another daemon's lease expires, free to take, or a queued job's
+        ``not_before`` passes, at the latest a lease from now)."""
         renew = timedelta(seconds=self.lease_s * RENEW_WHEN_LEFT)
-        times = [min(map(itemgetter(2), light)) - renew] if light else []
         owner, expires, not_before = col(Job.lease_owner), col(Job.lease_expires), col(Job.not_before)
         with self.store.read() as s:
-            times += [t for t in (
+            times = [t for t in (
                 s.exec(select(func.min(expires)).where(owner.is_not(None), owner != self.owner, expires > now)).one(),
                 s.exec(select(func.min(not_before)).where(col(Job.status) == JobStatus.QUEUED, not_before > now)).one(),
             ) if t is not None]
-        return min(times, default=now + timedelta(seconds=self.lease_s))
+        return (min(map(itemgetter(2), light)) - renew if light else None,
+                min(times, default=now + timedelta(seconds=self.lease_s)))
+
+    def _note(self, jobs: list[Job]) -> list[Job]:
+        """Set ``unchanged``: the claim holds the very row objects the last one returned, none
+        taken anew. A held row is read again whenever anyone but a renewal may have written it
+        (taken, cancel requested: ``_mine``; written by this daemon: ``HeldRows.drop``), so its
+        job row and attempt rows are then what they were, whatever else was committed."""
+        last, self._last = self._last, jobs
+        self.unchanged = last is not None and not self.taken and len(jobs) == len(last) and all(map(is_, jobs, last))
+        return jobs
 
     def _take(self, candidates: Select[int, str | None, datetime | None], now: datetime,
-              last_pass_at: datetime | None, renewal: Update) -> None:
+              last_pass_at: datetime | None, renewal: Update | None) -> None:
         """Lease the ``(id, lease_owner, lease_expires)`` rows ``candidates`` selects that no other
         writer holds locked right now, noting in ``taken`` those that were not already ours; and
         renew ours with ``renewal`` in the same transaction (a thousand leases renewed every 20 s
         were a SELECT of every row and an UPDATE of an IN list of their ids)."""
         with self.store.write() as s:
-            s.exec(renewal)
+            if renewal is not None:
+                s.exec(renewal)
             rows = s.exec(candidates.order_by(col(Job.id)).with_for_update(skip_locked=True, of=Job)).all()
             if rows:
                 s.exec(update(Job).where(col(Job.id).in_([r[0] for r in rows]))
