@@ -32,7 +32,7 @@ _JOB_ENDS = {"succeeded", "failed", "cancelled", "budget_exhausted"}
 SUBJECT_TYPES = ("job.succeeded", "job.failed", "job.cancelled", "job.budget_exhausted", "job.preempted",
                  "cap.warning", "cap.reached", "sweep.finished")
 WARN_SHARE = 0.8  # cap.warning: this share of a cap spent
-_ROUTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # as notifications.*[].name (ops.config)
+_ROUTE_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"  # as notifications.*[].name (ops.config); compiled on first use
 
 
 def notify_type(kind: str, job_id: int | None, attempt: int | None, data: dict[str, Any]) -> str | None:
@@ -79,7 +79,7 @@ class NotifySpec(BaseModel):
     @classmethod
     def _routes(cls, v: list[str]) -> list[str]:
         for name in v:
-            if not _ROUTE_NAME.fullmatch(name):
+            if not re.fullmatch(_ROUTE_NAME, name):
                 raise ValueError(f"{name[:64]!r} is not a route name; write the name: of a route in the daemon's "
                                  "notifications (1 to 64 letters, digits, '.', '_' or '-')")
         return v

@@ -33,7 +33,8 @@ DEFAULT_STRATEGY = "same-region-first"
 # Build each model's validator when it is first used, not at import (see the module docstring).
 _MODEL = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
 DAY_S, YEAR_S = 86400.0, 366 * 86400.0
-_DB_URL = re.compile(r"(sqlite(\+pysqlite)?:///[^\0\s]*|postgres(ql)?(\+(psycopg|psycopg2|asyncpg|pg8000))?://[^\0\s]+)")
+# Patterns as text: ``re`` compiles (and caches) each on first use, not at every CLI start.
+_DB_URL = r"(sqlite(\+pysqlite)?:///[^\0\s]*|postgres(ql)?(\+(psycopg|psycopg2|asyncpg|pg8000))?://[^\0\s]+)"
 
 
 class MetricsConfig(BaseModel):
@@ -67,9 +68,9 @@ class ApiConfig(BaseModel):
     max_upload_files: Integer = Field(default=10_000, ge=1, le=10_000_000)  # entries in an upload
 
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-_TIME_OF_DAY = re.compile(r"([01][0-9]|2[0-3]):[0-5][0-9]")
-_ROUTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]{0,127}"
+_TIME_OF_DAY = r"([01][0-9]|2[0-3]):[0-5][0-9]"
+_ROUTE_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 
 
 def _http_url(v: str) -> str:
@@ -105,14 +106,14 @@ class _Route(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str | None) -> str | None:
-        if v is not None and not _ROUTE_NAME.fullmatch(v):
+        if v is not None and not re.fullmatch(_ROUTE_NAME, v):
             raise ValueError("write 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit")
         return v
 
     @field_validator("url_env")
     @classmethod
     def _env(cls, v: str | None) -> str | None:
-        if v is not None and not _ENV_NAME.fullmatch(v):
+        if v is not None and not re.fullmatch(_ENV_NAME, v):
             raise ValueError("not an environment variable name; write e.g. GPUORCH_SLACK_URL")
         return v
 
@@ -159,7 +160,7 @@ class WebhookRoute(_Route):
     @field_validator("secret_env")
     @classmethod
     def _secret_env(cls, v: str | None) -> str | None:
-        if v is not None and not _ENV_NAME.fullmatch(v):
+        if v is not None and not re.fullmatch(_ENV_NAME, v):
             raise ValueError("not an environment variable name; write e.g. GPUORCH_WEBHOOK_SECRET")
         return v
 
@@ -206,7 +207,7 @@ class NotificationsConfig(BaseModel):
     @field_validator("report_at")
     @classmethod
     def _report_at(cls, v: str | None) -> str | None:
-        if v is not None and not _TIME_OF_DAY.fullmatch(v):
+        if v is not None and not re.fullmatch(_TIME_OF_DAY, v):
             raise ValueError("not a time of day; write HH:MM on a 24-hour clock, e.g. \"07:30\"")
         return v
 
@@ -287,7 +288,7 @@ class DaemonConfig(BaseModel):
     def _database_url(cls, v: str | None) -> str | None:
         """A URL SQLAlchemy can open with a driver gpuorch supports (checked without importing it:
         the CLI reads the configuration on every command)."""
-        if v is not None and not _DB_URL.fullmatch(v):
+        if v is not None and not re.fullmatch(_DB_URL, v):
             raise ValueError(f"cannot use {v.split('@')[-1]!r}; write sqlite:////abs/path/state.db or "
                              "postgresql+psycopg://user@host/db")
         return v
