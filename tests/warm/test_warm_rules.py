@@ -96,6 +96,8 @@ def test_idle_time_is_billed_to_the_job_that_left_it_and_the_caps_release_it_bef
     policy = Policy(decision_interval_s=30, stop_grace_s=60)  # a horizon of 120 s: $0.12 at this price
     budget = spec(budget={"max_cost": 0.25})
     assert gate_for(job, budget, None, Ledger.build([(idle_attempt(w), None)], later, policy), policy).stop is None
-    crossing = NOW + timedelta(seconds=140)  # $0.14 spent + $0.12 of horizon > $0.25
+    # $0.20 spent + the horizon's two decision intervals alone ($0.06; an idle instance's stop grace is
+    # the least there is) > $0.25
+    crossing = NOW + timedelta(seconds=200)
     gate = gate_for(job, budget, None, Ledger.build([(idle_attempt(w), None)], crossing, policy), policy)
     assert gate.stop is not None and "job budget" in gate.stop.message
