@@ -23,7 +23,9 @@ from gpuorch.testing.fake_kubelet import FakeNode
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.timeout(300)]
 
-ENV = {"STEPS": "160", "CKPT_EVERY": "20", "STEP_SLEEP": "0.03", "SEED": "7"}
+# Checkpoints every 10 steps, synced every 0.5 s: the node is lost after two (at step ~40 of 100
+# when the machine is quiet, earlier under load), and the daemon looks every 0.5 s (poll_s).
+ENV = {"STEPS": "100", "CKPT_EVERY": "10", "STEP_SLEEP": "0.03", "SEED": "7"}
 NODES = (FakeNode("gpu-a", gpus=1), FakeNode("gpu-b", gpus=1))
 
 
@@ -36,10 +38,10 @@ def test_a_node_lost_without_notice_resumes_the_job_from_its_last_periodic_check
     pool = ThreadPoolExecutor(1)  # the uninterrupted reference run, meanwhile (it mostly sleeps)
     reference = pool.submit(e2e.tiny_mlp_reference, tmp_path, ENV)
     with pool, cluster(tmp_path, NODES) as k8s, AssembledDaemon.start(
-            tmp_path / "home", {"providers": {"kubernetes": k8s.options(node_lost_s=0.5)}}) as d:
+            tmp_path / "home", {"providers": {"kubernetes": k8s.options(node_lost_s=0.5)}, "poll_s": 0.5}) as d:
         job = d.submit({"name": "mlp", "run": f"{sys.executable} train.py", "workdir": str(e2e.TINY_MLP),
                         "env": ENV, "resources": {"gpu": "A100:80GB:1"},
-                        "checkpoint": {"store": (tmp_path / "ckpt").as_uri(), "interval": "1s"}})
+                        "checkpoint": {"store": (tmp_path / "ckpt").as_uri(), "interval": "0.5s"}})
         d.until(lambda: len(checkpoints(d, job)) >= 2, timeout_s=120, what="two periodic checkpoints")
         first = d.attempts(job)[-1]
         pod = k8s.client().get(Pod, first.instance_id.split(":", 1)[1], namespace="default")
