@@ -12,7 +12,10 @@ a fake clock (a night in seconds of CPU):
   spot instance is reclaimed at its zone's next drop, after AWS's 120 s notice in three zones
   and with no notice in us-east-1d. The instances themselves are the FakeProvider's scripted jobs
   (``gpuorch.testing``), fed that market tick by tick: the sim's real agents run in wall time,
-  which a 10-hour night cannot.
+  which a 10-hour night cannot. Their runner recycles an instance for another attempt, as the
+  local, sim and SSH runners do, so a trial's instance is kept warm (the trials' default
+  ``keep_warm``) and the next trial that fits it runs there without a boot, through the
+  daemon's own warm pool (``reconciler/apply/warm.py``).
 - **The sweep**: a 3x3 grid over LR x SEED, ``max_parallel: 3``, a cap that cannot cover every
   trial, a deadline. Each trial is a 700-step job (6 s a step, 70 minutes of work) that
   checkpoints every 50 steps and reports its loss every 50 steps; the loss falls with the step
@@ -28,7 +31,10 @@ a fake clock (a night in seconds of CPU):
   same market; it "finishes" the trials that end before its running spend passes the cap.
 
 Spend on an attempt is *wasted* when the attempt was stopped with no use: no finished result,
-no pruning decision, and no checkpoint of it that a later attempt resumed from.
+no pruning decision, and no checkpoint of it that a later attempt resumed from. A warm
+instance's idle time is spend (the caps count it) in its own bucket, as in the morning table
+(``idle_usd``; ``idle_unused_usd``: that of instances released unused). ``--trace`` prints each
+trial's attempts and idle periods, and which were wasted.
 
 **The small-cap night** (``--small-cap``, ``small_cap``): 9 short trials and a cap of about three
 of them, plain (the trials' default ``keep_warm``), plain with ``keep_warm: 0s``
@@ -66,12 +72,14 @@ from gpuorch.clock import FakeClock  # noqa: E402
 from gpuorch.errors import UserInputError  # noqa: E402
 from gpuorch.money.caps import Policy  # noqa: E402
 from gpuorch.money.cost import attempt_cost, cost_until  # noqa: E402
+from gpuorch.provider.port import Instance  # noqa: E402
 from gpuorch.reconciler import Reconciler  # noqa: E402
 from gpuorch.store import Store  # noqa: E402
-from gpuorch.store.models import Attempt, Checkpoint, TerminationReason  # noqa: E402
+from gpuorch.store.models import Attempt, Checkpoint, Job, TerminationReason, WarmInstance  # noqa: E402
 from gpuorch.sweeps import intent  # noqa: E402
 from gpuorch.sweeps.spec import load_sweep  # noqa: E402
-from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider  # noqa: E402
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider, FakeRunner  # noqa: E402
+from gpuorch.warm.ledger import idle_attempt, idle_cost  # noqa: E402
 from gpuorch_sim.market import SimClock, SimMarket, SimOptions  # noqa: E402
 
 DATA = REPO / "tests" / "data"
@@ -135,6 +143,22 @@ class Feed:
                 self.unannounced += 1
 
 
+class Recycling(FakeRunner):
+    """The fake runner able to start another attempt on its instance, as the local, sim and SSH
+    runners are (``reconciler/apply/warm.Recycles``): without it no instance is ever kept warm.
+    The finished agent is set aside, its checkpoints still readable."""
+
+    def recycle(self) -> None:
+        agents = self.provider._agents
+        if (old := agents.pop(self.instance_id, None)) is not None:
+            agents[f"{self.instance_id}/{old.config.job_id}.{old.config.attempt}"] = old
+
+
+class WarmCapable(FakeProvider):
+    def runner(self, instance: Instance) -> Recycling:
+        return Recycling(self, instance.id)
+
+
 TEMPLATE = {"run": "python train.py --lr {LR} --seed {SEED}", "resources": {"gpu": "V100:16GB:1"},
             "spot_policy": "spot", "checkpoint": {"store": "file:///tmp/bench-sweep-ckpt", "interval": "60s"},
             "retry": {"max_preemptions": 100}}
@@ -152,13 +176,13 @@ def maker(made: dict[tuple[int, str], int], job_id: int, name: str) -> int | Non
 
 def run(seed: int, hours: float, parallel: int, cap: float | None, rule: str | None, workdir: Path,
         stop_at_spend: float | None = None, finish_first: bool = False, steps: int = STEPS,
-        every: int = EVERY, keep_warm: str | None = None) -> dict:
+        every: int = EVERY, keep_warm: str | None = None, trace: bool = False) -> dict:
     clock = FakeClock(START)
     store = Store(f"sqlite:///{workdir / 'state.db'}")
     m = market(seed)
     script = FakeJobScript(duration_s=steps * STEP_S, checkpoint_every_s=every * STEP_S, final_checkpoint_s=20,
                            metrics=loss, metrics_every_s=every * STEP_S)
-    fake = FakeProvider(clock, offers=[], name="sim", boot_s=BOOT_S, script=script)
+    fake = WarmCapable(clock, offers=[], name="sim", boot_s=BOOT_S, script=script)
     feed = Feed(fake, m, clock)
     feed.tick()
     rec = Reconciler(store, {"sim": fake}, clock=clock, budget=Policy())
@@ -193,34 +217,77 @@ def run(seed: int, hours: float, parallel: int, cap: float | None, rule: str | N
             if all(j.status.terminal for j in intent.trials_of(s, sweep.id or 0)):
                 break
             if stop_at_spend is not None and passes % 20 == 0:  # the serial baseline: past the money
-                spent = sum(attempt_cost(a, clock.now()) for a in s.exec(select(Attempt)))
+                spent = sum(attempt_cost(a, clock.now()) for a in s.exec(select(Attempt))) + sum(
+                    idle_cost(w, clock.now()) for w in s.exec(select(WarmInstance)))
                 if spent > stop_at_spend:
                     break
         clock.advance(rng.uniform(10, 30))  # within the 30 s decision interval
-    now = clock.now()
+    return tally(store, sweep.id or 0, feed, passes, clock.now(), trace)
+
+
+def tally(store: Store, sweep_id: int, feed: Feed, passes: int, now: datetime, trace: bool) -> dict:
+    """The night's figures from the store: spend, wasted spend, the finishes (module docstring)."""
     with store.read() as s:
-        jobs = intent.trials_of(s, sweep.id or 0)
-        attempts = list(s.exec(select(Attempt).where(Attempt.job_id.in_([j.id for j in jobs]))))  # type: ignore[union-attr]
+        jobs = intent.trials_of(s, sweep_id)
+        ids = [j.id for j in jobs]
+        attempts = list(s.exec(select(Attempt).where(Attempt.job_id.in_(ids))))  # type: ignore[union-attr]
         made = {(c.job_id, c.name): c.attempt for c in s.exec(select(Checkpoint))}
+        idle = list(s.exec(select(WarmInstance).where(WarmInstance.job_id.in_(ids))))  # type: ignore[attr-defined]
     resumed = {(a.job_id, n) for a in attempts if a.resumed_from and (n := maker(made, a.job_id, a.resumed_from))}
     useful_reasons = {TerminationReason.SUCCEEDED.value, "pruned"}
     spend = wasted = 0.0
+    useless: dict[tuple[int, int], float] = {}
     for a in attempts:
         c = attempt_cost(a, now)
         spend += c
         if not ((a.reason is not None and a.reason.value in useful_reasons) or (a.job_id, a.number) in resumed):
             wasted += c
+            useless[(a.job_id, a.number)] = c
+    # A warm instance's idle time is spend (the caps count it), its own bucket as in the morning
+    # table (sweeps/report.py), not an attempt's: ``idle_unused`` is that of the ones released unused.
+    billed = [*attempts, *(idle_attempt(w) for w in idle)]
+    spend += sum(idle_cost(w, now) for w in idle)
     finished = sorted((j.finished_at, j.id) for j in jobs if j.status.value == "succeeded")
     # the spend so far at each finish, for the serial baseline
-    at_finish = [sum(cost_until(a, t, now) for a in attempts) for t, _ in finished]
-    return {"finished": len(finished), "pruned": sum(j.status.value == "pruned" for j in jobs),
-            "statuses": sorted(j.status.value for j in jobs), "spend": spend, "wasted": wasted,
-            "spend_at_finish": at_finish, "passes": passes, "attempts": len(attempts),
-            "preemptions": feed.preemptions, "unannounced": feed.unannounced,
-            "night_h": (now - START).total_seconds() / 3600}
+    at_finish = [sum(cost_until(a, t, now) for a in billed) for t, _ in finished]
+    out = {"finished": len(finished), "pruned": sum(j.status.value == "pruned" for j in jobs),
+           "statuses": sorted(j.status.value for j in jobs), "spend": spend, "wasted": wasted,
+           "spend_at_finish": at_finish, "passes": passes, "attempts": len(attempts),
+           "preemptions": feed.preemptions, "unannounced": feed.unannounced,
+           "warm_reused": sum(w.lessee_job_id is not None for w in idle),
+           "idle_usd": sum(idle_cost(w, now) for w in idle),
+           "idle_unused_usd": sum(idle_cost(w, now) for w in idle if w.lessee_job_id is None),
+           "night_h": (now - START).total_seconds() / 3600}
+    if trace:
+        out["trace"] = trace_lines(jobs, attempts, idle, useless, now)
+    return out
 
 
-def small_cap(seed: int, hours: float, workdir: Path) -> dict:
+def trace_lines(jobs: list[Job], attempts: list[Attempt], idle: list[WarmInstance],
+                useless: dict[tuple[int, int], float], now: datetime) -> list[str]:
+    """Each trial, its attempts and the idle periods it left (minutes into the night), and what of
+    its spend was wasted: the per-trial trace (``--trace``)."""
+    def m(t: datetime | None) -> str:
+        return "-" if t is None else f"{(t.replace(tzinfo=UTC) - START).total_seconds() / 60:6.1f}"
+
+    out = []
+    for j in jobs:
+        cost = sum(attempt_cost(a, now) for a in attempts if a.job_id == j.id)
+        step = json.loads(j.metrics).get("step") if j.metrics else None
+        out.append(f"trial {j.id} {j.params}: {j.status.value}, ${cost:.4f} (step {step}): {j.message}")
+        leased = {x.instance_id for x in idle if x.lessee_job_id == j.id}
+        for a in sorted((a for a in attempts if a.job_id == j.id), key=lambda a: a.number):
+            out.append(f"  a{a.number} {a.zone} {'spot' if a.spot else 'od'} {m(a.requested_at)}..{m(a.ended_at)} "
+                       f"{a.reason.value if a.reason else a.status.value} ${attempt_cost(a, now):.4f}"
+                       f"{' WASTED' if (j.id or 0, a.number) in useless else ''} from {a.resumed_from} last "
+                       f"{a.last_checkpoint}{' (warm)' if a.instance_id in leased else ''}")
+        for w in (w for w in idle if w.job_id == j.id):
+            out.append(f"  idle {w.instance_id} {m(w.idle_since)}..{m(w.ended_at)} {w.status} -> "
+                       f"{w.lessee_job_id or w.reason} ${idle_cost(w, now):.4f}")
+    return out
+
+
+def small_cap(seed: int, hours: float, workdir: Path, trace: bool = False) -> dict:
     """The small-cap night: 9 trials, each 10 minutes of work after a 60 s boot, ``max_parallel:
     3``, a cap of about three trials' cost at the zones' list spot price (``SMALL_TRIALS``: three,
     and the horizon the last running trial keeps reserved to its end), on the same market; run as
@@ -234,13 +301,17 @@ def small_cap(seed: int, hours: float, workdir: Path) -> dict:
                               ("small_cap_max_step", True, None)):
         (workdir / key).mkdir()
         nights[key] = night = run(seed, hours, 3, cap, None, workdir / key, steps=SMALL_STEPS, every=SMALL_EVERY,
-                                  finish_first=finish, keep_warm=warm)
+                                  finish_first=finish, keep_warm=warm, trace=trace)
         remain = night["finished"] < 9
         out.update({f"{key}_trials_finished": night["finished"],
                     f"{key}_unspent_share": round((cap - night["spend"]) / cap, 4) if remain else None,
                     f"{key}_wasted_share": round(night["wasted"] / night["spend"], 4) if night["spend"] else 0.0,
                     f"{key}_spend": round(night["spend"], 4), f"{key}_statuses": night["statuses"],
-                    f"{key}_preemptions": night["preemptions"], f"{key}_attempts": night["attempts"]})
+                    f"{key}_preemptions": night["preemptions"], f"{key}_attempts": night["attempts"],
+                    f"{key}_warm_reused": night["warm_reused"], f"{key}_idle_usd": round(night["idle_usd"], 4),
+                    f"{key}_idle_unused_usd": round(night["idle_unused_usd"], 4)})
+        if trace:
+            out[f"{key}_trace"] = night["trace"]
     (workdir / "small-serial").mkdir()
     serial = run(seed, hours, 1, None, None, workdir / "small-serial", stop_at_spend=cap, steps=SMALL_STEPS,
                  every=SMALL_EVERY)
@@ -262,18 +333,26 @@ def main() -> None:
     ap.add_argument("--rule", default="asha", help="the sweep's pruning rule (median, asha)")
     ap.add_argument("--no-prune", action="store_true", help="no pruning rule in the sweep")
     ap.add_argument("--no-max-step", action="store_true", help="do not name the trials' last step (objective.max_step)")
+    ap.add_argument("--keep-warm", default=None, help="the main night's keep_warm (default: the trials' own; 0s: "
+                    "every trial boots)")
+    ap.add_argument("--trace", action="store_true", help="print each trial's attempts and idle periods, and what "
+                    "of its spend was wasted")
     ap.add_argument("--small-cap", action="store_true", help="the small-cap night instead (9 short trials, a cap "
                     "of about three)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     if args.small_cap:
         with tempfile.TemporaryDirectory() as d:
-            out = small_cap(args.seed, args.hours, Path(d))
+            out = small_cap(args.seed, args.hours, Path(d), trace=args.trace)
         for key in ("small_cap", "small_cap_cold", "small_cap_max_step"):
+            if args.trace:
+                print(f"--- {key}", *out.pop(f"{key}_trace"), sep="\n")
             print(f"{key} ${out['small_cap']:.2f}: {out[key + '_trials_finished']} of 9 finished against the "
                   f"serial baseline's {out['small_cap_serial_baseline']}; ${out[key + '_spend']:.4f} spent, wasted "
                   f"{out[key + '_wasted_share']:.1%}; {out[key + '_attempts']} attempts, "
-                  f"{out[key + '_preemptions']} preemptions; statuses {out[key + '_statuses']}")
+                  f"{out[key + '_preemptions']} preemptions, {out[key + '_warm_reused']} warm reuses (idle "
+                  f"${out[key + '_idle_usd']:.4f}, ${out[key + '_idle_unused_usd']:.4f} of it unused); statuses "
+                  f"{out[key + '_statuses']}")
         print(json.dumps({**out, "seed": args.seed, "wall_s": round(time.perf_counter() - t0, 1)}))
         return
     with tempfile.TemporaryDirectory() as d:
@@ -282,24 +361,32 @@ def main() -> None:
         rule = None if args.no_prune else args.rule
         finish = not args.no_max_step
         try:
-            sweep = run(args.seed, args.hours, 3, args.cap, rule, Path(d) / "a", finish_first=finish)
+            sweep = run(args.seed, args.hours, 3, args.cap, rule, Path(d) / "a", finish_first=finish,
+                        keep_warm=args.keep_warm, trace=args.trace)
         except UserInputError as e:  # code without pruning rules or max_step: measure without them
             print(f"not available here ({e}); running without pruning and max_step")
             rule, finish = None, False
-            sweep = run(args.seed, args.hours, 3, args.cap, rule, Path(d) / "a")
-        serial = run(args.seed, args.hours, 1, None, None, Path(d) / "b", stop_at_spend=args.cap)
+            sweep = run(args.seed, args.hours, 3, args.cap, rule, Path(d) / "a", keep_warm=args.keep_warm,
+                        trace=args.trace)
+        serial = run(args.seed, args.hours, 1, None, None, Path(d) / "b", stop_at_spend=args.cap,
+                     keep_warm=args.keep_warm)
     baseline = sum(1 for c in serial["spend_at_finish"] if c <= args.cap + 1e-9)
     share = sweep["wasted"] / sweep["spend"] if sweep["spend"] else 0.0
+    if args.trace:
+        print(*sweep["trace"], sep="\n")
     print(f"sweep: {sweep['finished']} finished, {sweep['pruned']} pruned of 9; ${sweep['spend']:.4f} of "
           f"${args.cap:.2f}; wasted {share:.1%}; {sweep['attempts']} attempts, {sweep['preemptions']} preemptions "
-          f"({sweep['unannounced']} without notice); {sweep['night_h']:.1f} h; statuses {sweep['statuses']}")
+          f"({sweep['unannounced']} without notice); {sweep['warm_reused']} warm reuses (idle "
+          f"${sweep['idle_usd']:.4f}); {sweep['night_h']:.1f} h; statuses {sweep['statuses']}")
     print(f"serial baseline: {baseline} finished within ${args.cap:.2f} "
           f"(spend at each finish: {[round(c, 3) for c in serial['spend_at_finish']]})")
     print(json.dumps({
         "trials_finished": sweep["finished"], "trials_pruned": sweep["pruned"], "spend": round(sweep["spend"], 4),
         "cap": args.cap, "wasted_share": round(share, 4), "serial_baseline_finished": baseline,
         "attempts": sweep["attempts"], "preemptions": sweep["preemptions"], "pruning": rule,
-        "max_step": STEPS if finish else None, "seed": args.seed,
+        "max_step": STEPS if finish else None, "warm_reused": sweep["warm_reused"],
+        "idle_usd": round(sweep["idle_usd"], 4), "idle_unused_usd": round(sweep["idle_unused_usd"], 4),
+        "seed": args.seed,
         "wall_s": round(time.perf_counter() - t0, 1),
     }))
 
