@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 from gpuorch.errors import ProviderError
 from gpuorch.provider import Finding
+from gpuorch.provider.registry_creds import registry_findings
 
 from .credentials import MISSING, find_key
-from .registry_creds import registry_findings
 
 if TYPE_CHECKING:
     from .provider import VastProvider
