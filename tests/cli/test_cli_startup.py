@@ -1,0 +1,44 @@
+"""The console script's start-up (issue 32): the garbage collector stays off only for the short
+read-only commands, and the configuration of a host with nothing configured is read without YAML."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuorch.cli import NO_GC, command_name
+
+
+def _console(*args: str, home: Path) -> tuple[dict[str, object], str]:
+    code = ("import gc, json, sys; sys.argv = ['gpuorch', *sys.argv[1:]]\n"
+            "from gpuorch.console import main\n"
+            "try:\n    main()\n"
+            "except SystemExit as e:\n    code = e.code\n"
+            "else:\n    code = 0\n"
+            "print(json.dumps({'code': code, 'gc': gc.isenabled(), 'yaml': 'yaml' in sys.modules}))")
+    p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                       env={"GPUORCH_HOME": str(home), "PATH": "/usr/bin:/bin", "HOME": str(home),
+                            "XDG_CONFIG_HOME": str(home / "xdg"), "CONFIGURATION_DIRECTORY": str(home / "etc")})
+    return json.loads(p.stdout.strip().splitlines()[-1]), p.stdout
+
+
+@pytest.mark.parametrize("args, gc_on", [(["offers", "--json"], False), (["catalog", "--help"], True),
+                                         (["--help"], True)])
+def test_the_collector_is_back_on_for_every_command_but_the_short_ones(tmp_path, args, gc_on):
+    got, out = _console(*args, home=tmp_path)
+    assert got["code"] == 0, out
+    assert got["gc"] is gc_on
+    if args[0] == "offers":
+        assert '"source": "the configured providers (local)"' in out
+        assert got["yaml"] is False  # nothing configured: no YAML read
+
+
+def test_the_short_commands_are_read_only_ones():
+    assert NO_GC.issubset({"offers", "status", "estimate", "plan"})
+    assert command_name(["--config", "c.yaml", "status", "--json"]) == "status"
+    assert command_name(["--server=http://h", "daemon"]) == "daemon"
+    assert command_name(["--version"]) is None
