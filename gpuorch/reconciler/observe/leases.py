@@ -4,9 +4,9 @@ Several daemons share one PostgreSQL store; each job is worked on by at most one
 A lease is ``(lease_owner, lease_expires)`` on the ``job`` row. The rules (docs/ha.md argues
 them through):
 
-- ``claim`` takes jobs that need attention and are free, expired or already ours, renewing ours
-  once less than ``RENEW_WHEN_LEFT`` of the lease is left, in one writing transaction whose
-  candidate rows are locked ``FOR UPDATE SKIP LOCKED``. When there is nothing to take or renew
+- ``claim`` takes jobs that need attention and are free, expired or already ours, renewing all of
+  ours (unexpired) once one has less than ``RENEW_WHEN_LEFT`` of its lease left, in one writing
+  transaction whose candidate rows are locked ``FOR UPDATE SKIP LOCKED``. When there is nothing to take or renew
   (most passes), it only reads: no write lock, no row written.
 - Every write a daemon makes on a job locks the job's row and checks that the lease is still
   ours and unexpired (``held``), so nothing a deposed daemon decided is ever committed after
