@@ -7,8 +7,9 @@ Target (issue 3): <= 0.3 s each.
 
 The bytecode cache lives in a temporary directory (``PYTHONPYCACHEPREFIX``), whatever
 ``PYTHONDONTWRITEBYTECODE`` says: an installed gpuorch runs from compiled bytecode, and a tree
-that compiles every module on every start measures its source's size instead (``--compile``
-does that, as this benchmark did in an environment with ``PYTHONDONTWRITEBYTECODE=1``).
+that compiles every module on every start measures its source's size instead (as this
+benchmark did in an environment with ``PYTHONDONTWRITEBYTECODE=1`` and no ``__pycache__`` in the
+tree; its figures from before this change are not comparable with later ones).
 
 ``--old TREE`` (issue 32: no regression) alternates each command between this tree and TREE (an
 older checkout: ``git worktree add /tmp/old 89a4b5f``), each with its own root and ``providers``
@@ -46,16 +47,12 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def child_env(home: str, pycache: str | None, tree: Path | None = None) -> dict[str, str]:
-    """The commands' environment: an empty state directory, no database URL, and a bytecode cache
-    in ``pycache`` (None: compile from source each run); ``tree`` first on the import path."""
-    env = {**os.environ, "GPUORCH_HOME": home}
+def child_env(home: str, pycache: str, tree: Path | None = None) -> dict[str, str]:
+    """The commands' environment: an empty state directory, no database URL, and the bytecode
+    cache in ``pycache``; ``tree`` first on the import path."""
+    env = {**os.environ, "GPUORCH_HOME": home, "PYTHONPYCACHEPREFIX": pycache}
     env.pop("GPUORCH_DATABASE_URL", None)
-    if pycache is not None:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = pycache
-    else:
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if tree is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(tree), str(tree / "providers")])
     return env
@@ -88,14 +85,14 @@ def spread(xs: list[float]) -> list[float]:
     return [round(min(xs), 3), round(statistics.median(xs), 3), round(max(xs), 3)]
 
 
-def compare(old: Path, rounds: int, home: str, pycache: str | None) -> dict[str, object]:
+def compare(old: Path, rounds: int, home: str, pycache: str) -> dict[str, object]:
     """Each command alternated between this tree and ``old``: min / median / max CPU and wall."""
     base = launcher()
     trees = {"new": TREE, "old": old.resolve()}
     out: dict[str, object] = {"old_tree": str(trees["old"]), "rounds": rounds}
     for name in ("offers", "status"):
         cmd = [*base, name, "--json"]
-        envs = {k: child_env(str(Path(home) / k), pycache, t) for k, t in trees.items()}  # each its own store
+        envs = {k: child_env(str(Path(home) / k), pycache, t) for k, t in trees.items()}  # own stores
         errors = {k: works(cmd, e) for k, e in envs.items()}
         runs: dict[str, list[tuple[float, float]]] = {k: [] for k in trees if errors[k] is None}
         for _ in range(rounds):
@@ -116,10 +113,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--old", type=Path, help="an older tree to alternate with (issue 32)")
     parser.add_argument("--rounds", type=int, default=15, help="with --old: runs of each command in each tree")
-    parser.add_argument("--compile", action="store_true", help="no bytecode cache: compile every module each run")
     args = parser.parse_args()
     home = tempfile.mkdtemp(prefix="gpuorch-bench-")
-    pycache = None if args.compile else tempfile.mkdtemp(prefix="gpuorch-bench-pyc-")
+    pycache = tempfile.mkdtemp(prefix="gpuorch-bench-pyc-")
     try:
         if args.old is not None:
             result = compare(args.old, max(1, args.rounds), home, pycache)
@@ -127,14 +123,12 @@ def main() -> None:
             result = measure(home, pycache)
     finally:
         shutil.rmtree(home, ignore_errors=True)
-        if pycache is not None:
-            shutil.rmtree(pycache, ignore_errors=True)
-    result["bytecode_cache"] = pycache is not None
+        shutil.rmtree(pycache, ignore_errors=True)
     result["load_avg_1m"] = round(os.getloadavg()[0], 2)
     print(json.dumps(result))
 
 
-def measure(home: str, pycache: str | None) -> dict[str, object]:
+def measure(home: str, pycache: str) -> dict[str, object]:
     env = child_env(home, pycache)
     base = launcher()
     runs = {
