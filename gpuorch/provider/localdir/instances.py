@@ -201,7 +201,10 @@ class InstanceDir:
             # The lock's file is a second name of this first record's: an flock is on an inode,
             # and a file of its own cost a launch another inode allocation, which on ext4 is the
             # dearest step of it (meta.json is only ever replaced, so this inode stays the lock's).
-            os.link(os.path.join(staging, META_FILE), os.path.join(staging, LOCK_FILE))
+            try:
+                os.link(os.path.join(staging, META_FILE), os.path.join(staging, LOCK_FILE))
+            except OSError:  # a file system without hard links: ``locked`` makes a file of its own
+                pass
             os.rename(staging, self.path)
         except OSError:
             shutil.rmtree(staging, ignore_errors=True)
