@@ -106,6 +106,10 @@ def worst_case(c: Candidate, policy: Policy, checkpoint_s: float | None = None) 
     return charged(c.total_price_per_hour, o.billing_granularity_s, o.min_billing_s, reach)
 
 
+def idle(a: Attempt) -> bool:  # a warm instance's idle period (warm.ledger.idle_attempt): its release uploads nothing
+    return a.number < 0 and a.instance_id is not None
+
+
 def stoppable(a: Attempt) -> bool:
     """A running attempt the gate may stop now (a requested one has no instance to stop yet)."""
     return a.status in (AttemptStatus.LAUNCHED, AttemptStatus.RUNNING)
@@ -143,14 +147,6 @@ class Totals:
     def reserved(self) -> float:
         return self.fixed + sum(on for on, _ in self.running.values())
 
-    @property
-    def committed(self) -> float:
-        return self.spent + self.reserved
-
-    def committed_if_newer_stop(self, job_id: int) -> float:
-        """Committed if every running attempt of a job newer than ``job_id`` were stopped now."""
-        return self.spent + self.fixed + sum(on if j <= job_id else off for j, (on, off) in self.running.items())
-
     def committed_if_others_stop(self, job_id: int) -> float:
         """Committed if every running attempt but ``job_id``'s were stopped now (the money itself)."""
         return self.spent + self.fixed + sum(on if j == job_id else off for j, (on, off) in self.running.items())
@@ -162,11 +158,15 @@ class Totals:
     def committed_for(self, job_id: int, at: datetime, now: datetime) -> float:
         """The one rule's sum: spend, and every live attempt reserved as of a look at ``at``,
         except that a running attempt of a newer job already past its runway counts as stopped
-        now (it is the one to give way; one within its runway was promised its run)."""
-        total = self.spent
+        now (it is the one to give way; one within its runway was promised its run). Another
+        job's idle warm instance gives way to any attempt, none to it (the check of a job with
+        only idle ones live, their release, counts every other attempt running on)."""
+        mine = [idle(a) for a, _ in self.live if a.job_id == job_id]
+        idle_only, total = bool(mine) and all(mine), self.spent
         for a, policy in self.live:
             newer_past = stoppable(a) and a.job_id > job_id and (a.runway_until is None or a.runway_until <= now)
-            total += reservation(a, now, policy, stop_now=newer_past, at=at)
+            gives = (idle(a) and a.job_id != job_id and not idle_only) or (newer_past and (idle(a) or not idle_only))
+            total += reservation(a, now, policy, stop_now=gives, at=at)
         return total
 
 
@@ -202,7 +202,7 @@ class Ledger:
         longest checkpoint upload seen (s)."""
         ledger, start = cls(now), day_start(now)
         for a, sweep_id in rows:
-            policy = base.for_attempt(uploads.get((a.job_id, a.number))) if uploads else base
+            policy = base.for_attempt(0.0 if idle(a) else uploads.get((a.job_id, a.number)) if uploads else None)
             if stoppable(a):
                 ledger.graces[a.job_id] = policy.stop_grace_s
             spent, on = attempt_cost(a, now), reservation(a, now, policy)

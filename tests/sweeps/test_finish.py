@@ -134,3 +134,21 @@ def test_under_a_pruning_rule_fresh_trials_take_only_what_the_leaders_finish_lea
     leader = u(1, 450, 0.9, running=False)
     waits = finish_first(1.60, 1.28, 600, [leader, *fresh], pruning=True, rung=50)
     assert 1 not in waits and set(waits) == {4, 5, 6}
+
+
+def test_a_plain_capped_sweep_starts_a_fresh_trial_only_if_a_whole_trial_fits():
+    """bench/sweep.py --small-cap: with three trials' money gone but $0.07, a fourth trial started,
+    was held, and its spend was wasted; a finished trial said what one costs ($0.19)."""
+    from gpuorch.sweeps.finish import fund_fresh
+
+    def u(i, running=False, held=False, step=None, cost=0.0):
+        return Unfinished(i, running, held, step, cost)
+
+    assert fund_fresh(0.59, 0.2, [u(2, True, cost=0.1), u(4)], []) == {}  # nothing finished: nothing known
+    # trial 2 running needs $0.09 more: $0.39 + $0.09 leaves $0.11, less than a trial's $0.19
+    waits = fund_fresh(0.59, 0.39, [u(2, True, cost=0.1), u(4), u(5)], [0.19])
+    assert set(waits) == {4, 5} and "$0.19" in waits[4] and "$0.09" in waits[4]
+    assert set(fund_fresh(0.80, 0.39, [u(2, True, cost=0.1), u(4), u(5)], [0.19])) == {5}  # one more fits (margin)
+    # held and preempted trials (progress or spend) are the caps' to resume, never waited here
+    assert set(fund_fresh(0.40, 0.39, [u(3, held=True, step=50, cost=0.1), u(6, cost=0.02), u(7)], [0.19])) == {7}
+    assert fund_fresh(0.59, 0.39, [u(4)], [0.19]) == {}  # nothing ahead: no margin

@@ -14,19 +14,23 @@ from gpuorch.money.caps import Policy
 from gpuorch.reconciler import Reconciler
 from gpuorch.store.models import JobStatus, TerminationReason
 from gpuorch.testing.e2e import attempts
-from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
-from tests.kit.sweeps import report, submit, trials
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider, default_offers
+from tests.kit.sweeps import JOB, report, submit, trials
 
 
 def test_reservations_hold_the_youngest_trial_and_it_resumes_before_fresh_trials(store, clock, tmp_path):
-    fake = FakeProvider(clock, script=FakeJobScript(duration_s=600, checkpoint_every_s=60, final_checkpoint_s=5))
+    # on demand at the spot prices: the three trials start together (a capped sweep starts spot
+    # trials one at a time until each has checkpointed, Money._unproven)
+    offers = [o.model_copy(update={"price_per_hour": o.spot_price_per_hour}) for o in default_offers()]
+    fake = FakeProvider(clock, offers=offers, script=FakeJobScript(duration_s=600, checkpoint_every_s=60,
+                                                                   final_checkpoint_s=5))
     fake.scripts["lr-2"] = FakeJobScript(duration_s=1500, checkpoint_every_s=60, final_checkpoint_s=5)
     rec = Reconciler(store, {"fake": fake}, clock=clock, budget=Policy(decision_interval_s=30, stop_grace_s=60))
     # $1.2/h each: near the end of the first two trials, three running trials' reservations (each
     # its own horizon: a 30 s grace once its fast uploads are seen) fill $0.68 while about $0.60 is
     # spent: the youngest is held, not ended
     sweep = submit(store, clock, tmp_path, max_parallel=3, budget={"max_cost": 0.68},
-                   parameters={"LR": [0.003, 0.001, 0.0003, 0.1, 0.03]})
+                   parameters={"LR": [0.003, 0.001, 0.0003, 0.1, 0.03]}, job={**JOB, "spot_policy": "on-demand"})
     seen: dict[int, list[JobStatus]] = {}
     for _ in range(400):
         rec.run_pass()

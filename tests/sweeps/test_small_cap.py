@@ -109,3 +109,26 @@ def test_a_running_trial_over_the_cap_is_held_while_another_runs_and_ended_when_
     gone = gate(2, JobStatus.RUNNING, [attempt(1, T0), attempt(2, None)], 1.15).stop
     assert gone is not None and gone.job_status == JobStatus.BUDGET_EXHAUSTED
     assert "$0.1500 left" in gone.message and "reserve $0.1800" in gone.message
+
+
+def test_an_idle_warm_instance_gives_way_to_running_trials_and_is_released_first():
+    """bench/sweep.py --small-cap (warm): a finished trial's idle instance kept its full horizon
+    reserved ahead of newer running trials, which were held for it; now it gives way to every
+    other job's attempt, and its own release check counts them all running."""
+    from gpuorch.money.caps import Cap
+
+    def live(job_id, number, instance="i-1"):
+        a = attempt(job_id, None)
+        a.number, a.instance_id, a.status = number, instance, AttemptStatus.LAUNCHED
+        a.runway_until = T0 - timedelta(seconds=100)
+        return a, 0
+
+    rows = [live(1, -7), live(2, 1, "i-2")]  # job 1's idle period, job 2's running attempt
+    ledger = Ledger.build(rows, T0, Policy())
+    totals = ledger.sweeps[0] if ledger.sweeps else ledger.day
+    running_check = totals.committed_for(2, T0, T0)
+    idle_check = totals.committed_for(1, T0, T0)
+    assert running_check < idle_check  # the running trial counts the idle instance as released now
+    room = running_check + 1e-6
+    assert Cap("sweep", room, totals, 2).within(Policy(), T0)  # the running trial is not held for it
+    assert not Cap("sweep", room, totals, 1).within(Policy(), T0)  # the idle instance is released instead

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -22,7 +23,7 @@ from gpuorch.agent.limits import metric_lines
 from gpuorch.clock import aware
 from gpuorch.jobs import events
 from gpuorch.jobs.spec import JobSpec
-from gpuorch.money.caps import IN_FLIGHT, Gate, Ledger, Policy, SweepState, day_start, gate_for, runway_s
+from gpuorch.money.caps import IN_FLIGHT, Gate, Ledger, Policy, Stop, SweepState, day_start, gate_for, runway_s
 from gpuorch.money.cost import current_price, price_move, with_price_change
 from gpuorch.money.record import as_seen, corrections, reported_end
 from gpuorch.money.storage import ledger_rows as stored  # job volumes' storage, as warm idle time's rows
@@ -33,10 +34,10 @@ from gpuorch.reconciler.decide import actions as A
 from gpuorch.reconciler.observe.views import AttemptView, JobView
 from gpuorch.runners.port import Runner, RunnerUnavailable
 from gpuorch.store import Store
-from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, Sweep, SweepStatus
-from gpuorch.sweeps.finish import Unfinished, finish_first, first_rung, progressed
+from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, Sweep, SweepStatus, TerminationReason
 from gpuorch.sweeps.metrics import merge_lines, steps_of
 from gpuorch.sweeps.pruning import TrialHistory, extend_history, parse_history, verdict
+from gpuorch.sweeps.waits import waits
 from gpuorch.warm.ledger import ledger_rows
 
 if TYPE_CHECKING:  # the sweep spec's models (0.8 MB) are loaded only once a sweep is active: _rules_of
@@ -61,6 +62,8 @@ class Money:
         self._histories: dict[int, list[TrialHistory]] = {}  # sweep id -> its trials' histories, this pass
         self._verdicts: dict[tuple[int, int], str | None] = {}  # (job id, history length) -> verdict
         self._max_steps: dict[int, int] = {}  # sweep id -> objective.max_step, where named
+        self._capped: set[int] = set()  # the active sweeps with a budget, as last loaded
+        self._starved: set[int] = set()  # sweeps whose every trial not running waits for money, this ledger
         self._waits: dict[int, str] = {}  # job id -> why it waits for trials ahead (finish first), this ledger
         self._no_sweep_done_at: int | None = None  # the store's data_version when finish_sweeps found none done
         # This pass's listing by (provider, job, attempt): the cloud's record of launch and end times.
@@ -95,7 +98,8 @@ class Money:
         for sid, n in s.exec(select(Job.sweep_id, func.count()).where(
                 col(Job.sweep_id).in_(ids), col(Job.status).in_(IN_FLIGHT)).group_by(col(Job.sweep_id))).all():
             flying[sid or 0] = n
-        self._waits, resuming = self._finish_first(s, active, ledger)
+        self._waits, resuming, self._starved = waits(s, active, ledger, self._max_steps,
+                                                     {k: r[0].min_steps for k, r in self._rules.items()})
         waiting = set(self._waits)
         for jid, sid in s.exec(select(Job.id, Job.sweep_id).where(col(Job.sweep_id).in_(ids),
                                                                  Job.status == JobStatus.HELD)).all():
@@ -105,41 +109,6 @@ class Money:
                                    held.get(w.id, 0), frozenset(resuming.get(w.id or 0, ())))
                   for w in active if w.id is not None}
         return ledger, sweeps
-
-    def _finish_first(self, s: Session, active: list[Sweep], ledger: Ledger) -> tuple[dict[int, str],
-                                                                                     dict[int, set[int]]]:
-        """Job id -> why it waits for trials ahead of it (sweeps naming ``objective.max_step``);
-        and per sweep, its queued trials with progress (they resume, like held ones)."""
-        out: dict[int, str] = {}
-        resuming: dict[int, set[int]] = {}
-        for w in active:
-            max_step = self._max_steps.get(w.id or 0)
-            if max_step is None or w.max_cost is None:
-                continue
-            rows = s.exec(select(Job.id, Job.status, Job.metrics).where(
-                Job.sweep_id == w.id, col(Job.status).not_in([s for s in TERMINAL if s != JobStatus.SUCCEEDED]))).all()
-            trials: list[Unfinished] = []
-            finished: list[Unfinished] = []
-            for jid, status, metrics in rows:
-                step = json.loads(metrics).get("step") if metrics else None
-                spent = ledger.jobs[jid].spent if jid in ledger.jobs else 0.0
-                t = Unfinished(jid or 0, status in IN_FLIGHT, status == JobStatus.HELD,
-                               float(step) if isinstance(step, int | float) and not isinstance(step, bool) else None,
-                               spent)
-                (finished if status == JobStatus.SUCCEEDED else trials).append(t)
-                if status == JobStatus.QUEUED and progressed(t):
-                    resuming.setdefault(w.id or 0, set()).add(t.job_id)
-            spent = ledger.sweeps[w.id].spent if w.id in ledger.sweeps else 0.0
-            rung = None
-            if w.id in self._rules:  # with pruning, a trial not judged yet needs the money to the first rung only
-                firsts = [pts[0][0] for h in s.exec(select(Job.objective_history).where(Job.sweep_id == w.id)).all()
-                          if (pts := parse_history(h))]
-                rung = first_rung(self._rules[w.id][0].min_steps, firsts)
-            pruned = [ledger.jobs[j].spent for j in s.exec(select(Job.id).where(
-                Job.sweep_id == w.id, Job.status == JobStatus.PRUNED)).all() if j in ledger.jobs] if rung else []
-            out.update(finish_first(w.max_cost, spent, max_step, trials, finished, pruning=w.id in self._rules,
-                                    rung=rung, pruned=pruned))
-        return out, resuming
 
     def begin_pass(self, observed: Mapping[tuple[str, int, int], Instance] | None = None,
                    live: AbstractSet[tuple[str, int, int]] = frozenset()) -> None:
@@ -163,7 +132,12 @@ class Money:
         if wait is not None and any(a.row.status.live and a.row.runway_until and a.row.runway_until > now
                                     for a in view.attempts):
             wait = None  # within its runway, as the caps' own check (no hold one pass after a start)
-        return gate_for(job, view.spec, sweeps.get(job.sweep_id or -1), ledger, self.policy, prune, wait)
+        gate = gate_for(job, view.spec, sweeps.get(job.sweep_id or -1), ledger, self.policy, prune, wait)
+        if job.status.terminal and job.sweep_id in self._starved and gate.stop is None:  # its warm instance's gate
+            gate = replace(gate, stop=Stop(TerminationReason.HELD, job.status, "no waiting trial of its sweep can "
+                                           "be funded to its end, so its idle time would only spend what the running "
+                                           "ones need"))
+        return gate
 
     # -- pruning ----------------------------------------------------------------------------------
     def _rules_of(self, active: list[Sweep]) -> None:
@@ -177,6 +151,7 @@ class Money:
                 if spec.objective is not None and spec.objective.max_step is not None:
                     self._max_steps[w.id] = spec.objective.max_step
         self._rules = {w.id: r for w in active if w.id is not None and (r := self._rule_cache.get(w.id))}
+        self._capped = {w.id for w in active if w.id is not None and w.max_cost is not None}
 
     def _prune(self, job: Job) -> str | None:
         """Why the sweep's pruning rule stops this running trial now (None: it goes on). Decided
@@ -223,15 +198,15 @@ class Money:
         return self._unproven(s, job, spec, cand)
 
     def _unproven(self, s: Session, job: Job, spec: JobSpec, cand: Candidate) -> str | None:
-        """A sweep naming ``objective.max_step`` bets one trial at a time on spot until it has
-        checkpointed: a spot launch of a
-        checkpointing trial waits while another trial's live spot attempt has no checkpoint yet
+        """A capped sweep bets one trial at a time on spot until it has checkpointed: a spot launch
+        of a checkpointing trial waits while another trial's live spot attempt has no checkpoint yet
         (one reclaim, above all one without notice, would take every trial started together with
-        nothing saved; bench/sweep.py seed 4: three trials lost together in us-east-1d). Only fresh
-        trials wait (seed 1: the preempted leader waited behind a fresh trial and lost its place). It waits
-        rather than go to a dearer market: the cap is spent on the same offers, a few minutes later."""
-        if job.sweep_id not in self._max_steps or not cand.spot or spec.checkpoint is None:
-            return None  # with objective.max_step: the sweep keeps its money for trials that finish
+        nothing saved; bench/sweep.py seed 4: three trials lost together in us-east-1d; and trials
+        started together end together, each keeping a horizon reserved: a small cap's last trial
+        held at 95%, --small-cap seed 1). Only fresh trials wait (seed 1: the preempted leader
+        waited behind a fresh trial and lost its place), rather than go to a dearer market."""
+        if job.sweep_id not in self._capped or not cand.spot or spec.checkpoint is None:
+            return None
         step = json.loads(job.metrics).get("step") if job.metrics else None
         if job.status == JobStatus.HELD or (isinstance(step, int | float) and step > 0):
             return None  # a trial with progress resumes: it is the one the money is kept for

@@ -1,0 +1,72 @@
+"""Which trials of the active capped sweeps wait for money, read from the store and the money
+ledger (the reconciler's ``Money`` loads it once per ledger): finish first for a sweep naming its
+trials' last step (``finish.finish_first``), and for one naming neither a last step nor a pruning
+rule, fresh trials that a whole trial's cost does not fit (``finish.fund_fresh``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from sqlmodel import Session, col, select
+
+from gpuorch.money.caps import IN_FLIGHT, Ledger
+from gpuorch.store.models import Job, JobStatus, Sweep
+from gpuorch.sweeps.finish import Unfinished, finish_first, first_rung, fund_fresh, progressed
+from gpuorch.sweeps.pruning import parse_history
+
+TERMINAL = [s for s in JobStatus if s.terminal]
+
+
+def _trials(s: Session, sweep_id: int, ledger: Ledger) -> tuple[list[Unfinished], list[Unfinished], list[int]]:
+    """The sweep's unfinished trials, its finished ones, and its queued trials with progress."""
+    rows = s.exec(select(Job.id, Job.status, Job.metrics).where(
+        Job.sweep_id == sweep_id, col(Job.status).not_in([t for t in TERMINAL if t != JobStatus.SUCCEEDED]))).all()
+    trials: list[Unfinished] = []
+    finished: list[Unfinished] = []
+    resuming = []
+    for jid, status, metrics in rows:
+        step = json.loads(metrics).get("step") if metrics else None
+        spent = ledger.jobs[jid].spent if jid in ledger.jobs else 0.0
+        t = Unfinished(jid or 0, status in IN_FLIGHT, status == JobStatus.HELD,
+                       float(step) if isinstance(step, int | float) and not isinstance(step, bool) else None, spent)
+        (finished if status == JobStatus.SUCCEEDED else trials).append(t)
+        if status == JobStatus.QUEUED and progressed(t):
+            resuming.append(t.job_id)
+    return trials, finished, resuming
+
+
+def waits(s: Session, active: list[Sweep], ledger: Ledger, max_steps: Mapping[int, int],
+          min_steps: Mapping[int, int]) -> tuple[dict[int, str], dict[int, set[int]], set[int]]:
+    """Job id -> why it waits for trials ahead of it; per sweep naming ``max_step`` (``max_steps``),
+    its queued trials with progress (they resume, like held ones); and the sweeps whose every trial
+    not running waits (none could use a warm instance of theirs). ``min_steps``: the pruning rule's
+    ``min_steps`` of each sweep naming one."""
+    out: dict[int, str] = {}
+    resuming: dict[int, set[int]] = {}
+    starved: set[int] = set()
+    for w in active:
+        sid, max_step = w.id or 0, max_steps.get(w.id or 0)
+        plain = max_step is None and sid not in min_steps
+        if w.max_cost is None or (max_step is None and not plain):
+            continue
+        trials, finished, queued = _trials(s, sid, ledger)
+        spent = ledger.sweeps[sid].spent if sid in ledger.sweeps else 0.0
+        if plain:  # a fresh trial starts only if a whole trial's cost fits
+            mine = fund_fresh(w.max_cost, spent, trials, [t.cost for t in finished], f"sweep {w.name} budget")
+        else:
+            if queued:
+                resuming[sid] = set(queued)
+            rung = None
+            if sid in min_steps:  # with pruning, a trial not judged yet needs the money to the first rung only
+                firsts = [pts[0][0] for h in s.exec(select(Job.objective_history).where(Job.sweep_id == sid)).all()
+                          if (pts := parse_history(h))]
+                rung = first_rung(min_steps[sid], firsts)
+            pruned = [ledger.jobs[j].spent for j in s.exec(select(Job.id).where(
+                Job.sweep_id == sid, Job.status == JobStatus.PRUNED)).all() if j in ledger.jobs] if rung else []
+            mine = finish_first(w.max_cost, spent, max_step or 0, trials, finished, pruning=sid in min_steps,
+                                rung=rung, pruned=pruned)
+        out.update(mine)
+        if (rest := [t for t in trials if not t.running]) and all(t.job_id in mine for t in rest):
+            starved.add(sid)
+    return out, resuming, starved
