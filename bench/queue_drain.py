@@ -168,15 +168,15 @@ def main() -> None:
     daemons = [start_daemon(env, home, open(path, "wb")) for path in logs]  # noqa: SIM115
     daemon = daemons[0]
     spy = None
-    if args.profile:  # sampling slows the daemon a little: its figures are then not the benchmark's
-        gil = ["--gil"] if args.profile_gil else []
-        spy = subprocess.Popen(["py-spy", "record", "-p", str(daemon.pid), "-r", "200", "-f", "raw", "-o", args.profile,
-                                "-d", "300", "--nonblocking", *gil],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     samples: list[tuple[float, tuple[float, float]]] = []  # (wall, daemon CPU s (all, system))
     out: dict = {"jobs": args.jobs, "offers": len(offers), "store": "postgresql" if args.postgres else "sqlite",
                  "daemons": args.daemons}
-    try:
+    try:  # from here on the daemons are stopped whatever fails (a missing py-spy once left one running)
+        if args.profile:  # sampling slows the daemon a little: its figures are then not the benchmark's
+            gil = ["--gil"] if args.profile_gil else []
+            spy = subprocess.Popen(["py-spy", "record", "-p", str(daemon.pid), "-r", "200", "-f", "raw", "-o",
+                                    args.profile, "-d", "300", "--nonblocking", *gil],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         t0 = time.monotonic()
         while True:
             samples.append((time.time(), cpu_of(daemons)))
