@@ -2,7 +2,8 @@
 beside the sim cloud. The cluster lists its capacity even with every GPU held, so a job that finds
 it full (its launch: no capacity, the class backed off) has an owned option to wait for, as with a
 full SSH pool: it waits up to its ``max_wait``, then bursts to the cloud; or it runs on the cluster
-when a GPU frees inside ``max_wait`` (the next try after the back-off, short here: ``backoff_s``).
+when a GPU frees inside ``max_wait`` (at the next pass: the cluster's job that ends lifts the
+back-off, here a default-length one, so nothing waits out its 300 s).
 ``gpuorch plan`` shows the owned option and the wait while the cluster is full."""
 
 from __future__ import annotations
@@ -30,14 +31,15 @@ DEADLINE = {"at": "8h", "job_hours": 1}
 
 def config(tmp_path: Path, k8s: Any) -> dict[str, Any]:
     """The cluster (priced above the cloud, so only owned-first puts a job there) and the sim cloud
-    selling an 80 GB A100 on demand, booting at once; a class without capacity rests 1 s."""
+    selling an 80 GB A100 on demand, booting at once; a class without capacity rests the default
+    300 s, unless a job on the cluster ends."""
     traces = tmp_path / "traces"
     traces.mkdir()
     (traces / "aa-1a_a100.json").write_text(json.dumps({"metadata": {"gap_seconds": 60}, "data": [1] * 100}))
     sim = {"traces": str(traces), "boot_s": 0, "time_scale": 1, "instance_type": "a2-sim", "gpu": "A100-80GB",
            "gpu_memory_gib": 80, "on_demand_price": 1.0, "min_billing_s": 0}
     return {"providers": {"kubernetes": k8s.options(context={"price_per_gpu_hour": 2.0}), "sim": sim},
-            "backoff_s": 1}
+            "backoff_s": 300}
 
 
 def gated(out: Path, gate: Path, name: str, **extra: Any) -> dict[str, Any]:

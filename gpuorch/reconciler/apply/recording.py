@@ -30,7 +30,7 @@ from gpuorch.reconciler.decide import actions as A
 from gpuorch.reconciler.observe.credentials import CredentialAlarm
 from gpuorch.reconciler.observe.views import AttemptView, JobView, Settings
 from gpuorch.runners.port import RunnerUnavailable, VolumeMountFailed, VolumeNotReady
-from gpuorch.store.models import Attempt, AttemptStatus, Checkpoint, JobStatus, TerminationReason
+from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Checkpoint, JobStatus, TerminationReason
 
 log = logging.getLogger("gpuorch.reconciler")
 
@@ -184,9 +184,21 @@ class Recording:
             lost = f"; lost work {end.lost_work_s:.0f}s" if end.lost_work_s is not None else ""
             events.record(s, now, "attempt_ended", f"{r.reason.value}: {end.message}{lost}", job_id=job_id,
                           attempt=r.number, reason=r.reason.value, lost_work_s=end.lost_work_s)
+            if r.provider in self.settings.owned and r.instance_id:
+                _lift_backoffs(s, r.provider)
             volume_job = job if view.spec.volume is not None else None
         if volume_job is not None:
             self.volumes.detach(volume_job, a.row.instance_id)
+
+
+def _lift_backoffs(s: Session, provider: str) -> None:
+    """An attempt that held owned capacity ended: a job waiting for that capacity (its launch found
+    it full and backed the class off; ``decide.owned``) tries again at the next pass, not after
+    the back-off's length. The SSH pool's slot ledger does the same on a release; this covers
+    every owned provider (a Kubernetes cluster lists no free count to watch)."""
+    mine = col(Backoff.key).startswith(f"{provider}/", autoescape=True) | (col(Backoff.key) == provider)
+    for backoff in s.exec(select(Backoff).where(mine)).all():
+        s.delete(backoff)
 
 
 def _mark_final(s: Session, job_id: int, attempt: int, name: str) -> None:
