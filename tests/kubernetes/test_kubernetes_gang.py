@@ -91,7 +91,9 @@ class TestKubernetesGangContract(GangContract):
         """The pod's DNS name under its headless Service, as CoreDNS serves it (here: fake_dns)."""
         pod = _pod(self._k8s, node.id)
         name = f"{pod.spec.hostname}.{pod.spec.subdomain}.{pod.metadata.namespace}.svc"
-        assert self._k8s.kubelet.resolve(name) == "127.0.0.1"
+        # the record appears once the kubelet has run the pod (its IP): right after the launch here
+        wait_until(lambda: self._k8s.kubelet.resolve(name) == "127.0.0.1", timeout_s=20,
+                   what=f"{name} to resolve to the pod's IP")
         return name
 
 
