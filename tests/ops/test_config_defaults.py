@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,8 @@ def test_the_default_strategy_is_the_policies_own() -> None:
 @pytest.mark.parametrize("variables", [{}, {"GPUORCH_POLL_S": "0.5"}, {"GPUORCH_DATABASE_URL": "sqlite:////x/s.db"}])
 def test_cli_config_takes_the_quick_path_only_with_nothing_configured(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variables: dict[str, str]) -> None:
+    for k in [k for k in os.environ if k.startswith("GPUORCH_")]:  # the suite's own (GPUORCH_CHAOS_SEED) too
+        monkeypatch.delenv(k)
     monkeypatch.setenv("GPUORCH_HOME", str(tmp_path))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("CONFIGURATION_DIRECTORY", str(tmp_path / "etc"))

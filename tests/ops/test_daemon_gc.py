@@ -13,6 +13,8 @@ from gpuorch.testing.fake_provider import FakeProvider
 
 
 def test_serving_raises_the_young_threshold_and_stopping_restores_it(store, monkeypatch):
+    """Bare Reconciler: what is tested is ``Daemon.serve``'s loop (the harness runs passes without
+    it); the reconciler's run_pass is wrapped to read the collector's thresholds inside it."""
     before = gc.get_threshold()
     seen: list[tuple[int, ...]] = []
     rec = Reconciler(store, {"fake": FakeProvider()})
