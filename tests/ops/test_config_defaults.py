@@ -45,6 +45,7 @@ def test_cli_config_takes_the_quick_path_only_with_nothing_configured(
     calls: list[object] = []
     monkeypatch.setattr("gpuorch.ops.config_sources.load_config", lambda path: calls.append(path) or "loaded")
     monkeypatch.setattr(cli_app, "_config", [])
+    monkeypatch.setattr(cli_app, "_config_path", None)  # an earlier CliRunner invocation's --config stays set
     got = cli_app.cli_config()
     assert (got == config.defaults(tmp_path)) == (not variables)
     assert calls == ([] if not variables else [None])
