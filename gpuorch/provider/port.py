@@ -161,6 +161,10 @@ class Instance(Model):
     scheduled_stop: ScheduledStop | None = None  # known ahead of its deadline, for a warning
     ended_at: datetime | None = None  # when it stopped (terminated, reclaimed), if the provider says
     queued: str | None = None  # waits in the provider's queue (Kueue), not booting: why. created_at: its admission
+    # The provider says this instance can never run the job (its host cannot pull the job's image):
+    # why, in the market's words, never a credential. The daemon ends the attempt as failed at once
+    # (not lost, so no relaunch loop) and terminates the instance if it is still alive.
+    failure: str | None = None
 
     @property
     def job_id(self) -> int | None:
