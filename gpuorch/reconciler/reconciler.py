@@ -120,7 +120,7 @@ class Reconciler:
         launching = Launching(self.providers, self._txn, self.money, self.settings, store.installation_id, backoff_s,
                               batch_txn, self.clock, batch_txn)
         recording = Recording(self.providers, self._txn, self.settings, self.volumes, store.installation_id,
-                              self.offers.alarm)
+                              self.offers.alarm, backoff_s)
         self.warm = Warm(store, self.providers, self._txn, self.money, launching._row, lambda: self.settings.poll_s,
                          lambda: heartbeat_every_s(self.settings))  # an idle instance's watcher hears it
         self.applier = Applier(self.providers, self._txn, self.leases, self.clock, self.money, self.volumes,

@@ -47,6 +47,16 @@ from gpuorch.store.models import Event as EventRow
 log = logging.getLogger("gpuorch.reconciler")
 
 
+def back_off(s: Session, provider: Provider | None, key: str, message: str, now: datetime, seconds: float) -> None:
+    """Back the offer class ``key`` (``backoff_key``) of ``provider`` off for ``seconds``, in the
+    caller's transaction: a launch refused, or an attempt that found no capacity (``Recording``).
+    A back-off is a market duration: on a simulated market it rests its market length."""
+    until = now + timedelta(seconds=wall_s(seconds, time_scale(provider)))
+    b = s.get(Backoff, key) or Backoff(key=key, until=until)
+    b.until, b.reason = until, message
+    s.add(b)
+
+
 def gang_candidate(cand: Candidate, nodes: int) -> Candidate:
     """``cand`` as a gang of ``nodes`` instances bills: every price times ``nodes``, so the
     budget check, the attempt's price and its cost count every node (the provider launches the
@@ -362,12 +372,7 @@ class Launching:
             r = s.get(Attempt, row.id)
             r.status, r.reason, r.message, r.ended_at = AttemptStatus.ENDED, reason, message, now  # type: ignore[union-attr]
             if backoff:
-                # A back-off is a market duration: on a simulated market it rests its market length.
-                scale = time_scale(self.providers.get(row.provider))
-                until = now + timedelta(seconds=wall_s(backoff_s or self.backoff_s, scale))
-                b = s.get(Backoff, backoff) or Backoff(key=backoff, until=until)
-                b.until, b.reason = until, message
-                s.add(b)
+                back_off(s, self.providers.get(row.provider), backoff, message, now, backoff_s or self.backoff_s)
             events.record(s, now, reason.value, message, job_id=job_id, attempt=row.number)
             if credentials:  # the provider refused its credentials: provider.credentials_failed (notify.kinds)
                 events.record(s, now, "credentials_failed", f"{row.provider}: {message}", provider=row.provider)

@@ -24,10 +24,12 @@ from gpuorch.jobs import events
 from gpuorch.provider.port import Provider
 from gpuorch.reconciler.apply import refusals
 from gpuorch.reconciler.apply.agent_config import agent_config, recorded_checkpoints, with_registry_login
+from gpuorch.reconciler.apply.launching import back_off
 from gpuorch.reconciler.apply.money import Txn
 from gpuorch.reconciler.apply.volumes import Volumes
 from gpuorch.reconciler.decide import actions as A
 from gpuorch.reconciler.observe.credentials import CredentialAlarm
+from gpuorch.reconciler.observe.listing import backoff_key
 from gpuorch.reconciler.observe.views import AttemptView, JobView, Settings
 from gpuorch.runners.port import RunnerUnavailable, VolumeMountFailed, VolumeNotReady
 from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Checkpoint, JobStatus, TerminationReason
@@ -37,8 +39,9 @@ log = logging.getLogger("gpuorch.reconciler")
 
 class Recording:
     def __init__(self, providers: Mapping[str, Provider], txn: Txn, settings: Settings, volumes: Volumes,
-                 installation: str, alarm: CredentialAlarm | None = None) -> None:
+                 installation: str, alarm: CredentialAlarm | None = None, backoff_s: float = 300.0) -> None:
         self.providers, self._txn, self.settings, self.volumes = providers, txn, settings, volumes
+        self.backoff_s = backoff_s  # the daemon's: how long an attempt that found no capacity backs its class off
         self.installation = installation  # the store's: names every job's checkpoint prefix
         self.alarm = alarm  # told of a runner refused its credentials (provider.credentials_failed)
 
@@ -149,7 +152,10 @@ class Recording:
 
     def end(self, view: JobView, a: AttemptView, end: A.End, now: datetime, ended_at: datetime | None = None) -> None:
         """Record the attempt's end; ``ended_at``: when its billing stopped (the cloud's record,
-        ``gpuorch.money.record.billed_end``), default ``now``."""
+        ``gpuorch.money.record.billed_end``), default ``now``. An end for no capacity (an attempt
+        that never ran: a Kueue admission wait past ``max_wait``, ``decide.owned``) backs its offer
+        class off, as a launch that found none does; another end on owned capacity lifts that
+        provider's back-offs (its capacity is free again)."""
         job_id = view.job.id or 0
         with self._txn(job_id) as (s, job):
             r = s.get(Attempt, a.row.id)
@@ -184,7 +190,11 @@ class Recording:
             lost = f"; lost work {end.lost_work_s:.0f}s" if end.lost_work_s is not None else ""
             events.record(s, now, "attempt_ended", f"{r.reason.value}: {end.message}{lost}", job_id=job_id,
                           attempt=r.number, reason=r.reason.value, lost_work_s=end.lost_work_s)
-            if r.provider in self.settings.owned and r.instance_id:
+            if end.reason == TerminationReason.NO_CAPACITY:  # never ran (an admission wait past max_wait):
+                # its class is full, as for a launch that found no capacity; nothing was freed
+                back_off(s, self.providers.get(r.provider), backoff_key(r.provider, r.region, r.instance_type, r.spot),
+                         end.message, now, self.backoff_s)
+            elif r.provider in self.settings.owned and r.instance_id:
                 _lift_backoffs(s, r.provider)
             volume_job = job if view.spec.volume is not None else None
         if volume_job is not None:
