@@ -17,6 +17,7 @@ import shutil
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -114,55 +115,15 @@ def create_app(service: JobService, token: str, uploads: Path, limits: ApiConfig
     app.add_middleware(Guard, token=token, max_body=limits.max_body_bytes)  # before FastAPI reads the body
     dashboard.mount(app, service, token, lambda header: auth.check(header, token) is None, daily_cap=daily_cap,
                     notify_health=outbox.health)  # /ui: the web dashboard (gpuorch/web)
-    swept_at = [0.0]
-
-    def sweep_uploads(force: bool = False) -> None:
-        """Uploads no job references (a refused submit's, a crash between unpack and store):
-        removed at most hourly, from a submit (no thread of its own)."""
-        now = time.time()
-        if force or now - swept_at[0] > upload.SWEEP_EVERY_S:
-            swept_at[0] = now
-            upload.sweep(uploads, _referenced_uploads(service), now)
-
-    def unpack(data: str | None) -> Path | None:
-        if data is None:
-            return None
-        sweep_uploads()
-        return upload.unpack(data, uploads, max_bytes=limits.max_upload_bytes, max_files=limits.max_upload_files)
-
-    app.state.sweep_uploads = sweep_uploads
+    workdirs = _Uploads(service, uploads, limits)
+    app.state.sweep_uploads = workdirs.sweep
 
     def authorized(request: Request) -> None:
         why = auth.check(request.headers.get("authorization"), token)
         if why is not None:
             raise _Refused(401, why)
 
-    app.add_exception_handler(_Refused, lambda _r, e: _error(e.status, str(e)))
-    app.add_exception_handler(UnknownJob, lambda _r, e: _error(404, str(e)))
-    app.add_exception_handler(UnknownSweep, lambda _r, e: _error(404, str(e)))
-    app.add_exception_handler(UserInputError, lambda _r, e: _error(422, str(e)))
-    def _http(_r: Request, e: Exception) -> JSONResponse:
-        status, detail = e.status_code, str(e.detail)  # type: ignore[attr-defined]
-        if status == 400 and "parsing the body" in detail:  # FastAPI's words for a body json cannot read
-            detail = "request: body: not JSON that can be read (malformed or nested too deeply); send a JSON object"
-        return _error(status, detail)
-
-    app.add_exception_handler(HTTPException, _http)
-
-    def _invalid(_r: Request, e: Exception) -> JSONResponse:
-        err = e.errors()[0]  # type: ignore[attr-defined]
-        status = 400 if err.get("type") == "json_invalid" else 422  # not JSON at all: a bad request
-        return _error(status, f"request: {'.'.join(str(x) for x in err['loc'])}: "
-                              f"{str(err['msg']).removeprefix('Value error, ')}")
-
-    app.add_exception_handler(RequestValidationError, _invalid)
-    app.add_exception_handler(RecursionError, lambda _r, e: _error(400, "request: nested too deeply; flatten it"))
-
-    def _unexpected(_r: Request, e: Exception) -> JSONResponse:  # a bug or the disk: one line, logged
-        log.error("API request failed: %s", runtime_line(e), exc_info=not is_disk_full(e))
-        return _error(500, runtime_line(e))
-
-    app.add_exception_handler(Exception, _unexpected)
+    _add_error_handlers(app)
 
     @app.get("/v1/health")
     def health() -> Response:
@@ -170,7 +131,77 @@ def create_app(service: JobService, token: str, uploads: Path, limits: ApiConfig
 
     # StrictJsonRoute: NaN, Infinity and 1e400 in a body are a 400 naming the field (api/strictjson.py)
     r = APIRouter(prefix="/v1", dependencies=[Depends(authorized)], route_class=StrictJsonRoute)
+    _job_routes(r, service, workdirs.unpack)
+    _sweep_routes(r, service, workdirs.unpack)
+    app.include_router(r)
+    return app
 
+
+class _Uploads:
+    """The uploaded workdirs under ``root``: unpacked from a submit, swept of those no job references."""
+
+    def __init__(self, service: JobService, root: Path, limits: ApiConfig) -> None:
+        self.service, self.root, self.limits = service, root, limits
+        self.swept_at = 0.0
+
+    def sweep(self, force: bool = False) -> None:
+        """Uploads no job references (a refused submit's, a crash between unpack and store):
+        removed at most hourly, from a submit (no thread of its own)."""
+        now = time.time()
+        if force or now - self.swept_at > upload.SWEEP_EVERY_S:
+            self.swept_at = now
+            upload.sweep(self.root, _referenced_uploads(self.service), now)
+
+    def unpack(self, data: str | None) -> Path | None:
+        if data is None:
+            return None
+        self.sweep()
+        return upload.unpack(data, self.root, max_bytes=self.limits.max_upload_bytes,
+                             max_files=self.limits.max_upload_files)
+
+
+def _http(_r: Request, e: Exception) -> JSONResponse:
+    status, detail = e.status_code, str(e.detail)  # type: ignore[attr-defined]
+    if status == 400 and "parsing the body" in detail:  # FastAPI's words for a body json cannot read
+        detail = "request: body: not JSON that can be read (malformed or nested too deeply); send a JSON object"
+    return _error(status, detail)
+
+
+def _invalid(_r: Request, e: Exception) -> JSONResponse:
+    err = e.errors()[0]  # type: ignore[attr-defined]
+    status = 400 if err.get("type") == "json_invalid" else 422  # not JSON at all: a bad request
+    return _error(status, f"request: {'.'.join(str(x) for x in err['loc'])}: "
+                          f"{str(err['msg']).removeprefix('Value error, ')}")
+
+
+def _unexpected(_r: Request, e: Exception) -> JSONResponse:  # a bug or the disk: one line, logged
+    log.error("API request failed: %s", runtime_line(e), exc_info=not is_disk_full(e))
+    return _error(500, runtime_line(e))
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Every error a one-line ``{"error": ...}``: 401, 404, 422, 400 for what is not JSON, 500 for a bug."""
+    app.add_exception_handler(_Refused, lambda _r, e: _error(e.status, str(e)))
+    app.add_exception_handler(UnknownJob, lambda _r, e: _error(404, str(e)))
+    app.add_exception_handler(UnknownSweep, lambda _r, e: _error(404, str(e)))
+    app.add_exception_handler(UserInputError, lambda _r, e: _error(422, str(e)))
+    app.add_exception_handler(HTTPException, _http)
+    app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(RecursionError, lambda _r, e: _error(400, "request: nested too deeply; flatten it"))
+    app.add_exception_handler(Exception, _unexpected)
+
+
+def _submit_unpacked(unpacked: Path | None, submit: Callable[[], Any]) -> Response:
+    """``submit()`` as a 201; a refusal removes the upload it was given (nothing of it is kept)."""
+    try:
+        return _json(submit(), 201)  # the same checks as a local submit
+    except UserInputError:
+        if unpacked is not None:
+            shutil.rmtree(unpacked, ignore_errors=True)
+        raise
+
+
+def _job_routes(r: APIRouter, service: JobService, unpack: Callable[[str | None], Path | None]) -> None:
     @r.post("/jobs")
     def submit(body: SubmitRequest) -> Response:
         if "workdir" in body.spec:
@@ -183,12 +214,7 @@ def create_app(service: JobService, token: str, uploads: Path, limits: ApiConfig
         unpacked = unpack(body.workdir_tar)
         if unpacked is not None:
             spec = spec.model_copy(update={"workdir": str(unpacked)})
-        try:
-            return _json(service.submit(spec, body.source), 201)  # the same checks as a local submit
-        except UserInputError:
-            if unpacked is not None:  # refused: nothing of it is kept
-                shutil.rmtree(unpacked, ignore_errors=True)
-            raise
+        return _submit_unpacked(unpacked, lambda: service.submit(spec, body.source))
 
     @r.get("/jobs")
     def jobs() -> Response:
@@ -224,18 +250,15 @@ def create_app(service: JobService, token: str, uploads: Path, limits: ApiConfig
     def read_log(job_id: Id, attempt: Id, offset: int = Query(0, ge=0, le=MAX_INT64)) -> Response:
         return Response(service.read_log(job_id, attempt, offset), media_type="application/octet-stream")
 
+
+def _sweep_routes(r: APIRouter, service: JobService, unpack: Callable[[str | None], Path | None]) -> None:
     @r.post("/sweeps")
     def sweep_submit(body: SweepSubmitRequest) -> Response:
         spec, trials = parse_sweep(body.spec, body.source, service.now())  # refuse before unpacking the upload
         unpacked = unpack(body.workdir_tar)
         if unpacked is not None:  # every trial runs in the one uploaded copy
             trials = [(params, job.model_copy(update={"workdir": str(unpacked)})) for params, job in trials]
-        try:
-            return _json(service.sweep_submit(spec, trials, body.source), 201)  # the same checks as a local one
-        except UserInputError:
-            if unpacked is not None:  # refused: nothing of it is kept
-                shutil.rmtree(unpacked, ignore_errors=True)
-            raise
+        return _submit_unpacked(unpacked, lambda: service.sweep_submit(spec, trials, body.source))
 
     @r.get("/sweeps")
     def sweeps() -> Response:
@@ -256,9 +279,6 @@ def create_app(service: JobService, token: str, uploads: Path, limits: ApiConfig
     @r.post("/sweeps/{ref}/resume")
     def sweep_resume(ref: str, body: SweepLimitsRequest) -> Response:
         return _json(service.sweep_resume(ref, body.budget, body.deadline))
-
-    app.include_router(r)
-    return app
 
 
 def _bind(host: str, port: int) -> socket.socket:

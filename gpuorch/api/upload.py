@@ -108,39 +108,61 @@ def _resolve(model: Model, path: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _check(members: list[tarfile.TarInfo]) -> tuple[Model, dict[str, tuple[str, ...]]]:
-    """The tree the archive builds, and each hard link's target; _Refused at the first offence."""
-    model: Model = {}
-    order: dict[tuple[str, ...], int] = {}
-    for i, m in enumerate(members):
-        try:
-            if not (m.isreg() or m.isdir() or m.issym() or m.islnk()):
-                raise ValueError("is a device, FIFO or other special file; only files, directories and links")
-            parts = _parts(m.name)
-            if not parts:
-                if m.isdir():
-                    continue  # the upload's root itself
-                raise ValueError("names the upload's root; only a directory may")
-            for k in range(1, len(parts)):
-                above = model.setdefault(parts[:k], _DIR)
-                if above != _DIR and not (isinstance(above, tarfile.TarInfo) and above.isdir()):
-                    kind = "link" if isinstance(above, tarfile.TarInfo) and above.issym() else "file"
-                    raise ValueError(f"would be written through the {kind} {'/'.join(parts[:k])!r}")
-            earlier = model.get(parts)
-            was_dir = earlier == _DIR or (isinstance(earlier, tarfile.TarInfo) and earlier.isdir())
-            if earlier is not None and not (m.isdir() and was_dir):
-                raise ValueError("names a path an earlier member holds; a member may not replace another")
-            if m.islnk():
-                _parts(m.linkname, "its link target")  # a path in the archive, like a member's name
-            elif m.issym():  # relative to the link's directory; ".." is fine while it stays inside (below)
-                to = m.linkname
-                if not to or "\0" in to or len(to.encode("utf-8", "surrogateescape")) > MAX_PATH:
-                    raise ValueError(f"its link target is empty, holds a NUL byte or is over {MAX_PATH} bytes")
-                if to.startswith("/"):
-                    raise ValueError("its link target is absolute; only links inside the upload are allowed")
-            model[parts], order[parts] = m, i
-        except ValueError as e:
-            raise _Refused(m.name, str(e)) from None
+def _is_dir(node: tarfile.TarInfo | str | None) -> bool:
+    return node == _DIR or (isinstance(node, tarfile.TarInfo) and node.isdir())
+
+
+def _check_parents(model: Model, parts: tuple[str, ...]) -> None:
+    """Each directory above ``parts`` into ``model``; ValueError if one is a file or a link."""
+    for k in range(1, len(parts)):
+        above = model.setdefault(parts[:k], _DIR)
+        if not _is_dir(above):
+            kind = "link" if isinstance(above, tarfile.TarInfo) and above.issym() else "file"
+            raise ValueError(f"would be written through the {kind} {'/'.join(parts[:k])!r}")
+
+
+def _check_link_target(m: tarfile.TarInfo) -> None:
+    """A link's own target, before the tree is known; ValueError naming the rule it breaks."""
+    if m.islnk():
+        _parts(m.linkname, "its link target")  # a path in the archive, like a member's name
+    elif m.issym():  # relative to the link's directory; ".." is fine while it stays inside (_check_links)
+        to = m.linkname
+        if not to or "\0" in to or len(to.encode("utf-8", "surrogateescape")) > MAX_PATH:
+            raise ValueError(f"its link target is empty, holds a NUL byte or is over {MAX_PATH} bytes")
+        if to.startswith("/"):
+            raise ValueError("its link target is absolute; only links inside the upload are allowed")
+
+
+def _check_member(model: Model, m: tarfile.TarInfo) -> tuple[str, ...] | None:
+    """``m``'s path, checked against the tree so far (None: the upload's root itself); ValueError naming
+    the rule it breaks."""
+    if not (m.isreg() or m.isdir() or m.issym() or m.islnk()):
+        raise ValueError("is a device, FIFO or other special file; only files, directories and links")
+    parts = _parts(m.name)
+    if not parts:
+        if m.isdir():
+            return None
+        raise ValueError("names the upload's root; only a directory may")
+    _check_parents(model, parts)
+    earlier = model.get(parts)
+    if earlier is not None and not (m.isdir() and _is_dir(earlier)):
+        raise ValueError("names a path an earlier member holds; a member may not replace another")
+    _check_link_target(m)
+    return parts
+
+
+def _hard_target(model: Model, order: dict[tuple[str, ...], int], parts: tuple[str, ...],
+                 link: tarfile.TarInfo) -> tuple[str, ...]:
+    """The file a hard link names: resolved inside, a file, and before the link; ValueError if not."""
+    target = _resolve(model, _parts(link.linkname, "its link target"))
+    first = model.get(target)
+    if not (isinstance(first, tarfile.TarInfo) and first.isreg() and order[target] < order[parts]):
+        raise ValueError("is no file before it in the upload (a hard link needs one)")
+    return target
+
+
+def _check_links(model: Model, order: dict[tuple[str, ...], int]) -> dict[str, tuple[str, ...]]:
+    """Every link of the whole tree resolved inside it; each hard link's target. _Refused if not."""
     hard: dict[str, tuple[str, ...]] = {}
     for parts, link in model.items():
         if not isinstance(link, tarfile.TarInfo) or not (link.issym() or link.islnk()):
@@ -148,15 +170,25 @@ def _check(members: list[tarfile.TarInfo]) -> tuple[Model, dict[str, tuple[str, 
         try:
             if link.issym():
                 _resolve(model, parts[:-1] + tuple(link.linkname.split("/")))
-                continue
-            target = _resolve(model, _parts(link.linkname, "its link target"))
-            first = model.get(target)
-            if not (isinstance(first, tarfile.TarInfo) and first.isreg() and order[target] < order[parts]):
-                raise ValueError("is no file before it in the upload (a hard link needs one)")
-            hard[link.name] = target
+            else:
+                hard[link.name] = _hard_target(model, order, parts, link)
         except ValueError as e:
             raise _Refused(link.name, f"its link target {e}") from None
-    return model, hard
+    return hard
+
+
+def _check(members: list[tarfile.TarInfo]) -> tuple[Model, dict[str, tuple[str, ...]]]:
+    """The tree the archive builds, and each hard link's target; _Refused at the first offence."""
+    model: Model = {}
+    order: dict[tuple[str, ...], int] = {}
+    for i, m in enumerate(members):
+        try:
+            parts = _check_member(model, m)
+        except ValueError as e:
+            raise _Refused(m.name, str(e)) from None
+        if parts is not None:  # None: the upload's root itself
+            model[parts], order[parts] = m, i
+    return model, _check_links(model, order)
 
 
 def _write(tf: tarfile.TarFile, members: list[tarfile.TarInfo], hard: dict[str, tuple[str, ...]],
