@@ -66,31 +66,72 @@ def mount(app: FastAPI, service: JobService, token: str, bearer_ok: Callable[[st
     ``daily_cap`` the line on the costs page and ``notify_health`` the outbox's delivery counts
     (``notify.outbox.health``, passed in by the API: the notifier is a layer above this one) for
     the daemon page."""
-    css = files("gpuorch.web").joinpath("static/style.css").read_text()
-    script = files("gpuorch.web").joinpath("static/live.js").read_text()
+    ui = _Pages(service, token, bearer_ok, daily_cap, notify_health)
+    app.add_exception_handler(_Refused, _refused)
+    app.add_exception_handler(_LoginNeeded, _login_redirect)
+    r = APIRouter(prefix="/ui", include_in_schema=False)  # HTML pages, not the JSON API
+    _static_routes(r)
+    _login_routes(r, token, bearer_ok)
+    _page_routes(r, ui)
+    mount_actions(r, service, token, bearer_ok, ui.render, HEADERS)
+    app.include_router(r)
 
-    def guard(request: Request) -> None:
+
+def _login_redirect(_r: Request, e: Exception) -> Response:
+    assert isinstance(e, _LoginNeeded)
+    return RedirectResponse(f"/ui/login?next={quote(e.path)}", status_code=303, headers=HEADERS)
+
+
+def _refused(_r: Request, _e: Exception) -> Response:
+    return _html(pages.login_page("/ui/jobs", "That token was not accepted; use this server's API token."), 401)
+
+
+def _notice(done: str | None) -> str | None:
+    return NOTICES.get(done or "")
+
+
+class _Pages:
+    """Who may see a page (``guard``), and a page drawn for them (``page``, ``render``)."""
+
+    def __init__(self, service: JobService, token: str, bearer_ok: Callable[[str | None], bool],
+                 daily_cap: float | None, notify_health: data.Health | None) -> None:
+        self.service, self.token, self.bearer_ok = service, token, bearer_ok
+        self.daily_cap, self.notify_health = daily_cap, notify_health
+
+    def guard(self, request: Request) -> None:
         header = request.headers.get("authorization")
         if header is not None:  # a script's bearer token: right or refused, never a redirect
-            if not bearer_ok(header):
+            if not self.bearer_ok(header):
                 raise _Refused()
             return
-        if not session.valid(request.cookies.get(session.COOKIE), token, time.time()):
+        if not session.valid(request.cookies.get(session.COOKIE), self.token, time.time()):
             query = request.url.query  # kept through the login (?scale=log), the notice of an action not
             kept = "&".join(p for p in query.split("&") if p and not p.startswith("done="))
             raise _LoginNeeded(request.url.path + (f"?{kept}" if kept else ""))
 
-    def login_redirect(_r: Request, e: Exception) -> Response:
-        assert isinstance(e, _LoginNeeded)
-        return RedirectResponse(f"/ui/login?next={quote(e.path)}", status_code=303, headers=HEADERS)
+    def page(self, request: Request, render: Any) -> Response:
+        self.guard(request)
+        try:
+            return _html(render())
+        except (UnknownJob, UnknownSweep) as e:
+            return _html(pages.layout("not found", f"<p>{pages.escape(str(e))}</p>"), 404)
 
-    def refused(_r: Request, _e: Exception) -> Response:
-        return _html(pages.login_page("/ui/jobs", "That token was not accepted; use this server's API token."), 401)
+    def csrf(self, request: Request) -> str | None:
+        """The session's CSRF token for the action forms; None for a bearer-token request (no forms)."""
+        if request.headers.get("authorization") is not None:
+            return None
+        return session.csrf(self.token, request.cookies.get(session.COOKIE) or "")
 
-    app.add_exception_handler(_Refused, refused)
+    def render(self, kind: str, ref: str, error: str, csrf: str | None) -> str:
+        """An object's page with the line an action was refused with (``web.actions``)."""
+        if kind == "job":
+            return pages.job_page(data.job(self.service, ref), self.service.now(), csrf, error=error)
+        return sweep_page(data.sweep(self.service, ref), csrf, error=error)
 
-    app.add_exception_handler(_LoginNeeded, login_redirect)
-    r = APIRouter(prefix="/ui", include_in_schema=False)  # HTML pages, not the JSON API
+
+def _static_routes(r: APIRouter) -> None:
+    css = files("gpuorch.web").joinpath("static/style.css").read_text()
+    script = files("gpuorch.web").joinpath("static/live.js").read_text()
 
     @r.get("/static/style.css")
     def style() -> Response:
@@ -100,6 +141,8 @@ def mount(app: FastAPI, service: JobService, token: str, bearer_ok: Callable[[st
     def live() -> Response:
         return Response(script, media_type="text/javascript", headers={**HEADERS, "Cache-Control": "max-age=3600"})
 
+
+def _login_routes(r: APIRouter, token: str, bearer_ok: Callable[[str | None], bool]) -> None:
     @r.get("/login")
     def login_form(next: str | None = None) -> Response:  # the query parameter's name
         return _html(pages.login_page(_safe_next(next)))
@@ -123,42 +166,24 @@ def mount(app: FastAPI, service: JobService, token: str, bearer_ok: Callable[[st
         resp.headers.append("Set-Cookie", session.cookie_header("", secure=False, max_age=0))
         return resp
 
+
+def _page_routes(r: APIRouter, ui: _Pages) -> None:
+    service, page, csrf = ui.service, ui.page, ui.csrf
+
     @r.get("")
     @r.get("/")
     def home(request: Request) -> Response:
-        guard(request)
+        ui.guard(request)
         return RedirectResponse("/ui/jobs", status_code=303, headers=HEADERS)
-
-    def page(request: Request, render: Any) -> Response:
-        guard(request)
-        try:
-            return _html(render())
-        except (UnknownJob, UnknownSweep) as e:
-            return _html(pages.layout("not found", f"<p>{pages.escape(str(e))}</p>"), 404)
-
-    def csrf(request: Request) -> str | None:
-        """The session's CSRF token for the action forms; None for a bearer-token request (no forms)."""
-        if request.headers.get("authorization") is not None:
-            return None
-        return session.csrf(token, request.cookies.get(session.COOKIE) or "")
-
-    def notice(done: str | None) -> str | None:
-        return NOTICES.get(done or "")
-
-    def render(kind: str, ref: str, error: str, csrf: str | None) -> str:
-        """An object's page with the line an action was refused with (``web.actions``)."""
-        if kind == "job":
-            return pages.job_page(data.job(service, ref), service.now(), csrf, error=error)
-        return sweep_page(data.sweep(service, ref), csrf, error=error)
 
     @r.get("/jobs")
     def jobs(request: Request, done: str | None = None) -> Response:
-        return page(request, lambda: pages.jobs_page(data.jobs(service), csrf(request), notice=notice(done)))
+        return page(request, lambda: pages.jobs_page(data.jobs(service), csrf(request), notice=_notice(done)))
 
     @r.get("/jobs/{ref}")
     def job(request: Request, ref: str, done: str | None = None) -> Response:
         return page(request, lambda: pages.job_page(data.job(service, ref), service.now(), csrf(request),
-                                                    notice=notice(done)))
+                                                    notice=_notice(done)))
 
     @r.get("/sweeps")
     def sweeps(request: Request) -> Response:
@@ -167,20 +192,17 @@ def mount(app: FastAPI, service: JobService, token: str, bearer_ok: Callable[[st
     @r.get("/sweeps/{ref}")
     def sweep(request: Request, ref: str, scale: str = "auto", done: str | None = None) -> Response:
         if scale not in SCALES:
-            guard(request)
+            ui.guard(request)
             line = f"scale: {scale[:40]!r} is not one of {', '.join(SCALES)}; use ?scale=log or ?scale=linear"
             return _html(pages.layout("not shown", f"<p class=error role=alert>{pages.escape(line)}</p>",
                                       refresh=False), 400)
         return page(request, lambda: sweep_page(data.sweep(service, ref), csrf(request), scale=scale,
-                                                notice=notice(done)))
+                                                notice=_notice(done)))
 
     @r.get("/costs")
     def costs(request: Request) -> Response:
-        return page(request, lambda: pages.costs_page(data.costs(service, daily_cap)))
+        return page(request, lambda: pages.costs_page(data.costs(service, ui.daily_cap)))
 
     @r.get("/daemon")
     def daemon(request: Request) -> Response:
-        return page(request, lambda: pages.daemon_page(data.daemon(service, notify_health)))
-
-    mount_actions(r, service, token, bearer_ok, render, HEADERS)
-    app.include_router(r)
+        return page(request, lambda: pages.daemon_page(data.daemon(service, ui.notify_health)))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import escape
 
@@ -74,28 +75,49 @@ def wants_log(series: Sequence[tuple[str, Sequence[Point]]]) -> bool:
     return bool(ys) and min(ys) > 0 and max(ys) / min(ys) >= LOG_AUTO_RATIO
 
 
-def line_chart(series: Sequence[tuple[str, Sequence[Point]]], *, title: str, x_label: str = "", y_label: str = "",
-               hline: tuple[float, str] | None = None, step: bool = False, x_is_time: bool = False,
-               log_y: bool = False, best: tuple[str, Point, str] | None = None,
-               width: int = 640, height: int = 300) -> str:
-    """One path per named series (``step``: a staircase, for cumulative spend); ``hline`` draws
-    a dashed reference line such as a cap. ``log_y``: a log10 y axis (values <= 0 cannot be
-    drawn on it and are left out, and the chart says how many). ``best``: (series, point, label)
-    of the best trial: its line is drawn thicker and on top, with a ring on the point."""
-    left, right, top, bottom = 56, 12, 12, 40
-    dropped = 0
-    if log_y:
-        kept = [(n, [p for p in s if p[1] > 0]) for n, s in series]
-        dropped = sum(len(s) for _, s in series) - sum(len(s) for _, s in kept)
-        series = kept
-        hline = hline if hline is None or hline[0] > 0 else None
-        if best is not None and best[1][1] <= 0:
-            best = None
+@dataclass(frozen=True)
+class _Plot:
+    """A line chart's frame: its size, margins and the data range its axes span (y in scale units)."""
+
+    width: int
+    height: int
+    x0: float
+    x1: float
+    y0: float
+    y1: float
+    log_y: bool
+    left: int = 56
+    right: int = 12
+    top: int = 12
+    bottom: int = 40
+
+    def scale(self, v: float) -> float:
+        return math.log10(v) if self.log_y else v
+
+    def sx(self, x: float) -> float:
+        return self.left + (x - self.x0) / (self.x1 - self.x0) * (self.width - self.left - self.right)
+
+    def sy(self, y: float) -> float:
+        return self.top + (1 - (self.scale(y) - self.y0) / (self.y1 - self.y0)) * (self.height - self.top - self.bottom)
+
+
+def _positive(series: Sequence[tuple[str, Sequence[Point]]], hline: tuple[float, str] | None,
+              best: tuple[str, Point, str] | None) -> tuple[list[tuple[str, list[Point]]], tuple[float, str] | None,
+                                                           tuple[str, Point, str] | None, int]:
+    """What a log axis can draw: the points, ``hline`` and ``best`` above 0, and how many points were left out."""
+    kept = [(n, [p for p in s if p[1] > 0]) for n, s in series]
+    dropped = sum(len(s) for _, s in series) - sum(len(s) for _, s in kept)
+    hline = hline if hline is None or hline[0] > 0 else None
+    if best is not None and best[1][1] <= 0:
+        best = None
+    return kept, hline, best, dropped
+
+
+def _plot(pts: list[Point], hline: tuple[float, str] | None, step: bool, log_y: bool, width: int,
+          height: int) -> _Plot:
+    """The frame spanning ``pts`` and ``hline`` (``step``: from 0 up), padded 5 % above (and below)."""
     scale = (lambda v: math.log10(v)) if log_y else (lambda v: v)
-    pts = [p for _, s in series for p in s]
     ys = [scale(y) for _, y in pts] + ([scale(hline[0])] if hline else [])
-    if not pts:
-        return "\n".join([*_frame(width, 60, title), '<text x="8" y="30" class="empty">no data yet</text></svg>'])
     x0, x1 = min(x for x, _ in pts), max(x for x, _ in pts)
     y0, y1 = min(ys + [0.0]) if step else min(ys), max(ys)
     if x1 == x0:
@@ -103,24 +125,22 @@ def line_chart(series: Sequence[tuple[str, Sequence[Point]]], *, title: str, x_l
     if y1 == y0:
         y1 = y0 + (abs(y0) or 1)
     pad = (y1 - y0) * 0.05
-    y0, y1 = (y0 if step else y0 - pad), y1 + pad
+    return _Plot(width, height, x0, x1, (y0 if step else y0 - pad), y1 + pad, log_y)
 
-    def sx(x: float) -> float:
-        return left + (x - x0) / (x1 - x0) * (width - left - right)
 
-    def sy(y: float) -> float:
-        return top + (1 - (scale(y) - y0) / (y1 - y0)) * (height - top - bottom)
-
-    out = _frame(width, height, title, f' data-scale="{"log" if log_y else "linear"}"')
-    out.append(f'<g class="axes" stroke="#888" stroke-width="1"><line x1="{left}" y1="{height - bottom}" '
-               f'x2="{width - right}" y2="{height - bottom}"/><line x1="{left}" y1="{top}" x2="{left}" '
-               f'y2="{height - bottom}"/></g>')
-    for t in _log_ticks(10**y0, 10**y1) if log_y else _ticks(y0, y1):
-        out.append(f'<text x="{left - 4}" y="{sy(t) + 4:.1f}" text-anchor="end" class="tick">{_fmt(t)}</text>')
-    time_format = "%H:%M:%S" if x1 - x0 < 600 else "%H:%M" if x1 - x0 < 2 * 86400 else "%m-%d"
-    for t in _time_ticks(x0, x1) if x_is_time else _ticks(x0, x1):
+def _axes(p: _Plot, x_label: str, y_label: str, x_is_time: bool) -> list[str]:
+    """The axis lines, their ticks and labels."""
+    left, right, top, bottom, width, height = p.left, p.right, p.top, p.bottom, p.width, p.height
+    out = [f'<g class="axes" stroke="#888" stroke-width="1"><line x1="{left}" y1="{height - bottom}" '
+           f'x2="{width - right}" y2="{height - bottom}"/><line x1="{left}" y1="{top}" x2="{left}" '
+           f'y2="{height - bottom}"/></g>']
+    for t in _log_ticks(10**p.y0, 10**p.y1) if p.log_y else _ticks(p.y0, p.y1):
+        out.append(f'<text x="{left - 4}" y="{p.sy(t) + 4:.1f}" text-anchor="end" class="tick">{_fmt(t)}</text>')
+    span = p.x1 - p.x0
+    time_format = "%H:%M:%S" if span < 600 else "%H:%M" if span < 2 * 86400 else "%m-%d"
+    for t in _time_ticks(p.x0, p.x1) if x_is_time else _ticks(p.x0, p.x1):
         label = f"{datetime.fromtimestamp(t, UTC):{time_format}}" if x_is_time else _fmt(t)
-        out.append(f'<text x="{sx(t):.1f}" y="{height - bottom + 16}" text-anchor="middle" class="tick">'
+        out.append(f'<text x="{p.sx(t):.1f}" y="{height - bottom + 16}" text-anchor="middle" class="tick">'
                    f'{escape(label)}</text>')
     if x_label:
         out.append(f'<text x="{(left + width - right) / 2}" y="{height - 4}" text-anchor="middle" class="label">'
@@ -128,14 +148,20 @@ def line_chart(series: Sequence[tuple[str, Sequence[Point]]], *, title: str, x_l
     if y_label:
         out.append(f'<text x="12" y="{top + (height - top - bottom) / 2}" text-anchor="middle" class="label" '
                    f'transform="rotate(-90 12 {top + (height - top - bottom) / 2})">{escape(y_label)}</text>')
-    if hline is not None:
-        v, label = hline
-        out.append(f'<line class="cap" x1="{left}" y1="{sy(v):.1f}" x2="{width - right}" y2="{sy(v):.1f}" '
-                   f'stroke="#e15759" stroke-dasharray="6 4" stroke-width="1.5"/>'
-                   f'<text x="{width - right - 4}" y="{sy(v) - 4:.1f}" text-anchor="end" class="cap-label" '
-                   f'fill="#e15759">{escape(label)}</text>')
-    best_name = best[0] if best is not None else None
-    # the best trial's line last, so no other crosses over it
+    return out
+
+
+def _hline(p: _Plot, hline: tuple[float, str]) -> str:
+    v, label = hline
+    return (f'<line class="cap" x1="{p.left}" y1="{p.sy(v):.1f}" x2="{p.width - p.right}" y2="{p.sy(v):.1f}" '
+            f'stroke="#e15759" stroke-dasharray="6 4" stroke-width="1.5"/>'
+            f'<text x="{p.width - p.right - 4}" y="{p.sy(v) - 4:.1f}" text-anchor="end" class="cap-label" '
+            f'fill="#e15759">{escape(label)}</text>')
+
+
+def _paths(p: _Plot, series: Sequence[tuple[str, Sequence[Point]]], best_name: str | None, step: bool) -> list[str]:
+    """One ``<path>`` per series that has points, the best trial's last so no other crosses over it."""
+    out = []
     order = sorted(range(len(series)), key=lambda i: series[i][0] == best_name)
     for i in order:
         name, s = series[i]
@@ -145,17 +171,42 @@ def line_chart(series: Sequence[tuple[str, Sequence[Point]]], *, title: str, x_l
         d = []
         for j, (x, y) in enumerate(sorted(s)):
             if j and step:
-                d.append(f"H{sx(x):.1f}")
-            d.append(f"{'L' if j else 'M'}{sx(x):.1f},{sy(y):.1f}")
+                d.append(f"H{p.sx(x):.1f}")
+            d.append(f"{'L' if j else 'M'}{p.sx(x):.1f},{p.sy(y):.1f}")
         cls, width_px = ("series best", 3.5) if name == best_name else ("series", 2)
         out.append(f'<path class="{cls}" data-series="{escape(name)}" d="{" ".join(d)}" fill="none" '
                    f'stroke="{colour}" stroke-width="{width_px}"><title>{escape(name)}</title></path>')
+    return out
+
+
+def line_chart(series: Sequence[tuple[str, Sequence[Point]]], *, title: str, x_label: str = "", y_label: str = "",
+               hline: tuple[float, str] | None = None, step: bool = False, x_is_time: bool = False,
+               log_y: bool = False, best: tuple[str, Point, str] | None = None,
+               width: int = 640, height: int = 300) -> str:
+    """One path per named series (``step``: a staircase, for cumulative spend); ``hline`` draws
+    a dashed reference line such as a cap. ``log_y``: a log10 y axis (values <= 0 cannot be
+    drawn on it and are left out, and the chart says how many). ``best``: (series, point, label)
+    of the best trial: its line is drawn thicker and on top, with a ring on the point."""
+    dropped = 0
+    if log_y:
+        series, hline, best, dropped = _positive(series, hline, best)
+    pts = [p for _, s in series for p in s]
+    if not pts:
+        return "\n".join([*_frame(width, 60, title), '<text x="8" y="30" class="empty">no data yet</text></svg>'])
+    p = _plot(pts, hline, step, log_y, width, height)
+    out = _frame(width, height, title, f' data-scale="{"log" if log_y else "linear"}"')
+    out += _axes(p, x_label, y_label, x_is_time)
+    if hline is not None:
+        out.append(_hline(p, hline))
+    best_name = best[0] if best is not None else None
+    out += _paths(p, series, best_name, step)
     if best is not None:
         name, (bx, by), label = best
-        out.append(f'<circle class="best-marker" data-series="{escape(name)}" cx="{sx(bx):.1f}" cy="{sy(by):.1f}" '
-                   f'r="6" fill="none" stroke="#1d2330" stroke-width="2"><title>{escape(label)}</title></circle>')
+        out.append(f'<circle class="best-marker" data-series="{escape(name)}" cx="{p.sx(bx):.1f}" '
+                   f'cy="{p.sy(by):.1f}" r="6" fill="none" stroke="#1d2330" stroke-width="2">'
+                   f'<title>{escape(label)}</title></circle>')
     if dropped:
-        out.append(f'<text x="{width - right - 4}" y="{top + 12}" text-anchor="end" class="tick">'
+        out.append(f'<text x="{width - p.right - 4}" y="{p.top + 12}" text-anchor="end" class="tick">'
                    f'{dropped} points &lt;= 0 not shown on the log axis</text>')
     out.append("</svg>")
     if len(series) > 1:
