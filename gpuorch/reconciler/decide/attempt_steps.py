@@ -123,8 +123,8 @@ def live(a: AttemptView, now: datetime, s: Settings) -> tuple[Step, End | None]:
         if inst is not None:
             return Step((Adopt(row.number, inst),), requeue_after=0), None
         return Step((Relaunch(row.number),), requeue_after=s.poll_s), None
-    if row.start_error is not None:  # a past apply could not start the agent, for good
-        return start_failed(a)
+    if row.start_error is not None or (inst is not None and inst.failure is not None):
+        return start_failed(a)  # apply could not start the agent, or the provider says it never can: for good
     if not alive(inst):
         return Step(), _gone(a, now)
     assert inst is not None
@@ -175,8 +175,10 @@ def start_failed(a: AttemptView) -> tuple[Step, End]:
     ``PermanentError`` (a workdir that cannot be copied). Apply recorded why as the attempt's
     ``start_error``: say so, stop the instance and end the attempt as failed, so the job's retry
     policy decides what follows. The event is ``volume_failed`` for the volume (its messages start
-    with "volume", ``VolumeMountFailed`` and ``Volumes.attach``), ``start_failed`` otherwise."""
-    why = a.row.start_error or "the agent cannot start"
+    with "volume", ``VolumeMountFailed`` and ``Volumes.attach``), ``start_failed`` otherwise. The
+    provider's ``Instance.failure`` (an image its host cannot pull) ends it the same way."""
+    failure = a.instance.failure if a.instance is not None else None
+    why = a.row.start_error or failure or "the agent cannot start"
     kind = "volume_failed" if why.startswith("volume") else "start_failed"
     return Step((Note(kind, why, attempt=a.row.number),) + terminate_if_alive(a)), \
         End(a.row.number, TerminationReason.FAILED, why)
