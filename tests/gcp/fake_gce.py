@@ -425,197 +425,209 @@ ROUTES = [
 ]
 
 
+class _Actions:
+    """One method per route of ``ROUTES`` (``_`` + its action), each ``(params, query, body) -> (status,
+    payload)``; called under the fake's lock."""
+
+    def __init__(self, fake: FakeGce) -> None:
+        self.fake = fake
+
+    def _insert(self, p: dict[str, str], q: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
+        return self.fake.insert(p["z"], body, q.get("requestId"))
+
+    def _get(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+        inst = self.fake.instances.get((p["z"], p["n"]))
+        if inst is None:
+            return 404, _error(404, f"The resource 'projects/{self.fake.project}/zones/{p['z']}/instances/{p['n']}' "
+                                    "was not found", "notFound")
+        return 200, self.fake.public(inst)
+
+    def _list(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+        items = [self.fake.public(i) for (z, _), i in self.fake.instances.items()
+                 if z == p["z"] and matches(i, q.get("filter", ""))]
+        return 200, {"kind": "compute#instanceList", "items": items}
+
+    def _delete(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+        status, found = self._get(p, q, body)
+        if status != 200:
+            return status, found
+        self.fake.remove_instance(p["z"], p["n"])
+        return 200, self.fake._operation(p["z"], "delete", p["n"])
+
+    def _attach_disk(self, p: dict[str, str], q: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
+        return self.fake.attach_disk(p["z"], p["n"], body)
+
+    def _detach_disk(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+        return self.fake.detach_disk(p["z"], p["n"], q.get("deviceName", ""))
+
+    def _insert_disk(self, p: dict[str, str], q: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
+        return self.fake.insert_disk(p["z"], body, q.get("requestId"))
+
+    def _get_disk(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+        disk = self.fake.disks.get((p["z"], p["d"]))
+        if disk is None:
+            return 404, _error(404, f"The resource 'projects/{self.fake.project}/zones/{p['z']}/disks/{p['d']}' "
+                                    "was not found", "notFound")
+        return 200, disk
+
+    def _delete_disk(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+        status, disk = self._get_disk(p, q, body)
+        if status != 200:
+            return status, disk
+        if disk.get("users"):
+            return 400, _error(400, f"The disk resource '{disk['selfLink']}' is already being used by "
+                                    f"'{disk['users'][0]}'", "resourceInUseByAnotherResource")
+        del self.fake.disks[(p["z"], p["d"])]
+        return 200, self.fake._operation(p["z"], "delete", p["d"], target=disk["selfLink"])
+
+    def _agg_machine_types(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+        scoped: dict[str, dict[str, Any]] = {}
+        for mt in self.fake.machine_types:
+            scoped.setdefault(f"zones/{mt['zone']}", {"machineTypes": []})["machineTypes"].append(mt)
+        return 200, {"kind": "compute#machineTypeAggregatedList", "items": scoped}
+
+    def _agg_accelerator_types(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+        start = int(q.get("pageToken") or 0)
+        size = min(self.fake.accelerator_page_size, int(q.get("maxResults") or 500))
+        scoped: dict[str, dict[str, Any]] = {}
+        for at in self.fake.accelerator_types[start:start + size]:
+            zone = str(at["zone"]).rsplit("/", 1)[-1]
+            scoped.setdefault(f"zones/{zone}", {"acceleratorTypes": []})["acceleratorTypes"].append(at)
+        page: dict[str, Any] = {"kind": "compute#acceleratorTypeAggregatedList", "items": scoped}
+        if start + size < len(self.fake.accelerator_types):
+            page["nextPageToken"] = str(start + size)
+        return 200, page
+
+    def _agg_disks(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+        scoped: dict[str, dict[str, Any]] = {}
+        for (z, _), d in self.fake.disks.items():
+            if matches(d, q.get("filter", "")):
+                scoped.setdefault(f"zones/{z}", {"disks": []})["disks"].append(d)
+        return 200, {"kind": "compute#diskAggregatedList", "items": scoped}
+
+    def _guest_attributes(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+        status, inst = self._get(p, q, body)
+        if status != 200:
+            return status, inst
+        path = q.get("queryPath", "")
+        namespace = path.split("/", 1)[0]
+        metadata = {i.get("key"): i.get("value") for i in (inst.get("metadata") or {}).get("items") or []}
+        enabled = str(metadata.get("enable-guest-attributes", "")).upper() == "TRUE"
+        items = [{"namespace": ns, "key": k, "value": v}
+                 for (ns, k), v in self.fake.guest_attributes.get((p["z"], p["n"]), {}).items() if ns == namespace]
+        if not enabled or not items:
+            return 404, _error(404, f"The resource 'projects/{self.fake.project}/zones/{p['z']}/instances/{p['n']}/"
+                                    f"guestAttributes/{path}' was not found", "notFound")
+        return 200, {"kind": "compute#guestAttributes", "queryPath": path,
+                     "selfLink": f"{BASE}/projects/{self.fake.project}/zones/{p['z']}/instances/{p['n']}"
+                                 f"/guestAttributes/{path}",
+                     "queryValue": {"items": items}}
+
+    def _insert_policy(self, p: dict[str, str], q: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
+        return self.fake.insert_policy(p["r"], body, q.get("requestId"))
+
+    def _get_policy(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+        policy = self.fake.policies.get((p["r"], p["n"]))
+        if policy is None:
+            return 404, _error(404, f"The resource '{self.fake.policy_link(p['r'], p['n'])}' was not found", "notFound")
+        return 200, policy
+
+    def _delete_policy(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+        status, policy = self._get_policy(p, q, body)
+        if status != 200:
+            return status, policy
+        users = self.fake.policy_users(p["r"], p["n"])
+        if users:
+            return 400, _error(400, f"The resource_policy resource '{policy['selfLink']}' is already being used "
+                                    f"by '{users[0]['selfLink']}'", "resourceInUseByAnotherResource")
+        del self.fake.policies[(p["r"], p["n"])]
+        return 200, self.fake._operation(p["r"], "delete", p["n"], target=policy["selfLink"])
+
+    def _agg_policies(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+        scoped: dict[str, dict[str, Any]] = {}
+        for (r, _), policy in self.fake.policies.items():
+            scoped.setdefault(f"regions/{r}", {"resourcePolicies": []})["resourcePolicies"].append(policy)
+        return 200, {"kind": "compute#resourcePolicyAggregatedList", "items": scoped}
+
+    def _region_op(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+        op = self.fake.operations.get((p["r"], p["o"]))
+        if op is None:
+            return 404, _error(404, f"operation {p['o']} not found", "notFound")
+        return 200, op
+
+    def _op(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+        op = self.fake.operations.get((p["z"], p["o"]))
+        if op is None:
+            return 404, _error(404, f"operation {p['o']} not found", "notFound")
+        return 200, op
+
+    def _ops(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+        items = [o for (z, _), o in self.fake.operations.items() if z == p["z"] and matches(o, q.get("filter", ""))]
+        return 200, {"kind": "compute#operationList", "items": items}
+
+    def _agg_instances(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+        scoped: dict[str, dict[str, Any]] = {}
+        for (z, _), i in self.fake.instances.items():
+            if matches(i, q.get("filter", "")):
+                scoped.setdefault(f"zones/{z}", {"instances": []})["instances"].append(self.fake.public(i))
+        return 200, {"kind": "compute#instanceAggregatedList", "items": scoped}
+
+    def _agg_ops(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
+        scoped: dict[str, dict[str, Any]] = {}
+        for (z, _), o in self.fake.operations.items():
+            if matches(o, q.get("filter", "")):
+                scoped.setdefault(f"zones/{z}", {"operations": []})["operations"].append(o)
+        return 200, {"kind": "compute#operationAggregatedList", "items": scoped}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """The HTTP side: a request matched against ``ROUTES`` and answered by ``_Actions``."""
+
+    protocol_version = "HTTP/1.1"
+    fake: FakeGce  # set by _handler's subclass
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+    def _handle(self, method: str) -> None:
+        fake = self.fake
+        url = urlparse(self.path)
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}") if length else {}
+        with fake.lock:
+            fake.requests.append((method, url.path))
+            fake._settle()
+            for f in fake.http_failures:
+                if f.method == method and re.search(f.path, url.path) and f.times > 0:
+                    f.times -= 1
+                    return self._reply(f.status, _error(f.status, f.message, f.reason or "backendError"))
+            for m, pattern, action in ROUTES:
+                match = pattern.match(url.path) if m == method else None
+                if match is not None:
+                    params = match.groupdict()
+                    if params["p"] != fake.project:
+                        return self._reply(404, _error(404, f"project {params['p']} not found", "notFound"))
+                    return self._reply(*getattr(_Actions(fake), "_" + action)(params, query, body))
+        self._reply(404, _error(404, f"no route {method} {url.path}", "notFound"))
+
+    def _reply(self, status: int, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
 def _handler(fake: FakeGce) -> type:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_GET(self) -> None:
-            self._handle("GET")
-
-        def do_POST(self) -> None:
-            self._handle("POST")
-
-        def do_DELETE(self) -> None:
-            self._handle("DELETE")
-
-        def _handle(self, method: str) -> None:
-            url = urlparse(self.path)
-            query = {k: v[0] for k, v in parse_qs(url.query).items()}
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length) or b"{}") if length else {}
-            with fake.lock:
-                fake.requests.append((method, url.path))
-                fake._settle()
-                for f in fake.http_failures:
-                    if f.method == method and re.search(f.path, url.path) and f.times > 0:
-                        f.times -= 1
-                        return self._reply(f.status, _error(f.status, f.message, f.reason or "backendError"))
-                for m, pattern, action in ROUTES:
-                    match = pattern.match(url.path) if m == method else None
-                    if match is not None:
-                        params = match.groupdict()
-                        if params["p"] != fake.project:
-                            return self._reply(404, _error(404, f"project {params['p']} not found", "notFound"))
-                        return self._reply(*getattr(self, "_" + action)(params, query, body))
-            self._reply(404, _error(404, f"no route {method} {url.path}", "notFound"))
-
-        # -- actions (called under the lock) -----------------------------------------------
-        def _insert(self, p: dict[str, str], q: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
-            return fake.insert(p["z"], body, q.get("requestId"))
-
-        def _get(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
-            inst = fake.instances.get((p["z"], p["n"]))
-            if inst is None:
-                return 404, _error(404, f"The resource 'projects/{fake.project}/zones/{p['z']}/instances/{p['n']}' "
-                                        "was not found", "notFound")
-            return 200, fake.public(inst)
-
-        def _list(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
-            items = [fake.public(i) for (z, _), i in fake.instances.items()
-                     if z == p["z"] and matches(i, q.get("filter", ""))]
-            return 200, {"kind": "compute#instanceList", "items": items}
-
-        def _delete(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
-            status, found = self._get(p, q, body)
-            if status != 200:
-                return status, found
-            fake.remove_instance(p["z"], p["n"])
-            return 200, fake._operation(p["z"], "delete", p["n"])
-
-        def _attach_disk(self, p: dict[str, str], q: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
-            return fake.attach_disk(p["z"], p["n"], body)
-
-        def _detach_disk(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
-            return fake.detach_disk(p["z"], p["n"], q.get("deviceName", ""))
-
-        def _insert_disk(self, p: dict[str, str], q: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
-            return fake.insert_disk(p["z"], body, q.get("requestId"))
-
-        def _get_disk(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
-            disk = fake.disks.get((p["z"], p["d"]))
-            if disk is None:
-                return 404, _error(404, f"The resource 'projects/{fake.project}/zones/{p['z']}/disks/{p['d']}' "
-                                        "was not found", "notFound")
-            return 200, disk
-
-        def _delete_disk(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
-            status, disk = self._get_disk(p, q, body)
-            if status != 200:
-                return status, disk
-            if disk.get("users"):
-                return 400, _error(400, f"The disk resource '{disk['selfLink']}' is already being used by "
-                                        f"'{disk['users'][0]}'", "resourceInUseByAnotherResource")
-            del fake.disks[(p["z"], p["d"])]
-            return 200, fake._operation(p["z"], "delete", p["d"], target=disk["selfLink"])
-
-        def _agg_machine_types(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
-            scoped: dict[str, dict[str, Any]] = {}
-            for mt in fake.machine_types:
-                scoped.setdefault(f"zones/{mt['zone']}", {"machineTypes": []})["machineTypes"].append(mt)
-            return 200, {"kind": "compute#machineTypeAggregatedList", "items": scoped}
-
-        def _agg_accelerator_types(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
-            start = int(q.get("pageToken") or 0)
-            size = min(fake.accelerator_page_size, int(q.get("maxResults") or 500))
-            scoped: dict[str, dict[str, Any]] = {}
-            for at in fake.accelerator_types[start:start + size]:
-                zone = str(at["zone"]).rsplit("/", 1)[-1]
-                scoped.setdefault(f"zones/{zone}", {"acceleratorTypes": []})["acceleratorTypes"].append(at)
-            page: dict[str, Any] = {"kind": "compute#acceleratorTypeAggregatedList", "items": scoped}
-            if start + size < len(fake.accelerator_types):
-                page["nextPageToken"] = str(start + size)
-            return 200, page
-
-        def _agg_disks(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
-            scoped: dict[str, dict[str, Any]] = {}
-            for (z, _), d in fake.disks.items():
-                if matches(d, q.get("filter", "")):
-                    scoped.setdefault(f"zones/{z}", {"disks": []})["disks"].append(d)
-            return 200, {"kind": "compute#diskAggregatedList", "items": scoped}
-
-        def _guest_attributes(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
-            status, inst = self._get(p, q, body)
-            if status != 200:
-                return status, inst
-            path = q.get("queryPath", "")
-            namespace = path.split("/", 1)[0]
-            metadata = {i.get("key"): i.get("value") for i in (inst.get("metadata") or {}).get("items") or []}
-            enabled = str(metadata.get("enable-guest-attributes", "")).upper() == "TRUE"
-            items = [{"namespace": ns, "key": k, "value": v}
-                     for (ns, k), v in fake.guest_attributes.get((p["z"], p["n"]), {}).items() if ns == namespace]
-            if not enabled or not items:
-                return 404, _error(404, f"The resource 'projects/{fake.project}/zones/{p['z']}/instances/{p['n']}/"
-                                        f"guestAttributes/{path}' was not found", "notFound")
-            return 200, {"kind": "compute#guestAttributes", "queryPath": path,
-                         "selfLink": f"{BASE}/projects/{fake.project}/zones/{p['z']}/instances/{p['n']}"
-                                     f"/guestAttributes/{path}",
-                         "queryValue": {"items": items}}
-
-        def _insert_policy(self, p: dict[str, str], q: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
-            return fake.insert_policy(p["r"], body, q.get("requestId"))
-
-        def _get_policy(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
-            policy = fake.policies.get((p["r"], p["n"]))
-            if policy is None:
-                return 404, _error(404, f"The resource '{fake.policy_link(p['r'], p['n'])}' was not found", "notFound")
-            return 200, policy
-
-        def _delete_policy(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
-            status, policy = self._get_policy(p, q, body)
-            if status != 200:
-                return status, policy
-            users = fake.policy_users(p["r"], p["n"])
-            if users:
-                return 400, _error(400, f"The resource_policy resource '{policy['selfLink']}' is already being used "
-                                        f"by '{users[0]['selfLink']}'", "resourceInUseByAnotherResource")
-            del fake.policies[(p["r"], p["n"])]
-            return 200, fake._operation(p["r"], "delete", p["n"], target=policy["selfLink"])
-
-        def _agg_policies(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
-            scoped: dict[str, dict[str, Any]] = {}
-            for (r, _), policy in fake.policies.items():
-                scoped.setdefault(f"regions/{r}", {"resourcePolicies": []})["resourcePolicies"].append(policy)
-            return 200, {"kind": "compute#resourcePolicyAggregatedList", "items": scoped}
-
-        def _region_op(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
-            op = fake.operations.get((p["r"], p["o"]))
-            if op is None:
-                return 404, _error(404, f"operation {p['o']} not found", "notFound")
-            return 200, op
-
-        def _op(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
-            op = fake.operations.get((p["z"], p["o"]))
-            if op is None:
-                return 404, _error(404, f"operation {p['o']} not found", "notFound")
-            return 200, op
-
-        def _ops(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
-            items = [o for (z, _), o in fake.operations.items() if z == p["z"] and matches(o, q.get("filter", ""))]
-            return 200, {"kind": "compute#operationList", "items": items}
-
-        def _agg_instances(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
-            scoped: dict[str, dict[str, Any]] = {}
-            for (z, _), i in fake.instances.items():
-                if matches(i, q.get("filter", "")):
-                    scoped.setdefault(f"zones/{z}", {"instances": []})["instances"].append(fake.public(i))
-            return 200, {"kind": "compute#instanceAggregatedList", "items": scoped}
-
-        def _agg_ops(self, p: dict[str, str], q: dict[str, str], body: Any) -> tuple[int, Any]:
-            scoped: dict[str, dict[str, Any]] = {}
-            for (z, _), o in fake.operations.items():
-                if matches(o, q.get("filter", "")):
-                    scoped.setdefault(f"zones/{z}", {"operations": []})["operations"].append(o)
-            return 200, {"kind": "compute#operationAggregatedList", "items": scoped}
-
-        def _reply(self, status: int, payload: Any) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    return Handler
+    return type("Handler", (_Handler,), {"fake": fake})
