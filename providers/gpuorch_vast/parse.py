@@ -12,6 +12,14 @@ them), so a stopped instance it asked to run was stopped by the market: an inter
 outbid (a higher bid took the machine: "Lower priority instances are paused until they become
 the highest priority", vast.ai/docs/renting/instance-details), an on-demand one at its host's
 contract end. Both are a reclaim: PREEMPTED. Vast gives no notice ahead of it.
+
+An image the host cannot start is said in ``status_msg`` while ``actual_status`` stays ``created``
+or ``loading`` (Vast retries): docker's refusal ("Error response from daemon: pull access denied
+for ..., repository does not exist or may require 'docker login'", "manifest unknown", "no basic
+auth credentials"), or "OCI runtime create failed" (dstack's Vast backend reads exactly that,
+dstackai/dstack src/dstack/_internal/core/backends/vastai/compute.py ``update_provisioning_data``).
+Such an instance is reported with ``Instance.failure`` (the daemon ends the attempt and destroys
+it); a refusal that may pass (docker's rate limit, "toomanyrequests") is not one.
 """
 
 from __future__ import annotations
@@ -65,6 +73,22 @@ def state_of(row: dict[str, Any]) -> tuple[InstanceState, str | None]:
     return InstanceState.TERMINATED, f"vast: {actual} ({row.get('status_msg') or 'no message'})"
 
 
+_NEVER_STARTS = re.compile(r"pull access denied|manifest unknown|manifest for \S+ not found|repository does not "
+                           r"exist|no basic auth credentials|unauthorized: |denied: requested access|"
+                           r"invalid reference format|OCI runtime create failed", re.I)
+_SECRET = re.compile(r"(-p|--password|password)([\s=:]+)\S+", re.I)
+
+
+def failure_of(row: dict[str, Any]) -> str | None:
+    """Why the instance can never start its image, from ``status_msg`` (None: it may yet). The
+    market's words, on one line, with anything that looks like a password masked."""
+    msg = str(row.get("status_msg") or "")
+    if row.get("actual_status") == "running" or not _NEVER_STARTS.search(msg):
+        return None
+    said = _SECRET.sub(r"\1\2***", " ".join(msg.split()))[:400]
+    return f"vast: the host cannot start the image: {said}"
+
+
 def when(epoch: Any) -> datetime | None:
     try:
         value = float(epoch)
@@ -89,5 +113,5 @@ def to_instance(row: dict[str, Any], region: str | None = None) -> Instance | No
         state=state, tags=tags, created_at=when(row.get("start_date")),
         host=(row.get("ssh_host") or None) if state.alive else None,
         port=int(port) if state.alive and isinstance(port, int | str) and str(port).isdigit() else None,
-        state_reason=reason,
+        state_reason=reason, failure=failure_of(row),
     )

@@ -1,8 +1,10 @@
 """Private images on Vast (issue 33): the registry login from the standard chain rides in
 create-instance's ``image_login`` (docker login arguments), so the host's docker pulls the image.
-Without it the host cannot pull (the fake keeps the instance loading with docker's refusal); a
-declared registry whose secret is not set fails the attempt before anything is rented, in one line
-naming the variable; the secret never reaches the logs (the RunPod tests check the store too)."""
+Without it the host cannot pull (the fake keeps the instance loading with docker's refusal in
+``status_msg``): the adapter says so (``Instance.failure``) and the daemon ends the attempt with the
+market's message at once, destroying the instance, with no relaunch; a declared registry whose
+secret is not set fails the attempt before anything is rented, in one line naming the variable;
+the secret never reaches the logs (the RunPod tests check the store too)."""
 
 from __future__ import annotations
 
@@ -54,8 +56,28 @@ def test_without_a_login_the_host_cannot_pull_it(tmp_path: Path, fake: FakeVast,
     v = provider(fake, tmp_path / "home")
     inst = launch(v, 1)
     assert int(inst.id) not in fake.logins and fake.pull_denied == [IMAGE]
-    assert v.get(inst.id).state == InstanceState.PENDING  # the daemon's boot timeout ends it
+    seen = v.get(inst.id)
+    assert seen.state == InstanceState.PENDING  # Vast retries the pull: alive, the daemon destroys it
+    assert seen.failure == (f"vast: the host cannot start the image: Error response from daemon: pull access denied "
+                            f"for {IMAGE}, repository does not exist or may require 'docker login'")
     v.close()
+
+
+def test_the_daemon_fails_an_unpullable_image_at_the_pull_with_the_markets_message(tmp_path: Path, fake: FakeVast,
+                                                                                  monkeypatch) -> None:
+    fake.private_images[IMAGE] = ("acme", TOKEN)
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "empty"))
+    config = {"providers": {"vast": {"server_url": fake.url}}}
+    with AssembledDaemon.start(tmp_path / "home", config) as d:
+        job = d.submit({"name": "private", "image": IMAGE, "run": "python train.py", "spot_policy": "on-demand",
+                        "resources": {"gpu": "RTX4090:1"}, "providers": ["vast"]})
+        final = d.until_terminal(job, timeout_s=60)  # long before the 900 s boot timeout
+        attempts = d.attempts(job)
+    assert final.status.value == "failed"
+    assert [a.reason for a in attempts] == [TerminationReason.FAILED]  # one rent, no relaunch
+    message = attempts[0].message or ""
+    assert "pull access denied for ghcr.io/acme/private-train:2" in message and "\n" not in message
+    assert fake.rented_images == [IMAGE] and not fake.instances  # destroyed: nothing left billing
 
 
 def test_a_declared_registry_without_its_secret_or_with_an_unsafe_one_rents_nothing(tmp_path: Path, fake: FakeVast,
