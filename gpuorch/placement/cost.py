@@ -14,6 +14,7 @@ volume's disk type (``PlacementOptions.storage_rates``, read by the caller from 
 
     storage = size GiB * USD per GiB-month / 730 h * (finish hours)
 
+(an offer that carries its own rate, a Vast host's, at that rate: ``storage_usd_per_s``)
 by the second from the volume's making (before the first launch) to the job's end, as
 ``gpuorch.money.storage`` bills it (no market here declares a storage minimum). A volume kept after
 the job (``volume.keep``) bills on, but that is the user's choice, not this job's cost.
@@ -109,11 +110,14 @@ def expected(s: Scenario, price: float, spot: bool, rate_per_h: float = 0.0, egr
     return price * per_price + fixed, finish
 
 
-def storage_usd_per_s(spec: JobSpec, opts: PlacementOptions, provider: str) -> float:
-    """USD per second that the job's volume costs on ``provider`` while the job runs (0 without one)."""
+def storage_usd_per_s(spec: JobSpec, opts: PlacementOptions, provider: str, own_rate: float | None = None) -> float:
+    """USD per second that the job's volume costs on ``provider`` while the job runs (0 without one).
+    ``own_rate``: the offer's own rate where its market prices storage per host (Vast's hosts,
+    ``Offer.storage_usd_per_gib_month``), used instead of the provider's for any disk type."""
     if spec.volume is None or not opts.storage_rates:
         return 0.0
-    return spec.volume.size * opts.storage_rate(provider, spec.volume.type) / (HOURS_PER_MONTH * 3600)
+    rate = own_rate if own_rate is not None else opts.storage_rate(provider, spec.volume.type)
+    return spec.volume.size * rate / (HOURS_PER_MONTH * 3600)
 
 
 def with_job(spec: JobSpec, base: PlacementOptions | None, max_nodes: Iterable[tuple[str, int]] = (),

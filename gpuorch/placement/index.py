@@ -2,8 +2,9 @@
 and the few offers it returns instead of every offer in the catalog.
 
 An offer class is everything that decides whether a job fits and how fast it runs (provider,
-instance type, GPU model and count, memory, vCPU, RAM, interconnect, billing rule); offers of
-one class differ only in region, zone, prices and interruption bucket. A full catalog has tens
+instance type, GPU model and count, memory, vCPU, RAM, interconnect, billing rule, and an offer's
+own storage rate where its market prices storage per host); offers of one class differ only in
+region, zone, prices and interruption bucket. A full catalog has tens
 of thousands of offers but only tens to hundreds of classes, so fit and runtime are computed
 per class.
 
@@ -39,6 +40,7 @@ class OfferClass:
     memory_gib: float
     interconnect: str | None
     billing: BillingRule
+    storage_rate: float | None  # the offers' own volume storage rate (Offer.storage_usd_per_gib_month)
     start: int  # rows [start, stop) of the index
     stop: int
 
@@ -53,12 +55,13 @@ class OfferClass:
 
 
 # OfferClass's fields before start/stop: what makes offers interchangeable but for place and price.
-ClassKey = tuple[str, str, str | None, int, float, float, float, str | None, BillingRule]
+ClassKey = tuple[str, str, str | None, int, float, float, float, str | None, BillingRule, float | None]
 
 
 def _class_key(o: Offer) -> ClassKey:
     return (o.provider, o.instance_type, o.gpu, o.gpu_count, o.gpu_memory_gib, o.vcpus, o.memory_gib,
-            o.interconnect, BillingRule(o.billing_granularity_s, o.min_billing_s))  # fmt: skip
+            o.interconnect, BillingRule(o.billing_granularity_s, o.min_billing_s),
+            o.storage_usd_per_gib_month)  # fmt: skip
 
 
 class PriceOrder:

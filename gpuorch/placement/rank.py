@@ -188,7 +188,7 @@ def plan(
         fits[ci] = fit
         scen, ckpt = _scenario(spec, opts, c, fit)
         egress = _egress_per_gib(store, opts, idx, c.provider)
-        storage_per_s = storage_usd_per_s(spec, opts, c.provider)  # one volume per job, billed for the run
+        storage_per_s = storage_usd_per_s(spec, opts, c.provider, c.storage_rate)  # one volume per job, for the run
         for spot in allowed_markets:
             same_cloud = opts.egress_same_cloud_usd_per_gib
             for bucket, per_gib, order in _groups(idx, ci, spot, where, allowed, egress, same_cloud, listed):

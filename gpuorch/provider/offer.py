@@ -30,6 +30,9 @@ class Offer(Model):
     min_billing_s: int = 60
     interconnect: str | None = None  # "nvlink", "pcie", ...
     interruption_bucket: str | None = None  # AWS advisor style: "<5%", ..., ">20%"
+    # This offer's own volume storage rate, USD per GiB-month, where the market prices storage per
+    # host (Vast's ``storage_cost``); None: the provider's catalog rate (``AdapterCatalog.storage_rate``).
+    storage_usd_per_gib_month: float | None = None
 
     def price(self, spot: bool) -> float:
         if spot:
