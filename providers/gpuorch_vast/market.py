@@ -3,16 +3,20 @@
 An ask is one host's listing (``POST /api/v0/bundles/``, docs.vast.ai/api-reference/search/search-offers:
 ``gpu_name``, ``num_gpus``, ``gpu_ram`` MB, ``cpu_cores_effective``, ``cpu_ram`` MB, ``disk_space``,
 ``dph_total`` $/h with the storage asked for, ``min_bid``, ``reliability2``, ``geolocation``,
-``verified``). Asks come and go by the minute, so gpuorch never offers a host: an offer is a class,
-GPU model x count in one country (``RTX4090x1`` in ``US``), and a launch takes the best live ask of
-the class at that moment (``pick``), or answers NoCapacityError.
+``verified``, ``storage_cost`` $/GB-month: the field list of vastai 1.9.1's ``search offers``,
+vastai/cli/commands/offers.py, and its ``Offer`` model, vastai/data/offer.py). Asks come and go
+by the minute, so gpuorch never offers a host: an offer is a class, GPU model x count in one
+country (``RTX4090x1`` in ``US``), and a launch takes the best live ask of the class at that moment
+(``pick``), or answers NoCapacityError.
 
 The ranking rule: a host's **expected price** is its price divided by its reliability score
 (0..1, Vast's estimate of the share of time the host stays up). An unreliable host's hour costs
 more in expectation (a failure loses the work since the last checkpoint and a relaunch), and
 dividing by the score charges that in the offer the placement and the caps use. Hosts below
 ``min_reliability`` are never offered. A class's price is its best ask's expected price; its
-vCPUs and RAM the least of its acceptable asks (any of them may be the one rented).
+vCPUs and RAM the least of its acceptable asks (any of them may be the one rented); its storage
+rate (``Offer.storage_usd_per_gib_month``, what a job's volume costs) that best ask's own
+``storage_cost``, the host a launch most likely takes (none given: the catalog's single rate).
 """
 
 from __future__ import annotations
@@ -80,6 +84,13 @@ def classify(ask: dict[str, Any], o: VastOptions) -> tuple[str, int, str] | None
     return name, count, where
 
 
+def storage_rate(ask: dict[str, Any]) -> float | None:
+    """The host's own storage price, USD per GB-month (``storage_cost``); None where it gives none."""
+    v = ask.get("storage_cost")
+    return round(float(v), 6) if isinstance(v, int | float) and not isinstance(v, bool) and \
+        math.isfinite(v) and 0 <= v < 100 else None
+
+
 def bid_of(ask: dict[str, Any], o: VastOptions) -> float | None:
     """The bid gpuorch places on an interruptible ask: its minimum bid times ``bid_factor``."""
     floor = _number(ask, "min_bid")
@@ -96,7 +107,8 @@ def offers_of(asks: list[dict[str, Any]], o: VastOptions) -> list[Offer]:
     for (gpu, count, where), members in sorted(best.items()):
         spec = gpus.lookup(gpu)
         assert spec is not None
-        od = min(expected(_number(a, "dph_total"), a) for a in members)
+        best = min(members, key=lambda a: (expected(_number(a, "dph_total"), a), int(a.get("id") or 0)))
+        od = expected(_number(best, "dph_total"), best)
         bids = [expected(b, a) for a in members if (b := bid_of(a, o)) is not None]
         spot = min(bids) if bids and min(bids) < od else None
         out.append(Offer(
@@ -105,6 +117,7 @@ def offers_of(asks: list[dict[str, Any]], o: VastOptions) -> list[Offer]:
             memory_gib=round(min(_number(a, "cpu_ram") for a in members) / 1024, 2), price_per_hour=round(od, 4),
             spot_price_per_hour=None if spot is None else round(spot, 4), billing_granularity_s=1, min_billing_s=0,
             interconnect=CATALOG.interconnect_for(instance_type(gpu, count), count),
+            storage_usd_per_gib_month=storage_rate(best),
         ))  # fmt: skip
     return out
 

@@ -60,7 +60,7 @@ KEY = "fake-vast-key-0123456789abcdef"
 
 def ask(ask_id: int, gpu_name: str = "RTX 4090", *, num_gpus: int = 1, gpu_ram: int = 24564, dph: float = 0.40,
         min_bid: float = 0.20, reliability: float = 0.99, geolocation: str = "Texas, US", cpu: float = 16,
-        cpu_ram: int = 65536, verified: bool = True) -> dict[str, Any]:
+        cpu_ram: int = 65536, verified: bool = True, storage_cost: float = 0.15) -> dict[str, Any]:
     """One ask as the search answers it (the documented fields gpuorch reads, and a few more)."""
     return {"id": ask_id, "ask_contract_id": ask_id, "machine_id": 10_000 + ask_id, "host_id": 500 + ask_id,
             "gpu_name": gpu_name, "num_gpus": num_gpus, "gpu_ram": gpu_ram, "gpu_total_ram": gpu_ram * num_gpus,
@@ -68,7 +68,7 @@ def ask(ask_id: int, gpu_name: str = "RTX 4090", *, num_gpus: int = 1, gpu_ram: 
             "dph_base": round(dph - 0.01, 6), "dph_total": dph, "min_bid": min_bid, "reliability2": reliability,
             "reliability": reliability, "geolocation": geolocation, "inet_down": 900.0, "inet_up": 800.0,
             "verified": verified, "rentable": True, "rented": False, "external": False, "is_bid": False,
-            "direct_port_count": 10}
+            "direct_port_count": 10, "storage_cost": storage_cost}
 
 
 def market() -> list[dict]:
