@@ -21,7 +21,7 @@ from gpuorch import gpus
 from gpuorch.catalog.families import fabric_for
 from gpuorch.jobs.spec import GpuRequirement, JobSpec
 from gpuorch.placement.index import OfferClass, OfferIndex
-from gpuorch.sizing import GIB, best_estimate, checkpoint_bytes, estimate_hours, unsupported
+from gpuorch.sizing import GIB, MemoryEstimate, best_estimate, checkpoint_bytes, estimate_hours, unsupported
 from gpuorch.sizing.fabric import Fabric
 from gpuorch.sizing.workload import Distributed, Workload
 
@@ -69,6 +69,17 @@ def _evaluate(needs: Needs, c: OfferClass) -> ClassFit | Refusal:
     if (req is not None or w is not None) and (c.gpu is None or c.gpu_count < 1):
         return Refusal("no GPU")
     used = needs.gpus_used(c.gpu_count)
+    refused = _hardware_refusal(needs, c)
+    if refused is not None:
+        return refused
+    if w is None:
+        return ClassFit(None, None, None, 0.0, used)
+    return _model_fit(needs, c, w, used)
+
+
+def _hardware_refusal(needs: Needs, c: OfferClass) -> Refusal | None:
+    """The class's GPUs (name, count, memory), vCPUs or RAM short of what the job asks; None: enough."""
+    req = needs.gpu
     if req is not None:
         if req.name and not req.matches(c.gpu):
             return Refusal(f"GPU is {c.gpu}, the job asks for {req.name}{'' if req.variant else ' (any variant)'}")
@@ -83,26 +94,45 @@ def _evaluate(needs: Needs, c: OfferClass) -> ClassFit | Refusal:
         return Refusal(f"{c.vcpus:g} vCPUs, the job asks for {needs.cpus:g}")
     if c.memory_gib and c.memory_gib < needs.memory_gib:
         return Refusal(f"{c.memory_gib:g} GiB RAM, the job asks for {needs.memory_gib:g} GiB")
-    if w is None:
-        return ClassFit(None, None, None, 0.0, used)
+    return None
+
+
+def _strategy_gpus(w: Workload, nodes: int, used: int) -> tuple[Workload, int] | Refusal:
+    """A model job is sized on the GPUs its distributed strategy uses: one without a strategy (a
+    multi-GPU offer is only a place to run it), else the degree or every GPU it may use here
+    (``used``). The workload (a gang's training without a strategy: DDP) and those GPUs."""
+    if nodes > 1 and w.training and w.strategy.strategy == "none":  # torchrun's DDP over every GPU
+        w = w.model_copy(update={"distributed": Distributed(strategy="ddp")})
+    strategy = w.strategy
+    if strategy.strategy == "none":
+        return w, 1
+    if strategy.degree:
+        if strategy.degree > used:
+            return Refusal(f"{used} GPU(s), distributed: {strategy.strategy} asks for {strategy.degree}")
+        return w, strategy.degree
+    return w, used
+
+
+def _memory_refusal(w: Workload, est: MemoryEstimate, total: int, used: int, nodes: int, usable: float) -> Refusal:
+    over = (f"{est.sharding} over {total}" + (f" on {nodes} nodes" if total > used else "") if total > 1 else
+            "on one GPU: the job declares no distributed strategy" if w.strategy.strategy == "none" else
+            f"{w.strategy.strategy} on this offer's one GPU")
+    return Refusal(f"needs {est.per_gpu_gib:.1f} GiB per GPU ({over}), has {usable:.1f}", est.per_gpu_gib, usable)
+
+
+def _model_fit(needs: Needs, c: OfferClass, w: Workload, may_use: int) -> ClassFit | Refusal:
+    """A model job on ``may_use`` of the class's GPUs: its strategy, interconnect and memory, and its hours."""
     spec = c.spec
     if spec is None:
         return Refusal(f"GPU {c.gpu} is not in the GPU table; its speed is unknown")
     why = unsupported(w, spec)
     if why:
         return Refusal(why)
-    # A model job is sized on the GPUs its distributed strategy uses: one without a strategy (a
-    # multi-GPU offer is only a place to run it), else the degree or every GPU it may use here.
     nodes = needs.nodes
-    if nodes > 1 and w.training and w.strategy.strategy == "none":  # torchrun's DDP over every GPU
-        w = w.model_copy(update={"distributed": Distributed(strategy="ddp")})
-    strategy, may_use = w.strategy, used
-    if strategy.strategy == "none":
-        used = 1
-    elif strategy.degree:
-        if strategy.degree > may_use:
-            return Refusal(f"{may_use} GPU(s), distributed: {strategy.strategy} asks for {strategy.degree}")
-        used = strategy.degree
+    sized = _strategy_gpus(w, nodes, may_use)
+    if isinstance(sized, Refusal):
+        return sized
+    w, used = sized
     link = c.interconnect if used > 1 else None
     if w.interconnect == "nvlink" and used > 1 and link not in gpus.FAST_LINKS:
         return Refusal(f"GPUs linked by {link or 'an unknown interconnect'}; the job asks for interconnect: nvlink")
@@ -111,11 +141,7 @@ def _evaluate(needs: Needs, c: OfferClass) -> ClassFit | Refusal:
     total = used * nodes if w.training else used
     est, ok = best_estimate(w, total, usable)
     if not ok:
-        over = (f"{est.sharding} over {total}" + (f" on {nodes} nodes" if total > used else "") if total > 1 else
-                "on one GPU: the job declares no distributed strategy" if strategy.strategy == "none" else
-                f"{strategy.strategy} on this offer's one GPU")
-        return Refusal(f"needs {est.per_gpu_gib:.1f} GiB per GPU ({over}), has {usable:.1f}", est.per_gpu_gib,
-                       usable)
+        return _memory_refusal(w, est, total, used, nodes, usable)
     # Tensor-parallel inference serves one replica per `degree` GPUs of the offer (tensor x data
     # parallel); everything else runs on the GPUs it uses and leaves the rest idle.
     busy = may_use if est.sharding == "tp" else used
