@@ -104,10 +104,7 @@ class _Scan:
             if c == "\\":
                 self.i += 2  # an escaped "{" starts no placeholder
                 continue
-            if c == end and end == "`":
-                self.i += 1
-                return
-            if c == ")" and end == ")" and depth == 0 and case == 0:
+            if self.closes(c, end, depth, case):
                 self.i += 1
                 return
             start_of_word = self.i == 0 or self.s[self.i - 1] in _META
@@ -122,9 +119,7 @@ class _Scan:
                 self.i += 1
                 self.command("`")
             elif c == "#" and start_of_word:
-                while self.i < len(self.s) and self.s[self.i] != "\n":
-                    self.mark(LITERAL)
-                    self.i += 1
+                self.comment()
             elif c == "(" and self.at(1) == "(" and start_of_word:
                 self.i += 2
                 self.arithmetic()
@@ -140,6 +135,17 @@ class _Scan:
                 depth += (c == "(") - (c == ")" and depth > 0)
                 word += c if c not in _META else ""
                 self.i += 1
+
+    @staticmethod
+    def closes(c: str, end: str, depth: int, case: int) -> bool:
+        """``c`` ends the commands: the "`" of backticks, or the ")" of $(...) outside any (...) and case."""
+        return (c == end and end == "`") or (c == ")" and end == ")" and depth == 0 and case == 0)
+
+    def comment(self) -> None:
+        """From "#" to the end of the line: a placeholder there is left as written."""
+        while self.i < len(self.s) and self.s[self.i] != "\n":
+            self.mark(LITERAL)
+            self.i += 1
 
     def quoted(self, opener: str, ctx: str) -> None:
         """'...' or $'...' (``opener`` already at i): nothing expands; in $'...' a backslash escapes."""
