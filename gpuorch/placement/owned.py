@@ -50,7 +50,8 @@ def _where(c: Candidate) -> str:
     return f"{o.provider} {o.zone} {o.instance_type} at ${c.total_price_per_hour:.2f}/h"
 
 
-def _minutes(s: float) -> str:
+def minutes(s: float) -> str:
+    """``s`` seconds as events and ``plan`` say a wait: "30 s", "5 min", "2.0 h"."""
     if s < 90:
         return f"{s:.0f} s"
     return f"{s / 60:.0f} min" if s < 5400 else f"{s / 3600:.1f} h"
@@ -100,10 +101,10 @@ def choose(free: Sequence[Candidate], full: Sequence[Candidate], clouds: Sequenc
         left = min(left, time_left_s - finish_s(best))
     if left > 0:
         then = f"then bursts to {_where(burst)}" if burst is not None else "no cloud offer to burst to"
-        why = f"{WAITS} ({_where(best)} is full) up to max_wait {_minutes(max_wait_s)}; {then}"
+        why = f"{WAITS} ({_where(best)} is full) up to max_wait {minutes(max_wait_s)}; {then}"
         return OwnedChoice("wait", best, burst, why, (), left)
     if waited_s >= max_wait_s:
-        reason = f"waited {_minutes(waited_s)}, max_wait is {_minutes(max_wait_s)}"
+        reason = f"waited {minutes(waited_s)}, max_wait is {minutes(max_wait_s)}"
     else:
         reason = "waiting longer would miss the deadline"
     return OwnedChoice("burst", best, burst, f"owned capacity is full ({_where(best)}); {reason}" + _to(burst))

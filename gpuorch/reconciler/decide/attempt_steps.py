@@ -5,6 +5,7 @@ End an attempt gets. Pure: each returns actions (a ``Step``) and mutates nothing
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from gpuorch.clock import aware
 from gpuorch.provider.port import Instance, InstanceState
@@ -24,6 +25,9 @@ from gpuorch.reconciler.decide.actions import (
 )
 from gpuorch.reconciler.observe.views import AttemptView, Settings
 from gpuorch.store.states import AttemptStatus, JobStatus, TerminationReason
+
+if TYPE_CHECKING:
+    from gpuorch.reconciler.decide.owned import AdmissionBound
 
 ADMISSION = "waits for admission"  # how a job's message starts while its attempt waits in a queue
 
@@ -98,11 +102,15 @@ def draining(a: AttemptView, now: datetime, s: Settings) -> Step:
                                                         status=a.agent),))
 
 
-def _gone(a: AttemptView, now: datetime) -> End:
-    """The End of a live attempt whose instance is not alive any more."""
+def _gone(a: AttemptView, now: datetime, bound: AdmissionBound | None = None) -> End:
+    """The End of a live attempt whose instance is not alive any more. One that was last seen
+    waiting for admission past its bound (``bound.said``: a daemon that deleted its pod died
+    before it recorded the End) ends as that bound ends it: no capacity."""
     row, inst, agent = a.row, a.instance, a.agent
     if agent is not None and agent.state == "exited":
         return exit_end(a, now)
+    if bound is not None and bound.left_s <= 0 and bound.said and agent is None and row.started_at is None:
+        return End(row.number, TerminationReason.NO_CAPACITY, bound.why)
     at = stopped(inst, now)
     if inst is not None and inst.state == InstanceState.PREEMPTED:
         how = "after a notice the daemon missed" if agent is not None and agent.notice_at else "without notice"
@@ -115,9 +123,11 @@ def _gone(a: AttemptView, now: datetime) -> End:
                lost_work_s=lost_work_s(a, at), status=agent)
 
 
-def live(a: AttemptView, now: datetime, s: Settings) -> tuple[Step, End | None]:
+def live(a: AttemptView, now: datetime, s: Settings, bound: AdmissionBound | None = None) -> tuple[Step, End | None]:
     """The job's current attempt, observed: what to do about it, and its End when it is over
-    (a notice: the step ends with a Drain, and there is no End)."""
+    (a notice: the step ends with a Drain, and there is no End). ``bound``: how much longer the
+    job's ``max_wait`` lets it wait for admission (``decide.owned.admission_bound``; None: no
+    bound): past it, a queued attempt ends as no capacity and its instance goes."""
     row, inst, agent = a.row, a.instance, a.agent
     if row.status == AttemptStatus.REQUESTED:
         if inst is not None:
@@ -126,7 +136,7 @@ def live(a: AttemptView, now: datetime, s: Settings) -> tuple[Step, End | None]:
     if row.start_error is not None or (inst is not None and inst.failure is not None):
         return start_failed(a)  # apply could not start the agent, or the provider says it never can: for good
     if not alive(inst):
-        return Step(), _gone(a, now)
+        return Step(), _gone(a, now, bound)
     assert inst is not None
     if agent is not None and agent.state == "exited":
         return Step((Terminate(row.number, inst.id),)), exit_end(a, now)
@@ -139,13 +149,25 @@ def live(a: AttemptView, now: datetime, s: Settings) -> tuple[Step, End | None]:
         drain = Drain(row.number, notice_at=noticed[0], until=noticed[1])
         return Step(progress + (drain,), requeue_after=s.poll_s), None
     if agent is None:
-        if inst.queued is not None:  # waiting for admission is not booting: no boot clock yet (admission())
-            return Step(requeue_after=s.poll_s), None
+        if inst.queued is not None:
+            return _admission_wait(a, s, bound)
         if (now - boot_start(a, now)).total_seconds() > s.boot_timeout_s:
             return Step((Terminate(row.number, inst.id),)), End(
                 row.number, TerminationReason.LOST, f"agent not reachable {s.boot_timeout_s:.0f}s after launch")
         return Step((StartAgent(row.number),) if a.reachable else (), requeue_after=s.poll_s), None
     return Step((Progress(row.number, agent), Heartbeat(row.number)), requeue_after=s.poll_s), None
+
+
+def _admission_wait(a: AttemptView, s: Settings, bound: AdmissionBound | None) -> tuple[Step, End | None]:
+    """An attempt waiting for admission (``Instance.queued``): not booting, so no boot clock yet
+    (``admission``, ``boot_start``). It waits while ``bound`` (the job's ``max_wait``) allows;
+    past it, it ends as no capacity and its instance goes (a pod and its Kueue Workload): apply
+    backs the class off and the job bursts (``decide.owned``)."""
+    if bound is None:
+        return Step(requeue_after=s.poll_s), None
+    if bound.left_s <= 0:
+        return Step(terminate_if_alive(a)), End(a.row.number, TerminationReason.NO_CAPACITY, bound.why)
+    return Step(requeue_after=min(s.poll_s, bound.left_s)), None
 
 
 def boot_start(a: AttemptView, now: datetime) -> datetime:

@@ -33,7 +33,7 @@ from gpuorch.reconciler.decide.attempt_steps import admission, draining, live, l
 from gpuorch.reconciler.decide.deadline import applies, deadline_launch, deadline_move
 from gpuorch.reconciler.decide.gates import gate_launch, notice_drain, stop_running
 from gpuorch.reconciler.decide.limits import lifetime_stop, stopped_box
-from gpuorch.reconciler.decide.owned import owned_first
+from gpuorch.reconciler.decide.owned import admission_bound, full_now, owned_first
 from gpuorch.reconciler.decide.warm import with_end
 from gpuorch.reconciler.observe.views import AttemptView, JobView, Settings
 from gpuorch.store.states import AttemptStatus, JobStatus, TerminationReason
@@ -131,7 +131,7 @@ def _current(view: JobView, current: AttemptView, now: datetime, offers: Offers,
         return done(*terminate_if_alive(current),
                     End(current.row.number, TerminationReason.CANCELLED, "cancelled by user", status=current.agent),
                     SetJob(JobStatus.CANCELLED, "cancelled by user", finished=True)), keep
-    step, end = live(current, now, s)
+    step, end = live(current, now, s, admission_bound(view, current, now, s))  # max_wait bounds a Kueue wait
     drain = step.actions[-1] if step.actions and isinstance(step.actions[-1], Drain) else None  # live puts it last
     if drain is not None and view.gate is not None:  # a capped job drains a notice for its own grace
         step, drain = notice_drain(step, drain, now, view.gate.policy.stop_grace_s)
@@ -233,6 +233,7 @@ def decide(view: JobView, now: datetime, offers: Offers, *, avoid: Avoid = None,
         step, replacing = _current(view, current, now, offers, avoid, s)
         if d.take(step):
             return d
+        avoid = full_now(avoid, current, step.actions)  # an admission wait it ended: that class is full now
     else:
         replacing = Replacing(view.job.preemptions, view.job.failures)
     if d.take(_limits(view, replacing, now)) or d.take(stopped_box(view)):  # a box idle stop holds waits

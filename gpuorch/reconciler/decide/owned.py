@@ -7,24 +7,32 @@ candidates, which then go through the deadline policy as usual. A full owned off
 class the daemon backed off after a launch found its slots taken; the ledger lifts those
 back-offs when a slot is released (``gpuorch.store.slots``), so a waiting job is launched at the
 first pass after a job on the pool ends, not after the back-off's length.
+
+A launch on a cluster with a Kueue ``local_queue`` never finds it full: the pod is created and
+waits for admission (``Instance.queued``), a live attempt. ``admission_bound`` bounds that wait by
+the same ``max_wait``: once the job has waited longer (``waited_s``), ``attempt_steps.live`` ends
+the attempt as no capacity (its pod deleted; apply backs the cluster's class off, as for a launch
+that found it full) and ``full_now`` makes this pass's launch see that class full, so the job
+bursts in the same pass. Without ``max_wait`` an admission wait is not bounded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from gpuorch.placement import Candidate, OfferIndex, candidates
 from gpuorch.placement.cost import with_job
-from gpuorch.placement.owned import WAITS, OwnedChoice, choose
+from gpuorch.placement.owned import WAITS, OwnedChoice, choose, minutes
 from gpuorch.provider.port import Offer
-from gpuorch.reconciler.decide.actions import GO_ON, Note, SetJob, Step, done
+from gpuorch.reconciler.decide.actions import GO_ON, Action, End, Note, SetJob, Step, done
+from gpuorch.reconciler.decide.attempt_steps import ADMISSION
 from gpuorch.reconciler.decide.deadline import NEVER_RAN
-from gpuorch.store.states import JobStatus
+from gpuorch.store.states import JobStatus, TerminationReason
 
 if TYPE_CHECKING:
-    from gpuorch.reconciler.observe.views import JobView, Settings
+    from gpuorch.reconciler.observe.views import AttemptView, JobView, Settings
 
 Avoid = Callable[[Candidate], bool] | None
 
@@ -38,6 +46,48 @@ def waited_s(view: JobView, now: datetime) -> float:
         if r.reason not in NEVER_RAN and r.ended_at is not None and r.ended_at > since:
             since = r.ended_at
     return max(0.0, (now - since).total_seconds())
+
+
+class AdmissionBound(NamedTuple):
+    """How long the job's attempt may still wait for admission in its provider's queue."""
+
+    left_s: float  # max_wait less waited_s: at 0 or below, the wait is over
+    why: str  # the attempt's End message once it is over
+    said: bool  # the job's message says its attempt waits for admission (it did when last seen)
+
+
+def admission_bound(view: JobView, current: AttemptView, now: datetime, s: Settings) -> AdmissionBound | None:
+    """The bound ``max_wait`` sets on ``current``'s wait for admission (``Instance.queued``: a
+    Kueue LocalQueue) on owned capacity; None without ``max_wait`` (the wait is not bounded), or
+    when the attempt neither waits for admission nor did when the job was last looked at."""
+    max_wait = view.spec.max_wait
+    if max_wait is None or current.row.provider not in s.owned or current.agent is not None:
+        return None
+    queued = current.instance.queued if current.instance is not None else None
+    said = (view.job.message or "").startswith(ADMISSION)
+    if queued is None and not said:  # not waiting for admission (cheap: every live attempt asks, every pass)
+        return None
+    waited = waited_s(view, now)
+    why = (f"waited {minutes(waited)} for admission" + (f" ({queued})" if queued else "")
+           + f"; max_wait is {minutes(max_wait)}: the job bursts")
+    return AdmissionBound(max_wait - waited, why, said)
+
+
+def full_now(avoid: Avoid, current: AttemptView, ended: Sequence[Action]) -> Avoid:
+    """``avoid``, and ``current``'s offer class when ``ended`` ends it for no capacity (an admission
+    wait past ``max_wait``): apply backs that class off with the End, and this pass's launch
+    already sees it full (``owned_first`` bursts), not the next pass's."""
+    r = current.row
+    if not any(isinstance(x, End) and x.attempt == r.number and x.reason == TerminationReason.NO_CAPACITY
+               for x in ended):
+        return avoid
+    cls = (r.provider, r.region, r.instance_type, r.spot)
+
+    def also(c: Candidate) -> bool:
+        o = c.offer
+        return (o.provider, o.region, o.instance_type, c.spot) == cls or (avoid is not None and avoid(c))
+
+    return also
 
 
 def _all(view: JobView, offers: Sequence[Offer] | OfferIndex, s: Settings, avoid: Avoid,
