@@ -10,6 +10,7 @@ module, so reading catalogs (``gpuorch offers``) imports no SDK and no pydantic.
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable, Iterable
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -21,13 +22,19 @@ if TYPE_CHECKING:
     from gpuorch.provider.port import Offer, Provider
 
 GROUP = "gpuorch.providers"
+CATALOG_GROUP = "gpuorch.catalogs"  # gpuorch.catalog.registry's: each adapter's AdapterCatalog
 
 
 @functools.cache
+def _groups() -> dict[str, dict[str, Any]]:
+    """The installed providers' and their catalogs' entry points, by group and name, read once a
+    process (a scan of every installed distribution's metadata: ~5 ms a scan)."""
+    found = entry_points()
+    return {group: {ep.name: ep for ep in found.select(group=group)} for group in (GROUP, CATALOG_GROUP)}
+
+
 def _entry_points() -> dict[str, Any]:
-    """The installed providers' entry points by name, read once a process (a scan of every
-    installed distribution's metadata: ~5 ms, twice in a cold ``gpuorch offers``)."""
-    return {ep.name: ep for ep in entry_points(group=GROUP)}
+    return _groups()[GROUP]
 
 
 def available() -> list[str]:
@@ -104,12 +111,31 @@ def load_provider(name: str, options: dict[str, Any], home: Path) -> Provider:
     return provider_class(name).from_config(options, home)
 
 
+def catalog_offers(name: str) -> Callable[[dict[str, Any], Path], list[Offer]]:
+    """``providers.<name>``'s ``catalog_offers``: the function its adapter's catalog names
+    (``AdapterCatalog.offers``, which the class calls too: its provider module is not imported),
+    else the class's. Raises UserInputError (unknown provider, its SDK or module missing)."""
+    ep = _groups()[CATALOG_GROUP].get(name) if name in _entry_points() else None  # else: the class's error
+    try:  # only this adapter's catalog module (gpuorch.catalog.registry.catalogs loads them all)
+        found = ep.load() if ep is not None else None
+    except ImportError:
+        found = None
+    if found is None or found.offers is None:
+        return provider_class(name).catalog_offers
+    module, _, func = found.offers.partition(":")
+    try:
+        return getattr(importlib.import_module(module), func)
+    except (ImportError, AttributeError) as e:
+        raise UserInputError(f"providers.{name}: cannot import its offers {found.offers!r} ({e}); "
+                             f"reinstall gpuorch[{name}]") from None
+
+
 def offline_offers(config: dict[str, dict[str, Any]], home: Path) -> list[Offer]:
     """What the enabled providers sell, without calling any cloud (for `submit`'s fit check):
-    each class's ``catalog_offers`` (by default its rows of the shipped catalog)."""
+    each one's ``catalog_offers`` (by default its rows of the shipped catalog)."""
     out: list[Offer] = []
     for name, opts in config.items():
-        out.extend(provider_class(name).catalog_offers(opts or {}, home))
+        out.extend(catalog_offers(name)(opts or {}, home))
     return out
 
 

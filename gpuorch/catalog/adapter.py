@@ -58,7 +58,11 @@ class Shape:
 class AdapterCatalog:
     """One adapter's catalog. ``rows``: its shipped catalog CSV (None: it builds its offers
     itself, as local and sim do). ``builder``: ``"module:function"`` rebuilding ``rows`` from
-    the public data (``python -m gpuorch.catalog.snapshot``), taking the data folder."""
+    the public data (``python -m gpuorch.catalog.snapshot``), taking the data folder.
+    ``offers``: ``"module:function"`` taking ``(options, home)`` and returning what the provider
+    class's ``catalog_offers`` returns for ``providers.<name>`` (which calls the same function), in
+    a module lighter than the provider's: ``gpuorch.registry.offline_offers`` calls it instead of
+    importing the class (``gpuorch offers`` starts fast). None: the class's ``catalog_offers``."""
 
     provider: str
     billing: BillingRule
@@ -71,6 +75,7 @@ class AdapterCatalog:
     # given: the adapter's default type) costs ``storage_usd_per_gib_month``.
     storage_usd_per_gib_month: float | None = None
     storage_rates: tuple[tuple[str, float], ...] = ()
+    offers: str | None = None
 
     def storage_rate(self, disk_type: str | None) -> float | None:
         return dict(self.storage_rates).get(disk_type or "", self.storage_usd_per_gib_month)

@@ -84,18 +84,12 @@ def freshness(catalog: Path | None, price_list: bool) -> dict[str, Any]:
     if price_list:
         return provenance.freshness(None, now)
     from gpuorch.cli.app import cli_config
-    from gpuorch.provider.port import SupportsPriceRefresh
-    from gpuorch.registry import provider_class
 
     cfg = cli_config()
     dated, undated = [], []
     for name in cfg.providers:
-        try:
-            refreshes = issubclass(provider_class(name), SupportsPriceRefresh)
-        except UserInputError:
-            refreshes = False
         path = catalog_path(cfg.home, name)
-        if refreshes and provenance.read(path) is not None:
+        if provenance.read(path) is not None and _refreshes(name):  # the class only where a refresh was read
             dated.append(provenance.freshness(path, now))
         else:
             undated.append(name)
@@ -107,6 +101,18 @@ def freshness(catalog: Path | None, price_list: bool) -> dict[str, Any]:
     return {"catalog": "configured providers", "as_of": oldest["as_of"] if oldest else None,
             "age_s": oldest["age_s"] if oldest else None, "source": None, "line": "; ".join(lines),
             "catalogs": dated}
+
+
+def _refreshes(name: str) -> bool:
+    """Whether provider ``name`` reads a refreshed catalog (``SupportsPriceRefresh``); an unknown
+    one, or one whose SDK is missing, does not."""
+    from gpuorch.provider.port import SupportsPriceRefresh
+    from gpuorch.registry import provider_class
+
+    try:
+        return issubclass(provider_class(name), SupportsPriceRefresh)
+    except UserInputError:
+        return False
 
 
 def warn_flagged(catalog: Path | None) -> None:

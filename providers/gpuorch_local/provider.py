@@ -45,7 +45,7 @@ from gpuorch.provider.localdir.isolation import private_home
 
 from .gang import GangRunner, end_gang, gang_dirs, observe_gang
 from .isolation import IsolatedRunner, Isolation, jobs_root, log
-from .market import PROVIDER, default_offers, host_offers
+from .market import PROVIDER, catalog_offers, default_offers, host_offers
 
 _ID = re.compile(r"local-[A-Za-z0-9][A-Za-z0-9_.-]{0,120}")
 _OPTIONS = "boot_s, container, run_as, jobs_dir, python"
@@ -104,7 +104,7 @@ class LocalProvider(Provider):
     @classmethod
     def catalog_offers(cls, options: dict[str, Any], home: Path) -> list[Offer]:
         """The simulated market, without probing the host's GPUs (`submit`'s quick fit check)."""
-        return default_offers()
+        return catalog_offers(options, home)
 
     @classmethod
     def from_config(cls, options: dict[str, Any], home: Path) -> LocalProvider:
