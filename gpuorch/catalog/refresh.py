@@ -33,7 +33,7 @@ def write_catalog(path: Path, provider: str, offers: Iterable[Any], source: str,
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
-            write_csv((OfferRow(**o.model_dump()) for o in offers), f)
+            write_csv((OfferRow(**o.model_dump(include=set(OfferRow._fields))) for o in offers), f)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -226,7 +226,7 @@ def _offers(gpu: str | None, min_vram: str | None, spot: bool, on_demand: bool, 
         source = f"price list {catalog}" if catalog is not None else shipped_source(r.provider for r in all_rows)
     else:
         found, source = offer_source(catalog, price_list)
-        all_rows = [cat.OfferRow(**o.model_dump()) for o in found]
+        all_rows = [cat.OfferRow(**o.model_dump(include=set(cat.OfferRow._fields))) for o in found]
     check_known("provider", "--provider", [provider.lower()] if provider else [], {r.provider for r in all_rows},
                 source)
     check_known("region", "--region", [region] if region else [], {r.region for r in all_rows}, source)

@@ -30,7 +30,7 @@ def audited(provider: str, offers: list[Any], report: Callable[[str], None] | No
     from gpuorch.catalog import OfferRow
     from gpuorch.catalog.audit import audit_rows
 
-    findings = audit_rows([OfferRow(**o.model_dump()) for o in offers])
+    findings = audit_rows([OfferRow(**o.model_dump(include=set(OfferRow._fields))) for o in offers])
     for f in findings:
         line = f"{'left out' if f.severity == 'error' else 'flagged'}: {f.line(provider)}"
         if report is None:
