@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, insert
+from sqlalchemy import Table
 from sqlmodel import Session
 
 from gpuorch.notify.kinds import new_uid, notify_type
+from gpuorch.store.bulk import insert_rows
 from gpuorch.store.models import Event, Notification
 
 log = logging.getLogger("gpuorch.events")
@@ -28,12 +29,13 @@ def record(s: Session, now: datetime, kind: str, message: str, *, job_id: int | 
 
 def record_many(s: Session, now: datetime, rows: Sequence[tuple[str, str, int, int | None]]) -> None:
     """``record`` for many events, each (kind, message, job id, attempt) with no data: one Core
-    ``INSERT`` (executemany) in ``s``'s transaction, no ORM object a row (a queue drain writes two
-    events a job; building and flushing their objects was most of their cost)."""
+    ``INSERT`` (executemany; PostgreSQL: ``COPY``, ``store/bulk.py``) in ``s``'s transaction, no
+    ORM object a row (a queue drain writes two events a job; building and flushing their objects
+    was most of their cost)."""
     if not rows:
         return
-    s.execute(insert(EVENTS), [{"ts": now, "job_id": job_id, "attempt": attempt, "kind": kind, "message": message,
-                                "data": None} for kind, message, job_id, attempt in rows])
+    insert_rows(s, EVENTS, [{"ts": now, "job_id": job_id, "attempt": attempt, "kind": kind, "message": message,
+                            "data": None} for kind, message, job_id, attempt in rows])
     for kind, message, job_id, attempt in rows:
         _notify(s, now, kind, message, job_id, attempt, {}, None)
         _log(kind, message, job_id, attempt)

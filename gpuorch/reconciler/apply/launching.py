@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, bindparam, case, func, insert, literal, update
+from sqlalchemy import Table, and_, bindparam, case, func, literal, update
 from sqlmodel import Session, col, select
 
 from gpuorch.clock import Clock, SystemClock, time_scale, wall_s
@@ -41,6 +41,7 @@ from gpuorch.reconciler.apply.volumes import for_launch, launch_provider
 from gpuorch.reconciler.decide import actions as A
 from gpuorch.reconciler.observe.listing import backoff_key
 from gpuorch.reconciler.observe.views import JobView, Settings
+from gpuorch.store.bulk import insert_rows
 from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Job, JobStatus, TerminationReason
 from gpuorch.store.models import Event as EventRow
 
@@ -210,7 +211,7 @@ class Launching:
         if not pending:
             return
         rows = [row for _, _, row in pending]
-        s.execute(insert(ATTEMPTS), rows)
+        insert_rows(s, ATTEMPTS, rows)  # PostgreSQL: COPY
         job_ids = sorted({row["job_id"] for row in rows})
         ids = {(job_id, number): rid for chunk in chunks(job_ids)
                for rid, job_id, number in s.execute(select(ATTEMPTS.c.id, ATTEMPTS.c.job_id, ATTEMPTS.c.number)

@@ -17,15 +17,19 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 from operator import is_
+from typing import cast
 
-from sqlalchemy import insert, update
+from sqlalchemy import Table, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
 from gpuorch.provider.port import Instance
 from gpuorch.reconciler.apply.batch_txn import CHUNK
 from gpuorch.store import Store
+from gpuorch.store.bulk import insert_rows
 from gpuorch.store.models import Instance as InstanceRow
+
+INSTANCES = cast(Table, InstanceRow.__table__)  # type: ignore[attr-defined]
 
 log = logging.getLogger("gpuorch.reconciler")
 
@@ -134,7 +138,7 @@ class InstanceMirror:
         try:
             with self.store.write() as s:
                 if added:
-                    s.execute(insert(InstanceRow), added)
+                    insert_rows(s, INSTANCES, added)  # PostgreSQL: COPY (store/bulk.py)
                 if changed:
                     s.execute(update(InstanceRow), changed)
         except IntegrityError:
