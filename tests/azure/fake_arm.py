@@ -460,84 +460,108 @@ class FakeArm:
             if self.reject_tokens or auth != f"Bearer {self.token}":
                 return 401, {"error": {"code": "InvalidAuthenticationToken",
                                        "message": "The access token is invalid."}}, {}
-            for f in self.http_failures:
-                if (f.count is None or f.count > 0) and (f.method is None or f.method == method) \
-                        and (f.path is None or f.path in path):
-                    if f.count is not None:
-                        f.count -= 1
-                    return f.status, {"error": {"code": f.code, "message": f"{f.code} (fake)"}}, f.headers
+            injected = self._injected(method, path)
+            if injected is not None:
+                return injected
             if m := _OP.match(path):
                 result = self._poll(m["op"])
                 return (200, result, {}) if result else _not_found("operation", m["op"])
-            if m := _SKUS.match(path):
-                where = re.search(r"location eq '([^']+)'", query.get("$filter", ""))
-                found = [x for x in self.resource_skus
-                         if where is None or where[1] in [str(loc).lower() for loc in x.get("locations", [])]]
-                start = int(query.get("$skiptoken", "0"))
-                page: dict[str, Any] = {"value": found[start:start + self.page_size]}
-                if start + self.page_size < len(found):
-                    q = urllib.parse.urlencode({**query, "$skiptoken": str(start + self.page_size)})
-                    page["nextLink"] = f"{self.url}{path}?{q}"
-                return 200, page, {}
-            m = (_VM.match(path) or _VMS.match(path) or _NET.match(path) or _DISK.match(path) or _DISKS.match(path)
-                 or _ATTACH.match(path) or _PPG.match(path) or _PPGS.match(path))
-            if m is None:
-                return 400, {"error": {"code": "InvalidRequestUri", "message": f"fake ARM has no {path}"}}, {}
-            if m["sub"].lower() != self.subscription:
-                return 404, {"error": {"code": "SubscriptionNotFound",
-                                       "message": f"The subscription '{m['sub']}' could not be found."}}, {}
-            if m["rg"].lower() != self.resource_group.lower():
-                return 404, {"error": {"code": "ResourceGroupNotFound",
-                                       "message": f"Resource group '{m['rg']}' could not be found."}}, {}
-            expand = query.get("$expand", "").lower() == "instanceview"
-            if _ATTACH.match(path):
-                return self._attach_detach(m["name"], body or {}) if method == "POST" else \
-                    (405, {"error": {"code": "MethodNotAllowed", "message": method}}, {})
-            if _DISKS.match(path):
-                return 200, {"value": [self.disks[k] for k in sorted(self.disks)]}, {}
-            if _PPGS.match(path):
-                return 200, {"value": [self._ppg_view(self.ppgs[k]) for k in sorted(self.ppgs)]}, {}
-            if _PPG.match(path):
-                return self._ppg(method, m["name"], body)
-            if _DISK.match(path):
-                return self._disk(method, m["name"], body)
-            if _VMS.match(path):
-                names = sorted(self.vms)
-                start = int(query.get("$skiptoken", "0"))
-                page = names[start:start + self.page_size]
-                out: dict[str, Any] = {"value": [self.view(self.vms[n], expand) for n in page]}
-                if start + self.page_size < len(names):
-                    q = urllib.parse.urlencode({**query, "$skiptoken": str(start + self.page_size)})
-                    out["nextLink"] = f"{self.url}{path}?{q}"
-                return 200, out, {}
-            if "kind" in m.groupdict():
-                store = self.nics if m["kind"].lower() == "networkinterfaces" else self.ips
-                item = store.get(m["name"])
-                return (200, item, {}) if item else _not_found(m["kind"], m["name"])
-            name = m["name"]
-            vm = self.vms.get(name)
-            if method == "GET":
-                return (200, self.view(vm, expand), {}) if vm else _not_found("virtualMachines", name)
-            if method == "PUT":
-                if vm is not None:
-                    if headers.get("if-none-match") == "*":
-                        return 412, {"error": {"code": "PreconditionFailed",
-                                               "message": f"The VM '{name}' exists already."}}, {}
-                    return 409, {"error": {"code": "OperationNotAllowed", "message": "updates are not faked"}}, {}
-                return self._create(name, body or {})
-            if method == "DELETE":
-                if vm is None:
-                    return 204, None, {}
-                if self.delete_s > 0:
-                    vm["properties"]["provisioningState"] = "Deleting"
-                    vm.setdefault("_deleted_at", self.clock + self.delete_s)
-                else:
-                    self._remove(name)
-                op = uuid.uuid4().hex
-                self.operations[op] = {"vm": name, "polls": 0, "failure": None}
-                url = self._op_url(vm["location"], op)
-                return 202, None, {"Azure-AsyncOperation": url, "Location": url}
-            return 405, {"error": {"code": "MethodNotAllowed", "message": method}}, {}
+            if _SKUS.match(path):
+                return self._skus(path, query)
+            return self._resource(method, path, query, headers, body)
+
+    def _injected(self, method: str, path: str) -> tuple[int, Any, dict[str, str]] | None:
+        """The first of ``http_failures`` this request matches (counted down), as the answer; None: none."""
+        for f in self.http_failures:
+            if (f.count is None or f.count > 0) and (f.method is None or f.method == method) \
+                    and (f.path is None or f.path in path):
+                if f.count is not None:
+                    f.count -= 1
+                return f.status, {"error": {"code": f.code, "message": f"{f.code} (fake)"}}, f.headers
+        return None
+
+    def _skus(self, path: str, query: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+        where = re.search(r"location eq '([^']+)'", query.get("$filter", ""))
+        found = [x for x in self.resource_skus
+                 if where is None or where[1] in [str(loc).lower() for loc in x.get("locations", [])]]
+        start = int(query.get("$skiptoken", "0"))
+        page: dict[str, Any] = {"value": found[start:start + self.page_size]}
+        if start + self.page_size < len(found):
+            q = urllib.parse.urlencode({**query, "$skiptoken": str(start + self.page_size)})
+            page["nextLink"] = f"{self.url}{path}?{q}"
+        return 200, page, {}
+
+    def _resource(self, method: str, path: str, query: dict[str, str], headers: dict[str, str],
+                  body: dict[str, Any] | None) -> tuple[int, Any, dict[str, str]]:
+        """A resource of the subscription's resource group: VMs, NICs and IPs, disks, placement groups."""
+        m = (_VM.match(path) or _VMS.match(path) or _NET.match(path) or _DISK.match(path) or _DISKS.match(path)
+             or _ATTACH.match(path) or _PPG.match(path) or _PPGS.match(path))
+        if m is None:
+            return 400, {"error": {"code": "InvalidRequestUri", "message": f"fake ARM has no {path}"}}, {}
+        if m["sub"].lower() != self.subscription:
+            return 404, {"error": {"code": "SubscriptionNotFound",
+                                   "message": f"The subscription '{m['sub']}' could not be found."}}, {}
+        if m["rg"].lower() != self.resource_group.lower():
+            return 404, {"error": {"code": "ResourceGroupNotFound",
+                                   "message": f"Resource group '{m['rg']}' could not be found."}}, {}
+        expand = query.get("$expand", "").lower() == "instanceview"
+        if _ATTACH.match(path):
+            return self._attach_detach(m["name"], body or {}) if method == "POST" else \
+                (405, {"error": {"code": "MethodNotAllowed", "message": method}}, {})
+        if _DISKS.match(path):
+            return 200, {"value": [self.disks[k] for k in sorted(self.disks)]}, {}
+        if _PPGS.match(path):
+            return 200, {"value": [self._ppg_view(self.ppgs[k]) for k in sorted(self.ppgs)]}, {}
+        if _PPG.match(path):
+            return self._ppg(method, m["name"], body)
+        if _DISK.match(path):
+            return self._disk(method, m["name"], body)
+        if _VMS.match(path):
+            return self._vm_list(path, query, expand)
+        if "kind" in m.groupdict():
+            store = self.nics if m["kind"].lower() == "networkinterfaces" else self.ips
+            item = store.get(m["name"])
+            return (200, item, {}) if item else _not_found(m["kind"], m["name"])
+        return self._vm(method, m["name"], headers, body, expand)
+
+    def _vm_list(self, path: str, query: dict[str, str], expand: bool) -> tuple[int, Any, dict[str, str]]:
+        names = sorted(self.vms)
+        start = int(query.get("$skiptoken", "0"))
+        page = names[start:start + self.page_size]
+        out: dict[str, Any] = {"value": [self.view(self.vms[n], expand) for n in page]}
+        if start + self.page_size < len(names):
+            q = urllib.parse.urlencode({**query, "$skiptoken": str(start + self.page_size)})
+            out["nextLink"] = f"{self.url}{path}?{q}"
+        return 200, out, {}
+
+    def _vm(self, method: str, name: str, headers: dict[str, str], body: dict[str, Any] | None,
+            expand: bool) -> tuple[int, Any, dict[str, str]]:
+        vm = self.vms.get(name)
+        if method == "GET":
+            return (200, self.view(vm, expand), {}) if vm else _not_found("virtualMachines", name)
+        if method == "PUT":
+            if vm is not None:
+                if headers.get("if-none-match") == "*":
+                    return 412, {"error": {"code": "PreconditionFailed",
+                                           "message": f"The VM '{name}' exists already."}}, {}
+                return 409, {"error": {"code": "OperationNotAllowed", "message": "updates are not faked"}}, {}
+            return self._create(name, body or {})
+        if method == "DELETE":
+            return self._delete_vm(name, vm)
+        return 405, {"error": {"code": "MethodNotAllowed", "message": method}}, {}
+
+    def _delete_vm(self, name: str, vm: dict[str, Any] | None) -> tuple[int, Any, dict[str, str]]:
+        if vm is None:
+            return 204, None, {}
+        if self.delete_s > 0:
+            vm["properties"]["provisioningState"] = "Deleting"
+            vm.setdefault("_deleted_at", self.clock + self.delete_s)
+        else:
+            self._remove(name)
+        op = uuid.uuid4().hex
+        self.operations[op] = {"vm": name, "polls": 0, "failure": None}
+        url = self._op_url(vm["location"], op)
+        return 202, None, {"Azure-AsyncOperation": url, "Location": url}
 
     # -- what tests look at ------------------------------------------------------------------
     def creates(self) -> list[dict[str, Any]]:
