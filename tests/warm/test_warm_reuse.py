@@ -117,6 +117,24 @@ def test_a_cap_the_idle_time_would_cross_releases_the_warm_instance(tmp_path):
         assert w.instance_id not in alive(d)
 
 
+def test_a_warm_instance_whose_waiting_job_its_caps_refuse_is_released_at_once(tmp_path):
+    """The trial that fits the idle instance cannot run (its own budget cannot fund a run there):
+    the idle time would buy nothing, so the instance goes at once, not at its keep_warm's end."""
+    with AssembledDaemon.start(tmp_path / "home", CONFIG) as d:
+        sweep_id, w = _idle_with_a_waiting_trial(d, tmp_path)
+        _, second = trials(d, sweep_id)
+        with d.store.write() as s:
+            row = s.get(Job, second.id)
+            assert row is not None
+            row.spec = json.dumps({**json.loads(row.spec), "budget": {"max_cost": 1e-6}})
+            row.lease_owner, row.lease_expires = None, None  # read afresh (the daemon keeps the row it leases)
+        d.until(lambda: warm_rows(d)[0].status == "released", what="the release of an instance nothing can use")
+        reason = warm_rows(d)[0].reason or ""
+        assert reason.startswith("no queued job that fits it can run there now (job "), reason
+        assert "caps cannot fund a run there" in reason, reason
+        assert w.instance_id not in alive(d)
+
+
 def test_a_notice_on_a_warm_instance_releases_it(tmp_path):
     with AssembledDaemon.start(tmp_path / "home", CONFIG) as d:
         sweep_id, w = _idle_with_a_waiting_trial(d, tmp_path)

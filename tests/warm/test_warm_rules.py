@@ -10,7 +10,17 @@ from gpuorch.jobs.spec import parse_spec
 from gpuorch.money.caps import Ledger, Policy, gate_for
 from gpuorch.provider.port import Instance, InstanceState, Offer
 from gpuorch.reconciler.decide.actions import End, KeepWarm, Step, Terminate
-from gpuorch.reconciler.decide.warm import IDLE, KEEP, RECYCLE, RELEASE, WarmView, match, step_for, with_end
+from gpuorch.reconciler.decide.warm import (
+    IDLE,
+    KEEP,
+    RECYCLE,
+    RELEASE,
+    WarmView,
+    demand,
+    match,
+    step_for,
+    with_end,
+)
 from gpuorch.reconciler.observe.views import AttemptView, JobView
 from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, TerminationReason, WarmInstance
 from gpuorch.warm.ledger import idle_attempt, idle_cost
@@ -73,18 +83,38 @@ def test_a_launch_takes_an_idle_instance_of_the_same_market_and_image_only():
 
 
 def test_release_reasons_in_order():
-    assert step_for(warm(), NOW, True) == (KEEP, None)
-    assert step_for(warm(status="dirty"), NOW, True) == (RECYCLE, None)
-    assert step_for(warm(), NOW, False) == (RELEASE, "no queued job fits it")
-    assert step_for(warm(), NOW + timedelta(minutes=6), True) == (RELEASE, "its keep_warm period is over")
-    assert step_for(warm(stop="over the cap"), NOW, True) == (RELEASE, "over the cap")
+    assert step_for(warm(), NOW, None) == (KEEP, None)
+    assert step_for(warm(status="dirty"), NOW, None) == (RECYCLE, None)
+    assert step_for(warm(), NOW, "no queued job fits it") == (RELEASE, "no queued job fits it")
+    assert step_for(warm(), NOW + timedelta(minutes=6), None) == (RELEASE, "its keep_warm period is over")
+    assert step_for(warm(stop="over the cap"), NOW, None) == (RELEASE, "over the cap")
     noticed = warm(instance=instance(preemption_deadline=NOW + timedelta(seconds=90)))
-    assert step_for(noticed, NOW, True) == (RELEASE, "a preemption notice came while it was idle")
+    assert step_for(noticed, NOW, None) == (RELEASE, "a preemption notice came while it was idle")
     heard = warm(noticed=NOW.timestamp() + 90)  # reported by its idle watcher; the listing says nothing
-    assert step_for(heard, NOW, True) == (RELEASE, "a preemption notice came while it was idle")
+    assert step_for(heard, NOW, None) == (RELEASE, "a preemption notice came while it was idle")
     assert match(spec(), [], [heard]) is None  # never leased meanwhile
-    assert step_for(warm(instance=instance(state=InstanceState.PREEMPTED)), NOW, True)[0] == RELEASE
-    assert step_for(warm(listed=False, instance=None), NOW, False) == (KEEP, None)  # not listed: conclude nothing
+    assert step_for(warm(instance=instance(state=InstanceState.PREEMPTED)), NOW, None)[0] == RELEASE
+    unlisted = warm(listed=False, instance=None)
+    assert step_for(unlisted, NOW, "no queued job fits it") == (KEEP, None)  # not listed: conclude nothing
+
+
+def test_an_idle_instance_is_wanted_only_by_a_waiting_job_that_fits_it_and_that_its_caps_fund():
+    def fund(c):
+        return None
+
+    def refuse(c):
+        return "job 2: waiting: the cap cannot also carry this one to its end"
+
+    asked = []
+    assert demand(warm(), []) == "no queued job fits it"
+    assert demand(warm(), [(spec(resources={"gpu": "H100:1"}), lambda c: asked.append(c))]) == "no queued job fits it"
+    assert asked == []  # the caps of a job that does not fit are not asked
+    assert demand(warm(), [(spec(), fund)]) is None
+    why = demand(warm(), [(spec(), refuse)])  # it fits, but cannot run: idle time would only be spend
+    assert why == "no queued job that fits it can run there now (job 2: waiting: the cap cannot also carry this " \
+                  "one to its end)"
+    assert step_for(warm(), NOW, why) == (RELEASE, why)
+    assert demand(warm(), [(spec(), refuse), (spec(), fund)]) is None  # one that can run keeps it
 
 
 def test_idle_time_is_billed_to_the_job_that_left_it_and_the_caps_release_it_before_it_is_crossed():

@@ -27,6 +27,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
 from sqlalchemy import update
@@ -94,23 +95,25 @@ def alias(observed: dict[Key, Instance], attempts: Mapping[int, Sequence[Attempt
             observed[key] = inst
 
 
-def _queued(claimed: Sequence[Job], spec_of: Callable[[Job], JobSpec]) -> Callable[[W.WarmView], bool]:
-    """Whether a queued (or held) job of the pass fits a warm instance; their specs parsed once."""
-    specs: list[JobSpec] | None = None
+def _queued(claimed: Sequence[Job], spec_of: Callable[[Job], JobSpec],
+            refuses: Callable[[Job, JobSpec, Candidate], str | None]) -> Callable[[W.WarmView], str | None]:
+    """Why no queued (or held) job of the pass wants a warm instance (``W.demand``; None: one fits
+    it and its caps fund it there); their specs parsed once, ``refuses`` asked only of jobs that fit."""
+    specs: list[tuple[Job, JobSpec]] | None = None
 
-    def wants(w: W.WarmView) -> bool:
+    def unwanted(w: W.WarmView) -> str | None:
         nonlocal specs
         if specs is None:
             specs = []
             for job in claimed:
                 if job.status in (JobStatus.QUEUED, JobStatus.HELD) and not job.cancel_requested:
                     try:
-                        specs.append(spec_of(job))
+                        specs.append((job, spec_of(job)))
                     except UnreadableSpec:  # the pass quarantines it
                         continue
-        return any(W.fits(spec, w) is not None for spec in specs)
+        return W.demand(w, ((spec, partial(refuses, job, spec)) for job, spec in specs))
 
-    return wants
+    return unwanted
 
 
 def _view(w: WarmInstance, observed: Mapping[Key, Instance], ok: set[str], stop: str | None) -> W.WarmView:
@@ -240,12 +243,12 @@ class Warm:
             jobs = {j.id: j for j in s.exec(select(Job).where(col(Job.id).in_({w.job_id for w in rows})))} \
                 if rows else {}
         pool, soonest = [], float("inf")
-        wants = _queued(claimed, spec_of) if rows else None
+        unwanted = _queued(claimed, spec_of, lambda j, sp, c: self._refuses(j, sp, c, now)) if rows else None
         for w in rows:
             view = _view(w, observed, ok, self._stop(jobs.get(w.job_id), spec_of, now))
             if view.status == W.IDLE:
                 view = self._heard(view, now)
-            what, why = W.step_for(view, now, wants is not None and wants(view))
+            what, why = W.step_for(view, now, W.NOT_FITTED if unwanted is None else unwanted(view))
             try:
                 if what == W.RELEASE:
                     self._release(w, view, why or "released", now)
@@ -315,6 +318,20 @@ class Warm:
         if gate is None or gate.stop is None:
             return None
         return "released before its idle time would cross a cap: " + gate.stop.message
+
+    def _refuses(self, job: Job, spec: JobSpec, cand: Candidate, now: datetime) -> str | None:
+        """Why a queued job's caps would not let it run on a warm instance now (None: they would):
+        a stop or hold of its gate (waiting for money or for a slot, a spent daily cap), or a
+        run there that its runway and horizon do not fit. Billed as a lease is: no minimum."""
+        gate = self.money.gate(JobView(job, spec, ()), now)
+        if gate is None:
+            return None
+        block = gate.stop or gate.hold
+        if block is not None:
+            return f"job {job.id}: {block.message}"
+        cand = replace(cand, offer=cand.offer.model_copy(update={"min_billing_s": 0}))
+        return None if gate.affords(cand) else f"job {job.id}: its caps cannot fund a run there, which reserves " \
+            f"{gate.reserve_note(cand)}"
 
     def _recycle(self, w: WarmInstance, view: W.WarmView) -> W.WarmView:
         provider, inst = self.providers.get(w.provider), view.instance

@@ -15,7 +15,7 @@ Pure: no I/O, no clock; everything arrives as arguments.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -119,8 +119,30 @@ def match(spec: JobSpec, ranked: Sequence[Candidate], pool: Iterable[WarmView]) 
     return None
 
 
-def release_reason(w: WarmView, now: datetime, wanted: bool) -> str | None:
-    """Why an open warm instance goes now (None: it stays). ``wanted``: a queued job fits it."""
+NOT_FITTED = "no queued job fits it"
+
+
+def demand(w: WarmView, waiting: Iterable[tuple[JobSpec, Callable[[Candidate], str | None]]]) -> str | None:
+    """Why no waiting job wants ``w`` now (None: one does): ``waiting`` is each queued (or held)
+    job's spec and why its caps refuse it a run on a candidate (None: they fund it). A job that
+    fits the instance but that its caps refuse (a trial waiting for money, a full sweep, a spent
+    daily cap) cannot take it, so it keeps it idle no more than a job that does not fit."""
+    refused = None
+    for spec, refuses in waiting:
+        if (c := fits(spec, w)) is None:
+            continue
+        why = refuses(c)
+        if why is None:
+            return None
+        refused = refused or why
+    if refused is None:
+        return NOT_FITTED
+    return f"no queued job that fits it can run there now ({refused})"
+
+
+def release_reason(w: WarmView, now: datetime, unwanted: str | None) -> str | None:
+    """Why an open warm instance goes now (None: it stays). ``unwanted``: why no waiting job
+    wants it (``demand``; None: one does)."""
     if not w.listed:
         return None  # its provider was not listed: conclude nothing
     inst = w.instance
@@ -132,18 +154,16 @@ def release_reason(w: WarmView, now: datetime, wanted: bool) -> str | None:
         return "its keep_warm period is over"
     if w.stop is not None:
         return w.stop
-    if not wanted:
-        return "no queued job fits it"
-    return None
+    return unwanted
 
 
-def step_for(w: WarmView, now: datetime, wanted: bool) -> tuple[str, str | None]:
+def step_for(w: WarmView, now: datetime, unwanted: str | None) -> tuple[str, str | None]:
     """What to do with an open warm instance: (KEEP | RECYCLE | RELEASE, why). A row being
     released is released again (its terminate may not have happened); a dirty one (its last
     attempt's run directory still in place) is recycled before any job may lease it."""
     if w.status == RELEASING:
         return RELEASE, "released"
-    why = release_reason(w, now, wanted)
+    why = release_reason(w, now, unwanted)
     if why is not None:
         return RELEASE, why
     if w.status == DIRTY:
