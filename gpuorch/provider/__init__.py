@@ -57,6 +57,7 @@ _PORT = ("TAG_ATTEMPT", "TAG_JOB", "TAG_MANAGED", "TAG_OWNER", "Instance", "Inst
          "VolumeSpec", "client_token", "managed_tags")
 _WHERE: dict[str, str] = {
     **dict.fromkeys(_PORT, "gpuorch.provider.port"),
+    "Offer": "gpuorch.provider.offer",  # the port's, from its own module: a catalog's offers need not import the port
     **dict.fromkeys(("AdapterCatalog", "BillingRule", "Family", "OfferRow"), "gpuorch.provider.catalog"),
     **dict.fromkeys(("RetryPolicy", "call_with_retries"), "gpuorch.provider.retry"),
     **dict.fromkeys(("launch_cloud_config", "login_config", "user_data"), "gpuorch.runners.cloudinit"),
