@@ -31,7 +31,7 @@ def attempt_views(job_id: int, rows: Sequence[Attempt], observed: Mapping[Key, I
             assert inst is not None
             key = (row.provider, row.job_id, row.number, inst.id)
             read = reads.take(key) if provider.capabilities.runners_may_block else batched.get(key)
-            read = read or read_status(provider.runner, inst)
+            read = read or read_status(provider.runner, inst, reads.alarm, row.provider)
             agent, reachable = read.agent, read.reachable
             if agent is not None and read.runner is not None:
                 runners.append((row, read.runner))

@@ -9,7 +9,9 @@ in the background. Its answer, once in, is what a later pass observes (at most a
 read is not started while one is out, so a slow host never piles reads up).
 
 A runner that raises is just not reachable (``RUNNER_ERRORS``): decide still runs for its job,
-so the boot timeout still ends an instance whose runner never answers.
+so the boot timeout still ends an instance whose runner never answers. One that refuses the
+daemon's credentials (``AuthError``) is told too, as ``provider.credentials_failed``, once per
+provider an hour (``credentials.CredentialAlarm``): a person must mend them.
 """
 
 from __future__ import annotations
@@ -17,13 +19,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gpuorch.agent.protocol import AgentStatus
-from gpuorch.errors import ProviderError
+from gpuorch.errors import AuthError, ProviderError
 from gpuorch.provider.port import Instance, Provider
 from gpuorch.runners.port import Runner, RunnerUnavailable, StatusValue, status_value
 from gpuorch.store.models import Attempt, AttemptStatus
+
+if TYPE_CHECKING:
+    from gpuorch.reconciler.observe.credentials import CredentialAlarm
 
 log = logging.getLogger("gpuorch.reconciler")
 
@@ -51,14 +56,27 @@ class Read(NamedTuple):
 
 
 UNREACHABLE = Read(None, None, False)
+READING = "reading the agent's status"  # what the provider refused (CredentialAlarm.refused's ``doing``)
 
 
-def read_status(runner_of: Callable[[Instance], Runner], instance: Instance) -> Read:
-    """Ask ``runner_of(instance)`` for its agent's status (``Provider.runner``)."""
+def _refused(alarm: CredentialAlarm | None, provider: str, e: AuthError) -> None:
+    log.info("%s refused the credentials while %s: %s", provider, READING, e)  # every pass: the alarm tells once
+    if alarm is not None:
+        alarm.refused(provider, READING, e)
+
+
+def read_status(runner_of: Callable[[Instance], Runner], instance: Instance,
+                alarm: CredentialAlarm | None = None, provider: str | None = None) -> Read:
+    """Ask ``runner_of(instance)`` for its agent's status (``Provider.runner``). ``alarm``: told
+    when ``provider`` (the configured name; default the instance's) refuses the credentials (the
+    read is then not reachable, as after any error)."""
     try:
         runner = runner_of(instance)
         status = runner.status()
         return Read(runner, status, True, True, status_value(status))
+    except AuthError as e:
+        _refused(alarm, provider or instance.provider, e)
+        return UNREACHABLE
     except RUNNER_ERRORS as e:
         log.debug("runner not reachable: %s", e)
         return UNREACHABLE
@@ -68,7 +86,8 @@ _MISSING = object()  # no answer for an instance (batch_reads)
 
 
 def batch_reads(provider: Provider, wanted: Sequence[tuple[ReadKey, Instance]],
-                answers: dict[ReadKey, tuple[object, Read]] | None = None) -> dict[ReadKey, Read]:
+                answers: dict[ReadKey, tuple[object, Read]] | None = None,
+                alarm: CredentialAlarm | None = None) -> dict[ReadKey, Read]:
     """This pass's reads of ``provider``'s agents in one ``agent_statuses`` call, by read key (a
     provider without the capability ``agent_statuses``, or whose call fails: none, and each is read on its own).
     ``answers``: the provider's raw answers of the previous call, by key, each with its Read that
@@ -79,6 +98,9 @@ def batch_reads(provider: Provider, wanted: Sequence[tuple[ReadKey, Instance]],
         return {}
     try:
         got: Mapping[str, Any] = provider.agent_statuses([inst for _, inst in wanted])
+    except AuthError as e:
+        _refused(alarm, wanted[0][0][0], e)
+        return {}
     except RUNNER_ERRORS as e:
         log.debug("batched status read failed: %s", e)
         return {}
@@ -107,8 +129,8 @@ def batch_reads(provider: Provider, wanted: Sequence[tuple[ReadKey, Instance]],
 
 
 class StatusReads:
-    def __init__(self, workers: int = 16, wait_s: float = 5.0) -> None:
-        self.wait_s = wait_s
+    def __init__(self, workers: int = 16, wait_s: float = 5.0, alarm: CredentialAlarm | None = None) -> None:
+        self.wait_s, self.alarm = wait_s, alarm  # alarm: told of a provider refusing its credentials
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuorch-observe")
         # Only the pass's thread touches this (the workers run read_status alone): no lock.
         self._out: dict[ReadKey, Future[Read]] = {}
@@ -122,7 +144,7 @@ class StatusReads:
         self._out = {k: f for k, f in self._out.items() if k in keep}
         for key, runner_of, instance in wanted:
             if key not in self._out:
-                self._out[key] = self._pool.submit(read_status, runner_of, instance)
+                self._out[key] = self._pool.submit(read_status, runner_of, instance, self.alarm, key[0])
         if self._out:
             wait(self._out.values(), timeout=self.wait_s)
 
@@ -159,7 +181,7 @@ def start_reads(providers: Mapping[str, Provider], reads: StatusReads, rows: Ite
             continue
         asked = [((name, job_id, number, inst.id), inst) for (prov, job_id, number) in live if prov == name
                  and (inst := observed.get((prov, job_id, number))) is not None and ask(prov, inst)]
-        batched.update(batch_reads(p, asked, reads.answers.setdefault(name, {})))
+        batched.update(batch_reads(p, asked, reads.answers.setdefault(name, {}), reads.alarm))
     blocking = {name for name, p in providers.items() if p.capabilities.runners_may_block}  # others answer inline
     wanted = []
     for row in rows if blocking else ():
