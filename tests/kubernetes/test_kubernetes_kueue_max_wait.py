@@ -6,7 +6,9 @@ backed off (its other back-offs stay: nothing ran there), and the job bursts to 
 the same pass, its events saying why. Without ``max_wait`` the job keeps waiting.
 
 No test sleeps 30 s: the job's wait is measured from its submission (``decide.owned.waited_s``),
-so a test moves the job's ``created_at`` back (``_waited``) instead of waiting.
+so a test moves the job's ``created_at`` back (``_waited``) instead of waiting, and has the
+daemon read the job's row afresh (it keeps rows across passes; none of them changes its
+``created_at`` otherwise).
 A crash between ending the queued attempt and its cloud launch, then a restart, leaves one cloud
 instance and no pod."""
 
