@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Callable, Iterable
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, EntryPoints, PackageNotFoundError, distribution, entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,16 +25,37 @@ GROUP = "gpuorch.providers"
 CATALOG_GROUP = "gpuorch.catalogs"  # gpuorch.catalog.registry's: each adapter's AdapterCatalog
 
 
-@functools.cache
-def _groups() -> dict[str, dict[str, Any]]:
-    """The installed providers' and their catalogs' entry points, by group and name, read once a
-    process (a scan of every installed distribution's metadata: ~5 ms a scan)."""
-    found = entry_points()
+def _by_group(found: Any) -> dict[str, dict[str, EntryPoint]]:  # EntryPoints, or 3.11's SelectableGroups
     return {group: {ep.name: ep for ep in found.select(group=group)} for group in (GROUP, CATALOG_GROUP)}
 
 
-def _entry_points() -> dict[str, Any]:
+@functools.cache
+def _shipped() -> dict[str, dict[str, EntryPoint]]:
+    """gpuorch's own distribution's provider and catalog entry points (the shipped adapters), by
+    group and name: one metadata file read, where a scan of every installed distribution costs
+    ~5 ms (a cold ``gpuorch offers`` of the shipped ``local`` needs no scan)."""
+    try:
+        return _by_group(distribution("gpuorch").entry_points)
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return _by_group(EntryPoints(()))
+
+
+@functools.cache
+def _groups() -> dict[str, dict[str, EntryPoint]]:
+    """Every installed distribution's provider and catalog entry points, read once a process; a
+    shipped adapter's name is the shipped adapter's, whatever another distribution registers."""
+    found, shipped = _by_group(entry_points()), _shipped()
+    return {group: {**eps, **shipped[group]} for group, eps in found.items()}
+
+
+def _entry_points() -> dict[str, EntryPoint]:
     return _groups()[GROUP]
+
+
+def _entry_point(group: str, name: str) -> EntryPoint | None:
+    """The entry point ``name`` of ``group``: a shipped adapter's without scanning every
+    installed distribution."""
+    return _shipped()[group].get(name) or _groups()[group].get(name)
 
 
 def available() -> list[str]:
@@ -42,11 +63,12 @@ def available() -> list[str]:
 
 
 def provider_class(name: str) -> type[Provider]:
-    eps = _entry_points()
-    if name not in eps:
+    ep = _entry_point(GROUP, name)
+    if ep is None:
+        eps = _entry_points()
         raise UserInputError(f"providers.{name}: unknown provider; installed: {', '.join(sorted(eps)) or 'none'}")
     try:
-        return eps[name].load()
+        return ep.load()
     except ImportError as e:
         raise UserInputError(f"providers.{name}: cannot import its SDK ({e}); install gpuorch[{name}]") from None
 
@@ -115,7 +137,7 @@ def catalog_offers(name: str) -> Callable[[dict[str, Any], Path], list[Offer]]:
     """``providers.<name>``'s ``catalog_offers``: the function its adapter's catalog names
     (``AdapterCatalog.offers``, which the class calls too: its provider module is not imported),
     else the class's. Raises UserInputError (unknown provider, its SDK or module missing)."""
-    ep = _groups()[CATALOG_GROUP].get(name) if name in _entry_points() else None  # else: the class's error
+    ep = _entry_point(CATALOG_GROUP, name) if _entry_point(GROUP, name) else None  # else: the class's error
     try:  # only this adapter's catalog module (gpuorch.catalog.registry.catalogs loads them all)
         found = ep.load() if ep is not None else None
     except ImportError:

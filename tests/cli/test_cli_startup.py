@@ -68,3 +68,22 @@ def test_an_unknown_provider_is_named_before_any_catalog_is_read(tmp_path):
 
     with pytest.raises(UserInputError, match=r"providers\.nosuch: unknown provider"):
         offline_offers({"nosuch": {}}, tmp_path)
+
+
+def test_a_shipped_adapter_is_found_without_scanning_every_distribution(monkeypatch, tmp_path):
+    from gpuorch import registry
+
+    def no_scan() -> None:
+        raise AssertionError("scanned every installed distribution")
+
+    for cached in (registry._shipped, registry._groups):
+        cached.cache_clear()
+    monkeypatch.setattr(registry, "entry_points", no_scan)
+    try:
+        assert registry.provider_class("local").name == "local"
+        assert registry.offline_offers({"local": {}}, tmp_path)
+    finally:
+        monkeypatch.undo()
+        for cached in (registry._shipped, registry._groups):
+            cached.cache_clear()
+    assert set(registry._shipped()["gpuorch.providers"]) <= set(registry.available())
