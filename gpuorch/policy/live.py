@@ -116,9 +116,21 @@ def slack_s(sit: Situation, changeovers: int = 1) -> float:
     return float(state.slack_ticks(job, changeovers) * GAP_S)
 
 
-def decide_live(sit: Situation, policy: GpuorchPolicy | None = None) -> LiveDecision:
-    """Spot (where), on-demand, or wait; and whether a running spot attempt must move."""
-    policy = policy or GpuorchPolicy()
+@dataclass(frozen=True)
+class _Point:
+    """What every rule of ``decide_live`` reads: the simulator's job, its saved state, the slack
+    from the last checkpoint and the reserve the policy keeps in hand."""
+
+    job: Job
+    saved: State
+    slack: float
+    reserve: float
+
+    def out(self, kind: Kind, market: str | None, reason: str) -> LiveDecision:
+        return LiveDecision(kind, market, reason, self.slack, self.reserve)
+
+
+def _point(sit: Situation, policy: GpuorchPolicy) -> _Point:
     job, tick = sim_job(sit), _tick(sit)
     saved = State(tick, min(job.work_s, math.floor(sit.done_s)), None, 0)
     slack = float(saved.slack_ticks(job, 1) * GAP_S)
@@ -126,33 +138,52 @@ def decide_live(sit: Situation, policy: GpuorchPolicy | None = None) -> LiveDeci
     if sit.running == SPOT and sit.running_market is not None and sit.running_market not in keys:
         keys.append(sit.running_market)
     reserve = policy.reserve_ticks(job, saved, max(1, len(keys))) * GAP_S
+    return _Point(job, saved, slack, reserve)
 
-    def out(kind: Kind, market: str | None, reason: str) -> LiveDecision:
-        return LiveDecision(kind, market, reason, slack, reserve)
 
+def decide_live(sit: Situation, policy: GpuorchPolicy | None = None) -> LiveDecision:
+    """Spot (where), on-demand, or wait; and whether a running spot attempt must move."""
+    policy = policy or GpuorchPolicy()
+    p = _point(sit, policy)
     if sit.running == ON_DEMAND:
-        return out("keep", None, f"stays on on-demand (slack {_hours(slack)})")
+        return p.out("keep", None, f"stays on on-demand (slack {_hours(p.slack)})")
     if sit.running == SPOT:
-        # A preemption before the next look restarts from the last checkpoint, with a start-up.
-        if saved.slack_ticks(job, 1) <= 1:
-            lost = "the work since its last checkpoint" if sit.checkpoint_s is not None else "all its work"
-            return out("move", None, f"moves to on-demand: a preemption now would cost {lost} and leave "
-                       f"{_hours(max(0.0, slack))} of slack")
-        return out("keep", sit.running_market, f"keeps spot in {sit.running_market} (slack {_hours(slack)} "
-                   "from the last checkpoint)")
-
+        return _running_spot(sit, p)
     if sit.moved:  # the move's replacement; spot would be as risky again (the simulator's rule 3)
-        return out("on-demand", None, f"on-demand: moved off spot for the deadline (slack {_hours(slack)})")
+        return p.out("on-demand", None, f"on-demand: moved off spot for the deadline (slack {_hours(p.slack)})")
     # A launch: ask the simulator's policy, spot markets offered only where a spot run leaves room
     # for one checkpoint interval (the work a preemption may throw away) after two start-ups.
-    at_risk = sit.checkpoint_s if sit.checkpoint_s is not None else job.work_s - saved.done_s
-    if sit.markets and (saved.slack_ticks(job, 2) - 1) * GAP_S < at_risk:  # waiting cannot make it safer
-        why = ("only on-demand still meets the deadline" if saved.slack_ticks(job, 1) <= 0 else
-               f"spot is too risky: slack {_hours(slack)} cannot absorb a preemption ({_hours(at_risk)} of work at "
-               "risk) and a second start-up")
-        if slack < 0:
-            why = f"the deadline can no longer be met (short by {_hours(-slack)}); finishing as soon as possible"
-        return out("on-demand", None, f"on-demand: {why}")
+    at_risk = sit.checkpoint_s if sit.checkpoint_s is not None else p.job.work_s - p.saved.done_s
+    if sit.markets and (p.saved.slack_ticks(p.job, 2) - 1) * GAP_S < at_risk:  # waiting cannot make it safer
+        return _spot_too_risky(p, at_risk)
+    return _launch(sit, p, policy, at_risk)
+
+
+def _running_spot(sit: Situation, p: _Point) -> LiveDecision:
+    """A running spot attempt: keep it, or move it to on-demand while a preemption can still be absorbed."""
+    # A preemption before the next look restarts from the last checkpoint, with a start-up.
+    if p.saved.slack_ticks(p.job, 1) <= 1:
+        lost = "the work since its last checkpoint" if sit.checkpoint_s is not None else "all its work"
+        return p.out("move", None, f"moves to on-demand: a preemption now would cost {lost} and leave "
+                     f"{_hours(max(0.0, p.slack))} of slack")
+    return p.out("keep", sit.running_market, f"keeps spot in {sit.running_market} (slack {_hours(p.slack)} "
+                 "from the last checkpoint)")
+
+
+def _spot_too_risky(p: _Point, at_risk: float) -> LiveDecision:
+    """A launch where spot markets have capacity but a spot run leaves no room for a preemption."""
+    slack = p.slack
+    why = ("only on-demand still meets the deadline" if p.saved.slack_ticks(p.job, 1) <= 0 else
+           f"spot is too risky: slack {_hours(slack)} cannot absorb a preemption ({_hours(at_risk)} of work at "
+           "risk) and a second start-up")
+    if slack < 0:
+        why = f"the deadline can no longer be met (short by {_hours(-slack)}); finishing as soon as possible"
+    return p.out("on-demand", None, f"on-demand: {why}")
+
+
+def _launch(sit: Situation, p: _Point, policy: GpuorchPolicy, at_risk: float) -> LiveDecision:
+    """A launch the simulator's policy decides: spot in a market, on-demand, or wait for spot."""
+    job, saved, slack, reserve = p.job, p.saved, p.slack, p.reserve
     usable = [True] * len(sit.markets)
     obs = Observation(spot=tuple(usable) or (False,),
                       up_ticks=tuple(int(m.up_s // GAP_S) for m in sit.markets) or (0,),
@@ -161,8 +192,8 @@ def decide_live(sit: Situation, policy: GpuorchPolicy | None = None) -> LiveDeci
     action = policy.decide(job, saved, obs)
     if action is not None and action.kind == SPOT:
         market = sit.markets[action.zone].key
-        return out("spot", market, f"spot in {market}: slack {_hours(slack)} covers this start-up, one "
-                   f"checkpoint interval and a fallback to on-demand")
+        return p.out("spot", market, f"spot in {market}: slack {_hours(slack)} covers this start-up, one "
+                     f"checkpoint interval and a fallback to on-demand")
     if action == OD:
         if slack < 0:
             why = f"the deadline can no longer be met (short by {_hours(-slack)}); finishing as soon as possible"
@@ -170,14 +201,14 @@ def decide_live(sit: Situation, policy: GpuorchPolicy | None = None) -> LiveDeci
             why = f"only on-demand still meets the deadline (slack {_hours(slack)})"
         else:
             why = f"no spot capacity and slack {_hours(slack)} is down to the reserve {_hours(reserve)}"
-        return out("on-demand", None, f"on-demand: {why}")
+        return p.out("on-demand", None, f"on-demand: {why}")
     if (saved.slack_ticks(job, 2) - 1) * GAP_S < at_risk:  # spot would be refused by then: waiting buys nothing
-        return out("on-demand", None, f"on-demand: no spot capacity, and slack {_hours(slack)} could no longer "
-                   f"absorb a preemption ({_hours(at_risk)} of work at risk) and a second start-up")
+        return p.out("on-demand", None, f"on-demand: no spot capacity, and slack {_hours(slack)} could no longer "
+                     f"absorb a preemption ({_hours(at_risk)} of work at risk) and a second start-up")
     if slack < reserve:  # the policy's rule 4: on-demand now would be on-demand to the end
-        return out("wait", None, f"waits for spot capacity: slack {_hours(slack)} is below the reserve "
-                   f"{_hours(reserve)}, but on-demand now would leave too little to ever move to spot")
-    return out("wait", None, f"waits for spot capacity: slack {_hours(slack)} is above the reserve {_hours(reserve)}")
+        return p.out("wait", None, f"waits for spot capacity: slack {_hours(slack)} is below the reserve "
+                     f"{_hours(reserve)}, but on-demand now would leave too little to ever move to spot")
+    return p.out("wait", None, f"waits for spot capacity: slack {_hours(slack)} is above the reserve {_hours(reserve)}")
 
 
 Span = tuple[datetime | None, datetime | None, datetime | None]  # (running since, last checkpoint, ended)
