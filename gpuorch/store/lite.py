@@ -20,7 +20,7 @@ from typing import Any
 from gpuorch.store.states import AttemptStatus, JobStatus, TerminationReason
 
 # Bump with migrations.MIGRATIONS (tests/store/test_lite.py checks they agree).
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 BUSY_TIMEOUT_S = 30.0
 
 # Enum columns are stored by name (SQLAlchemy's Enum), as on the models.

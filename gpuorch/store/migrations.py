@@ -257,6 +257,29 @@ def _v13_attempt_kept_warm(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE attempt ADD COLUMN kept_warm BOOLEAN"))
 
 
+# PostgreSQL's fill factor of the job table, in percent: a page keeps room for new versions of
+# its rows. A job row is wide (~1.2 KB: its spec), so at the default 100 a page is full when the
+# rows are submitted and every later UPDATE (a lease claim, a renewal, ``updated_at``) writes the
+# new version to another page and a new entry into each of the table's indexes. With room left,
+# an UPDATE that changes no indexed column (the lease's and ``updated_at``'s) is a heap-only
+# tuple on the same page: 10,000 rows' leases written 3 times, 4.2-5.2 s at 100 against
+# 3.0-3.4 s at 60 (80 % of them heap-only), and the table 30 MB instead of 48 (load 10,
+# calibration 0.95 s). A status change (an indexed column) is never heap-only.
+JOB_FILLFACTOR = 60
+
+
+def _pg_job_fillfactor(conn: Connection) -> None:
+    """The job table's fill factor (``JOB_FILLFACTOR``) on PostgreSQL; nothing elsewhere. Pages
+    written from now on keep the room; existing ones get it as they are rewritten."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text(f"ALTER TABLE job SET (fillfactor = {JOB_FILLFACTOR})"))
+
+
+def _v14_job_fillfactor(conn: Connection) -> None:
+    """PostgreSQL: the job table's fill factor (``JOB_FILLFACTOR``)."""
+    _pg_job_fillfactor(conn)
+
+
 MIGRATIONS: list[Migration] = [
     # (1, "initial schema", ...) is the create_all of a fresh database; later ones go here.
     (2, "sweeps, trial metrics, spot price changes, budget_exhausted", _v2_money_and_sweeps),
@@ -271,6 +294,7 @@ MIGRATIONS: list[Migration] = [
     (11, "GPU slot leases of owned hosts (SSH node pools)", _v11_slot_leases),
     (12, "warm instances' idle periods (keep_warm)", _v12_warm_instances),
     (13, "attempt kept_warm", _v13_attempt_kept_warm),
+    (14, "job table fill factor (PostgreSQL)", _v14_job_fillfactor),
 ]
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 
@@ -300,6 +324,7 @@ def migrate(conn: Connection, migrations: list[Migration] | None = None) -> int:
     current = _version(conn)
     if current is None:
         SQLModel.metadata.create_all(conn)
+        _pg_job_fillfactor(conn)
         _stamp(conn, latest)
         return latest
     if current > latest:

@@ -44,7 +44,7 @@ def test_v1_database_upgrades_to_the_fresh_schema_keeping_its_rows(tmp_path):
         jobs = {j.name: j for j in s.exec(select(Job))}
         [a] = s.exec(select(Attempt)).all()
         version = s.get(Meta, "schema_version").value
-    assert version == str(SCHEMA_VERSION) == "13"
+    assert version == str(SCHEMA_VERSION) == "14"
     assert jobs["old-job"].status == JobStatus.SUCCEEDED and jobs["old-job"].sweep_id is None
     assert jobs["queued-job"].status == JobStatus.QUEUED
     assert (a.price_per_hour, a.instance_id, a.metrics_offset, a.price_changes) == (1.2, "fake-1", 0, None)
@@ -117,7 +117,7 @@ def test_v4_database_upgrades_to_v5_with_volume_attached_at_on_attempt(tmp_path)
         a.volume_attached_at = attached
     with store.read() as s:
         assert s.exec(select(Attempt)).one().volume_attached_at == attached
-        assert s.get(Meta, "schema_version").value == str(SCHEMA_VERSION) == "13"
+        assert s.get(Meta, "schema_version").value == str(SCHEMA_VERSION) == "14"
     store.close()
     with sqlite3.connect(old) as db:  # running the step again (a half-applied migration) is harmless
         db.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
@@ -137,7 +137,7 @@ def test_v5_database_upgrades_to_v6_and_its_attempts_load_without_an_offer(tmp_p
         a.offer = '{"provider": "fake"}'
     with store.read() as s:
         assert s.exec(select(Attempt)).one().offer == '{"provider": "fake"}'
-        assert s.get(Meta, "schema_version").value == str(SCHEMA_VERSION) == "13"
+        assert s.get(Meta, "schema_version").value == str(SCHEMA_VERSION) == "14"
     store.close()
 
 
@@ -180,7 +180,7 @@ def test_v7_database_upgrades_to_v8_and_takes_held_and_pruned_trials(tmp_path):
         a = s.exec(select(Attempt)).one()
         assert (a.runway_until, a.reason) == (until, TerminationReason.HELD)
         assert s.get(Job, a.job_id).status == JobStatus.HELD
-        assert s.get(Meta, "schema_version").value == str(SCHEMA_VERSION) == "13"
+        assert s.get(Meta, "schema_version").value == str(SCHEMA_VERSION) == "14"
     store.close()
     with sqlite3.connect(old) as db:  # running the step again (a half-applied migration) is harmless
         db.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
@@ -201,7 +201,7 @@ def test_v12_warm_instances_migrated_match_the_fresh_schema(tmp_path):
     with engine.begin() as conn:
         migrate(conn, MIGRATIONS[:10])
         assert not sa_inspect(conn).has_table("warminstance")
-        assert migrate(conn) == 13
+        assert migrate(conn) == 14
         assert "kept_warm" in {c["name"] for c in sa_inspect(conn).get_columns("attempt")}
         migrated = {c["name"] for c in sa_inspect(conn).get_columns("warminstance")}
         indexes = {i["name"]: i["unique"] for i in sa_inspect(conn).get_indexes("warminstance")}
