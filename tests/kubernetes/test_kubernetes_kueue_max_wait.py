@@ -122,6 +122,23 @@ def test_without_max_wait_an_admission_wait_is_not_bounded(tmp_path: Path) -> No
         assert [a.provider for a in d.attempts(job)] == ["kubernetes"]
 
 
+def test_with_no_cloud_to_burst_to_the_pod_keeps_its_place_in_the_queue(tmp_path: Path) -> None:
+    """``max_wait`` is over but no cloud candidate is left (the job names the cluster only):
+    ending the pod would only put a new one at the back of Kueue's queue, so it waits."""
+    out = tmp_path / "ran"
+    with cluster(tmp_path, NODES) as k8s, AssembledDaemon.start(tmp_path / "home", config(tmp_path, k8s)) as d:
+        job = d.submit(spec(out, max_wait="30s", providers=["kubernetes"]))
+        name = _queued(d, job)
+        _waited(d, job, 31)
+        for _ in range(3):
+            d.run_pass()
+        (waiting,) = d.attempts(job)
+        assert waiting.reason is None and [p.metadata.name for p in _pods(k8s, job)] == [name]
+        k8s.kubelet.admit(name, "default")
+        assert d.until_terminal(job).status == JobStatus.SUCCEEDED
+        assert [a.provider for a in d.attempts(job)] == ["kubernetes"]
+
+
 @pytest.mark.parametrize("point", ["terminate.called", "end.recorded"])
 def test_a_crash_after_ending_the_queued_attempt_leaves_one_cloud_instance_and_no_pod(tmp_path: Path,
                                                                                     point: str) -> None:

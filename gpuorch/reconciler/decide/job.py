@@ -131,7 +131,7 @@ def _current(view: JobView, current: AttemptView, now: datetime, offers: Offers,
         return done(*terminate_if_alive(current),
                     End(current.row.number, TerminationReason.CANCELLED, "cancelled by user", status=current.agent),
                     SetJob(JobStatus.CANCELLED, "cancelled by user", finished=True)), keep
-    step, end = live(current, now, s, admission_bound(view, current, now, s))  # max_wait bounds a Kueue wait
+    step, end = live(current, now, s, admission_bound(view, current, now, s, offers, avoid))  # max_wait, Kueue
     drain = step.actions[-1] if step.actions and isinstance(step.actions[-1], Drain) else None  # live puts it last
     if drain is not None and view.gate is not None:  # a capped job drains a notice for its own grace
         step, drain = notice_drain(step, drain, now, view.gate.policy.stop_grace_s)

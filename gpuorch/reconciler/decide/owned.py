@@ -56,10 +56,13 @@ class AdmissionBound(NamedTuple):
     said: bool  # the job's message says its attempt waits for admission (it did when last seen)
 
 
-def admission_bound(view: JobView, current: AttemptView, now: datetime, s: Settings) -> AdmissionBound | None:
+def admission_bound(view: JobView, current: AttemptView, now: datetime, s: Settings,
+                    offers: Sequence[Offer] | OfferIndex, avoid: Avoid) -> AdmissionBound | None:
     """The bound ``max_wait`` sets on ``current``'s wait for admission (``Instance.queued``: a
-    Kueue LocalQueue) on owned capacity; None without ``max_wait`` (the wait is not bounded), or
-    when the attempt neither waits for admission nor did when the job was last looked at."""
+    Kueue LocalQueue) on owned capacity; None without ``max_wait`` (the wait is not bounded),
+    when the attempt neither waits for admission nor did when the job was last looked at, or,
+    once the wait is over, when no cloud candidate is left to burst to (the pod keeps its place in
+    the queue: ending it would only launch another one at the back)."""
     max_wait = view.spec.max_wait
     if max_wait is None or current.row.provider not in s.owned or current.agent is not None:
         return None
@@ -68,6 +71,8 @@ def admission_bound(view: JobView, current: AttemptView, now: datetime, s: Setti
     if queued is None and not said:  # not waiting for admission (cheap: every live attempt asks, every pass)
         return None
     waited = waited_s(view, now)
+    if waited >= max_wait and not any(c.offer.provider not in s.owned for c in _all(view, offers, s, avoid)):
+        return None
     why = (f"waited {minutes(waited)} for admission" + (f" ({queued})" if queued else "")
            + f"; max_wait is {minutes(max_wait)}: the job bursts")
     return AdmissionBound(max_wait - waited, why, said)
