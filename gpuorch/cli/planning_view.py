@@ -66,7 +66,20 @@ def _priced(cfg: Any, offers: list[Any]) -> list[Any]:
 def check_known(what: str, flag: str, wanted: list[str], have: set[str], source: str) -> None:
     unknown = [x for x in wanted if x not in have]
     if unknown:
-        fail(f"{flag}: unknown {what} {unknown[0]!r} in {source}; known: {', '.join(sorted(have)) or 'none'}")
+        known = ", ".join(sorted(have)) or "none"
+        if what == "provider" and _unpriced(unknown[0], {}):
+            fail(f"{flag}: no {unknown[0]} offers in {source}: gpuorch ships no {unknown[0]} prices; `gpuorch catalog "
+                 f"refresh --provider {unknown[0]}` fetches them (docs/catalog.md, Sources); known: {known}")
+        fail(f"{flag}: unknown {what} {unknown[0]!r} in {source}; known: {known}")
+
+
+def _unpriced(name: str, options: Any) -> bool:
+    """Whether ``name`` is a cloud that ships no price rows (Azure: docs/catalog.md, "Sources") and
+    has no ``catalog:`` of its own, so its prices come only from a refresh."""
+    from gpuorch.catalog.registry import catalogs
+
+    c = catalogs().get(name)
+    return c is not None and c.rows is None and bool(c.families) and not (options or {}).get("catalog")
 
 
 def freshness(catalog: Path | None, price_list: bool) -> dict[str, Any]:
@@ -94,6 +107,11 @@ def freshness(catalog: Path | None, price_list: bool) -> dict[str, Any]:
         else:
             undated.append(name)
     lines = [f["line"] for f in dated]
+    unpriced = [n for n in undated if _unpriced(n, cfg.providers[n])]
+    undated = [n for n in undated if n not in unpriced]
+    if unpriced:
+        lines.append(f"prices: none for {', '.join(unpriced)} until a refresh (gpuorch ships none; `gpuorch catalog "
+                     "refresh --provider NAME` fetches them, as the daemon does at start)")
     if undated:
         lines.append(f"prices: {', '.join(undated)} from the shipped or configured catalog, of unknown age "
                      "(not refreshed; `gpuorch catalog refresh --provider NAME` fetches today's)")
