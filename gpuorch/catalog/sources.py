@@ -12,8 +12,9 @@ The reader ignores both columns; ``tests/catalog/test_provenance.py`` holds ever
 them.
 
 ``licensed`` is False where the only copy of the prices found is in a repository without a
-licence: such rows are the open item of docs/catalog.md, kept only until a pull from the cloud's
-own API replaces them (``gpuorch catalog refresh``), and the test names them.
+licence; none is left (issue 36 removed Azure's rows, whose only copy was such a repository:
+Azure ships no price rows and its prices come from ``gpuorch catalog refresh``), and the test
+refuses a new one.
 """
 
 from __future__ import annotations
@@ -46,12 +47,6 @@ SNAPSHOT: dict[str, Provenance] = {
         "GCP Cloud Billing Catalog API (Compute Engine host vCPU/RAM and GPU SKUs, on-demand and Spot, per region), "
         "via shared/data/catalog-sample/gcp-gpu-offers.csv",
         "../2026-11-29",
-    ),
-    "azure": Provenance(
-        "Azure Retail Prices API (Linux pay-as-you-go and Spot meters, per region), via skypilot-org/skypilot-catalog "
-        "catalogs/v6/azure/vms.csv@098741e7 (no licence), copied to gpuorch_azure/data/sources/azure-vms.csv",
-        "../2026-11-29",
-        licensed=False,
     ),
     "vast": Provenance(
         "Vast.ai marketplace quotes from public pages (Vast publishes no price list), the page per GPU named in "

@@ -1,5 +1,7 @@
-"""Azure's catalog: shipped rows (``data/offers.csv``, built from ``data/sources/azure-vms.csv``),
-GPU VM-size families and billing rule.
+"""Azure's catalog: GPU VM-size families, shapes and billing rule. No shipped price rows: no
+first-party per-size price copy could be cited (``data/sources/README.md``, docs/catalog.md), so
+Azure's prices come only from the Retail Prices API, through ``gpuorch catalog refresh`` and the
+daemon's scheduled refresh (``$GPUORCH_HOME/catalog/azure.csv``), or from a user's ``catalog:``.
 
 Stdlib-only (entry point ``gpuorch.catalogs``: ``gpuorch offers`` reads it without the SDKs or
 pydantic). Billing: per second (the global pricing pages); from 2025-06-01 a VM stopped within
@@ -10,11 +12,7 @@ Families: the Azure VM-size pages (docs/sizing.md, "Instance families").
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from gpuorch.provider.catalog import AdapterCatalog, BillingRule, Family, Shape
-
-DATA = Path(__file__).resolve().parent / "data"
 
 # fmt: off
 FAMILIES: tuple[Family, ...] = (
@@ -53,7 +51,4 @@ SHAPES: tuple[Shape, ...] = (
 )
 # fmt: on
 
-CATALOG = AdapterCatalog(
-    provider="azure", billing=BillingRule(1, 300), families=FAMILIES, rows=DATA / "offers.csv",
-    builder="gpuorch_azure.snapshot:build", shapes=SHAPES,
-)
+CATALOG = AdapterCatalog(provider="azure", billing=BillingRule(1, 300), families=FAMILIES, shapes=SHAPES)

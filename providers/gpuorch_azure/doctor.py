@@ -3,7 +3,9 @@
 each ARM permission the adapter needs that a read can show (docs/azure.md, "Permissions").
 
 ARM has no dry run for VM writes: create and delete (``virtualMachines/write``/``delete``)
-are left to the first launch. Only the credential's class is printed, never the token.
+are left to the first launch. Only the credential's class is printed, never the token. First, where
+the prices come from (``offers.prices_line``): gpuorch ships no Azure prices, so before the first
+Retail Prices refresh this is a warning that says how to get them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from typing import TYPE_CHECKING
 from gpuorch.errors import NotFoundError
 from gpuorch.provider import Finding
 from gpuorch.provider.selfcheck import Probe, permission_findings
+
+from .offers import REFRESH_HINT, prices_line
 
 if TYPE_CHECKING:
     from .provider import AzureProvider
@@ -37,7 +41,17 @@ def probes(p: AzureProvider) -> list[Probe]:
             (f"Microsoft.Compute/proximityPlacementGroups/read in {rg} (gangs)", arm.list_ppgs)]
 
 
+def prices(p: AzureProvider) -> Finding:
+    priced, line = prices_line(p.options, p.home)
+    check = f"provider {p.name} prices"
+    return Finding.ok(check, line) if priced else Finding.warn(check, line.split(";")[0], REFRESH_HINT)
+
+
 def doctor(p: AzureProvider) -> list[Finding]:
+    return [prices(p), *_access(p)]
+
+
+def _access(p: AzureProvider) -> list[Finding]:
     check = f"provider {p.name}"
     arm = p._arm
     credential = arm.token_credential()

@@ -54,7 +54,7 @@ from .config import AzureOptions, parse_options
 from .errors import classify, translate
 from .gang import MAX_NODES, AzureGangs
 from .names import is_vm_name, split_zone, vm_name
-from .offers import PRICE_SOURCE, catalog_offers, select_offers
+from .offers import PRICE_SOURCE, catalog_offers, require_offers, select_offers
 from .parse import (
     EVICTED_DELETED,
     POWERED_OFF,
@@ -122,12 +122,11 @@ class AzureProvider(AzureGangs, ManagedDisks, AcrLogin, Provider):
         return catalog_offers(parse_options(options), Path(home))
 
     def check(self) -> None:
-        """Offers exist in the configured regions, and the resource group answers a listing with
-        the credential the chain finds; UserInputError naming the option otherwise."""
-        if not self.offers():
-            raise UserInputError(f"providers.azure.regions: the catalog has no Azure offer in "
-                                 f"{', '.join(self.options.regions)}; pick regions it lists "
-                                 "(`gpuorch offers --provider azure`)")
+        """Offers exist in the configured regions (once a catalog exists: before the first
+        Retail Prices refresh there is none, and the adapter starts without offers, saying so),
+        and the resource group answers a listing with the credential the chain finds;
+        UserInputError naming the option otherwise."""
+        require_offers(self.offers(), self.options, self.home, given=self._given_offers is not None)
         try:
             self._arm.list_vms()
         except AuthError as e:

@@ -3,7 +3,9 @@
 
 Nothing here reaches a network: the provider gets the fake's endpoint and CA file, a credential
 object that hands out the fake's token, ``poll_interval_s=0`` (otherwise each long-running
-operation poll waits), and azure-identity's environment is emptied.
+operation poll waits), and azure-identity's environment is emptied. Its home holds the test
+catalog (``azure_test_catalog``: made-up prices, where a Retail Prices refresh writes them), since
+gpuorch ships no Azure prices; ``make_provider(priced=False)`` starts without one.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import azure_test_catalog
 import pytest
 from azure_helpers import StaticToken, options
 from fake_arm import FakeArm
@@ -52,9 +55,12 @@ def sleeps() -> list[float]:
 def make_provider(arm: FakeArm, sleeps: list[float], tmp_path: Path) -> Iterator[Callable[..., AzureProvider]]:
     made: list[AzureProvider] = []
 
-    def make(home: Path | None = None, credential: Any = None, **extra: Any) -> AzureProvider:
+    def make(home: Path | None = None, credential: Any = None, priced: bool = True, **extra: Any) -> AzureProvider:
         opts = parse_options(options(arm, **extra))
-        p = AzureProvider(opts, home=home or tmp_path / "home", credential=credential or StaticToken(arm.token),
+        home = home or tmp_path / "home"
+        if priced and not (home / "catalog" / "azure.csv").exists():
+            azure_test_catalog.write(home)
+        p = AzureProvider(opts, home=home, credential=credential or StaticToken(arm.token),
                           sleep=sleeps.append, now=arm.now, monotonic=lambda: arm.clock)
         made.append(p)
         return p

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from azure_helpers import StaticToken, options
+from azure_test_catalog import resource_sku
 from fake_arm import FakeArm
 from fake_prices import FakePrices, meter
 from typer.testing import CliRunner
@@ -26,16 +27,6 @@ from gpuorch_azure.pricing import retail_prices, zones_of
 pytestmark = pytest.mark.azure
 runner = CliRunner()
 T4, T4_SPOT, A100, A100_SPOT = 0.526, 0.0526, 3.673, 0.40403
-
-
-def resource_sku(size: str, region: str, zones: list[str], gpus: int, vcpus: int, memory: int,
-                 restrictions: list | None = None) -> dict:
-    return {"resourceType": "virtualMachines", "name": size, "tier": "Standard",
-            "size": size.removeprefix("Standard_"), "family": "standardNCFamily", "locations": [region],
-            "locationInfo": [{"location": region, "zones": zones, "zoneDetails": []}],
-            "capabilities": [{"name": "vCPUs", "value": str(vcpus)}, {"name": "MemoryGB", "value": str(memory)},
-                             {"name": "GPUs", "value": str(gpus)}, {"name": "PremiumIO", "value": "True"}],
-            "restrictions": restrictions or []}
 
 
 @pytest.fixture(scope="session")

@@ -74,7 +74,7 @@ def test_plan_places_a_volume_job_only_where_volumes_are_and_refuses_it_elsewher
     r = runner.invoke(app, ["plan", str(local), "--price-list"])
     assert r.exit_code == 2 and r.stdout == ""
     assert r.stderr.strip().startswith(f"error: {local}: volume: none of the providers this job may use (local) "
-                                       "has volumes; allow one that does (providers: [...]): aws, azure")
+                                       "has volumes; allow one that does (providers: [...]): aws, gcp")
 
 
 def test_submit_refuses_a_volume_job_nowhere_to_put_its_volume_and_stores_nothing(_isolated_home, tmp_path) -> None:
