@@ -8,12 +8,15 @@ same one-line errors either way.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from gpuorch.cli.app import JSON_OPTION, app, emit_json
 from gpuorch.cli.output import WIDE_OPTION, show
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 sweep_app = typer.Typer(help="Cost-capped hyperparameter sweeps: trials, their metrics and what they cost.",
                         no_args_is_help=True)
@@ -78,22 +81,31 @@ def status(ctx: typer.Context,
     if json_out:
         emit_json(report)
         return
-    from rich.table import Table
-
     from gpuorch.cli.output import daemon_warning
-    from gpuorch.jobs.counts import runs_label  # RUNS: attempts that got an instance, tries beside
 
     daemon_warning(backend)
     if name is None:
-        t = Table("ID", "NAME", "STATUS", "TRIALS", "SPENT", "CAP", "DEADLINE", "BEST")
-        for w in report:
-            obj, best = w["objective"], w["best"]
-            t.add_row(str(w["id"]), w["name"], w["status"],
-                      ", ".join(f"{n} {s}" for s, n in sorted(w["counts"].items())) or "-",
-                      f"${w['spent']:.4f}", _cap(w), f"{w['deadline']:%Y-%m-%d %H:%M}" if w["deadline"] else "-",
-                      _best(best, obj) if best else "-")
-        show(t, wide=wide)
-        return
+        _show_sweeps(report, wide)
+    else:
+        _show_sweep(report, wide)
+
+
+def _show_sweeps(report: list[dict[str, Any]], wide: bool) -> None:
+    """Every sweep: its state, trial counts, spend, cap, deadline and best trial."""
+    from rich.table import Table
+
+    t = Table("ID", "NAME", "STATUS", "TRIALS", "SPENT", "CAP", "DEADLINE", "BEST")
+    for w in report:
+        obj, best = w["objective"], w["best"]
+        t.add_row(str(w["id"]), w["name"], w["status"],
+                  ", ".join(f"{n} {s}" for s, n in sorted(w["counts"].items())) or "-",
+                  f"${w['spent']:.4f}", _cap(w), f"{w['deadline']:%Y-%m-%d %H:%M}" if w["deadline"] else "-",
+                  _best(best, obj) if best else "-")
+    show(t, wide=wide)
+
+
+def _show_sweep(report: dict[str, Any], wide: bool) -> None:
+    """One sweep: a summary line, its trials best first, the best trial, and where the money went."""
     cap = f" of {_cap(report)}" if report["max_cost"] is not None else " (no cap)"
     obj = report["objective"]
     typer.echo(f"sweep {report['id']} {report['name']}: {report['status']}"
@@ -101,6 +113,23 @@ def status(ctx: typer.Context,
                + f"; spent ${report['spent']:.4f}{cap}"
                + (f"; deadline {report['deadline']:%Y-%m-%d %H:%M} UTC" if report["deadline"] else "")
                + (f"; objective {obj['mode']} {obj['metric']}" if obj else ""))
+    show(_trial_table(report), wide=wide)
+    if report["best"] is not None:
+        typer.echo(f"best: {_best(report['best'], obj)}")
+    sp = report["spend"]
+    typer.echo(f"spend ${report['spent']:.4f}: " + ", ".join(f"${sp[k]:.4f} {k}" for k in sp if sp[k] or k in (
+        "finished", "pruned", "held", "wasted")) + f" ({report['wasted_share']:.0%} wasted)")
+    if report.get("left") is not None and report.get("no_more"):  # why the rest of the cap bought no more trials
+        typer.echo(f"left ${report['left']:.4f} of the cap; no further trial: {report['no_more']}")
+
+
+def _trial_table(report: dict[str, Any]) -> Table:
+    """The trials: parameters, the result or the objective's metric first, then runtime, runs and cost."""
+    from rich.table import Table
+
+    from gpuorch.jobs.counts import runs_label  # RUNS: attempts that got an instance, tries beside
+
+    obj = report["objective"]
     params = sorted({k for t in report["trials"] for k in t["params"]})
     metrics = sorted({k for t in report["trials"] for k in t["metrics"]})
     if obj and obj["metric"] in metrics:  # the objective first
@@ -114,14 +143,7 @@ def status(ctx: typer.Context,
                   *([_fmt(tr["value"]) if tr["value"] is not None else "-"] if by_result else []),
                   *[_fmt(tr["metrics"].get(m, "-")) for m in metrics], _duration(tr["runtime_s"]),
                   runs_label(tr), str(tr["preemptions"]), f"${tr['cost']:.4f}", tr["message"] or "")
-    show(t, wide=wide)
-    if report["best"] is not None:
-        typer.echo(f"best: {_best(report['best'], obj)}")
-    sp = report["spend"]
-    typer.echo(f"spend ${report['spent']:.4f}: " + ", ".join(f"${sp[k]:.4f} {k}" for k in sp if sp[k] or k in (
-        "finished", "pruned", "held", "wasted")) + f" ({report['wasted_share']:.0%} wasted)")
-    if report.get("left") is not None and report.get("no_more"):  # why the rest of the cap bought no more trials
-        typer.echo(f"left ${report['left']:.4f} of the cap; no further trial: {report['no_more']}")
+    return t
 
 
 def _best(best: dict[str, Any], obj: dict[str, Any]) -> str:
