@@ -6,7 +6,7 @@ reading catalogs (``gpuorch offers``) imports no SDK and no pydantic.
 from __future__ import annotations
 
 from functools import cache
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, entry_points
 
 from gpuorch.catalog.adapter import AdapterCatalog
 from gpuorch.money.billing import DEFAULT_RULE, BillingRule
@@ -20,17 +20,39 @@ def catalogs() -> dict[str, AdapterCatalog]:
 
     An entry point that cannot be loaded is left out: a broken adapter must not take
     ``gpuorch offers`` down for the others (``gpuorch doctor`` reports it)."""
+    found = {ep.name: ep for ep in entry_points(group=CATALOG_GROUP)} | _shipped()
     out: dict[str, AdapterCatalog] = {}
-    for ep in sorted(entry_points(group=CATALOG_GROUP), key=lambda e: e.name):
+    for name in sorted(found):
         try:
-            out[ep.name] = ep.load()
+            out[name] = found[name].load()
         except ImportError:
             continue
     return out
 
 
+@cache
+def _shipped() -> dict[str, EntryPoint]:
+    """gpuorch's own distribution's catalog entry points (the shipped adapters'): one metadata
+    file read, where a scan of every installed distribution costs ~5 ms. A shipped adapter's name
+    is the shipped adapter's, whatever another distribution registers."""
+    try:
+        return {ep.name: ep for ep in distribution("gpuorch").entry_points.select(group=CATALOG_GROUP)}
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return {}
+
+
+@cache
 def catalog_of(name: str) -> AdapterCatalog | None:
-    return catalogs().get(name.lower())
+    """Provider ``name``'s catalog; a shipped adapter's is loaded alone (no scan of every
+    installed distribution, no other adapter's catalog module: ``gpuorch offers`` starts fast)."""
+    key = name.lower()
+    ep = _shipped().get(key)
+    if ep is None:
+        return catalogs().get(key)
+    try:
+        return ep.load()
+    except ImportError:  # left out, as catalogs() leaves it out
+        return None
 
 
 def billing_rule(provider: str) -> BillingRule:
