@@ -56,27 +56,8 @@ def vm_body(
     key = ssh_public_key.strip()
     if not key or "\n" in key or "\r" in key:
         raise ValueError("the admin user's SSH key must be one OpenSSH public key line")
-    ip_config: dict[str, Any] = {"subnet": {"id": subnet_id}, "primary": True, "privateIPAddressVersion": "IPv4"}
-    if public_ip:
-        ip_config["publicIPAddressConfiguration"] = {
-            "name": ip_name(name), "tags": tags, "sku": {"name": "Standard", "tier": "Regional"},
-            "properties": {"deleteOption": "Delete", "publicIPAllocationMethod": "Static"},
-        }
-    nic: dict[str, Any] = {"primary": True, "deleteOption": "Delete",
-                           "ipConfigurations": [{"name": "ipconfig1", "properties": ip_config}]}
-    if network_security_group_id:
-        nic["networkSecurityGroup"] = {"id": network_security_group_id}
-    os_profile: dict[str, Any] = {
-        "computerName": name,
-        "adminUsername": admin_user,
-        "linuxConfiguration": {
-            "disablePasswordAuthentication": True,
-            "ssh": {"publicKeys": [{"path": f"/home/{admin_user}/.ssh/authorized_keys", "keyData": key}]},
-        },
-    }
-    data = custom_data(user_data)
-    if data:
-        os_profile["customData"] = data
+    nic = _nic(name, tags, subnet_id, public_ip, network_security_group_id)
+    os_profile = _os_profile(name, admin_user, key, user_data)
     properties: dict[str, Any] = {
         "hardwareProfile": {"vmSize": o.instance_type},
         "storageProfile": {
@@ -91,17 +72,54 @@ def vm_body(
             "networkInterfaceConfigurations": [{"name": nic_name(name), "tags": tags, "properties": nic}],
         },
     }
-    if request.spot:
-        properties["priority"] = "Spot"
-        properties["evictionPolicy"] = eviction_policy
-        properties["billingProfile"] = {"maxPrice": SPOT_MAX_PRICE}
-    else:
-        properties["priority"] = "Regular"
+    _priority(properties, request.spot, eviction_policy)
     body: dict[str, Any] = {"location": o.region, "tags": tags, "properties": properties}
     zone = split_zone(o.zone, o.region)
     if zone is not None:  # a zonal VM: its public IP (Standard SKU) and OS disk follow it into the zone
         body["zones"] = [zone]
     return body
+
+
+def _nic(name: str, tags: dict[str, str], subnet_id: str, public_ip: bool,
+         network_security_group_id: str | None) -> dict[str, Any]:
+    """The VM's NIC (and its public IP), created with the VM and deleted with it."""
+    ip_config: dict[str, Any] = {"subnet": {"id": subnet_id}, "primary": True, "privateIPAddressVersion": "IPv4"}
+    if public_ip:
+        ip_config["publicIPAddressConfiguration"] = {
+            "name": ip_name(name), "tags": tags, "sku": {"name": "Standard", "tier": "Regional"},
+            "properties": {"deleteOption": "Delete", "publicIPAllocationMethod": "Static"},
+        }
+    nic: dict[str, Any] = {"primary": True, "deleteOption": "Delete",
+                           "ipConfigurations": [{"name": "ipconfig1", "properties": ip_config}]}
+    if network_security_group_id:
+        nic["networkSecurityGroup"] = {"id": network_security_group_id}
+    return nic
+
+
+def _os_profile(name: str, admin_user: str, key: str, user_data: str | None) -> dict[str, Any]:
+    """The admin user with only its SSH key (no password login), and the cloud-init user data."""
+    os_profile: dict[str, Any] = {
+        "computerName": name,
+        "adminUsername": admin_user,
+        "linuxConfiguration": {
+            "disablePasswordAuthentication": True,
+            "ssh": {"publicKeys": [{"path": f"/home/{admin_user}/.ssh/authorized_keys", "keyData": key}]},
+        },
+    }
+    data = custom_data(user_data)
+    if data:
+        os_profile["customData"] = data
+    return os_profile
+
+
+def _priority(properties: dict[str, Any], spot: bool, eviction_policy: str) -> None:
+    """Spot (evicted for capacity only, by ``eviction_policy``) or Regular."""
+    if spot:
+        properties["priority"] = "Spot"
+        properties["evictionPolicy"] = eviction_policy
+        properties["billingProfile"] = {"maxPrice": SPOT_MAX_PRICE}
+    else:
+        properties["priority"] = "Regular"
 
 
 def login_key(cloud_config: Mapping[str, Any], fallback: str | None) -> str | None:
