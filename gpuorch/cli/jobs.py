@@ -79,10 +79,12 @@ def _interactive() -> bool:
 def _plan_line(spec: Any) -> str:
     """The offer the daemon would pick today from this host's catalog, as one line."""
     from gpuorch import placement
+    from gpuorch.jobs.submitcheck import estimate_options
     from gpuorch.registry import offline_offers
 
     cfg = cli_config()
-    best = placement.candidates(spec, offline_offers(dict(cfg.providers), cfg.home), limit=1)
+    offers = offline_offers(dict(cfg.providers), cfg.home)
+    best = placement.candidates(spec, offers, limit=1, options=estimate_options(spec, offers))
     if not best:
         return "plan: no enabled offer fits today; the daemon keeps it queued until one does"
     from gpuorch.reconciler.apply.launching import gang_candidate
@@ -94,7 +96,8 @@ def _plan_line(spec: Any) -> str:
     line = (f"plan: {o.provider} {o.zone} {nodes}{o.instance_type} ({gpu}), {'spot' if c.spot else 'on-demand'} "
             f"at ${c.price_per_hour:.4f}/h")
     if c.est_hours > 0:
-        return line + f"; estimated ${c.est_cost:.2f}, done in about {c.est_finish_hours:.2f} h"
+        storage = f" (${c.est_storage_usd:.2f} of it the volume's storage)" if c.est_storage_usd > 0 else ""
+        return line + f"; estimated ${c.est_cost:.2f}{storage}, done in about {c.est_finish_hours:.2f} h"
     return line + "; no estimate of its cost or finish (give model: or deadline.job_hours)"
 
 

@@ -6,6 +6,9 @@ Both look only at what the enabled providers sell (``registry.offline_offers``: 
 A job no GPU configuration can hold, or whose deadline on-demand cannot meet, is refused with a
 one-line ``UserInputError``; one that merely fits no enabled offer today, or whose deadline only
 on-demand can meet, is accepted with a warning (the returned line).
+
+Their estimates rank as the daemon and ``gpuorch plan`` do (``estimate_options``): a job's volume
+counts its storage for the run at each market's rate.
 """
 
 from __future__ import annotations
@@ -15,6 +18,18 @@ from datetime import datetime
 from typing import Any
 
 from gpuorch.errors import UserInputError
+
+
+def estimate_options(spec: Any, offers: Sequence[Any]) -> Any:
+    """The placement options submit's estimates rank ``spec`` with (None: the defaults): the
+    daemon's and ``gpuorch plan``'s own (``placement.cost.with_job``), with the storage rates of the
+    offers' providers (``money.storage.rate_table``), so a volume job's storage counts everywhere."""
+    if spec.volume is None:
+        return None
+    from gpuorch.money.storage import rate_table
+    from gpuorch.placement.cost import with_job
+
+    return with_job(spec, None, storage_rates=rate_table({o.provider for o in offers}))
 
 
 def shortfall_message(spec: Any, s: Any) -> str:
@@ -227,9 +242,11 @@ def fit_check(spec: Any, offers: Sequence[Any], source: str, now: datetime,
         unsold = unsold_count(spec, placement.OfferIndex(offers + load_offers()))
         if unsold is not None:
             raise UserInputError(unsold)
-    result = placement.plan(spec, offers, limit=1)
+    opts = estimate_options(spec, offers)
+    result = placement.plan(spec, offers, limit=1, options=opts)
     if result.candidates:
-        return deadline_check(spec, placement.candidates(spec, offers) if spec.deadline else [], source, now)
+        return deadline_check(spec, placement.candidates(spec, offers, options=opts) if spec.deadline else [],
+                              source, now)
     # Refuse only what no configuration anywhere can hold, whatever the job's own restrictions.
     anywhere = spec.model_copy(update={"regions": None, "providers": None, "max_price_per_hour": None})
     relaxed = placement.plan(anywhere, offers + load_offers(), limit=1)
@@ -275,5 +292,5 @@ def sweep_deadline_check(spec: Any, trials: list[Any], offers: Sequence[Any], so
     if job.resources.gpu is not None or job.model is not None:
         from gpuorch import placement
 
-        candidates = placement.candidates(job, list(offers))
+        candidates = placement.candidates(job, list(offers), options=estimate_options(job, offers))
     return deadline_check(job, candidates, source, now, deadline=spec.deadline)
