@@ -1,7 +1,8 @@
 """The pass's one memo of "unchanged since the last pass" (``steady.py`` says what it compares).
 
 ``Memo`` owns every skip a pass makes: the steady decisions (``SteadyJobs``) and the jobs kept
-unviewed with nothing new (``QuietJobs``) are its parts, not memos of their own. The pass asks it
+unviewed with nothing new (``QuietJobs``; those nothing touched since are not walked at all,
+``QuietJobs.untouched``) are its parts, not memos of their own. The pass asks it
 twice a job at most, at two fixed points: ``keep`` before the job's view is built (the view and
 its money checks are most of a kept job's cost), and ``keep_viewed`` once it is, for a job whose
 inputs could not be compared unviewed (a gate may apply, a status read inline, a new catalog
@@ -39,10 +40,21 @@ from datetime import datetime
 
 from gpuorch.provider.port import Instance, Provider
 from gpuorch.reconciler.decide.actions import Decision, SetJob
+from gpuorch.reconciler.observe.listing import Key
 from gpuorch.reconciler.observe.status_reads import Read, ReadKey
 from gpuorch.reconciler.observe.views import JobView
 from gpuorch.reconciler.pass_state import Pass
-from gpuorch.reconciler.steady import Quiet, QuietJobs, Steady, SteadyJobs, clock_free, kept_unviewed, same_context
+from gpuorch.reconciler.steady import (
+    Check,
+    Current,
+    Steady,
+    SteadyJobs,
+    clock_free,
+    expired,
+    kept_unviewed,
+    same_context,
+    same_value,
+)
 from gpuorch.runners.port import Runner
 from gpuorch.store.models import Attempt, Job, JobStatus
 
@@ -108,14 +120,6 @@ class WaitingJobs:
     def drop(self, job_id: int) -> None:
         self._entries.pop(job_id, None)
 
-    def todo(self, ids: list[int], jobs: list[Job]) -> Iterable[tuple[int, Job]]:
-        """The pass's (id, row) pairs to look at: all but the ``untouched`` jobs, counted kept."""
-        untouched = self.untouched
-        if not untouched:
-            return zip(ids, jobs, strict=True)
-        self.skipped += len(untouched)
-        return [(i, j) for i, j in zip(ids, jobs, strict=True) if i not in untouched]
-
     def kept(self, job_id: int, job: Job, rows: Sequence[Attempt] | None) -> float | None:
         """The job's requeue time if its "no offer" still holds (every input the same value; the
         pass's context was compared in ``begin_pass``), else None."""
@@ -147,6 +151,107 @@ class WaitingJobs:
             self._entries = {k: v for k, v in self._entries.items() if k in held}
 
 
+@dataclass(frozen=True, slots=True)
+class Quiet:
+    job: object
+    rows: object  # the job's list of attempt rows (HeldRows keeps the list while the rows stay)
+    memo: Steady
+    checks: tuple[Check, ...]
+    current: Current  # its heartbeat's attempt (``memo.attempt`` is its number)
+
+
+def _moved(before: Mapping[tuple[str, int, int], object] | Mapping[ReadKey, object],
+           now: Mapping[tuple[str, int, int], object] | Mapping[ReadKey, object]) -> set[int]:
+    """The job ids (a key's second item) of the keys whose value in ``now`` is not the very object
+    of ``before``, or that are gone: one look a key, no compare of values."""
+    get = before.get
+    out = {k[1] for k, v in now.items() if get(k) is not v}  # type: ignore[arg-type]
+    if len(before) > len(now) - len(out):  # some keys may be gone
+        out.update(k[1] for k in before.keys() - now.keys())
+    return out
+
+
+class QuietJobs:
+    """Live jobs kept unviewed with nothing new to pull (issue 18): kept again on identity checks
+    and status values alone, cheaper than ``held`` and ``kept_unviewed``, which they stand for. An
+    entry holds while the pass's context (the offers index, back-off keys, settings, offers list,
+    catalog read, providers listed) is what it was (``begin_pass`` drops every entry otherwise),
+    the job's row, its list of attempt rows and its steady memo are the very objects
+    ``kept_unviewed`` compared, each live attempt's instance and agent status has the value it
+    had, with no new read (``Read.new``). That is everything ``held`` and ``kept_unviewed`` read,
+    so they would keep the job too. A job not kept here goes the usual way and its entry is
+    dropped (``drop``).
+
+    And a live job nothing touched is not walked at all (issue 32 item 5, ``untouched``): kept
+    last pass, and this pass has the very objects of the last one for its job row, its list of
+    attempt rows, its steady memo, and every listing key and status read key of its job (the
+    listing and the batched reads are compared to the last pass's once, key by key by identity:
+    ``_moved``), no launch or read of it out, and its boot deadline not passed. Its checks then
+    hold as they held last pass. Its heartbeat still goes out when due (``keep_untouched``)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, Quiet] = {}
+        self._context: tuple[object, ...] = ()
+        self._observed: Mapping[Key, Instance] = {}  # the last pass's listing and batched reads (``_moved``)
+        self._batched: Mapping[ReadKey, Read] = {}
+        self._kept: set[int] = set()  # the jobs kept or noted this pass
+        self.untouched: set[int] = set()  # the jobs this pass keeps as a set, unlooked at (``begin_pass``)
+
+    def begin_pass(self, context: tuple[object, ...], p: Pass, attempts: Mapping[int, Sequence[Attempt]],
+                   batched: Mapping[ReadKey, Read], memos: Mapping[int, Steady]) -> None:
+        was, self._context = self._context, context
+        if self._entries and not same_context(was, context):
+            self._entries.clear()
+        held, self._kept, self.untouched = self._kept, set(), set()
+        before, self._observed, self._batched = (self._observed, self._batched), p.observed, batched
+        if not held or not self._entries:
+            return
+        touched = _moved(before[0], p.observed) | _moved(before[1], batched) | p.busy
+        entries, now = self._entries, p.now
+        self.untouched = {i for i, job in zip(p.ids, p.claimed, strict=True) if i in held and i not in touched
+                          and (e := entries.get(i)) is not None and e.job is job and e.rows is attempts.get(i)
+                          and e.memo is memos.get(i) and not expired(e.memo, now)}
+        self._kept = set(self.untouched)
+
+    def keep_untouched(self, beat: Beat, now: datetime) -> float:
+        """The ``untouched`` jobs kept: their heartbeats sent when due; their first requeue."""
+        requeue, entries = float("inf"), self._entries
+        for job_id in self.untouched:
+            e = entries[job_id]
+            if e.current is not None:
+                beat(job_id, *e.current, number=e.memo.attempt, now=now)
+            if e.memo.requeue_after < requeue:
+                requeue = e.memo.requeue_after
+        return requeue
+
+    def note(self, job_id: int, entry: Quiet) -> None:
+        self._entries[job_id] = entry
+        self._kept.add(job_id)
+
+    def drop(self, job_id: int) -> None:
+        self._entries.pop(job_id, None)
+
+    def kept(self, job_id: int, job: object, rows: object, memo: Steady | None,
+             observed: Mapping[tuple[str, int, int], Instance], batched: Mapping[ReadKey, Read],
+             now: datetime) -> Quiet | None:
+        e = self._entries.get(job_id)
+        if e is None or e.job is not job or e.rows is not rows or e.memo is not memo or expired(e.memo, now):
+            return None
+        for okey, inst, rkey, value, reachable in e.checks:
+            if (now_inst := observed.get(okey)) is not inst and now_inst != inst:  # by value
+                return None
+            if rkey is not None:
+                r = batched.get(rkey)
+                if r is None or r.new or not same_value(r.value, value) or r.reachable != reachable:
+                    return None
+        self._kept.add(job_id)
+        return e
+
+    def forget(self, held: set[int | None]) -> None:
+        if not self._entries.keys() <= held:
+            self._entries = {k: v for k, v in self._entries.items() if k in held}
+
+
 class Memo:
     """Only the pass's thread uses it."""
 
@@ -160,21 +265,31 @@ class Memo:
         self._behind: Container[int] = ()
 
     def begin_pass(self, p: Pass, started: Container[tuple[int, int, str]], batched: Mapping[ReadKey, Read],
-                   behind: Container[int]) -> None:
+                   behind: Container[int], attempts: Mapping[int, Sequence[Attempt]]) -> None:
         """``started``: the agent starts that went through (``Applier.started``: booting memos);
         ``batched``: the pass's status reads made in one call; ``behind``: the jobs whose last log
-        pull left something to read (``Pulls.behind``)."""
+        pull left something to read (``Pulls.behind``); ``attempts``: the held jobs' attempt rows."""
         self._pass, self._batched, self._behind = p, batched, behind
         self.steady.begin_pass(started)
         self.waiting.begin_pass(p)
-        self.quiet.begin_pass((p.index, p.avoid_key, p.settings, p.offers, p.seen_at, p.ok))
+        self.quiet.begin_pass((p.index, p.avoid_key, p.settings, p.offers, p.seen_at, p.ok), p, attempts, batched,
+                              self.steady.memos)
 
     def todo(self, p: Pass) -> Iterable[tuple[int, Job]]:
-        """The claimed (id, row) pairs the pass looks at, in claim order: all but the waiting jobs
-        kept as a set (``WaitingJobs.untouched``), whose requeue the pass takes at once."""
-        if self.waiting.untouched:
+        """The claimed (id, row) pairs the pass looks at, in claim order: all but the jobs kept as
+        a set, waiting (``WaitingJobs.untouched``) or live (``QuietJobs.untouched``: their
+        heartbeats sent when due), whose requeue the pass takes at once."""
+        waiting, quiet = self.waiting.untouched, self.quiet.untouched
+        if waiting:
+            self.waiting.skipped += len(waiting)
             p.lower(self.waiting.wait_s)
-        return self.waiting.todo(p.ids, p.claimed)
+        if quiet:
+            self.steady.skipped += len(quiet)
+            p.lower(self.quiet.keep_untouched(self._beat, p.now))
+        skip = (waiting | quiet) if waiting and quiet else (waiting or quiet)
+        if not skip:
+            return zip(p.ids, p.claimed, strict=True)
+        return [(i, j) for i, j in zip(p.ids, p.claimed, strict=True) if i not in skip]
 
     def keep(self, job_id: int, job: Job, rows: Sequence[Attempt] | None) -> float | None:
         """The memo's requeue time if the job is kept without its view: kept unviewed last pass and

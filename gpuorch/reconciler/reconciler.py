@@ -246,7 +246,7 @@ class Reconciler:
                  backoff_until=self.backoffs.until, unchanged=self.leases.unchanged)
         self.applier.terminated = set()  # this pass's terminations; `observed` predates them
         self.money.begin_pass(observed, live)
-        self.memo.begin_pass(p, self.applier.started, self._batched, self.pulls.behind)
+        self.memo.begin_pass(p, self.applier.started, self._batched, self.pulls.behind, self._attempts)
         return p
 
     def _keep_or_decide(self, p: Pass, stop: Event | None) -> bool:

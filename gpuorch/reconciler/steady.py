@@ -207,6 +207,11 @@ class SteadyJobs:
     def memo(self, job_id: int) -> Steady | None:
         return self._memo.get(job_id)
 
+    @property
+    def memos(self) -> Mapping[int, Steady]:
+        """The memos by job id (read only: ``QuietJobs.begin_pass`` compares them by identity)."""
+        return self._memo
+
     def held(self, job_id: int, job: object, context: tuple[object, ...], offers: object,
              seen_at: object, now: datetime) -> Steady | None:
         """The memo of a running or booting job that may be kept without building its view (the
@@ -303,58 +308,3 @@ def kept_unviewed(memo: Steady, job_id: int, rows: Sequence[Attempt] | None,
         if number == memo.attempt:
             current = (row, inst)
     return runners, current, tuple(checks)
-
-
-@dataclass(frozen=True, slots=True)
-class Quiet:
-    job: object
-    rows: object  # the job's list of attempt rows (HeldRows keeps the list while the rows stay)
-    memo: Steady
-    checks: tuple[Check, ...]
-    current: Current  # its heartbeat's attempt (``memo.attempt`` is its number)
-
-
-class QuietJobs:
-    """Jobs kept unviewed last pass with nothing new to pull (issue 18): kept again this pass on
-    identity checks and status values alone, cheaper than ``held`` and ``kept_unviewed``, which
-    they stand for. An entry holds while the pass's context (the offers index, back-off keys,
-    settings, offers list, catalog read, providers listed) is what it was (``begin_pass`` drops
-    every entry otherwise), the job's row, its list of attempt rows and its steady memo are the
-    very objects ``kept_unviewed`` compared, each live attempt's instance and agent status has
-    the value it had, with no new read (``Read.new``). That is everything ``held`` and
-    ``kept_unviewed`` read, so they would keep the job too. A job not kept here goes the usual
-    way and its entry is dropped (``drop``)."""
-
-    def __init__(self) -> None:
-        self._entries: dict[int, Quiet] = {}
-        self._context: tuple[object, ...] = ()
-
-    def begin_pass(self, context: tuple[object, ...]) -> None:
-        was, self._context = self._context, context
-        if self._entries and not same_context(was, context):
-            self._entries.clear()
-
-    def note(self, job_id: int, entry: Quiet) -> None:
-        self._entries[job_id] = entry
-
-    def drop(self, job_id: int) -> None:
-        self._entries.pop(job_id, None)
-
-    def kept(self, job_id: int, job: object, rows: object, memo: Steady | None,
-             observed: Mapping[tuple[str, int, int], Instance], batched: Mapping[ReadKey, Read],
-             now: datetime) -> Quiet | None:
-        e = self._entries.get(job_id)
-        if e is None or e.job is not job or e.rows is not rows or e.memo is not memo or expired(e.memo, now):
-            return None
-        for okey, inst, rkey, value, reachable in e.checks:
-            if (now_inst := observed.get(okey)) is not inst and now_inst != inst:  # by value
-                return None
-            if rkey is not None:
-                r = batched.get(rkey)
-                if r is None or r.new or not same_value(r.value, value) or r.reachable != reachable:
-                    return None
-        return e
-
-    def forget(self, held: set[int | None]) -> None:
-        if not self._entries.keys() <= held:
-            self._entries = {k: v for k, v in self._entries.items() if k in held}
