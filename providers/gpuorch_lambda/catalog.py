@@ -12,9 +12,11 @@ Instance type names are ``gpu_<count>x_<model>`` (``gpu_8x_h100_sxm5``); ``GPU_M
 model part to the GPU table's name (``rtx6000`` is the Turing Quadro RTX 6000); types whose GPU
 the table lacks are not offered.
 
-The shipped rows' prices: a ``source`` page and ``as_of`` date per row, and a ``provenance`` column
-saying which are cited (a dated page quoting Lambda's price) and which are indicative (transcribed
-without a fetched copy of the pricing page); ``catalog refresh`` replaces both with the API's.
+The shipped rows' prices: a ``source`` page and ``as_of`` date per row, and a ``provenance`` column.
+None has a first-party source (no copy of Lambda's pricing page or of an instance-types answer was
+found, docs/lambda.md): each row says so, third-party (a dated page quoting Lambda's price) or
+indicative (transcribed without a fetched copy of the pricing page); ``catalog refresh`` replaces
+both with the API's.
 """
 
 from __future__ import annotations

@@ -26,11 +26,15 @@ def test_the_snapshot_passes_the_audit_and_sells_on_demand_per_minute():
 
 
 def test_every_row_names_its_source_and_date():
+    """No shipped row has a first-party source (no copy of Lambda's pricing page or of an API answer
+    was found): each says so, third-party (a dated page quoting Lambda) or indicative (no copy)."""
     assert CATALOG.rows is not None
     with open(CATALOG.rows, newline="") as f:
         for raw in csv.DictReader(f):
             assert raw["source"].startswith("https://") and len(raw["as_of"]) == 10, raw
-            assert raw["provenance"].split(":")[0] in ("cited", "indicative"), raw
+            assert raw["provenance"].split(":")[0] in ("third-party", "indicative"), raw
+            assert "no first-party copy found" in raw["provenance"], raw
+            assert (raw["provenance"].startswith("third-party")) == ("lambda.ai" not in raw["source"]), raw
 
 
 def test_instance_type_names_read_as_gpus():
