@@ -37,14 +37,13 @@ def _trials(s: Session, sweep_id: int, ledger: Ledger) -> tuple[list[Unfinished]
 
 
 def waits(s: Session, active: list[Sweep], ledger: Ledger, max_steps: Mapping[int, int],
-          min_steps: Mapping[int, int]) -> tuple[dict[int, str], dict[int, set[int]], set[int]]:
-    """Job id -> why it waits for trials ahead of it; per sweep naming ``max_step`` (``max_steps``),
-    its queued trials with progress (they resume, like held ones); and the sweeps whose every trial
-    not running waits (none could use a warm instance of theirs). ``min_steps``: the pruning rule's
-    ``min_steps`` of each sweep naming one."""
+          min_steps: Mapping[int, int]) -> tuple[dict[int, str], dict[int, set[int]]]:
+    """Job id -> why it waits for trials ahead of it; and per sweep naming ``max_step``
+    (``max_steps``), its queued trials with progress (they resume, like held ones). A trial that
+    waits keeps no warm instance idle (``reconciler/decide/warm.demand``: its gate holds it).
+    ``min_steps``: the pruning rule's ``min_steps`` of each sweep naming one."""
     out: dict[int, str] = {}
     resuming: dict[int, set[int]] = {}
-    starved: set[int] = set()
     for w in active:
         sid, max_step = w.id or 0, max_steps.get(w.id or 0)
         plain = max_step is None and sid not in min_steps
@@ -67,6 +66,4 @@ def waits(s: Session, active: list[Sweep], ledger: Ledger, max_steps: Mapping[in
             mine = finish_first(w.max_cost, spent, max_step or 0, trials, finished, pruning=sid in min_steps,
                                 rung=rung, pruned=pruned)
         out.update(mine)
-        if (rest := [t for t in trials if not t.running]) and all(t.job_id in mine for t in rest):
-            starved.add(sid)
-    return out, resuming, starved
+    return out, resuming

@@ -12,7 +12,6 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -23,7 +22,7 @@ from gpuorch.agent.limits import metric_lines
 from gpuorch.clock import aware
 from gpuorch.jobs import events
 from gpuorch.jobs.spec import JobSpec
-from gpuorch.money.caps import IN_FLIGHT, Gate, Ledger, Policy, Stop, SweepState, day_start, gate_for, runway_s
+from gpuorch.money.caps import IN_FLIGHT, Gate, Ledger, Policy, SweepState, day_start, gate_for, runway_s
 from gpuorch.money.cost import current_price, price_move, with_price_change
 from gpuorch.money.record import as_seen, corrections, reported_end
 from gpuorch.money.storage import ledger_rows as stored  # job volumes' storage, as warm idle time's rows
@@ -34,7 +33,7 @@ from gpuorch.reconciler.decide import actions as A
 from gpuorch.reconciler.observe.views import AttemptView, JobView
 from gpuorch.runners.port import Runner, RunnerUnavailable
 from gpuorch.store import Store
-from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, Sweep, SweepStatus, TerminationReason
+from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, Sweep, SweepStatus
 from gpuorch.sweeps.metrics import merge_lines, steps_of
 from gpuorch.sweeps.pruning import TrialHistory, extend_history, parse_history, verdict
 from gpuorch.sweeps.waits import waits
@@ -63,7 +62,6 @@ class Money:
         self._verdicts: dict[tuple[int, int], str | None] = {}  # (job id, history length) -> verdict
         self._max_steps: dict[int, int] = {}  # sweep id -> objective.max_step, where named
         self._capped: set[int] = set()  # the active sweeps with a budget, as last loaded
-        self._starved: set[int] = set()  # sweeps whose every trial not running waits for money, this ledger
         self._waits: dict[int, str] = {}  # job id -> why it waits for trials ahead (finish first), this ledger
         self._no_sweep_done_at: int | None = None  # the store's data_version when finish_sweeps found none done
         # This pass's listing by (provider, job, attempt): the cloud's record of launch and end times.
@@ -98,8 +96,8 @@ class Money:
         for sid, n in s.exec(select(Job.sweep_id, func.count()).where(
                 col(Job.sweep_id).in_(ids), col(Job.status).in_(IN_FLIGHT)).group_by(col(Job.sweep_id))).all():
             flying[sid or 0] = n
-        self._waits, resuming, self._starved = waits(s, active, ledger, self._max_steps,
-                                                     {k: r[0].min_steps for k, r in self._rules.items()})
+        self._waits, resuming = waits(s, active, ledger, self._max_steps,
+                                      {k: r[0].min_steps for k, r in self._rules.items()})
         waiting = set(self._waits)
         for jid, sid in s.exec(select(Job.id, Job.sweep_id).where(col(Job.sweep_id).in_(ids),
                                                                  Job.status == JobStatus.HELD)).all():
@@ -133,10 +131,6 @@ class Money:
                                     for a in view.attempts):
             wait = None  # within its runway, as the caps' own check (no hold one pass after a start)
         gate = gate_for(job, view.spec, sweeps.get(job.sweep_id or -1), ledger, self.policy, prune, wait)
-        if job.status.terminal and job.sweep_id in self._starved and gate.stop is None:  # its warm instance's gate
-            gate = replace(gate, stop=Stop(TerminationReason.HELD, job.status, "no waiting trial of its sweep can "
-                                           "be funded to its end, so its idle time would only spend what the running "
-                                           "ones need"))
         return gate
 
     # -- pruning ----------------------------------------------------------------------------------
