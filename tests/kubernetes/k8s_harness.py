@@ -7,9 +7,11 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from gpuorch.store.models import Job
 from gpuorch.testing.fake_kubelet import FakeKubelet, FakeNode
 from gpuorch.testing.kmock_ext import KubeServer
 
@@ -39,3 +41,14 @@ def cluster(root: Path, nodes: tuple[FakeNode, ...] = NODES, **kubelet: Any) -> 
     with KubeServer() as server, FakeKubelet(server, root / "kubelet", [FakeNode(**vars(n)) for n in nodes],
                                              **kubelet) as k:
         yield Cluster(server, k, server.write_kubeconfig(root / "kubeconfig"))
+
+
+def waited(d: Any, job: int, seconds: float) -> None:
+    """The job was submitted ``seconds`` earlier (its wait for owned capacity, as
+    ``decide.owned.waited_s`` measures it, without a test sleeping it), and the assembled daemon
+    ``d`` reads its row afresh (it keeps rows across passes; none of them changes ``created_at``)."""
+    with d.store.write() as s:
+        row = s.get(Job, job)
+        assert row is not None
+        row.created_at -= timedelta(seconds=seconds)
+    d.rec.rows.drop(job)

@@ -6,7 +6,7 @@ backed off (its other back-offs stay: nothing ran there), and the job bursts to 
 the same pass, its events saying why. Without ``max_wait`` the job keeps waiting.
 
 No test sleeps 30 s: the job's wait is measured from its submission (``decide.owned.waited_s``),
-so a test moves the job's ``created_at`` back (``_waited``) instead of waiting, and has the
+so a test moves the job's ``created_at`` back (``k8s_harness.waited``) instead of waiting, and has the
 daemon read the job's row afresh (it keeps rows across passes; none of them changes its
 ``created_at`` otherwise).
 A crash between ending the queued attempt and its cloud launch, then a restart, leaves one cloud
@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from k8s_harness import cluster
+from k8s_harness import cluster, waited
 from lightkube.resources.core_v1 import Pod
 
 from gpuorch.reconciler.decide.attempt_steps import ADMISSION
-from gpuorch.store.models import Backoff, Job, JobStatus, TerminationReason
+from gpuorch.store.models import Backoff, JobStatus, TerminationReason
 from gpuorch.testing.crash import kill_at
 from gpuorch.testing.daemon import AssembledDaemon
 from gpuorch.testing.e2e import events
@@ -59,15 +59,6 @@ def _queued(d: AssembledDaemon, job: int) -> str:
     return d.attempts(job)[-1].instance_id.split(":", 1)[1]
 
 
-def _waited(d: AssembledDaemon, job: int, seconds: float) -> None:
-    """The job was submitted ``seconds`` earlier (its wait, as ``waited_s`` measures it)."""
-    with d.store.write() as s:
-        row = s.get(Job, job)
-        assert row is not None
-        row.created_at -= timedelta(seconds=seconds)
-    d.rec.rows.drop(job)  # a row this daemon keeps across passes: read it afresh
-
-
 def _pods(k8s: Any, job: int) -> list[Pod]:
     return list(k8s.client().list(Pod, labels={"gpuorch.dev/job": str(job)}))
 
@@ -85,7 +76,7 @@ def test_an_admission_wait_past_max_wait_deletes_the_pod_and_bursts(tmp_path: Pa
         with d.store.write() as s:  # a back-off of the cluster's own: an attempt that never ran lifts none
             s.add(Backoff(key=OTHER, until=d.rec.clock.now() + timedelta(hours=1), reason="test"))
 
-        _waited(d, job, 31)
+        waited(d, job, 31)
         d.run_pass()  # the bound is over: the attempt ends, the pod goes, the job bursts
         queued, *rest = d.attempts(job)
         assert queued.reason == TerminationReason.NO_CAPACITY, queued
@@ -111,7 +102,7 @@ def test_without_max_wait_an_admission_wait_is_not_bounded(tmp_path: Path) -> No
     with cluster(tmp_path, NODES) as k8s, AssembledDaemon.start(tmp_path / "home", config(tmp_path, k8s)) as d:
         job = d.submit(spec(out))
         name = _queued(d, job)
-        _waited(d, job, 3600)
+        waited(d, job, 3600)
         for _ in range(3):
             d.run_pass()
         (waiting,) = d.attempts(job)
@@ -129,7 +120,7 @@ def test_with_no_cloud_to_burst_to_the_pod_keeps_its_place_in_the_queue(tmp_path
     with cluster(tmp_path, NODES) as k8s, AssembledDaemon.start(tmp_path / "home", config(tmp_path, k8s)) as d:
         job = d.submit(spec(out, max_wait="30s", providers=["kubernetes"]))
         name = _queued(d, job)
-        _waited(d, job, 31)
+        waited(d, job, 31)
         for _ in range(3):
             d.run_pass()
         (waiting,) = d.attempts(job)
@@ -151,7 +142,7 @@ def test_a_crash_after_ending_the_queued_attempt_leaves_one_cloud_instance_and_n
         with AssembledDaemon.start(home, cfg) as d:
             job = d.submit(spec(out, max_wait="30s"))
             _queued(d, job)
-            _waited(d, job, 31)
+            waited(d, job, 31)
         kill_at(home, cfg, point, timeout_s=180)
 
         with AssembledDaemon.start(home, cfg) as d:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from k8s_harness import cluster
+from k8s_harness import cluster, waited
 from typer.testing import CliRunner
 
 from gpuorch.placement.owned import WAITS
@@ -62,20 +62,22 @@ def test_a_full_cluster_is_waited_for_within_max_wait_then_burst_or_run_when_a_g
         d.until(lambda: (out / f"{first}-1").exists(), what="the first job to start on the cluster")
         assert [a.provider for a in d.attempts(first)] == ["kubernetes"]  # owned first, though the cloud is cheaper
         # The cluster is full now; a short max_wait and a long one.
-        short = d.submit(gated(out, gate, "short", max_wait="3s"))
+        short = d.submit(gated(out, gate, "short", max_wait="30s"))
         long = d.submit(gated(out, gate, "long", max_wait="1h"))
-        d.until(lambda: (d.job(long).message or "").startswith(WAITS), what="the long job to wait for the cluster")
+        for job in (short, long):
+            d.until(lambda j=job: (d.job(j).message or "").startswith(WAITS), what="the jobs to wait for the cluster")
         assert "kubernetes kmock A100-80GBx1" in (d.job(long).message or "")
 
         _plan_shows_the_owned_option_and_the_wait(tmp_path, d)
 
+        waited(d, short, 30)  # its max_wait is over (no test sleeps it: its wait counts from its submission)
         d.until(lambda: any(a.provider == "sim" for a in d.attempts(short)), what="the short job to burst")
         *tried, burst = d.attempts(short)
         assert tried and {(a.provider, a.reason) for a in tried} == {("kubernetes", TerminationReason.NO_CAPACITY)}
         assert burst.provider == "sim"
         said = choices(d, short)
         assert said[0][0] == "owned" and "wait" in [c for c, _ in said] and said[-1][0] == "burst"
-        assert "owned capacity is full" in said[-1][1] and "max_wait is 3 s" in said[-1][1], said[-1][1]
+        assert "owned capacity is full" in said[-1][1] and "max_wait is 30 s" in said[-1][1], said[-1][1]
         # The long job still waits: nothing but tries on the cluster, never the cloud.
         assert d.status(long) == JobStatus.QUEUED
         assert all((a.provider, a.reason) == ("kubernetes", TerminationReason.NO_CAPACITY) for a in d.attempts(long))
