@@ -15,6 +15,9 @@ tree; its figures from before this change are not comparable with later ones).
 older checkout: ``git worktree add /tmp/old 89a4b5f``), each with its own root and ``providers``
 first on ``PYTHONPATH``, and prints min / median / max CPU and wall time of each; a tree whose
 command fails is reported as null with its error line.
+
+``calibration_s``: the time of the fixed Python loop of docs/benchmarks.md, taken before and after
+the runs (machines and loads compare by it), beside the 1-minute load average at the end.
 Prints one JSON object on its last line.
 """
 
@@ -81,6 +84,13 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float] | N
     return statistics.median(w for w, _ in runs), min(w for w, _ in runs), statistics.median(c for _, c in runs)
 
 
+def calibration() -> float:
+    """Seconds of docs/benchmarks.md's fixed loop, in a fresh interpreter."""
+    code = "import time;t=time.perf_counter();[None for _ in range(10_000_000)];print(time.perf_counter()-t)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return round(float(out), 3)
+
+
 def spread(xs: list[float]) -> list[float]:
     return [round(min(xs), 3), round(statistics.median(xs), 3), round(max(xs), 3)]
 
@@ -116,6 +126,7 @@ def main() -> None:
     args = parser.parse_args()
     home = tempfile.mkdtemp(prefix="gpuorch-bench-")
     pycache = tempfile.mkdtemp(prefix="gpuorch-bench-pyc-")
+    before = calibration()
     try:
         if args.old is not None:
             result = compare(args.old, max(1, args.rounds), home, pycache)
@@ -124,7 +135,9 @@ def main() -> None:
     finally:
         shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(pycache, ignore_errors=True)
-    result["load_avg_1m"] = round(os.getloadavg()[0], 2)
+    after, load = calibration(), round(os.getloadavg()[0], 2)
+    result["calibration_s"], result["load_avg_1m"] = [before, after], load
+    print(f"calibration loop {before:.3f} s before, {after:.3f} s after; load {load}")
     print(json.dumps(result))
 
 
