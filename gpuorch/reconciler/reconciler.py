@@ -115,7 +115,7 @@ class Reconciler:
         self.mirror = InstanceMirror(store)
         self.scheduled_stops = ScheduledStops(store)  # warnings of stops announced far ahead
         self.pool = LaunchPool(launch_workers, launch_wait_s)
-        self.reads = StatusReads(observe_workers, observe_wait_s)
+        self.reads = StatusReads(observe_workers, observe_wait_s, self.offers.alarm)  # an AuthError is told
         batch_txn = BatchTxn(store, self.leases, self.clock, lambda job_id: self.rows.drop(job_id))
         launching = Launching(self.providers, self._txn, self.money, self.settings, store.installation_id, backoff_s,
                               batch_txn, self.clock, batch_txn)

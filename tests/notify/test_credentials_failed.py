@@ -116,3 +116,63 @@ def test_a_runner_refused_is_told_once_and_the_attempt_waits(tmp_path, receiver,
         assert d.status(job) not in ("failed", "cancelled")  # a person can mend the key before the boot timeout
         local.runner = runner
         assert d.until_terminal(job).status == "succeeded"
+
+
+class _StatusRefused(_RefusingRunner):
+    """A runner whose agent started, and whose status reads now raise what a runner raises for
+    refused credentials (an SSH key taken away, an exec the cluster now forbids)."""
+
+    def start(self, *args: object) -> None:
+        self._inner.start(*args)
+
+    def status(self) -> None:
+        raise AuthError(KEY_REFUSED, code="Unauthorized")
+
+
+def test_an_agent_status_read_refused_is_told_once_and_the_job_goes_on(tmp_path, receiver, secret):
+    """The pass's status reads (``observe.status_reads``, inline here; a batched provider's
+    ``agent_statuses`` and the off-pass pool share it): told like any refusal, once an hour."""
+    gate = tmp_path / "gate"
+    with AssembledDaemon.start(tmp_path / "home", _config(tmp_path, receiver, secret)) as d:
+        sender = from_config(d.config)(d.store, d.rec.owner)
+        local = d.adapter("local")
+        runner = local.runner
+        job = d.submit({"name": "read", **JOB, "run": f"while [ ! -e {gate} ]; do sleep 0.1; done"})
+        d.until(lambda: d.status(job) == "running", what="the job to run")
+        local.runner = lambda inst: _StatusRefused(runner(inst))
+        d.until(lambda: (d.run_pass(), sender.tick(), receiver.ok())[2], what="the credentials notification")
+        for _ in range(3):
+            d.run_pass()
+            sender.tick()
+        [event], [_] = _told(d)
+        assert event.message == f"local: reading the agent's status refused: {KEY_REFUSED}"
+        assert len(receiver.ok()) == 1 and not d.job(job).status.terminal  # the attempt goes on, unread
+        local.runner = runner
+        gate.touch()
+        assert d.until_terminal(job).status == "succeeded"
+
+
+def test_a_batched_status_read_refused_is_told(tmp_path):
+    """A provider that reads its agents in one call (``agent_statuses``: the sim cloud) and
+    refuses the credentials there is told too."""
+    from gpuorch.testing.e2e import events
+
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    (traces / "aa-1a_t4.json").write_text('{"metadata": {"gap_seconds": 60}, "data": [1, 1, 1, 1]}')
+    sim = {"traces": str(traces), "boot_s": 0, "time_scale": 1, "instance_type": "t4-sim", "gpu": "T4",
+           "gpu_memory_gib": 16, "on_demand_price": 0.5, "min_billing_s": 0}
+    gate = tmp_path / "gate"
+    with AssembledDaemon.start(tmp_path / "home", {"providers": {"sim": sim}}) as d:
+        job = d.submit({"name": "batched", **JOB, "providers": ["sim"],
+                        "run": f"while [ ! -e {gate} ]; do sleep 0.1; done"})
+        d.until(lambda: d.status(job) == "running", what="the job to run on the sim cloud")
+        sim_adapter = d.adapter("sim")
+        batched = sim_adapter.agent_statuses
+        sim_adapter.agent_statuses = _refused
+        d.until(lambda: events(d.store, "credentials_failed"), what="the credentials event")
+        [event] = events(d.store, "credentials_failed")
+        assert event.message == f"sim: reading the agent's status refused: {KEY_REFUSED}"
+        sim_adapter.agent_statuses = batched
+        gate.touch()
+        assert d.until_terminal(job).status == "succeeded"
