@@ -1,6 +1,7 @@
 """``provider.credentials_failed`` outside a launch: a provider that refuses the daemon's
-credentials (``AuthError``) while its offers or instances are listed, a runner is started, or its
-catalog is refreshed is told as a launch refused for them is (``apply.launching``), once per
+credentials (``AuthError``) while its offers or instances are listed, a runner is started, an
+agent's status is read (``status_reads``), or its catalog is refreshed is told as a launch
+refused for them is (``apply.launching``), once per
 provider in ``REPEAT_S``.
 
 A refused key fails every pass (every few seconds) until a person mends it, so the event is
