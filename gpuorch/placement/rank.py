@@ -23,7 +23,7 @@ import heapq
 import math
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpuorch.checkpoint.store import store_provider
 from gpuorch.jobs.spec import JobSpec
@@ -150,7 +150,33 @@ def plan(
 ) -> Plan:
     """Candidates cheapest expected total first (at most ``limit``), and with ``explain`` the
     reason each offer class without a candidate was rejected."""
-    idx, opts, needs = index_for(offers), options or PlacementOptions(), Needs.of(spec)
+    idx, opts = index_for(offers), options or PlacementOptions()
+    # The cap is on the gang's hourly total; prices in the index are per instance.
+    cap = spec.max_price_per_hour / spec.nodes if spec.max_price_per_hour is not None else math.inf
+    ranked = _rank_groups(spec, idx, opts, volume_zone, cap)
+    chosen, kept = _merge(spec, idx, opts, ranked, cap, avoid, limit)
+    if not explain:
+        return Plan(chosen, [], None)
+    placed = kept | {ranked.groups[entry[3]][3] for entry in ranked.heap}  # classes with offers still unranked
+    return Plan(chosen, rejections(spec, idx, volume_zone, ranked.refused, placed, cap),
+                shortfall(idx, ranked.refused))
+
+
+@dataclass
+class _Groups:
+    """The job's offer classes, refused or fitting, and its (class, market, bucket, egress) groups
+    with the heap of each group's cheapest offer under the cap."""
+
+    refused: dict[int, Refusal] = field(default_factory=dict)
+    fits: dict[int, ClassFit] = field(default_factory=dict)
+    # prices, USD per $/h, fixed USD (storage included), class, spot, storage USD
+    groups: list[tuple[PriceOrder, float, float, int, bool, float]] = field(default_factory=list)
+    heap: list[tuple[float, float, int, int, int]] = field(default_factory=list)  # cost, finish, row, group, position
+
+
+def _rank_groups(spec: JobSpec, idx: OfferIndex, opts: PlacementOptions, volume_zone: str | None,
+                 cap: float) -> _Groups:
+    """Each class that holds the job: its cost scenario, then one group per market, bucket and egress rate."""
     where = (tuple(spec.regions or ()), volume_zone) if spec.regions or volume_zone else None
     allowed_rows: list[list[int] | None] = []
 
@@ -162,30 +188,22 @@ def plan(
     unknown = opts.unknown_interruptions_per_hour
     rates = [opts.interruptions_per_hour.get(b, unknown) for b in BUCKET_CODES] + [unknown]
     nodes = spec.nodes
-    # The cap is on the gang's hourly total; prices in the index are per instance.
-    cap = spec.max_price_per_hour / nodes if spec.max_price_per_hour is not None else math.inf
     providers = set(spec.providers) if spec.providers else None
     allowed_markets = markets(spec.spot_policy)
     store = store_provider(spec.checkpoint.url.scheme) if spec.checkpoint else None  # whose cloud holds it
     listed = spec.spot_price == "listed"
-    ranked_spot = idx.spot_prices(listed)
-    refused: dict[int, Refusal] = {}
-    fits: dict[int, ClassFit] = {}
-    # prices, USD per $/h, fixed USD (storage included), class, spot, storage USD
-    groups: list[tuple[PriceOrder, float, float, int, bool, float]] = []
-    heap: list[tuple[float, float, int, int, int]] = []  # cost, finish, row, group, position in group
-    for ci, (c, fit) in enumerate(zip(idx.classes, evaluate_classes(needs, idx), strict=True)):
+    out = _Groups()
+    for ci, (c, fit) in enumerate(zip(idx.classes, evaluate_classes(Needs.of(spec), idx), strict=True)):
         if isinstance(fit, Refusal):
-            refused[ci] = fit
+            out.refused[ci] = fit
             continue
         if providers is not None and c.provider not in providers:
             continue
-        most = opts.max_nodes.get(c.provider, 1) if opts.max_nodes is not None else nodes
-        if nodes > most:
-            refused[ci] = Refusal(f"nodes: {nodes}, but provider {c.provider} places at most {most} per job; use "
-                                  f"nodes: {most} or a provider that places more (Capabilities.max_nodes)")
+        refusal = _nodes_refusal(c.provider, nodes, opts)
+        if refusal is not None:
+            out.refused[ci] = refusal
             continue
-        fits[ci] = fit
+        out.fits[ci] = fit
         scen, ckpt = _scenario(spec, opts, c, fit)
         egress = _egress_per_gib(store, opts, idx, c.provider)
         storage_per_s = storage_usd_per_s(spec, opts, c.provider, c.storage_rate)  # one volume per job, for the run
@@ -197,9 +215,26 @@ def plan(
                 storage = finish * storage_per_s
                 a, b = a * nodes, b * nodes + storage  # every node bills and restores
                 if order.prices[0] <= cap:
-                    heap.append((order.prices[0] * a + b, finish, order.rows[0], len(groups), 0))
-                groups.append((order, a, b, ci, spot, storage))
-    # Each group is sorted by price, so by cost: merge them lazily, cheapest expected total first.
+                    out.heap.append((order.prices[0] * a + b, finish, order.rows[0], len(out.groups), 0))
+                out.groups.append((order, a, b, ci, spot, storage))
+    return out
+
+
+def _nodes_refusal(provider: str, nodes: int, opts: PlacementOptions) -> Refusal | None:
+    """Why a provider cannot place the job's gang (``Capabilities.max_nodes``), or None."""
+    most = opts.max_nodes.get(provider, 1) if opts.max_nodes is not None else nodes
+    if nodes <= most:
+        return None
+    return Refusal(f"nodes: {nodes}, but provider {provider} places at most {most} per job; use "
+                   f"nodes: {most} or a provider that places more (Capabilities.max_nodes)")
+
+
+def _merge(spec: JobSpec, idx: OfferIndex, opts: PlacementOptions, ranked: _Groups, cap: float,
+           avoid: Callable[[Candidate], bool] | None, limit: int | None) -> tuple[list[Candidate], set[int]]:
+    """Candidates cheapest expected total first, and the classes they come from. Each group is
+    sorted by price, so by cost: merge them lazily; what is left on the heap was not ranked."""
+    ranked_spot = idx.spot_prices(spec.spot_price == "listed")
+    groups, fits, heap = ranked.groups, ranked.fits, ranked.heap
     heapq.heapify(heap)
     chosen: list[Candidate] = []
     kept: set[int] = set()
@@ -210,17 +245,14 @@ def plan(
             heapq.heappush(heap, (order.prices[pos + 1] * a + b, finish, order.rows[pos + 1], g, pos + 1))
         fit = fits[ci]
         hours = fit.hours if fit.hours is not None else opts.default_hours
-        ranked = ranked_spot[row] if spot else None
-        robust = ranked if ranked is not None and ranked != idx.listed_spot_price[row] else None
+        ranked_price = ranked_spot[row] if spot else None
+        robust = ranked_price if ranked_price is not None and ranked_price != idx.listed_spot_price[row] else None
         cand = Candidate(idx.offers[row], spot, hours, cost, finish / 3600, fit.per_gpu_gib, fit.sharding,
-                         fit.gpus_used, robust, nodes, storage)
+                         fit.gpus_used, robust, spec.nodes, storage)
         if avoid is not None and avoid(cand):
             continue
         chosen.append(cand)
         kept.add(ci)
         if limit is not None and len(chosen) >= limit:
             break
-    if not explain:
-        return Plan(chosen, [], None)
-    placed = kept | {groups[entry[3]][3] for entry in heap}  # classes with offers still unranked
-    return Plan(chosen, rejections(spec, idx, volume_zone, refused, placed, cap), shortfall(idx, refused))
+    return chosen, kept
