@@ -72,6 +72,10 @@ def no_candidate_message(spec: Any, p: Any, offers: Any = None) -> str:
     for r in p.rejected:
         reasons[r.reason] = reasons.get(r.reason, 0) + r.offers
     top = sorted(reasons.items(), key=lambda kv: -kv[1])[:3]
+    if not top:  # nothing was ranked at all
+        return (f"{spec.name}: no offer satisfies the job: the providers list no offers (a cloud whose prices come "
+                "only from a refresh, such as Azure, has none before its first `gpuorch catalog refresh --provider "
+                "NAME`, which the daemon also runs at start)")
     return f"{spec.name}: no offer satisfies the job: " + "; ".join(f"{n} offer(s): {why}" for why, n in top)
 
 

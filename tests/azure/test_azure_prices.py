@@ -67,7 +67,7 @@ def test_catalog_offers_are_the_configured_regions_azure_rows(arm: FakeArm, tmp_
     assert offers == [o for o in azure_test_catalog.offers() if o.region in REGIONS]
 
 
-def test_offers_say_azure_has_no_prices_until_a_refresh_then_read_it(arm: FakeArm, _isolated_home: Path):
+def test_offers_and_plan_say_azure_has_no_prices_until_a_refresh_then_read_it(arm: FakeArm, _isolated_home: Path):
     import json
 
     import yaml
@@ -84,7 +84,12 @@ def test_offers_say_azure_has_no_prices_until_a_refresh_then_read_it(arm: FakeAr
     r = runner.invoke(app, ["offers", "--price-list", "--provider", "azure"])
     assert r.exit_code == 2 and r.stderr.startswith("error: --provider: no azure offers in the shipped price list (")
     assert "gpuorch ships no azure prices; `gpuorch catalog refresh --provider azure` fetches them" in r.stderr
+    job = _isolated_home / "job.yaml"
+    job.write_text("name: x\nrun: echo hi\nresources: {gpu: 'A100:1'}\n")
+    r = runner.invoke(app, ["plan", str(job)])
+    assert r.exit_code == 2 and "the providers list no offers" in r.stderr and "gpuorch catalog refresh" in r.stderr
     azure_test_catalog.write(_isolated_home)  # as a refresh leaves it
+    assert runner.invoke(app, ["plan", str(job)]).exit_code == 0
     data = json.loads(runner.invoke(app, ["offers", "--provider", "azure", "--json"]).stdout)
     assert data["count"] == len([o for o in azure_test_catalog.offers() if o.region in REGIONS])
     assert data["prices"]["catalogs"][0]["source"] == azure_test_catalog.SOURCE
