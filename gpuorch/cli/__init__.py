@@ -19,8 +19,8 @@ import typer
 import gpuorch
 from gpuorch.cli.app import app
 
-COMMAND_MODULES = ("jobs", "ops", "serve", "planning", "simulate", "catalog", "costs", "sweeps", "debug", "dev",
-                   "volumes")
+COMMAND_MODULES = ("jobs", "ops", "serve", "estimate", "planning", "simulate", "catalog", "costs", "sweeps", "debug",
+                   "dev", "volumes")
 
 # The module that defines each top-level command or group; tests/cli/test_lazy_cli.py checks it
 # against what the modules register. A command missing here still works: main imports them all.
@@ -28,7 +28,7 @@ COMMANDS = {
     "submit": "jobs", "status": "jobs", "cancel": "jobs", "logs": "jobs", "events": "jobs", "daemon": "jobs",
     "doctor": "ops", "install-service": "ops",
     "serve": "serve",
-    "estimate": "planning", "offers": "planning", "plan": "planning",
+    "estimate": "estimate", "offers": "planning", "plan": "planning",
     "simulate": "simulate",
     "catalog": "catalog",
     "cost": "costs", "volume": "volumes",

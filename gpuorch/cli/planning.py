@@ -1,4 +1,4 @@
-"""Read-only planning commands: estimate, offers, plan. They never call a cloud.
+"""Read-only planning commands: offers, plan (``estimate.py`` has ``estimate``). They never call a cloud.
 
 ``offers`` and ``plan`` rank what the daemon would use: the configured providers (``local`` and
 ``sim`` included), each through its ``catalog_offers`` (no cloud call: the shipped catalog's rows
@@ -16,7 +16,6 @@ from typing import Any
 
 import typer
 
-from gpuorch.bounds import MAX_GPUS, MAX_NODES
 from gpuorch.cli.app import JSON_OPTION, app, emit_json, fail
 from gpuorch.cli.planning_view import (
     candidate_dict,
@@ -38,149 +37,6 @@ PRICE_LIST_OPTION = typer.Option(False, "--price-list", help="Rank the shipped A
                                  "the configured providers.")
 STRICT_OPTION = typer.Option(False, "--strict", help="Refuse a --catalog (ours or gpuhunt's) with any malformed "
                              "row or one failing the audit (default: skip the row and say which).")
-_FLAG = {"params": "--params", "seq_len": "--seq-len", "micro_batch": "--micro-batch", "lora_rank": "--lora-rank",
-         "lora_targets": "--lora-targets", "kv_heads": "--kv-heads", "tokens": "--tokens", "strategy": "--distributed",
-         "degree": "--gpus", "distributed": "--distributed", "compile": "--compile"}  # fmt: skip
-
-
-def _workload(fields: dict[str, Any]) -> Any:
-    from pydantic import ValidationError
-
-    from gpuorch.sizing import Workload
-
-    try:
-        return Workload.model_validate({k: v for k, v in fields.items() if v is not None})
-    except ValidationError as e:
-        err = e.errors()[0]
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        name = str(err["loc"][-1]) if err["loc"] else ""
-        if not name:  # a check across fields: its message starts with the field it blames
-            first = msg.split(" ", 1)[0].rstrip(":")
-            name = first if first in Workload.model_fields and first != "params" else ""
-            msg = msg.removeprefix(f"{name}: ") if name else msg
-        where = f"{_FLAG.get(name, '--' + name.replace('_', '-'))}: " if name else ""
-        fail(where + msg)
-
-
-@app.command()
-def estimate(
-    params: str = typer.Option(None, "--params", help="Parameters: 7B, 70e9, 350M."),
-    preset: str = typer.Option(None, "--preset", help="Architecture preset: llama-2-7b, mistral-7b, llama-3-8b, "
-                               "llama-3.1-8b, llama-2-13b, llama-2-70b, llama-3-70b, llama-3.1-70b, llama-3.1-405b."),
-    stack: str = typer.Option(None, "--stack", help="Training stack whose defaults fill the knobs not given: hf "
-                              "(default), torchtune, unsloth, axolotl, llama-factory, torchtitan."),
-    layers: int = typer.Option(None, "--layers", min=1, max=100_000, help="Architecture: transformer layers."),
-    hidden: int = typer.Option(None, "--hidden", min=1, max=10**7, help="Architecture: hidden size."),
-    heads: int = typer.Option(None, "--heads", min=1, max=100_000, help="Architecture: attention heads."),
-    kv_heads: int = typer.Option(None, "--kv-heads", min=1, max=100_000, help="Architecture: KV heads (GQA)."),
-    vocab: int = typer.Option(None, "--vocab", min=1, max=10**9, help="Architecture: vocabulary size."),
-    intermediate: int = typer.Option(None, "--intermediate", min=1, max=10**8,
-                                    help="Architecture: MLP width (default 8/3 x hidden)."),
-    tied_embeddings: bool = typer.Option(None, "--tied-embeddings/--untied-embeddings",
-                                         help="Architecture: LM head shares the embedding (default untied)."),
-    method: str = typer.Option("full", "--method", help="full | lora | qlora | inference."),
-    precision: str = typer.Option("bf16", "--precision", help="bf16 | fp16 | fp8 | int8 | int4."),
-    optimizer: str = typer.Option(None, "--optimizer",
-                                  help="adamw | adamw-8bit | paged-adamw | paged-adamw-8bit | sgd (default: "
-                                  "the stack's)."),
-    optimizer_state_dtype: str = typer.Option(None, "--optimizer-state-dtype",
-                                              help="fp32 | bf16 (default: the stack's)."),
-    master_weights: bool = typer.Option(None, "--master-weights/--no-master-weights",
-                                        help="Full fine-tuning: an fp32 master copy (default: yes)."),
-    adapter_dtype: str = typer.Option(None, "--adapter-dtype", help="LoRA adapters: fp32 (PEFT) | bf16 (default: "
-                                      "the stack's)."),
-    activation_checkpointing: str = typer.Option(None, "--activation-checkpointing",
-                                                 help="none | selective | full (default: the stack's)."),
-    loss: str = typer.Option(None, "--loss", help="eager | chunked | fused (default: the stack's)."),
-    offload: str = typer.Option(None, "--offload", help="none, or a list of activations, optimizer, params."),
-    optimizer_in_backward: bool = typer.Option(None, "--optimizer-in-backward",
-                                               help="Step each parameter during backward (torchtune)."),
-    compile_: bool = typer.Option(None, "--compile", help="torch.compile the model and loss."),
-    kv_cache_dtype: str = typer.Option(None, "--kv-cache-dtype", help="Inference: auto | bf16 | fp16 | fp8."),
-    max_batched_tokens: int = typer.Option(None, "--max-batched-tokens", min=1, max=10**9,
-                                           help="Inference: prefill chunk (default 8192, vLLM's)."),
-    strategy: str = typer.Option(None, "--distributed",
-                                 help="none | ddp | fsdp | zero2 | zero3 | tp (default: explore all)."),
-    seq_len: int = typer.Option(2048, "--seq-len", min=1, max=10**9, help="Sequence (context) length."),
-    micro_batch: int = typer.Option(1, "--micro-batch", min=1, max=10**6,
-                                    help="Sequences per GPU per step (inference: concurrent)."),
-    checkpointing: bool = typer.Option(None, "--gradient-checkpointing/--no-gradient-checkpointing",
-                                       help="Default: the stack's."),
-    lora_rank: int = typer.Option(16, "--lora-rank", min=1, max=10**6),
-    lora_targets: str = typer.Option("all-linear", "--lora-targets",
-                                     help="q,k,v,o,gate,up,down, attention, mlp or all-linear."),
-    sharding: str = typer.Option("auto", "--sharding",
-                                 help="auto | none | zero2 | zero3 | fsdp (inference: tensor parallel)."),
-    gpus: int = typer.Option(1, "--gpus", max=MAX_GPUS * MAX_NODES, min=1, help="GPUs the job is spread over."),
-    gpu: str = typer.Option(None, "--gpu", help="Check the fit on this GPU model."),
-    tokens: str = typer.Option(None, "--tokens", help="Tokens to train on (or generate): adds runtime estimates."),
-    efficiency: float = typer.Option(None, "--efficiency", min=0.001, max=1,
-                                    help="Model FLOPs utilisation (default per GPU class)."),
-    fabric: str = typer.Option(None, "--fabric", help="Network between nodes for multi-node hours, KIND:GBPS "
-                               "(efa:3200, infiniband:1600; default ethernet:100)."),
-    json_out: bool = JSON_OPTION,
-) -> None:
-    """Estimate GPU memory per GPU, and the smallest GPU configurations that fit.
-
-    Example: gpuorch estimate --preset llama-3-8b --method qlora --seq-len 4096
-    """
-    from gpuorch.sizing.report import estimate_report
-
-    arch = None
-    if layers or hidden or heads:
-        if not (layers and hidden and heads):
-            fail("--layers, --hidden and --heads go together; give all three or use --preset")
-        arch = {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv_heads, "vocab": vocab or 32000,
-                "intermediate": intermediate, "tied_embeddings": bool(tied_embeddings)}
-    elif intermediate or tied_embeddings is not None:
-        fail("--intermediate and --tied-embeddings describe an architecture; give them with --layers, --hidden "
-             "and --heads")
-    w = _workload({
-        "params": params, "preset": preset, "stack": stack, "architecture": arch, "method": method,
-        "precision": precision,
-        "optimizer": optimizer, "seq_len": seq_len, "micro_batch": micro_batch, "gradient_checkpointing": checkpointing,
-        "lora_rank": lora_rank, "lora_targets": lora_targets, "sharding": sharding, "tokens": tokens,
-        "efficiency": efficiency, "optimizer_state_dtype": optimizer_state_dtype, "master_weights": master_weights,
-        "adapter_dtype": adapter_dtype, "activation_checkpointing": activation_checkpointing, "loss": loss,
-        "offload": offload, "optimizer_in_backward": optimizer_in_backward, "compile": compile_,
-        "kv_cache_dtype": kv_cache_dtype, "max_batched_tokens": max_batched_tokens,
-        "distributed": {"strategy": strategy, "degree": gpus if strategy != "none" else None} if strategy else None,
-    })  # fmt: skip
-    from gpuorch.sizing.fabric import parse_fabric
-
-    try:
-        net = parse_fabric(fabric) if fabric is not None else None
-    except ValueError as e:
-        fail(f"--fabric: {e}")
-    try:
-        report = estimate_report(w, gpus, gpu, net)
-    except UserInputError as e:
-        fail(str(e))
-    if json_out:
-        emit_json(report)
-        return
-    s = report["workload"]
-    ac = {"none": "no"}.get(s["activation_checkpointing"], s["activation_checkpointing"])
-    extra = f", {ac} checkpointing, {s['loss']} loss" if s["activation_checkpointing"] else ""
-    extra += f", offload {'+'.join(s['offload'])}" if s["offload"] else ""
-    typer.echo(f"{s['params'] / 1e9:.1f}B params ({s['shape']} shape), {s['method']}, {s['precision']}, "
-               f"seq {s['seq_len']} x {s['micro_batch']}{extra}")
-    from gpuorch.sizing.report import stack_line
-
-    if (line := stack_line(w)) is not None:
-        typer.echo(line)
-    on = f"{gpus}x{report['gpu']}" if report["gpu"] else f"{gpus} GPU(s)"
-    typer.echo(f"per GPU on {on}, sharding {report['sharding']}:")
-    for k, v in report["breakdown"].items():
-        typer.echo(f"  {k:<12}{v:>9.2f} GiB")
-    typer.echo(f"  {'total':<12}{report['per_gpu_gib']:>9.2f} GiB per GPU, {report['total_gib']:.2f} GiB in all")
-    typer.echo(f"smallest configurations that fit (keeping {report['headroom']:.0%} of each card's usable memory "
-               "free):")
-    for f in report["fits"]:
-        hours = f" ~{f['est_hours']:.1f} h" if f.get("est_hours") else ""
-        hours += " (uncalibrated: the GPU class's default speed)" if hours and not f["speed_calibrated"] else ""
-        typer.echo(f"  {f['gpu_count']:>3} x {f['gpu']:<11} {f['scope']:<10} {f['per_gpu_gib']:>7.1f} / "
-                   f"{f['usable_gib']:g} GiB  {f['sharding']}{hours}")
 
 
 @app.command()
