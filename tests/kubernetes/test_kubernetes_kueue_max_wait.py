@@ -23,6 +23,7 @@ import pytest
 from k8s_harness import cluster, waited
 from lightkube.resources.core_v1 import Pod
 
+from gpuorch.money.cost import attempt_cost
 from gpuorch.reconciler.decide.attempt_steps import ADMISSION
 from gpuorch.store.models import Backoff, JobStatus, TerminationReason
 from gpuorch.testing.crash import kill_at
@@ -95,6 +96,10 @@ def test_an_admission_wait_past_max_wait_deletes_the_pod_and_bursts(tmp_path: Pa
             keys = {b.key for b in s.exec(Backoff.__table__.select())}  # type: ignore[attr-defined]
         assert OTHER in keys and any(k.startswith("kubernetes/") and k != OTHER for k in keys), keys
         assert d.job(job).failures == 0 and d.job(job).preemptions == 0
+        # the caps count only what ran: a pod deleted before admission bills nothing (from the
+        # cluster's record: its tombstone's launch is its deletion)
+        d.until(lambda: attempt_cost(d.attempts(job)[0], d.rec.clock.now()) == 0.0,
+                what="the queued attempt billed nothing")
 
 
 def test_without_max_wait_an_admission_wait_is_not_bounded(tmp_path: Path) -> None:
