@@ -12,7 +12,7 @@ so nothing here loads pydantic or numpy unless the command needs them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -30,6 +30,12 @@ from gpuorch.cli.planning_view import (
     work_assumption,
 )
 from gpuorch.errors import UserInputError
+
+if TYPE_CHECKING:
+    from gpuorch.jobs.spec import JobSpec
+    from gpuorch.placement import Candidate
+    from gpuorch.placement.cost import PlacementOptions
+    from gpuorch.provider.port import Offer
 
 CATALOG_OPTION = typer.Option(None, "--catalog", help="Rank this offers CSV (a price list) instead of the "
                               "configured providers.")
@@ -140,42 +146,10 @@ def _echo_stack(model: Any) -> None:
 
 def _plan(job: Path, catalog: Path | None, price_list: bool, top: int, json_out: bool) -> None:
     from gpuorch import placement
-    from gpuorch.jobs.spec import load_spec
     from gpuorch.jobs.submitcheck import no_candidate_message
-    from gpuorch.money.storage import rate_table
-    from gpuorch.placement.cost import PlacementOptions, with_job
 
-    try:
-        spec = load_spec(job)
-    except UserInputError as e:
-        fail(str(e))
-    found, source = offer_source(catalog, price_list)
-    try:
-        if spec.volume is not None:  # placed only where volumes are (as the daemon does); refused if nowhere
-            from gpuorch.jobs.submitcheck import volume_scope
-            from gpuorch.registry import with_volumes
-
-            named = sorted({o.provider for o in found})
-            spec = volume_scope(spec, named, with_volumes(named), str(job))
-    except UserInputError as e:
-        fail(str(e))
-    check_known("provider", "providers", list(spec.providers or ()), {o.provider for o in found}, source)
-    check_known("region", "regions", list(spec.regions or ()), {o.region for o in found}, source)
-    hours = PlacementOptions().default_hours
-    if spec.deadline is not None and spec.deadline.job_hours is not None:
-        hours = spec.deadline.job_hours
-    # A gang goes only to providers whose adapter places that many nodes (Capabilities.max_nodes).
-    limits = gang_limits({o.provider for o in found}) if spec.nodes > 1 else None
-    if limits is not None:
-        mine = {p: n for p, n in limits.items() if not spec.providers or p in spec.providers}
-        if not any(n >= spec.nodes for n in mine.values()):
-            most = max(mine.values(), default=1)
-            fail(f"nodes: {spec.nodes} instances, but none of the providers ranked ({', '.join(sorted(mine))}) "
-                 f"places more than {most} per job; use nodes: {most}, or configure a provider whose adapter places "
-                 f"gangs (gpuorch doctor lists each one's nodes per job) (ranked {source})")
-    # A job's volume bills its storage while it runs: each market's rate counts (the daemon's own path).
-    options = with_job(spec, PlacementOptions(default_hours=hours, max_nodes=limits),
-                       storage_rates=rate_table({o.provider for o in found})) or PlacementOptions()
+    spec, found, source = _plan_spec(job, catalog, price_list)
+    options = _plan_options(spec, found, source)
     work_line, work = work_assumption(spec, options.default_hours)
     try:
         result = placement.plan(spec, found, limit=top, options=options)
@@ -197,18 +171,78 @@ def _plan(job: Path, catalog: Path | None, price_list: bool, top: int, json_out:
                    "candidates": candidates, "rejected": rejected, "owned_first": owned_json(owned),
                    "prices": freshness(catalog, price_list)})
         return
+    _echo_candidates(spec, result.candidates, source, work_line)
+    typer.echo(reserve)
+    for line in owned_lines(owned):
+        typer.echo(line)
+    for r in rejected:
+        typer.echo(f"rejected {r['provider']} {r['instance_type']} ({r['offers']} offer(s)): {r['reason']}")
+    typer.echo(freshness(catalog, price_list)["line"])
+
+
+def _plan_spec(job: Path, catalog: Path | None, price_list: bool) -> tuple[JobSpec, list[Offer], str]:
+    """The job's spec, the offers to rank and their source; the spec's volume placed only where
+    volumes are (as the daemon does), its providers and regions among those ranked. Anything
+    wrong fails in one line, the spec's own errors first."""
+    from gpuorch.jobs.spec import load_spec
+
+    try:
+        spec = load_spec(job)
+    except UserInputError as e:
+        fail(str(e))
+    found, source = offer_source(catalog, price_list)
+    try:
+        if spec.volume is not None:  # placed only where volumes are (as the daemon does); refused if nowhere
+            from gpuorch.jobs.submitcheck import volume_scope
+            from gpuorch.registry import with_volumes
+
+            named = sorted({o.provider for o in found})
+            spec = volume_scope(spec, named, with_volumes(named), str(job))
+    except UserInputError as e:
+        fail(str(e))
+    check_known("provider", "providers", list(spec.providers or ()), {o.provider for o in found}, source)
+    check_known("region", "regions", list(spec.regions or ()), {o.region for o in found}, source)
+    return spec, found, source
+
+
+def _plan_options(spec: JobSpec, found: list[Offer], source: str) -> PlacementOptions:
+    """Placement options as the daemon sets them: the job's hours, each provider's gang size, and
+    each market's storage rate for a job with a volume."""
+    from gpuorch.money.storage import rate_table
+    from gpuorch.placement.cost import PlacementOptions, with_job
+
+    hours = PlacementOptions().default_hours
+    if spec.deadline is not None and spec.deadline.job_hours is not None:
+        hours = spec.deadline.job_hours
+    # A gang goes only to providers whose adapter places that many nodes (Capabilities.max_nodes).
+    limits = gang_limits({o.provider for o in found}) if spec.nodes > 1 else None
+    if limits is not None:
+        mine = {p: n for p, n in limits.items() if not spec.providers or p in spec.providers}
+        if not any(n >= spec.nodes for n in mine.values()):
+            most = max(mine.values(), default=1)
+            fail(f"nodes: {spec.nodes} instances, but none of the providers ranked ({', '.join(sorted(mine))}) "
+                 f"places more than {most} per job; use nodes: {most}, or configure a provider whose adapter places "
+                 f"gangs (gpuorch doctor lists each one's nodes per job) (ranked {source})")
+    # A job's volume bills its storage while it runs: each market's rate counts (the daemon's own path).
+    return with_job(spec, PlacementOptions(default_hours=hours, max_nodes=limits),
+                    storage_rates=rate_table({o.provider for o in found})) or PlacementOptions()
+
+
+def _echo_candidates(spec: JobSpec, candidates: list[Candidate], source: str, work_line: str) -> None:
+    """The ranking as text: what was ranked and assumed, the candidates' table, and why the
+    cheapest is a larger instance than the job asked for, when it is."""
     gang, vol = spec.nodes > 1, spec.volume is not None
     typer.echo(f"ranked {source}; {work_line}" + (f"; a gang of {spec.nodes} instances of one type in one zone: "
                                                   "$/h per node, est. $ over every node" if gang else "")
                + (f"; est. $ includes the {spec.volume.size:g} GiB volume's storage for the run (storage $, "
                   "each market's rate; a volume kept after the job bills on)" if spec.volume else ""))
     _echo_stack(spec.model)
-    w = max([16, *(len(c.offer.instance_type) for c in result.candidates)])
-    g = max([13, *(len(f"{c.nodes}x{c.offer.gpu_count}x{c.offer.gpu}") for c in result.candidates if c.offer.gpu)])
+    w = max([16, *(len(c.offer.instance_type) for c in candidates)])
+    g = max([13, *(len(f"{c.nodes}x{c.offer.gpu_count}x{c.offer.gpu}") for c in candidates if c.offer.gpu)])
     typer.echo(f"{'provider':<8} {'zone':<18} {'instance':<{w}} {'gpu':<{g}} {'uses':<10} {'market':<9} "
                f"{'$/h':>8} " + (f"{'total $/h':>9} " if gang else "") + f"{'hours':>7} {'est. $':>9}"
                + (f" {'storage $':>9}" if vol else ""))
-    for c in result.candidates:
+    for c in candidates:
         o = c.offer
         gpu_s = (f"{c.nodes}x" if gang else "") + (f"{o.gpu_count}x{o.gpu}" if o.gpu else "-")
         market = "spot" if c.spot else "on-demand"
@@ -221,20 +255,19 @@ def _plan(job: Path, catalog: Path | None, price_list: bool, top: int, json_out:
                    f"{market:<9} {c.price_per_hour:>8.3f} {total}{c.est_finish_hours:>7.2f} {c.est_cost:>9.2f}"
                    + (f" {c.est_storage_usd:>9.2f}" if vol else "")
                    + (f"  ({'; '.join(notes)})" if notes else ""))  # fmt: skip
-    best = result.candidates[0]
-    if best.larger:
-        exact = next((c for c in result.candidates if not c.larger), None)
-        versus = (f"${exact.est_cost:.2f} on the cheapest instance with exactly {exact.gpus_used}" if exact
-                  else "no instance with exactly the GPUs asked for is among these candidates")
-        d = spec.strategy
-        why = ("allowed by resources.gpu / allow_larger" if spec.resources.gpu is not None
-               else "a model job without a distributed strategy runs on one GPU" if d.strategy == "none"
-               else f"distributed: {d.strategy} over {d.degree}")
-        typer.echo(f"the cheapest has {best.offer.gpu_count} GPUs, the job uses {best.gpus_used} ({why}): "
-                   f"expected ${best.est_cost:.2f} against {versus}")
-    typer.echo(reserve)
-    for line in owned_lines(owned):
-        typer.echo(line)
-    for r in rejected:
-        typer.echo(f"rejected {r['provider']} {r['instance_type']} ({r['offers']} offer(s)): {r['reason']}")
-    typer.echo(freshness(catalog, price_list)["line"])
+    if candidates[0].larger:
+        _echo_larger(spec, candidates)
+
+
+def _echo_larger(spec: JobSpec, candidates: list[Candidate]) -> None:
+    """Why the cheapest candidate has more GPUs than the job uses, against the cheapest exact one."""
+    best = candidates[0]
+    exact = next((c for c in candidates if not c.larger), None)
+    versus = (f"${exact.est_cost:.2f} on the cheapest instance with exactly {exact.gpus_used}" if exact
+              else "no instance with exactly the GPUs asked for is among these candidates")
+    d = spec.strategy
+    why = ("allowed by resources.gpu / allow_larger" if spec.resources.gpu is not None
+           else "a model job without a distributed strategy runs on one GPU" if d.strategy == "none"
+           else f"distributed: {d.strategy} over {d.degree}")
+    typer.echo(f"the cheapest has {best.offer.gpu_count} GPUs, the job uses {best.gpus_used} ({why}): "
+               f"expected ${best.est_cost:.2f} against {versus}")
