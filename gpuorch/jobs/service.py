@@ -318,13 +318,9 @@ class JobService:
             offers = offline_offers(dict(providers), self.home)
         warning = sweep_deadline_check(spec, trials, offers, source, now)
         if job is not None and offers and spec.budget is not None:
-            from gpuorch import placement
-            from gpuorch.jobs.submitcheck import estimate_options
-            from gpuorch.sweeps.capcheck import cap_warning
+            from gpuorch.jobs.submitcheck import sweep_cap_warning
 
-            ranked = placement.candidates(job, offers, options=estimate_options(job, offers))
-            cap = cap_warning(spec.budget.max_cost, spec.max_parallel, job, ranked)
-            warning = "; ".join(w for w in (warning, cap) if w) or None
+            warning = "; ".join(w for w in (warning, sweep_cap_warning(spec, job, offers)) if w) or None
         sweep = intent.submit(self.store, spec, trials, now)
         from gpuorch.store import wake
 

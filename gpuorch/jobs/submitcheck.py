@@ -32,6 +32,16 @@ def estimate_options(spec: Any, offers: Sequence[Any]) -> Any:
     return with_job(spec, None, storage_rates=rate_table({o.provider for o in offers}))
 
 
+def sweep_cap_warning(sweep: Any, job: Any, offers: Sequence[Any]) -> str | None:
+    """The line for a sweep whose cap funds fewer trials than it runs at once
+    (``sweeps.capcheck.cap_warning``), its trial ranked as ``estimate_options`` ranks."""
+    from gpuorch import placement
+    from gpuorch.sweeps.capcheck import cap_warning
+
+    ranked = placement.candidates(job, offers, options=estimate_options(job, offers))
+    return cap_warning(sweep.budget.max_cost, sweep.max_parallel, job, ranked)
+
+
 def shortfall_message(spec: Any, s: Any) -> str:
     """No instance holds the job's model: the largest configuration tried, what is missing, whether
     several nodes would hold it (not placed), and what to change."""
