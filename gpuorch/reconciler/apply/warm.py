@@ -37,6 +37,7 @@ from sqlmodel import Session, col, func, select
 from gpuorch.errors import ProviderError
 from gpuorch.jobs import events
 from gpuorch.jobs.spec import JobSpec
+from gpuorch.money.caps import EPS
 from gpuorch.ops.crashpoints import crashpoint
 from gpuorch.placement import Candidate
 from gpuorch.provider.port import Instance, Offer, Provider
@@ -320,9 +321,13 @@ class Warm:
         return "released before its idle time would cross a cap: " + gate.stop.message
 
     def _refuses(self, job: Job, spec: JobSpec, cand: Candidate, now: datetime) -> str | None:
-        """Why a queued job's caps would not let it run on a warm instance now (None: they would):
-        a stop or hold of its gate (waiting for money or for a slot, a spent daily cap), or a
-        run there that its runway and horizon do not fit. Billed as a lease is: no minimum."""
+        """Why a queued job's caps would not let it run on a warm instance (None: they would, now or
+        once live reservations come back): a stop or hold of its gate (waiting for money or for a
+        slot, a spent daily cap), or a run there whose runway and horizon the money not yet spent
+        cannot fund. Billed as a lease is: no minimum. Reservations alone do not refuse it: its
+        own attempt still draining, or another's, may give them back a pass later (bench/sweep.py
+        --small-cap seed 2: a held trial's warm instance was released while its drain ended, and
+        it booted a new one)."""
         gate = self.money.gate(JobView(job, spec, ()), now)
         if gate is None:
             return None
@@ -330,8 +335,9 @@ class Warm:
         if block is not None:
             return f"job {job.id}: {block.message}"
         cand = replace(cand, offer=cand.offer.model_copy(update={"min_billing_s": 0}))
-        return None if gate.affords(cand) else f"job {job.id}: its caps cannot fund a run there, which reserves " \
-            f"{gate.reserve_note(cand)}"
+        if gate.affords(cand) or all(cap.spent + gate.need(cand) <= cap.limit + EPS for cap in gate.caps):
+            return None  # at most live reservations stand in its way: they may come back (its own drain ending)
+        return f"job {job.id}: its caps cannot fund a run there, which reserves {gate.reserve_note(cand)}"
 
     def _recycle(self, w: WarmInstance, view: W.WarmView) -> W.WarmView:
         provider, inst = self.providers.get(w.provider), view.instance
