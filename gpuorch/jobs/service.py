@@ -318,9 +318,11 @@ class JobService:
             offers = offline_offers(dict(providers), self.home)
         warning = sweep_deadline_check(spec, trials, offers, source, now)
         if job is not None and offers and spec.budget is not None:
-            from gpuorch.jobs.submitcheck import sweep_cap_warning
+            from gpuorch.jobs.submitcheck import estimate_candidates
+            from gpuorch.sweeps.capcheck import cap_warning
 
-            warning = "; ".join(w for w in (warning, sweep_cap_warning(spec, job, offers)) if w) or None
+            cap = cap_warning(spec.budget.max_cost, spec.max_parallel, job, estimate_candidates(job, offers))
+            warning = "; ".join(w for w in (warning, cap) if w) or None
         sweep = intent.submit(self.store, spec, trials, now)
         from gpuorch.store import wake
 

@@ -32,14 +32,11 @@ def estimate_options(spec: Any, offers: Sequence[Any]) -> Any:
     return with_job(spec, None, storage_rates=rate_table({o.provider for o in offers}))
 
 
-def sweep_cap_warning(sweep: Any, job: Any, offers: Sequence[Any]) -> str | None:
-    """The line for a sweep whose cap funds fewer trials than it runs at once
-    (``sweeps.capcheck.cap_warning``), its trial ranked as ``estimate_options`` ranks."""
+def estimate_candidates(spec: Any, offers: Sequence[Any], limit: int | None = None) -> list[Any]:
+    """``placement.candidates`` of ``spec`` as submit's estimates rank it (``estimate_options``)."""
     from gpuorch import placement
-    from gpuorch.sweeps.capcheck import cap_warning
 
-    ranked = placement.candidates(job, offers, options=estimate_options(job, offers))
-    return cap_warning(sweep.budget.max_cost, sweep.max_parallel, job, ranked)
+    return placement.candidates(spec, list(offers), limit=limit, options=estimate_options(spec, offers))
 
 
 def shortfall_message(spec: Any, s: Any) -> str:
@@ -304,7 +301,5 @@ def sweep_deadline_check(spec: Any, trials: list[Any], offers: Sequence[Any], so
         return None  # how long a trial runs is not known: nothing to check
     candidates: list[Any] = []
     if job.resources.gpu is not None or job.model is not None:
-        from gpuorch import placement
-
-        candidates = placement.candidates(job, list(offers), options=estimate_options(job, offers))
+        candidates = estimate_candidates(job, offers)
     return deadline_check(job, candidates, source, now, deadline=spec.deadline)
