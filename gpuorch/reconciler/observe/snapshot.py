@@ -27,7 +27,8 @@ def attempt_views(job_id: int, rows: Sequence[Attempt], observed: Mapping[Key, I
             continue
         inst = observed.get((row.provider, job_id, row.number))
         agent, reachable = None, False
-        if (provider := ask(row.provider, inst)) is not None:
+        # A requested attempt has no agent yet (start_reads): nothing to read, its instance is adopted.
+        if row.status != AttemptStatus.REQUESTED and (provider := ask(row.provider, inst)) is not None:
             assert inst is not None
             key = (row.provider, row.job_id, row.number, inst.id)
             read = reads.take(key) if provider.capabilities.runners_may_block else batched.get(key)

@@ -185,7 +185,9 @@ def start_reads(providers: Mapping[str, Provider], reads: StatusReads, rows: Ite
     blocking = {name for name, p in providers.items() if p.capabilities.runners_may_block}  # others answer inline
     wanted = []
     for row in rows if blocking else ():
-        if row.provider not in blocking or row.status == AttemptStatus.ENDED:
+        # A requested attempt has no agent yet (it starts once the attempt is launched): its found
+        # instance is adopted without waiting on a runner that may take a connection's retries.
+        if row.provider not in blocking or row.status in (AttemptStatus.ENDED, AttemptStatus.REQUESTED):
             continue
         inst = observed.get((row.provider, row.job_id, row.number))
         if (provider := ask(row.provider, inst)) is not None:
