@@ -31,7 +31,7 @@ FabricKind = Literal["infiniband", "rdma", "efa", "tcpx", "ethernet"]
 class Family:
     """An instance family carrying GPUs. ``link`` is the GPU-to-GPU path inside the node (none in
     use for one GPU); ``network_gbps`` the largest size's network between nodes, over ``fabric``
-    (sources: docs/sizing.md, "Instance families")."""
+    (sources: docs/sizing.md, "Instance families"), 0 where the market publishes none."""
 
     provider: str
     pattern: str  # regular expression on the instance type
@@ -87,9 +87,10 @@ class AdapterCatalog:
         return next((f for f in self.families if re.match(f.pattern, instance_type)), None)
 
     def fabric_for(self, instance_type: str) -> tuple[str, float] | None:
-        """(fabric kind, Gb/s per node) between instances of this type; None for an unknown family."""
+        """(fabric kind, Gb/s per node) between instances of this type; None for an unknown family
+        or one whose network is not published (0 Gb/s: sizing then assumes its unknown fabric)."""
         f = self.family_of(instance_type)
-        return (f.fabric, f.network_gbps) if f else None
+        return (f.fabric, f.network_gbps) if f and f.network_gbps > 0 else None
 
     def interconnect_for(self, instance_type: str, gpu_count: int) -> str | None:
         """The GPU-to-GPU link of a multi-GPU instance; None for one GPU or an unknown family."""

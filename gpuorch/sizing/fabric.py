@@ -100,5 +100,6 @@ def node_factor(w: Workload, sharding: str, nodes: int, fabric: Fabric | None, t
     if volume <= 0 or tokens_per_gpu_s <= 0:
         return 1.0
     compute = w.seq_len * w.micro_batch / tokens_per_gpu_s
-    network = volume / (fabric or UNKNOWN_FABRIC).bytes_per_s
+    link = fabric if fabric is not None and fabric.gbps > 0 else UNKNOWN_FABRIC  # 0: not published
+    network = volume / link.bytes_per_s
     return compute / (max(compute, network) + EXPOSED * min(compute, network))
