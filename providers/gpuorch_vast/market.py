@@ -107,8 +107,8 @@ def offers_of(asks: list[dict[str, Any]], o: VastOptions) -> list[Offer]:
     for (gpu, count, where), members in sorted(best.items()):
         spec = gpus.lookup(gpu)
         assert spec is not None
-        best = min(members, key=lambda a: (expected(_number(a, "dph_total"), a), int(a.get("id") or 0)))
-        od = expected(_number(best, "dph_total"), best)
+        top = min(members, key=lambda a: (expected(_number(a, "dph_total"), a), int(a.get("id") or 0)))
+        od = expected(_number(top, "dph_total"), top)
         bids = [expected(b, a) for a in members if (b := bid_of(a, o)) is not None]
         spot = min(bids) if bids and min(bids) < od else None
         out.append(Offer(
@@ -117,7 +117,7 @@ def offers_of(asks: list[dict[str, Any]], o: VastOptions) -> list[Offer]:
             memory_gib=round(min(_number(a, "cpu_ram") for a in members) / 1024, 2), price_per_hour=round(od, 4),
             spot_price_per_hour=None if spot is None else round(spot, 4), billing_granularity_s=1, min_billing_s=0,
             interconnect=CATALOG.interconnect_for(instance_type(gpu, count), count),
-            storage_usd_per_gib_month=storage_rate(best),
+            storage_usd_per_gib_month=storage_rate(top),
         ))  # fmt: skip
     return out
 
