@@ -5,7 +5,6 @@ End an attempt gets. Pure: each returns actions (a ``Step``) and mutates nothing
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from gpuorch.clock import aware
 from gpuorch.provider.port import Instance, InstanceState
@@ -23,13 +22,10 @@ from gpuorch.reconciler.decide.actions import (
     Step,
     Terminate,
 )
+from gpuorch.reconciler.decide.owned import ADMISSION as ADMISSION  # re-exported: where tests and docs name it
+from gpuorch.reconciler.decide.owned import AdmissionBound
 from gpuorch.reconciler.observe.views import AttemptView, Settings
 from gpuorch.store.states import AttemptStatus, JobStatus, TerminationReason
-
-if TYPE_CHECKING:
-    from gpuorch.reconciler.decide.owned import AdmissionBound
-
-ADMISSION = "waits for admission"  # how a job's message starts while its attempt waits in a queue
 
 
 def from_epoch(epoch: float, tz_like: datetime) -> datetime:

@@ -27,12 +27,13 @@ from gpuorch.placement.cost import with_job
 from gpuorch.placement.owned import WAITS, OwnedChoice, choose, minutes
 from gpuorch.provider.port import Offer
 from gpuorch.reconciler.decide.actions import GO_ON, Action, End, Note, SetJob, Step, done
-from gpuorch.reconciler.decide.attempt_steps import ADMISSION
 from gpuorch.reconciler.decide.deadline import NEVER_RAN
 from gpuorch.store.states import JobStatus, TerminationReason
 
 if TYPE_CHECKING:
     from gpuorch.reconciler.observe.views import AttemptView, JobView, Settings
+
+ADMISSION = "waits for admission"  # how a job's message starts while its attempt waits in a queue
 
 Avoid = Callable[[Candidate], bool] | None
 
