@@ -66,6 +66,7 @@ class Applier:
         self._renew_lock = threading.Lock()
         self._renewed_at: datetime | None = None  # the leases' last renewal (a pass's slow launches)
         self.started: set[tuple[int, int, str]] = set()  # (job, attempt, instance) whose runner started its agent
+        self._alive: set[tuple[int, int]] | None = None  # the live attempts ``forget`` last pruned ``started`` by
 
     def _holds(self, job_id: int, now: datetime) -> bool:
         try:
@@ -118,8 +119,11 @@ class Applier:
         """Drop what is kept of attempts that are no longer live (``alive``: (job, attempt))."""
         if not self.heartbeats.keys() <= alive:  # a C subset test on most passes: nothing left
             self.heartbeats = {k: v for k, v in self.heartbeats.items() if k in alive}
-        if self.started:
+        # A start is noted for an attempt live at its pass's start: while no attempt live at the
+        # last prune has ended since (a C superset test), every start noted is still live.
+        if self.started and not (self._alive is not None and alive >= self._alive):
             self.started = {k for k in self.started if k[:2] in alive}
+        self._alive = alive
 
     def end_pass(self) -> None:
         """Launches not recorded by now are dropped (a pass that stopped early): nothing was
