@@ -168,8 +168,7 @@ def to_instance(pod: dict[str, Any], *, provider: str, region: str, instance_id:
     ours = annotations.get(ANNOTATION_TERMINATED) == "gpuorch"
     disruption = _condition(pod, "DisruptionTarget")
     why = f"{disruption.get('reason')}: {disruption.get('message', '')}".strip(": ") if disruption else None
-    deadline = None
-    ended = None
+    deadline = ended = failure = None
     reason: str | None
     if phase in ("Succeeded", "Failed"):
         ended = ended_at(pod) or now
@@ -182,7 +181,7 @@ def to_instance(pod: dict[str, Any], *, provider: str, region: str, instance_id:
     elif lost_node is not None:
         state, reason, ended = InstanceState.PREEMPTED, f"node {lost_node} lost: it stopped reporting", now
     elif (pulled := pull_failure(pod)) is not None:
-        state, reason, ended = InstanceState.TERMINATED, pulled, now
+        state, reason, ended, failure = InstanceState.TERMINATED, pulled, now, pulled  # never runs: failed, not lost
     elif deleting is not None and ours:  # going at gpuorch's request: ended for the daemon (a 1 s grace)
         state, reason, ended = InstanceState.TERMINATED, "terminated by gpuorch", deleting
     else:
@@ -202,7 +201,8 @@ def to_instance(pod: dict[str, Any], *, provider: str, region: str, instance_id:
         id=instance_id, provider=provider, region=region, zone=region,
         instance_type=annotations.get(ANNOTATION_OFFER, ""), spot=annotations.get(ANNOTATION_SPOT) == "true",
         state=state, tags=tags, created_at=created, host=status.get("podIP"), state_reason=reason,
-        preemption_deadline=deadline, ended_at=ended if not state.alive else None, queued=queued)
+        preemption_deadline=deadline, ended_at=ended if not state.alive else None, queued=queued,
+        failure=failure)
 
 
 def scheduled_at(pod: dict[str, Any]) -> datetime | None:
