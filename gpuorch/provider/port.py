@@ -159,6 +159,9 @@ class Volume(Model):
     size_gib: float
     attached_to: str | None = None
     tags: dict[str, str] = Field(default_factory=dict)
+    # The provider's own storage price of this volume, USD per GiB-month (a Vast host's storage_cost),
+    # what the ledger bills it at; None: its catalog's rate (gpuorch.money.storage).
+    usd_per_gib_month: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
 class Provider(ABC):
