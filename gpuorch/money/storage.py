@@ -1,13 +1,15 @@
 """A job volume's storage as money (issue 33 item 6; docs/money.md, "Storage").
 
-Storage is charged while the volume exists, per GiB-month, at its market's rate: the rate its
-provider's catalog declares (``AdapterCatalog.storage_usd_per_gib_month``: Lambda filesystems,
-RunPod network volumes, Vast volumes; a cloud's disk where its catalog has one), recorded with the
-volume when the daemon makes it, so a later change of the catalog does not rewrite the past. A
-month is 730 hours, as the clouds bill storage. Billed by the second from the volume's ``volume``
-event (made or adopted by the daemon, ``gpuorch.reconciler.apply.volumes``) to its
-``volume_deleted`` or ``orphan_volume_deleted`` event, or to now while it exists. A volume whose
-provider says no rate costs 0 here (and ``rate`` is None in its period).
+Storage is charged while the volume exists, per GiB-month, at its market's rate: the provider's
+own price of that volume where it gives one (``Volume.usd_per_gib_month``: a Vast volume at its
+host's ``storage_cost``), else the rate its provider's catalog declares
+(``AdapterCatalog.storage_usd_per_gib_month``: Lambda filesystems, RunPod network volumes, Vast
+volumes; a cloud's disk where its catalog has one), recorded with the volume when the daemon
+makes it, so a later change of the catalog does not rewrite the past. A month is 730 hours, as
+the clouds bill storage. Billed by the second from the volume's ``volume`` event (made or adopted
+by the daemon, ``gpuorch.reconciler.apply.volumes``) to its ``volume_deleted`` or
+``orphan_volume_deleted`` event, or to now while it exists. A volume whose provider says no rate
+costs 0 here (and ``rate`` is None in its period).
 
 The money code counts it as the warm pool's idle time is counted (``gpuorch.warm.ledger``): a
 transient ``Attempt`` of the job that bills the volume's hourly price (``storage_attempt``; never
@@ -18,6 +20,8 @@ UTC day) and ``gpuorch cost`` add it to what the job spent.
 from __future__ import annotations
 
 import json
+import logging
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,6 +32,7 @@ from gpuorch.placement.cost import HOURS_PER_MONTH, StorageRates
 from gpuorch.store.models import Attempt, Event, Job
 from gpuorch.store.states import AttemptStatus
 
+log = logging.getLogger("gpuorch.money.storage")
 MADE, ENDS = "volume", ("volume_deleted", "orphan_volume_deleted")
 KEPT = "volume_kept"  # recorded when a job that keeps its volume ends (reconciler.apply.kept_volumes)
 # An attempt number no real attempt has: warm idle periods are -(period id); these start below.
@@ -77,10 +82,17 @@ def rate_table(providers: Iterable[str] | None = None) -> StorageRates:
     return tuple(out)
 
 
-def made_data(provider: str, size_gib: float, disk_type: str | None = None) -> dict[str, object]:
-    """What a ``volume`` event records for the money: provider, size, disk type and the rate now."""
+def made_data(provider: str, size_gib: float, disk_type: str | None = None,
+              own_rate: float | None = None) -> dict[str, object]:
+    """What a ``volume`` event records for the money: provider, size, disk type and the rate now:
+    the provider's own for this volume (``Volume.usd_per_gib_month``, a Vast host's) when it gave
+    one, else its catalog's. A rate that is not a finite number >= 0 is not trusted (one log line)."""
+    rate = own_rate
+    if rate is not None and (not isinstance(rate, int | float) or not math.isfinite(rate) or rate < 0):
+        log.warning("%s: volume storage rate %r is not a price; billing the catalog's rate", provider, rate)
+        rate = None
     return {"provider": provider, "size_gib": size_gib, "disk_type": disk_type,
-            "usd_per_gib_month": rate_of(provider, disk_type)}
+            "usd_per_gib_month": float(rate) if rate is not None else rate_of(provider, disk_type)}
 
 
 def periods(s: Session, job_ids: Iterable[int] | None = None) -> list[StoragePeriod]:

@@ -85,12 +85,13 @@ def launch_provider(p: Provider | None) -> SupportsLaunchVolumes | None:
 def _record_volume(txn: Txn, job_id: int, attempt: int, vol: Volume, found: bool, now: datetime,
                    disk_type: str | None = None) -> None:
     """The volume's id on the job, and its ``volume`` event: what ``gpuorch.money.storage`` bills
-    from (provider, size, the catalog's rate now)."""
+    from (provider, size, and the volume's own rate where the provider gives one, else the catalog's now)."""
     with txn(job_id) as (s, job):
         job.volume_id = vol.id
         how = "found again by its tags" if found else "created"
         events.record(s, now, "volume", f"volume {vol.id} ({vol.size_gib:g} GiB) in {vol.zone} {how}",
-                      job_id=job_id, attempt=attempt, **made_data(vol.provider, vol.size_gib, disk_type))
+                      job_id=job_id, attempt=attempt, **made_data(vol.provider, vol.size_gib, disk_type,
+                                                                     vol.usd_per_gib_month))
 
 
 def for_launch(txn: Txn, p: SupportsLaunchVolumes, owner: str, job_id: int, attempt: int, offer: Offer,
