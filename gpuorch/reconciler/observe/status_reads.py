@@ -106,16 +106,17 @@ def batch_reads(provider: Provider, wanted: Sequence[tuple[ReadKey, Instance]],
         return {}
     out = {}
     before = {} if answers is None else answers
+    answer_of, last = got.get, before.get
     for key, inst in wanted:
-        if (answer := got.get(inst.id, _MISSING)) is _MISSING:
+        if (answer := answer_of(inst.id, _MISSING)) is _MISSING:
             continue
         if answer is None:
             out[key] = UNREACHABLE
             before.pop(key, None)
             continue
         runner, status = answer
-        value = status_value(status)
-        was = before.get(key)
+        value = None if status is None else status_value(status)  # a booting agent's: no call
+        was = last(key)
         if was is not None and was[0] is answer and (was[1].value is value or was[1].value == value):
             out[key] = was[1]
         else:
@@ -179,8 +180,9 @@ def start_reads(providers: Mapping[str, Provider], reads: StatusReads, rows: Ite
     for name, p in providers.items():
         if p.capabilities.runners_may_block or not p.capabilities.agent_statuses:
             continue
-        asked = [((name, job_id, number, inst.id), inst) for (prov, job_id, number) in live if prov == name
-                 and (inst := observed.get((prov, job_id, number))) is not None and ask(prov, inst)]
+        get = observed.get  # a live key is the listing's key: looked up as it is, not rebuilt
+        asked = [((name, k[1], k[2], inst.id), inst) for k in live if k[0] == name
+                 and (inst := get(k)) is not None and ask(name, inst)]
         batched.update(batch_reads(p, asked, reads.answers.setdefault(name, {}), reads.alarm))
     blocking = {name for name, p in providers.items() if p.capabilities.runners_may_block}  # others answer inline
     wanted = []
