@@ -3,7 +3,7 @@
 ``offers`` and ``plan`` rank what the daemon would use: the configured providers (``local`` and
 ``sim`` included), each through its ``catalog_offers`` (no cloud call: the shipped catalog's rows
 for the clouds, the simulated markets for local and sim). ``--catalog FILE`` ranks a price list
-instead, ``--price-list`` the shipped AWS/GCP/Azure snapshot; every output names the source.
+instead, ``--price-list`` the shipped price list (every shipped adapter's rows); every output names the source.
 
 Imports stay inside the commands: ``gpuorch offers --json`` must start in well under 0.3 s,
 so nothing here loads pydantic or numpy unless the command needs them.
@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 
 CATALOG_OPTION = typer.Option(None, "--catalog", help="Rank this offers CSV (a price list) instead of the "
                               "configured providers.")
-PRICE_LIST_OPTION = typer.Option(False, "--price-list", help="Rank the shipped AWS/GCP/Azure price list instead of "
-                                 "the configured providers.")
+PRICE_LIST_OPTION = typer.Option(False, "--price-list", help="Rank the shipped price list (AWS, GCP, Lambda, "
+                                 "RunPod, Vast) instead of the configured providers.")
 STRICT_OPTION = typer.Option(False, "--strict", help="Refuse a --catalog (ours or gpuhunt's) with any malformed "
                              "row or one failing the audit (default: skip the row and say which).")
 

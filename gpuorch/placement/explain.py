@@ -86,8 +86,16 @@ def rejections(spec: JobSpec, idx: OfferIndex, volume_zone: str | None, refused:
     return out
 
 
-def shortfall(idx: OfferIndex, refused: dict[int, Refusal]) -> Shortfall | None:
-    short = [(idx.classes[ci], r) for ci, r in refused.items() if r.need_gib is not None]
+def shortfall(spec: JobSpec, idx: OfferIndex, volume_zone: str | None, refused: dict[int, Refusal]) -> Shortfall | None:
+    """The largest configuration refused for memory among the classes the job's own restrictions
+    (providers, regions, its volume's zone) leave it: never one the job excluded."""
+    filters = _row_filters(spec, idx, volume_zone)
+
+    def allowed(ci: int) -> bool:
+        c = idx.classes[ci]
+        return any(all(keep(r) for _, keep in filters) for r in range(c.start, c.stop))
+
+    short = [(idx.classes[ci], r) for ci, r in refused.items() if r.need_gib is not None and allowed(ci)]
     if not short:
         return None
     c, r = max(short, key=lambda cr: (cr[0].gpu_count * (cr[1].usable_gib or 0), -(cr[1].need_gib or 0)))

@@ -159,7 +159,7 @@ def plan(
         return Plan(chosen, [], None)
     placed = kept | {ranked.groups[entry[3]][3] for entry in ranked.heap}  # classes with offers still unranked
     return Plan(chosen, rejections(spec, idx, volume_zone, ranked.refused, placed, cap),
-                shortfall(idx, ranked.refused))
+                shortfall(spec, idx, volume_zone, ranked.refused))
 
 
 @dataclass

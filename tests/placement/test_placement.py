@@ -236,3 +236,16 @@ def test_no_single_instance_needs_no_catalog(job):
     assert "the smallest configuration is 2 nodes of 8x" in line and "(zero3)" in line and "qlora" in line
     assert "more GPUs" not in line
     assert "no configuration of up to 16 nodes" in no_single_instance(job(model={"params": "5T", "method": "full"}))
+
+
+def test_the_largest_configuration_named_is_one_the_job_allows(offer, job):
+    # A job that fits nowhere is told the largest configuration refused for memory among the offers
+    # its providers, regions and volume zone leave it, never one it excluded.
+    full = {"params": "70B", "method": "full"}
+    offers = [offer("g6e", "L40S", 2.0, provider="aws", region="us-east-1"),
+              offer("a3", "H100", 9.0, count=8, provider="gcp", region="us-central1"),
+              offer("b200", "B200", 40.0, count=8, provider="lambda", region="us-east-1")]
+    assert plan(job(model=full), offers).shortfall.gpu == "B200"
+    assert plan(job(model=full, providers=["aws", "gcp"]), offers).shortfall.gpu == "H100"
+    assert plan(job(model=full, regions=["us-east-1"], providers=["aws", "gcp"]), offers).shortfall.gpu == "L40S"
+    assert plan(job(model=full, providers=["runpod"]), offers).shortfall is None
