@@ -9,7 +9,10 @@ and linked to an instance when it is created: ``volume_info: {"volume_id", "moun
 host: it is made on the machine of the best live ask of the offer's class at the first launch,
 and every later launch rents that machine again or waits (NoCapacityError) until its host lists
 it. The volume's name carries the job and owner (``launch_volume_name``). Storage bills while the
-volume exists (the volume offer's price; catalog.py).
+volume exists at the volume offer's ``storage_cost`` (its host's price, $/GB-month; a field of
+``search volumes``), carried as ``Volume.usd_per_gib_month`` for the ledger; ``show volumes``
+lists no per-GB rate (docs.vast.ai/api-reference/volumes/list-volumes), so a volume found again
+by its name after a lost answer or a crash carries none and is billed at the catalog's rate.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, Trans
 from gpuorch.provider import Offer, Volume
 from gpuorch.provider.launch_volumes import launch_volume_name, launch_volume_tags
 
-from .market import pick, query
+from .market import pick, query, storage_rate
 from .parse import PROVIDER
 
 if TYPE_CHECKING:
@@ -36,13 +39,25 @@ def volume_name(row: dict[str, Any]) -> str:
     return str(row.get("name") or row.get("label") or "")
 
 
-def to_volume(row: dict[str, Any], region: str = "") -> Volume | None:
+def to_volume(row: dict[str, Any], region: str = "", rate: float | None = None) -> Volume | None:
     tags = launch_volume_tags(volume_name(row))
     if not tags or row.get("id") is None:
         return None
     size = row.get("disk_space", row.get("size"))
     return Volume(id=str(row["id"]), provider=PROVIDER, region=region, zone=f"machine-{row.get('machine_id')}",
-                  size_gib=float(size) if isinstance(size, int | float) else 0.0, tags=tags)
+                  size_gib=float(size) if isinstance(size, int | float) else 0.0, tags=tags,
+                  usd_per_gib_month=rate)
+
+
+def offer_rate(slot: dict[str, Any]) -> float | None:
+    """A volume offer's ``storage_cost`` ($/GB-month, a field of ``search volumes``): the rate its
+    host bills the volume at. None where it gives none or one that is no price (logged: the ledger
+    then bills the catalog's rate)."""
+    rate = storage_rate(slot)
+    if rate is None and "storage_cost" in slot:
+        log.warning("vast: volume offer %s has storage_cost %r, not a price; billing the catalog's rate",
+                    slot.get("id"), slot["storage_cost"])
+    return rate
 
 
 class MachineVolumes:
@@ -75,7 +90,7 @@ class MachineVolumes:
         class (on-demand price), named for the job; NoCapacityError when no ask or no volume offer
         of its machine is left."""
         name = launch_volume_name(tags)
-        found = self._named(name)
+        found, rate = self._named(name), None  # found again (a lost answer): its rate is not listed
         if found is None:
             asks = self.api.search(query(self.options, gpu=offer.gpu, count=offer.gpu_count, region=offer.region),
                                    bid=False, storage_gib=size_gib)
@@ -88,12 +103,14 @@ class MachineVolumes:
             if not slots:
                 raise NoCapacityError(f"vast: machine {machine} sells no volume now", code="no_volume_offer")
             self.api.create_volume(int(slots[0]["id"]), math.ceil(size_gib), name)
-            log.info("vast: created volume %s (%d GB) on machine %s", name, math.ceil(size_gib), machine)
+            rate = offer_rate(slots[0])
+            log.info("vast: created volume %s (%d GB) on machine %s at $%s/GB-month", name, math.ceil(size_gib),
+                     machine, rate)
             found = self._named(name)
             if found is None:
                 raise TransientError(f"vast: volume {name} was made and is not listed yet", code="VolumeCreating",
                                      retry_after=5.0)
-        vol = to_volume(found, offer.region)
+        vol = to_volume(found, offer.region, rate)
         assert vol is not None  # its name is gpuorch's
         return vol
 

@@ -19,9 +19,12 @@ Pages it follows:
 
 - volumes (docs.vast.ai/documentation/instances/storage/volumes; the CLI reference's "search volumes",
   "create volume", "show volumes", "delete volume", as the official client sends them): ``POST
-  /api/v0/volumes/search/`` (one volume offer per machine of the market, ``machine_id``),
+  /api/v0/volumes/search/`` (one volume offer per machine of the market, ``machine_id``, at its host's
+  ``storage_cost``, "storage cost in $/GB/month": the field list of vastai's ``search volumes``
+  help, cli/commands/storage.py; the machine's asks' ``storage_cost``, ``storage_costs``),
   ``PUT /api/v0/volumes/`` (``{"size", "id": <volume offer>, "name"}``), ``GET /api/v0/volumes``
-  (``{"volumes": [...]}``, ``owner=me``), ``DELETE /api/v0/volumes/?id=`` (refused, ``volume_in_use``,
+  (``{"volumes": [...]}``, ``owner=me``; no per-GB rate: docs.vast.ai/api-reference/volumes/list-volumes),
+  ``DELETE /api/v0/volumes/?id=`` (refused, ``volume_in_use``,
   while an instance links it); an instance created with ``volume_info`` (``volume_id``,
   ``mount_path``, ``create_new: false``) only on the volume's machine.
 
@@ -128,6 +131,8 @@ class FakeVast:
     private_images: dict[str, tuple[str, str]] = field(default_factory=dict)  # image -> (user, password)
     pull_denied: list[str] = field(default_factory=list)  # private images rented without their login
     logins: dict[int, str] = field(default_factory=dict)  # instance id -> the image_login it was created with
+    # machine id -> its host's storage price ($/GB-month), from its asks' storage_cost: what its volume offer asks
+    storage_costs: dict[int, Any] = field(default_factory=dict)
 
     # -- injections --------------------------------------------------------------------------
     def fail_next(self, n: int = 1, status: int = 429, path: str = "/",
@@ -145,6 +150,8 @@ class FakeVast:
         with self.lock:
             for a in asks:
                 self.asks[a["id"]] = a
+                if "storage_cost" in a:
+                    self.storage_costs[a["machine_id"]] = a["storage_cost"]
 
     def take_all(self, gpu_name: str | None = None) -> None:
         """Every ask (of one card) rented by somebody else."""
@@ -309,8 +316,8 @@ class FakeVast:
         if method == "POST" and rest == ["search"]:
             machines = sorted({a["machine_id"] for a in self.asks.values()}
                               | {r["machine_id"] for r in self.instances.values()})
-            offers = [{"id": 500_000 + m, "machine_id": m, "disk_space": 1000.0, "storage_cost": 0.15,
-                       "reliability2": 0.99, "verified": True} for m in machines]
+            offers = [{"id": 500_000 + m, "machine_id": m, "disk_space": 1000.0, "reliability2": 0.99,
+                       "storage_cost": self.storage_costs.get(m, 0.15), "verified": True} for m in machines]
             return 200, {"offers": [o for o in offers if _matches(o["machine_id"], body.get("machine_id"))
                                     or "machine_id" not in body]}
         if method == "PUT" and not rest:
@@ -319,7 +326,7 @@ class FakeVast:
                 return 400, {"success": False, "error": "invalid_args", "msg": "no such volume offer or size"}
             vid = 7_000_000 + len(self.volumes) + 1
             self.volumes[vid] = {"id": vid, "name": body.get("name"), "machine_id": machine, "disk_space": size,
-                                 "status": "online", "start_date": time.time(), "storage_cost": 0.15}
+                                 "status": "online", "start_date": time.time()}
             return 200, {"success": True, "id": vid}
         if method == "GET" and not rest:
             return 200, {"volumes": [dict(v) for v in self.volumes.values()]}
