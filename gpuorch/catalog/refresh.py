@@ -3,8 +3,9 @@ schedule is ``gpuorch.ops.catalog_refresh``.
 
 A refreshed catalog is ``$GPUORCH_HOME/catalog/<provider>.csv`` (plus its provenance sidecar).
 The GCP adapter reads it in place of its shipped snapshot when it exists, and Azure (which ships
-no price rows) reads only it, so the daemon's offers follow the last good refresh; AWS's ``offers()`` reads its APIs itself (spot
-prices from ``describe_spot_price_history``) every offers TTL, so it needs no file.
+no price rows) reads only it, so the daemon's offers follow the last good refresh; AWS's
+``offers()`` reads its APIs itself (spot prices from ``describe_spot_price_history``) every offers
+TTL, so it needs no file.
 
 """
 

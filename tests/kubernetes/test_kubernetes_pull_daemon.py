@@ -29,6 +29,7 @@ def test_an_unpullable_image_fails_the_attempt_with_the_clusters_message(tmp_pat
             attempts = d.attempts(job)
             assert done.status == JobStatus.FAILED
             assert len(attempts) == 1 and attempts[0].reason == TerminationReason.FAILED
-            assert "ImagePullBackOff" in (attempts[0].message or "") and "manifest unknown" in (attempts[0].message or "")
+            message = attempts[0].message or ""
+            assert "ImagePullBackOff" in message and "manifest unknown" in message
             assert done.preemptions == 0
             assert [i for i in d.adapter("kubernetes").list_managed() if i.state.alive] == []
