@@ -48,6 +48,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -140,6 +141,7 @@ def main() -> None:
     ap.add_argument("--postgres", metavar="URL", help="a fresh database on this PostgreSQL server (e.g. "
                     "postgresql+psycopg://postgres@127.0.0.1:5432/postgres) instead of SQLite")
     ap.add_argument("--daemons", type=int, default=1, help="daemons sharing the queue (HA: needs --postgres)")
+    ap.add_argument("--keep", action="store_true", help="keep the run's home (its logs, catalog, store) afterwards")
     ap.add_argument("--profile", metavar="FILE", help="run the (first) daemon under py-spy, collapsed stacks to FILE")
     ap.add_argument("--profile-gil", action="store_true",
                     help="with --profile: sample only the thread holding the GIL (Python CPU, not GIL waits)")
@@ -237,6 +239,8 @@ def main() -> None:
     print(f"{out['launch_requested']} jobs with a launch request {out['drain_s']} s after the first pass; daemon CPU "
           f"{out['daemon_cpu_s']} s; {out['passes']} passes, median {out['pass_s_median']} s, "
           f"max {out['pass_s_max']} s; RSS {out['daemon_rss_mb']} MB (peak {out['daemon_peak_rss_mb']} MB)")
+    if not args.keep and out["launch_requested"] >= args.jobs:  # a failed run keeps its logs to read
+        shutil.rmtree(home, ignore_errors=True)
     print(json.dumps(out))
 
 
