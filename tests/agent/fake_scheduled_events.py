@@ -7,11 +7,12 @@ Like the real one it answers 400 without ``Metadata: true``, and only on
 from __future__ import annotations
 
 import email.utils
-import json
 import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+from tests.kit.http import JsonHandler
 
 
 def rfc1123(epoch: float) -> str:
@@ -32,26 +33,15 @@ class FakeScheduledEvents:
         self.without_header = 0  # requests refused for a missing Metadata: true
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_GET(self) -> None:
                 url = urlsplit(self.path)
                 if self.headers.get("Metadata") != "true":
                     fake.without_header += 1
-                    return self._reply(400, {"error": "Bad request. Required metadata header not specified"})
+                    return self.reply(400, {"error": "Bad request. Required metadata header not specified"})
                 if url.path != "/metadata/scheduledevents" or "api-version" not in parse_qs(url.query):
-                    return self._reply(404, {"error": "Not found"})
-                self._reply(200, fake.document)
-
-            def _reply(self, code: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args) -> None:
-                pass
+                    return self.reply(404, {"error": "Not found"})
+                self.reply(200, fake.document)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"

@@ -10,12 +10,13 @@ No credentials, like the real one. ``meter(...)`` builds one item.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from tests.kit.http import JsonHandler
 
 
 def meter(size: str, region: str, price: float, *, spot: bool = False, windows: bool = False,
@@ -70,20 +71,12 @@ class FakePrices:
 
 
 def _handler(fake: FakePrices) -> type:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         protocol_version = "HTTP/1.1"
 
         def do_GET(self) -> None:
             url = urllib.parse.urlsplit(self.path)
             status, body = fake.page(url.path, {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()})
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: Any) -> None:
-            pass
+            self.reply(status, body)
 
     return Handler

@@ -11,11 +11,12 @@ paged like the API: at most ``page_size`` per page (the smaller of it and the cl
 
 from __future__ import annotations
 
-import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+from tests.kit.http import JsonHandler
 
 COMPUTE = "6F81-5844-456A"
 GEO = {"us-central1": "Iowa", "us-east4": "Virginia", "europe-west4": "Netherlands"}
@@ -86,20 +87,12 @@ class FakeBilling:
 
 
 def _handler(fake: FakeBilling) -> type:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         protocol_version = "HTTP/1.1"
 
         def do_GET(self) -> None:
             url = urlparse(self.path)
             status, body = fake.answer(url.path, {k: v[0] for k, v in parse_qs(url.query).items()})
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: Any) -> None:
-            pass
+            self.reply(status, body)
 
     return Handler

@@ -49,9 +49,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+from tests.kit.http import JsonHandler
 
 BASE = "https://www.googleapis.com/compute/v1"
 _CLAUSE = re.compile(r'\(?\s*([\w.-]+)\s*(?:=|eq)\s*"?([^"\s)]*)"?\s*\)?')
@@ -580,7 +582,7 @@ class _Actions:
         return 200, {"kind": "compute#operationAggregatedList", "items": scoped}
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     """The HTTP side: a request matched against ``ROUTES`` and answered by ``_Actions``."""
 
     protocol_version = "HTTP/1.1"
@@ -607,26 +609,15 @@ class _Handler(BaseHTTPRequestHandler):
             for f in fake.http_failures:
                 if f.method == method and re.search(f.path, url.path) and f.times > 0:
                     f.times -= 1
-                    return self._reply(f.status, _error(f.status, f.message, f.reason or "backendError"))
+                    return self.reply(f.status, _error(f.status, f.message, f.reason or "backendError"))
             for m, pattern, action in ROUTES:
                 match = pattern.match(url.path) if m == method else None
                 if match is not None:
                     params = match.groupdict()
                     if params["p"] != fake.project:
-                        return self._reply(404, _error(404, f"project {params['p']} not found", "notFound"))
-                    return self._reply(*getattr(_Actions(fake), "_" + action)(params, query, body))
-        self._reply(404, _error(404, f"no route {method} {url.path}", "notFound"))
-
-    def _reply(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+                        return self.reply(404, _error(404, f"project {params['p']} not found", "notFound"))
+                    return self.reply(*getattr(_Actions(fake), "_" + action)(params, query, body))
+        self.reply(404, _error(404, f"no route {method} {url.path}", "notFound"))
 
 
 def _handler(fake: FakeGce) -> type:
