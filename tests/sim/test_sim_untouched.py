@@ -4,6 +4,9 @@ A running job kept quiet last pass, whose job row, attempt rows, steady memo, in
 status are this pass's very objects, is kept as one set: no per-job check at all, its heartbeat
 still sent when due. Anything that touches it (its agent writes, its instance changes, a write on
 its row) brings it back to the usual checks, which then see the change.
+
+Bare Reconciler: which jobs the memo checks one by one is read off the reconciler object, pass
+by pass, and the assembled daemon runs its passes on its own clock.
 """
 
 from __future__ import annotations
