@@ -8,6 +8,8 @@ from datetime import UTC, datetime, timedelta
 from gpuorch.agent.protocol import AgentStatus
 from gpuorch.jobs.spec import parse_spec
 from gpuorch.money.caps import Ledger, Policy, gate_for
+from gpuorch.placement import candidates
+from gpuorch.placement.cost import PlacementOptions
 from gpuorch.provider.port import Instance, InstanceState, Offer
 from gpuorch.reconciler.decide.actions import End, KeepWarm, Step, Terminate
 from gpuorch.reconciler.decide.warm import (
@@ -80,6 +82,29 @@ def test_a_launch_takes_an_idle_instance_of_the_same_market_and_image_only():
     assert match(spec(spot_policy="spot"), [], [warm()]) is None  # another market
     assert match(spec(), [], [warm(status="dirty")]) is None  # not recycled yet
     assert match(spec(resources={"gpu": "H100:1"}), [], [warm()]) is None  # does not fit the job
+
+
+def test_a_launch_takes_a_warm_instance_only_where_its_run_costs_no_more_than_a_new_launch():
+    """A warm instance saves a new one's start-up (boot and set-up), not its own price: one in a
+    dearer zone is taken while the price gap costs less over the run than that start-up, and left
+    for a new launch once it costs more; the cheaper of two warm ones wins."""
+
+    def offer(zone, price):
+        return OFFER.model_copy(update={"zone": zone, "price_per_hour": price})
+
+    def fresh(price):  # the launch's first choice: a new instance in another zone at ``price``
+        return candidates(spec(), [offer("r-b", price)])
+
+    startup_h = (PlacementOptions().boot("local") + PlacementOptions().setup_s) / 3600
+    dear = warm(offer=offer("r-a", 4.0))
+    # the 1 h default run: 4.0 x 1 h against 3.6 x (1 h + start-up) = 4.08: the warm one is cheaper
+    assert 3.6 * (1 + startup_h) > 4.0
+    assert match(spec(), fresh(3.6), [dear]) == (dear, candidates(spec(), [dear.offer])[0])
+    # at 3.0/h a new launch costs 3.4, less than the warm one's 4.0: launch
+    assert match(spec(), fresh(3.0), [dear]) is None
+    cheap = warm(id=2, instance_id="i-2", zone="r-c", offer=offer("r-c", 3.7))
+    assert match(spec(), fresh(3.6), [dear, cheap])[0] is cheap
+    assert match(spec(), [], [dear]) is not None  # nothing to launch: any that fits
 
 
 def test_release_reasons_in_order():

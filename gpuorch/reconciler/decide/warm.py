@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.placement import Candidate, candidates
+from gpuorch.placement.cost import PlacementOptions
 from gpuorch.provider.port import Instance, InstanceState, Offer
 from gpuorch.reconciler.decide.actions import End, KeepWarm, Step, Terminate
 from gpuorch.reconciler.observe.views import AttemptView, JobView
@@ -100,23 +101,45 @@ def fits(spec: JobSpec, w: WarmView) -> Candidate | None:
 
 def match(spec: JobSpec, ranked: Sequence[Candidate], pool: Iterable[WarmView]) -> tuple[WarmView, Candidate] | None:
     """The idle warm instance a launch takes instead of a new one, and the candidate it runs as:
-    the first of the launch's ``ranked`` candidates an idle one matches, else any idle one the
-    job fits (a running instance needs no boot: it is worth more than the ranking's price order),
-    unless a deadline chose the launch's market (``decide/deadline.py``): then only its candidates."""
+    of the idle ones the job fits, the one whose run costs least, if that is no more than the
+    launch's first choice (``ranked[0]``, what a new launch would take) costs with its start-up.
+    Unless a deadline chose the launch's market (``decide/deadline.py``): then only the launch's
+    own candidates, in their order.
+
+    A warm instance skips the boot and set-up a new one pays for (``PlacementOptions``' start-up
+    estimate), but not its own price: one left in a dearer zone than the cheapest on offer now
+    costs more over a run than that start-up saves (bench/sweep.py --small-cap, seed 3: trials
+    kept on a warm instance at $1.12/h cost $0.21 each where a new one at $0.97/h cost $0.18).
+    With nothing to launch (no candidate), any that fits beats waiting."""
     idle = [w for w in pool if w.status == IDLE and w.noticed is None
             and (w.instance is None or w.instance.state.alive)]
     if not idle or spec.nodes != 1 or spec.volume is not None:
         return None
-    for c in ranked:
-        for w in idle:
-            if _same(c, w) and image_of(spec) == w.image:
-                return w, c
     if spec.deadline is not None:
+        for c in ranked:
+            for w in idle:
+                if _same(c, w) and image_of(spec) == w.image:
+                    return w, c
         return None
+    best: tuple[float, WarmView, Candidate] | None = None
     for w in idle:
-        if (placed := fits(spec, w)) is not None:
-            return w, placed
-    return None
+        placed = next((c for c in ranked if _same(c, w)), None) if image_of(spec) == w.image else None
+        if placed is None and (placed := fits(spec, w)) is None:
+            continue
+        cost = warm_cost(placed)
+        if best is None or cost < best[0]:
+            best = (cost, w, placed)
+    if best is None or (ranked and best[0] > ranked[0].est_cost):
+        return None
+    return best[1], best[2]
+
+
+def warm_cost(c: Candidate) -> float:
+    """The expected cost of the job's run on a warm instance of ``c``'s offer: ``c``'s, less the
+    first start-up (boot and set-up) that a running instance does not pay."""
+    opts = PlacementOptions()
+    ready_h = (opts.boot(c.offer.provider) + opts.setup_s) / 3600
+    return max(0.0, c.est_cost - c.total_price_per_hour * ready_h)
 
 
 NOT_FITTED = "no queued job fits it"
