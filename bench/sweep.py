@@ -37,11 +37,12 @@ instance's idle time is spend (the caps count it) in its own bucket, as in the m
 trial's attempts and idle periods, and which were wasted.
 
 **The small-cap night** (``--small-cap``, ``small_cap``): 9 short trials and a cap of about three
-of them, plain (the trials' default ``keep_warm``), plain with ``keep_warm: 0s``
+of them on the night's market, plain (the trials' default ``keep_warm``), plain with ``keep_warm: 0s``
 (``small_cap_cold_*``) and with ``max_step``, against its own serial baseline; it prints
 ``small_cap_trials_finished``, ``small_cap_serial_baseline``, ``small_cap_unspent_share`` (null when
-every trial finished), ``small_cap_wasted_share`` (and the same ``small_cap_max_step_*``) and
-``warm_reuse_saved_usd``.
+every trial finished), ``small_cap_wasted_share`` (and the same ``small_cap_max_step_*``),
+``warm_reuse_saved_usd`` (the serial loop's first three trials without warm reuse less with it) and
+``small_cap_warm_reuse_saved_usd`` (the same comparison in the capped night).
 
 Prints human lines, then one JSON object on its last line: ``trials_finished``,
 ``trials_pruned``, ``spend``, ``cap``, ``wasted_share``, ``serial_baseline_finished`` and a few
@@ -327,12 +328,22 @@ def small_cap(seed: int, hours: float, workdir: Path, trace: bool = False) -> di
         if trace:
             out[f"{key}_trace"] = night["trace"]
     out["small_cap_serial_baseline"] = sum(1 for c in serial["spend_at_finish"] if c <= cap + 1e-9)
-    # Warm reuse (issue 35 item 1): the plain night with the trials' default keep_warm against the
-    # same night with keep_warm 0 (every trial boots); what the warm night paid less per finished
-    # trial, over the trials it finished.
+    # Warm reuse (issue 35 item 1), with and without it in one run. Where trials follow one
+    # another: the serial loop with the trials' default keep_warm against the same loop with
+    # keep_warm 0 (every trial boots): what its first three trials cost less (warm_reuse_saved_usd).
+    # In the capped night (small_cap_warm_reuse_saved_usd): what the warm night paid less per
+    # finished trial, over the trials it finished; 0 where the cap's trials all start at once and
+    # the money left never funds one more (no trial starts after another ended).
+    (workdir / "small-serial-cold").mkdir()
+    cold_serial = run(seed, hours, 1, None, None, workdir / "small-serial-cold", stop_at_spend=3 * listed,
+                      steps=SMALL_STEPS, every=SMALL_EVERY, keep_warm="0s")
+    both = len(costs) >= 3 and len(cold_serial["spend_at_finish"]) >= 3
+    out["warm_reuse_saved_usd"] = round(cold_serial["spend_at_finish"][2] - costs[2], 4) if both else None
+    out["serial_warm_reused"] = serial["warm_reused"]
     warm, cold = nights["small_cap"], nights["small_cap_cold"]
-    out["warm_reuse_saved_usd"] = (round((cold["spend"] / cold["finished"] - warm["spend"] / warm["finished"])
-                                         * warm["finished"], 4) if warm["finished"] and cold["finished"] else None)
+    out["small_cap_warm_reuse_saved_usd"] = (
+        round((cold["spend"] / cold["finished"] - warm["spend"] / warm["finished"]) * warm["finished"], 4)
+        if warm["finished"] and cold["finished"] else None)
     return out
 
 
@@ -364,6 +375,8 @@ def main() -> None:
                   f"{out[key + '_preemptions']} preemptions, {out[key + '_warm_reused']} warm reuses (idle "
                   f"${out[key + '_idle_usd']:.4f}, ${out[key + '_idle_unused_usd']:.4f} of it unused); statuses "
                   f"{out[key + '_statuses']}")
+        print(f"warm reuse saved ${out['warm_reuse_saved_usd']} over three serial trials "
+              f"({out['serial_warm_reused']} reuses); ${out['small_cap_warm_reuse_saved_usd']} in the capped night")
         print(json.dumps({**out, "seed": args.seed, "wall_s": round(time.perf_counter() - t0, 1)}))
         return
     with tempfile.TemporaryDirectory() as d:
