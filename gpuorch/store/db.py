@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import Connection, Engine, event
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.exc import DisconnectionError, IntegrityError
+from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection, StaticPool
 from sqlmodel import Session, create_engine, select
 
 from gpuorch.store.migrations import migrate
@@ -30,6 +31,14 @@ BUSY_TIMEOUT_MS = 30_000
 # ~1.5 MB of RSS at 1,000 jobs (docs/benchmarks.md, issue 11). Further concurrent users open their
 # own connection and close it on return (unlimited overflow: nobody waits for one).
 POOL_KEEP = 2
+# A PostgreSQL connection that sat in the pool longer than this is pinged before use (the server
+# may have restarted or dropped it meanwhile); one used again sooner is not. A ping is a round
+# trip: on every checkout (``pool_pre_ping``) it was ~320 a 10,000-job drain, each waiting for
+# the server's backend to be scheduled on a loaded host. A connection the server dropped within
+# the last second fails its next statement instead, as one dropped mid-transaction always did,
+# and SQLAlchemy then invalidates the pool: the next transaction connects afresh.
+PING_IDLE_S = 1.0
+_IDLE_SINCE = "gpuorch_idle_since"
 
 
 def _prepare(dbapi_conn: sqlite3.Connection, _record: object = None) -> None:
@@ -56,6 +65,31 @@ def _sqlite_engine(url: str, immediate: bool, on_file: bool, **kwargs: object) -
     return engine
 
 
+def _pg_engine(url: str, autocommit: bool) -> Engine:
+    """A PostgreSQL engine whose pooled connections are pinged only after ``PING_IDLE_S`` idle.
+    ``autocommit``: the read engine's. Every statement on PostgreSQL's default READ COMMITTED
+    level takes its own snapshot anyway, so a read-only transaction gave its statements no
+    common view; in autocommit a read costs its statements' round trips and no ``BEGIN`` and
+    ``ROLLBACK`` (two more each). A read-only session never writes (``Store.read``)."""
+    engine = create_engine(url, **({"isolation_level": "AUTOCOMMIT"} if autocommit else {}))
+
+    @event.listens_for(engine, "checkin")
+    def _idle(_dbapi_conn: object, record: ConnectionPoolEntry) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _ping(dbapi_conn: object, record: ConnectionPoolEntry, _proxy: PoolProxiedConnection) -> None:
+        since = record.info.pop(_IDLE_SINCE, None)
+        if since is None or time.monotonic() - since < PING_IDLE_S:
+            return  # new, or used just now
+        try:
+            engine.dialect.do_ping(dbapi_conn)  # type: ignore[arg-type]
+        except Exception as e:  # the pool drops it and checks out another (SQLAlchemy's pessimistic recipe)
+            raise DisconnectionError(f"a pooled connection failed its ping: {e}") from e
+
+    return engine
+
+
 class Store:
     """Opens (and migrates) the database. Use ``write()`` for transactions that change rows."""
 
@@ -71,7 +105,7 @@ class Store:
             self._read = _sqlite_engine(url, immediate=False, on_file=on_file)
             self._write = _sqlite_engine(url, immediate=True, on_file=on_file)
         else:
-            self._read = self._write = create_engine(url, pool_pre_ping=True)
+            self._read, self._write = _pg_engine(url, autocommit=True), _pg_engine(url, autocommit=False)
         with self._write.begin() as conn:
             if url.startswith("postgresql"):
                 conn.exec_driver_sql("SELECT pg_advisory_xact_lock(4242)")  # one migrator at a time
@@ -132,6 +166,8 @@ class Store:
 
     @contextmanager
     def read(self) -> Iterator[Session]:
+        """A session that only reads. On PostgreSQL each statement commits on its own
+        (autocommit, ``_pg_engine``): a write made here would not be rolled back."""
         with Session(self._read, expire_on_commit=False) as s:
             yield s
 
