@@ -173,7 +173,7 @@ _TMP_SEQ = itertools.count()  # temp names: this process's pid and a number (O_E
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
 
 
-def write_atomic(path: Path, text: str, durable: bool = True) -> None:
+def write_atomic(path: str | os.PathLike[str], text: str, durable: bool = True) -> None:
     """Readers see the old or the new content, never a torn file. ``durable``: fsync'd before
     the rename, so it also survives a crash of the host (without: of any process only).
 

@@ -293,9 +293,11 @@ class SimProvider(SimVolumePort, Provider):
     def _runner(self, instance: Instance) -> LocalRunner:
         runner = self._runners.get(instance.id)
         if runner is None:
-            path = self._dir(instance.id).path
-            if self.options.agents == "external":
-                runner = ExternalAgentRunner(path, self.options.notice_poll_s)
+            inst = self._dir(instance.id)
+            path = inst.path
+            if self.options.agents == "external":  # its state as this provider settles it: no record read
+                runner = ExternalAgentRunner(path, self.options.notice_poll_s,
+                                             state=lambda: self._instance(inst, time.time()).state)
             else:
                 runner = SimRunner(path, self.sim_volumes, notice_poll_s=self.options.notice_poll_s,
                                    final_checkpoint_grace_s=self.options.final_checkpoint_grace_s)

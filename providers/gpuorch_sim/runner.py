@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from gpuorch.agent.protocol import CONFIG_FILE, AgentConfig, write_atomic
 from gpuorch.errors import NotFoundError
-from gpuorch.provider import InstanceState, RunnerUnavailable, utcnow
+from gpuorch.provider import InstanceState, RunnerUnavailable
 from gpuorch.provider.localdir import LocalRunner
+from gpuorch.provider.localdir.runner import NOTICE_POLL_S
 from gpuorch.runners.port import VolumeMountFailed, VolumeNotReady
 
 from .volumes import SimVolumes, attached_dir
@@ -64,30 +66,35 @@ class SimRunner(LocalRunner):
 
 
 class ExternalAgentRunner(LocalRunner):
+    """``state``: the instance's state as its provider settles it (``SimProvider._instance``: a
+    ``stat`` of the record it listed, no read while unchanged; preemptions due carried out);
+    None: read from the record (``InstanceDir.observe``)."""
+
+    def __init__(self, instance_dir: Path, notice_poll_s: float = NOTICE_POLL_S,
+                 state: Callable[[], InstanceState] | None = None) -> None:
+        super().__init__(instance_dir, notice_poll_s)
+        self._state = state or (lambda: self.instance.observe().state)
+
     def start(self, config: AgentConfig, workdir: Path | None = None) -> None:
         """Write ``agent.json`` once; start nothing. RunnerUnavailable unless RUNNING.
 
-        The record is read once, under the instance's lock (``LocalRunner.start`` reads it
-        before and again under the lock); a preemption found due is settled after the lock is
-        let go (``InstanceDir.end`` takes it), as ``_require`` does, and the start refused."""
+        No lock: ``LocalRunner.start`` holds the instance's so that a terminate cannot slip
+        between its check and the agent's spawn, and so that two starts cannot spawn two agents;
+        this start spawns nothing. A terminate that slips in leaves an ended instance with an
+        ``agent.json`` (the next pass sees it ended); two starts write the file atomically, one
+        after the other. The lock's open and ``flock`` and the record's read and parse were most
+        of a start in a queue drain; the state comes from the provider's settled record."""
         try:
-            with self.instance.locked():
-                now = utcnow()
-                meta = self.instance.read().observed(now)
-                due = meta.preemption_due(now)
-                if not due:
-                    if meta.state != InstanceState.RUNNING:
-                        raise RunnerUnavailable(f"sim instance {self.instance.id} is {meta.state}")
-                    try:  # a run directory made just now holds no agent.json: no look for one
-                        os.mkdir(self.rundir)
-                    except FileExistsError:
-                        if os.path.exists(self._path(CONFIG_FILE)):
-                            return
-                    # As the sim's records (not fsync'd); compact: an indent was a tenth of an agent
-                    # start in a queue drain.
-                    write_atomic(self.rundir / CONFIG_FILE, config.to_json(indent=None), durable=False)
-                    return
+            state = self._state()
         except NotFoundError:
             raise RunnerUnavailable(f"sim instance {self.instance.id} is gone") from None
-        self._require(InstanceState.RUNNING)  # settles the due preemption: raises RunnerUnavailable
-        raise RunnerUnavailable(f"sim instance {self.instance.id} is no longer running")
+        if state != InstanceState.RUNNING:
+            raise RunnerUnavailable(f"sim instance {self.instance.id} is {state}")
+        try:  # a run directory made just now holds no agent.json: no look for one
+            os.mkdir(self.rundir)
+        except FileExistsError:
+            if os.path.exists(self._path(CONFIG_FILE)):
+                return
+        # As the sim's records (not fsync'd); compact: an indent was a tenth of an agent start in
+        # a queue drain.
+        write_atomic(self._path(CONFIG_FILE), config.to_json(indent=None), durable=False)
