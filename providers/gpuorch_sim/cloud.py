@@ -169,6 +169,7 @@ class SimInstanceDir(InstanceDir):
     queue drain ~25 ms a launch on a loaded disk (docs/benchmarks.md, issue 18, session 6)."""
 
     durable = False
+    indent = None
 
 
 LOG_ROTATE_BYTES = 1 << 20  # the change log is started over (by a full listing) past this size

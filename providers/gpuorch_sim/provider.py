@@ -214,7 +214,7 @@ class SimProvider(SimVolumePort, Provider):
         now = time.time()
         event = next_event(meta, self._instances.reclaim_of(meta))
         if made and (event is None or now < event):  # the record just written, nothing due: not read back
-            return meta.observed(datetime.fromtimestamp(now, UTC)).to_instance()
+            return meta.to_instance(InstanceState.RUNNING if now >= meta.ready_at.timestamp() else None)
         return self._instance(inst, now)
 
     def _unavailable(self, zone: str, instance_type: str, spot: bool) -> bool:

@@ -257,9 +257,9 @@ def test_a_sim_record_rewritten_within_one_timestamp_tick_is_read_again(make_sim
     assert not sim.get(inst.id).spot
     st = os.stat(meta)
     text = meta.read_text()
-    assert '"spot": false' in text
+    assert '"spot":false' in text  # compact: the sim's records (SimInstanceDir.indent)
     with open(meta, "r+") as f:  # same inode, same size, the same mtime: the cache key cannot tell
-        f.write(text.replace('"spot": false', '"spot": true '))
+        f.write(text.replace('"spot":false', '"spot":true '))
     os.utime(meta, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert os.stat(meta).st_ino == st.st_ino and os.stat(meta).st_size == st.st_size
     assert sim.get(inst.id).spot  # written less than SETTLE_S ago: read again
