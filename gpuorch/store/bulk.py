@@ -1,5 +1,5 @@
 """Many new rows of one table in one statement: PostgreSQL's ``COPY ... FROM STDIN``, elsewhere a
-Core ``INSERT`` executemany.
+Core ``INSERT`` executemany. And many ids in one parameter (``among``).
 
 A queue drain of 10,000 jobs inserts 10,000 attempt rows, 20,000 events and about 10,000
 instance rows. On PostgreSQL psycopg's executemany sends each row as its own statement (a
@@ -19,12 +19,34 @@ failed statement does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Column, Connection, Table, insert
+from sqlalchemy import ARRAY, Column, ColumnElement, Connection, Integer, Table, any_, bindparam, insert
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql.elements import SQLCoreOperations
 from sqlmodel import Session
+
+
+def among(column: SQLCoreOperations[Any], ids: Collection[int], dialect: str) -> ColumnElement[bool]:
+    """``column IN ids``; on PostgreSQL (``dialect``) ``column = ANY(:ids)``, the ids in one array
+    parameter. An ``IN`` list has a parameter per id: SQLAlchemy renders each, psycopg converts
+    the long statement again each time (it caches only short ones) and the server parses and plans
+    it anew; with one parameter the text is the same whatever the ids, converted once and prepared
+    by psycopg after a few runs. A claim's 500-id lists were ~0.1 s of CPU a 10,000-job drain."""
+    if dialect == "postgresql":
+        return column == any_(bindparam(None, list(ids), type_=ARRAY(Integer)))
+    return column.in_(list(ids))
+
+
+def among_chunks(column: SQLCoreOperations[Any], ids: Sequence[int], dialect: str,
+                 chunk: int = 500) -> Iterator[ColumnElement[bool]]:
+    """``among`` for a list of any length, a condition a statement: on PostgreSQL one for all the
+    ids (an array parameter has no length limit), elsewhere one per ``chunk`` ids (an ``IN``
+    list has a parameter per id: SQLite allows 32,766 a statement). No condition for no ids."""
+    step = max(len(ids), 1) if dialect == "postgresql" else chunk
+    for k in range(0, len(ids), step):
+        yield among(column, ids[k:k + step], dialect)
 
 
 def insert_rows(s: Session, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:

@@ -106,6 +106,7 @@ class Store:
             self._write = _sqlite_engine(url, immediate=True, on_file=on_file)
         else:
             self._read, self._write = _pg_engine(url, autocommit=True), _pg_engine(url, autocommit=False)
+        self.dialect = self._write.dialect.name  # "sqlite" or "postgresql": for statements that differ (bulk.py)
         with self._write.begin() as conn:
             if url.startswith("postgresql"):
                 conn.exec_driver_sql("SELECT pg_advisory_xact_lock(4242)")  # one migrator at a time

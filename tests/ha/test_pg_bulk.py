@@ -87,3 +87,26 @@ def test_nothing_to_insert_is_no_statement(any_store):
         insert_rows(s, Event.__table__, [])
     with any_store.read() as s:
         assert list(s.exec(select(Event).where(col(Event.kind) == "x"))) == []
+
+
+def test_among_selects_the_ids_given_in_one_statement_or_in_chunks(any_store):
+    from sqlalchemy import event
+
+    from gpuorch.store.bulk import among, among_chunks
+    from gpuorch.store.models import Job
+
+    ids = [jobs.submit(any_store, SPEC, NOW).id for _ in range(7)]
+    wanted = [ids[0], ids[3], ids[6], 10**6]  # one id that no job has
+    with any_store.read() as s:
+        assert sorted(s.exec(select(col(Job.id)).where(among(col(Job.id), wanted, any_store.dialect)))) == \
+            sorted(wanted[:3])
+        assert list(s.exec(select(col(Job.id)).where(among(col(Job.id), [], any_store.dialect)))) == []
+        seen: list[str] = []
+        event.listen(s.get_bind(), "before_cursor_execute", lambda *a: seen.append(a[2]))
+        conds = list(among_chunks(col(Job.id), ids, any_store.dialect, chunk=3))
+        got = sorted(i for c in conds for i in s.exec(select(col(Job.id)).where(c)))
+    assert got == sorted(ids)
+    # PostgreSQL: one statement, the ids in one array parameter; SQLite: an IN list a chunk
+    assert len(conds) == (1 if any_store.dialect == "postgresql" else 3)
+    assert all(("ANY" in q) == (any_store.dialect == "postgresql") for q in seen)
+    assert list(among_chunks(col(Job.id), [], any_store.dialect)) == []

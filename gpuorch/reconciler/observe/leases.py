@@ -34,6 +34,7 @@ from sqlmodel.sql.expression import Select, SelectOfScalar
 
 from gpuorch.jobs import events
 from gpuorch.store import Store
+from gpuorch.store.bulk import among, among_chunks
 from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus
 
 TERMINAL = [s.value for s in JobStatus if s.terminal]
@@ -132,12 +133,14 @@ class Leases:
         self.taken, self.truncated = set(), False
         wanted, first = self._wanted(now, queued)
         with self.store.read() as s:  # the usual pass: nothing to take or renew, no write lock
-            if first is not None and queued is not None:  # whether the head reaches the limit: its queued-th row
-                self.truncated = s.exec(first.offset(max(0, queued - 1)).limit(1)).first() is not None
-            due_any = s.exec(select(job_id).where(wanted).where(free).limit(1)).first()
-            renewing = due_any is not None and s.exec(select(job_id).where(
-                wanted, owner == self.owner, expires > now, expires < due).limit(1)).first() is not None
-        if due_any is not None:
+            if first is not None and queued is not None:
+                wanted = self._head(s, now, queued, first, wanted)
+            # Whether any is due, and (only then: PostgreSQL and SQLite evaluate the second EXISTS
+            # lazily) whether ours are: one statement, one round trip.
+            due_any_q = select(job_id).where(wanted).where(free).exists()
+            renew_q = select(job_id).where(wanted, owner == self.owner, expires > now, expires < due).exists()
+            due_any, renewing = s.exec(select(due_any_q, and_(due_any_q, renew_q))).one()
+        if due_any:
             # Our unexpired leases, all of them once one is due (so that they stay due together, not
             # in groups a pass apart): one UPDATE by predicate (nothing to note of them); the rest of
             # ``free`` row by row, skipping rows another writer holds.
@@ -146,21 +149,38 @@ class Leases:
             self._take(select(job_id, owner, expires).where(wanted).where(free, rest), now, last_pass_at,
                        update(Job).where(wanted, mine).values(lease_expires=now + timedelta(seconds=self.lease_s))
                        .execution_options(synchronize_session=False) if renewing else None)
-        return self._note(self._mine(version, now, wanted, known, queued, due_any is None))
+        return self._note(self._mine(version, now, wanted, known, queued, not due_any))
 
-    def _wanted(self, now: datetime, queued: int | None) -> tuple[ColumnElement[bool], SelectOfScalar[int] | None]:
+    def _head(self, s: Session, now: datetime, queued: int, first: SelectOfScalar[int],
+              wanted: ColumnElement[bool]) -> ColumnElement[bool]:
+        """Set ``truncated`` (the head reaches the limit: it has a ``queued``-th row) and return the
+        claim's condition for the rest of the claim. PostgreSQL: the head's ids are read here, once,
+        and every later statement names them in one array parameter, instead of the head's subquery
+        in each (a scan of the job table, and of its attempts, apiece: five a claim). A job the
+        head gains or loses meanwhile is seen by the next claim, as one a moment later would be."""
+        if self.store.dialect != "postgresql":
+            self.truncated = s.exec(first.offset(max(0, queued - 1)).limit(1)).first() is not None
+            return wanted
+        ids = list(s.exec(first))
+        self.truncated = len(ids) >= queued
+        return self._wanted(now, queued, ids)[0]
+
+    def _wanted(self, now: datetime, queued: int | None,
+                head: list[int] | None = None) -> tuple[ColumnElement[bool], SelectOfScalar[int] | None]:
         """The claim's condition on the jobs that need attention, and the queue's head (``claim``):
-        of the jobs waiting for their first launch, only the first ``queued`` of those free or ours."""
+        of the jobs waiting for their first launch, only the first ``queued`` of those free or ours
+        (``head``: their ids, as read by ``_head``; else a subquery of the statement)."""
         job_id, owner, expires = cast(Mapped[int], col(Job.id)), col(Job.lease_owner), col(Job.lease_expires)
         busy = select(Attempt.job_id).where(Attempt.status != AttemptStatus.ENDED)
         wanted = or_(col(Job.status).not_in(TERMINAL), job_id.in_(busy))
         if queued is None:
             return wanted, None
-        head = and_(col(Job.status) == JobStatus.QUEUED, col(Job.cancel_requested).is_(False), job_id.not_in(busy),
-                    or_(col(Job.not_before).is_(None), col(Job.not_before) <= now))
-        first = select(job_id).where(head, or_(owner.is_(None), expires < now, owner == self.owner)) \
+        head_q = and_(col(Job.status) == JobStatus.QUEUED, col(Job.cancel_requested).is_(False), job_id.not_in(busy),
+                      or_(col(Job.not_before).is_(None), col(Job.not_before) <= now))
+        first = select(job_id).where(head_q, or_(owner.is_(None), expires < now, owner == self.owner)) \
             .order_by(job_id).limit(queued).correlate(None)  # its own scan of the table, not the row's
-        return and_(wanted, or_(not_(head), job_id.in_(first))), first
+        among_head = job_id.in_(first) if head is None else among(job_id, head, self.store.dialect)
+        return and_(wanted, or_(not_(head_q), among_head)), first
 
     def _mine(self, version: int | None, now: datetime, wanted: ColumnElement[bool], known: Mapping[int, Job] | None,
               queued: int | None, kept: bool) -> list[Job]:
@@ -179,8 +199,8 @@ class Leases:
                               .where(*mine).order_by(job_id))
             stale = [i for i, cancel, _ in light
                      if i in self.taken or (j := known.get(i)) is None or j.cancel_requested != cancel]
-            read = {j.id: j for k in range(0, len(stale), 500)
-                    for j in s.exec(select(Job).where(job_id.in_(stale[k:k + 500])))}
+            read = {j.id: j for cond in among_chunks(job_id, stale, self.store.dialect)
+                    for j in s.exec(select(Job).where(cond))}
         jobs = []
         for i, _, lease_expires in light:
             job = read.get(i) or known[i]
@@ -259,7 +279,7 @@ class Leases:
                 s.exec(renewal)
             rows = s.exec(candidates.order_by(col(Job.id)).with_for_update(skip_locked=True, of=Job)).all()
             if rows:
-                s.exec(update(Job).where(col(Job.id).in_([r[0] for r in rows]))
+                s.exec(update(Job).where(among(col(Job.id), [r[0] for r in rows], self.store.dialect))
                        .values(lease_owner=self.owner, lease_expires=now + timedelta(seconds=self.lease_s)))
             self.taken = {job_id for job_id, previous, expired in rows
                           if not (previous == self.owner and expired is not None and expired > now)}
