@@ -14,11 +14,12 @@ import re
 from collections.abc import Sequence
 
 from sqlalchemy.orm.attributes import set_committed_value
-from sqlmodel import select
+from sqlmodel import col, select
 
 from gpuorch.jobs.spec import JobSpec, load_stored
 from gpuorch.reconciler.observe.leases import Leases
 from gpuorch.store import Store
+from gpuorch.store.bulk import among_chunks
 from gpuorch.store.models import Attempt, AttemptStatus, Job
 
 IN_CHUNK = 500  # ids per IN (...) list: well under every database's parameter limit
@@ -96,13 +97,12 @@ class HeldRows:
         self._live: dict[int, tuple[list[Attempt], tuple[tuple[str, int, int], ...]]] = {}  # see live_keys
 
     def load_attempts(self, job_ids: Sequence[int]) -> dict[int, list[Attempt]]:
-        """Every attempt of these jobs, by job, in number order: one query per ``IN_CHUNK`` jobs."""
+        """Every attempt of these jobs, by job, in number order: one query (SQLite: per ``IN_CHUNK``
+        jobs; ``store.bulk.among_chunks``)."""
         out: dict[int, list[Attempt]] = {i: [] for i in job_ids}
         with self.store.read() as s:
-            for k in range(0, len(job_ids), IN_CHUNK):
-                chunk = list(job_ids[k:k + IN_CHUNK])
-                for row in s.exec(select(Attempt).where(Attempt.job_id.in_(chunk))  # type: ignore[attr-defined]
-                                  .order_by(Attempt.job_id, Attempt.number)):  # type: ignore[arg-type]
+            for cond in among_chunks(col(Attempt.job_id), list(job_ids), self.store.dialect, IN_CHUNK):
+                for row in s.exec(select(Attempt).where(cond).order_by(Attempt.job_id, Attempt.number)):  # type: ignore[arg-type]
                     out[row.job_id].append(light(row))
         return out
 
