@@ -215,3 +215,21 @@ def test_a_takeover_never_acts_on_a_listing_older_than_the_previous_owners_write
     with store.read() as s:
         assert [(a.number, a.status) for a in jobs.attempts_of(s, job_id)] == [(1, AttemptStatus.LAUNCHED)]
     assert owners(store) == {job_id: "d2"}
+
+
+def test_the_head_of_the_queue_is_split_between_daemons_and_says_when_it_was_cut(pg_url, store, clock):
+    """``claim(queued=)`` on PostgreSQL reads the head's ids once and names them in every later
+    statement (``Leases._head``): the same jobs as the head's subquery would give."""
+    ids = submit(store, clock, 5)
+    d1, d2 = Leases(store, "d1", lease_s=60), Leases(Store(pg_url), "d2", lease_s=60)
+    assert [j.id for j in d1.claim(clock.now(), known={}, queued=2)] == ids[:2]
+    assert d1.truncated and d1.taken == set(ids[:2])
+    assert [j.id for j in d2.claim(clock.now(), known={}, queued=2)] == ids[2:4]  # the head of those free
+    assert d2.truncated
+    with store.write() as s:  # job 1 launched: no longer in the head, still claimed (it needs attention)
+        s.add(Attempt(job_id=ids[0], number=1, provider="fake", region="r", zone="z", instance_type="t",
+                      status=AttemptStatus.LAUNCHED))
+    known = {j.id: j for j in d1.claim(clock.now(), known={}, queued=10)}
+    assert sorted(known) == [ids[0], ids[1], ids[4]] and not d1.truncated
+    assert [j.id for j in d1.claim(clock.now(), known=known, queued=1)] == [ids[0], ids[1]]  # job 5 left out
+    assert d1.truncated
