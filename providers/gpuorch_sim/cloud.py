@@ -255,15 +255,17 @@ class Instances:
     def reclaim_of(self, meta: Meta) -> Reclaim | None:
         return self.market.reclaim(meta.offer.zone, meta.created_at.timestamp()) if meta.spot else None
 
-    def read(self, inst: InstanceDir) -> _Seen:
-        """The record of one instance (NotFoundError if it has none)."""
+    def read(self, inst: InstanceDir, fresh: bool = True) -> _Seen:
+        """The record of one instance (NotFoundError if it has none). ``fresh=False``: the record
+        kept while its key is the same, even one read less than SETTLE_S after its write (for a
+        look whose answer may be a moment late anyway: ``settled``)."""
         try:
             st = os.stat(inst.meta_file)
         except FileNotFoundError:
             raise NotFoundError(f"sim instance {inst.id} not found") from None
         key = (st.st_ino, st.st_mtime_ns, st.st_size)
         seen = self._seen.get(inst.id)
-        if seen is None or seen.key != key or not seen.settled:
+        if seen is None or seen.key != key or (fresh and not seen.settled):
             # A record rewritten within the file system's timestamp tick, same size, on a reused
             # inode has the same key: one written less than SETTLE_S ago is always read again.
             meta = inst.read()
@@ -272,9 +274,11 @@ class Instances:
                                                settled=time.time() - st.st_mtime > SETTLE_S)
         return seen
 
-    def settled(self, inst: InstanceDir, now: float) -> tuple[Meta, _Seen]:
-        """The record as observed at ``now`` after applying what is due, and what was read."""
-        seen = self.read(inst)
+    def settled(self, inst: InstanceDir, now: float, fresh: bool = True) -> tuple[Meta, _Seen]:
+        """The record as observed at ``now`` after applying what is due, and what was read.
+        ``fresh=False`` (``read``): for a caller that races a rewrite anyway (an external agent's
+        start takes no lock), a stat and no parse of a record read just now (by this pass's listing)."""
+        seen = self.read(inst) if fresh else self.read(inst, fresh=False)
         if seen.event is not None and now >= seen.event:
             meta = settle(inst, seen.meta, self.market, now, seen.reclaim)
             return meta, self.read(inst)

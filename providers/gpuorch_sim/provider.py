@@ -295,9 +295,9 @@ class SimProvider(SimVolumePort, Provider):
         if runner is None:
             inst = self._dir(instance.id)
             path = inst.path
-            if self.options.agents == "external":  # its state as this provider settles it: no record read
+            if self.options.agents == "external":  # its state as this provider settles it: a stat
                 runner = ExternalAgentRunner(path, self.options.notice_poll_s,
-                                             state=lambda: self._instance(inst, time.time()).state)
+                                             state=lambda: self._instances.settled(inst, time.time(), False)[0].state)
             else:
                 runner = SimRunner(path, self.sim_volumes, notice_poll_s=self.options.notice_poll_s,
                                    final_checkpoint_grace_s=self.options.final_checkpoint_grace_s)
