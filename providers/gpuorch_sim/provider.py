@@ -185,12 +185,37 @@ class SimProvider(SimVolumePort, Provider):
         return self._faulty("launch", self._launch, request)
 
     def _launch(self, request: LaunchRequest) -> Instance:
+        """Idempotent by client token: an instance launched before is the answer, whatever the
+        market says now. It is looked for only when this launch would fail or finds the id taken
+        (``create``), not before every launch (a failed ``stat`` and an exception a launch)."""
         inst = SimInstanceDir(self.instances_dir / instance_id_for(request.client_token, PROVIDER))
         now = time.time()
         try:
-            return self._instance(inst, now)  # launched before: idempotent by client token
-        except NotFoundError:
-            pass
+            self._sells(request, now)
+        except (PermanentError, NoCapacityError) as refused:
+            try:
+                return self._instance(inst, now)  # launched before
+            except NotFoundError:
+                raise refused from None
+        o = request.offer
+        tags = dict(request.tags)
+        if request.max_lifetime_s is not None:
+            tags[TAG_LIFETIME] = f"{request.max_lifetime_s:g}"
+        created = datetime.fromtimestamp(now, UTC)
+        ready = created + timedelta(seconds=self.market.boot_wall_s(request.attempt))
+        meta = Meta(id=inst.id, client_token=request.client_token, tags=tags, offer=o, spot=request.spot,
+                    state=InstanceState.PENDING, created_at=created, ready_at=ready)
+        made = inst.create(meta)  # False: launched before (or by a concurrent call): its record is the answer
+        self._ensure_cloud()
+        now = time.time()
+        event = next_event(meta, self._instances.reclaim_of(meta))
+        if made and (event is None or now < event):  # the record just written, nothing due: not read back
+            return meta.to_instance(InstanceState.RUNNING if now >= meta.ready_at.timestamp() else None)
+        return self._instance(inst, now)
+
+    def _sells(self, request: LaunchRequest, now: float) -> None:
+        """PermanentError for an offer this market does not sell; NoCapacityError for one it has
+        none of now (a spot zone whose trace reads 0, or taken out: ``set_capacity``)."""
         o = request.offer
         listed = o.provider == PROVIDER and (o.zone, o.instance_type) in self._sold  # the catalog option's
         if not listed and (o.provider != PROVIDER or o.zone not in self.market.zones
@@ -202,20 +227,6 @@ class SimProvider(SimVolumePort, Provider):
         if self._unavailable(o.zone, o.instance_type, request.spot):
             raise NoCapacityError(f"no {capacity.market(request.spot)} capacity for {o.instance_type} in {o.zone}",
                                   code="InsufficientInstanceCapacity")
-        tags = dict(request.tags)
-        if request.max_lifetime_s is not None:
-            tags[TAG_LIFETIME] = f"{request.max_lifetime_s:g}"
-        created = datetime.fromtimestamp(now, UTC)
-        ready = created + timedelta(seconds=self.market.boot_wall_s(request.attempt))
-        meta = Meta(id=inst.id, client_token=request.client_token, tags=tags, offer=o, spot=request.spot,
-                    state=InstanceState.PENDING, created_at=created, ready_at=ready)
-        made = inst.create(meta)
-        self._ensure_cloud()
-        now = time.time()
-        event = next_event(meta, self._instances.reclaim_of(meta))
-        if made and (event is None or now < event):  # the record just written, nothing due: not read back
-            return meta.to_instance(InstanceState.RUNNING if now >= meta.ready_at.timestamp() else None)
-        return self._instance(inst, now)
 
     def _unavailable(self, zone: str, instance_type: str, spot: bool) -> bool:
         """``capacity.is_unavailable``, its file parsed again only when it changed: one ``stat`` a

@@ -41,3 +41,18 @@ def test_an_old_unchanged_file_is_parsed_once(make_sim, monkeypatch):
     sim.set_capacity(offer.zone, offer.instance_type, False, available=False)  # a new file: read again
     with pytest.raises(NoCapacityError):
         sim.launch(LaunchRequest(job_id=1, attempt=9, offer=offer, spot=False))
+
+
+def test_a_launch_made_before_is_the_answer_to_its_repeat_whatever_the_market_says_now(make_sim):
+    sim = make_sim(traces=str(TRACES), boot_s=0)
+    offer = sim.offers()[0]
+    request = LaunchRequest(job_id=1, attempt=1, offer=offer, spot=False, owner="me")
+    first = sim.launch(request)
+    assert sim.launch(request).id == first.id  # the id taken: its record is the answer, no second instance
+    sim.set_capacity(offer.zone, offer.instance_type, False, available=False)
+    again = sim.launch(request)  # no capacity now: the instance it made before, not a refusal
+    assert (again.id, again.state) == (first.id, first.state)
+    assert len([i for i in sim.list_managed() if i.id == first.id]) == 1
+    with pytest.raises(NoCapacityError):  # a launch never made is refused
+        sim.launch(LaunchRequest(job_id=1, attempt=2, offer=offer, spot=False, owner="me"))
+    assert not [p for p in sim.instances_dir.iterdir() if p.name.startswith(".staging-")]
