@@ -185,9 +185,8 @@ class SimProvider(SimVolumePort, Provider):
         return self._faulty("launch", self._launch, request)
 
     def _launch(self, request: LaunchRequest) -> Instance:
-        """Idempotent by client token: an instance launched before is the answer, whatever the
-        market says now. It is looked for only when this launch would fail or finds the id taken
-        (``create``), not before every launch (a failed ``stat`` and an exception a launch)."""
+        """Idempotent by client token: an instance launched before is the answer, whatever the market
+        says now; looked for only when this launch would fail or finds its id taken (``create``)."""
         inst = SimInstanceDir(self.instances_dir / instance_id_for(request.client_token, PROVIDER))
         now = time.time()
         try:
@@ -214,8 +213,7 @@ class SimProvider(SimVolumePort, Provider):
         return self._instance(inst, now)
 
     def _sells(self, request: LaunchRequest, now: float) -> None:
-        """PermanentError for an offer this market does not sell; NoCapacityError for one it has
-        none of now (a spot zone whose trace reads 0, or taken out: ``set_capacity``)."""
+        """PermanentError for an offer not sold here; NoCapacityError for one with none now (trace, knob)."""
         o = request.offer
         listed = o.provider == PROVIDER and (o.zone, o.instance_type) in self._sold  # the catalog option's
         if not listed and (o.provider != PROVIDER or o.zone not in self.market.zones
