@@ -1,10 +1,10 @@
 """Finish first: when a sweep names its trials' last step (``objective.max_step``), money goes to
 the trials it can carry to the end. Pure.
 
-Each unfinished trial's cost to finish is the steps it has left times the sweep's spend per step:
-that of its finished trials (start-up and billing minimums included once), else pooled over the
-trials that have done at least a tenth of ``max_step`` (the template is the same; the furthest
-along weigh most). Before either exists nothing is held. Going through
+Each unfinished trial's cost to finish is the steps it has left times the sweep's cost of a step,
+plus a start if it is not running (:func:`estimate`: read against the spend when each step was
+read, pooled over the trials that have done at least a tenth of ``max_step``; the template is
+the same). Before such a trial exists nothing is held. Going through
 the trials, running ones first, then those with progress (held, or queued after a preemption),
 then fresh ones, each in id order, a trial whose finish
 does not fit in the cap after the finishes of those before it is held (running: a clean stop
@@ -18,11 +18,17 @@ once the money it needs is known to be there (older trials finished, or a raised
 With a pruning rule, a running trial the rule has not judged yet (below the first rung) is not
 held: it runs to that rung, since most trials end there, and holding it earlier buys neither a
 pruning decision nor a finish (bench/sweep.py seed 1: two trials held five minutes after their
-start, below the rung, never resumed). A fresh trial needs only the money to reach the first
-rung, but after the finishes of the trials ahead of it: letting fresh trials start regardless
+start, below the rung, never resumed). A fresh trial needs the money to reach the first
+rung after the finishes of the trials ahead of it: letting fresh trials start regardless
 spends what those need (seed 3: seven fresh trials pruned at the rung while the leader, preempted
-at step 450, was left without the money to finish). A trial with progress that is not running
-(held, or queued after a preemption) goes before fresh ones, whatever its status.
+at step 450, was left without the money to finish). It also needs the money to finish, should
+the rule let it past the rung, after those ahead (the ones below the rung counted to it): the
+trials the rule lets through are the best ones, and one the cap cannot finish is held there for
+good, its spend lost (seeds 0-2: the best learning rate, twice a night, 13-15 % of the spend
+wasted). A trial with progress that is not running (held, or queued after a preemption) goes
+before fresh ones, whatever its status; held only for its resume margin (its finish fits, the
+margin not), its money stays its own: fresh trials do not start on it (seed 0: they did, and
+the $0.47 of a trial preempted at step 250 went for nothing).
 """
 
 from __future__ import annotations
@@ -41,6 +47,61 @@ class Unfinished:
     held: bool
     step: float | None  # the latest step the trial reported
     cost: float  # USD spent on it so far
+    # (first step, spend when it was read, latest step, spend when it was read): what its steps
+    # cost, read against the spend at each report (None: no history; the pooled cost / step then)
+    span: tuple[float, float, float, float] | None = None
+    # (steps, USD) between two reads within one attempt (its widest such): the work, without the
+    # restarts (None: no such pair; the span is used)
+    work: tuple[float, float] | None = None
+    lag: float = 0.0  # USD spent since its latest step was read: steps it has done, not reported yet
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The sweep's cost of a step, and of a start (boot, restore, the time to the first report):
+    what a trial not running pays again before its steps count."""
+
+    per_step: float
+    start: float = 0.0
+
+    def left(self, t: Unfinished, target: float) -> float:
+        """USD to take ``t`` from its step to ``target``: a running trial has already paid for the
+        steps since its latest report (``lag``); one not running pays a start first."""
+        step = t.step if t.step and t.step > 0 else 0.0
+        if t.running:
+            return max(0.0, (target - step) * self.per_step - t.lag)
+        return self.start + max(0.0, target - step) * self.per_step
+
+
+def estimate(max_step: int, trials: Sequence[Unfinished], finished: Sequence[Unfinished] = ()) -> Estimate | None:
+    """What a step and a start cost in this sweep; None while nothing can be estimated.
+
+    Read against the spend when each step was read (``Unfinished.span``, ``work``), over the
+    trials that have reported twice and done a tenth of ``max_step``, pooled (the furthest along
+    weigh most): a step costs the spend between two reads within one attempt over the steps
+    between them (else between the trial's first and latest reads), a start what the first read
+    cost beyond its steps. Not the spend now over the latest step: steps are reported every few
+    minutes while the spend grows by the second, so that ratio ran up to half again too high
+    just after a report (bench/sweep.py seeds 0-1: the best trial, let through at the rung, was
+    held for good, $1.33 for a $1.01 finish), and it counted the start again in the steps a
+    running trial has left (--small-cap: a third trial held at its boot). Not across attempts
+    either: two trials preempted early (seed 1, step 100 of 700) put a restart in every hundred
+    steps of the estimate and held the second for good, though it fitted. A preemption costs
+    what the margins and the caps then see; a start is counted once per trial not running.
+    Without spans (no history): the finished trials' spend over their steps, else that of the
+    trials with a tenth of ``max_step`` done."""
+    ran = [t for t in (*finished, *trials)
+           if t.span and t.span[2] >= max_step * EVIDENCE and t.span[2] > t.span[0] and t.span[3] > t.span[1]]
+    if ran:
+        works = [t.work if t.work and t.work[0] > 0 and t.work[1] > 0
+                 else (t.span[2] - t.span[0], t.span[3] - t.span[1]) for t in ran if t.span]
+        per = sum(c for _, c in works) / sum(n for n, _ in works)
+        return Estimate(per, sum(max(0.0, t.span[1] - per * t.span[0]) for t in ran if t.span) / len(ran))
+    done = [t for t in finished if t.step and t.step > 0 and t.cost > 0]
+    ran = done or [t for t in trials if t.step and t.step >= max_step * EVIDENCE and t.cost > 0]
+    if not ran:
+        return None
+    return Estimate(sum(t.cost for t in ran) / sum(t.step or 0.0 for t in ran))
 
 
 def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[Unfinished],
@@ -50,14 +111,12 @@ def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[
     before them (see the module docstring); ``finished``: the sweep's succeeded trials, whose
     spend per step informs the estimate. Empty while nothing can be estimated. With ``pruning``
     (first decision at ``rung``; None: none known yet), a running trial below the rung is never
-    held and counts the money to the rung, and a fresh one needs that money only: at least what
-    the sweep's ``pruned`` trials spent each on average (start-up and final checkpoint
-    included), or the steps to the rung at the sweep's rate."""
-    done = [t for t in finished if t.step and t.step > 0 and t.cost > 0]
-    ran = done or [t for t in trials if t.step and t.step >= max_step * EVIDENCE and t.cost > 0]
-    if not ran:
+    held and counts the money to the rung, and a fresh one needs that money (at least what the
+    sweep's ``pruned`` trials spent each on average, start-up and final checkpoint included, or
+    the steps to the rung at the sweep's rate) and, if let past the rung, the money to finish."""
+    est = estimate(max_step, trials, finished)
+    if est is None:
         return {}
-    rate = sum(t.cost for t in ran) / sum(t.step or 0.0 for t in ran)  # pooled: the furthest along weigh most
     order = sorted(trials, key=lambda t: (not t.running, not (t.held or progressed(t)), t.job_id))
     early = unjudged(trials, rung) if pruning else set()
     out: dict[int, str] = {}
@@ -66,21 +125,27 @@ def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[
     need = reserve = spent
     first = True  # nothing counted ahead yet
     for t in order:
-        step = t.step if t.step and t.step > 0 else 0.0
         to_rung = t.job_id in early and rung is not None
-        left = max(0.0, (rung if to_rung else max_step) - step) * rate  # type: ignore[operator]
+        left = est.left(t, rung if to_rung and rung is not None else max_step)
         if to_rung and pruned:  # what getting to a rung cost the trials that ended there
             left = max(left, sum(pruned) / len(pruned) - t.cost)
         fresh = not t.running and not t.held and not progressed(t)
         # a start must clearly fit (no hold, resume, hold again), unless nothing is ahead of it
         margin = 1.0 if t.running or first else RESUME_MARGIN
         free = (first and t.running) or (t.job_id in early and (t.running or rung is None))
+        why = None
         if (reserve if fresh else need) + left * margin > max_cost and not free:
             what = f"take this trial to the first rung (step {rung})" if to_rung else "finish this trial"
-            out[t.job_id] = (f"held: the cap (${max_cost:.2f}) cannot also {what} (about ${left:.2f} more) "
-                             "after the trials ahead of it; resumes from its checkpoint when it can")
-        else:
+            why = f"cannot also {what} (about ${left:.2f} more)"
+        elif fresh and to_rung and need + (whole := est.left(t, max_step)) > max_cost:
+            why = f"could not also finish this trial (about ${whole:.2f}) if the rule let it past the first rung"
+        if why is None:
             need, reserve, first = need + left, reserve + left * RESUME_MARGIN, False
+            continue
+        out[t.job_id] = (f"held: the cap (${max_cost:.2f}) {why} after the trials ahead of it; resumes from its "
+                         "checkpoint when it can")
+        if not fresh and need + left <= max_cost:  # held for its margin only: the money stays its own
+            need, reserve = need + left, reserve + left * RESUME_MARGIN
     return out
 
 

@@ -7,33 +7,84 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import UTC, datetime
 
 from sqlmodel import Session, col, select
 
 from gpuorch.money.caps import IN_FLIGHT, Ledger
-from gpuorch.store.models import Job, JobStatus, Sweep
+from gpuorch.money.cost import cost_until
+from gpuorch.store.models import Attempt, Job, JobStatus, Sweep
 from gpuorch.sweeps.finish import Unfinished, finish_first, first_rung, fund_fresh, progressed
-from gpuorch.sweeps.pruning import parse_history
+from gpuorch.sweeps.pruning import Point, parse_history
 
 TERMINAL = [s for s in JobStatus if s.terminal]
 
 
-def _trials(s: Session, sweep_id: int, ledger: Ledger) -> tuple[list[Unfinished], list[Unfinished], list[int]]:
-    """The sweep's unfinished trials, its finished ones, and its queued trials with progress."""
-    rows = s.exec(select(Job.id, Job.status, Job.metrics).where(
+def _trials(s: Session, sweep_id: int, ledger: Ledger,
+            reads: bool = True) -> tuple[list[Unfinished], list[Unfinished], list[int]]:
+    """The sweep's unfinished trials, its finished ones, and its queued trials with progress;
+    ``reads``: with the spend when their steps were read (finish first's estimate), from their
+    attempts and histories."""
+    rows = s.exec(select(Job.id, Job.status, Job.metrics, Job.objective_history).where(
         Job.sweep_id == sweep_id, col(Job.status).not_in([t for t in TERMINAL if t != JobStatus.SUCCEEDED]))).all()
+    attempts: dict[int, list[Attempt]] = {}
+    for a in s.exec(select(Attempt).where(col(Attempt.job_id).in_([r[0] for r in rows]))) if reads else ():
+        attempts.setdefault(a.job_id, []).append(a)
     trials: list[Unfinished] = []
     finished: list[Unfinished] = []
     resuming = []
-    for jid, status, metrics in rows:
+    for jid, status, metrics, history in rows:
         step = json.loads(metrics).get("step") if metrics else None
+        step = float(step) if isinstance(step, int | float) and not isinstance(step, bool) else None
         spent = ledger.jobs[jid].spent if jid in ledger.jobs else 0.0
-        t = Unfinished(jid or 0, status in IN_FLIGHT, status == JobStatus.HELD,
-                       float(step) if isinstance(step, int | float) and not isinstance(step, bool) else None, spent)
+        points, mine = parse_history(history) if reads else (), attempts.get(jid or 0, [])
+        span, lag = _span(points, step, mine, ledger.now)
+        t = Unfinished(jid or 0, status in IN_FLIGHT, status == JobStatus.HELD, step, spent, span=span, lag=lag,
+                       work=_work(points, mine, ledger.now))
         (finished if status == JobStatus.SUCCEEDED else trials).append(t)
         if status == JobStatus.QUEUED and progressed(t):
             resuming.append(t.job_id)
     return trials, finished, resuming
+
+
+def _span(points: tuple[Point, ...], step: float | None, attempts: list[Attempt],
+          now: datetime) -> tuple[tuple[float, float, float, float] | None, float]:
+    """A trial's span (``finish.Unfinished``): its first and furthest steps with the spend of its
+    attempts when each was read; and the spend since its latest step (``step``) was read, 0.0
+    unless that step is in the history (a resumed trial re-reports steps whose first read counts)."""
+    if not points:
+        return None, 0.0
+
+    def at(epoch: float) -> float:
+        t = datetime.fromtimestamp(epoch, UTC)
+        return sum(cost_until(a, t, now) for a in attempts)
+
+    first, last = min(points, key=lambda p: p[0]), max(points, key=lambda p: p[0])
+    span = (float(first[0]), at(first[2]), float(last[0]), at(last[2]))
+    lag = 0.0
+    if step is not None and step == last[0]:
+        lag = max(0.0, sum(cost_until(a, now, now) for a in attempts) - span[3])
+    return span, lag
+
+
+def _work(points: tuple[Point, ...], attempts: list[Attempt], now: datetime) -> tuple[float, float] | None:
+    """The steps and the spend between the first and the last step read during one attempt, for
+    the attempt with the most such steps (``finish.Unfinished.work``); None if none has two."""
+    best: tuple[float, float] | None = None
+    for a in attempts:
+        if a.launched_at is None:
+            continue
+        end = (a.ended_at or now).timestamp()
+        mine = [p for p in points if a.launched_at.timestamp() <= p[2] <= end]
+        if len(mine) < 2:
+            continue
+        first, last = min(mine, key=lambda p: p[0]), max(mine, key=lambda p: p[0])
+        steps = float(last[0] - first[0])
+        usd = cost_until(a, datetime.fromtimestamp(last[2], UTC), now) - cost_until(
+            a, datetime.fromtimestamp(first[2], UTC), now)
+        if steps > 0 and (best is None or steps > best[0]):
+            best = (steps, usd)
+    return best
 
 
 def waits(s: Session, active: list[Sweep], ledger: Ledger, max_steps: Mapping[int, int],
@@ -49,7 +100,7 @@ def waits(s: Session, active: list[Sweep], ledger: Ledger, max_steps: Mapping[in
         plain = max_step is None and sid not in min_steps
         if w.max_cost is None or (max_step is None and not plain):
             continue
-        trials, finished, queued = _trials(s, sid, ledger)
+        trials, finished, queued = _trials(s, sid, ledger, reads=not plain)
         spent = ledger.sweeps[sid].spent if sid in ledger.sweeps else 0.0
         if plain:  # a fresh trial starts only if a whole trial's cost fits
             mine = fund_fresh(w.max_cost, spent, trials, [t.cost for t in finished], f"sweep {w.name} budget")
