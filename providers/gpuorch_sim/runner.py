@@ -66,9 +66,9 @@ class SimRunner(LocalRunner):
 
 
 class ExternalAgentRunner(LocalRunner):
-    """``state``: the instance's state as its provider settles it (``SimProvider._instance``: a
-    ``stat`` of the record it listed, no read while unchanged; preemptions due carried out);
-    None: read from the record (``InstanceDir.observe``)."""
+    """``state``: the instance's state as its provider settles it (``Instances.settled`` with
+    ``fresh=False``: a ``stat`` of the record, no read while its key is the same; a preemption
+    due carried out); None: read from the record (``InstanceDir.observe``)."""
 
     def __init__(self, instance_dir: Path, notice_poll_s: float = NOTICE_POLL_S,
                  state: Callable[[], InstanceState] | None = None) -> None:
