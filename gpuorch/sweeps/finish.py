@@ -54,6 +54,11 @@ class Unfinished:
     # restarts (None: no such pair; the span is used)
     work: tuple[float, float] | None = None
     lag: float = 0.0  # USD spent since its latest step was read: steps it has done, not reported yet
+    # The time its steps took, for an estimate at the price it pays now (``price``): the billed
+    # seconds of its ``work`` pair, and over its attempts when its first step was read
+    work_s: float | None = None
+    first_s: float | None = None
+    price: float | None = None  # USD/h its attempt pays now (running), else what its next start would pay
 
 
 @dataclass(frozen=True)
@@ -63,14 +68,24 @@ class Estimate:
 
     per_step: float
     start: float = 0.0
+    step_s: float | None = None  # billed seconds a step takes (None: not known; ``per_step`` then)
+    start_s: float = 0.0  # billed seconds of a start
+
+    def rates(self, t: Unfinished) -> tuple[float, float]:
+        """USD of a step and of a start for ``t``: the time they take at the price ``t`` pays now
+        (running) or would pay on its next start, where both are known; else the sweep's spend."""
+        if self.step_s is None or t.price is None:
+            return self.per_step, self.start
+        return self.step_s * t.price / 3600, self.start_s * t.price / 3600
 
     def left(self, t: Unfinished, target: float) -> float:
         """USD to take ``t`` from its step to ``target``: a running trial has already paid for the
         steps since its latest report (``lag``); one not running pays a start first."""
         step = t.step if t.step and t.step > 0 else 0.0
+        per_step, start = self.rates(t)
         if t.running:
-            return max(0.0, (target - step) * self.per_step - t.lag)
-        return self.start + max(0.0, target - step) * self.per_step
+            return max(0.0, (target - step) * per_step - t.lag)
+        return start + max(0.0, target - step) * per_step
 
 
 def estimate(max_step: int, trials: Sequence[Unfinished], finished: Sequence[Unfinished] = ()) -> Estimate | None:
@@ -96,12 +111,25 @@ def estimate(max_step: int, trials: Sequence[Unfinished], finished: Sequence[Unf
         works = [t.work if t.work and t.work[0] > 0 and t.work[1] > 0
                  else (t.span[2] - t.span[0], t.span[3] - t.span[1]) for t in ran if t.span]
         per = sum(c for _, c in works) / sum(n for n, _ in works)
-        return Estimate(per, sum(max(0.0, t.span[1] - per * t.span[0]) for t in ran if t.span) / len(ran))
+        start = sum(max(0.0, t.span[1] - per * t.span[0]) for t in ran if t.span) / len(ran)
+        return Estimate(per, start, *_timed(ran))
     done = [t for t in finished if t.step and t.step > 0 and t.cost > 0]
     ran = done or [t for t in trials if t.step and t.step >= max_step * EVIDENCE and t.cost > 0]
     if not ran:
         return None
     return Estimate(sum(t.cost for t in ran) / sum(t.step or 0.0 for t in ran))
+
+
+def _timed(ran: Sequence[Unfinished]) -> tuple[float | None, float]:
+    """Seconds of a step and of a start, pooled as :func:`estimate` pools their cost, over the
+    trials of ``ran`` whose times are known ((None, 0.0) if none): a price moves between markets
+    and within one, the time a step takes does not."""
+    timed = [t for t in ran if t.work_s and t.work_s > 0 and t.work and t.work[0] > 0]
+    if not timed:
+        return None, 0.0
+    step_s = sum(t.work_s or 0.0 for t in timed) / sum(t.work[0] for t in timed if t.work)
+    starts = [max(0.0, t.first_s - step_s * t.span[0]) for t in ran if t.first_s is not None and t.span]
+    return step_s, sum(starts) / len(starts) if starts else 0.0
 
 
 def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[Unfinished],

@@ -6,13 +6,17 @@ rule, fresh trials that a whole trial's cost does not fit (``finish.fund_fresh``
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from sqlmodel import Session, col, select
 
+from gpuorch.clock import aware
+from gpuorch.jobs.spec import JobSpec
 from gpuorch.money.caps import IN_FLIGHT, Ledger
-from gpuorch.money.cost import cost_until
+from gpuorch.money.cost import cost_until, current_price
+from gpuorch.placement import candidates
+from gpuorch.provider.port import Offer
 from gpuorch.store.models import Attempt, Job, JobStatus, Sweep
 from gpuorch.sweeps.finish import Unfinished, finish_first, first_rung, fund_fresh, progressed
 from gpuorch.sweeps.pruning import Point, parse_history
@@ -20,11 +24,12 @@ from gpuorch.sweeps.pruning import Point, parse_history
 TERMINAL = [s for s in JobStatus if s.terminal]
 
 
-def _trials(s: Session, sweep_id: int, ledger: Ledger,
-            reads: bool = True) -> tuple[list[Unfinished], list[Unfinished], list[int]]:
+def _trials(s: Session, sweep_id: int, ledger: Ledger, reads: bool = True,
+            offers: Sequence[Offer] = ()) -> tuple[list[Unfinished], list[Unfinished], list[int]]:
     """The sweep's unfinished trials, its finished ones, and its queued trials with progress;
-    ``reads``: with the spend when their steps were read (finish first's estimate), from their
-    attempts and histories."""
+    ``reads``: with the spend and the time when their steps were read (finish first's estimate),
+    from their attempts and histories, and the price each pays now or would on its next start
+    (the first of ``offers`` placement would take; none: not known)."""
     rows = s.exec(select(Job.id, Job.status, Job.metrics, Job.objective_history).where(
         Job.sweep_id == sweep_id, col(Job.status).not_in([t for t in TERMINAL if t != JobStatus.SUCCEEDED]))).all()
     attempts: dict[int, list[Attempt]] = {}
@@ -33,14 +38,19 @@ def _trials(s: Session, sweep_id: int, ledger: Ledger,
     trials: list[Unfinished] = []
     finished: list[Unfinished] = []
     resuming = []
+    spec = s.exec(select(Job.spec).where(Job.sweep_id == sweep_id).limit(1)).first() if offers and reads else None
+    fresh = _next_price(spec, offers) if spec else None  # a trial's: the sweep's template
     for jid, status, metrics, history in rows:
         step = json.loads(metrics).get("step") if metrics else None
         step = float(step) if isinstance(step, int | float) and not isinstance(step, bool) else None
         spent = ledger.jobs[jid].spent if jid in ledger.jobs else 0.0
         points, mine = parse_history(history) if reads else (), attempts.get(jid or 0, [])
         span, lag = _span(points, step, mine, ledger.now)
+        work, work_s = _work(points, mine, ledger.now)
+        live = [a for a in mine if a.ended_at is None and a.launched_at is not None]
+        price = current_price(live[-1]) if status in IN_FLIGHT and live else fresh
         t = Unfinished(jid or 0, status in IN_FLIGHT, status == JobStatus.HELD, step, spent, span=span, lag=lag,
-                       work=_work(points, mine, ledger.now))
+                       work=work, work_s=work_s, first_s=_billed_s(points, mine, ledger.now), price=price)
         (finished if status == JobStatus.SUCCEEDED else trials).append(t)
         if status == JobStatus.QUEUED and progressed(t):
             resuming.append(t.job_id)
@@ -67,10 +77,31 @@ def _span(points: tuple[Point, ...], step: float | None, attempts: list[Attempt]
     return span, lag
 
 
-def _work(points: tuple[Point, ...], attempts: list[Attempt], now: datetime) -> tuple[float, float] | None:
+def _next_price(spec: str, offers: Sequence[Offer]) -> float | None:
+    """USD/h a trial of this spec would pay on its next start: the price of the market placement
+    ranks first among ``offers`` (None: no offer, or none fits)."""
+    if not offers:
+        return None
+    found = candidates(JobSpec.model_validate_json(spec), offers, limit=1)
+    return found[0].total_price_per_hour if found else None
+
+
+def _billed_s(points: tuple[Point, ...], attempts: list[Attempt], now: datetime) -> float | None:
+    """The seconds its attempts had run when its first step was read (None: nothing read)."""
+    if not points:
+        return None
+    at = datetime.fromtimestamp(min(points, key=lambda p: p[0])[2], UTC)
+    return sum(max(0.0, (min(at, aware(a.ended_at) or now) - start).total_seconds())
+               for a in attempts if (start := aware(a.launched_at)) is not None)
+
+
+def _work(points: tuple[Point, ...], attempts: list[Attempt],
+          now: datetime) -> tuple[tuple[float, float] | None, float | None]:
     """The steps and the spend between the first and the last step read during one attempt, for
-    the attempt with the most such steps (``finish.Unfinished.work``); None if none has two."""
+    the attempt with the most such steps (``finish.Unfinished.work``), and the seconds between
+    those reads; (None, None) if none has two."""
     best: tuple[float, float] | None = None
+    secs: float | None = None
     for a in attempts:
         if a.launched_at is None:
             continue
@@ -83,16 +114,17 @@ def _work(points: tuple[Point, ...], attempts: list[Attempt], now: datetime) -> 
         usd = cost_until(a, datetime.fromtimestamp(last[2], UTC), now) - cost_until(
             a, datetime.fromtimestamp(first[2], UTC), now)
         if steps > 0 and (best is None or steps > best[0]):
-            best = (steps, usd)
-    return best
+            best, secs = (steps, usd), last[2] - first[2]
+    return best, secs
 
 
 def waits(s: Session, active: list[Sweep], ledger: Ledger, max_steps: Mapping[int, int],
-          min_steps: Mapping[int, int]) -> tuple[dict[int, str], dict[int, set[int]]]:
+          min_steps: Mapping[int, int], offers: Sequence[Offer] = ()) -> tuple[dict[int, str], dict[int, set[int]]]:
     """Job id -> why it waits for trials ahead of it; and per sweep naming ``max_step``
     (``max_steps``), its queued trials with progress (they resume, like held ones). A trial that
     waits keeps no warm instance idle (``reconciler/decide/warm.demand``: its gate holds it).
-    ``min_steps``: the pruning rule's ``min_steps`` of each sweep naming one."""
+    ``min_steps``: the pruning rule's ``min_steps`` of each sweep naming one; ``offers``: the
+    catalog, whose prices a finish's estimate reads (none: the sweep's own spend per step)."""
     out: dict[int, str] = {}
     resuming: dict[int, set[int]] = {}
     for w in active:
@@ -100,7 +132,7 @@ def waits(s: Session, active: list[Sweep], ledger: Ledger, max_steps: Mapping[in
         plain = max_step is None and sid not in min_steps
         if w.max_cost is None or (max_step is None and not plain):
             continue
-        trials, finished, queued = _trials(s, sid, ledger, reads=not plain)
+        trials, finished, queued = _trials(s, sid, ledger, reads=not plain, offers=offers)
         spent = ledger.sweeps[sid].spent if sid in ledger.sweeps else 0.0
         if plain:  # a fresh trial starts only if a whole trial's cost fits
             mine = fund_fresh(w.max_cost, spent, trials, [t.cost for t in finished], f"sweep {w.name} budget")

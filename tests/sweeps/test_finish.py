@@ -222,3 +222,34 @@ def test_a_fresh_trial_the_cap_could_not_finish_if_let_past_the_rung_waits_inste
     assert third.status == JobStatus.QUEUED and "if the rule let it past the first rung" in (third.message or "")
     r = report(store, sweep.id, clock)
     assert r["spend"]["wasted"] == 0 and r["spend"]["held"] == 0 and r["spent"] <= 0.38 + 1e-9
+
+
+def test_a_finish_is_estimated_at_the_price_each_trial_pays_now_or_would_on_its_next_start():
+    """bench/sweep.py seed 3: the leader ran on the dearest market ($1.20/h, the only one with
+    capacity) and a fresh trial's finish was estimated at the leader's spend per step, $1.42,
+    where the cheapest market's $0.92/h made it $1.11 (the serial loop's second trial cost $1.13).
+    A step takes the time it took (6 s, read within one attempt); a start the time the first read
+    took beyond its steps (a lost attempt's 377 s, a boot, 50 steps redone: 137 s); each trial
+    pays them at its own price: a running one its attempt's, one not running its next start's."""
+    from gpuorch.sweeps.finish import estimate
+
+    # read at step 100 with $0.22 and 737 s billed, at step 150 with $0.32; 300 s for those 50 steps
+    lead = Unfinished(1, True, False, 150, 0.33, span=(100, 0.22, 150, 0.32), work=(50, 0.10), work_s=300.0,
+                      first_s=737.0, price=1.20)
+    fresh = Unfinished(2, False, False, None, 0.0, price=0.92)
+    est = estimate(700, [lead, fresh])
+    assert est.step_s == 6.0 and abs(est.start_s - 137.0) < 1e-9
+    assert abs(est.left(lead, 700) - 550 * 6 * 1.20 / 3600) < 1e-12  # $1.10 at its own $1.20/h
+    assert abs(est.left(fresh, 700) - (137 + 700 * 6) * 0.92 / 3600) < 1e-12  # $1.11, not $1.42
+    # $0.33 spent, the leader's $1.10 to go: a second finish fits $2.60 at $0.92/h ($2.54)
+    assert finish_first(2.60, 0.33, 700, [lead, fresh], pruning=True, rung=50) == {}
+    # at the leader's own rate it did not ($1.42: $2.85)
+    unpriced = [Unfinished(1, True, False, 150, 0.33, span=(100, 0.22, 150, 0.32), work=(50, 0.10)),
+                Unfinished(2, False, False, None, 0.0)]
+    assert abs(estimate(700, unpriced).left(unpriced[1], 700) - 1.42) < 1e-9
+    assert set(finish_first(2.60, 0.33, 700, unpriced, pruning=True, rung=50)) == {2}
+    # a dearer next start (the market moved) is estimated dearer: at $1.30/h it waits
+    dear = Unfinished(2, False, False, None, 0.0, price=1.30)
+    assert set(finish_first(2.60, 0.33, 700, [lead, dear], pruning=True, rung=50)) == {2}
+    # no time read (no pair of reads within one attempt): the sweep's spend per step, as before
+    assert estimate(700, [Unfinished(1, True, False, 150, 0.33, span=(100, 0.22, 150, 0.32))]).step_s is None

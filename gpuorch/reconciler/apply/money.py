@@ -97,7 +97,8 @@ class Money:
                 col(Job.sweep_id).in_(ids), col(Job.status).in_(IN_FLIGHT)).group_by(col(Job.sweep_id))).all():
             flying[sid or 0] = n
         self._waits, resuming = waits(s, active, ledger, self._max_steps,
-                                      {k: r[0].min_steps for k, r in self._rules.items()})
+                                      {k: r[0].min_steps for k, r in self._rules.items()},
+                                      self._spot[0] if self._spot is not None else ())  # the pass's catalog
         waiting = set(self._waits)
         for jid, sid in s.exec(select(Job.id, Job.sweep_id).where(col(Job.sweep_id).in_(ids),
                                                                  Job.status == JobStatus.HELD)).all():
