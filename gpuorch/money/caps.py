@@ -121,8 +121,8 @@ def reserved_until(a: Attempt, now: datetime, at: datetime, policy: Policy, *, s
     being stopped ends by the first look after its drain deadline (A1: within I of it)."""
     if a.status == AttemptStatus.DRAINING:
         return max(now, (a.drain_until or now) + timedelta(seconds=policy.decision_interval_s))
-    if stop_now and stoppable(a):
-        return at + timedelta(seconds=policy.stop_grace_s + policy.decision_interval_s)
+    if stop_now and stoppable(a):  # an idle one goes in the warm sweep after the pass's launches: no checkpoint
+        return now if idle(a) else at + timedelta(seconds=policy.stop_grace_s + policy.decision_interval_s)
     return max(at, a.runway_until or at) + timedelta(seconds=policy.horizon_s)
 
 
@@ -158,9 +158,9 @@ class Totals:
     def committed_for(self, job_id: int, at: datetime, now: datetime) -> float:
         """The one rule's sum: spend, and every live attempt reserved as of a look at ``at``,
         except that a running attempt of a newer job already past its runway counts as stopped
-        now (it is the one to give way; one within its runway was promised its run). Another
-        job's idle warm instance gives way to any attempt, none to it (the check of a job with
-        only idle ones live, their release, counts every other attempt running on)."""
+        now (it is the one to give way; one within its runway was promised its run). Another job's idle
+        warm instance gives way to any attempt, reserving nothing (the warm sweep reads the caps after the
+        pass's launches), none to it (the check of a job with only idle ones live counts all others running on)."""
         mine = [idle(a) for a, _ in self.live if a.job_id == job_id]
         idle_only, total = bool(mine) and all(mine), self.spent
         for a, policy in self.live:

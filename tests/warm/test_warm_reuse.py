@@ -153,3 +153,36 @@ def test_a_notice_on_a_warm_instance_releases_it(tmp_path):
         assert d.until_terminal(second.id or 0).status == JobStatus.SUCCEEDED
         [used] = instances_of(d, [second])
         assert used != w.instance_id and not events(d.store, "warm_reused")
+
+
+
+def test_a_waiting_trial_the_cap_funds_beside_the_idle_instance_but_not_with_its_reservation_takes_it(tmp_path):
+    """bench/sweep.py --small-cap seed 2 (max_step): a trial the cap funded (its launch's
+    reservation fitted after the spend) waited beside the warm instance it fitted, because that
+    instance's own reservation (a stop grace and a decision interval past the launch's runway) did
+    not fit too; the instance idled on, and the trial lost its margin. An idle instance now gives
+    way to another job's launch at no reservation (the warm sweep releases it in the pass that
+    sees the launch): the trial leases it, and the cap holds."""
+    from gpuorch.placement import candidates
+    from gpuorch.provider.port import Offer
+    from gpuorch.reconciler.observe.views import JobView
+    from tests.kit.sweeps import report
+
+    with AssembledDaemon.start(tmp_path / "home", CONFIG) as d:
+        sweep_id, w = _idle_with_a_waiting_trial(d, tmp_path)
+        _, second = trials(d, sweep_id)
+        offer, spec = Offer.model_validate_json(w.offer), d.rec.rows.spec(second)
+        gate = d.rec.money.gate(JobView(second, spec, ()), d.rec.clock.now())
+        assert gate is not None
+        spent = next(c for c in gate.caps if c.scope.startswith("sweep")).spent
+        # 20 s of idle for the test's own passes; the old reservation was 150 s of it (90 s runway, S, I)
+        cap = spent + gate.need(candidates(spec, [offer])[0]) + w.price_per_hour * 20 / 3600
+        with d.store.write() as s:
+            sweep, row = s.get(Sweep, sweep_id), s.get(Job, second.id)
+            assert sweep is not None and row is not None
+            sweep.max_cost, row.not_before = cap, None
+            row.lease_owner, row.lease_expires = None, None  # read afresh (the daemon keeps the row it leases)
+        d.until(lambda: [e.job_id for e in events(d.store, "warm_reused")] == [second.id], what="the lease")
+        d.until(lambda: all(j.status.terminal for j in trials(d, sweep_id)), what="both trials to end")
+        assert [j.status for j in trials(d, sweep_id)] == [JobStatus.SUCCEEDED] * 2
+        assert report(d.store, sweep_id, d.rec.clock)["spent"] <= cap + 1e-9

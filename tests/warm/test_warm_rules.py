@@ -3,11 +3,12 @@ ledger (``gpuorch/warm/ledger.py``): a unit below the daemon, no store or provid
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from gpuorch.agent.protocol import AgentStatus
 from gpuorch.jobs.spec import parse_spec
-from gpuorch.money.caps import Ledger, Policy, gate_for
+from gpuorch.money.caps import Ledger, Policy, SweepState, gate_for
 from gpuorch.placement import candidates
 from gpuorch.placement.cost import PlacementOptions
 from gpuorch.provider.port import Instance, InstanceState, Offer
@@ -156,3 +157,31 @@ def test_idle_time_is_billed_to_the_job_that_left_it_and_the_caps_release_it_bef
     crossing = NOW + timedelta(seconds=200)
     gate = gate_for(job, budget, None, Ledger.build([(idle_attempt(w), None)], crossing, policy), policy)
     assert gate.stop is not None and "job budget" in gate.stop.message
+
+
+def test_another_jobs_idle_instance_reserves_nothing_ahead_of_a_launch_and_its_own_check_then_releases_it():
+    """bench/sweep.py --small-cap seed 2 (max_step): a preempted trial that fitted the cap with the
+    warm instance beside it was refused its launch for that instance's own reservation (its stop
+    grace and a decision interval, from the launch's runway end: $0.04), so it could neither take
+    it nor start; the instance idled two passes ($0.012) and the trial lost its resume margin. An
+    idle instance gives way to another job's launch at no reservation: the warm sweep, which reads
+    the caps as the pass's launches left them, releases it in that pass (or the launch leases it)."""
+    w = WarmInstance(id=7, provider="local", instance_id="i-1", price_per_hour=3.6, billing_granularity_s=1,
+                     job_id=1, attempt=1, status=IDLE, idle_since=NOW, keep_until=NOW + timedelta(hours=1))
+    later = NOW + timedelta(seconds=100)  # $0.10 idle so far
+    policy = Policy(decision_interval_s=30, stop_grace_s=60)
+    cand = candidates(spec(), [OFFER])[0]
+    ledger = Ledger.build([(idle_attempt(w), 9)], later, policy)
+    sweep = SweepState(9, "warm", 0.0, None, max_parallel=3, in_flight=0)
+    waiting = Job(id=2, name="t", spec="{}", status=JobStatus.QUEUED, sweep_id=9)
+    need = gate_for(waiting, spec(), sweep, ledger, policy).need(cand)
+    exact = replace(sweep, max_cost=0.10 + need + 1e-6)  # the spend and the launch: not a cent for the idle one
+    assert gate_for(waiting, spec(), exact, ledger, policy).affords(cand)
+    assert not gate_for(waiting, spec(), replace(exact, max_cost=0.10 + need - 1e-4), ledger, policy).affords(cand)
+    # Once the launch is in the ledger, the idle instance's own check (it gives way to nothing) fails: released.
+    launched = Attempt(job_id=2, number=1, provider="local", region="r", zone="r-a", instance_type="a100x1",
+                       price_per_hour=3.6, billing_granularity_s=1, min_billing_s=60, requested_at=later,
+                       status=AttemptStatus.REQUESTED)
+    after = Ledger.build([(idle_attempt(w), 9), (launched, 9)], later, policy)
+    origin = Job(id=1, name="t", spec="{}", status=JobStatus.SUCCEEDED, sweep_id=9)
+    assert gate_for(origin, spec(), exact, after, policy).stop is not None

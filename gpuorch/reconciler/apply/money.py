@@ -169,6 +169,10 @@ class Money:
                                           min_trials=pruning.min_trials, reduction_factor=pruning.reduction_factor)
         return self._verdicts[key]
 
+    def reread(self) -> None:
+        """The next gate reads the ledger again: the warm sweep's, after the pass's launches."""
+        self._loaded = None
+
     def after(self, d: A.Decision) -> None:
         """Launches and stops change the ledger: re-read it before the next job's gate."""
         if any(isinstance(x, A.Launch | A.StopCleanly | A.End) for x in d.actions):

@@ -244,6 +244,8 @@ class Warm:
             jobs = {j.id: j for j in s.exec(select(Job).where(col(Job.id).in_({w.job_id for w in rows})))} \
                 if rows else {}
         pool, soonest = [], float("inf")
+        if rows:  # the caps as the pass's launches left them: an idle row gives way to those (caps.reserved_until)
+            self.money.reread()
         unwanted = _queued(claimed, spec_of, lambda j, sp, c: self._refuses(j, sp, c, now)) if rows else None
         for w in rows:
             view = _view(w, observed, ok, self._stop(jobs.get(w.job_id), spec_of, now))
