@@ -2,9 +2,11 @@
 the trials it can carry to the end. Pure.
 
 Each unfinished trial's cost to finish is the steps it has left times the sweep's cost of a step,
-plus a start if it is not running (:func:`estimate`: read against the spend when each step was
-read, pooled over the trials that have done at least a tenth of ``max_step``; the template is
-the same). Before such a trial exists nothing is held. Going through
+plus a start if it is not running (:func:`estimate`: the time a step and a start took, read when
+each step was read, pooled over the trials that have done at least a tenth of ``max_step``, at
+the price the trial pays now or its next start would pay; the template is the same). Before
+such a trial exists nothing is held, and fresh trials wait while one ahead has reported steps
+(:func:`unestimated`: the evidence is a report away). Going through
 the trials, running ones first, then those with progress (held, or queued after a preemption),
 then fresh ones, each in id order, a trial whose finish
 does not fit in the cap after the finishes of those before it is held (running: a clean stop
@@ -144,7 +146,7 @@ def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[
     the steps to the rung at the sweep's rate) and, if let past the rung, the money to finish."""
     est = estimate(max_step, trials, finished)
     if est is None:
-        return {}
+        return unestimated(max_step, trials)
     order = sorted(trials, key=lambda t: (not t.running, not (t.held or progressed(t)), t.job_id))
     early = unjudged(trials, rung) if pruning else set()
     out: dict[int, str] = {}
@@ -175,6 +177,21 @@ def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[
         if not fresh and need + left <= max_cost:  # held for its margin only: the money stays its own
             need, reserve = need + left, reserve + left * RESUME_MARGIN
     return out
+
+
+def unestimated(max_step: int, trials: Sequence[Unfinished]) -> dict[int, str]:
+    """Before a finish can be estimated: job id -> why a fresh trial waits while a trial ahead of
+    it has reported steps and is on its way to the evidence (a tenth of ``max_step``, read
+    twice). Its spend would be committed blind: on bench/sweep.py seed 4 a trial started then
+    was let through the rung and held there for good, the cap unable to finish it after the
+    leader. The evidence is one report away; while no trial has reported a step (nothing says
+    one will), or once none is ahead, a fresh one starts."""
+    ahead = [t.job_id for t in trials if progressed(t)]
+    if not ahead:
+        return {}
+    why = (f"waiting: what a finish costs is not known yet (trial {min(ahead)} has not reported a tenth of its "
+           f"{max_step} steps twice); starts once it can be estimated")
+    return {t.job_id: why for t in trials if not (t.running or t.held or progressed(t))}
 
 
 def progressed(t: Unfinished) -> bool:

@@ -253,3 +253,25 @@ def test_a_finish_is_estimated_at_the_price_each_trial_pays_now_or_would_on_its_
     assert set(finish_first(2.60, 0.33, 700, [lead, dear], pruning=True, rung=50)) == {2}
     # no time read (no pair of reads within one attempt): the sweep's spend per step, as before
     assert estimate(700, [Unfinished(1, True, False, 150, 0.33, span=(100, 0.22, 150, 0.32))]).step_s is None
+
+
+def test_before_a_finish_can_be_estimated_fresh_trials_wait_for_the_evidence_a_trial_ahead_brings():
+    """bench/sweep.py seed 4: the second trial started when the leader had reported one step, no
+    estimate yet; the rule let it through the rung and the cap, once estimated, could not finish
+    it after the leader: held there for good, its $0.11 wasted. The evidence (a tenth of max_step,
+    read twice) was one report away; fresh trials wait for it while a trial ahead has progress."""
+    lead = Unfinished(1, True, False, 50, 0.1, span=(50, 0.1, 50, 0.1))
+    fresh = [Unfinished(i, False, False, None, 0.0) for i in (2, 3)]
+    waits = finish_first(2.50, 0.1, 700, [lead, *fresh], pruning=True, rung=50)
+    assert set(waits) == {2, 3} and "not known yet (trial 1 has not reported a tenth of its 700 steps" in waits[2]
+    # preempted before the estimate, the leader (queued with progress) still brings it when it resumes
+    queued = Unfinished(1, False, False, 50, 0.1, span=(50, 0.1, 50, 0.1))
+    assert set(finish_first(2.50, 0.1, 700, [queued, *fresh], pruning=True, rung=50)) == {2, 3}
+    # nothing reported anywhere (a trial booting, or one that never reports a step): nothing is known
+    # to be coming, and nothing waits
+    booting = Unfinished(1, True, False, None, 0.02)
+    assert finish_first(2.50, 0.02, 700, [booting, *fresh], pruning=True, rung=50) == {}
+    assert finish_first(2.50, 0.0, 700, fresh) == {}
+    # once estimated, the rule is finish first's as before: one more fits to the rung and to its end
+    lead = Unfinished(1, True, False, 100, 0.2, span=(50, 0.1, 100, 0.2))
+    assert set(finish_first(2.85, 0.2, 700, [lead, *fresh], pruning=True, rung=50)) == {3}
