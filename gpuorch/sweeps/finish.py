@@ -3,19 +3,19 @@ the trials it can carry to the end. Pure.
 
 Each unfinished trial's cost to finish is the steps it has left times the sweep's cost of a step,
 plus a start if it is not running (:func:`estimate`: the time a step and a start took, read when
-each step was read, pooled over the trials that have done at least a tenth of ``max_step``, at
-the price the trial pays now or its next start would pay; the template is the same). Before
-such a trial exists nothing is held, and fresh trials wait while one ahead has reported steps
-(:func:`unestimated`: the evidence is a report away). Going through
-the trials, running ones first, then those with progress (held, or queued after a preemption),
-then fresh ones, each in id order, a trial whose finish
-does not fit in the cap after the finishes of those before it is held (running: a clean stop
-with its checkpoint, once past its runway; not running: it waits, and starts only with a 10%
-margin, or without it when no trial is ahead of it), unless it is the first running one. A fresh
-trial must also leave the trials ahead their resume margin (a spot trial ahead that is
-preempted needs it to start again). So the budget
-is not spread over more trials than it can finish, and a held trial resumes from its checkpoint
-once the money it needs is known to be there (older trials finished, or a raised cap).
+each step was read, pooled over the trials that have done at least a tenth of ``max_step`` or
+read two steps within one attempt, at the price the trial pays now or its next start would pay;
+the template is the same). Before such a trial exists nothing is held, and fresh trials wait
+while one ahead has reported steps (:func:`unestimated`: the evidence is a report away). Going
+through the trials, running ones first, then those with progress (held, or queued after a
+preemption), then fresh ones, each in id order, a trial whose finish does not fit in the cap
+after the finishes of those before it is held (running: a clean stop with its checkpoint, once
+past its runway; not running: it waits, and starts only with a 10% margin, or without it when
+no trial is ahead of it), unless it is the first running one. A fresh trial must also leave the
+trials ahead their resume margin (a spot trial ahead that is preempted needs it to start again).
+So the budget is not spread over more trials than it can finish, and a held trial resumes from
+its checkpoint once the money it needs is known to be there (older trials finished, or a raised
+cap).
 
 With a pruning rule, a running trial the rule has not judged yet (below the first rung) is not
 held: it runs to that rung, since most trials end there, and holding it earlier buys neither a
@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-EVIDENCE = 0.1  # share of max_step a running trial must have done before its rate counts
+EVIDENCE = 0.1  # share of max_step a running trial must have done before its rate counts, unless timed
 RESUME_MARGIN = 1.1  # a trial not running starts only if 10% more than its estimate fits
 
 
@@ -94,7 +94,8 @@ def estimate(max_step: int, trials: Sequence[Unfinished], finished: Sequence[Unf
     """What a step and a start cost in this sweep; None while nothing can be estimated.
 
     Read against the spend when each step was read (``Unfinished.span``, ``work``), over the
-    trials that have reported twice and done a tenth of ``max_step``, pooled (the furthest along
+    trials that have reported twice and done a tenth of ``max_step`` (or read two steps within one
+    attempt: timed, ``work_s``), pooled (the furthest along
     weigh most): a step costs the spend between two reads within one attempt over the steps
     between them (else between the trial's first and latest reads), a start what the first read
     cost beyond its steps. Not the spend now over the latest step: steps are reported every few
@@ -107,8 +108,8 @@ def estimate(max_step: int, trials: Sequence[Unfinished], finished: Sequence[Unf
     what the margins and the caps then see; a start is counted once per trial not running.
     Without spans (no history): the finished trials' spend over their steps, else that of the
     trials with a tenth of ``max_step`` done."""
-    ran = [t for t in (*finished, *trials)
-           if t.span and t.span[2] >= max_step * EVIDENCE and t.span[2] > t.span[0] and t.span[3] > t.span[1]]
+    ran = [t for t in (*finished, *trials) if t.span and (t.span[2] >= max_step * EVIDENCE or _clocked(t))
+           and t.span[2] > t.span[0] and t.span[3] > t.span[1]]
     if ran:
         works = [t.work if t.work and t.work[0] > 0 and t.work[1] > 0
                  else (t.span[2] - t.span[0], t.span[3] - t.span[1]) for t in ran if t.span]
@@ -122,11 +123,18 @@ def estimate(max_step: int, trials: Sequence[Unfinished], finished: Sequence[Unf
     return Estimate(sum(t.cost for t in ran) / sum(t.step or 0.0 for t in ran))
 
 
+def _clocked(t: Unfinished) -> bool:
+    """Whether ``t``'s steps were timed within one attempt: two reads give what a step takes, at
+    any share of ``max_step`` (a start is apart), so the estimate need not wait for a tenth of it
+    (a long trial's tenth is hours, which fresh trials would wait: :func:`unestimated`)."""
+    return bool(t.work and t.work[0] > 0 and t.work[1] > 0 and t.work_s and t.work_s > 0)
+
+
 def _timed(ran: Sequence[Unfinished]) -> tuple[float | None, float]:
     """Seconds of a step and of a start, pooled as :func:`estimate` pools their cost, over the
     trials of ``ran`` whose times are known ((None, 0.0) if none): a price moves between markets
     and within one, the time a step takes does not."""
-    timed = [t for t in ran if t.work_s and t.work_s > 0 and t.work and t.work[0] > 0]
+    timed = [t for t in ran if _clocked(t)]
     if not timed:
         return None, 0.0
     step_s = sum(t.work_s or 0.0 for t in timed) / sum(t.work[0] for t in timed if t.work)
@@ -181,16 +189,16 @@ def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[
 
 def unestimated(max_step: int, trials: Sequence[Unfinished]) -> dict[int, str]:
     """Before a finish can be estimated: job id -> why a fresh trial waits while a trial ahead of
-    it has reported steps and is on its way to the evidence (a tenth of ``max_step``, read
-    twice). Its spend would be committed blind: on bench/sweep.py seed 4 a trial started then
-    was let through the rung and held there for good, the cap unable to finish it after the
-    leader. The evidence is one report away; while no trial has reported a step (nothing says
-    one will), or once none is ahead, a fresh one starts."""
+    it has reported steps and is on its way to the evidence (two reads within one attempt). Its
+    spend would be committed blind: on bench/sweep.py seed 4 a trial started then was let
+    through the rung and held there for good, the cap unable to finish it after the leader. The
+    evidence is one report away; while no trial has reported a step (nothing says one will), or
+    once none is ahead, a fresh one starts."""
     ahead = [t.job_id for t in trials if progressed(t)]
     if not ahead:
         return {}
-    why = (f"waiting: what a finish costs is not known yet (trial {min(ahead)} has not reported a tenth of its "
-           f"{max_step} steps twice); starts once it can be estimated")
+    why = (f"waiting: what a finish costs is not known yet (trial {min(ahead)} of the sweep has not reported "
+           f"enough of its {max_step} steps); starts once it can be estimated")
     return {t.job_id: why for t in trials if not (t.running or t.held or progressed(t))}
 
 

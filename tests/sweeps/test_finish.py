@@ -263,7 +263,8 @@ def test_before_a_finish_can_be_estimated_fresh_trials_wait_for_the_evidence_a_t
     lead = Unfinished(1, True, False, 50, 0.1, span=(50, 0.1, 50, 0.1))
     fresh = [Unfinished(i, False, False, None, 0.0) for i in (2, 3)]
     waits = finish_first(2.50, 0.1, 700, [lead, *fresh], pruning=True, rung=50)
-    assert set(waits) == {2, 3} and "not known yet (trial 1 has not reported a tenth of its 700 steps" in waits[2]
+    assert set(waits) == {2, 3}
+    assert "not known yet (trial 1 of the sweep has not reported enough of its 700 steps" in waits[2]
     # preempted before the estimate, the leader (queued with progress) still brings it when it resumes
     queued = Unfinished(1, False, False, 50, 0.1, span=(50, 0.1, 50, 0.1))
     assert set(finish_first(2.50, 0.1, 700, [queued, *fresh], pruning=True, rung=50)) == {2, 3}
@@ -275,3 +276,23 @@ def test_before_a_finish_can_be_estimated_fresh_trials_wait_for_the_evidence_a_t
     # once estimated, the rule is finish first's as before: one more fits to the rung and to its end
     lead = Unfinished(1, True, False, 100, 0.2, span=(50, 0.1, 100, 0.2))
     assert set(finish_first(2.85, 0.2, 700, [lead, *fresh], pruning=True, rung=50)) == {3}
+
+
+def test_steps_timed_within_one_attempt_give_an_estimate_before_a_tenth_of_max_step():
+    """Fresh trials wait for the estimate while a trial ahead reports steps (``unestimated``); with
+    a long trial a tenth of max_step is hours. Two reads within one attempt time a step exactly
+    (the start is apart), so they give the estimate at any share of max_step; spend alone does not."""
+    from gpuorch.sweeps.finish import estimate
+
+    # 100,000 steps; read at 500 and 1,000 within one attempt: 500 steps in 250 s, $0.0833 at $1.20/h
+    timed = Unfinished(1, True, False, 1000, 0.2, span=(500, 0.1, 1000, 0.1833), work=(500, 0.0833),
+                       work_s=250.0, first_s=300.0, price=1.20)
+    est = estimate(100_000, [timed])
+    assert est is not None and est.step_s == 0.5 and abs(est.start_s - 50.0) < 1e-9
+    fresh = Unfinished(2, False, False, None, 0.0, price=1.20)
+    assert abs(est.left(fresh, 100_000) - (50 + 0.5 * 100_000) * 1.20 / 3600) < 1e-12
+    # the same reads without their times: a tenth is needed, and a fresh trial waits for it
+    untimed = Unfinished(1, True, False, 1000, 0.2, span=(500, 0.1, 1000, 0.1833))
+    assert estimate(100_000, [untimed]) is None
+    assert set(finish_first(50.0, 0.2, 100_000, [untimed, fresh])) == {2}
+    assert finish_first(50.0, 0.2, 100_000, [timed, fresh]) == {}  # $16.7 + $16.7 fits
