@@ -79,10 +79,15 @@ def _span(points: tuple[Point, ...], step: float | None, attempts: list[Attempt]
 
 def _next_price(spec: str, offers: Sequence[Offer]) -> float | None:
     """USD/h a trial of this spec would pay on its next start: the price of the market placement
-    ranks first among ``offers`` (None: no offer, or none fits)."""
+    ranks first among ``offers`` (None: no offer, none fits, or a spec this version cannot read:
+    the sweep's spend per step then, and the job itself is the reconciler's to quarantine)."""
     if not offers:
         return None
-    found = candidates(JobSpec.model_validate_json(spec), offers, limit=1)
+    try:
+        parsed = JobSpec.model_validate_json(spec)
+    except ValueError:
+        return None
+    found = candidates(parsed, offers, limit=1)
     return found[0].total_price_per_hour if found else None
 
 

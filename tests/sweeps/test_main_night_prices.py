@@ -46,3 +46,17 @@ def test_a_second_trial_starts_on_the_cheaper_market_the_leaders_rate_said_it_co
     assert zones == {first.id: "r1-a", second.id: "r1-b"}
     r = report(store, sweep.id, clock)
     assert r["spent"] <= 0.75 + 1e-9 and r["spend"]["wasted"] == 0
+
+
+def test_a_fresh_trial_is_priced_at_the_market_placement_ranks_first_and_an_unreadable_spec_prices_nothing():
+    """What a trial not running would pay on its next start: the first market placement ranks in
+    the pass's catalog (the cheapest here). A spec this version cannot read prices nothing (the
+    sweep's spend per step is used), rather than failing every job's gate in the pass."""
+    from gpuorch.jobs.spec import JobSpec
+    from gpuorch.sweeps.waits import _next_price
+
+    spec = JobSpec.model_validate({"name": "t", "run": "true", "resources": {"gpu": "A100:80GB:1"},
+                                   "spot_policy": "spot"}).model_dump_json()
+    assert _next_price(spec, [a100("r1-a", 2.40), a100("r1-b", 1.20)]) == 1.20
+    assert _next_price(spec, []) is None
+    assert _next_price('{"resources": {"gpu": 7}}', [a100("r1-b", 1.20)]) is None
