@@ -73,13 +73,12 @@ from gpuorch.clock import FakeClock  # noqa: E402
 from gpuorch.errors import UserInputError  # noqa: E402
 from gpuorch.money.caps import Policy  # noqa: E402
 from gpuorch.money.cost import attempt_cost, cost_until  # noqa: E402
-from gpuorch.provider.port import Instance  # noqa: E402
 from gpuorch.reconciler import Reconciler  # noqa: E402
 from gpuorch.store import Store  # noqa: E402
 from gpuorch.store.models import Attempt, Checkpoint, Job, TerminationReason, WarmInstance  # noqa: E402
 from gpuorch.sweeps import intent  # noqa: E402
 from gpuorch.sweeps.spec import load_sweep  # noqa: E402
-from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider, FakeRunner  # noqa: E402
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider, WarmCapableProvider  # noqa: E402
 from gpuorch.warm.ledger import idle_attempt, idle_cost  # noqa: E402
 from gpuorch_sim.market import SimClock, SimMarket, SimOptions  # noqa: E402
 
@@ -144,22 +143,6 @@ class Feed:
                 self.unannounced += 1
 
 
-class Recycling(FakeRunner):
-    """The fake runner able to start another attempt on its instance, as the local, sim and SSH
-    runners are (``reconciler/apply/warm.Recycles``): without it no instance is ever kept warm.
-    The finished agent is set aside, its checkpoints still readable."""
-
-    def recycle(self) -> None:
-        agents = self.provider._agents
-        if (old := agents.pop(self.instance_id, None)) is not None:
-            agents[f"{self.instance_id}/{old.config.job_id}.{old.config.attempt}"] = old
-
-
-class WarmCapable(FakeProvider):
-    def runner(self, instance: Instance) -> Recycling:
-        return Recycling(self, instance.id)
-
-
 TEMPLATE = {"run": "python train.py --lr {LR} --seed {SEED}", "resources": {"gpu": "V100:16GB:1"},
             "spot_policy": "spot", "checkpoint": {"store": "file:///tmp/bench-sweep-ckpt", "interval": "60s"},
             "retry": {"max_preemptions": 100}}
@@ -183,7 +166,7 @@ def run(seed: int, hours: float, parallel: int, cap: float | None, rule: str | N
     m = market(seed)
     script = FakeJobScript(duration_s=steps * STEP_S, checkpoint_every_s=every * STEP_S, final_checkpoint_s=20,
                            metrics=loss, metrics_every_s=every * STEP_S)
-    fake = WarmCapable(clock, offers=[], name="sim", boot_s=BOOT_S, script=script)
+    fake = WarmCapableProvider(clock, offers=[], name="sim", boot_s=BOOT_S, script=script)
     feed = Feed(fake, m, clock)
     feed.tick()
     rec = Reconciler(store, {"sim": fake}, clock=clock, budget=Policy())

@@ -270,3 +270,21 @@ class FakeProvider(Provider):
         found = [c for a in self._agents.values() if a is not exclude and a.config.checkpoint_url == url
                  and a.started <= at for c in a.checkpoints() if c.at <= at]
         return max(found, key=lambda c: (c.at, c.progress)) if found else None
+
+
+class RecyclingRunner(FakeRunner):
+    """The fake runner able to start another attempt on its instance, as the local, sim and SSH
+    runners are (``reconciler/apply/warm.Recycles``): without it no instance is ever kept warm.
+    The finished agent is set aside, its checkpoints still readable."""
+
+    def recycle(self) -> None:
+        agents = self.provider._agents
+        if (old := agents.pop(self.instance_id, None)) is not None:
+            agents[f"{self.instance_id}/{old.config.job_id}.{old.config.attempt}"] = old
+
+
+class WarmCapableProvider(FakeProvider):
+    """The FakeProvider whose instances can be kept warm (:class:`RecyclingRunner`)."""
+
+    def runner(self, instance: Instance) -> Runner:
+        return RecyclingRunner(self, instance.id)

@@ -19,31 +19,15 @@ from gpuorch.jobs import intent as jobs
 from gpuorch.jobs.spec import parse_spec
 from gpuorch.money.caps import Policy
 from gpuorch.placement import candidates
-from gpuorch.provider.port import Instance
 from gpuorch.reconciler import Reconciler
 from gpuorch.reconciler.observe.views import JobView
 from gpuorch.store.models import Job, WarmInstance
 from gpuorch.testing.e2e import attempts
-from gpuorch.testing.fake_job import FakeRunner
-from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider, default_offers
+from gpuorch.testing.fake_provider import FakeJobScript, WarmCapableProvider, default_offers
 
 T0 = datetime(2026, 12, 6, 8, 0, tzinfo=UTC)
 A100 = {"run": "true", "resources": {"gpu": "A100:80GB:1"}, "spot_policy": "on-demand", "keep_warm": "10m"}
 T4 = {"run": "true", "resources": {"gpu": "T4:1"}, "spot_policy": "on-demand"}  # never fits the A100 instance
-
-
-class Recycling(FakeRunner):
-    """A fake runner that can start another attempt on its instance (``apply/warm.Recycles``)."""
-
-    def recycle(self) -> None:
-        agents = self.provider._agents
-        if (old := agents.pop(self.instance_id, None)) is not None:
-            agents[f"{self.instance_id}/{old.config.job_id}.{old.config.attempt}"] = old
-
-
-class WarmCapable(FakeProvider):
-    def runner(self, instance: Instance) -> Recycling:
-        return Recycling(self, instance.id)
 
 
 def submit(store, clock: FakeClock, name: str, spec: dict, later: bool) -> Job:
@@ -67,7 +51,7 @@ def warm_rows(store) -> list[WarmInstance]:
 
 def test_the_warm_sweep_releases_an_idle_instance_in_the_pass_whose_launches_leave_it_no_room(store):
     clock = FakeClock(T0)
-    fake = WarmCapable(clock, offers=default_offers(), boot_s=10, script=FakeJobScript(duration_s=60))
+    fake = WarmCapableProvider(clock, offers=default_offers(), boot_s=10, script=FakeJobScript(duration_s=60))
     rec = Reconciler(store, {"fake": fake}, clock=clock, budget=Policy(daily_cap=50.0))
     first = submit(store, clock, "a", A100, later=False)
     submit(store, clock, "b", A100, later=True)  # fits the instance: keeps it warm (it is wanted)
