@@ -155,7 +155,6 @@ def test_a_notice_on_a_warm_instance_releases_it(tmp_path):
         assert used != w.instance_id and not events(d.store, "warm_reused")
 
 
-
 def test_a_waiting_trial_the_cap_funds_beside_the_idle_instance_but_not_with_its_reservation_takes_it(tmp_path):
     """bench/sweep.py --small-cap seed 2 (max_step): a trial the cap funded (its launch's
     reservation fitted after the spend) waited beside the warm instance it fitted, because that
