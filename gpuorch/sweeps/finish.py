@@ -10,8 +10,9 @@ while one ahead has reported steps (:func:`unestimated`: the evidence is a repor
 through the trials, running ones first, then those with progress (held, or queued after a
 preemption), then fresh ones, each in id order, a trial whose finish does not fit in the cap
 after the finishes of those before it is held (running: a clean stop with its checkpoint, once
-past its runway; not running: it waits, and starts only with a 10% margin, or without it when
-no trial is ahead of it), unless it is the first running one. A fresh trial must also leave the
+past its runway; not running: it waits, and starts only with a 10% margin, or when no trial is
+ahead of it with one more start should it be preempted on spot, and either way the caps' last
+horizon: :func:`_cushion`), unless it is the first running one. A fresh trial must also leave the
 trials ahead their resume margin (a spot trial ahead that is preempted needs it to start again).
 So the budget is not spread over more trials than it can finish, and a held trial resumes from
 its checkpoint once the money it needs is known to be there (older trials finished, or a raised
@@ -36,10 +37,17 @@ the $0.47 of a trial preempted at step 250 went for nothing).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 EVIDENCE = 0.1  # share of max_step a running trial must have done before its rate counts, unless timed
 RESUME_MARGIN = 1.1  # a trial not running starts only if 10% more than its estimate fits
+FOR_WARM = "; this trial starts there sooner than a boot would finish, and without paying one"
+
+
+def for_warm(why: str) -> bool:
+    """Whether a trial waits (``finish_first``'s reason) for a warm instance of its sweep: the
+    instance, once ready, is kept for it (``reconciler/apply/warm``), not released as unwanted."""
+    return why.endswith(FOR_WARM)
 
 
 @dataclass(frozen=True)
@@ -80,14 +88,34 @@ class Estimate:
             return self.per_step, self.start
         return self.step_s * t.price / 3600, self.start_s * t.price / 3600
 
-    def left(self, t: Unfinished, target: float) -> float:
+    def left(self, t: Unfinished, target: float, *, warm: bool = False) -> float:
         """USD to take ``t`` from its step to ``target``: a running trial has already paid for the
-        steps since its latest report (``lag``); one not running pays a start first."""
+        steps since its latest report (``lag``); one not running pays a start first, unless it
+        starts on a ``warm`` instance (booted and set up)."""
         step = t.step if t.step and t.step > 0 else 0.0
         per_step, start = self.rates(t)
         if t.running:
             return max(0.0, (target - step) * per_step - t.lag)
-        return start + max(0.0, target - step) * per_step
+        return (0.0 if warm else start) + max(0.0, target - step) * per_step
+
+    def ends_within_start(self, t: Unfinished, max_step: float) -> float | None:
+        """Seconds until running ``t`` reaches ``max_step``, if that is sooner than a start takes
+        (None otherwise, or where the times or its price are not known)."""
+        if not t.running or self.step_s is None or not t.price or self.start_s <= 0:
+            return None
+        secs = self.left(t, max_step) * 3600 / t.price
+        return secs if secs < self.start_s else None
+
+
+@dataclass(frozen=True)
+class Warm:
+    """The sweep's warm capacity (``keep_warm``) that trials not running can start on without a
+    start: the USD/h of its ``idle`` warm instances (cheapest first) and of those being made ready
+    (``readying``); ``keeps``: whether a trial that ends leaves its instance warm."""
+
+    idle: tuple[float, ...] = ()
+    readying: tuple[float, ...] = ()
+    keeps: bool = False
 
 
 def estimate(max_step: int, trials: Sequence[Unfinished], finished: Sequence[Unfinished] = ()) -> Estimate | None:
@@ -144,14 +172,23 @@ def _timed(ran: Sequence[Unfinished]) -> tuple[float | None, float]:
 
 def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[Unfinished],
                  finished: Sequence[Unfinished] = (), *, pruning: bool = False,
-                 rung: int | None = None, pruned: Sequence[float] = ()) -> dict[int, str]:
+                 rung: int | None = None, pruned: Sequence[float] = (), warm: Warm | None = None,
+                 horizon_s: float = 0.0, spot: bool = False) -> dict[int, str]:
     """Job id -> why it waits: the trials the money cannot carry to ``max_step`` after the ones
     before them (see the module docstring); ``finished``: the sweep's succeeded trials, whose
     spend per step informs the estimate. Empty while nothing can be estimated. With ``pruning``
     (first decision at ``rung``; None: none known yet), a running trial below the rung is never
     held and counts the money to the rung, and a fresh one needs that money (at least what the
     sweep's ``pruned`` trials spent each on average, start-up and final checkpoint included, or
-    the steps to the rung at the sweep's rate) and, if let past the rung, the money to finish."""
+    the steps to the rung at the sweep's rate) and, if let past the rung, the money to finish.
+    ``warm``: the sweep's warm capacity. A trial not running that an idle warm instance of the
+    sweep can take is estimated without a start, at that instance's price; one that an instance
+    being readied, or a running trial ending sooner than a start takes, would free waits for it:
+    it starts sooner than a boot would finish, and pays none (--small-cap seed 11: a third trial
+    started cold 18 s before the first's instance came free, and was held at step 10 for want of
+    about its boot's cost). ``horizon_s``: what the caps keep reserved for a running attempt
+    (``money.caps``: ``H``); ``spot``: the trials may run on spot. What a trial must leave beyond
+    its finish: :func:`_cushion`."""
     est = estimate(max_step, trials, finished)
     if est is None:
         return unestimated(max_step, trials)
@@ -162,29 +199,71 @@ def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[
     # a fresh trial must leave them (a spot trial ahead that is preempted resumes only with it)
     need = reserve = spent
     first = True  # nothing counted ahead yet
+    warm = warm or Warm()
+    # where a trial not running may start warm: (USD/h, what it waits for; None: idle now)
+    slots: list[tuple[float, str | None]] = [(p, None) for p in warm.idle]
+    slots += [(p, "a warm instance of this sweep is being made ready") for p in warm.readying]
+    slots += [(t.price, f"trial {t.job_id} ends in about {secs:.0f} s") for t in order
+              if warm.keeps and t.price and (secs := est.ends_within_start(t, max_step)) is not None]
     for t in order:
         to_rung = t.job_id in early and rung is not None
-        left = est.left(t, rung if to_rung and rung is not None else max_step)
+        target = rung if to_rung and rung is not None else max_step
+        left = est.left(t, target)
+        # warm where that costs less than a start at the next start's price (which may be cheaper)
+        slot = slots[0] if slots and not t.running else None
+        on_warm = slot is not None and (w := est.left(replace(t, price=slot[0]), target, warm=True)) < left
+        if on_warm and slot is not None:
+            t, left = replace(t, price=slot[0]), w
         if to_rung and pruned:  # what getting to a rung cost the trials that ended there
             left = max(left, sum(pruned) / len(pruned) - t.cost)
         fresh = not t.running and not t.held and not progressed(t)
-        # a start must clearly fit (no hold, resume, hold again), unless nothing is ahead of it
-        margin = 1.0 if t.running or first else RESUME_MARGIN
         free = (first and t.running) or (t.job_id in early and (t.running or rung is None))
         why = None
-        if (reserve if fresh else need) + left * margin > max_cost and not free:
+        if (reserve if fresh else need) + left + _cushion(est, t, left, first, spot, horizon_s) > max_cost and not free:
             what = f"take this trial to the first rung (step {rung})" if to_rung else "finish this trial"
             why = f"cannot also {what} (about ${left:.2f} more)"
-        elif fresh and to_rung and need + (whole := est.left(t, max_step)) > max_cost:
+        elif fresh and to_rung and need + (whole := est.left(t, max_step, warm=on_warm)) + _cushion(
+                est, t, 0.0, first, spot, horizon_s) > max_cost:  # its horizon, and with none ahead a start more
             why = f"could not also finish this trial (about ${whole:.2f}) if the rule let it past the first rung"
         if why is None:
             need, reserve, first = need + left, reserve + left * RESUME_MARGIN, False
+            if on_warm and slot is not None:
+                slots.pop(0)
+                if slot[1] is not None:
+                    out[t.job_id] = f"waiting: {slot[1]}, kept warm{FOR_WARM}"
             continue
         out[t.job_id] = (f"held: the cap (${max_cost:.2f}) {why} after the trials ahead of it; resumes from its "
                          "checkpoint when it can")
         if not fresh and need + left <= max_cost:  # held for its margin only: the money stays its own
             need, reserve = need + left, reserve + left * RESUME_MARGIN
     return out
+
+
+def _cushion(est: Estimate, t: Unfinished, left: float, first: bool, spot: bool, horizon_s: float) -> float:
+    """USD a trial must leave beyond its ``left`` to be let start or run on (``finish_first``).
+
+    Running: nothing (the caps stop it at the edge if need be; a hold now costs a restart for
+    sure: main night seed 1, a trial held so at step 250 resumed later and was stopped at step 650
+    of 700, where run on it finished). Not running, with trials ahead: the 10 % margin a start
+    needs to clearly fit (no hold, resume, hold again), and at least its last horizon
+    (``horizon_s`` at its price: the running check keeps it reserved to the last look, then gives
+    it back). With none ahead: a fresh trial, the horizon and on ``spot`` one more start, the one a
+    preemption costs (main night seed 4: a second trial started with $0.017 to spare was preempted
+    at step 550 and could not start again, its $0.89 wasted); one with progress, nothing: resuming
+    is the only use of what it spent (--small-cap seed 2: a trial preempted at step 60, $0.08 from
+    its end with $0.09 left, was held for good with a cushion, its $0.12 wasted)."""
+    if first:
+        if t.running or progressed(t):
+            return 0.0
+        return _tail(t, horizon_s) + (est.rates(t)[1] if spot else 0.0)
+    if t.running:
+        return 0.0
+    return max(left * (RESUME_MARGIN - 1), _tail(t, horizon_s))
+
+
+def _tail(t: Unfinished, horizon_s: float) -> float:
+    """USD of the caps' horizon at ``t``'s price: reserved to its last look, then given back."""
+    return horizon_s * (t.price or 0.0) / 3600
 
 
 def unestimated(max_step: int, trials: Sequence[Unfinished]) -> dict[int, str]:

@@ -12,24 +12,24 @@ from datetime import UTC, datetime
 from sqlmodel import Session, col, select
 
 from gpuorch.clock import aware
-from gpuorch.jobs.spec import JobSpec
-from gpuorch.money.caps import IN_FLIGHT, Ledger
+from gpuorch.jobs.spec import JobSpec, SpotPolicy
+from gpuorch.money.caps import IN_FLIGHT, Ledger, Policy
 from gpuorch.money.cost import cost_until, current_price
 from gpuorch.placement import candidates
 from gpuorch.provider.port import Offer
-from gpuorch.store.models import Attempt, Job, JobStatus, Sweep
-from gpuorch.sweeps.finish import Unfinished, finish_first, first_rung, fund_fresh, progressed
+from gpuorch.store.models import Attempt, Job, JobStatus, Sweep, WarmInstance
+from gpuorch.sweeps.finish import Unfinished, Warm, finish_first, first_rung, fund_fresh, progressed
 from gpuorch.sweeps.pruning import Point, parse_history
 
 TERMINAL = [s for s in JobStatus if s.terminal]
 
 
-def _trials(s: Session, sweep_id: int, ledger: Ledger, reads: bool = True,
-            offers: Sequence[Offer] = ()) -> tuple[list[Unfinished], list[Unfinished], list[int]]:
+def _trials(s: Session, sweep_id: int, ledger: Ledger, reads: bool = True, offers: Sequence[Offer] = (),
+            spec: JobSpec | None = None) -> tuple[list[Unfinished], list[Unfinished], list[int]]:
     """The sweep's unfinished trials, its finished ones, and its queued trials with progress;
     ``reads``: with the spend and the time when their steps were read (finish first's estimate),
     from their attempts and histories, and the price each pays now or would on its next start
-    (the first of ``offers`` placement would take; none: not known)."""
+    (the first of ``offers`` placement would take for ``spec``, a trial's; none: not known)."""
     rows = s.exec(select(Job.id, Job.status, Job.metrics, Job.objective_history).where(
         Job.sweep_id == sweep_id, col(Job.status).not_in([t for t in TERMINAL if t != JobStatus.SUCCEEDED]))).all()
     attempts: dict[int, list[Attempt]] = {}
@@ -38,8 +38,7 @@ def _trials(s: Session, sweep_id: int, ledger: Ledger, reads: bool = True,
     trials: list[Unfinished] = []
     finished: list[Unfinished] = []
     resuming = []
-    spec = s.exec(select(Job.spec).where(Job.sweep_id == sweep_id).limit(1)).first() if offers and reads else None
-    fresh = _next_price(spec, offers) if spec else None  # a trial's: the sweep's template
+    fresh = _next_price(spec, offers) if spec is not None and reads else None  # a trial's: the sweep's template
     for jid, status, metrics, history in rows:
         step = json.loads(metrics).get("step") if metrics else None
         step = float(step) if isinstance(step, int | float) and not isinstance(step, bool) else None
@@ -77,18 +76,37 @@ def _span(points: tuple[Point, ...], step: float | None, attempts: list[Attempt]
     return span, lag
 
 
-def _next_price(spec: str, offers: Sequence[Offer]) -> float | None:
-    """USD/h a trial of this spec would pay on its next start: the price of the market placement
-    ranks first among ``offers`` (None: no offer, none fits, or a spec this version cannot read:
-    the sweep's spend per step then, and the job itself is the reconciler's to quarantine)."""
-    if not offers:
-        return None
+def _template(s: Session, sweep_id: int) -> JobSpec | None:
+    """A trial's spec: the sweep's template (``_parsed``)."""
+    return _parsed(s.exec(select(Job.spec).where(Job.sweep_id == sweep_id).limit(1)).first())
+
+
+def _parsed(raw: str | None) -> JobSpec | None:
+    """A stored spec, parsed; None: none, or a spec this version cannot read (the job itself is the
+    reconciler's to quarantine; the sweep's spend per step prices its trials)."""
     try:
-        parsed = JobSpec.model_validate_json(spec)
+        return JobSpec.model_validate_json(raw) if raw else None
     except ValueError:
         return None
-    found = candidates(parsed, offers, limit=1)
+
+
+def _next_price(spec: JobSpec, offers: Sequence[Offer]) -> float | None:
+    """USD/h a trial of this spec would pay on its next start: the price of the market placement
+    ranks first among ``offers`` (None: no offer or none fits: the sweep's spend per step then)."""
+    found = candidates(spec, offers, limit=1) if offers else []
     return found[0].total_price_per_hour if found else None
+
+
+def _warm(s: Session, sweep_id: int, spec: JobSpec | None) -> Warm:
+    """The sweep's warm capacity (``finish.Warm``): its open warm instances, idle (their prices)
+    or being made ready, and whether its trials leave theirs warm (``keep_warm``, one node, no
+    volume: ``reconciler/decide/warm.poolable``)."""
+    rows = s.exec(select(WarmInstance.status, WarmInstance.price_per_hour).where(
+        WarmInstance.sweep_id == sweep_id, col(WarmInstance.ended_at).is_(None))).all()
+    # "idle", "dirty": reconciler/decide/warm's IDLE and DIRTY
+    keeps = spec is not None and spec.keep_warm > 0 and spec.nodes == 1 and spec.volume is None
+    return Warm(tuple(sorted(p for st, p in rows if st == "idle")), tuple(sorted(p for st, p in rows if st == "dirty")),
+                keeps)
 
 
 def _billed_s(points: tuple[Point, ...], attempts: list[Attempt], now: datetime) -> float | None:
@@ -124,12 +142,15 @@ def _work(points: tuple[Point, ...], attempts: list[Attempt],
 
 
 def waits(s: Session, active: list[Sweep], ledger: Ledger, max_steps: Mapping[int, int],
-          min_steps: Mapping[int, int], offers: Sequence[Offer] = ()) -> tuple[dict[int, str], dict[int, set[int]]]:
+          min_steps: Mapping[int, int], offers: Sequence[Offer] = (),
+          policy: Policy | None = None) -> tuple[dict[int, str], dict[int, set[int]]]:
     """Job id -> why it waits for trials ahead of it; and per sweep naming ``max_step``
     (``max_steps``), its queued trials with progress (they resume, like held ones). A trial that
     waits keeps no warm instance idle (``reconciler/decide/warm.demand``: its gate holds it).
     ``min_steps``: the pruning rule's ``min_steps`` of each sweep naming one; ``offers``: the
-    catalog, whose prices a finish's estimate reads (none: the sweep's own spend per step)."""
+    catalog, whose prices a finish's estimate reads (none: the sweep's own spend per step);
+    ``policy``: the caps', whose horizon a trial must have left at its end (with the longest stop
+    grace the sweep's checkpoint uploads called for, else the bound; None: not counted)."""
     out: dict[int, str] = {}
     resuming: dict[int, set[int]] = {}
     for w in active:
@@ -137,7 +158,8 @@ def waits(s: Session, active: list[Sweep], ledger: Ledger, max_steps: Mapping[in
         plain = max_step is None and sid not in min_steps
         if w.max_cost is None or (max_step is None and not plain):
             continue
-        trials, finished, queued = _trials(s, sid, ledger, reads=not plain, offers=offers)
+        spec = None if plain else _template(s, sid)
+        trials, finished, queued = _trials(s, sid, ledger, reads=not plain, offers=offers, spec=spec)
         spent = ledger.sweeps[sid].spent if sid in ledger.sweeps else 0.0
         if plain:  # a fresh trial starts only if a whole trial's cost fits
             mine = fund_fresh(w.max_cost, spent, trials, [t.cost for t in finished], f"sweep {w.name} budget")
@@ -151,7 +173,10 @@ def waits(s: Session, active: list[Sweep], ledger: Ledger, max_steps: Mapping[in
                 rung = first_rung(min_steps[sid], firsts)
             pruned = [ledger.jobs[j].spent for j in s.exec(select(Job.id).where(
                 Job.sweep_id == sid, Job.status == JobStatus.PRUNED)).all() if j in ledger.jobs] if rung else []
+            horizon = 0.0 if policy is None else (
+                2 * policy.decision_interval_s + ledger.sweep_graces.get(sid, policy.stop_grace_s))
             mine = finish_first(w.max_cost, spent, max_step or 0, trials, finished, pruning=sid in min_steps,
-                                rung=rung, pruned=pruned)
+                                rung=rung, pruned=pruned, warm=_warm(s, sid, spec), horizon_s=horizon,
+                                spot=spec is None or spec.spot_policy != SpotPolicy.ON_DEMAND)
         out.update(mine)
     return out, resuming

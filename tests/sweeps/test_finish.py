@@ -296,3 +296,77 @@ def test_steps_timed_within_one_attempt_give_an_estimate_before_a_tenth_of_max_s
     assert estimate(100_000, [untimed]) is None
     assert set(finish_first(50.0, 0.2, 100_000, [untimed, fresh])) == {2}
     assert finish_first(50.0, 0.2, 100_000, [timed, fresh]) == {}  # $16.7 + $16.7 fits
+
+
+def test_a_trial_not_running_starts_on_the_sweeps_warm_capacity_without_a_start_or_waits_for_it():
+    """bench/sweep.py --small-cap seed 11 (max_step): a third trial started cold 18 s before the
+    first trial's instance came free, paid a boot, and was held at step 10 for want of about that
+    boot's cost. An idle warm instance of the sweep starts a trial without the start's cost; one
+    being made ready, or a running trial that ends sooner than a start takes, is waited for."""
+    from gpuorch.sweeps.finish import Warm, estimate, for_warm
+
+    # a step takes 6 s and a start 60 s; trial 1 is at step 95 of 100 (30 s of work left), at $0.97/h
+    lead = Unfinished(1, True, False, 95, 0.17, span=(10, 0.03, 95, 0.17), work=(85, 0.1374), work_s=510.0,
+                      first_s=120.0, price=0.97)
+    fresh = Unfinished(2, False, False, None, 0.0, price=0.97)
+    est = estimate(100, [lead, fresh])
+    assert est.step_s == 6.0 and est.start_s == 60.0
+    assert abs(est.ends_within_start(lead, 100) - 30.0) < 1e-9
+    cold, warm = est.left(fresh, 100), est.left(fresh, 100, warm=True)
+    assert abs(cold - warm - 60 * 0.97 / 3600) < 1e-12
+    # the money fits a warm start (with its 10% margin) and not a cold one
+    cap = 0.17 + est.left(lead, 100) + warm * 1.1 + 0.001
+    assert cap < 0.17 + est.left(lead, 100) + cold * 1.1
+    assert set(finish_first(cap, 0.17, 100, [lead, fresh])) == {2}  # no warm capacity: it waits for money
+    # trial 1 leaves its instance warm: trial 2 waits for it, not for money, and says so
+    why = finish_first(cap, 0.17, 100, [lead, fresh], warm=Warm(keeps=True))
+    assert for_warm(why[2]) and "trial 1 ends in about 30 s" in why[2], why
+    # the instance being made ready: the same; idle: it starts there, at that instance's price
+    done = Unfinished(1, False, False, 100, 0.175, span=(10, 0.03, 100, 0.175), work=(90, 0.1455), work_s=540.0,
+                      first_s=120.0, price=0.97)
+    assert for_warm(finish_first(cap, 0.175, 100, [fresh], [done], warm=Warm(readying=(0.97,), keeps=True))[2])
+    assert finish_first(cap, 0.175, 100, [fresh], [done], warm=Warm(idle=(0.97,), keeps=True)) == {}
+    # an idle instance takes one trial; the next one is estimated cold
+    other = Unfinished(3, False, False, None, 0.0, price=0.97)
+    assert set(finish_first(cap + warm, 0.175, 100, [fresh, other], [done], warm=Warm(idle=(0.97,)))) == {3}
+    # a trial further from its end than a start takes frees nothing soon: trial 2 waits for money
+    far = Unfinished(1, True, False, 50, 0.09, span=(10, 0.03, 50, 0.09), work=(40, 0.0647), work_s=240.0,
+                     first_s=120.0, price=0.97)
+    assert not for_warm(finish_first(cap, 0.09, 100, [far, fresh], warm=Warm(keeps=True)).get(2, ""))
+
+
+def test_with_no_trial_ahead_a_spot_start_keeps_one_more_start_and_every_start_the_caps_last_horizon():
+    """bench/sweep.py seed 4 (main night): a second trial, with nothing ahead of it, started with
+    $0.017 to spare on spot, was preempted at step 550 of 700 and could not start again: its $0.89
+    was wasted. A fresh start with no trial ahead now keeps what one more start costs (on spot)
+    and the caps' last horizon (reserved to its last look); with trials ahead, the 10 % margin,
+    and at least the horizon. A trial with progress and none ahead resumes on its finish alone."""
+    from gpuorch.sweeps.finish import estimate
+
+    done = Unfinished(1, False, False, 700, 1.38, span=(50, 0.10, 700, 1.30), work=(650, 1.0), work_s=3900.0,
+                      first_s=500.0, price=0.918)
+    fresh = Unfinished(2, False, False, None, 0.0, price=0.918)
+    est = estimate(700, [fresh], [done])
+    start, left = est.rates(fresh)[1], est.left(fresh, 700)  # 200 s and 700 steps of 6 s at $0.918/h
+    assert abs(start - 200 * 0.918 / 3600) < 1e-9 and abs(left - start - 4200 * 0.918 / 3600) < 1e-9
+    tail = 120 * 0.918 / 3600
+    cap = 1.38 + left + tail + start / 2  # the finish and its horizon fit; a preemption's start more does not
+    assert finish_first(cap, 1.38, 700, [fresh], [done], horizon_s=120) == {}  # on-demand: no preemption
+    assert set(finish_first(cap, 1.38, 700, [fresh], [done], horizon_s=120, spot=True)) == {2}
+    assert finish_first(cap + start, 1.38, 700, [fresh], [done], horizon_s=120, spot=True) == {}
+    # the last horizon alone: a cap the finish fits to the cent
+    assert set(finish_first(1.38 + left + tail / 2, 1.38, 700, [fresh], [done], horizon_s=120)) == {2}
+    # under a pruning rule, the money to finish should it pass the first rung keeps the same cushion
+    # (the trial that wasted $0.89 on seed 4 was started so: the money to the rung, and to its end bare)
+    waits = finish_first(cap, 1.38, 700, [fresh], [done], horizon_s=120, spot=True, pruning=True, rung=50)
+    assert "if the rule let it past the first rung" in waits[2]
+    assert finish_first(cap + start, 1.38, 700, [fresh], [done], horizon_s=120, spot=True, pruning=True,
+                        rung=50) == {}
+    # one with progress (held, or preempted) resumes on its finish alone: that is the only use of its spend
+    held = Unfinished(2, False, True, 100, 0.2, span=(50, 0.10, 100, 0.2), work=(50, 0.08), work_s=300.0,
+                      first_s=500.0, price=0.918)
+    assert finish_first(0.2 + est.left(held, 700), 0.2, 700, [held], [done], horizon_s=120, spot=True) == {}
+    # a running trial is never held for either: the caps stop it at the edge if need be
+    running = Unfinished(2, True, False, 100, 0.2, span=(50, 0.10, 100, 0.2), work=(50, 0.08), work_s=300.0,
+                         first_s=500.0, price=0.918)
+    assert finish_first(0.2 + est.left(running, 700), 0.2, 700, [running], [done], horizon_s=120, spot=True) == {}

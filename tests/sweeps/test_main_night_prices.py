@@ -53,10 +53,11 @@ def test_a_fresh_trial_is_priced_at_the_market_placement_ranks_first_and_an_unre
     the pass's catalog (the cheapest here). A spec this version cannot read prices nothing (the
     sweep's spend per step is used), rather than failing every job's gate in the pass."""
     from gpuorch.jobs.spec import JobSpec
-    from gpuorch.sweeps.waits import _next_price
+    from gpuorch.sweeps.waits import _next_price, _parsed
 
-    spec = JobSpec.model_validate({"name": "t", "run": "true", "resources": {"gpu": "A100:80GB:1"},
-                                   "spot_policy": "spot"}).model_dump_json()
+    spec = _parsed(JobSpec.model_validate({"name": "t", "run": "true", "resources": {"gpu": "A100:80GB:1"},
+                                           "spot_policy": "spot"}).model_dump_json())
+    assert spec is not None
     assert _next_price(spec, [a100("r1-a", 2.40), a100("r1-b", 1.20)]) == 1.20
     assert _next_price(spec, []) is None
-    assert _next_price('{"resources": {"gpu": 7}}', [a100("r1-b", 1.20)]) is None
+    assert _parsed('{"resources": {"gpu": 7}}') is None

@@ -34,6 +34,7 @@ from gpuorch.reconciler.observe.views import AttemptView, JobView
 from gpuorch.runners.port import Runner, RunnerUnavailable
 from gpuorch.store import Store
 from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, Sweep, SweepStatus
+from gpuorch.sweeps.finish import for_warm
 from gpuorch.sweeps.metrics import merge_lines, steps_of
 from gpuorch.sweeps.pruning import TrialHistory, extend_history, parse_history, verdict
 from gpuorch.sweeps.waits import waits
@@ -63,6 +64,7 @@ class Money:
         self._max_steps: dict[int, int] = {}  # sweep id -> objective.max_step, where named
         self._capped: set[int] = set()  # the active sweeps with a budget, as last loaded
         self._waits: dict[int, str] = {}  # job id -> why it waits for trials ahead (finish first), this ledger
+        self._sweep_graces: dict[int, float] = {}  # sweep id -> the longest stop grace its uploads called for
         self._no_sweep_done_at: int | None = None  # the store's data_version when finish_sweeps found none done
         # This pass's listing by (provider, job, attempt): the cloud's record of launch and end times.
         self._observed: Mapping[tuple[str, int, int], Instance] = {}
@@ -89,6 +91,10 @@ class Money:
         seen, every = self._observed, [*rows, *ledger_rows(s, day_start(now), ids), *stored(s, day_start(now), ids)]
         ledger = Ledger.build([(as_seen(a, seen.get((a.provider, a.job_id, a.number)), now), sid) for a, sid in every],
                               now, self.policy, upload_times(s))
+        # uploads are read of live attempts only: a sweep's stop grace is remembered past its trials' ends
+        for sweep, grace in ledger.sweep_graces.items():
+            self._sweep_graces[sweep] = max(grace, self._sweep_graces.get(sweep, 0.0))
+        ledger.sweep_graces.update(self._sweep_graces)
         if not ids:
             return ledger, {}
         flying: dict[int, int] = {}
@@ -98,7 +104,8 @@ class Money:
             flying[sid or 0] = n
         self._waits, resuming = waits(s, active, ledger, self._max_steps,
                                       {k: r[0].min_steps for k, r in self._rules.items()},
-                                      self._spot[0] if self._spot is not None else ())  # the pass's catalog
+                                      self._spot[0] if self._spot is not None else (),  # the pass's catalog
+                                      self.policy)
         waiting = set(self._waits)
         for jid, sid in s.exec(select(Job.id, Job.sweep_id).where(col(Job.sweep_id).in_(ids),
                                                                  Job.status == JobStatus.HELD)).all():
@@ -118,7 +125,9 @@ class Money:
         self._observed = observed if observed is not None else {}
         self._live = live
 
-    def gate(self, view: JobView, now: datetime) -> Gate | None:
+    def gate(self, view: JobView, now: datetime, *, lease: bool = False) -> Gate | None:
+        """The job's gate; ``lease``: for a run on a warm instance, which a trial waiting for one
+        (``finish.for_warm``) is not held from."""
         if not self._applies(view.job, view.spec):
             return None
         if self._loaded is None or self._loaded[0].now != now:
@@ -128,6 +137,8 @@ class Money:
         job = view.job
         prune = self._prune(job) if job.status == JobStatus.RUNNING and job.sweep_id in self._rules else None
         wait = self._waits.get(job.id or 0)
+        if wait is not None and lease and for_warm(wait):
+            wait = None
         if wait is not None and any(a.row.status.live and a.row.runway_until and a.row.runway_until > now
                                     for a in view.attempts):
             wait = None  # within its runway, as the caps' own check (no hold one pass after a start)

@@ -329,8 +329,8 @@ class Warm:
         cannot fund. Billed as a lease is: no minimum. Reservations alone do not refuse it: its
         own attempt still draining, or another's, may give them back a pass later (bench/sweep.py
         --small-cap seed 2: a held trial's warm instance was released while its drain ended, and
-        it booted a new one)."""
-        gate = self.money.gate(JobView(job, spec, ()), now)
+        it booted a new one); nor does finish first's wait for a warm instance (``lease``)."""
+        gate = self.money.gate(JobView(job, spec, ()), now, lease=True)
         if gate is None:
             return None
         block = gate.stop or gate.hold
