@@ -13,16 +13,15 @@ A new strategy is a subclass of ``RecoveryStrategy`` decorated with ``@register`
 Common rules, whatever the strategy: a market (provider, zone, spot or on-demand) that preempted
 or lost this job within ``RecoveryContext.avoid_s`` is tried last (a spot zone that just
 reclaimed an instance rarely has capacity a minute later, and a replacement there would likely
-be reclaimed with its predecessor; on-demand in that zone is not penalised by a spot reclaim),
-unless it is cheaper than every other market by more than that risk costs (:func:`weighed`);
+be reclaimed with its predecessor; on-demand in that zone is not penalised by a spot reclaim);
 and the preempted attempt's market kind (spot or on-demand) is tried before the other one.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -44,27 +43,6 @@ class Choice(Protocol):
 
 
 C = TypeVar("C", bound=Choice)
-
-# Spot drops per hour up in a market within the hour after its last drop, beyond its rate at any
-# time: 1.08/h against 0.30/h on the 9-zone p3 traces (calibration; the 0.30 is placement's `>20%`
-# bucket), 1.27 against 0.47/h on the 4-zone 2023-04 set (held out: +0.80/h). bench/zone_hazard.py.
-RECENT_EXTRA_PER_H = 0.78
-
-
-class Weighable(Choice, Protocol):
-    """A candidate with placement's estimates (``gpuorch.placement.Candidate``)."""
-
-    @property
-    def est_cost(self) -> float: ...
-
-    @property
-    def est_finish_hours(self) -> float: ...
-
-    @property
-    def total_price_per_hour(self) -> float: ...
-
-
-W = TypeVar("W", bound=Weighable)
 
 
 @dataclass(frozen=True)
@@ -92,30 +70,6 @@ class RecoveryContext:
         """Spot after a spot attempt, on-demand after an on-demand one, come first: a job on
         spot stays on spot while spot can be had somewhere (on-demand costs ~3x)."""
         return self.preempted_spot is not None and c.spot != self.preempted_spot
-
-
-def weighed(candidates: Sequence[W], ctx: RecoveryContext, preemption_s: Callable[[W], float]) -> RecoveryContext:
-    """``ctx`` with only the recent markets worth trying last: one whose cheapest candidate, with
-    the extra preemptions a market that just dropped brings (``RECENT_EXTRA_PER_H`` over the run, up
-    to ``avoid_s``, each costing ``preemption_s`` of its price: a restart and the work lost), still
-    costs less than the best other candidate is tried in its price order. Placement's estimates
-    already count the market's usual rate. An hour's avoidance sent a trial from $0.97/h to
-    $1.20/h for the 60 % of its run left (bench/sweep.py --small-cap seed 3): a 24 % dearer run
-    against a few percent of risk; a few percent dearer, the zone that just dropped waits."""
-    if not ctx.recent:
-        return ctx
-    others = [c.est_cost for c in candidates if not ctx.is_recent(c)]
-    best = min(others, default=float("inf"))
-    kept = set(ctx.recent)
-    for c in candidates:
-        key = (c.offer.provider, c.offer.zone, c.spot)
-        if key not in kept:
-            continue
-        hours = min(c.est_finish_hours, ctx.avoid_s / 3600)
-        risk = RECENT_EXTRA_PER_H * hours * preemption_s(c) / 3600 * c.total_price_per_hour
-        if c.est_cost + risk < best:
-            kept.discard(key)
-    return replace(ctx, recent=frozenset(kept))
 
 
 class RecoveryStrategy(ABC):

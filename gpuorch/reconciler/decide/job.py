@@ -25,8 +25,8 @@ from typing import NamedTuple
 
 from gpuorch.clock import scale_of, wall_s
 from gpuorch.placement import Candidate, OfferIndex, candidates
-from gpuorch.placement.cost import PlacementOptions, with_job
-from gpuorch.policy.recovery import RecoveryContext, get_strategy, weighed
+from gpuorch.placement.cost import with_job
+from gpuorch.policy.recovery import RecoveryContext, get_strategy
 from gpuorch.provider.port import Offer
 from gpuorch.reconciler.decide.actions import GO_ON, Decision, Drain, End, Launch, SetJob, Step, done
 from gpuorch.reconciler.decide.attempt_steps import admission, draining, live, lost_work_s, terminate_if_alive
@@ -83,13 +83,7 @@ def _ranked(view: JobView, now: datetime, offers: Offers, avoid: Avoid, s: Setti
     strategy = get_strategy(view.spec.recovery.strategy if view.spec.recovery else s.recovery_strategy)
     options = with_job(view.spec, None, s.max_nodes, s.storage_rates)  # a gang's nodes, a volume's storage
     ranked = candidates(view.spec, offers, avoid=avoid, volume_zone=view.job.volume_zone, limit=limit, options=options)
-    opts, ckpt = options or PlacementOptions(), view.spec.checkpoint
-
-    def preemption_s(c: Candidate) -> float:  # placement's restart, and the work lost (half an interval)
-        lost = ckpt.interval / 2 if ckpt is not None else c.est_hours * 1800
-        return opts.boot(c.offer.provider) + opts.setup_s + lost
-
-    return strategy.rank(ranked, weighed(ranked, recovery_context(view, now, s, preempting), preemption_s))
+    return strategy.rank(ranked, recovery_context(view, now, s, preempting))
 
 
 def _head(view: JobView, now: datetime, s: Settings, preempting: AttemptView | None) -> int | None:
