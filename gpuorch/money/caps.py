@@ -194,9 +194,6 @@ class Ledger:
     sweeps: dict[int, Totals] = field(default_factory=dict)
     day: Totals = field(default_factory=Totals)
     graces: dict[int, float] = field(default_factory=dict)  # job id -> its running attempt's stop grace
-    # sweep id -> the longest stop grace its trials' uploads call for (an upload seen), the horizon
-    # a trial keeps reserved to its end (sweeps/waits.py)
-    sweep_graces: dict[int, float] = field(default_factory=dict)
 
     @classmethod
     def build(cls, rows: Iterable[tuple[Attempt, int | None]], now: datetime, base: Policy,
@@ -205,12 +202,9 @@ class Ledger:
         longest checkpoint upload seen (s)."""
         ledger, start = cls(now), day_start(now)
         for a, sweep_id in rows:
-            upload = uploads.get((a.job_id, a.number)) if uploads else None
-            policy = base.for_attempt(0.0 if idle(a) else upload)
+            policy = base.for_attempt(0.0 if idle(a) else uploads.get((a.job_id, a.number)) if uploads else None)
             if stoppable(a):
                 ledger.graces[a.job_id] = policy.stop_grace_s
-            if sweep_id is not None and upload is not None and not idle(a):
-                ledger.sweep_graces[sweep_id] = max(ledger.sweep_graces.get(sweep_id, 0.0), policy.stop_grace_s)
             spent, on = attempt_cost(a, now), reservation(a, now, policy)
             off = reservation(a, now, policy, stop_now=True)
             scopes = [ledger.jobs.setdefault(a.job_id, Totals())]

@@ -199,21 +199,12 @@ def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[
     # a fresh trial must leave them (a spot trial ahead that is preempted resumes only with it)
     need = reserve = spent
     first = True  # nothing counted ahead yet
-    warm = warm or Warm()
-    # where a trial not running may start warm: (USD/h, what it waits for; None: idle now)
-    slots: list[tuple[float, str | None]] = [(p, None) for p in warm.idle]
-    slots += [(p, "a warm instance of this sweep is being made ready") for p in warm.readying]
-    slots += [(t.price, f"trial {t.job_id} ends in about {secs:.0f} s") for t in order
-              if warm.keeps and t.price and (secs := est.ends_within_start(t, max_step)) is not None]
+    slots = _slots(est, order, warm or Warm(), max_step)
     for t in order:
         to_rung = t.job_id in early and rung is not None
         target = rung if to_rung and rung is not None else max_step
-        left = est.left(t, target)
-        # warm where that costs less than a start at the next start's price (which may be cheaper)
         slot = slots[0] if slots and not t.running else None
-        on_warm = slot is not None and (w := est.left(replace(t, price=slot[0]), target, warm=True)) < left
-        if on_warm and slot is not None:
-            t, left = replace(t, price=slot[0]), w
+        t, left, on_warm = _priced(est, t, target, slot)
         if to_rung and pruned:  # what getting to a rung cost the trials that ended there
             left = max(left, sum(pruned) / len(pruned) - t.cost)
         fresh = not t.running and not t.held and not progressed(t)
@@ -237,6 +228,29 @@ def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[
         if not fresh and need + left <= max_cost:  # held for its margin only: the money stays its own
             need, reserve = need + left, reserve + left * RESUME_MARGIN
     return out
+
+
+def _slots(est: Estimate, order: Sequence[Unfinished], warm: Warm, max_step: int) -> list[tuple[float, str | None]]:
+    """Where trials not running may start warm, in turn: (USD/h, what they wait for; None: an
+    idle instance, nothing)."""
+    slots: list[tuple[float, str | None]] = [(p, None) for p in warm.idle]
+    slots += [(p, "a warm instance of this sweep is being made ready") for p in warm.readying]
+    slots += [(t.price, f"trial {t.job_id} ends in about {secs:.0f} s") for t in order
+              if warm.keeps and t.price and (secs := est.ends_within_start(t, max_step)) is not None]
+    return slots
+
+
+def _priced(est: Estimate, t: Unfinished, target: float,
+            slot: tuple[float, str | None] | None) -> tuple[Unfinished, float, bool]:
+    """``t`` (at the warm instance's price if it starts there), USD to take it to ``target``, and
+    whether it starts on ``slot``: where that costs less than a start at the next start's price
+    (which may be cheaper than the warm instance's)."""
+    left = est.left(t, target)
+    if slot is None:
+        return t, left, False
+    warm = replace(t, price=slot[0])
+    w = est.left(warm, target, warm=True)
+    return (warm, w, True) if w < left else (t, left, False)
 
 
 def _cushion(est: Estimate, t: Unfinished, left: float, first: bool, spot: bool, horizon_s: float) -> float:

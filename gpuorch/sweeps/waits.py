@@ -143,14 +143,16 @@ def _work(points: tuple[Point, ...], attempts: list[Attempt],
 
 def waits(s: Session, active: list[Sweep], ledger: Ledger, max_steps: Mapping[int, int],
           min_steps: Mapping[int, int], offers: Sequence[Offer] = (),
-          policy: Policy | None = None) -> tuple[dict[int, str], dict[int, set[int]]]:
+          policy: Policy | None = None,
+          graces: Mapping[int, float] | None = None) -> tuple[dict[int, str], dict[int, set[int]]]:
     """Job id -> why it waits for trials ahead of it; and per sweep naming ``max_step``
     (``max_steps``), its queued trials with progress (they resume, like held ones). A trial that
     waits keeps no warm instance idle (``reconciler/decide/warm.demand``: its gate holds it).
     ``min_steps``: the pruning rule's ``min_steps`` of each sweep naming one; ``offers``: the
     catalog, whose prices a finish's estimate reads (none: the sweep's own spend per step);
     ``policy``: the caps', whose horizon a trial must have left at its end (with the longest stop
-    grace the sweep's checkpoint uploads called for, else the bound; None: not counted)."""
+    grace the sweep's checkpoint uploads called for, ``graces`` by sweep id, else the bound; None:
+    not counted)."""
     out: dict[int, str] = {}
     resuming: dict[int, set[int]] = {}
     for w in active:
@@ -174,7 +176,7 @@ def waits(s: Session, active: list[Sweep], ledger: Ledger, max_steps: Mapping[in
             pruned = [ledger.jobs[j].spent for j in s.exec(select(Job.id).where(
                 Job.sweep_id == sid, Job.status == JobStatus.PRUNED)).all() if j in ledger.jobs] if rung else []
             horizon = 0.0 if policy is None else (
-                2 * policy.decision_interval_s + ledger.sweep_graces.get(sid, policy.stop_grace_s))
+                2 * policy.decision_interval_s + (graces or {}).get(sid, policy.stop_grace_s))
             mine = finish_first(w.max_cost, spent, max_step or 0, trials, finished, pruning=sid in min_steps,
                                 rung=rung, pruned=pruned, warm=_warm(s, sid, spec), horizon_s=horizon,
                                 spot=spec is None or spec.spot_policy != SpotPolicy.ON_DEMAND)

@@ -89,12 +89,13 @@ class Money:
             col(Job.status).not_in(TERMINAL), col(Job.sweep_id).in_(ids))))
         # A live attempt the listing shows ended (daemon away) bills to the cloud's end time from this pass's look.
         seen, every = self._observed, [*rows, *ledger_rows(s, day_start(now), ids), *stored(s, day_start(now), ids)]
+        uploads = upload_times(s)
         ledger = Ledger.build([(as_seen(a, seen.get((a.provider, a.job_id, a.number)), now), sid) for a, sid in every],
-                              now, self.policy, upload_times(s))
-        # uploads are read of live attempts only: a sweep's stop grace is remembered past its trials' ends
-        for sweep, grace in ledger.sweep_graces.items():
-            self._sweep_graces[sweep] = max(grace, self._sweep_graces.get(sweep, 0.0))
-        ledger.sweep_graces.update(self._sweep_graces)
+                              now, self.policy, uploads)
+        for a, sweep in every:  # uploads are read of live attempts: a sweep's grace is remembered past their ends
+            if sweep is not None and (up := uploads.get((a.job_id, a.number))) is not None:
+                self._sweep_graces[sweep] = max(self.policy.for_attempt(up).stop_grace_s,
+                                                self._sweep_graces.get(sweep, 0.0))
         if not ids:
             return ledger, {}
         flying: dict[int, int] = {}
@@ -105,7 +106,7 @@ class Money:
         self._waits, resuming = waits(s, active, ledger, self._max_steps,
                                       {k: r[0].min_steps for k, r in self._rules.items()},
                                       self._spot[0] if self._spot is not None else (),  # the pass's catalog
-                                      self.policy)
+                                      self.policy, self._sweep_graces)
         waiting = set(self._waits)
         for jid, sid in s.exec(select(Job.id, Job.sweep_id).where(col(Job.sweep_id).in_(ids),
                                                                  Job.status == JobStatus.HELD)).all():
