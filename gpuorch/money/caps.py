@@ -319,8 +319,7 @@ class Gate:
     def unaffordable(self, ranked: list[Candidate]) -> Hold:
         """Why none of ``ranked`` may launch: a cap spent for good (no attempt of its scope live,
         and less left than the cheapest launch reserves), or reservations to wait out."""
-        cheapest = min(ranked, key=self.need)
-        need = self.need(cheapest)
+        need = self.need(cheapest := min(ranked, key=self.need))
         for cap in self.caps:
             if cap.spent + need <= cap.limit + EPS:
                 continue
@@ -364,10 +363,11 @@ def _budget_stop(caps: list[Cap], now: datetime, policy: Policy) -> Stop | None:
 
 
 def gate_for(job: Job, spec: JobSpec, sweep: SweepState | None, ledger: Ledger, policy: Policy,
-             prune: str | None = None, wait: str | None = None) -> Gate:
+             prune: str | None = None, wait: str | None = None, runs_on: bool = False) -> Gate:
     """The constraints on ``job`` now: its caps, whether to stop its attempt, whether to hold it.
     ``prune``: why the sweep's pruning rule stops the trial now; ``wait``: why the trial is held
-    for trials ahead of it to finish (gpuorch.sweeps.finish); None: neither."""
+    for trials ahead of it to finish (gpuorch.sweeps.finish); None: neither. ``runs_on``: its
+    attempt finishes on what its stop would take (gpuorch.money.finishing): no budget stop."""
     now, caps, jid = ledger.now, [], job.id or 0
     if jid in ledger.graces:  # a running attempt's stops (budget, deadline, max_duration) use its own grace
         policy = replace(policy, stop_grace_s=ledger.graces[jid])
@@ -377,7 +377,7 @@ def gate_for(job: Job, spec: JobSpec, sweep: SweepState | None, ledger: Ledger, 
         caps.append(Cap(f"sweep {sweep.name} budget", sweep.max_cost, ledger.sweeps.get(sweep.id, Totals()), jid))
     if policy.daily_cap is not None:
         caps.append(Cap("daily budget", policy.daily_cap, ledger.day, jid, daily=True))
-    stop, hold = _budget_stop(caps, now, policy), None
+    stop, hold = None if runs_on else _budget_stop(caps, now, policy), None
     if stop is None and prune is not None:
         stop = Stop(TerminationReason.PRUNED, JobStatus.PRUNED, prune)
     if stop is None and wait is not None and job.status in IN_FLIGHT:

@@ -15,6 +15,7 @@ from gpuorch.clock import aware
 from gpuorch.jobs.spec import JobSpec, SpotPolicy
 from gpuorch.money.caps import IN_FLIGHT, Ledger, Policy
 from gpuorch.money.cost import cost_until, current_price
+from gpuorch.money.finishing import end_of
 from gpuorch.placement import candidates
 from gpuorch.provider.port import Offer
 from gpuorch.store.models import Attempt, Job, JobStatus, Sweep, WarmInstance
@@ -74,6 +75,25 @@ def _span(points: tuple[Point, ...], step: float | None, attempts: list[Attempt]
     if step is not None and step == last[0]:
         lag = max(0.0, sum(cost_until(a, now, now) for a in attempts) - span[3])
     return span, lag
+
+
+def trial_end(s: Session, job: Job, attempt: Attempt, max_step: int | None, upload_s: float | None,
+              policy: Policy) -> datetime | None:
+    """When a trial's running ``attempt`` should exit (``money.finishing.end_of``), where its last
+    step is known: its sweep's ``max_step``, else the highest step a finished trial of the sweep
+    reported (a plain sweep's trials run one command); None before one finished. Its exit waits
+    for its last checkpoint sync: ``upload_s``, its longest seen (none seen: the stop grace's bound).
+    Not the factor a stop's drain allows it (``Policy.for_attempt``): an estimate that proves short
+    costs a shorter drain (``money.finishing``), never money."""
+    if max_step is None:
+        done = s.exec(select(Job.metrics).where(Job.sweep_id == job.sweep_id, Job.status == JobStatus.SUCCEEDED))
+        steps = [st for m in done if m and isinstance(st := json.loads(m).get("step"), int | float)
+                 and not isinstance(st, bool)]
+        if not steps:
+            return None
+        max_step = int(max(steps))
+    exit_s = upload_s if upload_s is not None else policy.stop_grace_s
+    return end_of(parse_history(job.objective_history), max_step, attempt.launched_at, exit_s)
 
 
 def _template(s: Session, sweep_id: int) -> JobSpec | None:

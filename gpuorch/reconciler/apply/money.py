@@ -24,6 +24,7 @@ from gpuorch.jobs import events
 from gpuorch.jobs.spec import JobSpec
 from gpuorch.money.caps import IN_FLIGHT, Gate, Ledger, Policy, SweepState, day_start, gate_for, runway_s
 from gpuorch.money.cost import current_price, price_move, with_price_change
+from gpuorch.money.finishing import over, runs_on, with_drain
 from gpuorch.money.record import as_seen, corrections, reported_end
 from gpuorch.money.storage import ledger_rows as stored  # job volumes' storage, as warm idle time's rows
 from gpuorch.placement import Candidate
@@ -37,7 +38,7 @@ from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, Sweep, 
 from gpuorch.sweeps.finish import for_warm
 from gpuorch.sweeps.metrics import merge_lines, steps_of
 from gpuorch.sweeps.pruning import TrialHistory, extend_history, parse_history, verdict
-from gpuorch.sweeps.waits import waits
+from gpuorch.sweeps.waits import trial_end, waits
 from gpuorch.warm.ledger import ledger_rows
 
 if TYPE_CHECKING:  # the sweep spec's models (0.8 MB) are loaded only once a sweep is active: _rules_of
@@ -65,6 +66,7 @@ class Money:
         self._capped: set[int] = set()  # the active sweeps with a budget, as last loaded
         self._waits: dict[int, str] = {}  # job id -> why it waits for trials ahead (finish first), this ledger
         self._sweep_graces: dict[int, float] = {}  # sweep id -> the longest stop grace its uploads called for
+        self._uploads: Mapping[tuple[int, int], float] = {}  # (job, attempt) -> its longest upload seen, as loaded
         self._no_sweep_done_at: int | None = None  # the store's data_version when finish_sweeps found none done
         # This pass's listing by (provider, job, attempt): the cloud's record of launch and end times.
         self._observed: Mapping[tuple[str, int, int], Instance] = {}
@@ -89,7 +91,7 @@ class Money:
             col(Job.status).not_in(TERMINAL), col(Job.sweep_id).in_(ids))))
         # A live attempt the listing shows ended (daemon away) bills to the cloud's end time from this pass's look.
         seen, every = self._observed, [*rows, *ledger_rows(s, day_start(now), ids), *stored(s, day_start(now), ids)]
-        uploads = upload_times(s)
+        uploads = self._uploads = upload_times(s)
         ledger = Ledger.build([(as_seen(a, seen.get((a.provider, a.job_id, a.number)), now), sid) for a, sid in every],
                               now, self.policy, uploads)
         for a, sweep in every:  # uploads are read of live attempts: a sweep's grace is remembered past their ends
@@ -98,8 +100,7 @@ class Money:
                                                 self._sweep_graces.get(sweep, 0.0))
         if not ids:
             return ledger, {}
-        flying: dict[int, int] = {}
-        held: dict[int, int] = {}
+        flying, held = dict[int, int](), dict[int, int]()
         for sid, n in s.exec(select(Job.sweep_id, func.count()).where(
                 col(Job.sweep_id).in_(ids), col(Job.status).in_(IN_FLIGHT)).group_by(col(Job.sweep_id))).all():
             flying[sid or 0] = n
@@ -121,10 +122,8 @@ class Money:
                    live: AbstractSet[tuple[str, int, int]] = frozenset()) -> None:
         """A new pass; ``observed``: its listing (instances by provider, job and attempt);
         ``live``: the keys of the held jobs' attempts not ended, which their views bill."""
-        self._loaded = None
-        self._histories = {}
-        self._observed = observed if observed is not None else {}
-        self._live = live
+        self._loaded, self._histories = None, {}
+        self._observed, self._live = observed if observed is not None else {}, live
 
     def gate(self, view: JobView, now: datetime, *, lease: bool = False) -> Gate | None:
         """The job's gate; ``lease``: for a run on a warm instance, which a trial waiting for one
@@ -134,8 +133,7 @@ class Money:
         if self._loaded is None or self._loaded[0].now != now:
             with self.store.read() as s:
                 self._loaded = self._load(s, now)
-        ledger, sweeps = self._loaded
-        job = view.job
+        (ledger, sweeps), job = self._loaded, view.job
         prune = self._prune(job) if job.status == JobStatus.RUNNING and job.sweep_id in self._rules else None
         wait = self._waits.get(job.id or 0)
         if wait is not None and lease and for_warm(wait):
@@ -143,8 +141,22 @@ class Money:
         if wait is not None and any(a.row.status.live and a.row.runway_until and a.row.runway_until > now
                                     for a in view.attempts):
             wait = None  # within its runway, as the caps' own check (no hold one pass after a start)
-        gate = gate_for(job, view.spec, sweeps.get(job.sweep_id or -1), ledger, self.policy, prune, wait)
+        sweep = sweeps.get(job.sweep_id or -1)
+        gate = gate_for(job, view.spec, sweep, ledger, self.policy, prune, wait)
+        if over(gate):  # a trial ending before what the money allows runs on, else drains what it allows
+            if runs_on(gate, job.id or 0, self._end(view)):
+                return gate_for(job, view.spec, sweep, ledger, self.policy, prune, wait, runs_on=True)
+            return with_drain(gate, job.id or 0)
         return gate
+
+    def _end(self, view: JobView) -> datetime | None:
+        """When the trial's running attempt should exit (``sweeps.waits.trial_end``); None: not known."""
+        live = [a.row for a in view.attempts if a.row.status in (AttemptStatus.LAUNCHED, AttemptStatus.RUNNING)]
+        if view.job.sweep_id is None or not live:
+            return None
+        with self.store.read() as s:
+            return trial_end(s, view.job, live[-1], self._max_steps.get(view.job.sweep_id),
+                             self._uploads.get((view.job.id or 0, live[-1].number)), self.policy)
 
     # -- pruning ----------------------------------------------------------------------------------
     def _rules_of(self, active: list[Sweep]) -> None:

@@ -24,15 +24,17 @@ def stop_running(view: JobView, current: AttemptView, now: datetime, s: Settings
 
     A job with a checkpoint config and an agent up gets a clean stop (final checkpoint within the
     stop grace, then the instance is terminated); otherwise there is nothing to save and the
-    instance is terminated at once.
+    instance is terminated at once, as it is when the money leaves no grace (the gate's, 0: one
+    that ran on to its estimated end and has not ended, gpuorch.money.finishing).
     """
     stop = view.gate.stop if view.gate is not None else None
     inst = current.instance
     if stop is None or current.row.status == AttemptStatus.REQUESTED or inst is None or not inst.state.alive:
         return GO_ON
     number = current.row.number
-    if view.spec.checkpoint is not None and current.agent is not None:
-        until = now + timedelta(seconds=view.gate.policy.stop_grace_s)  # type: ignore[union-attr]
+    grace = view.gate.policy.stop_grace_s  # type: ignore[union-attr]
+    if view.spec.checkpoint is not None and current.agent is not None and grace > 0:
+        until = now + timedelta(seconds=grace)
         return done(StopCleanly(number, until, stop.reason, stop.job_status, stop.message, stop.not_before),
                     requeue_after=s.poll_s)
     return done(Terminate(number, inst.id), End(number, stop.reason, stop.message, status=current.agent),
