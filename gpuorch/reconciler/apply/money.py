@@ -143,7 +143,7 @@ class Money:
             wait = None  # within its runway, as the caps' own check (no hold one pass after a start)
         sweep = sweeps.get(job.sweep_id or -1)
         gate = gate_for(job, view.spec, sweep, ledger, self.policy, prune, wait)
-        if over(gate):  # a trial ending before what the money allows runs on, else drains what it allows
+        if job.status in IN_FLIGHT and over(gate):  # a trial ending before the money does runs on (money.finishing)
             if runs_on(gate, job.id or 0, self._end(view)):
                 return gate_for(job, view.spec, sweep, ledger, self.policy, prune, wait, runs_on=True)
             return with_drain(gate, job.id or 0)
