@@ -245,7 +245,7 @@ class Reconciler:
                  settings.launch_batch or LAUNCH_BATCH, complete=self.offers.complete,
                  backoff_until=self.backoffs.until, unchanged=self.leases.unchanged)
         self.applier.terminated = set()  # this pass's terminations; `observed` predates them
-        self.money.begin_pass(observed, live)
+        self.money.begin_pass(observed, live, avoid)
         self.memo.begin_pass(p, self.applier.started, self._batched, self.pulls.behind, self._attempts)
         return p
 

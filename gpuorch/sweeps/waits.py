@@ -6,7 +6,7 @@ rule, fresh trials that a whole trial's cost does not fit (``finish.fund_fresh``
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from sqlmodel import Session, col, select
@@ -16,17 +16,18 @@ from gpuorch.jobs.spec import JobSpec, SpotPolicy
 from gpuorch.money.caps import IN_FLIGHT, Ledger, Policy
 from gpuorch.money.cost import cost_until, current_price
 from gpuorch.money.finishing import end_of
-from gpuorch.placement import candidates
+from gpuorch.placement import Candidate, candidates
 from gpuorch.provider.port import Offer
 from gpuorch.store.models import Attempt, Job, JobStatus, Sweep, WarmInstance
 from gpuorch.sweeps.finish import Unfinished, Warm, finish_first, first_rung, fund_fresh, progressed
 from gpuorch.sweeps.pruning import Point, parse_history
 
 TERMINAL = [s for s in JobStatus if s.terminal]
+Avoid = Callable[[Candidate], bool] | None  # the back-offs in force (reconciler.observe.listing.Backoffs)
 
 
 def _trials(s: Session, sweep_id: int, ledger: Ledger, reads: bool = True, offers: Sequence[Offer] = (),
-            spec: JobSpec | None = None) -> tuple[list[Unfinished], list[Unfinished], list[int]]:
+            spec: JobSpec | None = None, avoid: Avoid = None) -> tuple[list[Unfinished], list[Unfinished], list[int]]:
     """The sweep's unfinished trials, its finished ones, and its queued trials with progress;
     ``reads``: with the spend and the time when their steps were read (finish first's estimate),
     from their attempts and histories, and the price each pays now or would on its next start
@@ -39,7 +40,7 @@ def _trials(s: Session, sweep_id: int, ledger: Ledger, reads: bool = True, offer
     trials: list[Unfinished] = []
     finished: list[Unfinished] = []
     resuming = []
-    fresh = _next_price(spec, offers) if spec is not None and reads else None  # a trial's: the sweep's template
+    fresh = _next_price(spec, offers, avoid) if spec is not None and reads else None  # a trial's: the sweep's template
     for jid, status, metrics, history in rows:
         step = json.loads(metrics).get("step") if metrics else None
         step = float(step) if isinstance(step, int | float) and not isinstance(step, bool) else None
@@ -110,10 +111,12 @@ def _parsed(raw: str | None) -> JobSpec | None:
         return None
 
 
-def _next_price(spec: JobSpec, offers: Sequence[Offer]) -> float | None:
+def _next_price(spec: JobSpec, offers: Sequence[Offer], avoid: Avoid = None) -> float | None:
     """USD/h a trial of this spec would pay on its next start: the price of the market placement
-    ranks first among ``offers`` (None: no offer or none fits: the sweep's spend per step then)."""
-    found = candidates(spec, offers, limit=1) if offers else []
+    ranks first among ``offers``, past the back-offs in force (``avoid``: a market that just had no
+    capacity is not where it starts; bench/sweep.py seed 1 priced a start at $0.918/h and ran at
+    $0.9731/h). None: no offer or none fits (the sweep's spend per step then)."""
+    found = candidates(spec, offers, avoid, limit=1) if offers else []
     return found[0].total_price_per_hour if found else None
 
 
@@ -163,8 +166,8 @@ def _work(points: tuple[Point, ...], attempts: list[Attempt],
 
 def waits(s: Session, active: list[Sweep], ledger: Ledger, max_steps: Mapping[int, int],
           min_steps: Mapping[int, int], offers: Sequence[Offer] = (),
-          policy: Policy | None = None,
-          graces: Mapping[int, float] | None = None) -> tuple[dict[int, str], dict[int, set[int]]]:
+          policy: Policy | None = None, graces: Mapping[int, float] | None = None,
+          avoid: Avoid = None) -> tuple[dict[int, str], dict[int, set[int]]]:
     """Job id -> why it waits for trials ahead of it; and per sweep naming ``max_step``
     (``max_steps``), its queued trials with progress (they resume, like held ones). A trial that
     waits keeps no warm instance idle (``reconciler/decide/warm.demand``: its gate holds it).
@@ -172,7 +175,7 @@ def waits(s: Session, active: list[Sweep], ledger: Ledger, max_steps: Mapping[in
     catalog, whose prices a finish's estimate reads (none: the sweep's own spend per step);
     ``policy``: the caps', whose horizon a trial must have left at its end (with the longest stop
     grace the sweep's checkpoint uploads called for, ``graces`` by sweep id, else the bound; None:
-    not counted)."""
+    not counted); ``avoid``: the back-offs in force, which a start's price is read past."""
     out: dict[int, str] = {}
     resuming: dict[int, set[int]] = {}
     for w in active:
@@ -181,7 +184,7 @@ def waits(s: Session, active: list[Sweep], ledger: Ledger, max_steps: Mapping[in
         if w.max_cost is None or (max_step is None and not plain):
             continue
         spec = None if plain else _template(s, sid)
-        trials, finished, queued = _trials(s, sid, ledger, reads=not plain, offers=offers, spec=spec)
+        trials, finished, queued = _trials(s, sid, ledger, reads=not plain, offers=offers, spec=spec, avoid=avoid)
         spent = ledger.sweeps[sid].spent if sid in ledger.sweeps else 0.0
         if plain:  # a fresh trial starts only if a whole trial's cost fits
             mine = fund_fresh(w.max_cost, spent, trials, [t.cost for t in finished], f"sweep {w.name} budget")

@@ -16,8 +16,8 @@ from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
 from tests.kit.sweeps import loss, report, submit, trials
 
 
-def a100(zone: str, spot: float) -> Offer:
-    return Offer(provider="fake", region="r1", zone=zone, instance_type="gpu.a100", gpu="A100-80GB", gpu_count=1,
+def a100(zone: str, spot: float, region: str = "r1") -> Offer:
+    return Offer(provider="fake", region=region, zone=zone, instance_type="gpu.a100", gpu="A100-80GB", gpu_count=1,
                  gpu_memory_gib=80, vcpus=8, memory_gib=64, price_per_hour=4.0, spot_price_per_hour=spot,
                  billing_granularity_s=1, min_billing_s=60)
 
@@ -53,6 +53,7 @@ def test_a_fresh_trial_is_priced_at_the_market_placement_ranks_first_and_an_unre
     the pass's catalog (the cheapest here). A spec this version cannot read prices nothing (the
     sweep's spend per step is used), rather than failing every job's gate in the pass."""
     from gpuorch.jobs.spec import JobSpec
+    from gpuorch.reconciler.observe.listing import backoff_key, keyed_avoid
     from gpuorch.sweeps.waits import _next_price, _parsed
 
     spec = _parsed(JobSpec.model_validate({"name": "t", "run": "true", "resources": {"gpu": "A100:80GB:1"},
@@ -60,4 +61,8 @@ def test_a_fresh_trial_is_priced_at_the_market_placement_ranks_first_and_an_unre
     assert spec is not None
     assert _next_price(spec, [a100("r1-a", 2.40), a100("r1-b", 1.20)]) == 1.20
     assert _next_price(spec, []) is None
+    # past the back-offs in force: a market that just had no capacity is not where it starts
+    offers = [a100("r1-a", 2.40), a100("r1-b", 1.20), a100("r2-a", 1.50, "r2")]
+    backed_off = keyed_avoid(frozenset({backoff_key("fake", "r1", "gpu.a100", True)}))
+    assert _next_price(spec, offers) == 1.20 and _next_price(spec, offers, backed_off) == 1.50
     assert _parsed('{"resources": {"gpu": 7}}') is None

@@ -38,7 +38,7 @@ from gpuorch.store.models import Attempt, AttemptStatus, Job, JobStatus, Sweep, 
 from gpuorch.sweeps.finish import for_warm
 from gpuorch.sweeps.metrics import merge_lines, steps_of
 from gpuorch.sweeps.pruning import TrialHistory, extend_history, parse_history, verdict
-from gpuorch.sweeps.waits import trial_end, waits
+from gpuorch.sweeps.waits import Avoid, trial_end, waits
 from gpuorch.warm.ledger import ledger_rows
 
 if TYPE_CHECKING:  # the sweep spec's models (0.8 MB) are loaded only once a sweep is active: _rules_of
@@ -67,6 +67,7 @@ class Money:
         self._waits: dict[int, str] = {}  # job id -> why it waits for trials ahead (finish first), this ledger
         self._sweep_graces: dict[int, float] = {}  # sweep id -> the longest stop grace its uploads called for
         self._uploads: Mapping[tuple[int, int], float] = {}  # (job, attempt) -> its longest upload seen, as loaded
+        self._avoid: Avoid = None  # the pass's back-offs in force
         self._no_sweep_done_at: int | None = None  # the store's data_version when finish_sweeps found none done
         # This pass's listing by (provider, job, attempt): the cloud's record of launch and end times.
         self._observed: Mapping[tuple[str, int, int], Instance] = {}
@@ -107,7 +108,7 @@ class Money:
         self._waits, resuming = waits(s, active, ledger, self._max_steps,
                                       {k: r[0].min_steps for k, r in self._rules.items()},
                                       self._spot[0] if self._spot is not None else (),  # the pass's catalog
-                                      self.policy, self._sweep_graces)
+                                      self.policy, self._sweep_graces, self._avoid)
         waiting = set(self._waits)
         for jid, sid in s.exec(select(Job.id, Job.sweep_id).where(col(Job.sweep_id).in_(ids),
                                                                  Job.status == JobStatus.HELD)).all():
@@ -119,10 +120,11 @@ class Money:
         return ledger, sweeps
 
     def begin_pass(self, observed: Mapping[tuple[str, int, int], Instance] | None = None,
-                   live: AbstractSet[tuple[str, int, int]] = frozenset()) -> None:
+                   live: AbstractSet[tuple[str, int, int]] = frozenset(), avoid: Avoid = None) -> None:
         """A new pass; ``observed``: its listing (instances by provider, job and attempt);
-        ``live``: the keys of the held jobs' attempts not ended, which their views bill."""
-        self._loaded, self._histories = None, {}
+        ``live``: the keys of the held jobs' attempts not ended, which their views bill; ``avoid``:
+        its back-offs in force (a trial's next start is priced past them)."""
+        self._loaded, self._histories, self._avoid = None, {}, avoid
         self._observed, self._live = observed if observed is not None else {}, live
 
     def gate(self, view: JobView, now: datetime, *, lease: bool = False) -> Gate | None:
