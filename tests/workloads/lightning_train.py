@@ -73,6 +73,8 @@ def main() -> None:
     if trainer.is_global_zero and os.environ.get("GPUORCH_RESULT_FILE"):
         with open(os.environ["GPUORCH_RESULT_FILE"], "w") as f:
             json.dump({"steps": int(trainer.global_step), "first_step": model.first_step, "final_loss": final}, f)
+    if torch.distributed.is_initialized():  # gloo's threads left to interpreter exit aborted a rank once (SIGABRT)
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
