@@ -9,8 +9,8 @@ known (its last step, and its pace in this attempt: ``end_of``) and comes at lea
 what the money left allows (``affordable_end``), it runs on.
 
 Safe by the same bound: at each later look the running check fails again, and either the estimate
-still fits, or the attempt is stopped cleanly with the drain the money left allows (
-``with_drain``: less than its grace once it ran on), or, with no time left for a final checkpoint, terminated at
+still fits, or the attempt is stopped cleanly with the drain the money left allows (``with_drain``:
+less than its grace once it ran on), or, with no time left for a final checkpoint, terminated at
 once (it resumes from its last periodic one). None bills past ``affordable_end``: terminated at a
 look, billing ends there, and a look is at most ``I`` after the one that let it run on, whose
 estimate plus ``I`` fitted. Any other scope's check counts this attempt at its whole horizon, more
