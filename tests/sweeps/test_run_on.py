@@ -12,6 +12,8 @@ look reserves (90 s here), more than the look after a trial's end needs.
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import yaml
 
@@ -59,7 +61,9 @@ def night(store, clock, tmp_path, name: str, objective: dict, seeds: list[int], 
     ({"metric": "loss", "mode": "min", "max_step": STEPS}, [0]),  # the last step named
     ({"metric": "loss", "mode": "min"}, [0, 1]),  # a plain sweep: the first trial's last step
 ])
-def test_a_trial_whose_end_the_money_covers_finishes_rather_than_stopping(store, clock, tmp_path, objective, seeds):
+def test_a_trial_whose_end_the_money_covers_finishes_rather_than_stopping(store, clock, tmp_path, objective, seeds,
+                                                                          caplog):
+    caplog.set_level(logging.INFO, logger="gpuorch.reconciler")
     sid, free, _ = night(store, clock, tmp_path, "free", objective, seeds, None)
     assert [t.status for t in free] == [JobStatus.SUCCEEDED] * len(seeds)
     cost = report(store, sid, clock)["spent"]
@@ -71,3 +75,4 @@ def test_a_trial_whose_end_the_money_covers_finishes_rather_than_stopping(store,
     assert all(a.reason is None or a.reason.value == "succeeded" for t in capped for a in attempts(store, t.id)
                if a.number > 0)  # one attempt each, never stopped
     assert fake.live_instances() == []
+    assert any("runs on to its estimated end" in r.getMessage() for r in caplog.records)  # the log says why

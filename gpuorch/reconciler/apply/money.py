@@ -138,15 +138,15 @@ class Money:
         (ledger, sweeps), job = self._loaded, view.job
         prune = self._prune(job) if job.status == JobStatus.RUNNING and job.sweep_id in self._rules else None
         wait = self._waits.get(job.id or 0)
-        if wait is not None and lease and for_warm(wait):
-            wait = None
-        if wait is not None and any(a.row.status.live and a.row.runway_until and a.row.runway_until > now
-                                    for a in view.attempts):
-            wait = None  # within its runway, as the caps' own check (no hold one pass after a start)
+        if wait is not None and ((lease and for_warm(wait)) or any(
+                a.row.status.live and a.row.runway_until and a.row.runway_until > now for a in view.attempts)):
+            wait = None  # a run on the warm instance it waits for; within its runway, as the caps' own check
         sweep = sweeps.get(job.sweep_id or -1)
         gate = gate_for(job, view.spec, sweep, ledger, self.policy, prune, wait)
         if job.status in IN_FLIGHT and over(gate):  # a trial ending before the money does runs on (money.finishing)
-            if runs_on(gate, job.id or 0, self._end(view)):
+            if runs_on(gate, job.id or 0, end := self._end(view)):
+                log.info("job %s runs on to its estimated end (%s): the money left covers it, not a stop's horizon",
+                         job.id, f"{end:%H:%M:%S}")
                 return gate_for(job, view.spec, sweep, ledger, self.policy, prune, wait, runs_on=True)
             return with_drain(gate, job.id or 0)
         return gate
