@@ -3,7 +3,9 @@ from __future__ import annotations
 import pytest
 
 from gpuorch.errors import UserInputError
+from gpuorch.jobs.lifetime import duration_text
 from gpuorch.jobs.spec import GpuRequirement, SpotPolicy, load_spec, parse_spec
+from gpuorch.units import parse_duration_s
 
 BASE = {"name": "ft", "run": "python train.py"}
 
@@ -167,3 +169,35 @@ def fields_sets(m: object, path: str = "") -> dict[str, set[str]]:
             if isinstance(x, BaseModel):
                 out.update(fields_sets(x, f"{path}.{name}[{k}]"))
     return out
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("90", 90.0), ("10m", 600.0), ("1.5h", 5400.0), ("1h30m", 5400.0), ("2h 15m", 8100.0), ("1m30s", 90.0),
+    ("1d12h", 129600.0), ("1h30min", 5400.0), ("1s500ms", 1.5),
+])
+def test_durations_read_as_written_including_the_compound_form_limits_print_in(text, seconds):
+    assert parse_duration_s(text) == seconds
+    assert parse_duration_s(duration_text(seconds)) == round(seconds)  # what status prints reads back
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("30m1h", "write it like 30s, 10m, 2h or 1h30m"), ("1h1h", "1h30m"), ("1h30", "1h30m"), ("1h-5m", "1h30m"),
+    ("-5m", "is negative; write 0s or more"), ("", "cannot read duration"), ("1e3s", "cannot read duration"),
+])
+def test_unreadable_durations_say_how_to_write_one(text, words):
+    with pytest.raises(ValueError) as e:
+        parse_duration_s(text)
+    assert words in str(e.value)
+
+
+@pytest.mark.parametrize(("data", "line"), [
+    ({**BASE, "keep_warm": "25h"}, "job.yaml: keep_warm: must be at most 24h; lower it"),
+    ({**BASE, "max_duration": "0s"}, "job.yaml: max_duration: must be greater than 0s; raise it"),
+    ({**BASE, "checkpoint": {"store": "file:///x", "interval": "99999d"}},
+     "job.yaml: checkpoint.interval: must be at most 87840h; lower it"),
+    ({**BASE, "resources": {"cpus": 10**9}}, "job.yaml: resources.cpus: must be at most 4096; lower it"),
+])
+def test_a_duration_s_bound_is_written_as_a_duration_and_other_bounds_as_numbers(data, line):
+    with pytest.raises(UserInputError) as e:
+        parse_spec(data, "job.yaml")
+    assert str(e.value) == line

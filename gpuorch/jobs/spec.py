@@ -10,7 +10,7 @@ import re
 from datetime import UTC, date, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
@@ -19,11 +19,12 @@ from gpuorch.bounds import Integer, Number, Usd, describe_bound
 from gpuorch.errors import UserInputError, field_path
 from gpuorch.jobs import validate as v_
 from gpuorch.jobs.gpu_request import GpuRequirement, Strict
-from gpuorch.jobs.lifetime import Lifetime, Seconds  # kind, max_duration, idle_stop: JobSpec's lifetime
+from gpuorch.jobs.lifetime import Lifetime, Seconds, duration_text  # Lifetime: kind, max_duration, idle_stop
 from gpuorch.jobs.volume_spec import Gib, VolumeRequest  # re-exported: VolumeRequest lived here
 from gpuorch.notify.kinds import NotifySpec
 from gpuorch.policy.recovery import get_strategy
 from gpuorch.sizing.workload import SHARDED, Distributed, Workload
+from gpuorch.units import parse_duration_s
 
 if TYPE_CHECKING:
     from gpuorch.checkpoint.url import StoreUrl
@@ -285,7 +286,8 @@ _FIX_HINTS = {
 }
 
 
-def _format_error(err: ErrorDetails, source: str) -> str:
+def _format_error(err: ErrorDetails, source: str, root: type[BaseModel] | None = None) -> str:
+    """One line naming the field of ``root`` (the model validated: the job spec's unless named) and the fix."""
     path = err["loc"][:-2] if err["loc"][-1:] == ("[key]",) else err["loc"]  # a bad key: its message names it
     loc = field_path(path) or "(top level)"
     if not err["loc"] and str(err["msg"]).startswith("Value error, "):  # a model-level check names its field
@@ -294,10 +296,25 @@ def _format_error(err: ErrorDetails, source: str) -> str:
     if kind == "extra_forbidden":
         msg = _FIX_HINTS[kind]
     elif kind in _FIX_HINTS:
-        msg = _FIX_HINTS[kind].format(**{k: describe_bound(b) for k, b in err.get("ctx", {}).items()})
+        shown = duration_text if _is_duration(root or JobSpec, path) else describe_bound  # 24h, not 86400
+        msg = _FIX_HINTS[kind].format(**{k: shown(b) for k, b in err.get("ctx", {}).items()})
     else:
         msg = str(err["msg"]).removeprefix("Value error, ")
     return f"{source}: {loc}: {msg}"
+
+
+def _is_duration(model: type[BaseModel], loc: tuple[int | str, ...]) -> bool:
+    """Whether ``loc`` names a duration field of ``model`` (``Seconds``: its bounds are seconds)."""
+    meta: list[Any] = []
+    inner: type[BaseModel] | None = model
+    for key in loc:
+        field = inner.model_fields.get(key) if inner is not None and isinstance(key, str) else None
+        if field is None:
+            return False
+        members = get_args(field.annotation) or (field.annotation,)  # X | None: its members
+        meta = [*field.metadata, *(m for t in members for m in getattr(t, "__metadata__", ()))]
+        inner = next((t for t in members if isinstance(t, type) and issubclass(t, BaseModel)), None)
+    return any(getattr(m, "func", None) is parse_duration_s for m in meta)
 
 
 def parse_spec(data: Any, source: str = "job spec") -> JobSpec:

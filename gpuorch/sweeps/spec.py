@@ -291,7 +291,7 @@ def parse_sweep(data: Any, source: str, now: datetime, base: Path | None = None,
         err = e.errors()[0]
         if not err["loc"] and str(err["msg"]).startswith("Value error, "):  # a model-level check names its field
             raise UserInputError(f"{source}: {str(err['msg']).removeprefix('Value error, ')}") from None
-        raise UserInputError(_format_error(err, source)) from None
+        raise UserInputError(_format_error(err, source, SweepSpec)) from None
     if spec.deadline is not None and spec.deadline <= now:
         raise UserInputError(f"{source}: deadline: {spec.deadline:%Y-%m-%d %H:%M} UTC is in the past; give a later "
                              "time or a duration like 8h")

@@ -28,10 +28,10 @@ def no_jobs() -> bool:
 
 @pytest.mark.parametrize(("option", "value", "words"), [
     ("--idle-stop", "-5m", "--idle-stop (idle_stop)"),
-    ("--idle-stop", "soon", "write it like 30s, 10m or 2h"),
+    ("--idle-stop", "soon", "write it like 30s, 10m, 2h or 1h30m"),
     ("--idle-stop", "0", "must be greater than 0"),
     ("--max-duration", "-2h", "--max-duration (max_duration)"),
-    ("--max-duration", "two hours", "write it like 30s, 10m or 2h"),
+    ("--max-duration", "two hours", "write it like 30s, 10m, 2h or 1h30m"),
 ])
 def test_a_bad_duration_of_gpuorch_dev_is_one_line_and_nothing_is_stored(option, value, words):
     r = cli("dev", "box", option, value)
@@ -48,7 +48,7 @@ def test_gpu_and_model_together_are_refused():
 
 
 @pytest.mark.parametrize(("extra", "words"), [
-    ({"max_duration": "-1h"}, "max_duration: cannot read duration '-1h'; write it like 30s, 10m or 2h"),
+    ({"max_duration": "-1h"}, "max_duration: duration '-1h' is negative; write 0s or more"),
     ({"max_duration": -3600}, "max_duration: duration must not be negative"),
     ({"max_duration": "forever"}, "max_duration: cannot read duration 'forever'"),
     ({"idle_stop": "30m"}, "idle_stop: only a dev box (kind: dev, gpuorch dev) stops when idle"),
