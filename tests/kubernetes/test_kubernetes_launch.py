@@ -12,11 +12,12 @@ import math
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
-from k8s_harness import cluster
+from k8s_harness import NODES, cluster
 
 from gpuorch.errors import NoCapacityError, NotFoundError, QuotaError, UserInputError
 from gpuorch.provider.port import LaunchRequest
@@ -38,7 +39,18 @@ def request(p: KubernetesProvider, itype: str = "T4x1", attempt: int = 1) -> Lau
     return LaunchRequest(job_id=5, attempt=attempt, offer=offer, spot=False, owner="inst1")
 
 
-def test_a_409_on_create_adopts_the_pod_already_there(k8s, tmp_path: Path, monkeypatch) -> None:
+@pytest.fixture
+def roomy(tmp_path: Path):
+    """A cluster whose T4 node has room for two pods: the other daemon's pod, once the fake
+    kubelet binds it, leaves the capacity check room (with one T4 it failed there in a CI run
+    under load: the other pod was bound first, and no create was sent)."""
+    nodes = tuple(replace(n, gpus=2) if n.product == "Tesla-T4" else n for n in NODES)
+    with cluster(tmp_path, nodes) as c:
+        yield c
+
+
+def test_a_409_on_create_adopts_the_pod_already_there(roomy, tmp_path: Path, monkeypatch) -> None:
+    k8s = roomy
     p = KubernetesProvider.from_config(k8s.options(), tmp_path / "a")
     other = KubernetesProvider.from_config(k8s.options(), tmp_path / "b")  # another daemon of the installation
     req = request(p)
