@@ -42,12 +42,13 @@ from dataclasses import dataclass, replace
 EVIDENCE = 0.1  # share of max_step a running trial must have done before its rate counts, unless timed
 RESUME_MARGIN = 1.1  # a trial not running starts only if 10% more than its estimate fits
 FOR_WARM = "; this trial starts there sooner than a boot would finish, and without paying one"
+IN_TURN = "; this trial starts on a running trial's instance when it ends, without paying a boot"
 
 
 def for_warm(why: str) -> bool:
     """Whether a trial waits (``finish_first``'s reason) for a warm instance of its sweep: the
     instance, once ready, is kept for it (``reconciler/apply/warm``), not released as unwanted."""
-    return why.endswith(FOR_WARM)
+    return why.endswith((FOR_WARM, IN_TURN))
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,7 @@ def _timed(ran: Sequence[Unfinished]) -> tuple[float | None, float]:
 def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[Unfinished],
                  finished: Sequence[Unfinished] = (), *, pruning: bool = False,
                  rung: int | None = None, pruned: Sequence[float] = (), warm: Warm | None = None,
-                 horizon_s: float = 0.0, spot: bool = False) -> dict[int, str]:
+                 horizon_s: float = 0.0, spot: bool = False, time_left_s: float | None = None) -> dict[int, str]:
     """Job id -> why it waits: the trials the money cannot carry to ``max_step`` after the ones
     before them (see the module docstring); ``finished``: the sweep's succeeded trials, whose
     spend per step informs the estimate. Empty while nothing can be estimated. With ``pruning``
@@ -188,7 +189,8 @@ def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[
     started cold 18 s before the first's instance came free, and was held at step 10 for want of
     about its boot's cost). ``horizon_s``: what the caps keep reserved for a running attempt
     (``money.caps``: ``H``); ``spot``: the trials may run on spot. What a trial must leave beyond
-    its finish: :func:`_cushion`."""
+    its finish: :func:`_cushion`. ``time_left_s``: to the sweep's deadline (None: none), which
+    decides whether a fresh trial the money funds boots now or waits its turn (:func:`in_turn`)."""
     est = estimate(max_step, trials, finished)
     if est is None:
         return unestimated(max_step, trials)
@@ -200,6 +202,7 @@ def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[
     need = reserve = spent
     first = True  # nothing counted ahead yet
     slots = _slots(est, order, warm or Warm(), max_step)
+    fresh_left = sum(1 for t in order if not (t.running or t.held or progressed(t)))
     for t in order:
         to_rung = t.job_id in early and rung is not None
         target = rung if to_rung and rung is not None else max_step
@@ -208,6 +211,7 @@ def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[
         if to_rung and pruned:  # what getting to a rung cost the trials that ended there
             left = max(left, sum(pruned) / len(pruned) - t.cost)
         fresh = not t.running and not t.held and not progressed(t)
+        fresh_left -= fresh
         free = (first and t.running) or (t.job_id in early and (t.running or rung is None))
         why = None
         if (reserve if fresh else need) + left + _cushion(est, t, left, first, spot, horizon_s) > max_cost and not free:
@@ -217,6 +221,9 @@ def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[
                 est, t, 0.0, first, spot, horizon_s) > max_cost:  # its horizon, and with none ahead a start more
             why = f"could not also finish this trial (about ${whole:.2f}) if the rule let it past the first rung"
         if why is None:
+            if fresh and not on_warm and not pruning and (turn := in_turn(
+                    est, t, order, max_cost - need, fresh_left + 1, max_step, warm or Warm(), time_left_s)):
+                out[t.job_id] = turn
             need, reserve, first = need + left, reserve + left * RESUME_MARGIN, False
             if on_warm and slot is not None:
                 slots.pop(0)
@@ -228,6 +235,31 @@ def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[
         if not fresh and need + left <= max_cost:  # held for its margin only: the money stays its own
             need, reserve = need + left, reserve + left * RESUME_MARGIN
     return out
+
+
+def in_turn(est: Estimate, t: Unfinished, order: Sequence[Unfinished], money: float, fresh: int, max_step: int,
+            warm: Warm, time_left_s: float | None) -> str | None:
+    """Why fresh ``t``, which the ``money`` left after the trials ahead funds, waits to start on
+    the instance of a running trial of the sweep when it ends, kept warm for it, instead of
+    booting one now (None: it boots). Where the money, not the deadline, limits the sweep (it
+    funds fewer whole trials than the ``fresh`` ones left, this one included, and twice the time
+    to run those it funds one after another, after the running ones, is before the deadline),
+    running more at once buys nothing the cap lets the sweep use, and each boots an instance and
+    is preempted with the others of its market: --small-cap seed 21, a second trial booted five
+    minutes after the first in its zone, both lost there, and the $0.04 it cost was the third
+    trial's margin; run in turn, seeds 3 and 21 finish three. Only while a trial runs, whose
+    instance its sweep keeps warm (``warm.keeps``), and where the time a step takes is known."""
+    running = [x for x in order if x.running]
+    whole = est.left(t, max_step)
+    if not warm.keeps or not running or est.step_s is None or whole <= 0:
+        return None
+    funds = int(max(0.0, money) // whole)
+    ahead_s = max((max_step - (x.step or 0.0)) * est.step_s for x in running)
+    serial_s = ahead_s + funds * (max_step * est.step_s + est.start_s)
+    if funds >= fresh or (time_left_s is not None and 2 * serial_s > time_left_s):
+        return None
+    return (f"waiting: the cap funds about {funds} more trial{'s' if funds != 1 else ''} and the deadline leaves time "
+            f"to run them one after another{IN_TURN}")
 
 
 def _slots(est: Estimate, order: Sequence[Unfinished], warm: Warm, max_step: int) -> list[tuple[float, str | None]]:

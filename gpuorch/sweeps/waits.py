@@ -202,6 +202,8 @@ def waits(s: Session, active: list[Sweep], ledger: Ledger, max_steps: Mapping[in
                 2 * policy.decision_interval_s + (graces or {}).get(sid, policy.stop_grace_s))
             mine = finish_first(w.max_cost, spent, max_step or 0, trials, finished, pruning=sid in min_steps,
                                 rung=rung, pruned=pruned, warm=_warm(s, sid, spec), horizon_s=horizon,
-                                spot=spec is None or spec.spot_policy != SpotPolicy.ON_DEMAND)
+                                spot=spec is None or spec.spot_policy != SpotPolicy.ON_DEMAND,
+                                time_left_s=None if (end := aware(w.deadline)) is None else (
+                                    end - ledger.now).total_seconds())
         out.update(mine)
     return out, resuming

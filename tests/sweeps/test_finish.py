@@ -7,6 +7,8 @@ build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembl
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gpuorch.money.caps import Policy
 from gpuorch.reconciler import Reconciler
 from gpuorch.store.models import JobStatus
@@ -370,3 +372,38 @@ def test_with_no_trial_ahead_a_spot_start_keeps_one_more_start_and_every_start_t
     running = Unfinished(2, True, False, 100, 0.2, span=(50, 0.10, 100, 0.2), work=(50, 0.08), work_s=300.0,
                          first_s=500.0, price=0.918)
     assert finish_first(0.2 + est.left(running, 700), 0.2, 700, [running], [done], horizon_s=120, spot=True) == {}
+
+
+def test_where_the_money_not_the_deadline_limits_the_sweep_a_fresh_trial_waits_its_turn_on_a_warm_instance():
+    """bench/sweep.py --small-cap seed 21 (max_step): a second trial booted five minutes after the
+    first, in its zone; both were lost there without notice, and the $0.04 the second had cost was
+    the margin the third trial lacked. Where the cap funds fewer whole trials than are left and the
+    deadline leaves twice the time to run those one after another, a fresh trial that the money
+    funds waits for a running trial's instance (kept warm for it: ``for_warm``) instead of booting."""
+    from gpuorch.sweeps.finish import IN_TURN, Warm, estimate, for_warm
+
+    # a step takes 6 s and a start 60 s at $0.97/h; trial 1 is at step 20 of 100
+    lead = Unfinished(1, True, False, 20, 0.05, span=(10, 0.03, 20, 0.0462), work=(10, 0.0162), work_s=60.0,
+                      first_s=120.0, price=0.97)
+    fresh = [Unfinished(i, False, False, None, 0.0, price=0.97) for i in (2, 3, 4)]
+    est = estimate(100, [lead, *fresh])
+    whole, ahead = est.left(fresh[0], 100), est.left(lead, 100)
+    cap = 0.05 + ahead + 2.5 * whole  # funds two more whole trials, not three
+    keeps, hours = Warm(keeps=True), 10 * 3600.0
+    why = finish_first(cap, 0.05, 100, [lead, *fresh], warm=keeps, time_left_s=hours)
+    assert for_warm(why[2]) and why[2].endswith(IN_TURN) and "funds about 2 more trials" in why[2], why
+    assert for_warm(why[3]) and "funds about 1 more trial " in why[3], why
+    assert not for_warm(why[4]) and "cannot also finish this trial" in why[4], why  # the money's wait, as before
+    # the money funds every trial left: they boot now, in parallel
+    assert finish_first(0.05 + ahead + 3.5 * whole, 0.05, 100, [lead, *fresh], warm=keeps, time_left_s=hours) == {}
+    # the deadline needs two at once (twice the time one after another is past it): trial 2 boots
+    serial_s = (100 - 20) * 6.0 + 2 * (100 * 6.0 + 60.0)
+    why = finish_first(cap, 0.05, 100, [lead, *fresh], warm=keeps, time_left_s=2 * serial_s - 1)
+    assert 2 not in why and for_warm(why[3]), why
+    assert set(finish_first(cap, 0.05, 100, [lead, *fresh], warm=keeps, time_left_s=2 * serial_s + 1)) == {2, 3, 4}
+    # no trial running (nothing to wait for), no warm capacity kept, or a pruning rule (trials are
+    # compared at its rungs): they boot
+    assert set(finish_first(cap, 0.05, 100, fresh, [replace(lead, running=False)], warm=keeps)) == {4}
+    assert set(finish_first(cap, 0.05, 100, [lead, *fresh], time_left_s=hours)) == {4}
+    assert not any(for_warm(w) for w in finish_first(cap, 0.05, 100, [lead, *fresh], pruning=True, rung=50,
+                                                      warm=keeps, time_left_s=hours).values())
