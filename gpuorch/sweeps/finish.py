@@ -185,12 +185,10 @@ def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[
     ``warm``: the sweep's warm capacity. A trial not running that an idle warm instance of the
     sweep can take is estimated without a start, at that instance's price; one that an instance
     being readied, or a running trial ending sooner than a start takes, would free waits for it:
-    it starts sooner than a boot would finish, and pays none (--small-cap seed 11: a third trial
-    started cold 18 s before the first's instance came free, and was held at step 10 for want of
-    about its boot's cost). ``horizon_s``: what the caps keep reserved for a running attempt
-    (``money.caps``: ``H``); ``spot``: the trials may run on spot. What a trial must leave beyond
-    its finish: :func:`_cushion`. ``time_left_s``: to the sweep's deadline (None: none), which
-    decides whether a fresh trial the money funds boots now or waits its turn (:func:`in_turn`)."""
+    it starts sooner than a boot would finish, and pays none (--small-cap seed 11: a third trial started
+    cold 18 s before the first's instance came free, held at step 10 for want of about its boot's
+    cost). ``horizon_s``: the caps' reservation of a running attempt (``money.caps``: ``H``); ``spot``:
+    trials may run on spot (a trial's cushion: :func:`_cushion`); ``time_left_s``: to the deadline."""
     est = estimate(max_step, trials, finished)
     if est is None:
         return unestimated(max_step, trials)
@@ -202,7 +200,6 @@ def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[
     need = reserve = spent
     first = True  # nothing counted ahead yet
     slots = _slots(est, order, warm or Warm(), max_step)
-    fresh_left = sum(1 for t in order if not (t.running or t.held or progressed(t)))
     for t in order:
         to_rung = t.job_id in early and rung is not None
         target = rung if to_rung and rung is not None else max_step
@@ -211,7 +208,6 @@ def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[
         if to_rung and pruned:  # what getting to a rung cost the trials that ended there
             left = max(left, sum(pruned) / len(pruned) - t.cost)
         fresh = not t.running and not t.held and not progressed(t)
-        fresh_left -= fresh
         free = (first and t.running) or (t.job_id in early and (t.running or rung is None))
         why = None
         if (reserve if fresh else need) + left + _cushion(est, t, left, first, spot, horizon_s) > max_cost and not free:
@@ -221,8 +217,8 @@ def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[
                 est, t, 0.0, first, spot, horizon_s) > max_cost:  # its horizon, and with none ahead a start more
             why = f"could not also finish this trial (about ${whole:.2f}) if the rule let it past the first rung"
         if why is None:
-            if fresh and not on_warm and not pruning and (turn := in_turn(
-                    est, t, order, max_cost - need, fresh_left + 1, max_step, warm or Warm(), time_left_s)):
+            if fresh and not on_warm and not pruning and (
+                    turn := in_turn(est, t, order, max_cost - need, max_step, warm or Warm(), time_left_s)):
                 out[t.job_id] = turn
             need, reserve, first = need + left, reserve + left * RESUME_MARGIN, False
             if on_warm and slot is not None:
@@ -237,12 +233,12 @@ def finish_first(max_cost: float, spent: float, max_step: int, trials: Sequence[
     return out
 
 
-def in_turn(est: Estimate, t: Unfinished, order: Sequence[Unfinished], money: float, fresh: int, max_step: int,
+def in_turn(est: Estimate, t: Unfinished, order: Sequence[Unfinished], money: float, max_step: int,
             warm: Warm, time_left_s: float | None) -> str | None:
     """Why fresh ``t``, which the ``money`` left after the trials ahead funds, waits to start on
     the instance of a running trial of the sweep when it ends, kept warm for it, instead of
     booting one now (None: it boots). Where the money, not the deadline, limits the sweep (it
-    funds fewer whole trials than the ``fresh`` ones left, this one included, and twice the time
+    funds fewer whole trials than the fresh ones left in ``order``, this one included, and twice the time
     to run those it funds one after another, after the running ones, is before the deadline),
     running more at once buys nothing the cap lets the sweep use, and each boots an instance and
     is preempted with the others of its market: --small-cap seed 21, a second trial booted five
@@ -254,6 +250,8 @@ def in_turn(est: Estimate, t: Unfinished, order: Sequence[Unfinished], money: fl
     if not warm.keeps or not running or est.step_s is None or whole <= 0:
         return None
     funds = int(max(0.0, money) // whole)
+    at = [x.job_id for x in order].index(t.job_id)
+    fresh = sum(1 for x in order[at:] if not (x.running or x.held or progressed(x)))
     ahead_s = max((max_step - (x.step or 0.0)) * est.step_s for x in running)
     serial_s = ahead_s + funds * (max_step * est.step_s + est.start_s)
     if funds >= fresh or (time_left_s is not None and 2 * serial_s > time_left_s):
