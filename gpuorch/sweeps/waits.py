@@ -1,7 +1,7 @@
 """Which trials of the active capped sweeps wait for money, read from the store and the money
 ledger (the reconciler's ``Money`` loads it once per ledger): finish first for a sweep naming its
 trials' last step (``finish.finish_first``), and for one naming neither a last step nor a pruning
-rule, fresh trials that a whole trial's cost does not fit (``finish.fund_fresh``)."""
+rule, fresh trials that a whole trial's cost does not fit (``plain.fund_fresh``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from gpuorch.money.finishing import end_of
 from gpuorch.placement import Candidate, candidates
 from gpuorch.provider.port import Offer
 from gpuorch.store.models import Attempt, Job, JobStatus, Sweep, WarmInstance
-from gpuorch.sweeps.finish import Unfinished, Warm, finish_first, first_rung, fund_fresh, progressed
+from gpuorch.sweeps.finish import Unfinished, Warm, finish_first, first_rung, progressed
+from gpuorch.sweeps.plain import fund_fresh
 from gpuorch.sweeps.pruning import Point, parse_history
 
 TERMINAL = [s for s in JobStatus if s.terminal]

@@ -147,7 +147,7 @@ def test_under_a_pruning_rule_fresh_trials_take_only_what_the_leaders_finish_lea
 def test_a_plain_capped_sweep_starts_a_fresh_trial_only_if_a_whole_trial_fits():
     """bench/sweep.py --small-cap: with three trials' money gone but $0.07, a fourth trial started,
     was held, and its spend was wasted; a finished trial said what one costs ($0.19)."""
-    from gpuorch.sweeps.finish import fund_fresh
+    from gpuorch.sweeps.plain import fund_fresh
 
     def u(i, running=False, held=False, step=None, cost=0.0):
         return Unfinished(i, running, held, step, cost)
