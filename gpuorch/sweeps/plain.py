@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpuorch.sweeps.finish import RESUME_MARGIN, Unfinished, progressed
+from gpuorch.sweeps.finish import IN_TURN, RESUME_MARGIN, Unfinished, Warm, progressed
 
 
 def fund_fresh(max_cost: float, spent: float, trials: Sequence[Unfinished], finished: Sequence[float],
@@ -35,3 +35,44 @@ def fund_fresh(max_cost: float, spent: float, trials: Sequence[Unfinished], fini
         else:
             need += max(0.0, per - t.cost)
     return out
+
+
+
+def in_turn(max_cost: float, spent: float, trials: Sequence[Unfinished], finished: Sequence[float], warm: Warm,
+            time_left_s: float | None, scope: str = "sweep budget") -> dict[int, str]:
+    """Job id -> why a fresh trial of a plain capped sweep waits for the trial ahead of it to end
+    instead of starting now: one trial at a time, each after the first on its predecessor's
+    instance where trials keep theirs warm (``warm.keeps``: kept for it, ``finish.for_warm``).
+
+    Where the money, not the deadline, limits the sweep, running trials at once buys nothing the
+    cap lets the sweep use: each pays a boot, trials at once are preempted together in one market,
+    and before a trial has finished what one costs is not known, so the ones started together are
+    started blind (bench/sweep.py --small-cap seed 21: a second trial booted five minutes after
+    the first, in its zone, both lost there without notice; then three at once, the third held
+    for good, 23 % of the spend wasted). The deadline does not need trials at once where twice the
+    time the money left buys on one instance, at the lowest price a trial pays or would, is before
+    it (or there is none). The money limits the sweep where it funds fewer whole trials
+    (``finished``: what each cost) than are fresh, after what the trials ahead still need; before
+    any trial has finished, it may. A trial is ahead while it runs, or waits to start again (progress
+    or spend, not held), and so is a warm instance of the sweep being readied (kept for the trial
+    that waits); as many fresh trials as the sweep has idle warm instances start (on them), else,
+    with none ahead, the first.
+    Trials ``fund_fresh`` holds are counted as fresh (the caller keeps its reasons)."""
+    fresh = sorted(t.job_id for t in trials if not (t.running or t.held or progressed(t)) and t.cost <= 0)
+    prices = [t.price for t in trials if t.price]
+    money = max(0.0, max_cost - spent)
+    if not fresh or not prices or (time_left_s is not None and 2 * money * 3600 / min(prices) > time_left_s):
+        return {}
+    if finished:
+        per = sum(finished) / len(finished)
+        funds = int(max(0.0, money - sum(max(0.0, per - t.cost) for t in trials if t.job_id not in fresh)) // per)
+        if funds >= len(fresh):
+            return {}
+        why = f"the {scope} funds about {funds} more trial{'s' if funds != 1 else ''}, fewer than are left"
+    else:
+        why = f"what a trial costs is not known before one finishes, and the ${money:.2f} left is paid on one instance"
+    when = "the deadline leaves time to run" if time_left_s is not None else "with no deadline, the sweep runs"
+    ahead = warm.readying or any(t.running or not t.held and (progressed(t) or t.cost > 0) for t in trials)
+    starts = len(warm.idle) or (0 if ahead else 1)  # on the idle warm instances, else the first if none is ahead
+    then = IN_TURN if warm.keeps else "; this trial starts when the trial ahead of it ends"
+    return {j: f"waiting: {why}; {when} trials one after another{then}" for j in fresh[starts:]}

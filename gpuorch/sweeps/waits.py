@@ -20,33 +20,33 @@ from gpuorch.placement import Candidate, candidates
 from gpuorch.provider.port import Offer
 from gpuorch.store.models import Attempt, Job, JobStatus, Sweep, WarmInstance
 from gpuorch.sweeps.finish import Unfinished, Warm, finish_first, first_rung, progressed
-from gpuorch.sweeps.plain import fund_fresh
+from gpuorch.sweeps.plain import fund_fresh, in_turn
 from gpuorch.sweeps.pruning import Point, parse_history
 
 TERMINAL = [s for s in JobStatus if s.terminal]
 Avoid = Callable[[Candidate], bool] | None  # the back-offs in force (reconciler.observe.listing.Backoffs)
 
 
-def _trials(s: Session, sweep_id: int, ledger: Ledger, reads: bool = True, offers: Sequence[Offer] = (),
+def _trials(s: Session, sweep_id: int, ledger: Ledger, offers: Sequence[Offer] = (),
             spec: JobSpec | None = None, avoid: Avoid = None) -> tuple[list[Unfinished], list[Unfinished], list[int]]:
-    """The sweep's unfinished trials, its finished ones, and its queued trials with progress;
-    ``reads``: with the spend and the time when their steps were read (finish first's estimate),
-    from their attempts and histories, and the price each pays now or would on its next start
+    """The sweep's unfinished trials, its finished ones, and its queued trials with progress,
+    with the spend and the time when their steps were read (finish first's estimate), from their
+    attempts and histories, and the price each pays now or would on its next start
     (the first of ``offers`` placement would take for ``spec``, a trial's; none: not known)."""
     rows = s.exec(select(Job.id, Job.status, Job.metrics, Job.objective_history).where(
         Job.sweep_id == sweep_id, col(Job.status).not_in([t for t in TERMINAL if t != JobStatus.SUCCEEDED]))).all()
     attempts: dict[int, list[Attempt]] = {}
-    for a in s.exec(select(Attempt).where(col(Attempt.job_id).in_([r[0] for r in rows]))) if reads else ():
+    for a in s.exec(select(Attempt).where(col(Attempt.job_id).in_([r[0] for r in rows]))):
         attempts.setdefault(a.job_id, []).append(a)
     trials: list[Unfinished] = []
     finished: list[Unfinished] = []
     resuming = []
-    fresh = _next_price(spec, offers, avoid) if spec is not None and reads else None  # a trial's: the sweep's template
+    fresh = _next_price(spec, offers, avoid) if spec is not None else None  # a trial's: the sweep's template
     for jid, status, metrics, history in rows:
         step = json.loads(metrics).get("step") if metrics else None
         step = float(step) if isinstance(step, int | float) and not isinstance(step, bool) else None
         spent = ledger.jobs[jid].spent if jid in ledger.jobs else 0.0
-        points, mine = parse_history(history) if reads else (), attempts.get(jid or 0, [])
+        points, mine = parse_history(history), attempts.get(jid or 0, [])
         span, lag = _span(points, step, mine, ledger.now)
         work, work_s = _work(points, mine, ledger.now)
         live = [a for a in mine if a.ended_at is None and a.launched_at is not None]
@@ -184,11 +184,15 @@ def waits(s: Session, active: list[Sweep], ledger: Ledger, max_steps: Mapping[in
         plain = max_step is None and sid not in min_steps
         if w.max_cost is None or (max_step is None and not plain):
             continue
-        spec = None if plain else _template(s, sid)
-        trials, finished, queued = _trials(s, sid, ledger, reads=not plain, offers=offers, spec=spec, avoid=avoid)
+        spec = _template(s, sid)
+        trials, finished, queued = _trials(s, sid, ledger, offers=offers, spec=spec, avoid=avoid)
         spent = ledger.sweeps[sid].spent if sid in ledger.sweeps else 0.0
-        if plain:  # a fresh trial starts only if a whole trial's cost fits
-            mine = fund_fresh(w.max_cost, spent, trials, [t.cost for t in finished], f"sweep {w.name} budget")
+        time_left = None if (end := aware(w.deadline)) is None else (end - ledger.now).total_seconds()
+        if plain:  # a fresh trial starts only if a whole trial's cost fits, and in turn where the money limits
+            costs, scope = [t.cost for t in finished], f"sweep {w.name} budget"
+            mine = fund_fresh(w.max_cost, spent, trials, costs, scope)
+            turns = in_turn(w.max_cost, spent, trials, costs, _warm(s, sid, spec), time_left, scope)
+            mine |= {j: why for j, why in turns.items() if j not in mine}
         else:
             if queued:
                 resuming[sid] = set(queued)
@@ -203,8 +207,6 @@ def waits(s: Session, active: list[Sweep], ledger: Ledger, max_steps: Mapping[in
                 2 * policy.decision_interval_s + (graces or {}).get(sid, policy.stop_grace_s))
             mine = finish_first(w.max_cost, spent, max_step or 0, trials, finished, pruning=sid in min_steps,
                                 rung=rung, pruned=pruned, warm=_warm(s, sid, spec), horizon_s=horizon,
-                                spot=spec is None or spec.spot_policy != SpotPolicy.ON_DEMAND,
-                                time_left_s=None if (end := aware(w.deadline)) is None else (
-                                    end - ledger.now).total_seconds())
+                                spot=spec is None or spec.spot_policy != SpotPolicy.ON_DEMAND, time_left_s=time_left)
         out.update(mine)
     return out, resuming

@@ -13,34 +13,45 @@ from gpuorch.money.caps import Policy
 from gpuorch.reconciler import Reconciler
 from gpuorch.store.models import JobStatus
 from gpuorch.sweeps.finish import Unfinished, finish_first
-from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider
+from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider, WarmCapableProvider
 from tests.kit.sweeps import loss, report, submit, trials
 
 
-def run(store, clock, tmp_path, **objective):
-    fake = FakeProvider(clock, script=FakeJobScript(duration_s=600, checkpoint_every_s=60, metrics=loss,
+def run(store, clock, tmp_path, deadline=None, **objective):
+    """The sweep's trials' statuses, its report, the most instances live at once, and the launches."""
+    fake = WarmCapableProvider(clock, script=FakeJobScript(duration_s=600, checkpoint_every_s=60, metrics=loss,
                                                     metrics_every_s=30))
     rec = Reconciler(store, {"fake": fake}, clock=clock, budget=Policy(decision_interval_s=30, stop_grace_s=60))
     # $1.2/h: a trial costs $0.20; $0.50 finishes two (and their overheads), not three
-    sweep = submit(store, clock, tmp_path, max_parallel=3, budget={"max_cost": 0.50},
+    sweep = submit(store, clock, tmp_path, max_parallel=3, budget={"max_cost": 0.50}, deadline=deadline,
                    parameters={"LR": [0.003, 0.001, 0.0003]}, objective={"metric": "loss", "mode": "min", **objective})
+    peak = 0
     for _ in range(300):
         rec.run_pass()
+        peak = max(peak, len(fake.live_instances()))
         clock.advance(7)
-    return [t.status for t in trials(store, sweep.id)], report(store, sweep.id, clock)
+    return [t.status for t in trials(store, sweep.id)], report(store, sweep.id, clock), peak, fake.count("launch")
 
 
 def test_max_step_spends_less_on_trials_that_never_finish(tmp_path):
+    """A deadline that needs trials at once (40 min: twice the 25 min the $0.50 buys on one
+    instance is past it), so that finish first is what differs; and with no deadline, a plain
+    sweep runs its trials in turn (``sweeps/plain.in_turn``)."""
     from gpuorch.clock import FakeClock
     from gpuorch.store import Store
 
     out = {}
-    for name, objective in (("with", {"max_step": 600}), ("without", {})):
+    for name, objective, deadline in (("with", {"max_step": 600}, "40m"), ("without", {}, "40m"), ("turns", {}, None)):
         (tmp_path / name).mkdir()
         store = Store(f"sqlite:///{tmp_path / name / 'state.db'}")
-        out[name] = run(store, FakeClock(), tmp_path / name, **objective)
+        out[name] = run(store, FakeClock(), tmp_path / name, deadline, **objective)
         store.close()
-    (with_, r_with), (without, r_without) = out["with"], out["without"]
+    (with_, r_with, _, _), (without, r_without, at_once, _) = out["with"], out["without"]
+    assert at_once == 3
+    # in turn: one trial at a time, the second on the first's instance (one boot); the third waits, unspent
+    turns, r_turns, one, boots = out["turns"]
+    assert one == 1 and boots == 1 and turns.count(JobStatus.SUCCEEDED) == 2 and turns[2] == JobStatus.QUEUED, turns
+    assert r_turns["spend"]["wasted"] == 0.0 and r_turns["spent"] <= 0.50 + 1e-9, r_turns
     # the last trial waits (held with its checkpoint, or, started after the first checkpoint of
     # the others, queued before it spends anything)
     assert with_[2] in (JobStatus.HELD, JobStatus.QUEUED) and JobStatus.HELD not in without
@@ -161,6 +172,42 @@ def test_a_plain_capped_sweep_starts_a_fresh_trial_only_if_a_whole_trial_fits():
     assert set(fund_fresh(0.40, 0.39, [u(3, held=True, step=50, cost=0.1), u(6, cost=0.02), u(7)], [0.19])) == {7}
     assert fund_fresh(0.59, 0.39, [u(4)], [0.19]) == {}  # nothing ahead: no margin
 
+
+
+def test_a_plain_capped_sweep_runs_fresh_trials_in_turn_where_the_money_not_the_deadline_limits_it():
+    """bench/sweep.py --small-cap seed 21 (plain): a second trial booted blind five minutes after
+    the first, in its zone; both were lost there without notice, and a third trial, started cold
+    on what was left, was held for good (23 % of the spend wasted). Before a trial has finished
+    its cost is not known, and the first runs alone where the money left, paid on one instance,
+    takes less than half the time to the deadline; after, fresh trials wait their turn where the
+    cap funds fewer whole trials than are left."""
+    from gpuorch.sweeps.finish import IN_TURN, Warm, for_warm
+    from gpuorch.sweeps.plain import in_turn
+
+    lead = Unfinished(1, True, False, 20, 0.05, price=0.97)
+    fresh = [Unfinished(i, False, False, None, 0.0, price=0.97) for i in (2, 3, 4)]
+    keeps, hours = Warm(keeps=True), 10 * 3600.0
+    why = in_turn(0.60, 0.05, [lead, *fresh], [], keeps, hours)
+    assert set(why) == {2, 3, 4} and all(for_warm(w) and w.endswith(IN_TURN) for w in why.values()), why
+    assert "not known before one finishes" in why[2] and "$0.55 left" in why[2], why
+    assert set(in_turn(0.60, 0.05, [lead, *fresh], [], keeps, None)) == {2, 3, 4}  # no deadline: in turn too
+    # the deadline needs trials at once: $0.55 at $0.97/h is 34 min on one instance, twice that is past 1 h
+    assert in_turn(0.60, 0.05, [lead, *fresh], [], keeps, 3600.0) == {}
+    # with none ahead the first fresh trial starts, the others wait for it; one starts on each idle
+    # warm instance of the sweep, and one being readied is ahead (kept for the trial that waits)
+    assert set(in_turn(0.60, 0.0, fresh, [], keeps, hours)) == {3, 4}
+    assert set(in_turn(0.60, 0.0, fresh, [], Warm(idle=(0.97, 0.97), keeps=True), hours)) == {4}
+    assert set(in_turn(0.60, 0.0, fresh, [], Warm(readying=(0.97,), keeps=True), hours)) == {2, 3, 4}
+    # trials that boot each (keep_warm 0s) run in turn too, each booting when the one ahead ends
+    cold = in_turn(0.60, 0.05, [lead, *fresh], [], Warm(keeps=False), hours)
+    assert set(cold) == {2, 3, 4} and not for_warm(cold[2]) and "when the trial ahead of it ends" in cold[2], cold
+    # a trial costs $0.18 once one has finished: after trial 1's $0.13 more, $0.75 - $0.23 funds 2 of 3 fresh
+    after = in_turn(0.75, 0.23, [lead, *fresh], [0.18], keeps, hours)
+    assert set(after) == {2, 3, 4} and "funds about 2 more trials, fewer than are left" in after[2], after
+    assert in_turn(0.95, 0.23, [lead, *fresh], [0.18], keeps, hours) == {}  # funds all three: they boot now
+    # held and preempted trials (progress) are not fresh: they are the caps' to resume
+    resumed = Unfinished(5, False, True, 40, 0.08, price=0.97)
+    assert 5 not in in_turn(0.75, 0.23, [lead, resumed, *fresh], [0.18], keeps, hours)
 
 def test_the_estimate_reads_the_spend_when_each_step_was_read():
     """Steps are reported every few minutes while the spend grows by the second: the spend now over

@@ -28,8 +28,9 @@ def test_reservations_hold_the_youngest_trial_and_it_resumes_before_fresh_trials
     rec = Reconciler(store, {"fake": fake}, clock=clock, budget=Policy(decision_interval_s=30, stop_grace_s=60))
     # $1.2/h each: near the end of the first two trials, three running trials' reservations (each
     # its own horizon: a 30 s grace once its fast uploads are seen) fill $0.68 while about $0.60 is
-    # spent: the youngest is held, not ended
-    sweep = submit(store, clock, tmp_path, max_parallel=3, budget={"max_cost": 0.68},
+    # spent: the youngest is held, not ended. A deadline that needs trials at once (twice the 34 min
+    # $0.68 buys on one instance is past it; else they run in turn: sweeps/plain.in_turn)
+    sweep = submit(store, clock, tmp_path, max_parallel=3, budget={"max_cost": 0.68}, deadline="1h",
                    parameters={"LR": [0.003, 0.001, 0.0003, 0.1, 0.03]}, job={**JOB, "spot_policy": "on-demand"})
     seen: dict[int, list[JobStatus]] = {}
     for _ in range(400):

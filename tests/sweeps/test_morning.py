@@ -8,6 +8,8 @@ build) make time and faults exact; tests/harness/ and tests/e2e/ run the assembl
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from gpuorch.money.caps import Policy
 from gpuorch.reconciler import Reconciler
 from gpuorch.store.models import JobStatus, SweepStatus
@@ -20,8 +22,10 @@ from tests.kit.sweeps import report, submit, trials
 def setup(store, clock, tmp_path, cap):
     fake = FakeProvider(clock, script=FakeJobScript(duration_s=900, checkpoint_every_s=60, final_checkpoint_s=5))
     rec = Reconciler(store, {"fake": fake}, clock=clock, budget=Policy(decision_interval_s=30, stop_grace_s=60))
-    # $1.2/h: a trial costs $0.30
-    return fake, rec, submit(store, clock, tmp_path, max_parallel=3, budget={"max_cost": cap},
+    # $1.2/h: a trial costs $0.30. A deadline that needs the trials at once: twice the 25 min that
+    # $0.50 buys on one instance is past it (else the sweep runs them in turn, sweeps/plain.in_turn,
+    # and none is held or ended)
+    return fake, rec, submit(store, clock, tmp_path, max_parallel=3, budget={"max_cost": cap}, deadline="40m",
                              parameters={"LR": [0.003, 0.001, 0.0003]})
 
 
@@ -35,7 +39,7 @@ def test_resume_restarts_unfinished_trials_from_their_checkpoints(store, clock, 
     left = [t for t in trials(store, sweep.id) if t.status != JobStatus.SUCCEEDED]
     assert left and all(t.status == JobStatus.BUDGET_EXHAUSTED for t in left)
     before = {t.id: attempts(store, t.id)[-1].last_checkpoint for t in left}
-    _, hit = intent.resume(store, "lr", clock.now(), budget=1.2)
+    _, hit = intent.resume(store, "lr", clock.now(), budget=1.2, deadline=clock.now() + timedelta(minutes=40))
     assert hit == len(left)
     for _ in range(300):
         rec.run_pass()

@@ -118,10 +118,12 @@ def acting(tmp_path_factory):
         def held_sweep() -> tuple[int, int]:
             """A sweep of two running trials whose cap is then lowered (as ``gpuorch sweep update``)
             to what they spent plus a third of one trial's reservation: one trial is held (a clean
-            stop; it resumes when the cap allows), the other runs on. (sweep id, held trial id)."""
+            stop; it resumes when the cap allows), the other runs on. (sweep id, held trial id). Its
+            deadline needs both at once (else a capped sweep runs them in turn: sweeps/plain.in_turn)."""
             path = home / f"held-{next(made)}.yaml"
             path.write_text(yaml.safe_dump({
                 "name": path.stem, "max_parallel": 2, "budget": {"max_cost": 5.0}, "parameters": {"LR": [0.1, 0.2]},
+                "deadline": "1h",
                 "job": {"run": "sleep 600", "spot_policy": "on-demand", "resources": {"gpu": "A100:80GB:1"}}}))
             sid = str(d.submit_sweep(path)["id"])
             trials = d.until(lambda: (ts := d.service.sweep(sid)["trials"]) and len(ts) == 2 and all(
