@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -35,7 +36,7 @@ class OneLineErrors(TyperGroup):
                 typer.echo(e.ctx.get_help())
                 sys.exit(0)
             where = e.ctx.command_path if e.ctx is not None else "gpuorch"
-            message = " ".join(e.format_message().split())
+            message = _not_finite(e, args) or " ".join(e.format_message().split())
             typer.echo(f"error: {message.rstrip('.')}; see '{where} --help'", err=True)
             sys.exit(e.exit_code)
         except click_error as e:
@@ -46,6 +47,27 @@ class OneLineErrors(TyperGroup):
             sys.exit(1)
         # Without standalone mode, typer returns an Exit's code (commands return None).
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _not_finite(e: Exception, args: Sequence[str] | None) -> str | None:
+    """The message for a number option given NaN or an infinity, which typer's range check reports
+    as out of range ("should be less than or equal to 100"): that it is not a finite number. The
+    option's last value counts, as for click."""
+    opts = getattr(getattr(e, "param", None), "opts", None) or ()
+    given = list(sys.argv[1:] if args is None else args)
+    found = None
+    for i, arg in enumerate(given):
+        name, eq, value = arg.partition("=")
+        if name in opts:
+            found = name, value if eq else (given[i + 1] if i + 1 < len(given) else "")
+    if found is None:
+        return None
+    try:
+        if math.isfinite(float(found[1])):
+            return None
+    except ValueError:
+        return None
+    return f"Invalid value for '{found[0]}': {found[1]} is not a finite number; write a number"
 
 
 app = typer.Typer(

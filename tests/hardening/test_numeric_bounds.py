@@ -210,6 +210,25 @@ def test_a_config_file_with_a_bad_number_is_refused_by_the_cli(_isolated_home, t
     nothing_stored(_isolated_home)
 
 
+
+SIMULATE = ["simulate", "policy", "--trace", "x", "--job-hours", "1", "--deadline-hours", "2", "--changeover-hours",
+            "0", "--on-demand-price", "1", "--spot-price", "0.5"]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "NaN"])
+@pytest.mark.parametrize(("argv", "option"), [
+    (["dev", "box", "--idle-gpu-util", "{}"], "--idle-gpu-util"),
+    ([*SIMULATE, "--job-hours", "{}"], "--job-hours"),
+    ([*SIMULATE, "--spot-price={}"], "--spot-price"),
+])
+def test_a_number_option_given_nan_or_an_infinity_says_it_is_not_finite(_isolated_home, argv, option, value):
+    """Typer's range check reported NaN as out of range ("should be less than or equal to 100"),
+    a fix that does not apply: the line says the number is not finite, and nothing is stored."""
+    r = runner.invoke(app, [a.format(value) for a in argv])
+    line = one_line(r.output)
+    assert r.exit_code == 2 and option in line and f"{value} is not a finite number" in line, r.output
+    nothing_stored(_isolated_home)
+
 # -- the HTTP API: a real server on 127.0.0.1, one for the module ---------------------------------
 
 TOKEN = secrets.token_urlsafe(24)
