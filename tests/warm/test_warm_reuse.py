@@ -80,6 +80,28 @@ def test_two_trials_run_back_to_back_on_one_instance(tmp_path, provider):
         assert [e.message for e in events(d.store, "warm_released")][-1].startswith(f"warm instance {used[0]}")
 
 
+
+def test_a_capped_sweep_runs_its_first_trial_alone_and_the_next_on_its_instance(tmp_path):
+    """Trials in turn (``sweeps/plain.in_turn``): a capped sweep with ``max_parallel: 3`` and no
+    deadline starts its first trial alone (what a trial costs is not known before one finishes,
+    and the money, not the deadline, limits the sweep); the next trial waits, saying why, and runs
+    on the first's instance, kept warm for it."""
+    with AssembledDaemon.start(tmp_path / "home", CONFIG) as d:
+        sweep_id = d.submit_sweep(sweep_file(tmp_path, [6, 0], max_parallel=3, budget={"max_cost": 50.0}))["id"]
+        d.until(lambda: trials(d, sweep_id)[0].status == JobStatus.RUNNING, what="the first trial to run")
+        d.run_pass()
+        first, second = trials(d, sweep_id)
+        if first.status == JobStatus.RUNNING:  # (a pass slower than its 6 s may see it end)
+            assert second.status == JobStatus.QUEUED and not d.attempts(second.id or 0), second
+            assert "not known before one finishes" in second.message and "one after another" in second.message
+        d.until(lambda: all(j.status.terminal for j in trials(d, sweep_id)), what="both trials to end")
+        first, second = trials(d, sweep_id)
+        assert [first.status, second.status] == [JobStatus.SUCCEEDED] * 2, [first.message, second.message]
+        ran, [then] = d.attempts(first.id or 0), d.attempts(second.id or 0)
+        assert then.instance_id == ran[-1].instance_id  # on its instance: no launch
+        assert ran[-1].ended_at is not None and then.requested_at >= ran[-1].ended_at  # after it, not beside it
+        d.until(lambda: not alive(d), what="the warm instance to be released")
+
 def _idle_with_a_waiting_trial(d: AssembledDaemon, tmp_path: Path) -> tuple[int, WarmInstance]:
     """A sweep of two trials, one at a time: the second is kept from starting (a back-off, as a
     no-offer retry sets) while the first ends; the first's instance then idles, wanted by it."""
