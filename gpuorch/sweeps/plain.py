@@ -1,5 +1,7 @@
 """A capped sweep that names neither a last step nor a pruning rule (a plain sweep): which fresh
-trials wait, by what a finished trial cost. Pure. (A sweep naming its last step: ``finish``.)"""
+trials wait, for the money a finished trial's cost says they need (``fund_fresh``), or for the
+trial ahead of them where the money, not the deadline, limits the sweep (``in_turn``). Pure. (A
+sweep naming its last step: ``finish``.)"""
 
 from __future__ import annotations
 
@@ -37,7 +39,6 @@ def fund_fresh(max_cost: float, spent: float, trials: Sequence[Unfinished], fini
     return out
 
 
-
 def in_turn(max_cost: float, spent: float, trials: Sequence[Unfinished], finished: Sequence[float], warm: Warm,
             time_left_s: float | None, scope: str = "sweep budget") -> dict[int, str]:
     """Job id -> why a fresh trial of a plain capped sweep waits for the trial ahead of it to end
@@ -56,8 +57,8 @@ def in_turn(max_cost: float, spent: float, trials: Sequence[Unfinished], finishe
     any trial has finished, it may. A trial is ahead while it runs, or waits to start again (progress
     or spend, not held), and so is a warm instance of the sweep being readied (kept for the trial
     that waits); as many fresh trials as the sweep has idle warm instances start (on them), else,
-    with none ahead, the first.
-    Trials ``fund_fresh`` holds are counted as fresh (the caller keeps its reasons)."""
+    with none ahead, the first. Trials ``fund_fresh`` holds are counted as fresh (the caller keeps
+    its reasons)."""
     fresh = sorted(t.job_id for t in trials if not (t.running or t.held or progressed(t)) and t.cost <= 0)
     prices = [t.price for t in trials if t.price]
     money = max(0.0, max_cost - spent)

@@ -1,7 +1,8 @@
 """Which trials of the active capped sweeps wait for money, read from the store and the money
 ledger (the reconciler's ``Money`` loads it once per ledger): finish first for a sweep naming its
 trials' last step (``finish.finish_first``), and for one naming neither a last step nor a pruning
-rule, fresh trials that a whole trial's cost does not fit (``plain.fund_fresh``)."""
+rule, fresh trials that a whole trial's cost does not fit (``plain.fund_fresh``) or that wait
+their turn (``plain.in_turn``)."""
 
 from __future__ import annotations
 
