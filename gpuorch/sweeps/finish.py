@@ -244,7 +244,8 @@ def in_turn(est: Estimate, t: Unfinished, order: Sequence[Unfinished], money: fl
     is preempted with the others of its market: --small-cap seed 21, a second trial booted five
     minutes after the first in its zone, both lost there, and the $0.04 it cost was the third
     trial's margin; run in turn, seeds 3 and 21 finish three. Only while a trial runs, whose
-    instance its sweep keeps warm (``warm.keeps``), and where the time a step takes is known."""
+    instance its sweep keeps warm (``warm.keeps``), where the time a step takes is known, and
+    under a deadline (a sweep without one runs ``max_parallel`` at once)."""
     running = [x for x in order if x.running]
     whole = est.left(t, max_step)
     if not warm.keeps or not running or est.step_s is None or whole <= 0:
@@ -254,7 +255,7 @@ def in_turn(est: Estimate, t: Unfinished, order: Sequence[Unfinished], money: fl
     fresh = sum(1 for x in order[at:] if not (x.running or x.held or progressed(x)))
     ahead_s = max((max_step - (x.step or 0.0)) * est.step_s for x in running)
     serial_s = ahead_s + funds * (max_step * est.step_s + est.start_s)
-    if funds >= fresh or (time_left_s is not None and 2 * serial_s > time_left_s):
+    if funds >= fresh or time_left_s is None or 2 * serial_s > time_left_s:
         return None
     return (f"waiting: the cap funds about {funds} more trial{'s' if funds != 1 else ''} and the deadline leaves time "
             f"to run them one after another{IN_TURN}")

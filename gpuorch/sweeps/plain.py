@@ -52,17 +52,18 @@ def in_turn(max_cost: float, spent: float, trials: Sequence[Unfinished], finishe
     the first, in its zone, both lost there without notice; then three at once, the third held
     for good, 23 % of the spend wasted). The deadline does not need trials at once where twice the
     time the money left buys on one instance, at the lowest price a trial pays or would, is before
-    it (or there is none). The money limits the sweep where it funds fewer whole trials
-    (``finished``: what each cost) than are fresh, after what the trials ahead still need; before
-    any trial has finished, it may. A trial is ahead while it runs, or waits to start again (progress
-    or spend, not held), and so is a warm instance of the sweep being readied (kept for the trial
-    that waits); as many fresh trials as the sweep has idle warm instances start (on them), else,
-    with none ahead, the first. Trials ``fund_fresh`` holds are counted as fresh (the caller keeps
+    it; a sweep without one has said nothing of its time, and runs ``max_parallel`` at once. The
+    money limits the sweep where it funds fewer whole trials (``finished``: what each cost) than
+    are fresh, after what the trials ahead still need; before any trial has finished, it may. A
+    trial is ahead while it runs, or waits to start again (progress or spend, not held), and so is
+    a warm instance of the sweep being readied (kept for the trial that waits); as many fresh
+    trials as the sweep has idle warm instances start (on them), else, with none ahead, the first.
+    Trials ``fund_fresh`` holds are counted as fresh (the caller keeps
     its reasons)."""
     fresh = sorted(t.job_id for t in trials if not (t.running or t.held or progressed(t)) and t.cost <= 0)
     prices = [t.price for t in trials if t.price]
     money = max(0.0, max_cost - spent)
-    if not fresh or not prices or (time_left_s is not None and 2 * money * 3600 / min(prices) > time_left_s):
+    if not fresh or not prices or time_left_s is None or 2 * money * 3600 / min(prices) > time_left_s:
         return {}
     if finished:
         per = sum(finished) / len(finished)
@@ -72,8 +73,8 @@ def in_turn(max_cost: float, spent: float, trials: Sequence[Unfinished], finishe
         why = f"the {scope} funds about {funds} more trial{'s' if funds != 1 else ''}, fewer than are left"
     else:
         why = f"what a trial costs is not known before one finishes, and the ${money:.2f} left is paid on one instance"
-    when = "the deadline leaves time to run" if time_left_s is not None else "with no deadline, the sweep runs"
     ahead = warm.readying or any(t.running or not t.held and (progressed(t) or t.cost > 0) for t in trials)
     starts = len(warm.idle) or (0 if ahead else 1)  # on the idle warm instances, else the first if none is ahead
     then = IN_TURN if warm.keeps else "; this trial starts when the trial ahead of it ends"
-    return {j: f"waiting: {why}; {when} trials one after another{then}" for j in fresh[starts:]}
+    why = f"waiting: {why}; the deadline leaves time to run trials one after another{then}"
+    return {j: why for j in fresh[starts:]}

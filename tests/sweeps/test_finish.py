@@ -35,13 +35,13 @@ def run(store, clock, tmp_path, deadline=None, **objective):
 
 def test_max_step_spends_less_on_trials_that_never_finish(tmp_path):
     """A deadline that needs trials at once (40 min: twice the 25 min the $0.50 buys on one
-    instance is past it), so that finish first is what differs; and with no deadline, a plain
-    sweep runs its trials in turn (``sweeps/plain.in_turn``)."""
+    instance is past it), so that finish first is what differs; and with one that does not (2 h),
+    a plain sweep runs its trials in turn (``sweeps/plain.in_turn``)."""
     from gpuorch.clock import FakeClock
     from gpuorch.store import Store
 
     out = {}
-    for name, objective, deadline in (("with", {"max_step": 600}, "40m"), ("without", {}, "40m"), ("turns", {}, None)):
+    for name, objective, deadline in (("with", {"max_step": 600}, "40m"), ("without", {}, "40m"), ("turns", {}, "2h")):
         (tmp_path / name).mkdir()
         store = Store(f"sqlite:///{tmp_path / name / 'state.db'}")
         out[name] = run(store, FakeClock(), tmp_path / name, deadline, **objective)
@@ -190,7 +190,7 @@ def test_a_plain_capped_sweep_runs_fresh_trials_in_turn_where_the_money_not_the_
     why = in_turn(0.60, 0.05, [lead, *fresh], [], keeps, hours)
     assert set(why) == {2, 3, 4} and all(for_warm(w) and w.endswith(IN_TURN) for w in why.values()), why
     assert "not known before one finishes" in why[2] and "$0.55 left" in why[2], why
-    assert set(in_turn(0.60, 0.05, [lead, *fresh], [], keeps, None)) == {2, 3, 4}  # no deadline: in turn too
+    assert in_turn(0.60, 0.05, [lead, *fresh], [], keeps, None) == {}  # no deadline: max_parallel at once
     # the deadline needs trials at once: $0.55 at $0.97/h is 34 min on one instance, twice that is past 1 h
     assert in_turn(0.60, 0.05, [lead, *fresh], [], keeps, 3600.0) == {}
     # with none ahead the first fresh trial starts, the others wait for it; one starts on each idle
@@ -452,5 +452,6 @@ def test_where_the_money_not_the_deadline_limits_the_sweep_a_fresh_trial_waits_i
     # compared at its rungs): they boot
     assert set(finish_first(cap, 0.05, 100, fresh, [replace(lead, running=False)], warm=keeps)) == {4}
     assert set(finish_first(cap, 0.05, 100, [lead, *fresh], time_left_s=hours)) == {4}
+    assert set(finish_first(cap, 0.05, 100, [lead, *fresh], warm=keeps)) == {4}  # no deadline: max_parallel
     assert not any(for_warm(w) for w in finish_first(cap, 0.05, 100, [lead, *fresh], pruning=True, rung=50,
                                                       warm=keeps, time_left_s=hours).values())

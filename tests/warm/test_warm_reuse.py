@@ -82,12 +82,14 @@ def test_two_trials_run_back_to_back_on_one_instance(tmp_path, provider):
 
 
 def test_a_capped_sweep_runs_its_first_trial_alone_and_the_next_on_its_instance(tmp_path):
-    """Trials in turn (``sweeps/plain.in_turn``): a capped sweep with ``max_parallel: 3`` and no
-    deadline starts its first trial alone (what a trial costs is not known before one finishes,
-    and the money, not the deadline, limits the sweep); the next trial waits, saying why, and runs
-    on the first's instance, kept warm for it."""
+    """Trials in turn (``sweeps/plain.in_turn``): a capped sweep with ``max_parallel: 3`` whose
+    deadline (8 h) is past twice the time its $5 buys on one instance ($3.43/h) starts its first
+    trial alone (what a trial costs is not known before one finishes, and the money, not the
+    deadline, limits the sweep); the next trial waits, saying why, and runs on the first's
+    instance, kept warm for it."""
     with AssembledDaemon.start(tmp_path / "home", CONFIG) as d:
-        sweep_id = d.submit_sweep(sweep_file(tmp_path, [6, 0], max_parallel=3, budget={"max_cost": 50.0}))["id"]
+        sweep_id = d.submit_sweep(sweep_file(tmp_path, [6, 0], max_parallel=3, budget={"max_cost": 5.0},
+                                             deadline="8h"))["id"]
         d.until(lambda: trials(d, sweep_id)[0].status == JobStatus.RUNNING, what="the first trial to run")
         d.run_pass()
         first, second = trials(d, sweep_id)
