@@ -32,7 +32,7 @@ from gpuorch.reconciler.observe.credentials import CredentialAlarm
 from gpuorch.reconciler.observe.listing import backoff_key
 from gpuorch.reconciler.observe.views import AttemptView, JobView, Settings
 from gpuorch.runners.port import RunnerUnavailable, VolumeMountFailed, VolumeNotReady
-from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Checkpoint, JobStatus, TerminationReason
+from gpuorch.store.models import Attempt, AttemptStatus, Backoff, Checkpoint, Job, JobStatus, TerminationReason
 
 log = logging.getLogger("gpuorch.reconciler")
 
@@ -150,6 +150,21 @@ class Recording:
             if st.last_checkpoint_at:
                 r.last_checkpoint_at = datetime.fromtimestamp(st.last_checkpoint_at, now.tzinfo)
 
+    def _last_status(self, s: Session, job: Job, r: Attempt, st: AgentStatus, now: datetime, ended: datetime) -> None:
+        """What an ended attempt's last agent status adds: checkpoints, what it resumed from, and
+        for an agent first seen ended (it ran between two polls), when it started and what it
+        refused."""
+        if st.uploaded and st.uploaded[-1] != r.last_checkpoint:
+            self._record_checkpoints(s, job.id or 0, r, st, now)
+        if st.final_checkpoint:  # handed off one already recorded
+            _mark_final(s, job.id or 0, r.number, st.final_checkpoint)
+        if r.resumed_from is None:
+            r.resumed_from = st.restored_from
+        if r.started_at is None:
+            r.started_at = _agent_start(r, st, ended)
+        if refusals.pending(r, st):
+            refusals.record(s, job, r, st, now)
+
     def end(self, view: JobView, a: AttemptView, end: A.End, now: datetime, ended_at: datetime | None = None) -> None:
         """Record the attempt's end; ``ended_at``: when its billing stopped (the cloud's record,
         ``gpuorch.money.record.billed_end``), default ``now``. An end for no capacity (an attempt
@@ -161,14 +176,8 @@ class Recording:
             r = s.get(Attempt, a.row.id)
             assert r is not None
             was_draining = r.status == AttemptStatus.DRAINING
-            if end.status is not None and end.status.uploaded and end.status.uploaded[-1] != r.last_checkpoint:
-                self._record_checkpoints(s, job_id, r, end.status, now)
-            if end.status is not None and end.status.final_checkpoint:  # handed off one already recorded
-                _mark_final(s, job_id, r.number, end.status.final_checkpoint)
-            if end.status is not None and r.resumed_from is None:
-                r.resumed_from = end.status.restored_from
-            if end.status is not None and refusals.pending(r, end.status):  # an agent first seen ended
-                refusals.record(s, job, r, end.status, now)
+            if end.status is not None:
+                self._last_status(s, job, r, end.status, now, ended_at or now)
             r.status, r.ended_at, r.message = AttemptStatus.ENDED, ended_at or now, end.message
             # A draining attempt keeps the reason its drain recorded, unless the job finished first.
             finished = end.reason == TerminationReason.SUCCEEDED
@@ -199,6 +208,17 @@ class Recording:
             volume_job = job if view.spec.volume is not None else None
         if volume_job is not None:
             self.volumes.detach(volume_job, a.row.instance_id)
+
+
+def _agent_start(r: Attempt, st: AgentStatus, ended: datetime) -> datetime | None:
+    """When an agent first seen ended had started its job, by its own clock, kept between the
+    launch and the end (an instance's clock may drift from ours); None if it never got past
+    starting."""
+    if st.state == "starting" or st.started_at is None:
+        return None
+    started = datetime.fromtimestamp(st.started_at, ended.tzinfo)
+    earliest = r.launched_at or r.requested_at
+    return min(max(started, earliest) if earliest else started, ended)
 
 
 def _lift_backoffs(s: Session, provider: str) -> None:
