@@ -43,6 +43,7 @@ EVIDENCE = 0.1  # share of max_step a running trial must have done before its ra
 RESUME_MARGIN = 1.1  # a trial not running starts only if 10% more than its estimate fits
 FOR_WARM = "; this trial starts there sooner than a boot would finish, and without paying one"
 IN_TURN = "; this trial starts on a running trial's instance when it ends, without paying a boot"
+AFTER_TURN = "; this trial starts when the trial ahead of it ends"  # in turn, where the sweep keeps none warm
 
 
 def for_warm(why: str) -> bool:
@@ -243,12 +244,13 @@ def in_turn(est: Estimate, t: Unfinished, order: Sequence[Unfinished], money: fl
     running more at once buys nothing the cap lets the sweep use, and each boots an instance and
     is preempted with the others of its market: --small-cap seed 21, a second trial booted five
     minutes after the first in its zone, both lost there, and the $0.04 it cost was the third
-    trial's margin; run in turn, seeds 3 and 21 finish three. Only while a trial runs, whose
-    instance its sweep keeps warm (``warm.keeps``), where the time a step takes is known, and
-    under a deadline (a sweep without one runs ``max_parallel`` at once)."""
+    trial's margin; run in turn, seeds 3 and 21 finish three. Only while a trial runs, where the
+    time a step takes is known, and under a deadline (a sweep without one runs ``max_parallel`` at
+    once). A sweep that keeps no instance warm (``keep_warm: 0s``) waits the same, and boots when
+    the trial ahead ends."""
     running = [x for x in order if x.running]
     whole = est.left(t, max_step)
-    if not warm.keeps or not running or est.step_s is None or whole <= 0:
+    if not running or est.step_s is None or whole <= 0:
         return None
     funds = int(max(0.0, money) // whole)
     at = [x.job_id for x in order].index(t.job_id)
@@ -258,7 +260,7 @@ def in_turn(est: Estimate, t: Unfinished, order: Sequence[Unfinished], money: fl
     if funds >= fresh or time_left_s is None or 2 * serial_s > time_left_s:
         return None
     return (f"waiting: the cap funds about {funds} more trial{'s' if funds != 1 else ''} and the deadline leaves time "
-            f"to run them one after another{IN_TURN}")
+            f"to run them one after another{IN_TURN if warm.keeps else AFTER_TURN}")
 
 
 def _slots(est: Estimate, order: Sequence[Unfinished], warm: Warm, max_step: int) -> list[tuple[float, str | None]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpuorch.sweeps.finish import IN_TURN, RESUME_MARGIN, Unfinished, Warm, progressed
+from gpuorch.sweeps.finish import AFTER_TURN, IN_TURN, RESUME_MARGIN, Unfinished, Warm, progressed
 
 
 def fund_fresh(max_cost: float, spent: float, trials: Sequence[Unfinished], finished: Sequence[float],
@@ -75,6 +75,6 @@ def in_turn(max_cost: float, spent: float, trials: Sequence[Unfinished], finishe
         why = f"what a trial costs is not known before one finishes, and the ${money:.2f} left is paid on one instance"
     ahead = warm.readying or any(t.running or not t.held and (progressed(t) or t.cost > 0) for t in trials)
     starts = len(warm.idle) or (0 if ahead else 1)  # on the idle warm instances, else the first if none is ahead
-    then = IN_TURN if warm.keeps else "; this trial starts when the trial ahead of it ends"
+    then = IN_TURN if warm.keeps else AFTER_TURN
     why = f"waiting: {why}; the deadline leaves time to run trials one after another{then}"
     return {j: why for j in fresh[starts:]}

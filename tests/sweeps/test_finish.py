@@ -17,14 +17,15 @@ from gpuorch.testing.fake_provider import FakeJobScript, FakeProvider, WarmCapab
 from tests.kit.sweeps import loss, report, submit, trials
 
 
-def run(store, clock, tmp_path, deadline=None, **objective):
+def run(store, clock, tmp_path, deadline=None, keep_warm=None, **objective):
     """The sweep's trials' statuses, its report, the most instances live at once, and the launches."""
     fake = WarmCapableProvider(clock, script=FakeJobScript(duration_s=600, checkpoint_every_s=60, metrics=loss,
                                                     metrics_every_s=30))
     rec = Reconciler(store, {"fake": fake}, clock=clock, budget=Policy(decision_interval_s=30, stop_grace_s=60))
     # $1.2/h: a trial costs $0.20; $0.50 finishes two (and their overheads), not three
     sweep = submit(store, clock, tmp_path, max_parallel=3, budget={"max_cost": 0.50}, deadline=deadline,
-                   parameters={"LR": [0.003, 0.001, 0.0003]}, objective={"metric": "loss", "mode": "min", **objective})
+                   parameters={"LR": [0.003, 0.001, 0.0003]}, objective={"metric": "loss", "mode": "min", **objective},
+                   **({"keep_warm": keep_warm} if keep_warm else {}))
     peak = 0
     for _ in range(300):
         rec.run_pass()
@@ -36,15 +37,17 @@ def run(store, clock, tmp_path, deadline=None, **objective):
 def test_max_step_spends_less_on_trials_that_never_finish(tmp_path):
     """A deadline that needs trials at once (40 min: twice the 25 min the $0.50 buys on one
     instance is past it), so that finish first is what differs; and with one that does not (2 h),
-    a plain sweep runs its trials in turn (``sweeps/plain.in_turn``)."""
+    a plain sweep runs its trials in turn (``sweeps/plain.in_turn``), and so does a finish-first one
+    that keeps no instance warm (``finish.in_turn``)."""
     from gpuorch.clock import FakeClock
     from gpuorch.store import Store
 
     out = {}
-    for name, objective, deadline in (("with", {"max_step": 600}, "40m"), ("without", {}, "40m"), ("turns", {}, "2h")):
+    for name, objective, deadline, warm in (("with", {"max_step": 600}, "40m", None), ("without", {}, "40m", None),
+                                            ("turns", {}, "2h", None), ("cold", {"max_step": 600}, "2h", "0s")):
         (tmp_path / name).mkdir()
         store = Store(f"sqlite:///{tmp_path / name / 'state.db'}")
-        out[name] = run(store, FakeClock(), tmp_path / name, deadline, **objective)
+        out[name] = run(store, FakeClock(), tmp_path / name, deadline, warm, **objective)
         store.close()
     (with_, r_with, _, _), (without, r_without, at_once, _) = out["with"], out["without"]
     assert at_once == 3
@@ -52,6 +55,10 @@ def test_max_step_spends_less_on_trials_that_never_finish(tmp_path):
     turns, r_turns, one, boots = out["turns"]
     assert one == 1 and boots == 1 and turns.count(JobStatus.SUCCEEDED) == 2 and turns[2] == JobStatus.QUEUED, turns
     assert r_turns["spend"]["wasted"] == 0.0 and r_turns["spent"] <= 0.50 + 1e-9, r_turns
+    # max_step with keep_warm 0s: in turn too, each trial booting when the one ahead ends
+    cold, r_cold, one, boots = out["cold"]
+    assert one == 1 and boots == 2 and cold.count(JobStatus.SUCCEEDED) == 2, (cold, r_cold)
+    assert r_cold["spend"]["wasted"] == 0.0 and r_cold["spent"] <= 0.50 + 1e-9, r_cold
     # the last trial waits (held with its checkpoint, or, started after the first checkpoint of
     # the others, queued before it spends anything)
     assert with_[2] in (JobStatus.HELD, JobStatus.QUEUED) and JobStatus.HELD not in without
@@ -427,7 +434,7 @@ def test_where_the_money_not_the_deadline_limits_the_sweep_a_fresh_trial_waits_i
     the margin the third trial lacked. Where the cap funds fewer whole trials than are left and the
     deadline leaves twice the time to run those one after another, a fresh trial that the money
     funds waits for a running trial's instance (kept warm for it: ``for_warm``) instead of booting."""
-    from gpuorch.sweeps.finish import IN_TURN, Warm, estimate, for_warm
+    from gpuorch.sweeps.finish import AFTER_TURN, IN_TURN, Warm, estimate, for_warm
 
     # a step takes 6 s and a start 60 s at $0.97/h; trial 1 is at step 20 of 100
     lead = Unfinished(1, True, False, 20, 0.05, span=(10, 0.03, 20, 0.0462), work=(10, 0.0162), work_s=60.0,
@@ -448,10 +455,11 @@ def test_where_the_money_not_the_deadline_limits_the_sweep_a_fresh_trial_waits_i
     why = finish_first(cap, 0.05, 100, [lead, *fresh], warm=keeps, time_left_s=2 * serial_s - 1)
     assert 2 not in why and for_warm(why[3]), why
     assert set(finish_first(cap, 0.05, 100, [lead, *fresh], warm=keeps, time_left_s=2 * serial_s + 1)) == {2, 3, 4}
-    # no trial running (nothing to wait for), no warm capacity kept, or a pruning rule (trials are
-    # compared at its rungs): they boot
+    # a sweep that keeps no instance warm waits the same, and boots when the trial ahead ends
+    cold = finish_first(cap, 0.05, 100, [lead, *fresh], time_left_s=hours)
+    assert set(cold) == {2, 3, 4} and cold[2].endswith(AFTER_TURN) and not for_warm(cold[2]), cold
+    # no trial running (nothing to wait for), or a pruning rule (trials are compared at its rungs): they boot
     assert set(finish_first(cap, 0.05, 100, fresh, [replace(lead, running=False)], warm=keeps)) == {4}
-    assert set(finish_first(cap, 0.05, 100, [lead, *fresh], time_left_s=hours)) == {4}
     assert set(finish_first(cap, 0.05, 100, [lead, *fresh], warm=keeps)) == {4}  # no deadline: max_parallel
     assert not any(for_warm(w) for w in finish_first(cap, 0.05, 100, [lead, *fresh], pruning=True, rung=50,
                                                       warm=keeps, time_left_s=hours).values())
