@@ -37,6 +37,7 @@ from gpuorch.errors import UserInputError
 from gpuorch.jobs.logmirror import LogMirror
 from gpuorch.ops.config import DaemonConfig
 from gpuorch.ops.heap import HeapFreeze
+from gpuorch.ops.presence import Presence
 from gpuorch.ops.sdnotify import Notifier
 from gpuorch.reconciler import Reconciler, Settings
 from gpuorch.reconciler.reconciler import DISK_FULL
@@ -130,6 +131,7 @@ class Daemon:
         self.heap = HeapFreeze()  # what a pass leaves alive is frozen out of the cyclic GC's walks
         self._gc_threshold: tuple[int, ...] | None = None  # the collector's before serve (close restores it)
         self.sender: threading.Thread | None = None  # the notifications outbox's sender (gpuorch.notify)
+        self.presence = Presence.hold(config.home, rec.owner)  # says to a later daemon whether this one died
 
     def request_stop(self, *_: object) -> None:
         self._stopping = True
@@ -146,6 +148,23 @@ class Daemon:
             getattr(self.beater, step)(utcnow(), *args)
         except Exception:  # the heartbeat is for readers; a store hiccup must not stop the daemon
             log.warning("could not write the daemon heartbeat (%s)", step, exc_info=True)
+
+    def _expire_the_gone(self) -> None:
+        """Expire the leases of every daemon of this home that died on this host (``ops.presence``):
+        its jobs are taken over at the first pass, not ``lease_s`` after its last renewal."""
+        if self.presence is None:
+            return
+        for gone in self.presence.gone():
+            try:
+                n = self.rec.leases.expire_of(gone.owner, self.rec.clock.now())
+            except Exception:  # its leases still expire on their own
+                log.warning("could not expire the leases of daemon %s, which is gone", gone.owner, exc_info=True)
+                os.close(gone.fd)
+                continue
+            gone.forget()
+            log.warning("daemon %s is gone (its lock on this host is free): its %d job lease%s end now, not "
+                        "lease_s after its last renewal", gone.owner, n, "" if n == 1 else "s",
+                        extra={"gone": gone.owner, "leases": n})
 
     def _wait(self, timeout: float | None, wake_on_store: bool = False) -> bool:
         """Until poked or ``timeout`` (with ``wake_on_store``: or the store's signal); then act on
@@ -219,6 +238,7 @@ class Daemon:
         self._gc_threshold = gc.get_threshold()
         gc.set_threshold(max(YOUNG_GC_THRESHOLD, self._gc_threshold[0]), *self._gc_threshold[1:])
         self._beat("started")
+        self._expire_the_gone()
         if not once and self.config.catalog_refresh_s is not None:  # live prices, off the passes
             from gpuorch.ops.catalog_refresh import CatalogRefresher
 
@@ -254,12 +274,16 @@ class Daemon:
             self._gc_threshold = None
         if self.sender is not None:  # it saw self.stop: its send in flight gets the drain time, then the store closes
             self.sender.join(self.config.drain_timeout_s)
+        released = False
         try:
             self.rec.release_leases()
+            released = True
             log.info("leases released; running jobs are left to the next daemon")
         except Exception:
             log.exception("could not release leases (they expire after lease_s)")
         self._beat("stopped")
+        if self.presence is not None and released:  # else the next daemon finds it gone, and expires them
+            self.presence.close()
         if self.metrics is not None:
             self.metrics.stop()
         self.rec.pool.close()  # a launch still out is left behind: idempotent by client token

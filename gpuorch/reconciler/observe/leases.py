@@ -312,6 +312,17 @@ class Leases:
             return set(s.exec(select(cast(Mapped[int], col(Job.id))).where(col(Job.lease_owner).is_not(None))
                               .where(col(Job.lease_owner) != self.owner).where(col(Job.lease_expires) > now)))
 
+    def expire_of(self, owner: str, now: datetime) -> int:
+        """End now the unexpired leases of ``owner``, a daemon known to be dead (its process lock
+        on this host is free: ``ops.presence``); how many. The next claim takes them over as it
+        takes any expired lease, with the ``lease_taken_over`` event that names it."""
+        if owner == self.owner:
+            return 0
+        with self.store.write() as s:
+            rows = s.exec(update(Job).where(col(Job.lease_owner) == owner).where(col(Job.lease_expires) > now)
+                          .values(lease_expires=now))
+            return int(rows.rowcount or 0)
+
     def release(self) -> None:
         """Give up every lease (clean shutdown): another daemon may take the jobs at once."""
         with self.store.write() as s:
