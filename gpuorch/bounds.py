@@ -16,6 +16,7 @@ Pure; pydantic and the standard library only (a leaf: every layer may use it).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -60,6 +61,32 @@ Integer = Annotated[int, BeforeValidator(whole)]
 Usd = Annotated[Number, Field(gt=0, le=MAX_USD)]  # a budget, a cap, a price per hour
 Count = Annotated[Integer, Field(ge=0, le=MAX_COUNT)]
 Seed = Annotated[Integer, Field(ge=-MAX_INT64, le=MAX_INT64)]
+
+
+# The fix for each pydantic error a field's type or bounds raise, as one clause: {gt} and the like
+# are the bound, as ``fix_hint``'s ``shown`` writes it.
+_FIX_HINTS = {
+    "extra_forbidden": "unknown key; remove it or check its spelling",
+    "missing": "required; add it",
+    "greater_than": "must be greater than {gt}; raise it",
+    "greater_than_equal": "must be at least {ge}; raise it",
+    "less_than": "must be less than {lt}; lower it",
+    "less_than_equal": "must be at most {le}; lower it",
+    "finite_number": "must be a finite number (not NaN or infinite); write a number",
+    "int_from_float": "must be a whole number; write it without a fraction",
+    "int_parsing_size": "too large a number; write a smaller one",
+    "int_parsing": "must be a whole number; write it like 4",
+    "float_parsing": "must be a number; write it like 2.5",
+}
+
+
+def fix_hint(err: Mapping[str, Any], shown: Callable[[Any], str] | None = None) -> str | None:
+    """What is wrong with a field and the fix, for a pydantic error of the kinds above ("must be
+    greater than 0; raise it"), its bounds as ``shown`` writes them (default ``describe_bound``);
+    None for another kind (its own message says it)."""
+    hint = _FIX_HINTS.get(str(err["type"]))
+    show = shown or describe_bound
+    return hint.format(**{k: show(b) for k, b in (err.get("ctx") or {}).items()}) if hint else None
 
 
 def describe_bound(v: Any) -> str:

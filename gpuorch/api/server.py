@@ -32,7 +32,7 @@ from starlette.exceptions import HTTPException
 from gpuorch.api import auth, upload
 from gpuorch.api.guard import Guard
 from gpuorch.api.strictjson import StrictJsonRoute
-from gpuorch.bounds import MAX_INT64, Usd
+from gpuorch.bounds import MAX_INT64, Usd, fix_hint
 from gpuorch.errors import UnknownSweep, UserInputError, runtime_line
 from gpuorch.jobs.intent import UnknownJob
 from gpuorch.jobs.service import JobService
@@ -171,7 +171,7 @@ def _invalid(_r: Request, e: Exception) -> JSONResponse:
     err = e.errors()[0]  # type: ignore[attr-defined]
     status = 400 if err.get("type") == "json_invalid" else 422  # not JSON at all: a bad request
     return _error(status, f"request: {'.'.join(str(x) for x in err['loc'])}: "
-                          f"{str(err['msg']).removeprefix('Value error, ')}")
+                          f"{fix_hint(err) or str(err['msg']).removeprefix('Value error, ')}")
 
 
 def _unexpected(_r: Request, e: Exception) -> JSONResponse:  # a bug or the disk: one line, logged

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from gpuorch.bounds import MAX_GPUS, MAX_NODES
+from gpuorch.bounds import MAX_GPUS, MAX_NODES, fix_hint
 from gpuorch.cli.app import JSON_OPTION, app, emit_json, fail
 from gpuorch.errors import UserInputError
 
@@ -151,7 +151,7 @@ def _workload(fields: dict[str, Any]) -> Any:
         return Workload.model_validate({k: v for k, v in fields.items() if v is not None})
     except ValidationError as e:
         err = e.errors()[0]
-        msg = str(err["msg"]).removeprefix("Value error, ")
+        msg = fix_hint(err) or str(err["msg"]).removeprefix("Value error, ")
         name = str(err["loc"][-1]) if err["loc"] else ""
         if not name:  # a check across fields: its message starts with the field it blames
             first = msg.split(" ", 1)[0].rstrip(":")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from gpuorch.bounds import Integer, Number, Usd, describe_bound
+from gpuorch.bounds import Integer, Number, Usd, describe_bound, fix_hint
 from gpuorch.errors import UserInputError, field_path
 from gpuorch.jobs import validate as v_
 from gpuorch.jobs.gpu_request import GpuRequirement, Strict
@@ -271,35 +271,14 @@ class JobSpec(Lifetime):
         return v
 
 
-_FIX_HINTS = {
-    "extra_forbidden": "unknown key; remove it or check its spelling",
-    "missing": "required; add it",
-    "greater_than": "must be greater than {gt}; raise it",
-    "greater_than_equal": "must be at least {ge}; raise it",
-    "less_than": "must be less than {lt}; lower it",
-    "less_than_equal": "must be at most {le}; lower it",
-    "finite_number": "must be a finite number (not NaN or infinite); write a number",
-    "int_from_float": "must be a whole number; write it without a fraction",
-    "int_parsing_size": "too large a number; write a smaller one",
-    "int_parsing": "must be a whole number; write it like 4",
-    "float_parsing": "must be a number; write it like 2.5",
-}
-
-
 def _format_error(err: ErrorDetails, source: str, root: type[BaseModel] | None = None) -> str:
     """One line naming the field of ``root`` (the model validated: the job spec's unless named) and the fix."""
     path = err["loc"][:-2] if err["loc"][-1:] == ("[key]",) else err["loc"]  # a bad key: its message names it
     loc = field_path(path) or "(top level)"
     if not err["loc"] and str(err["msg"]).startswith("Value error, "):  # a model-level check names its field
         return f"{source}: {str(err['msg']).removeprefix('Value error, ')}"
-    kind = err["type"]
-    if kind == "extra_forbidden":
-        msg = _FIX_HINTS[kind]
-    elif kind in _FIX_HINTS:
-        shown = duration_text if _is_duration(root or JobSpec, path) else describe_bound  # 24h, not 86400
-        msg = _FIX_HINTS[kind].format(**{k: shown(b) for k, b in err.get("ctx", {}).items()})
-    else:
-        msg = str(err["msg"]).removeprefix("Value error, ")
+    shown = duration_text if _is_duration(root or JobSpec, path) else describe_bound  # 24h, not 86400
+    msg = fix_hint(err, shown) or str(err["msg"]).removeprefix("Value error, ")
     return f"{source}: {loc}: {msg}"
 
 

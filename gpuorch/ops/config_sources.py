@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpuorch.bounds import fix_hint
 from gpuorch.errors import UserInputError, field_path
 from gpuorch.store.paths import default_home, default_url
 
@@ -234,7 +235,7 @@ def describe(e: ValidationError, origins: Origins) -> str:
         known = _known(loc[:-1])
         msg = f"unknown option; known options here: {', '.join(known)}" if known else "unknown option; remove it"
     else:
-        msg = str(err["msg"]).removeprefix("Value error, ")
+        msg = fix_hint(err) or str(err["msg"]).removeprefix("Value error, ")
     more = len(e.errors()) - 1
     return f"{source}: {field_name}: {msg}" + (f" (and {more} more problem{'s' * (more > 1)})" if more else "")
 

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from gpuorch.bounds import fix_hint  # adapters take it from here (the kit): their own parsers use it too
 from gpuorch.errors import UserInputError
 
 M = TypeVar("M", bound=BaseModel)
@@ -41,6 +42,8 @@ def validate_options(model: type[M], options: Mapping[str, Any] | None, provider
             msg = f"is required; {required(where) if callable(required) else required}"
         elif err["type"] == "extra_forbidden":
             msg = f"unknown option; known: {', '.join(known(model))}"
+        elif (hint := fix_hint(err)) is not None:
+            msg = hint
         elif not where and ": " in msg and msg.split(": ", 1)[0].split(".")[0] in model.model_fields:
             where, msg = msg.split(": ", 1)
         raise UserInputError(f"providers.{provider}{'.' + where if where else ''}: {msg}") from None

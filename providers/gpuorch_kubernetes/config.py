@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from gpuorch.errors import UserInputError
+from gpuorch.provider.options import fix_hint
 
 PREFIX = "providers.kubernetes"
 IN_CLUSTER = "in-cluster"
@@ -72,7 +73,7 @@ def parse_options(options: dict[str, Any]) -> KubernetesOptions:
         known = CONTEXT_KNOWN if len(err["loc"]) > 2 and err["loc"][0] == "contexts" else KNOWN
         if err["type"] == "extra_forbidden":
             raise UserInputError(f"{PREFIX}.{where}: unknown option; known: {known}") from None
-        msg = err["msg"].removeprefix("Value error, ")
+        msg = fix_hint(err) or err["msg"].removeprefix("Value error, ")
         if err["type"] == "string_pattern_mismatch":
             msg = f"{err['input']!r} is not valid here ({msg})"
         raise UserInputError(f"{PREFIX}.{where}: {msg}") from None

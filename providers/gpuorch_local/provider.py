@@ -42,6 +42,7 @@ from gpuorch.provider.localdir import (
     spawn_detached,
 )
 from gpuorch.provider.localdir.isolation import private_home
+from gpuorch.provider.options import fix_hint
 
 from .gang import GangRunner, end_gang, gang_dirs, observe_gang
 from .isolation import IsolatedRunner, Isolation, jobs_root, log
@@ -119,7 +120,9 @@ class LocalProvider(Provider):
         except ValidationError as e:
             err = e.errors()[0]
             where = ".".join(str(x) for x in err["loc"])
-            raise UserInputError(f"providers.local.{where}: {err['msg']}; known options: {_OPTIONS}") from None
+            msg = fix_hint(err) or err["msg"]
+            known = f"; known options: {_OPTIONS}" if err["type"] == "extra_forbidden" else ""
+            raise UserInputError(f"providers.local.{where}: {msg}{known}") from None
         c = opts.container
         container = ContainerConfig(image="", runtime=c.runtime, run_args=c.run_args, gpus=c.gpus) if c else None
         local = Path(home).expanduser().resolve() / "local"

@@ -44,6 +44,7 @@ from gpuorch.provider import (
 from gpuorch.provider.capabilities import Capabilities
 from gpuorch.provider.localdir import REASON_TERMINATED, InstanceDir, LocalRunner, Meta, capacity, instance_id_for
 from gpuorch.provider.localdir.watch import RunDirWatch
+from gpuorch.provider.options import fix_hint
 
 from .cloud import (
     MARKET_FILE,
@@ -137,7 +138,7 @@ class SimProvider(SimVolumePort, Provider):
         except ValidationError as e:
             err = e.errors()[0]
             where = ".".join(str(x) for x in err["loc"])
-            raise UserInputError(f"providers.sim.{where}: {err['msg']}") from None
+            raise UserInputError(f"providers.sim.{where}: {fix_hint(err) or err['msg']}") from None
         return opts.model_copy(update={"traces": resolve(opts.traces), "prices": resolve(opts.prices)})
 
     @classmethod

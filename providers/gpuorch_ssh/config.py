@@ -17,6 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from gpuorch.errors import UserInputError
 from gpuorch.provider import gpus, parse_public_key
+from gpuorch.provider.options import fix_hint
 
 PROVIDER = "ssh"
 MAX_PRICE = 10_000.0  # USD per GPU-hour: far above any GPU's rental price
@@ -205,8 +206,8 @@ def parse_options(options: dict[str, Any]) -> tuple[PoolOptions, list[Host]]:
         loc = [str(x) for x in err["loc"] if not str(x).startswith(("function-", "list[", "str"))]
         where = "".join(f"[{x}]" if x.isdigit() else f".{x}" for x in loc).lstrip(".")
         fix = _FIX.get(loc[-1] if loc else "", "see docs/ssh-pools.md for the options")
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        raise UserInputError(f"providers.{PROVIDER}.{where or 'hosts'}: {msg}; {fix}") from None
+        msg = fix_hint(err) or f"{str(err['msg']).removeprefix('Value error, ')}; {fix}"
+        raise UserInputError(f"providers.{PROVIDER}.{where or 'hosts'}: {msg}") from None
     hosts: list[Host] = []
     seen: dict[tuple[str, str], int] = {}
     for i, h in enumerate(opts.hosts):

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.aws
      "subnet_id.us-east-1: 'sub-1' is not an id like subnet-"),
     ({"regions": ["us-east-1"], "security_group_ids": {"us-east-1": ["default"]}}, "is not an id like sg-"),
     ({"regions": ["us-east-1"], "max_attempts": 0},
-     "providers.aws.max_attempts: Input should be greater than or equal to 1"),
+     "providers.aws.max_attempts: must be at least 1; raise it"),
 ])  # fmt: skip
 def test_static_mistakes(options: dict[str, Any], message: str) -> None:
     with pytest.raises(UserInputError, match=None) as e:

@@ -114,7 +114,7 @@ def test_a_lost_node_is_a_preemption_without_notice(k8s, tmp_path: Path) -> None
     ({"context": {"context": "nope"}}, "providers.kubernetes.contexts.0.context: 'nope' is not a context of"),
     ({"kubeconfig": "/nonexistent/kubeconfig"}, "providers.kubernetes.kubeconfig: /nonexistent/kubeconfig is not a"),
     ({"context": {"price_per_gpu_hour": -1}},
-     "providers.kubernetes.contexts.0.price_per_gpu_hour: Input should be greater than or equal to 0"),
+     "providers.kubernetes.contexts.0.price_per_gpu_hour: must be at least 0; raise it"),
     ({"context": {"price_per_gpu_hour": math.nan}}, "providers.kubernetes.contexts.0.price_per_gpu_hour: "),
     ({"context": {"price_per_gpu_hour": True}}, "providers.kubernetes.contexts.0.price_per_gpu_hour: "),
     ({"context": {"price_per_gpu_hour": "free"}}, "providers.kubernetes.contexts.0.price_per_gpu_hour: "),
@@ -124,7 +124,7 @@ def test_a_lost_node_is_a_preemption_without_notice(k8s, tmp_path: Path) -> None
     ({"context": {"namespace": "Team_A"}}, "providers.kubernetes.contexts.0.namespace: 'Team_A' is not valid"),
     ({"context": {"zone": "a"}}, "providers.kubernetes.contexts.0.zone: unknown option; known: context, region"),
     ({"regions": ["a"]}, "providers.kubernetes.regions: unknown option; known: kubeconfig, contexts"),
-    ({"termination_grace_s": 0}, "providers.kubernetes.termination_grace_s: Input should be greater than"),
+    ({"termination_grace_s": 0}, "providers.kubernetes.termination_grace_s: must be at least 5; raise it"),
 ])  # fmt: skip
 def test_configuration_mistakes_are_one_line_naming_the_option(k8s, tmp_path: Path, change: dict,
                                                                  message: str) -> None:

@@ -93,7 +93,7 @@ def test_environment_overrides_nested_fields_and_mappings(monkeypatch):
 
 
 @pytest.mark.parametrize("where, text, expected", [
-    ("system", "poll_s: -1\n", "{system}: poll_s: Input should be greater than 0"),
+    ("system", "poll_s: -1\n", "{system}: poll_s: must be greater than 0; raise it"),
     ("user", "metrics: {prot: 1}\n", "{user}: metrics.prot: unknown option; known options here: enabled, host, port"),
     ("state", "colour: blue\n", "{state}: colour: unknown option; known options here: home,"),
     ("user", "log_format: xml\n", "{user}: log_format: Input should be 'text' or 'json'"),
@@ -114,7 +114,7 @@ def test_bad_values_name_the_source_and_the_field(files, where, text, expected):
 
 def test_a_bad_environment_value_names_the_variable(monkeypatch):
     monkeypatch.setenv("GPUORCH_METRICS__PORT", "70000")
-    with pytest.raises(UserInputError, match=r"^GPUORCH_METRICS__PORT: metrics.port: Input should be less than"):
+    with pytest.raises(UserInputError, match=r"^GPUORCH_METRICS__PORT: metrics.port: must be at most 65535; lower it"):
         load_config()
 
 
@@ -146,7 +146,7 @@ def test_every_command_reads_the_global_config(tmp_path, argv):
     argv = [str(tmp_path / a) if a == "job.yaml" else a for a in argv]
     r = runner.invoke(app, ["--config", str(bad), *argv])
     assert r.exit_code == 2, r.output
-    assert r.output.strip() == f"error: --config {bad}: poll_s: Input should be greater than 0"
+    assert r.output.strip() == f"error: --config {bad}: poll_s: must be greater than 0; raise it"
 
 
 def test_the_global_config_selects_the_database(tmp_path):
@@ -188,4 +188,4 @@ def test_store_location_defers_to_load_for_config_and_other_variables(_isolated_
     monkeypatch.setenv("GPUORCH_POLL_S", "0")
     assert store_location() is None
     r = runner.invoke(app, ["status", "--json"])  # the bad variable still fails status, as before
-    assert r.exit_code == 2 and "GPUORCH_POLL_S: poll_s: Input should be greater than 0" in r.output
+    assert r.exit_code == 2 and "GPUORCH_POLL_S: poll_s: must be greater than 0; raise it" in r.output

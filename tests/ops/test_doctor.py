@@ -70,7 +70,7 @@ def test_text_output_names_each_problem_and_its_fix(tmp_path):
     bad.write_text("lease_s: -5\n")
     r = runner.invoke(app, ["--config", str(bad), "doctor"])
     assert r.exit_code == 1
-    assert f"FAIL  config  --config {bad}: lease_s: Input should be greater than 0" in r.output
+    assert f"FAIL  config  --config {bad}: lease_s: must be greater than 0; raise it" in r.output
     assert "fix: correct the option named above" in r.output
     assert r.output.splitlines()[-1].startswith(("1 problem found", "1 problem, ")), r.output  # warnings beside
 
