@@ -284,12 +284,15 @@ def test_a_bad_remote_update_gets_the_local_line_exit_2_and_changes_nothing(
 
 def test_the_limits_body_is_checked_field_by_field(api, token, server_store, tmp_path, remote, laptop):
     assert remote("sweep", "submit", str(sweep_file(tmp_path, {**SWEEP, "job": INLINE}))).exit_code == 0
-    for body, field in (({"budget": "lots"}, "budget"), ({"cap": 3}, "cap")):
+    for body, says in (({"budget": "lots"}, "request: body.budget: must be a number"),
+                       ({"cap": 3}, "request: body.cap: unknown key; remove it"),
+                       ({"budget": -2}, "request: body.budget: must be greater than 0; raise it")):
         req = urllib.request.Request(f"{api.url}/v1/sweeps/lr/update", data=json.dumps(body).encode(),
                                      method="POST", headers={"Authorization": f"Bearer {token}",
                                                              "Content-Type": "application/json"})
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(req, timeout=30)
-        assert e.value.code == 422 and field in json.loads(e.value.read())["error"]
+        error = json.loads(e.value.read())["error"]
+        assert e.value.code == 422 and error.startswith(says), error
     [sweep], _ = stored(server_store)
     assert sweep.max_cost == 5
