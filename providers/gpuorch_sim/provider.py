@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import ValidationError
 
 from gpuorch.agent.protocol import JOB_LOG, METRICS_FILE, STATUS_FILE, AgentStatus
-from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError
+from gpuorch.errors import NoCapacityError, NotFoundError, PermanentError, UserInputError, field_path
 from gpuorch.provider import (
     TAG_MANAGED,
     Instance,
@@ -137,8 +137,7 @@ class SimProvider(SimVolumePort, Provider):
             opts = SimOptions.model_validate(options or {})
         except ValidationError as e:
             err = e.errors()[0]
-            where = ".".join(str(x) for x in err["loc"])
-            raise UserInputError(f"providers.sim.{where}: {fix_hint(err) or err['msg']}") from None
+            raise UserInputError(f"providers.sim.{field_path(err['loc'])}: {fix_hint(err) or err['msg']}") from None
         return opts.model_copy(update={"traces": resolve(opts.traces), "prices": resolve(opts.prices)})
 
     @classmethod
