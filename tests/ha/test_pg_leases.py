@@ -233,3 +233,20 @@ def test_the_head_of_the_queue_is_split_between_daemons_and_says_when_it_was_cut
     assert sorted(known) == [ids[0], ids[1], ids[4]] and not d1.truncated
     assert [j.id for j in d1.claim(clock.now(), known=known, queued=1)] == [ids[0], ids[1]]  # job 5 left out
     assert d1.truncated
+
+
+def test_the_leases_of_a_daemon_known_dead_end_at_once_and_are_taken_over_with_an_event(pg_url, store, clock):
+    """``Leases.expire_of`` (a restart that found the dead daemon's lock free, ``ops.presence``):
+    its unexpired leases end now, and the next claim takes them over as it takes any expired one."""
+    ids = set(submit(store, clock, 3))
+    dead, new = Leases(Store(pg_url), "host/1/dead00", lease_s=600), Leases(Store(pg_url), "host/2/new000", lease_s=600)
+    assert {j.id for j in dead.claim(clock.now())} == ids
+    assert new.claim(clock.now()) == []  # held for 600 s
+    assert new.expire_of(new.owner, clock.now()) == 0  # never its own
+    assert new.expire_of(dead.owner, clock.now()) == 3
+    clock.advance(0.001)
+    assert {j.id for j in new.claim(clock.now())} == ids and set(owners(store).values()) == {new.owner}
+    taken = events(store, "lease_taken_over")
+    assert len(taken) == 3 and all("took over from host/1/dead00" in e.message for e in taken), taken
+    for d in (dead, new):
+        d.store.close()
